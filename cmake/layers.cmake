@@ -1,0 +1,32 @@
+# ts_layer(NAME DIR DEPS...): one static library per source layer.
+set(TS_ALL_LAYERS "" CACHE INTERNAL "")
+
+function(ts_simd_flags srcs)
+    foreach(src ${srcs})
+        if(src MATCHES "_avx512\\.c$")
+            set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+                "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c")
+        elseif(src MATCHES "_avx2\\.c$")
+            set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+                "-mavx2;-mfma;-mf16c;-mbmi2")
+        endif()
+    endforeach()
+endfunction()
+
+function(ts_layer name dir)
+    file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.c)
+    if(NOT srcs)
+        return()
+    endif()
+    ts_simd_flags("${srcs}")
+    add_library(ts_${name} STATIC ${srcs})
+    target_include_directories(ts_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+    set(deps "")
+    foreach(d ${ARGN})
+        if(TARGET ${d} OR NOT d MATCHES "^ts_")
+            list(APPEND deps ${d})
+        endif()
+    endforeach()
+    target_link_libraries(ts_${name} PUBLIC ${deps})
+    set(TS_ALL_LAYERS ${TS_ALL_LAYERS} ts_${name} CACHE INTERNAL "")
+endfunction()
