@@ -1,0 +1,7 @@
+/* commands.h — entry points of the tessera subcommands (tools/cmd_<name>.c). */
+#ifndef TS_TOOLS_COMMANDS_H
+#define TS_TOOLS_COMMANDS_H
+
+int ts_cmd_inspect(int argc, char **argv);
+
+#endif /* TS_TOOLS_COMMANDS_H */
