@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job on the default model: install what is missing, build, fetch SmolLM2-135M-Instruct
+# (Q4_1) into ~/.cache/tessera/models/, and run it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build >/dev/null
+cmake --build build -j "$(nproc)" --target tessera
+model=$(python3 scripts/fetch_model.py smollm2)
+./build/tessera inspect "$model"
