@@ -16,6 +16,9 @@ ts_require_pkg(MHD libmicrohttpd libmicrohttpd-dev)
 set(TS_HTTP_LIBS ${MHD_LINK_LIBRARIES} ${CJSON_LINK_LIBRARIES} CACHE INTERNAL "")
 include_directories(${CJSON_INCLUDE_DIRS} ${MHD_INCLUDE_DIRS})
 
+# SHA-256 for the KV cache's prefix-block hash chain (Debian: libssl-dev).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
 if(TS_BUILD_TESTS)
     ts_require_pkg(CMOCKA cmocka libcmocka-dev)
 endif()
