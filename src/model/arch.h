@@ -1,0 +1,115 @@
+/*
+ * arch.h — the architecture registry: what each supported model family is, as data.
+ *
+ * An architecture is described by a ts_arch_desc: the metadata prefix its hyperparameters use
+ * (`<prefix>.<suffix>` keys), its fixed traits (norm kind, feed-forward kind, RoPE layout,
+ * embedding scaling, extra norms) and the GGUF tensors it may hold, as name patterns with `{L}`
+ * for the layer index, each with a role, an expected shape (in symbolic dimensions resolved from
+ * the hyperparameters), and whether it is required. Features such as QKV bias, fused QKV or a
+ * separate output matrix are not listed per architecture but probed from the tensors a file
+ * actually holds (a pattern marked optional). Adding an architecture means adding a table here,
+ * not if/else chains in the loader or graph builder.
+ *
+ * Constant data only; thread-safe.
+ */
+#ifndef TS_MODEL_ARCH_H
+#define TS_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum ts_norm_kind {
+    TS_NORM_RMS = 0,   /* x / sqrt(mean(x^2) + eps) * w */
+    TS_NORM_LAYER = 1, /* (x - mean) / sqrt(var + eps) * w + b */
+} ts_norm_kind;
+
+typedef enum ts_ffn_kind {
+    TS_FFN_SWIGLU = 0,    /* down(silu(gate(x)) * up(x)) */
+    TS_FFN_GEGLU_TANH = 1, /* down(gelu_tanh(gate(x)) * up(x)) */
+    TS_FFN_GELU = 2,      /* down(gelu(up(x) + b) + b) — GPT-2 */
+} ts_ffn_kind;
+
+typedef enum ts_rope_kind {
+    TS_ROPE_NONE = 0,   /* learned absolute positions (GPT-2) */
+    TS_ROPE_NORMAL = 1, /* rotate adjacent pairs (x0,x1), (x2,x3), ... */
+    TS_ROPE_NEOX = 2,   /* rotate halves: (x_i, x_{i + d/2}) */
+} ts_rope_kind;
+
+/* Symbolic dimensions of expected tensor shapes, resolved from hyperparameters. */
+typedef enum ts_dim {
+    TS_DIM_NONE = 0,
+    TS_DIM_EMBD,     /* n_embd */
+    TS_DIM_VOCAB,    /* n_vocab */
+    TS_DIM_FF,       /* n_ff */
+    TS_DIM_FF2,      /* 2 * n_ff (fused gate+up) */
+    TS_DIM_Q,        /* n_head * head_dim_k */
+    TS_DIM_KV,       /* n_head_kv * head_dim_k (== value dim for supported archs) */
+    TS_DIM_QKV,      /* Q + 2 * KV (fused projection) */
+    TS_DIM_HEAD,     /* head_dim_k (per-head Q/K norms) */
+    TS_DIM_CTX_TRAIN /* n_ctx_train (learned position table) */
+} ts_dim;
+
+/* What a tensor is for; the model's layer struct has one slot per role. */
+typedef enum ts_role {
+    TS_ROLE_TOKEN_EMBD = 0,
+    TS_ROLE_POS_EMBD,
+    TS_ROLE_OUTPUT_NORM,
+    TS_ROLE_OUTPUT_NORM_B,
+    TS_ROLE_OUTPUT,
+    /* Per-layer roles start here. */
+    TS_ROLE_ATTN_NORM,
+    TS_ROLE_ATTN_NORM_B,
+    TS_ROLE_ATTN_Q,
+    TS_ROLE_ATTN_K,
+    TS_ROLE_ATTN_V,
+    TS_ROLE_ATTN_Q_B,
+    TS_ROLE_ATTN_K_B,
+    TS_ROLE_ATTN_V_B,
+    TS_ROLE_ATTN_QKV,
+    TS_ROLE_ATTN_QKV_B,
+    TS_ROLE_ATTN_Q_NORM,
+    TS_ROLE_ATTN_K_NORM,
+    TS_ROLE_ATTN_OUT,
+    TS_ROLE_ATTN_OUT_B,
+    TS_ROLE_ATTN_POST_NORM,
+    TS_ROLE_FFN_NORM,
+    TS_ROLE_FFN_NORM_B,
+    TS_ROLE_FFN_GATE,
+    TS_ROLE_FFN_UP,
+    TS_ROLE_FFN_UP_B,
+    TS_ROLE_FFN_GATE_UP,
+    TS_ROLE_FFN_DOWN,
+    TS_ROLE_FFN_DOWN_B,
+    TS_ROLE_FFN_POST_NORM,
+    TS_ROLE_COUNT
+} ts_role;
+
+#define TS_ROLE_FIRST_LAYER TS_ROLE_ATTN_NORM
+
+typedef struct ts_tensor_pattern {
+    const char *name;   /* GGUF name; "{L}" stands for the layer index */
+    ts_role role;
+    bool required;      /* a missing required tensor is an error naming it */
+    ts_dim shape[2];    /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
+} ts_tensor_pattern;
+
+typedef struct ts_arch_desc {
+    const char *name; /* general.architecture value, also the metadata key prefix */
+    ts_norm_kind norm;
+    ts_ffn_kind ffn;
+    ts_rope_kind rope;
+    bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
+    int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
+                          il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
+    float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
+    const ts_tensor_pattern *tensors;
+    size_t n_tensors;
+} ts_arch_desc;
+
+/* The descriptor for general.architecture == name, or NULL when unsupported. */
+const ts_arch_desc *ts_arch_find(const char *name);
+
+/* Comma-separated list of supported architecture names (for error messages). */
+const char *ts_arch_supported_list(void);
+
+#endif /* TS_MODEL_ARCH_H */

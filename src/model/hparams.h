@@ -1,0 +1,48 @@
+/*
+ * hparams.h — a model's hyperparameters, read from GGUF metadata through the architecture's
+ * key prefix (`<arch>.<suffix>`): required keys are errors when absent, optional keys take the
+ * architecture's default. Plain data; thread-safe once filled.
+ */
+#ifndef TS_MODEL_HPARAMS_H
+#define TS_MODEL_HPARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "tessera.h"
+
+typedef struct ts_hparams {
+    const ts_arch_desc *arch;
+    int64_t n_vocab;     /* rows of token_embd */
+    int64_t n_ctx_train; /* <arch>.context_length */
+    int64_t n_embd;      /* <arch>.embedding_length */
+    int64_t n_layer;     /* <arch>.block_count */
+    int64_t n_ff;        /* <arch>.feed_forward_length */
+    int64_t n_head;      /* <arch>.attention.head_count */
+    int64_t n_head_kv;   /* <arch>.attention.head_count_kv (default n_head) */
+    int64_t head_dim;    /* <arch>.attention.key_length (default n_embd / n_head) */
+    int64_t n_rot;       /* <arch>.rope.dimension_count (default head_dim) */
+    float norm_eps;      /* layer_norm_rms_epsilon or layer_norm_epsilon */
+    float rope_base;     /* <arch>.rope.freq_base (default 10000) */
+    float rope_base_swa; /* RoPE base of sliding-window layers (Gemma 3: 10000) */
+    float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
+    int64_t n_swa;       /* <arch>.attention.sliding_window; 0 = none */
+    float attn_softcap;  /* <arch>.attn_logit_softcapping; 0 = none */
+    float final_softcap; /* <arch>.final_logit_softcapping; 0 = none */
+    float attn_scale;    /* scale of Q·K (default 1/sqrt(head_dim)) */
+    float embd_scale;    /* multiplier of token embeddings (sqrt(n_embd) for Gemma, else 1) */
+} ts_hparams;
+
+/* Reads hyperparameters for the file's general.architecture. Unknown architectures are
+ * TS_ERR_UNSUPPORTED with the list of supported ones. n_vocab is taken from token_embd. */
+ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err);
+
+/* True when layer il uses sliding-window attention. */
+bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il);
+
+/* Resolves a symbolic dimension to its size (0 for TS_DIM_NONE). */
+int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim);
+
+#endif /* TS_MODEL_HPARAMS_H */
