@@ -3,6 +3,7 @@
  * context length. Pure arithmetic on sizes; every product is checked for overflow.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <strings.h>
 
@@ -55,12 +56,16 @@ ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_erro
                             " head_dim=%" PRIu32 ": every dimension must be > 0",
                             shape->n_layer, shape->n_kv_head, shape->head_dim);
     }
-    /* Elements of K plus V for one token in one layer. */
-    uint64_t elems = 2ull * shape->n_kv_head * shape->head_dim;
+    /* Elements of K plus V for one token in one layer (< 2^65: checked). */
+    uint64_t elems;
+    if (!mul_u64(2ull * shape->n_kv_head, shape->head_dim, &elems)) {
+        return ts_error_set(err, TS_ERR_OVERFLOW, "kv: bytes per token overflow 64 bits");
+    }
     uint64_t per_layer;
+    bool fits;
     switch (shape->dtype) {
-    case TS_KV_F32: per_layer = elems * 4; break;
-    case TS_KV_F16: per_layer = elems * 2; break;
+    case TS_KV_F32: fits = mul_u64(elems, 4, &per_layer); break;
+    case TS_KV_F16: fits = mul_u64(elems, 2, &per_layer); break;
     case TS_KV_Q8_0:
         /* Each head row is quantized on its own in blocks of 32: one f16 scale + 32 int8. */
         if (shape->head_dim % 32 != 0) {
@@ -69,13 +74,13 @@ ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_erro
                                 "got %" PRIu32 " (use f16 or f32)",
                                 shape->head_dim);
         }
-        per_layer = elems / 32 * 34;
+        fits = mul_u64(elems / 32, 34, &per_layer);
         break;
     default:
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "kv: cache dtype id %d is not supported",
                             (int)shape->dtype);
     }
-    if (!mul_u64(per_layer, shape->n_layer, out)) {
+    if (!fits || !mul_u64(per_layer, shape->n_layer, out)) {
         return ts_error_set(err, TS_ERR_OVERFLOW, "kv: bytes per token overflow 64 bits");
     }
     return TS_OK;
