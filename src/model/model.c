@@ -1,0 +1,206 @@
+/* model.c — resolving an architecture's tensor patterns against a GGUF file. */
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant/quant.h"
+#include "util/error.h"
+
+#define NAME_MAX_LEN 96
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Expands "{L}" in pattern with layer il. */
+static void expand_name(const char *pattern, int64_t il, char *out, size_t size) {
+    const char *at = strstr(pattern, "{L}");
+    if (at == NULL) {
+        snprintf(out, size, "%s", pattern);
+        return;
+    }
+    snprintf(out, size, "%.*s%lld%s", (int)(at - pattern), pattern, (long long)il, at + 3);
+}
+
+static bool is_per_layer(const ts_tensor_pattern *p) {
+    return p->role >= TS_ROLE_FIRST_LAYER;
+}
+
+/* Vectors (norm weights, biases) are used by element-wise ops and must be float; matrices
+ * need a type the quant layer computes with. */
+static ts_status check_type(const ts_gguf_tensor *t, bool matrix, ts_error *err) {
+    if (!matrix) {
+        if (t->type == TS_TYPE_F32 || t->type == TS_TYPE_F16 || t->type == TS_TYPE_BF16) {
+            return TS_OK;
+        }
+    } else if (ts_quant_ops_get(t->type, TS_ISA_SCALAR) != NULL) {
+        return TS_OK;
+    }
+    return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                        "model: tensor '%s' has type %s, which is not supported for a %s",
+                        t->name, ts_type_name(t->type) ? ts_type_name(t->type) : "?",
+                        matrix ? "matrix" : "vector");
+}
+
+static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
+                             const ts_gguf_tensor *t, ts_error *err) {
+    int64_t want0 = ts_hparams_dim(hp, p->shape[0]);
+    int64_t want1 = p->shape[1] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[1]);
+    bool ok = t->ne[0] == want0 && t->ne[1] == want1 && t->ne[2] == 1 && t->ne[3] == 1;
+    if (!ok) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
+                            "[%lld, %lld]",
+                            t->name, (long long)t->ne[0], (long long)t->ne[1],
+                            (long long)t->ne[2], (long long)t->ne[3], (long long)want0,
+                            (long long)want1);
+    }
+    return TS_OK;
+}
+
+static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts_error *err) {
+    char name[NAME_MAX_LEN];
+    expand_name(p->name, il, name, sizeof name);
+    const ts_gguf_tensor *t = NULL;
+    if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK) {
+        if (p->required) {
+            return ts_error_set(err, TS_ERR_FORMAT, "model: required tensor '%s' is missing",
+                                name);
+        }
+        return TS_OK;
+    }
+    ts_status st = check_shape(&m->hp, p, t, err);
+    if (st == TS_OK) {
+        st = check_type(t, p->shape[1] != TS_DIM_NONE, err);
+    }
+    if (st != TS_OK) {
+        return st;
+    }
+    if (is_per_layer(p)) {
+        m->layers[il * TS_ROLE_COUNT + p->role] = t;
+    } else {
+        m->global[p->role] = t;
+    }
+    m->n_params += t->n_elements;
+    m->weight_bytes += t->nbytes;
+    return TS_OK;
+}
+
+/* A layer must have one complete way to compute attention and the feed-forward block. */
+static ts_status check_layer_features(const ts_model *m, int64_t il, ts_error *err) {
+    const ts_gguf_tensor *const *l = &m->layers[il * TS_ROLE_COUNT];
+    bool fused_qkv = l[TS_ROLE_ATTN_QKV] != NULL;
+    bool split_qkv = l[TS_ROLE_ATTN_Q] && l[TS_ROLE_ATTN_K] && l[TS_ROLE_ATTN_V];
+    if (!fused_qkv && !split_qkv) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: layer %lld has neither attn_qkv nor attn_q/k/v weights",
+                            (long long)il);
+    }
+    bool gated = l[TS_ROLE_FFN_GATE] && l[TS_ROLE_FFN_UP];
+    bool fused = l[TS_ROLE_FFN_GATE_UP] != NULL;
+    bool plain = m->hp.arch->ffn == TS_FFN_GELU && l[TS_ROLE_FFN_UP];
+    if (!gated && !fused && !plain) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: layer %lld is missing its feed-forward weights",
+                            (long long)il);
+    }
+    return TS_OK;
+}
+
+ts_status ts_model_from_gguf(ts_gguf *g, ts_model **out, ts_error *err) {
+    double t0 = now_ms();
+    *out = NULL;
+    ts_model *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        ts_gguf_close(g);
+        return ts_error_set(err, TS_ERR_NOMEM, "model: out of memory");
+    }
+    m->gguf = g;
+    ts_status st = ts_hparams_load(g, &m->hp, err);
+    if (st != TS_OK) {
+        ts_model_close(m);
+        return st;
+    }
+    m->layers = calloc((size_t)m->hp.n_layer * TS_ROLE_COUNT, sizeof *m->layers);
+    if (m->layers == NULL) {
+        ts_model_close(m);
+        return ts_error_set(err, TS_ERR_NOMEM, "model: out of memory");
+    }
+    const ts_arch_desc *a = m->hp.arch;
+    for (size_t i = 0; i < a->n_tensors && st == TS_OK; i++) {
+        const ts_tensor_pattern *p = &a->tensors[i];
+        if (!is_per_layer(p)) {
+            st = resolve(m, p, 0, err);
+            continue;
+        }
+        for (int64_t il = 0; il < m->hp.n_layer && st == TS_OK; il++) {
+            st = resolve(m, p, il, err);
+        }
+    }
+    for (int64_t il = 0; il < m->hp.n_layer && st == TS_OK; il++) {
+        st = check_layer_features(m, il, err);
+    }
+    if (st != TS_OK) {
+        ts_model_close(m);
+        return st;
+    }
+    m->tied_output = m->global[TS_ROLE_OUTPUT] == NULL;
+    m->load_ms = now_ms() - t0;
+    *out = m;
+    return TS_OK;
+}
+
+ts_status ts_model_open(const char *path, ts_model **out, ts_error *err) {
+    double t0 = now_ms();
+    *out = NULL;
+    ts_gguf *g = NULL;
+    ts_status st = ts_gguf_open(path, &g, err);
+    if (st == TS_OK) {
+        st = ts_model_from_gguf(g, out, err);
+    }
+    if (st != TS_OK) {
+        return ts_error_prefix(err, "%s: ", path);
+    }
+    (*out)->load_ms = now_ms() - t0;
+    return TS_OK;
+}
+
+void ts_model_close(ts_model *m) {
+    if (m == NULL) {
+        return;
+    }
+    ts_gguf_close(m->gguf);
+    free(m->layers);
+    free(m);
+}
+
+const ts_gguf_tensor *ts_model_tensor(const ts_model *m, ts_role role, int64_t layer) {
+    if (role < TS_ROLE_FIRST_LAYER) {
+        return m->global[role];
+    }
+    if (layer < 0 || layer >= m->hp.n_layer || role >= TS_ROLE_COUNT) {
+        return NULL;
+    }
+    return m->layers[layer * TS_ROLE_COUNT + role];
+}
+
+void ts_model_each_param(const ts_model *m,
+                         void (*fn)(const char *name, const ts_gguf_tensor *t, void *user),
+                         void *user) {
+    const ts_arch_desc *a = m->hp.arch;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const ts_tensor_pattern *p = &a->tensors[i];
+        int64_t n = is_per_layer(p) ? m->hp.n_layer : 1;
+        for (int64_t il = 0; il < n; il++) {
+            const ts_gguf_tensor *t = ts_model_tensor(m, p->role, il);
+            if (t != NULL) {
+                fn(t->name, t, user);
+            }
+        }
+    }
+}
