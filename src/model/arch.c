@@ -108,15 +108,15 @@ static const ts_tensor_pattern k_gpt2[] = {
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const ts_arch_desc k_archs[] = {
-    {"llama", TS_NORM_RMS, TS_FFN_SWIGLU, TS_ROPE_NORMAL, false, 0, 0.0f, k_llama, N(k_llama)},
-    {"qwen2", TS_NORM_RMS, TS_FFN_SWIGLU, TS_ROPE_NEOX, false, 0, 0.0f, k_qwen2, N(k_qwen2)},
-    {"qwen3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_ROPE_NEOX, false, 0, 0.0f, k_qwen3, N(k_qwen3)},
-    {"phi3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_ROPE_NEOX, false, 0, 0.0f, k_phi3, N(k_phi3)},
-    {"gemma2", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_ROPE_NEOX, true, 2, 0.0f, k_gemma2,
+    {"llama", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NORMAL, false, 0, 0.0f, k_llama, N(k_llama)},
+    {"qwen2", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_qwen2, N(k_qwen2)},
+    {"qwen3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_qwen3, N(k_qwen3)},
+    {"phi3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_phi3, N(k_phi3)},
+    {"gemma2", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_POS_ROPE_NEOX, true, 2, 0.0f, k_gemma2,
      N(k_gemma2)},
-    {"gemma3", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_ROPE_NEOX, true, 6, 10000.0f, k_gemma3,
+    {"gemma3", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_POS_ROPE_NEOX, true, 6, 10000.0f, k_gemma3,
      N(k_gemma3)},
-    {"gpt2", TS_NORM_LAYER, TS_FFN_GELU, TS_ROPE_NONE, false, 0, 0.0f, k_gpt2, N(k_gpt2)},
+    {"gpt2", TS_NORM_LAYER, TS_FFN_GELU, TS_POS_LEARNED, false, 0, 0.0f, k_gpt2, N(k_gpt2)},
 };
 
 const ts_arch_desc *ts_arch_find(const char *name) {

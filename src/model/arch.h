@@ -29,11 +29,12 @@ typedef enum ts_ffn_kind {
     TS_FFN_GELU = 2,      /* down(gelu(up(x) + b) + b) — GPT-2 */
 } ts_ffn_kind;
 
-typedef enum ts_rope_kind {
-    TS_ROPE_NONE = 0,   /* learned absolute positions (GPT-2) */
-    TS_ROPE_NORMAL = 1, /* rotate adjacent pairs (x0,x1), (x2,x3), ... */
-    TS_ROPE_NEOX = 2,   /* rotate halves: (x_i, x_{i + d/2}) */
-} ts_rope_kind;
+/* How positions enter the model. */
+typedef enum ts_pos_kind {
+    TS_POS_LEARNED = 0,     /* learned absolute position embeddings (GPT-2) */
+    TS_POS_ROPE_NORMAL = 1, /* RoPE on adjacent pairs (x0,x1), (x2,x3), ... */
+    TS_POS_ROPE_NEOX = 2,   /* RoPE on halves: (x_i, x_{i + d/2}) */
+} ts_pos_kind;
 
 /* Symbolic dimensions of expected tensor shapes, resolved from hyperparameters. */
 typedef enum ts_dim {
@@ -97,7 +98,7 @@ typedef struct ts_arch_desc {
     const char *name; /* general.architecture value, also the metadata key prefix */
     ts_norm_kind norm;
     ts_ffn_kind ffn;
-    ts_rope_kind rope;
+    ts_pos_kind pos;
     bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
     int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
                           il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */

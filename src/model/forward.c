@@ -1,0 +1,447 @@
+/*
+ * forward.c — wiring a transformer forward pass for every registered architecture.
+ *
+ * One graph per forward context:
+ *
+ *   x = GET_ROWS(token_embd, tokens) (* sqrt(n_embd)) (+ GET_ROWS(position_embd, pos))
+ *   per layer: x += [post_norm] attn(norm(x));  x += [post_norm] ffn(norm(x))
+ *   logits = output · norm(GET_ROWS(x, outputs))
+ *
+ * attn: Q/K/V projections (fused or separate, optional bias), optional per-head Q/K RMS norm,
+ * RoPE (layout, base and scaling from hparams; sliding-window layers may have their own base),
+ * KV_STORE of this step's K/V rows into their slots, then paged ATTENTION through the block
+ * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
+ * separate or fused gate/up, or GELU MLP with biases (GPT-2).
+ */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/plan.h"
+#include "util/error.h"
+
+struct ts_forward {
+    const ts_model *m;
+    ts_backend *b;
+    ts_forward_config cfg;
+    ts_graph *g;
+    int sym_tok, sym_seq, sym_out;
+    ts_tensor *tokens, *pos, *seq, *slots, *table, *len, *outputs; /* inputs */
+    ts_tensor *logits;                                              /* [n_vocab, n_out] */
+    ts_tensor **params; /* [(n_layer + 1) * TS_ROLE_COUNT]: weight tensors made so far */
+    ts_tensor **cache;  /* [2 * n_layer]: K then V pool of each layer */
+    ts_buffer *weights; /* wraps the mapped file */
+    ts_buffer *kv;      /* every layer's K and V pools */
+    size_t kv_pool_bytes;
+};
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+/* The graph parameter for a weight, made on first use and bound to the mapping. */
+static ts_tensor *weight(ts_forward *f, ts_role role, int64_t il) {
+    const ts_gguf_tensor *gt = ts_model_tensor(f->m, role, il);
+    if (gt == NULL) {
+        return NULL;
+    }
+    size_t slot = role < TS_ROLE_FIRST_LAYER ? (size_t)role
+                                             : (size_t)(il + 1) * TS_ROLE_COUNT + (size_t)role;
+    if (f->params[slot] != NULL) {
+        return f->params[slot];
+    }
+    ts_tensor *t = ts_graph_param(f->g, gt->name, gt->type, (int)gt->n_dims, gt->ne);
+    if (t == NULL) {
+        return NULL;
+    }
+    size_t offset = ts_gguf_data_offset(f->m->gguf) + gt->offset;
+    if (ts_tensor_bind(t, f->weights, offset, NULL) != TS_OK) {
+        return NULL;
+    }
+    f->params[slot] = t;
+    return t;
+}
+
+static ts_tensor *norm(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role, int64_t il) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_tensor *w = weight(f, w_role, il);
+    if (hp->arch->norm == TS_NORM_RMS) {
+        return ts_op_rms_norm(f->g, x, w, hp->norm_eps);
+    }
+    return ts_op_norm(f->g, x, w, weight(f, b_role, il), hp->norm_eps);
+}
+
+/* y = W x (+ b) */
+static ts_tensor *linear(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role,
+                         int64_t il) {
+    ts_tensor *y = ts_op_mul_mat(f->g, weight(f, w_role, il), x);
+    ts_tensor *b = weight(f, b_role, il);
+    return b != NULL ? ts_op_add(f->g, y, b) : y;
+}
+
+/* Rows [first, first + n_rows) of a [rows, T] activation, viewed as [head_dim, heads, T] and
+ * made contiguous. */
+static ts_tensor *split_heads(ts_forward *f, ts_tensor *a, int64_t first, int64_t heads) {
+    const ts_hparams *hp = &f->m->hp;
+    int64_t ne[3] = {hp->head_dim, heads, a->ne_max[1]};
+    size_t nb[3] = {sizeof(float), (size_t)hp->head_dim * sizeof(float), a->nb[1]};
+    ts_tensor *v = ts_op_view(f->g, a, 3, ne, nb, (size_t)first * sizeof(float));
+    return ts_op_cont(f->g, v);
+}
+
+static ts_tensor *heads(ts_forward *f, ts_tensor *a, int64_t n) {
+    int64_t ne[3] = {f->m->hp.head_dim, n, a->ne_max[1]};
+    return ts_op_reshape(f->g, a, 3, ne);
+}
+
+static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_graph *g = f->g;
+    int64_t n_q = hp->n_head * hp->head_dim;
+    int64_t n_kv = hp->n_head_kv * hp->head_dim;
+    ts_tensor *q, *k, *v;
+    if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL) {
+        ts_tensor *qkv = linear(f, h, TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B, il);
+        q = split_heads(f, qkv, 0, hp->n_head);
+        k = split_heads(f, qkv, n_q, hp->n_head_kv);
+        v = split_heads(f, qkv, n_q + n_kv, hp->n_head_kv);
+    } else {
+        q = heads(f, linear(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il), hp->n_head);
+        k = heads(f, linear(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il), hp->n_head_kv);
+        v = heads(f, linear(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il), hp->n_head_kv);
+    }
+    ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
+    ts_tensor *kn = weight(f, TS_ROLE_ATTN_K_NORM, il);
+    if (qn != NULL) {
+        q = ts_op_rms_norm(g, q, qn, hp->norm_eps);
+    }
+    if (kn != NULL) {
+        k = ts_op_rms_norm(g, k, kn, hp->norm_eps);
+    }
+    bool swa = ts_hparams_layer_is_swa(hp, il);
+    if (hp->arch->pos != TS_POS_LEARNED) {
+        ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
+        float base = swa ? hp->rope_base_swa : hp->rope_base;
+        /* Local layers of models with their own local base keep unscaled positions. */
+        float scale = swa && hp->arch->swa_rope_base > 0 ? 1.0f : hp->rope_freq_scale;
+        q = ts_op_rope(g, q, f->pos, (int)hp->n_rot, mode, base, scale);
+        k = ts_op_rope(g, k, f->pos, (int)hp->n_rot, mode, base, scale);
+    }
+    ts_tensor *kc = ts_op_kv_store(g, f->cache[2 * il], k, f->slots);
+    ts_tensor *vc = ts_op_kv_store(g, f->cache[2 * il + 1], v, f->slots);
+    ts_tensor *a = ts_op_attention(g, q, kc, vc, f->table, f->seq, f->pos, f->len,
+                                   hp->attn_scale, hp->attn_softcap,
+                                   swa ? (int)hp->n_swa : 0);
+    int64_t ne[2] = {n_q, h->ne_max[1]};
+    a = ts_op_reshape(g, a, 2, ne);
+    ts_tensor *o = linear(f, a, TS_ROLE_ATTN_OUT, TS_ROLE_ATTN_OUT_B, il);
+    ts_tensor *post = weight(f, TS_ROLE_ATTN_POST_NORM, il);
+    return post != NULL ? ts_op_rms_norm(g, o, post, hp->norm_eps) : o;
+}
+
+/* Rows [first, first + n) of a [rows, T] activation as a contiguous [n, T] tensor. */
+static ts_tensor *split_rows(ts_forward *f, ts_tensor *a, int64_t first, int64_t n) {
+    int64_t ne[2] = {n, a->ne_max[1]};
+    size_t nb[2] = {sizeof(float), a->nb[1]};
+    return ts_op_cont(f->g, ts_op_view(f->g, a, 2, ne, nb, (size_t)first * sizeof(float)));
+}
+
+static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_graph *g = f->g;
+    ts_tensor *act;
+    if (hp->arch->ffn == TS_FFN_GELU) {
+        ts_tensor *u = linear(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il);
+        act = ts_op_gelu(g, u, TS_GELU_TANH);
+    } else {
+        ts_tensor *gate, *up;
+        if (ts_model_tensor(f->m, TS_ROLE_FFN_GATE_UP, il) != NULL) {
+            ts_tensor *gu = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_GATE_UP, il), h);
+            gate = split_rows(f, gu, 0, hp->n_ff);
+            up = split_rows(f, gu, hp->n_ff, hp->n_ff);
+        } else {
+            gate = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_GATE, il), h);
+            up = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_UP, il), h);
+        }
+        act = hp->arch->ffn == TS_FFN_SWIGLU ? ts_op_swiglu(g, gate, up)
+                                             : ts_op_geglu(g, gate, up, TS_GELU_TANH);
+    }
+    ts_tensor *d = linear(f, act, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_B, il);
+    ts_tensor *post = weight(f, TS_ROLE_FFN_POST_NORM, il);
+    return post != NULL ? ts_op_rms_norm(g, d, post, hp->norm_eps) : d;
+}
+
+static ts_tensor *input(ts_forward *f, const char *name, int64_t n, int sym) {
+    ts_tensor *t = ts_graph_input(f->g, name, TS_TYPE_I32, 1, &n);
+    return t != NULL ? ts_tensor_dynamic(f->g, t, 0, sym) : NULL;
+}
+
+static ts_status build(ts_forward *f, ts_error *err) {
+    const ts_hparams *hp = &f->m->hp;
+    const ts_forward_config *c = &f->cfg;
+    ts_graph *g = f->g;
+    f->sym_tok = ts_graph_dim(g, "n_tokens", c->max_tokens);
+    f->sym_seq = ts_graph_dim(g, "n_seqs", c->max_seqs);
+    f->sym_out = ts_graph_dim(g, "n_outputs", c->max_outputs);
+    f->tokens = input(f, "tokens", c->max_tokens, f->sym_tok);
+    f->pos = input(f, "pos", c->max_tokens, f->sym_tok);
+    f->seq = input(f, "seq", c->max_tokens, f->sym_tok);
+    f->slots = input(f, "slots", c->max_tokens, f->sym_tok);
+    f->len = input(f, "seq_len", c->max_seqs, f->sym_seq);
+    f->outputs = input(f, "outputs", c->max_outputs, f->sym_out);
+    int64_t table_ne[2] = {c->max_blocks_per_seq, c->max_seqs};
+    f->table = ts_graph_input(g, "block_table", TS_TYPE_I32, 2, table_ne);
+    if (f->table != NULL) {
+        f->table = ts_tensor_dynamic(g, f->table, 1, f->sym_seq);
+    }
+    int64_t cache_ne[4] = {hp->head_dim, hp->n_head_kv, c->block_size, c->n_blocks};
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        for (int kv = 0; kv < 2; kv++) {
+            ts_tensor *t = ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4,
+                                          cache_ne);
+            if (t == NULL) {
+                break;
+            }
+            ts_tensor_set_name(t, "cache_%c.%lld", kv == 0 ? 'k' : 'v', (long long)il);
+            f->cache[2 * il + kv] = t;
+        }
+    }
+    ts_status st = ts_graph_status(g, err);
+    if (st != TS_OK) {
+        return st;
+    }
+
+    ts_tensor *x = ts_op_get_rows(g, weight(f, TS_ROLE_TOKEN_EMBD, 0), f->tokens);
+    if (hp->embd_scale != 1.0f) {
+        x = ts_op_scale(g, x, hp->embd_scale);
+    }
+    if (ts_model_tensor(f->m, TS_ROLE_POS_EMBD, 0) != NULL) {
+        x = ts_op_add(g, x, ts_op_get_rows(g, weight(f, TS_ROLE_POS_EMBD, 0), f->pos));
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        ts_tensor *h = norm(f, x, TS_ROLE_ATTN_NORM, TS_ROLE_ATTN_NORM_B, il);
+        x = ts_op_add(g, x, attention_block(f, h, il));
+        h = norm(f, x, TS_ROLE_FFN_NORM, TS_ROLE_FFN_NORM_B, il);
+        x = ts_op_add(g, x, ffn_block(f, h, il));
+    }
+    x = ts_op_get_rows(g, x, f->outputs);
+    x = norm(f, x, TS_ROLE_OUTPUT_NORM, TS_ROLE_OUTPUT_NORM_B, 0);
+    ts_role out_role = f->m->tied_output ? TS_ROLE_TOKEN_EMBD : TS_ROLE_OUTPUT;
+    f->logits = ts_op_mul_mat(g, weight(f, out_role, 0), x);
+    if (f->logits != NULL) {
+        ts_tensor_set_name(f->logits, "logits");
+        ts_graph_output(g, f->logits);
+    }
+    return ts_graph_build(g, err);
+}
+
+static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_error *err) {
+    if (c->max_tokens < 1 || c->max_seqs < 1 || c->max_outputs < 1 ||
+        c->max_outputs > c->max_tokens || c->max_seqs > c->max_tokens || c->n_blocks < 1 ||
+        c->block_size < 1 || c->max_blocks_per_seq < 1 || c->n_blocks > INT32_MAX / c->block_size) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "forward: invalid configuration (tokens %lld, seqs %lld, outputs "
+                            "%lld, blocks %lld x %lld, table width %lld)",
+                            (long long)c->max_tokens, (long long)c->max_seqs,
+                            (long long)c->max_outputs, (long long)c->n_blocks,
+                            (long long)c->block_size, (long long)c->max_blocks_per_seq);
+    }
+    if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "forward: KV cache type %s is not supported",
+                            ts_type_name(c->kv_type) ? ts_type_name(c->kv_type) : "?");
+    }
+    (void)m;
+    return TS_OK;
+}
+
+ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                            ts_registry *reg, ts_forward **out, ts_error *err) {
+    *out = NULL;
+    ts_status st = check_config(m, cfg, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    ts_forward *f = calloc(1, sizeof *f);
+    if (f == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
+    }
+    f->m = m;
+    f->b = b;
+    f->cfg = *cfg;
+    size_t n_layer = (size_t)m->hp.n_layer;
+    f->params = calloc((n_layer + 1) * TS_ROLE_COUNT, sizeof *f->params);
+    f->cache = calloc(2 * n_layer, sizeof *f->cache);
+    if (f->params == NULL || f->cache == NULL) {
+        ts_forward_destroy(f);
+        return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
+    }
+    st = ts_backend_buffer_wrap(b, (void *)ts_gguf_base(m->gguf), ts_gguf_file_size(m->gguf),
+                                &f->weights, err);
+    if (st == TS_OK) {
+        st = ts_graph_create(&f->g, reg, err);
+    }
+    if (st == TS_OK) {
+        st = build(f, err);
+    }
+    if (st == TS_OK) {
+        f->kv_pool_bytes = ALIGN_UP(ts_tensor_nbytes_max(f->cache[0]), 64);
+        st = ts_backend_buffer_alloc(b, f->kv_pool_bytes * 2 * n_layer, &f->kv, err);
+    }
+    for (size_t i = 0; st == TS_OK && i < 2 * n_layer; i++) {
+        st = ts_tensor_bind(f->cache[i], f->kv, i * f->kv_pool_bytes, err);
+    }
+    if (st == TS_OK) {
+        st = ts_graph_alloc(f->g, b, err);
+    }
+    if (st != TS_OK) {
+        ts_forward_destroy(f);
+        return ts_error_prefix(err, "forward: ");
+    }
+    *out = f;
+    return TS_OK;
+}
+
+void ts_forward_destroy(ts_forward *f) {
+    if (f == NULL) {
+        return;
+    }
+    ts_graph_destroy(f->g);
+    if (f->kv != NULL) {
+        ts_backend_buffer_free(f->b, f->kv);
+    }
+    if (f->weights != NULL) {
+        ts_backend_buffer_free(f->b, f->weights);
+    }
+    free(f->params);
+    free(f->cache);
+    free(f);
+}
+
+/* Checks every index a kernel will follow, so a bad batch is an error, not a wild read. */
+static ts_status check_batch(const ts_forward *f, const ts_batch *bt, ts_error *err) {
+    const ts_forward_config *c = &f->cfg;
+    if (bt->n_tokens < 1 || bt->n_tokens > c->max_tokens || bt->n_seqs < 1 ||
+        bt->n_seqs > c->max_seqs || bt->n_outputs < 1 || bt->n_outputs > c->max_outputs) {
+        return ts_error_set(err, TS_ERR_RANGE,
+                            "forward: batch of %lld tokens, %lld sequences, %lld outputs exceeds "
+                            "the bucket (%lld, %lld, %lld)",
+                            (long long)bt->n_tokens, (long long)bt->n_seqs,
+                            (long long)bt->n_outputs, (long long)c->max_tokens,
+                            (long long)c->max_seqs, (long long)c->max_outputs);
+    }
+    int64_t n_vocab = f->m->hp.n_vocab;
+    int64_t n_slots = c->n_blocks * c->block_size;
+    for (int64_t t = 0; t < bt->n_tokens; t++) {
+        if (bt->tokens[t] < 0 || bt->tokens[t] >= n_vocab) {
+            return ts_error_set(err, TS_ERR_RANGE, "forward: token %lld has id %d (vocab %lld)",
+                                (long long)t, bt->tokens[t], (long long)n_vocab);
+        }
+        if (bt->seq[t] < 0 || bt->seq[t] >= bt->n_seqs || bt->pos[t] < 0 ||
+            bt->pos[t] >= bt->seq_len[bt->seq[t]] || bt->slots[t] < -1 ||
+            bt->slots[t] >= n_slots) {
+            return ts_error_set(err, TS_ERR_RANGE,
+                                "forward: token %lld has seq %d, pos %d, slot %d out of range",
+                                (long long)t, bt->seq[t], bt->pos[t], bt->slots[t]);
+        }
+    }
+    for (int64_t s = 0; s < bt->n_seqs; s++) {
+        int64_t len = bt->seq_len[s];
+        if (len < 1 || len > c->max_blocks_per_seq * c->block_size) {
+            return ts_error_set(err, TS_ERR_RANGE, "forward: sequence %lld has length %lld",
+                                (long long)s, (long long)len);
+        }
+        const int32_t *row = bt->block_table + s * c->max_blocks_per_seq;
+        for (int64_t j = 0; j < (len + c->block_size - 1) / c->block_size; j++) {
+            if (row[j] < 0 || row[j] >= c->n_blocks) {
+                return ts_error_set(err, TS_ERR_RANGE,
+                                    "forward: sequence %lld block %lld is %d (pool %lld)",
+                                    (long long)s, (long long)j, row[j], (long long)c->n_blocks);
+            }
+        }
+    }
+    for (int64_t o = 0; o < bt->n_outputs; o++) {
+        if (bt->outputs[o] < 0 || bt->outputs[o] >= bt->n_tokens) {
+            return ts_error_set(err, TS_ERR_RANGE, "forward: output %lld is token %d of %lld",
+                                (long long)o, bt->outputs[o], (long long)bt->n_tokens);
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, const ts_eval_cb *cb,
+                         ts_error *err) {
+    ts_status st = check_batch(f, bt, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    size_t T = (size_t)bt->n_tokens;
+    size_t S = (size_t)bt->n_seqs;
+    size_t O = (size_t)bt->n_outputs;
+    if ((st = ts_graph_set_dim(f->g, f->sym_tok, bt->n_tokens, err)) ||
+        (st = ts_graph_set_dim(f->g, f->sym_seq, bt->n_seqs, err)) ||
+        (st = ts_graph_set_dim(f->g, f->sym_out, bt->n_outputs, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->tokens, 0, bt->tokens, T * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->pos, 0, bt->pos, T * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->seq, 0, bt->seq, T * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->slots, 0, bt->slots, T * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->len, 0, bt->seq_len, S * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->table, 0, bt->block_table,
+                                    S * (size_t)f->cfg.max_blocks_per_seq * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err))) {
+        return st;
+    }
+    if ((st = ts_graph_compute(f->g, f->b, cb, err)) != TS_OK) {
+        return st;
+    }
+    size_t n_vocab = (size_t)f->m->hp.n_vocab;
+    st = ts_backend_tensor_get(f->b, f->logits, 0, logits, O * n_vocab * sizeof(float), err);
+    float cap = f->m->hp.final_softcap;
+    if (st == TS_OK && cap > 0.0f) {
+        /* Final logit soft-capping (Gemma 2) is elementwise on the few output rows. */
+        for (size_t i = 0; i < O * n_vocab; i++) {
+            logits[i] = cap * tanhf(logits[i] / cap);
+        }
+    }
+    return st;
+}
+
+ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err) {
+    if (src < 0 || dst < 0 || src >= f->cfg.n_blocks || dst >= f->cfg.n_blocks) {
+        return ts_error_set(err, TS_ERR_RANGE, "forward: copy of block %d to %d (pool %lld)", src,
+                            dst, (long long)f->cfg.n_blocks);
+    }
+    size_t block_bytes = f->cache[0]->nb[3];
+    void *tmp = malloc(block_bytes);
+    if (tmp == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
+    }
+    ts_status st = TS_OK;
+    for (int64_t i = 0; st == TS_OK && i < 2 * f->m->hp.n_layer; i++) {
+        size_t base = (size_t)i * f->kv_pool_bytes;
+        st = ts_backend_buffer_get(f->b, f->kv, base + (size_t)src * block_bytes, tmp,
+                                   block_bytes, err);
+        if (st == TS_OK) {
+            st = ts_backend_buffer_set(f->b, f->kv, base + (size_t)dst * block_bytes, tmp,
+                                       block_bytes, err);
+        }
+    }
+    free(tmp);
+    return st;
+}
+
+const ts_forward_config *ts_forward_get_config(const ts_forward *f) {
+    return &f->cfg;
+}
+
+ts_graph *ts_forward_graph(ts_forward *f) {
+    return f->g;
+}
+
+size_t ts_forward_kv_bytes(const ts_forward *f) {
+    return f->kv_pool_bytes * 2 * (size_t)f->m->hp.n_layer;
+}
+
+size_t ts_forward_arena_bytes(const ts_forward *f) {
+    const ts_plan *p = ts_graph_plan(f->g);
+    return p != NULL ? p->peak_bytes : 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * forward.h — a model's forward pass as a persistent IR graph over a paged KV cache.
+ *
+ * ts_forward_create builds the graph once for a shape bucket (at most max_tokens tokens from
+ * at most max_seqs sequences per step, logits for at most max_outputs of them), binds the
+ * weights where they lie in the mapped file, allocates the KV cache (one K and one V block pool
+ * per layer, [head_dim, n_head_kv, block_size, n_blocks] each) and the activation arena. Each
+ * step (ts_forward_run) only binds inputs — token ids, positions, sequence index and KV slot
+ * of every token, each sequence's block table and length, the rows whose logits are wanted —
+ * and runs the graph. Attention reads K/V only through the block tables.
+ *
+ * Block bookkeeping (which blocks a sequence owns) is the caller's (src/kv/); this object owns
+ * the K/V storage and copies blocks on request (copy-on-write).
+ *
+ * Not thread-safe: one thread runs steps.
+ */
+#ifndef TS_MODEL_FORWARD_H
+#define TS_MODEL_FORWARD_H
+
+#include <stdint.h>
+
+#include "ir/backend.h"
+#include "ir/ir.h"
+#include "model/model.h"
+
+typedef struct ts_forward_config {
+    int64_t max_tokens;         /* tokens per step (bucket) */
+    int64_t max_seqs;           /* sequences per step */
+    int64_t max_outputs;        /* rows of logits per step (<= max_tokens) */
+    int64_t n_blocks;           /* KV blocks in the pool */
+    int64_t block_size;         /* tokens per block (16 by default) */
+    int64_t max_blocks_per_seq; /* width of a block table row */
+    ts_type kv_type;            /* TS_TYPE_F16 (default) or TS_TYPE_F32 */
+} ts_forward_config;
+
+/* One step's inputs. Arrays are borrowed for the duration of the call. */
+typedef struct ts_batch {
+    int64_t n_tokens;
+    const int32_t *tokens; /* [n_tokens] token ids */
+    const int32_t *pos;    /* [n_tokens] position of each token in its sequence */
+    const int32_t *seq;    /* [n_tokens] index (0..n_seqs-1) of each token's sequence */
+    const int32_t *slots;  /* [n_tokens] KV slot = block * block_size + offset */
+    int64_t n_seqs;
+    const int32_t *block_table; /* [n_seqs][max_blocks_per_seq], -1 for unused entries */
+    const int32_t *seq_len;     /* [n_seqs] tokens in the cache after this step */
+    int64_t n_outputs;
+    const int32_t *outputs; /* [n_outputs] token indices whose logits are wanted */
+} ts_batch;
+
+typedef struct ts_forward ts_forward;
+
+/* reg (borrowed, may be NULL) chooses functional implementations while building. */
+ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                            ts_registry *reg, ts_forward **out, ts_error *err);
+void ts_forward_destroy(ts_forward *f);
+
+/* Runs one step; writes logits [n_outputs][n_vocab] (f32) into `logits`. cb (may be NULL) is
+ * handed to the graph compute (hooks). */
+ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits,
+                         const ts_eval_cb *cb, ts_error *err);
+
+/* Copies KV block src to block dst in every layer (copy-on-write). */
+ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err);
+
+const ts_forward_config *ts_forward_get_config(const ts_forward *f);
+ts_graph *ts_forward_graph(ts_forward *f);
+/* Bytes of KV storage and of the activation arena. */
+size_t ts_forward_kv_bytes(const ts_forward *f);
+size_t ts_forward_arena_bytes(const ts_forward *f);
+
+#endif /* TS_MODEL_FORWARD_H */
