@@ -104,11 +104,11 @@ typedef struct ts_kv_copy {
 typedef struct ts_kv_stats {
     uint32_t n_blocks;
     uint32_t block_size;
-    uint32_t n_free;        /* ref 0, nothing cached: taken first */
-    uint32_t n_evictable;   /* ref 0, still findable in the prefix cache */
-    uint32_t n_used;        /* ref > 0 */
-    uint32_t n_cached;      /* blocks registered in the prefix cache (used or evictable) */
-    uint32_t n_seqs;        /* open sequences */
+    uint32_t n_free;              /* ref 0, nothing cached: taken first */
+    uint32_t n_evictable;         /* ref 0, still findable in the prefix cache */
+    uint32_t n_used;              /* ref > 0 */
+    uint32_t n_cached;            /* blocks registered in the prefix cache (used or evictable) */
+    uint32_t n_seqs;              /* open sequences */
     uint64_t prefix_queries;      /* ts_kv_seq_match_prefix calls */
     uint64_t prefix_query_tokens; /* prompt tokens those calls looked up */
     uint64_t prefix_hit_tokens;   /* tokens found computed; hit rate = hit / query tokens */
@@ -162,8 +162,8 @@ ts_status ts_kv_seq_match_prefix(ts_kv *kv, uint32_t seq, const int32_t *tokens,
  * recorded: read them with ts_kv_copies and perform them before writing K/V. tokens are
  * kept for prefix hashing. TS_ERR_LIMIT when the pool (free + evictable) has too few blocks
  * or the sequence would exceed max_seq_len; nothing changes then. */
-ts_status ts_kv_append(ts_kv *kv, uint32_t seq, const int32_t *tokens, uint32_t n,
-                       int32_t *slots, ts_error *err);
+ts_status ts_kv_append(ts_kv *kv, uint32_t seq, const int32_t *tokens, uint32_t n, int32_t *slots,
+                       ts_error *err);
 
 /* The block copies of the last successful ts_kv_append (zero or one today; read it as an
  * array). The pointer is owned by kv and valid until the next call that changes kv. */
@@ -184,8 +184,8 @@ ts_status ts_kv_seq_fork(ts_kv *kv, uint32_t parent, uint32_t *child, ts_error *
  * *ok answers it; *n_blocks_needed (may be NULL) gets the blocks the appends would take, to
  * compare with free + evictable. Changes nothing. TS_ERR_LIMIT when a sequence would exceed
  * max_seq_len (preemption cannot fix that). */
-ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_new,
-                           uint32_t count, bool *ok, uint32_t *n_blocks_needed, ts_error *err);
+ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_new, uint32_t count,
+                           bool *ok, uint32_t *n_blocks_needed, ts_error *err);
 
 /* Admission query for a new request: would a sequence with this salt that matches its
  * prefix in tokens[0..n) and then grows to n_alloc tokens in total fit now? *n_cached
@@ -205,11 +205,9 @@ const int32_t *ts_kv_seq_block_table(const ts_kv *kv, uint32_t seq, uint32_t *n_
 const int32_t *ts_kv_block_tables(const ts_kv *kv, uint32_t *stride);
 
 /* Slot of token position pos of seq. */
-ts_status ts_kv_seq_slot(const ts_kv *kv, uint32_t seq, uint32_t pos, int32_t *slot,
-                         ts_error *err);
+ts_status ts_kv_seq_slot(const ts_kv *kv, uint32_t seq, uint32_t pos, int32_t *slot, ts_error *err);
 
-ts_status ts_kv_seq_get_info(const ts_kv *kv, uint32_t seq, ts_kv_seq_info *out,
-                             ts_error *err);
+ts_status ts_kv_seq_get_info(const ts_kv *kv, uint32_t seq, ts_kv_seq_info *out, ts_error *err);
 
 /* Counters and block-state totals. */
 void ts_kv_get_stats(const ts_kv *kv, ts_kv_stats *out);

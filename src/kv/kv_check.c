@@ -75,8 +75,8 @@ static ts_status check_blocks(const ts_kv *kv, const check_scratch *cs, ts_error
         const kv_block *blk = &kv->blocks[b];
         if (blk->state == KV_BLOCK_USED) {
             if (blk->ref == 0 || cs->listed[b]) {
-                FAIL("block %" PRIu32 " is used with ref %" PRIu32 " and listed %d", b,
-                     blk->ref, cs->listed[b]);
+                FAIL("block %" PRIu32 " is used with ref %" PRIu32 " and listed %d", b, blk->ref,
+                     cs->listed[b]);
             }
             used++;
         } else if (!cs->listed[b]) {
@@ -95,8 +95,7 @@ static ts_status check_blocks(const ts_kv *kv, const check_scratch *cs, ts_error
         }
     }
     if (used + kv->n_free + kv->n_evictable != kv->n_blocks) {
-        FAIL("%" PRIu32 " used + %" PRIu32 " free + %" PRIu32 " evictable != %" PRIu32
-             " blocks",
+        FAIL("%" PRIu32 " used + %" PRIu32 " free + %" PRIu32 " evictable != %" PRIu32 " blocks",
              used, kv->n_free, kv->n_evictable, kv->n_blocks);
     }
     uint32_t entries = 0;
@@ -106,8 +105,7 @@ static ts_status check_blocks(const ts_kv *kv, const check_scratch *cs, ts_error
             continue;
         }
         if (b < 0 || (uint32_t)b >= kv->n_blocks || !kv->blocks[b].cached) {
-            FAIL("prefix table slot %" PRIu64 " holds block %" PRId32 " that is not cached", i,
-                 b);
+            FAIL("prefix table slot %" PRIu64 " holds block %" PRId32 " that is not cached", i, b);
         }
         entries++;
     }
@@ -129,15 +127,14 @@ static ts_status check_seq(const ts_kv *kv, uint32_t id, check_scratch *cs, ts_e
         s->n_blocks != want_blocks || s->n_hashed != want_hashed) {
         FAIL("sequence %" PRIu32 ": tokens %" PRIu32 ", committed %" PRIu32 ", blocks %" PRIu32
              " (want %" PRIu32 "), hashed %" PRIu32 " (want %" PRIu32 ")",
-             id, s->n_tokens, s->n_committed, s->n_blocks, want_blocks, s->n_hashed,
-             want_hashed);
+             id, s->n_tokens, s->n_committed, s->n_blocks, want_blocks, s->n_hashed, want_hashed);
     }
     for (uint32_t i = 0; i < kv->max_blocks_per_seq; i++) {
         int32_t b = tbl[i];
         if (i >= s->n_blocks) {
             if (b != KV_NONE) {
-                FAIL("sequence %" PRIu32 ": unused table entry %" PRIu32 " holds %" PRId32, id,
-                     i, b);
+                FAIL("sequence %" PRIu32 ": unused table entry %" PRIu32 " holds %" PRId32, id, i,
+                     b);
             }
             continue;
         }
@@ -177,11 +174,10 @@ static ts_status check_seq(const ts_kv *kv, uint32_t id, check_scratch *cs, ts_e
         /* The blocks before it must be the same block, or name the same prefix: a sequence
          * that recomputed a block another had cached holds a private twin of it, and the
          * block after the twin is found through the cached one's (equal) hash. */
-        bool same_history = i == 0 || otbl[i - 1] == tbl[i - 1] ||
-                            (kv->blocks[otbl[i - 1]].has_hash &&
-                             kv->blocks[tbl[i - 1]].has_hash &&
-                             memcmp(kv->blocks[otbl[i - 1]].hash, kv->blocks[tbl[i - 1]].hash,
-                                    KV_HASH_BYTES) == 0);
+        bool same_history =
+            i == 0 || otbl[i - 1] == tbl[i - 1] ||
+            (kv->blocks[otbl[i - 1]].has_hash && kv->blocks[tbl[i - 1]].has_hash &&
+             memcmp(kv->blocks[otbl[i - 1]].hash, kv->blocks[tbl[i - 1]].hash, KV_HASH_BYTES) == 0);
         if (other == id || cs->first_idx[b] != i || !same_history) {
             FAIL("block %" PRId32 " is at position %" PRIu32 " of sequence %" PRIu32
                  " and at %" PRIu32 " of sequence %" PRIu32
@@ -205,15 +201,13 @@ static ts_status check_seqs(const ts_kv *kv, check_scratch *cs, ts_error *err) {
         }
     }
     for (int32_t id = kv->seq_free_head; id != KV_NONE; id = kv->seqs[id].next_free) {
-        if (id < 0 || (uint32_t)id >= kv->max_seqs || kv->seqs[id].open ||
-            closed >= kv->max_seqs) {
+        if (id < 0 || (uint32_t)id >= kv->max_seqs || kv->seqs[id].open || closed >= kv->max_seqs) {
             FAIL("closed-sequence stack is corrupt at %" PRId32, id);
         }
         closed++;
     }
     if (open != kv->n_seqs || open + closed != kv->max_seqs) {
-        FAIL("%" PRIu32 " open + %" PRIu32 " closed sequences, counter %" PRIu32
-             ", max %" PRIu32,
+        FAIL("%" PRIu32 " open + %" PRIu32 " closed sequences, counter %" PRIu32 ", max %" PRIu32,
              open, closed, kv->n_seqs, kv->max_seqs);
     }
     for (uint32_t b = 0; b < kv->n_blocks; b++) {
@@ -238,8 +232,10 @@ ts_status ts_kv_check(const ts_kv *kv, ts_error *err) {
     size_t n = kv->n_blocks;
     void *mem = calloc(n, 3 * sizeof(uint32_t) + 1);
     if (mem == NULL) {
-        return ts_error_set(err, TS_ERR_NOMEM, "kv: check: cannot allocate scratch for %zu "
-                            "blocks", n);
+        return ts_error_set(err, TS_ERR_NOMEM,
+                            "kv: check: cannot allocate scratch for %zu "
+                            "blocks",
+                            n);
     }
     check_scratch cs = {
         .refs = mem,

@@ -19,7 +19,7 @@
 #include "kv/kv.h"
 
 #define KV_HASH_BYTES 32
-#define KV_NONE (-1)
+#define KV_NONE       (-1)
 
 enum kv_block_state {
     KV_BLOCK_FREE = 0,
@@ -28,23 +28,23 @@ enum kv_block_state {
 };
 
 typedef struct kv_block {
-    uint32_t ref;   /* block-table entries holding this block */
-    uint32_t fill;  /* tokens written, 0..block_size */
-    int32_t prev;   /* LRU list only */
-    int32_t next;   /* free stack or LRU list */
-    uint8_t state;  /* enum kv_block_state */
-    bool has_hash;  /* hash is the chain hash of this full, committed block */
-    bool cached;    /* hash is registered in the prefix table (implies has_hash) */
+    uint32_t ref;  /* block-table entries holding this block */
+    uint32_t fill; /* tokens written, 0..block_size */
+    int32_t prev;  /* LRU list only */
+    int32_t next;  /* free stack or LRU list */
+    uint8_t state; /* enum kv_block_state */
+    bool has_hash; /* hash is the chain hash of this full, committed block */
+    bool cached;   /* hash is registered in the prefix table (implies has_hash) */
     uint8_t hash[KV_HASH_BYTES];
 } kv_block;
 
 typedef struct kv_seq {
     bool open;
-    uint32_t n_tokens;    /* tokens with slots */
-    uint32_t n_committed; /* <= n_tokens */
-    uint32_t n_blocks;    /* ceil(n_tokens / block_size) */
-    uint32_t n_hashed;    /* leading blocks whose chain hash is known */
-    int32_t next_free;    /* closed-id stack */
+    uint32_t n_tokens;           /* tokens with slots */
+    uint32_t n_committed;        /* <= n_tokens */
+    uint32_t n_blocks;           /* ceil(n_tokens / block_size) */
+    uint32_t n_hashed;           /* leading blocks whose chain hash is known */
+    int32_t next_free;           /* closed-id stack */
     uint8_t root[KV_HASH_BYTES]; /* chain start: SHA-256(tag || salt) */
 } kv_seq;
 

@@ -133,8 +133,7 @@ static ts_status check_config(const ts_kv_config *cfg, uint32_t *bs, ts_error *e
     }
     if (cfg->max_seqs == 0 || cfg->max_seqs > (uint32_t)INT32_MAX) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "kv: config max_seqs=%" PRIu32 " must be in [1, 2^31)",
-                            cfg->max_seqs);
+                            "kv: config max_seqs=%" PRIu32 " must be in [1, 2^31)", cfg->max_seqs);
     }
     if ((uint64_t)cfg->n_blocks * *bs > (uint64_t)INT32_MAX + 1) {
         return ts_error_set(err, TS_ERR_RANGE,
@@ -178,8 +177,8 @@ ts_status ts_kv_create(const ts_kv_config *cfg, ts_kv **out, ts_error *err) {
         !layout_add(&size, htab_cap, sizeof(int32_t), &at_htab) ||
         !layout_add(&size, cfg->n_blocks, sizeof(uint32_t), &at_scratch)) {
         return ts_error_set(err, TS_ERR_OVERFLOW,
-                            "kv: pool of %" PRIu32 " blocks and %" PRIu32
-                            " sequences x %" PRIu64 " blocks does not fit in memory",
+                            "kv: pool of %" PRIu32 " blocks and %" PRIu32 " sequences x %" PRIu64
+                            " blocks does not fit in memory",
                             cfg->n_blocks, cfg->max_seqs, per_seq);
     }
     char *mem = malloc(size);

@@ -21,8 +21,8 @@ static ts_status get_seq(const ts_kv *kv, uint32_t seq, const char *what, ts_err
     }
     if (seq >= kv->max_seqs || !kv->seqs[seq].open) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "kv: %s: sequence %" PRIu32 " is not open (max_seqs %" PRIu32 ")",
-                            what, seq, kv->max_seqs);
+                            "kv: %s: sequence %" PRIu32 " is not open (max_seqs %" PRIu32 ")", what,
+                            seq, kv->max_seqs);
     }
     return TS_OK;
 }
@@ -34,8 +34,8 @@ static ts_status limit_blocks(const ts_kv *kv, uint32_t seq, uint32_t n, uint32_
                         " needs %" PRIu32 " blocks but only %" PRIu32 " are available (%" PRIu32
                         " free + %" PRIu32 " cached) of %" PRIu32
                         "; preempt or finish sequences, or give the cache more memory",
-                        seq, n, kv->seqs[seq].n_tokens, need, kv_blocks_available(kv),
-                        kv->n_free, kv->n_evictable, kv->n_blocks);
+                        seq, n, kv->seqs[seq].n_tokens, need, kv_blocks_available(kv), kv->n_free,
+                        kv->n_evictable, kv->n_blocks);
 }
 
 /* Takes a free sequence id and sets it up empty under `root`. */
@@ -114,9 +114,9 @@ ts_status ts_kv_seq_close(ts_kv *kv, uint32_t seq, ts_error *err) {
 /* Walks the hash chain from root over the full blocks of tokens[0..n-1) (one token is always
  * left to compute) and stops at the first block the cache does not hold. Writes the found
  * block ids to found[] when it is not NULL; counts how many of them are unreferenced. */
-static ts_status walk_prefix(ts_kv *kv, const uint8_t root[KV_HASH_BYTES],
-                             const int32_t *tokens, uint32_t n, int32_t *found,
-                             uint32_t *n_hit, uint32_t *n_hit_idle, ts_error *err) {
+static ts_status walk_prefix(ts_kv *kv, const uint8_t root[KV_HASH_BYTES], const int32_t *tokens,
+                             uint32_t n, int32_t *found, uint32_t *n_hit, uint32_t *n_hit_idle,
+                             ts_error *err) {
     *n_hit = 0;
     *n_hit_idle = 0;
     if (!kv->prefix_cache || n == 0) {
@@ -129,8 +129,7 @@ static ts_status walk_prefix(ts_kv *kv, const uint8_t root[KV_HASH_BYTES],
     uint8_t parent[KV_HASH_BYTES], h[KV_HASH_BYTES];
     memcpy(parent, root, KV_HASH_BYTES);
     for (uint32_t i = 0; i < max_blocks; i++) {
-        ts_status st =
-            kv_hash_block(kv, parent, tokens + (uint64_t)i * kv->block_size, h, err);
+        ts_status st = kv_hash_block(kv, parent, tokens + (uint64_t)i * kv->block_size, h, err);
         if (st != TS_OK) {
             return st;
         }
@@ -194,8 +193,8 @@ ts_status ts_kv_seq_match_prefix(ts_kv *kv, uint32_t seq, const int32_t *tokens,
     return TS_OK;
 }
 
-ts_status ts_kv_append(ts_kv *kv, uint32_t seq, const int32_t *tokens, uint32_t n,
-                       int32_t *slots, ts_error *err) {
+ts_status ts_kv_append(ts_kv *kv, uint32_t seq, const int32_t *tokens, uint32_t n, int32_t *slots,
+                       ts_error *err) {
     ts_status st = get_seq(kv, seq, "append", err);
     if (st != TS_OK) {
         return st;
@@ -323,9 +322,8 @@ ts_status ts_kv_seq_fork(ts_kv *kv, uint32_t parent, uint32_t *child, ts_error *
     return TS_OK;
 }
 
-ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_new,
-                           uint32_t count, bool *ok, uint32_t *n_blocks_needed,
-                           ts_error *err) {
+ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_new, uint32_t count,
+                           bool *ok, uint32_t *n_blocks_needed, ts_error *err) {
     if (kv == NULL || ok == NULL || (count != 0 && (seqs == NULL || n_new == NULL))) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "kv: can_append: NULL argument");
     }
@@ -383,8 +381,7 @@ ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_ne
 ts_status ts_kv_can_admit(ts_kv *kv, const void *salt, size_t salt_len, const int32_t *tokens,
                           uint32_t n, uint32_t n_alloc, bool *ok, uint32_t *n_cached,
                           ts_error *err) {
-    if (kv == NULL || ok == NULL || (tokens == NULL && n != 0) ||
-        (salt == NULL && salt_len != 0)) {
+    if (kv == NULL || ok == NULL || (tokens == NULL && n != 0) || (salt == NULL && salt_len != 0)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "kv: can_admit: NULL argument");
     }
     if (n_alloc > kv->max_seq_len || n > kv->max_seq_len) {
@@ -447,8 +444,7 @@ ts_status ts_kv_seq_slot(const ts_kv *kv, uint32_t seq, uint32_t pos, int32_t *s
     return TS_OK;
 }
 
-ts_status ts_kv_seq_get_info(const ts_kv *kv, uint32_t seq, ts_kv_seq_info *out,
-                             ts_error *err) {
+ts_status ts_kv_seq_get_info(const ts_kv *kv, uint32_t seq, ts_kv_seq_info *out, ts_error *err) {
     ts_status st = get_seq(kv, seq, "seq_get_info", err);
     if (st != TS_OK) {
         return st;

@@ -15,9 +15,12 @@
 
 const char *ts_kv_dtype_name(ts_kv_dtype dtype) {
     switch (dtype) {
-    case TS_KV_F32: return "f32";
-    case TS_KV_F16: return "f16";
-    case TS_KV_Q8_0: return "q8_0";
+    case TS_KV_F32:
+        return "f32";
+    case TS_KV_F16:
+        return "f16";
+    case TS_KV_Q8_0:
+        return "q8_0";
     }
     return NULL;
 }
@@ -52,8 +55,8 @@ ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_erro
     }
     if (shape->n_layer == 0 || shape->n_kv_head == 0 || shape->head_dim == 0) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "kv: shape n_layer=%" PRIu32 " n_kv_head=%" PRIu32
-                            " head_dim=%" PRIu32 ": every dimension must be > 0",
+                            "kv: shape n_layer=%" PRIu32 " n_kv_head=%" PRIu32 " head_dim=%" PRIu32
+                            ": every dimension must be > 0",
                             shape->n_layer, shape->n_kv_head, shape->head_dim);
     }
     /* Elements of K plus V for one token in one layer (< 2^65: checked). */
@@ -64,8 +67,12 @@ ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_erro
     uint64_t per_layer;
     bool fits;
     switch (shape->dtype) {
-    case TS_KV_F32: fits = mul_u64(elems, 4, &per_layer); break;
-    case TS_KV_F16: fits = mul_u64(elems, 2, &per_layer); break;
+    case TS_KV_F32:
+        fits = mul_u64(elems, 4, &per_layer);
+        break;
+    case TS_KV_F16:
+        fits = mul_u64(elems, 2, &per_layer);
+        break;
     case TS_KV_Q8_0:
         /* Each head row is quantized on its own in blocks of 32: one f16 scale + 32 int8. */
         if (shape->head_dim % 32 != 0) {
@@ -95,8 +102,8 @@ ts_status ts_kv_blocks_for_memory(uint64_t budget_bytes, uint64_t bytes_per_toke
     }
     uint64_t block_bytes;
     if (!mul_u64(bytes_per_token, block_size, &block_bytes)) {
-        return ts_error_set(err, TS_ERR_OVERFLOW, "kv: block of %" PRIu32
-                            " tokens x %" PRIu64 " bytes overflows 64 bits",
+        return ts_error_set(err, TS_ERR_OVERFLOW,
+                            "kv: block of %" PRIu32 " tokens x %" PRIu64 " bytes overflows 64 bits",
                             block_size, bytes_per_token);
     }
     uint64_t n = budget_bytes / block_bytes;

@@ -341,11 +341,16 @@ static void test_can_append(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_errors),     cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_append_slots),      cmocka_unit_test(test_alloc_free_cycles),
-        cmocka_unit_test(test_out_of_blocks),     cmocka_unit_test(test_max_seq_len),
-        cmocka_unit_test(test_commit),            cmocka_unit_test(test_fork_cow),
-        cmocka_unit_test(test_cow_out_of_blocks), cmocka_unit_test(test_can_append),
+        cmocka_unit_test(test_create_errors),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_append_slots),
+        cmocka_unit_test(test_alloc_free_cycles),
+        cmocka_unit_test(test_out_of_blocks),
+        cmocka_unit_test(test_max_seq_len),
+        cmocka_unit_test(test_commit),
+        cmocka_unit_test(test_fork_cow),
+        cmocka_unit_test(test_cow_out_of_blocks),
+        cmocka_unit_test(test_can_append),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

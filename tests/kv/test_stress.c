@@ -23,7 +23,7 @@
 #include "kv/kv_test.h"
 
 #define MAX_SEQS 10
-#define MAX_LEN 96
+#define MAX_LEN  96
 
 typedef struct shadow_seq {
     bool open;
@@ -129,9 +129,8 @@ static void refill(sim *s, uint32_t seq, uint32_t n) {
     const char *salt = salt_bytes(sh->salt, &salt_len);
     bool ok = false;
     uint32_t predicted = 0, cached = 0;
-    assert_int_equal(ts_kv_can_admit(s->kv, salt, salt_len, sh->tokens, n, n, &ok, &predicted,
-                                     NULL),
-                     TS_OK);
+    assert_int_equal(
+        ts_kv_can_admit(s->kv, salt, salt_len, sh->tokens, n, n, &ok, &predicted, NULL), TS_OK);
     assert_int_equal(ts_kv_seq_match_prefix(s->kv, seq, sh->tokens, n, &cached, NULL), TS_OK);
     assert_int_equal(cached, predicted);
     assert_true(cached % s->bs == 0 && (n == 0 || cached < n));
@@ -270,16 +269,15 @@ static void verify(sim *s) {
             assert_int_equal(ts_kv_seq_slot(s->kv, id, pos, &slot, NULL), TS_OK);
             if (s->kvbuf[slot] != sh->tokens[pos]) {
                 fail_msg("op %llu: sequence %u position %u reads token %d, wrote %d",
-                         (unsigned long long)s->n_ops, id, pos, s->kvbuf[slot],
-                         sh->tokens[pos]);
+                         (unsigned long long)s->n_ops, id, pos, s->kvbuf[slot], sh->tokens[pos]);
             }
         }
     }
     assert_int_equal(kvt_stats(s->kv).n_seqs, open);
 }
 
-static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool prefix,
-                       uint64_t seed, uint32_t n_ops) {
+static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool prefix, uint64_t seed,
+                       uint32_t n_ops) {
     sim *s = calloc(1, sizeof *s);
     assert_non_null(s);
     s->kv = kvt_create(n_blocks, bs, MAX_SEQS, max_len, prefix);
@@ -337,10 +335,9 @@ static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool pr
     }
     printf("stress blocks=%u bs=%u prefix=%d: %llu ops, %llu limits, %llu COW copies, "
            "%llu evictions, prefix hit %llu/%llu tokens\n",
-           n_blocks, bs, prefix, (unsigned long long)s->n_ops,
-           (unsigned long long)s->n_limit, (unsigned long long)st.n_cow_copies,
-           (unsigned long long)st.n_evictions, (unsigned long long)st.prefix_hit_tokens,
-           (unsigned long long)st.prefix_query_tokens);
+           n_blocks, bs, prefix, (unsigned long long)s->n_ops, (unsigned long long)s->n_limit,
+           (unsigned long long)st.n_cow_copies, (unsigned long long)st.n_evictions,
+           (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.prefix_query_tokens);
     free(s->kvbuf);
     ts_kv_destroy(s->kv);
     free(s);
