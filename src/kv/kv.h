@@ -218,7 +218,8 @@ void ts_kv_prefix_clear(ts_kv *kv);
 
 /* Checks every invariant listed at the top of this file; TS_ERR_INTERNAL with the first
  * violation (which block or sequence, and what) when one fails. For tests and debug builds:
- * costs O(n_blocks + max_seqs * max_blocks_per_seq). */
+ * costs O(n_blocks + max_seqs * max_blocks_per_seq) plus one SHA-256 per hashed table entry,
+ * and allocates its scratch (TS_ERR_NOMEM if that fails). */
 ts_status ts_kv_check(const ts_kv *kv, ts_error *err);
 
 #endif /* TS_KV_KV_H */
