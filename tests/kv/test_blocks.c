@@ -120,6 +120,14 @@ static void test_alloc_free_cycles(void **state) {
     assert_int_equal(ts_kv_seq_close(kv, 0, &err), TS_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "not open"));
     assert_int_equal(ts_kv_append(kv, 99, toks, 1, NULL, &err), TS_ERR_INVALID_ARG);
+    uint32_t nb = 7;
+    assert_null(ts_kv_seq_block_table(kv, 99, &nb));
+    assert_int_equal(nb, 0);
+    assert_null(ts_kv_seq_block_table(kv, 0, &nb)); /* closed */
+    int32_t slot;
+    assert_int_equal(ts_kv_seq_slot(kv, 0, 0, &slot, &err), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_kv_seq_commit(kv, 0, 0, &err), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_kv_seq_reset(kv, 0, &err), TS_ERR_INVALID_ARG);
     ts_kv_destroy(kv);
 }
 
