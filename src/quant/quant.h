@@ -36,17 +36,43 @@ typedef void (*ts_from_float_fn)(const float *src, void *dst, int64_t n);
 /* Dot product of a weight row x (the type) with an activation row y (its vec_dot_type). */
 typedef void (*ts_vec_dot_fn)(int64_t n, float *result, const void *x, const void *y);
 
+/*
+ * Batch-aware matrix kernel: for r in [0, nr) and j in [0, nc)
+ *
+ *     c[j][r] = dot(w row r, a row j),   i.e. C = A . W^T stored activation-row-major
+ *
+ * k      elements per row (a multiple of the block size of both types)
+ * w      [nr rows, k] of the weight type; row r at (const char *)w + r * ldw
+ * a      [nc rows, k] of the ops' vec_dot_type; row j at (const char *)a + j * lda
+ * c      output floats; element (j, r) at (char *)c + j * ldc + r * sizeof(float)
+ * All strides are in bytes. Each weight block is loaded once and used against several
+ * activation rows, so this beats nc separate vec_dot calls once nc > 1. Threads split a
+ * matrix by weight rows: each calls gemm on its own [r0, r1) slice (w advanced by r0 * ldw,
+ * c by r0 floats); outputs never overlap. Results equal vec_dot up to summation order.
+ */
+typedef void (*ts_gemm_fn)(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                           const void *w, size_t ldw, const void *a, size_t lda);
+
 typedef struct ts_quant_ops {
     ts_type type;
     ts_type vec_dot_type;        /* activation partner: Q8_0, Q8_1, Q8_K, F16, BF16 or F32 */
     ts_to_float_fn to_float;     /* dequantize_row */
     ts_from_float_fn from_float; /* quantize_row (reference rounding, bit-exact with llama.cpp) */
     ts_vec_dot_fn vec_dot;
+    ts_gemm_fn gemm;             /* tile kernel; a scalar loop over vec_dot at worst */
+    ts_isa isa;                  /* level this table was built for (after any lowering) */
 } ts_quant_ops;
 
 /* Kernels of `type` at instruction level `isa` (falling back to lower levels per function
- * where no faster one exists); NULL when the type has no arithmetic here. */
+ * where no faster one exists); NULL when the type has no arithmetic here. An `isa` above
+ * what this CPU runs is lowered to ts_quant_cpu_isa(), so the result is always safe to call
+ * (pass ts_quant_detect_isa() to honour TS_ISA). The table is constant data and lives for the whole program.
+ * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL.
+ * Q8_0, Q8_1 and Q8_K are also the activation types; their from_float is the fast one. */
 const ts_quant_ops *ts_quant_ops_get(ts_type type, ts_isa isa);
+
+/* Highest level this CPU could run, ignoring TS_ISA (for tests and benchmarks). */
+ts_isa ts_quant_cpu_isa(void);
 
 /* f16 / bf16 <-> f32 conversions (IEEE rounding to nearest even). */
 float ts_f16_to_f32(uint16_t h);

@@ -1,0 +1,173 @@
+/*
+ * quant_float_avx2.c — AVX2/FMA/F16C kernels of F32, F16 and BF16: conversions (bit-exact
+ * with the scalar ones for all non-NaN inputs), dot products and gemm tiles (f32
+ * accumulation with FMA; equal to the double-accumulating reference within rounding).
+ */
+#include "quant/simd_avx2.h"
+
+static inline __m256 load_f16x8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline __m256 load_bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+void ts_q_to_float_f16_avx2(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i, load_f16x8(h + i));
+    }
+    for (; i < n; i++) {
+        dst[i] = ts_f16_to_f32(h[i]);
+    }
+}
+
+void ts_q_from_float_f16_avx2(const float *src, void *dst, int64_t n) {
+    uint16_t *h = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i v = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(h + i), v);
+    }
+    for (; i < n; i++) {
+        h[i] = ts_f32_to_f16(src[i]);
+    }
+}
+
+void ts_q_to_float_bf16_avx2(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(dst + i, load_bf16x8(h + i));
+    }
+    for (; i < n; i++) {
+        dst[i] = ts_bf16_to_f32(h[i]);
+    }
+}
+
+void ts_q_from_float_bf16_avx2(const float *src, void *dst, int64_t n) {
+    uint16_t *h = dst;
+    int64_t i = 0;
+    const __m256i bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i one = _mm256_set1_epi32(1);
+    for (; i + 16 <= n; i += 16) {
+        __m256i r[2];
+        for (int k = 0; k < 2; k++) {
+            __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i + 8 * k));
+            __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+            __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
+            /* NaN: keep the top half and set the quiet bit, as the scalar code does. */
+            __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+            __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7F800000));
+            __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+            r[k] = _mm256_blendv_epi8(rounded, quiet, nan);
+        }
+        __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+        _mm256_storeu_si256((__m256i *)(h + i), packed);
+    }
+    for (; i < n; i++) {
+        h[i] = ts_f32_to_bf16(src[i]);
+    }
+}
+
+void ts_q_dot_f32_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const float *a = x, *b = y;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) {
+        sum += a[i] * b[i];
+    }
+    *result = sum;
+}
+
+void ts_q_dot_f16_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const uint16_t *a = x, *b = y;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), load_f16x8(b + i + 8), acc1);
+    }
+    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) {
+        sum += ts_f16_to_f32(a[i]) * ts_f16_to_f32(b[i]);
+    }
+    *result = sum;
+}
+
+void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const uint16_t *a = x, *b = y;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(load_bf16x8(a + i), load_bf16x8(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_bf16x8(a + i + 8), load_bf16x8(b + i + 8), acc1);
+    }
+    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) {
+        sum += ts_bf16_to_f32(a[i]) * ts_bf16_to_f32(b[i]);
+    }
+    *result = sum;
+}
+
+/*
+ * gemm tiles: one weight row against up to 4 activation rows; each 8-wide weight vector is
+ * loaded (and for F16 converted) once per 4 activations.
+ */
+#define FLOAT_GEMM(NAME, ELEM, LOADW, LOADA, SCALAR)                                              \
+    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,        \
+                                   float *out) {                                                  \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
+                         _mm256_setzero_ps()};                                                    \
+        int64_t i = 0;                                                                            \
+        for (; i + 8 <= k; i += 8) {                                                              \
+            const __m256 wv = LOADW(w + i);                                                       \
+            for (int j = 0; j < nc; j++) {                                                        \
+                acc[j] = _mm256_fmadd_ps(wv, LOADA(a[j] + i), acc[j]);                            \
+            }                                                                                     \
+        }                                                                                         \
+        for (int j = 0; j < nc; j++) {                                                            \
+            float s = hsum_ps256(acc[j]);                                                         \
+            for (int64_t t = i; t < k; t++) {                                                     \
+                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                              \
+            }                                                                                     \
+            out[j] = s;                                                                           \
+        }                                                                                         \
+    }                                                                                             \
+    void ts_q_gemm_##NAME##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,         \
+                                 const void *w, size_t ldw, const void *a, size_t lda) {          \
+        for (int64_t r = 0; r < nr; r++) {                                                        \
+            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                   \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
+                const ELEM *ap[4];                                                                \
+                float out[4];                                                                     \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);             \
+                }                                                                                 \
+                if (cols == 4) {                                                                  \
+                    NAME##_tile(k, wr, ap, 4, out);                                               \
+                } else {                                                                          \
+                    NAME##_tile(k, wr, ap, cols, out);                                            \
+                }                                                                                 \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+static inline float f32_id(float v) {
+    return v;
+}
+
+FLOAT_GEMM(f32, float, _mm256_loadu_ps, _mm256_loadu_ps, f32_id)
+FLOAT_GEMM(f16, uint16_t, load_f16x8, load_f16x8, ts_f16_to_f32)

@@ -1,0 +1,257 @@
+/*
+ * quant_internal.h — block layouts and shared helpers of the quant layer (not a public API).
+ *
+ * The structs below are the on-disk GGUF block layouts, byte for byte: every field is a
+ * byte array or a little-endian 16/32-bit value at the offset ggml uses, and the static
+ * asserts pin each size to the value in gguf/ggml_types.c (tests check the two agree).
+ * "d" fields are IEEE half (f16) bit patterns unless stated otherwise.
+ *
+ * Kernel naming: <op>_<type>_<isa>, e.g. ts_q_dot_q4_0_scalar. Scalar kernels are the
+ * reference; SIMD kernels must agree with them (bit-exact where the math is integer or a
+ * fixed sequence of single roundings, within a stated tolerance where only the summation
+ * order differs).
+ */
+#ifndef TS_QUANT_QUANT_INTERNAL_H
+#define TS_QUANT_QUANT_INTERNAL_H
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+#define TS_QK 32   /* elements per block of the 32-element types (Q4_0 .. Q8_1, IQ4_NL) */
+#define TS_QK_K 256 /* elements per super-block of the K-quants */
+
+typedef struct ts_block_q4_0 {
+    uint16_t d;             /* scale: x = d * (q - 8) */
+    uint8_t qs[TS_QK / 2];  /* element j in the low nibble of qs[j], j+16 in the high one */
+} ts_block_q4_0;
+
+typedef struct ts_block_q4_1 {
+    uint16_t d;             /* scale */
+    uint16_t m;             /* offset: x = d * q + m */
+    uint8_t qs[TS_QK / 2];
+} ts_block_q4_1;
+
+typedef struct ts_block_q5_0 {
+    uint16_t d;             /* x = d * (q - 16), q = nibble | bit << 4 */
+    uint8_t qh[4];          /* bit 4 of element j is bit j of this little-endian u32 */
+    uint8_t qs[TS_QK / 2];
+} ts_block_q5_0;
+
+typedef struct ts_block_q5_1 {
+    uint16_t d;
+    uint16_t m; /* x = d * q + m */
+    uint8_t qh[4];
+    uint8_t qs[TS_QK / 2];
+} ts_block_q5_1;
+
+typedef struct ts_block_q8_0 {
+    uint16_t d; /* x = d * q */
+    int8_t qs[TS_QK];
+} ts_block_q8_0;
+
+typedef struct ts_block_q8_1 {
+    uint16_t d; /* x = d * q */
+    uint16_t s; /* d * sum(qs), rounded to f16 */
+    int8_t qs[TS_QK];
+} ts_block_q8_1;
+
+typedef struct ts_block_iq4_nl {
+    uint16_t d; /* x = d * k_iq4nl_values[q] */
+    uint8_t qs[TS_QK / 2];
+} ts_block_iq4_nl;
+
+/* Q2_K: 16 sub-blocks of 16; x = d * (sc & 15) * q - dmin * (sc >> 4), q in 0..3. */
+typedef struct ts_block_q2_k {
+    uint8_t scales[TS_QK_K / 16];
+    uint8_t qs[TS_QK_K / 4]; /* 2-bit quants: qs[32*h + l] holds elements 128h + l + 32s at 2s */
+    uint16_t d;
+    uint16_t dmin;
+} ts_block_q2_k;
+
+/* Q3_K: 16 sub-blocks of 16; 6-bit signed scales (biased by 32); q in -4..3. */
+typedef struct ts_block_q3_k {
+    uint8_t hmask[TS_QK_K / 8]; /* bit s of hmask[l] set when element 32s + l has q >= 0 */
+    uint8_t qs[TS_QK_K / 4];    /* low 2 bits, packed as in Q2_K */
+    uint8_t scales[12];         /* low nibbles in 0..7, high 2-bit pairs in 8..11 */
+    uint16_t d;
+} ts_block_q3_k;
+
+/* Q4_K: 8 sub-blocks of 32 with 6-bit scales and mins; x = d * sc * q - dmin * m. */
+typedef struct ts_block_q4_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[TS_QK_K / 2]; /* qs[32c + l]: element 64c + l low nibble, 64c + 32 + l high */
+} ts_block_q4_k;
+
+/* Q5_K: Q4_K plus one high bit per element. */
+typedef struct ts_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[TS_QK_K / 8]; /* bit s of qh[l]: high bit of element 32s + l */
+    uint8_t qs[TS_QK_K / 2];
+} ts_block_q5_k;
+
+/* Q6_K: 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32), q in 0..63. */
+typedef struct ts_block_q6_k {
+    uint8_t ql[TS_QK_K / 2];
+    uint8_t qh[TS_QK_K / 4];
+    int8_t scales[TS_QK_K / 16];
+    uint16_t d;
+} ts_block_q6_k;
+
+/* Q8_K: activation partner of the K-quants; d is an f32 here, not an f16. */
+typedef struct ts_block_q8_k {
+    float d;
+    int8_t qs[TS_QK_K];
+    int16_t bsums[TS_QK_K / 16]; /* sum of each group of 16 quants */
+} ts_block_q8_k;
+
+_Static_assert(sizeof(ts_block_q4_0) == 18, "Q4_0 block size");
+_Static_assert(sizeof(ts_block_q4_1) == 20, "Q4_1 block size");
+_Static_assert(sizeof(ts_block_q5_0) == 22, "Q5_0 block size");
+_Static_assert(sizeof(ts_block_q5_1) == 24, "Q5_1 block size");
+_Static_assert(sizeof(ts_block_q8_0) == 34, "Q8_0 block size");
+_Static_assert(sizeof(ts_block_q8_1) == 36, "Q8_1 block size");
+_Static_assert(sizeof(ts_block_iq4_nl) == 18, "IQ4_NL block size");
+_Static_assert(sizeof(ts_block_q2_k) == 84, "Q2_K block size");
+_Static_assert(sizeof(ts_block_q3_k) == 110, "Q3_K block size");
+_Static_assert(sizeof(ts_block_q4_k) == 144, "Q4_K block size");
+_Static_assert(sizeof(ts_block_q5_k) == 176, "Q5_K block size");
+_Static_assert(sizeof(ts_block_q6_k) == 210, "Q6_K block size");
+_Static_assert(sizeof(ts_block_q8_k) == 292, "Q8_K block size");
+
+/* The 16 non-uniform levels of IQ4_NL. */
+extern const int8_t ts_iq4nl_values[16];
+
+/* Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 puts the integer in the
+ * low mantissa bits. The quantizers use this (not roundf) where ggml's reference does, so
+ * ties round the same way. */
+static inline int ts_round_even(float v) {
+    float t = v + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    return (bits & 0x007fffff) - 0x00400000;
+}
+
+static inline float ts_fp16_load(uint16_t h) {
+    return ts_f16_to_f32(h);
+}
+
+/* 6-bit scale j (0..7) and min of a Q4_K / Q5_K scale array. */
+static inline void ts_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block, unbiased (-32..31). */
+static inline void ts_q3k_scales(const uint8_t *packed, int8_t out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? (packed[j] & 0xF) : (packed[j - 8] >> 4);
+        int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+/* ---- kernels, one declaration list per instruction-set level ---- */
+
+#define TS_Q_DECLARE_TYPE(T, ISA)                                                                 \
+    void ts_q_to_float_##T##_##ISA(const void *src, float *dst, int64_t n);                       \
+    void ts_q_from_float_##T##_##ISA(const float *src, void *dst, int64_t n);                     \
+    void ts_q_dot_##T##_##ISA(int64_t n, float *result, const void *x, const void *y)
+
+#define TS_Q_DECLARE_GEMM(T, ISA)                                                                 \
+    void ts_q_gemm_##T##_##ISA(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,           \
+                               const void *w, size_t ldw, const void *a, size_t lda)
+
+#define TS_Q_DECLARE_ALL(ISA)                                                                     \
+    TS_Q_DECLARE_TYPE(f32, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(f16, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(bf16, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q4_0, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q4_1, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q5_0, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q5_1, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q8_0, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q8_1, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(iq4_nl, ISA);                                                               \
+    TS_Q_DECLARE_TYPE(q2_k, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q3_k, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q4_k, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q5_k, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q6_k, ISA);                                                                 \
+    TS_Q_DECLARE_TYPE(q8_k, ISA)
+
+TS_Q_DECLARE_ALL(scalar);
+
+/* Scalar gemm for any type: one vec_dot per output element (the reference). */
+void ts_q_gemm_generic(const ts_quant_ops *ops, int64_t k, int64_t nr, int64_t nc, float *c,
+                       size_t ldc, const void *w, size_t ldw, const void *a, size_t lda);
+
+/* SIMD kernels; each file lists what it provides. */
+void ts_q_to_float_f16_avx2(const void *src, float *dst, int64_t n);
+void ts_q_from_float_f16_avx2(const float *src, void *dst, int64_t n);
+void ts_q_dot_f16_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_bf16_avx2(const void *src, float *dst, int64_t n);
+void ts_q_from_float_bf16_avx2(const float *src, void *dst, int64_t n);
+void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_f32_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_q4_0_avx2(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q4_1_avx2(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q8_0_avx2(const void *src, float *dst, int64_t n);
+void ts_q_from_float_q8_0_avx2(const float *src, void *dst, int64_t n);
+void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n);
+void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
+void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n);
+void ts_q_dot_q4_k_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(f32, avx2);
+TS_Q_DECLARE_GEMM(f16, avx2);
+TS_Q_DECLARE_GEMM(q4_0, avx2);
+TS_Q_DECLARE_GEMM(q4_1, avx2);
+TS_Q_DECLARE_GEMM(q8_0, avx2);
+TS_Q_DECLARE_GEMM(q4_k, avx2);
+TS_Q_DECLARE_GEMM(q6_k, avx2);
+
+void ts_q_to_float_f16_avx512(const void *src, float *dst, int64_t n);
+void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_bf16_avx512(const void *src, float *dst, int64_t n);
+void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_f32_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_q4_0_avx512(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q4_1_avx512(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q8_0_avx512(const void *src, float *dst, int64_t n);
+void ts_q_dot_q4_0_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q4_1_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_q4_k_avx512(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q5_k_avx512(const void *src, float *dst, int64_t n);
+void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n);
+void ts_q_dot_q4_k_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(q4_0, avx512);
+TS_Q_DECLARE_GEMM(q4_1, avx512);
+TS_Q_DECLARE_GEMM(q8_0, avx512);
+TS_Q_DECLARE_GEMM(q4_k, avx512);
+TS_Q_DECLARE_GEMM(q6_k, avx512);
+TS_Q_DECLARE_GEMM(f32, avx512);
+TS_Q_DECLARE_GEMM(f16, avx512);
+
+#endif /* TS_QUANT_QUANT_INTERNAL_H */

@@ -1,0 +1,318 @@
+/*
+ * quant_k_avx2.c — AVX2 kernels of the K-quants: Q8_K activation quantization (bit-exact
+ * with the scalar one), Q4_K / Q5_K / Q6_K dequantization (bit-exact) and dot products
+ * against Q8_K (exact integer sums per super-block; only the float accumulation order
+ * differs from the reference), plus 1x4 gemm tiles for Q4_K and Q6_K.
+ */
+#include <math.h>
+
+#include "quant/simd_avx2.h"
+
+/* ---- Q8_K activation quantization ---- */
+
+void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
+    ts_block_q8_k *b = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / TS_QK_K; i++, src += TS_QK_K) {
+        __m256 amaxv = _mm256_setzero_ps();
+        for (int k = 0; k < TS_QK_K; k += 8) {
+            amaxv = _mm256_max_ps(amaxv, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + k)));
+        }
+        const float amax = hmax_ps256(amaxv);
+        if (amax == 0.0f) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        /* The signed extreme is the first element whose magnitude is the maximum, as in the
+         * scalar scan. */
+        float max = 0.0f;
+        for (int k = 0; k < TS_QK_K; k++) {
+            if (fabsf(src[k]) == amax) {
+                max = src[k];
+                break;
+            }
+        }
+        const float is = -127.0f / max;
+        const __m256 isv = _mm256_set1_ps(is);
+        const __m256i cap = _mm256_set1_epi32(127);
+        for (int k = 0; k < TS_QK_K; k += 32) {
+            __m256i r[4];
+            for (int t = 0; t < 4; t++) {
+                /* cvtps rounds to nearest even under the default MXCSR, like the scalar
+                 * magic-number rounding. */
+                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(isv, _mm256_loadu_ps(src + k + 8 * t)));
+                r[t] = _mm256_min_epi32(v, cap);
+            }
+            _mm256_storeu_si256((__m256i *)(b[i].qs + k), pack_i32x32_to_i8(r[0], r[1], r[2], r[3]));
+        }
+        for (int g = 0; g < 16; g++) {
+            __m128i q = _mm_loadu_si128((const __m128i *)(b[i].qs + 16 * g));
+            __m128i s16 = _mm_maddubs_epi16(_mm_set1_epi8(1), q);
+            __m128i s32 = _mm_madd_epi16(s16, _mm_set1_epi16(1));
+            s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4E));
+            s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xB1));
+            b[i].bsums[g] = (int16_t)_mm_cvtsi128_si32(s32);
+        }
+        b[i].d = 1.0f / is;
+    }
+}
+
+/* ---- Q4_K / Q5_K ---- */
+
+static inline void k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 8; j++) {
+        ts_k4_scale_min(j, packed, &sc[j], &m[j]);
+    }
+}
+
+/* Stores 32 unsigned levels as dl * q - ml. */
+static inline void store_levels_u8(__m256i q, float dl, float ml, float *dst) {
+    const __m256 d = _mm256_set1_ps(dl), mm = _mm256_set1_ps(ml);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+        _mm256_storeu_ps(dst + 8 * k, _mm256_sub_ps(_mm256_mul_ps(v, d), mm));
+    }
+}
+
+/* 32 signed levels as dl * q. */
+static inline void store_levels_i8(__m256i q, float dl, float *dst) {
+    const __m256 d = _mm256_set1_ps(dl);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(i8x8_to_ps(parts[k]), d));
+    }
+}
+
+void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q4_k *b = src;
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
+        uint8_t sc[8], m[8];
+        k4_scales(b[i].scales, sc, m);
+        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(raw, mask);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            store_levels_u8(lo, d * (float)sc[2 * c], dmin * (float)m[2 * c], dst + 64 * c);
+            store_levels_u8(hi, d * (float)sc[2 * c + 1], dmin * (float)m[2 * c + 1],
+                            dst + 64 * c + 32);
+        }
+    }
+}
+
+static inline __m256i q5_high(__m256i qh, int bit) {
+    /* bit `bit` of every byte, moved to bit 4 */
+    const __m256i one = _mm256_set1_epi8(1);
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, bit), one), 4);
+}
+
+void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q5_k *b = src;
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
+        uint8_t sc[8], m[8];
+        k4_scales(b[i].scales, sc, m);
+        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)b[i].qh);
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * c));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), q5_high(qh, 2 * c));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
+                                               q5_high(qh, 2 * c + 1));
+            store_levels_u8(lo, d * (float)sc[2 * c], dmin * (float)m[2 * c], dst + 64 * c);
+            store_levels_u8(hi, d * (float)sc[2 * c + 1], dmin * (float)m[2 * c + 1],
+                            dst + 64 * c + 32);
+        }
+    }
+}
+
+/* ---- Q6_K ---- */
+
+/* The 32 unsigned 6-bit levels (0..63) of elements 128h + 32s .. +31. */
+static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
+    const __m256i mask4 = _mm256_set1_epi8(0x0F), mask2 = _mm256_set1_epi8(0x03);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (s & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    const __m256i lo = s < 2 ? _mm256_and_si256(ql, mask4)
+                             : _mm256_and_si256(_mm256_srli_epi16(ql, 4), mask4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), mask2);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q6_k *b = src;
+    for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
+        const float d = ts_fp16_load(b[i].d);
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < 4; s++) {
+                const __m256i q = _mm256_sub_epi8(q6_levels(&b[i], h, s), _mm256_set1_epi8(32));
+                const int j = 8 * h + 2 * s; /* sub-blocks j, j+1 */
+                float *out = dst + 128 * h + 32 * s;
+                const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+                const __m256 d0 = _mm256_set1_ps(d * (float)b[i].scales[j]);
+                const __m256 d1 = _mm256_set1_ps(d * (float)b[i].scales[j + 1]);
+                _mm256_storeu_ps(out + 0, _mm256_mul_ps(i8x8_to_ps(lo), d0));
+                _mm256_storeu_ps(out + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d0));
+                _mm256_storeu_ps(out + 16, _mm256_mul_ps(i8x8_to_ps(hi), d1));
+                _mm256_storeu_ps(out + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d1));
+            }
+        }
+    }
+}
+
+/* ---- dot products / gemm tiles against Q8_K ---- */
+
+/* Sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
+static inline int32_t k4_min_sum(const uint8_t m[8], const int16_t *bsums) {
+    int32_t s = 0;
+    for (int j = 0; j < 8; j++) {
+        s += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    return s;
+}
+
+static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_q8_k *const *y,
+                             int nc, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], m[8];
+        k4_scales(x[i].scales, sc, m);
+        __m256i q[8];
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            q[2 * c] = _mm256_and_si256(raw, mask);
+            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+        }
+        const float d = ts_fp16_load(x[i].d), dmin = ts_fp16_load(x[i].dmin);
+        for (int j = 0; j < nc; j++) {
+            const ts_block_q8_k *yb = &y[j][i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * s));
+                const __m256i p16 = _mm256_maddubs_epi16(q[s], yv);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(sc[s])));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * yb->d), acc[j]);
+            mins[j] += dmin * yb->d * (float)k4_min_sum(m, yb->bsums);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        out[j] = hsum_ps256(acc[j]) - mins[j];
+    }
+}
+
+void ts_q_dot_q4_k_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_k *yp[1] = {y};
+    q4_k_tile(n / TS_QK_K, x, yp, 1, result);
+}
+
+void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q5_k *bx = x;
+    const ts_block_q8_k *by = y;
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        k4_scales(bx[i].scales, sc, m);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)bx[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(bx[i].qs + 32 * c));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), q5_high(qh, 2 * c));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
+                                               q5_high(qh, 2 * c + 1));
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0),
+                                                            _mm256_set1_epi16(sc[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1),
+                                                            _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        const float d = ts_fp16_load(bx[i].d), dmin = ts_fp16_load(bx[i].dmin);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * by[i].d), acc);
+        mins += dmin * by[i].d * (float)k4_min_sum(m, by[i].bsums);
+    }
+    *result = hsum_ps256(acc) - mins;
+}
+
+static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_q8_k *const *y,
+                             int nc, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i q[8];   /* unsigned levels 0..63 of each 32-element chunk */
+        __m256i scv[8]; /* int16 scales: low 128 bits sub-block 2k, high 2k+1 */
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < 4; s++) {
+                const int k = 4 * h + s, g = 8 * h + 2 * s;
+                q[k] = q6_levels(&x[i], h, s);
+                scv[k] = _mm256_set_m128i(_mm_set1_epi16(x[i].scales[g + 1]),
+                                          _mm_set1_epi16(x[i].scales[g]));
+            }
+        }
+        const float d = ts_fp16_load(x[i].d);
+        for (int j = 0; j < nc; j++) {
+            const ts_block_q8_k *yb = &y[j][i];
+            __m256i sumi = _mm256_setzero_si256();
+            for (int k = 0; k < 8; k++) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * k));
+                sumi = _mm256_add_epi32(sumi,
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scv[k]));
+            }
+            /* The levels are biased by 32: sum(sc * (q - 32) * y) = sum(sc * q * y) -
+             * 32 * sum over sub-blocks of sc * ysum. */
+            int32_t corr = 0;
+            for (int g = 0; g < 16; g++) {
+                corr += x[i].scales[g] * yb->bsums[g];
+            }
+            const float s = d * yb->d;
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(s), acc[j]);
+            bias[j] += s * (float)(32 * corr);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        out[j] = hsum_ps256(acc[j]) - bias[j];
+    }
+}
+
+void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_k *yp[1] = {y};
+    q6_k_tile(n / TS_QK_K, x, yp, 1, result);
+}
+
+#define K_GEMM(T, WBLOCK)                                                                         \
+    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,            \
+                              const void *w, size_t ldw, const void *a, size_t lda) {             \
+        const int64_t nb = k / TS_QK_K;                                                           \
+        for (int64_t r = 0; r < nr; r++) {                                                        \
+            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);               \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
+                const ts_block_q8_k *ap[4];                                                       \
+                float out[4];                                                                     \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    ap[j] = (const ts_block_q8_k *)((const char *)a + (size_t)(j0 + j) * lda);    \
+                }                                                                                 \
+                if (cols == 4) {                                                                  \
+                    T##_tile(nb, wr, ap, 4, out);                                                 \
+                } else {                                                                          \
+                    T##_tile(nb, wr, ap, cols, out);                                              \
+                }                                                                                 \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+K_GEMM(q4_k, ts_block_q4_k)
+K_GEMM(q6_k, ts_block_q6_k)

@@ -1,0 +1,235 @@
+/*
+ * quant_q32_avx2.c — AVX2 kernels of the 32-element block types.
+ *
+ * Dequantization and activation quantization are bit-exact with the scalar reference (the
+ * same single roundings in the same order; rounding half away from zero done exactly).
+ * Dot products compute each block's integer sum exactly and differ from the scalar
+ * reference only in the order the per-block float terms are added.
+ *
+ * gemm: one weight row against 4 activation rows at a time — a weight block is unpacked
+ * once and multiplied into 4 accumulators.
+ */
+#include "quant/simd_avx2.h"
+
+/* ---- dequantization ---- */
+
+void ts_q_to_float_q4_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles32(b[i].qs), _mm256_set1_epi8(8));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
+    }
+}
+
+void ts_q_to_float_q4_1_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q4_1 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
+        const __m256 m = _mm256_set1_ps(ts_fp16_load(b[i].m));
+        const __m256i q = unpack_nibbles32(b[i].qs);
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        /* Multiply then add, not FMA: the scalar reference rounds twice. */
+        _mm256_storeu_ps(dst + 0, _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(lo), d), m));
+        _mm256_storeu_ps(dst + 8,
+                         _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d), m));
+        _mm256_storeu_ps(dst + 16, _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(hi), d), m));
+        _mm256_storeu_ps(dst + 24,
+                         _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d), m));
+    }
+}
+
+void ts_q_to_float_q8_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
+        for (int k = 0; k < 4; k++) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k));
+            _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(i8x8_to_ps(q), d));
+        }
+    }
+}
+
+/* ---- activation quantization (exact) ---- */
+
+/* Quantizes 32 floats with scale 1/id; returns the int8 vector. */
+static inline __m256i quantize32(const float *x, float *d_out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    const float d = hmax_ps256(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i r[4];
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_cvttps_epi32(round_away_ps256(_mm256_mul_ps(v[k], idv)));
+    }
+    *d_out = d;
+    return pack_i32x32_to_i8(r[0], r[1], r[2], r[3]);
+}
+
+void ts_q_from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
+    ts_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / TS_QK; i++, src += TS_QK) {
+        float d;
+        __m256i q = quantize32(src, &d);
+        b[i].d = ts_f32_to_f16(d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+    }
+}
+
+void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
+    ts_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / TS_QK; i++, src += TS_QK) {
+        float d;
+        __m256i q = quantize32(src, &d);
+        b[i].d = ts_f32_to_f16(d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+        /* Sum of the 32 quants: widen through maddubs with ones (|q| <= 127). */
+        const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+        const int32_t sum = hsum_epi32_256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        b[i].s = ts_f32_to_f16((float)sum * d);
+    }
+}
+
+/* ---- dot products and gemm tiles ---- */
+
+/* Each X_tile(nb, x, y[], nc, out) computes nc (<= 4) dot products of one weight row of nb
+ * blocks with nc activation rows. Called with a literal nc so the loops unroll. */
+
+static inline __m256i q4_0_weights(const ts_block_q4_0 *x) {
+    return _mm256_sub_epi8(unpack_nibbles32(x->qs), _mm256_set1_epi8(8));
+}
+
+static inline void q4_0_tile(int64_t nb, const ts_block_q4_0 *x, const ts_block_q8_0 *const *y,
+                             int nc, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i q = q4_0_weights(&x[i]);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dx = ts_fp16_load(x[i].d);
+        for (int j = 0; j < nc; j++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
+                                                _mm256_set1_epi16(1));
+            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        out[j] = hsum_ps256(acc[j]);
+    }
+}
+
+static inline void q4_1_tile(int64_t nb, const ts_block_q4_1 *x, const ts_block_q8_1 *const *y,
+                             int nc, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i q = unpack_nibbles32(x[i].qs);
+        const float dx = ts_fp16_load(x[i].d);
+        const float mx = ts_fp16_load(x[i].m);
+        for (int j = 0; j < nc; j++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
+            const __m256i p = dot_u8_i8(q, yv);
+            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
+            mins[j] += mx * ts_fp16_load(y[j][i].s);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        out[j] = hsum_ps256(acc[j]) + mins[j];
+    }
+}
+
+static inline void q8_0_tile(int64_t nb, const ts_block_q8_0 *x, const ts_block_q8_0 *const *y,
+                             int nc, float *out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float dx = ts_fp16_load(x[i].d);
+        for (int j = 0; j < nc; j++) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
+                                                _mm256_set1_epi16(1));
+            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        out[j] = hsum_ps256(acc[j]);
+    }
+}
+
+void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_0 *yp[1] = {y};
+    q4_0_tile(n / TS_QK, x, yp, 1, result);
+}
+
+void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_1 *yp[1] = {y};
+    q4_1_tile(n / TS_QK, x, yp, 1, result);
+}
+
+void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_0 *yp[1] = {y};
+    q8_0_tile(n / TS_QK, x, yp, 1, result);
+}
+
+void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_iq4_nl *bx = x;
+    const ts_block_q8_0 *by = y;
+    const __m128i table = _mm_loadu_si128((const __m128i *)ts_iq4nl_values);
+    const __m256i table2 = _mm256_set_m128i(table, table);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i q = _mm256_shuffle_epi8(table2, unpack_nibbles32(bx[i].qs));
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)by[i].qs);
+        const __m256 s = _mm256_set1_ps(ts_fp16_load(bx[i].d) * ts_fp16_load(by[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_i8_i8(q, yv)), s, acc);
+    }
+    *result = hsum_ps256(acc);
+}
+
+/* Weight row r against activation rows in groups of 4 (a literal 4 lets the compiler keep
+ * the four accumulators in registers). */
+#define Q_GEMM(T, WBLOCK, ABLOCK)                                                                 \
+    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,            \
+                              const void *w, size_t ldw, const void *a, size_t lda) {             \
+        const int64_t nb = k / TS_QK;                                                             \
+        for (int64_t r = 0; r < nr; r++) {                                                        \
+            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);               \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
+                const ABLOCK *ap[4];                                                              \
+                float out[4];                                                                     \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);           \
+                }                                                                                 \
+                if (cols == 4) {                                                                  \
+                    T##_tile(nb, wr, ap, 4, out);                                                 \
+                } else {                                                                          \
+                    T##_tile(nb, wr, ap, cols, out);                                              \
+                }                                                                                 \
+                for (int j = 0; j < cols; j++) {                                                  \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+Q_GEMM(q4_0, ts_block_q4_0, ts_block_q8_0)
+Q_GEMM(q4_1, ts_block_q4_1, ts_block_q8_1)
+Q_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)

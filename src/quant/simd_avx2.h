@@ -1,0 +1,81 @@
+/*
+ * simd_avx2.h — small AVX2 helpers shared by the *_avx2.c kernel files (and usable from the
+ * *_avx512.c ones, which are compiled with a superset of the flags). Include only from
+ * files compiled with -mavx2 -mfma -mf16c.
+ */
+#ifndef TS_QUANT_SIMD_AVX2_H
+#define TS_QUANT_SIMD_AVX2_H
+
+#include <immintrin.h>
+
+#include "quant/quant_internal.h"
+
+static inline float hsum_ps256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+static inline int32_t hsum_epi32_256(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline float hmax_ps256(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* 32 packed nibbles (16 bytes) -> 32 bytes: low nibbles first, then high nibbles. */
+static inline __m256i unpack_nibbles32(const uint8_t *qs) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* Sum of products of 32 signed bytes with 32 signed bytes, as 8 int32 lanes. Neither
+ * operand may hold -128 (the sign trick needs |x| <= 127). */
+static inline __m256i dot_i8_i8(__m256i x, __m256i y) {
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const __m256i sy = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+/* Sum of products of 32 unsigned bytes (< 128 each pair sum fits int16) with signed bytes. */
+static inline __m256i dot_u8_i8(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+/* 8 int8 -> 8 floats. */
+static inline __m256 i8x8_to_ps(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
+
+/* Rounds half away from zero exactly like roundf for |v| < 2^23. */
+static inline __m256 round_away_ps256(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_sub_ps(v, t);
+    const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+    const __m256 absfrac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), frac);
+    const __m256 up = _mm256_cmp_ps(absfrac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), sign);
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+
+/* Packs 4 x 8 int32 (each in -128..127) into 32 int8 in order. */
+static inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b); /* lanes: a0 b0 | a1 b1 */
+    const __m256i cd = _mm256_packs_epi32(c, d);
+    const __m256i abcd = _mm256_packs_epi16(ab, cd); /* a0 b0 c0 d0 | a1 b1 c1 d1 */
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+#endif /* TS_QUANT_SIMD_AVX2_H */
