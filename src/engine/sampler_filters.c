@@ -8,14 +8,15 @@
  * that large:
  *   top-k      a size-k heap over the vocabulary;
  *   top-p      one pass histograms the probability mass by z = (l - max) / T into buckets
- *              of width 1/8; only the tokens in the highest buckets that together reach top_p
- *              are collected and sorted;
+ *              of width 1/8; only the tokens above the edge of the highest buckets that
+ *              together reach top_p are collected (a logit threshold) and sorted;
  *   typical-p  the same with the distance |-log p - H| as the bucket key;
  *   min-p      a threshold on z, no sort.
- * Bucket membership is computed by the same expression in every pass, so a collected set is
- * exactly "all tokens with key up to the bucket's edge". If float rounding makes the exact
- * cumulative sum over the collected tokens fall short of the target, the next bucket is
- * added and the collection repeated, so the result equals a full sort.
+ * A collected set is always complete up to its edge (all tokens with a logit above a
+ * threshold for top-p; for typical-p, all tokens whose distance falls in the chosen buckets,
+ * computed by the same expression in every pass), so it is a prefix of the full sort order.
+ * If float rounding makes the exact cumulative sum over it fall short of the target, the next
+ * bucket is added and the collection repeated, so the result equals a full sort.
  *
  * Probabilities inside a filter use the filter temperature (the sampling temperature, or 1
  * when temperature_last); weights are accumulated in double.
@@ -100,10 +101,11 @@ int32_t ts_cand_select_top(const float *v, int32_t n, int32_t k, ts_cand *out) {
 }
 
 static int bucket_of(double v) {
-    if (!(v < (N_BUCKETS - 1) / BUCKETS_PER_UNIT)) {
+    double x = v * BUCKETS_PER_UNIT;
+    if (!(x < N_BUCKETS - 1)) {
         return N_BUCKETS - 1; /* tail, including +inf */
     }
-    return v <= 0.0 ? 0 : (int)(v * BUCKETS_PER_UNIT);
+    return x <= 0.0 ? 0 : (int)x;
 }
 
 /* The one expression for a scaled logit, used by every pass so that they agree bit for bit. */
@@ -292,9 +294,15 @@ static void top_p(ts_sampler *s, const ts_prep *prep, ts_cands *cs, float temp) 
     }
     cs->is_list = true;
     for (;;) {
+        /* Any "all tokens with l >= thr" set is a prefix of the sorted order, so the cut
+         * below is exact whatever rounding put into thr; too small a set only costs a retry
+         * with the next bucket. */
+        const float thr = edge == N_BUCKETS - 1
+                              ? -INFINITY
+                              : m - (float)((edge + 1) / BUCKETS_PER_UNIT) * temp;
         cs->n = 0;
         for (int32_t i = 0; i < s->n_vocab; i++) {
-            if (w[i] != -INFINITY && bucket_of(-(double)scaled(w[i], m, temp)) <= edge) {
+            if (w[i] >= thr && w[i] != -INFINITY) {
                 s->cand[cs->n++] = (ts_cand){-w[i], i};
             }
         }
