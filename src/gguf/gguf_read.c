@@ -437,7 +437,9 @@ size_t ts_gguf_file_size(const ts_gguf *g) {
 }
 
 size_t ts_gguf_data_offset(const ts_gguf *g) {
-    return g->data_offset;
+    /* A file without tensors may end before the padding that would precede data; its (empty)
+     * data section then starts at the end of the file. */
+    return g->data_offset < g->size ? g->data_offset : g->size;
 }
 
 const void *ts_gguf_base(const ts_gguf *g) {
