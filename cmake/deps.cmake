@@ -1,11 +1,12 @@
 # System libraries tessera builds on. Each missing one stops configuration with the Debian
 # package that provides it, so a new machine knows what to install.
-function(ts_require_pkg var module debpkg)
+# A macro, not a function, so the <VAR>_* results land in the caller's scope.
+macro(ts_require_pkg var module debpkg)
     pkg_check_modules(${var} QUIET ${module})
     if(NOT ${var}_FOUND)
         message(FATAL_ERROR "tessera needs ${module}: apt-get install ${debpkg}")
     endif()
-endfunction()
+endmacro()
 
 ts_require_pkg(PCRE2 libpcre2-8 libpcre2-dev)
 set(TS_PCRE2_LIBS ${PCRE2_LINK_LIBRARIES} CACHE INTERNAL "")
