@@ -1,0 +1,578 @@
+/* engine.c — engine lifetime, the thread-safe inbox, and request bookkeeping. */
+#include "engine/engine_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+
+const char *ts_finish_reason_name(ts_finish_reason r) {
+    switch (r) {
+    case TS_FINISH_NONE: return "none";
+    case TS_FINISH_STOP: return "stop";
+    case TS_FINISH_LENGTH: return "length";
+    case TS_FINISH_ABORT: return "abort";
+    case TS_FINISH_ERROR: return "error";
+    }
+    return "?";
+}
+
+ts_engine_config ts_engine_config_default(const ts_model *m) {
+    ts_engine_config c = {0};
+    c.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    c.kv_tokens = 0;
+    c.max_seqs = 16;
+    c.max_batch_tokens = 512;
+    c.block_size = TS_KV_DEFAULT_BLOCK_SIZE;
+    c.kv_type = TS_TYPE_F16;
+    c.prefix_cache = true;
+    c.max_queue = 0;
+    return c;
+}
+
+ts_request_params ts_request_params_default(void) {
+    ts_request_params p;
+    memset(&p, 0, sizeof p);
+    p.sampling = ts_sampler_params_default();
+    p.n = 1;
+    return p;
+}
+
+static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *err) {
+    if (c->block_size <= 0) {
+        c->block_size = TS_KV_DEFAULT_BLOCK_SIZE;
+    }
+    if (c->kv_tokens <= 0) {
+        c->kv_tokens = c->n_ctx;
+    }
+    if (c->n_ctx < 1 || c->n_ctx > m->hp.n_ctx_train * 4 || c->max_seqs < 1 ||
+        c->max_seqs > 4096 || c->max_batch_tokens < 1 || c->max_batch_tokens > 65536 ||
+        c->kv_tokens < c->block_size || c->kv_tokens > ((int64_t)1 << 31) / 2) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "engine: invalid configuration: ctx %lld (model trained for %lld), "
+                            "max-seqs %lld, max-batch-tokens %lld, KV tokens %lld",
+                            (long long)c->n_ctx, (long long)m->hp.n_ctx_train,
+                            (long long)c->max_seqs, (long long)c->max_batch_tokens,
+                            (long long)c->kv_tokens);
+    }
+    if (c->max_seqs > c->max_batch_tokens) {
+        c->max_seqs = c->max_batch_tokens;
+    }
+    return TS_OK;
+}
+
+ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backend *b,
+                           ts_registry *reg, const ts_engine_config *cfg, ts_engine **out,
+                           ts_error *err) {
+    *out = NULL;
+    ts_engine_config c = *cfg;
+    ts_status st = check_config(m, &c, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    if ((int64_t)ts_tokenizer_n_vocab(tok) > m->hp.n_vocab) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "engine: tokenizer has %u tokens but the model only %lld",
+                            ts_tokenizer_n_vocab(tok), (long long)m->hp.n_vocab);
+    }
+    ts_engine *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+    }
+    e->model = m;
+    e->tok = tok;
+    e->backend = b;
+    e->cfg = c;
+    e->n_vocab = (int32_t)m->hp.n_vocab;
+    e->max_blk = (c.n_ctx + c.block_size - 1) / c.block_size;
+    e->next_id = 1;
+    e->seed_counter = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+
+    uint32_t n_blocks = 0;
+    st = ts_kv_blocks_for_context((uint64_t)c.kv_tokens, (uint32_t)c.block_size, &n_blocks, err);
+    ts_kv_config kc = {
+        .n_blocks = n_blocks,
+        .block_size = (uint32_t)c.block_size,
+        .max_seqs = (uint32_t)c.max_seqs,
+        .max_seq_len = (uint32_t)c.n_ctx,
+        .prefix_cache = c.prefix_cache,
+    };
+    if (st == TS_OK) {
+        st = ts_kv_create(&kc, &e->kv, err);
+    }
+    ts_forward_config fc = {
+        .max_tokens = c.max_batch_tokens,
+        .max_seqs = c.max_seqs,
+        .max_outputs = c.max_seqs,
+        .n_blocks = n_blocks,
+        .block_size = c.block_size,
+        .max_blocks_per_seq = e->max_blk,
+        .kv_type = c.kv_type,
+    };
+    if (st == TS_OK) {
+        st = ts_forward_create(m, b, &fc, reg, &e->fwd, err);
+    }
+    size_t T = (size_t)c.max_batch_tokens, S = (size_t)c.max_seqs;
+    if (st == TS_OK) {
+        e->running = calloc(S, sizeof *e->running);
+        e->b_seqs = calloc(S, sizeof *e->b_seqs);
+        e->b_tokens = malloc(T * sizeof(int32_t));
+        e->b_pos = malloc(T * sizeof(int32_t));
+        e->b_seq = malloc(T * sizeof(int32_t));
+        e->b_slots = malloc(T * sizeof(int32_t));
+        e->b_len = malloc(S * sizeof(int32_t));
+        e->b_out = malloc(S * sizeof(int32_t));
+        e->b_table = malloc(S * (size_t)e->max_blk * sizeof(int32_t));
+        e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
+        if (!e->running || !e->b_seqs || !e->b_tokens || !e->b_pos || !e->b_seq || !e->b_slots ||
+            !e->b_len || !e->b_out || !e->b_table || !e->logits) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory for batch buffers");
+        }
+    }
+    if (st != TS_OK) {
+        ts_engine_destroy(e);
+        return st;
+    }
+    e->stats.kv_blocks_total = n_blocks;
+    *out = e;
+    return TS_OK;
+}
+
+static void seq_free(seq *s) {
+    if (s == NULL) {
+        return;
+    }
+    ts_sampler_destroy(s->sampler);
+    ts_detok_stream_destroy(s->detok);
+    free(s->tokens);
+    free(s->held);
+    free(s);
+}
+
+static void request_free(request *r) {
+    if (r == NULL) {
+        return;
+    }
+    if (r->seqs != NULL) {
+        for (int32_t i = 0; i < r->n; i++) {
+            seq_free(r->seqs[i]);
+        }
+    }
+    free(r->seqs);
+    free(r->stop_storage);
+    free(r->salt);
+    free(r);
+}
+
+void ts_engine_destroy(ts_engine *e) {
+    if (e == NULL) {
+        return;
+    }
+    for (request *r = e->inbox_head, *n; r != NULL; r = n) {
+        n = r->next;
+        request_free(r);
+    }
+    for (request *r = e->active, *n; r != NULL; r = n) {
+        n = r->next;
+        request_free(r);
+    }
+    ts_forward_destroy(e->fwd);
+    ts_kv_destroy(e->kv);
+    free(e->running);
+    free(e->b_seqs);
+    free(e->b_tokens);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_slots);
+    free(e->b_len);
+    free(e->b_out);
+    free(e->b_table);
+    free(e->logits);
+    free(e->aborts);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
+
+/* Copies the stop strings and salt into storage the request owns. */
+static ts_status copy_params(request *r, const ts_request_params *p, ts_error *err) {
+    r->params = *p;
+    if (p->n_stop < 0 || p->n_stop > TS_ENGINE_MAX_STOP) {
+        return ts_error_set(err, TS_ERR_RANGE, "engine: %d stop strings (at most %d)", p->n_stop,
+                            TS_ENGINE_MAX_STOP);
+    }
+    size_t total = 0;
+    for (int32_t i = 0; i < p->n_stop; i++) {
+        if (p->stop[i] == NULL || p->stop[i][0] == '\0') {
+            return ts_error_set(err, TS_ERR_INVALID_ARG, "engine: stop string %d is empty", i);
+        }
+        total += strlen(p->stop[i]) + 1;
+    }
+    if (total > 0) {
+        r->stop_storage = malloc(total);
+        if (r->stop_storage == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+        }
+        char *at = r->stop_storage;
+        for (int32_t i = 0; i < p->n_stop; i++) {
+            size_t n = strlen(p->stop[i]) + 1;
+            memcpy(at, p->stop[i], n);
+            r->stop_ptrs[i] = at;
+            at += n;
+        }
+    }
+    r->params.stop = r->stop_ptrs;
+    r->params.sampling.logit_bias = NULL; /* copied by each sampler at create */
+    if (p->cache_salt_len > 0) {
+        r->salt = malloc(p->cache_salt_len);
+        if (r->salt == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+        }
+        memcpy(r->salt, p->cache_salt, p->cache_salt_len);
+    }
+    r->params.cache_salt = r->salt;
+    return TS_OK;
+}
+
+seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, ts_error *err) {
+    seq *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+        return NULL;
+    }
+    s->req = r;
+    s->index = index;
+    s->batch_out = -1;
+    s->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t));
+    uint64_t seed = r->params.seed + (uint64_t)index;
+    ts_status st = s->tokens ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+    if (st == TS_OK) {
+        st = ts_sampler_create(&r->params.sampling, e->n_vocab, seed, &s->sampler, err);
+    }
+    if (st == TS_OK) {
+        st = ts_detok_stream_create(e->tok, r->params.render_special, &s->detok, err);
+    }
+    if (st != TS_OK) {
+        seq_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_prompt,
+                                const ts_request_params *p, ts_engine_callback cb, void *user,
+                                uint64_t *id, ts_error *err) {
+    const ts_engine_config *c = &e->cfg;
+    if (n_prompt < 1 || prompt == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "engine: the prompt is empty");
+    }
+    for (int32_t i = 0; i < n_prompt; i++) {
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab) {
+            return ts_error_set(err, TS_ERR_RANGE, "engine: prompt token %d has id %d (vocab %d)",
+                                i, prompt[i], e->n_vocab);
+        }
+    }
+    if (p->n < 1 || p->n > c->max_seqs) {
+        return ts_error_set(err, TS_ERR_RANGE, "engine: n = %d is out of range (1..%lld)", p->n,
+                            (long long)c->max_seqs);
+    }
+    if (p->max_tokens < 0) {
+        return ts_error_set(err, TS_ERR_RANGE, "engine: max_tokens = %d is negative",
+                            p->max_tokens);
+    }
+    if (n_prompt >= c->n_ctx) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "engine: the prompt has %d tokens but the context holds %lld", n_prompt,
+                            (long long)c->n_ctx);
+    }
+    int64_t max_tokens = p->max_tokens > 0 ? p->max_tokens : c->n_ctx - n_prompt;
+    if (n_prompt + max_tokens > c->n_ctx) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "engine: prompt (%d tokens) + max_tokens (%lld) = %lld exceeds the "
+                            "context of %lld tokens",
+                            n_prompt, (long long)max_tokens, (long long)(n_prompt + max_tokens),
+                            (long long)c->n_ctx);
+    }
+    /* The whole cache must be able to hold this request alone, or it could never finish. */
+    int64_t pool = (int64_t)e->stats.kv_blocks_total * c->block_size;
+    int64_t need = n_prompt + (int64_t)p->n * (max_tokens + c->block_size);
+    if (need > pool) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "engine: the request needs up to %lld KV tokens (prompt %d, n %d x "
+                            "max_tokens %lld) but the whole cache holds %lld",
+                            (long long)need, n_prompt, p->n, (long long)max_tokens,
+                            (long long)pool);
+    }
+    ts_status st = ts_sampler_params_validate(&p->sampling, e->n_vocab, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    request *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+    }
+    r->n_prompt = n_prompt;
+    r->max_tokens = (int32_t)max_tokens;
+    r->cap_tokens = n_prompt + (int32_t)max_tokens;
+    r->n = p->n;
+    r->cb = cb;
+    r->user = user;
+    st = copy_params(r, p, err);
+    r->seqs = calloc((size_t)r->n, sizeof *r->seqs);
+    if (st == TS_OK && r->seqs == NULL) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
+    }
+    pthread_mutex_lock(&e->mu);
+    if (!p->has_seed) {
+        e->seed_counter += 0x9E3779B97F4A7C15ull;
+        r->params.seed = e->seed_counter;
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* The sampler copies the bias list, so pass the caller's (still valid here). */
+    r->params.sampling.logit_bias = p->sampling.logit_bias;
+    if (st == TS_OK) {
+        r->seqs[0] = ts_engine_seq_new(e, r, 0, err);
+        if (r->seqs[0] == NULL) {
+            st = err ? err->status : TS_ERR_NOMEM;
+        }
+    }
+    r->params.sampling.logit_bias = NULL;
+    if (st == TS_OK) {
+        seq *s = r->seqs[0];
+        memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+        s->n_tokens = n_prompt;
+    }
+    if (st != TS_OK) {
+        request_free(r);
+        return st;
+    }
+    pthread_mutex_lock(&e->mu);
+    if (c->max_queue > 0 && e->n_inbox + e->stats.n_waiting >= c->max_queue) {
+        pthread_mutex_unlock(&e->mu);
+        request_free(r);
+        return ts_error_set(err, TS_ERR_LIMIT, "engine: the queue is full (%lld waiting)",
+                            (long long)c->max_queue);
+    }
+    r->id = e->next_id++;
+    if (e->inbox_tail != NULL) {
+        e->inbox_tail->next = r;
+    } else {
+        e->inbox_head = r;
+    }
+    e->inbox_tail = r;
+    e->n_inbox++;
+    e->n_active_requests++;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (id != NULL) {
+        *id = r->id;
+    }
+    return TS_OK;
+}
+
+void ts_engine_abort(ts_engine *e, uint64_t id) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_aborts == e->cap_aborts) {
+        int64_t cap = e->cap_aborts ? e->cap_aborts * 2 : 16;
+        uint64_t *a = realloc(e->aborts, (size_t)cap * sizeof *a);
+        if (a == NULL) {
+            pthread_mutex_unlock(&e->mu);
+            return; /* the request runs to its end; nothing is lost */
+        }
+        e->aborts = a;
+        e->cap_aborts = cap;
+    }
+    e->aborts[e->n_aborts++] = id;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void ts_engine_wait(ts_engine *e, int timeout_ms) {
+    pthread_mutex_lock(&e->mu);
+    if (e->n_active_requests == 0 && e->n_aborts == 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->cv, &e->mu);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += timeout_ms / 1000;
+            ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void ts_engine_wake(ts_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+bool ts_engine_has_work(ts_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    bool busy = e->n_active_requests > 0 || e->n_aborts > 0;
+    pthread_mutex_unlock(&e->mu);
+    return busy;
+}
+
+void ts_engine_get_stats(ts_engine *e, ts_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void ts_engine_release_kv(ts_engine *e, seq *s) {
+    if (s->has_kv) {
+        ts_kv_seq_close(e->kv, s->kv_id, NULL);
+        s->has_kv = false;
+    }
+    s->n_computed = 0;
+}
+
+/* Removes a sequence from the running set or the waiting queue, wherever it is. */
+void ts_engine_unlink_seq(ts_engine *e, seq *s) {
+    for (int64_t i = 0; i < e->n_running; i++) {
+        if (e->running[i] == s) {
+            memmove(&e->running[i], &e->running[i + 1],
+                    (size_t)(e->n_running - i - 1) * sizeof *e->running);
+            e->n_running--;
+            return;
+        }
+    }
+    seq **link = &e->wait_head;
+    seq *prev = NULL;
+    while (*link != NULL) {
+        if (*link == s) {
+            *link = s->next;
+            if (e->wait_tail == s) {
+                e->wait_tail = prev;
+            }
+            s->next = NULL;
+            e->n_waiting--;
+            return;
+        }
+        prev = *link;
+        link = &(*link)->next;
+    }
+}
+
+void ts_engine_retire_request(ts_engine *e, request *r) {
+    for (int32_t i = 0; i < r->n; i++) {
+        if (r->seqs[i] != NULL) {
+            ts_engine_unlink_seq(e, r->seqs[i]);
+            ts_engine_release_kv(e, r->seqs[i]);
+        }
+    }
+    /* Slots promised to forks that never happened go back too. */
+    if (r->fork_reserved) {
+        e->n_pending_forks -= r->n - 1;
+    }
+    request **link = &e->active;
+    while (*link != NULL && *link != r) {
+        link = &(*link)->next;
+    }
+    if (*link == r) {
+        *link = r->next;
+    }
+    request_free(r);
+    pthread_mutex_lock(&e->mu);
+    e->n_active_requests--;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Moves new requests to the waiting queue and applies aborts. */
+static void drain_inbox(ts_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    request *in = e->inbox_head;
+    e->inbox_head = e->inbox_tail = NULL;
+    e->n_inbox = 0;
+    int64_t n_aborts = e->n_aborts;
+    uint64_t *aborts = NULL;
+    if (n_aborts > 0) {
+        aborts = malloc((size_t)n_aborts * sizeof *aborts);
+        if (aborts != NULL) {
+            memcpy(aborts, e->aborts, (size_t)n_aborts * sizeof *aborts);
+            e->n_aborts = 0;
+        } else {
+            n_aborts = 0; /* retried next step */
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+
+    while (in != NULL) {
+        request *r = in;
+        in = in->next;
+        r->next = e->active;
+        e->active = r;
+        seq *s = r->seqs[0];
+        if (e->wait_tail != NULL) {
+            e->wait_tail->next = s;
+        } else {
+            e->wait_head = s;
+        }
+        e->wait_tail = s;
+        e->n_waiting++;
+    }
+    for (int64_t i = 0; i < n_aborts; i++) {
+        for (request *r = e->active; r != NULL; r = r->next) {
+            if (r->id == aborts[i]) {
+                r->aborted = true;
+                break;
+            }
+        }
+    }
+    free(aborts);
+    /* Finish aborted requests: each live sequence gets a final event; the last one frees
+     * the request. */
+    for (request *r = e->active, *next; r != NULL; r = next) {
+        next = r->next;
+        if (!r->aborted) {
+            continue;
+        }
+        bool done = false;
+        for (int32_t i = 0; i < r->n && !done; i++) {
+            seq *s = r->seqs[i];
+            if (s != NULL && s->finish == TS_FINISH_NONE) {
+                done = ts_engine_finish_seq(e, s, TS_FINISH_ABORT, NULL);
+            }
+        }
+    }
+}
+
+static void publish_stats(ts_engine *e) {
+    ts_kv_stats ks;
+    ts_kv_get_stats(e->kv, &ks);
+    int64_t n_req = 0;
+    for (request *r = e->active; r != NULL; r = r->next) {
+        n_req++;
+    }
+    pthread_mutex_lock(&e->mu);
+    ts_engine_stats *s = &e->stats;
+    s->n_running = e->n_running;
+    s->n_waiting = e->n_waiting + e->n_inbox;
+    s->n_requests = n_req + e->n_inbox;
+    s->n_steps = e->n_steps;
+    s->n_preemptions = e->n_preemptions;
+    s->prompt_tokens = e->prompt_computed;
+    s->generated_tokens = e->generated;
+    s->kv_blocks_total = ks.n_blocks;
+    s->kv_blocks_used = ks.n_used;
+    s->prefix_query_tokens = ks.prefix_query_tokens;
+    s->prefix_hit_tokens = ks.prefix_hit_tokens;
+    pthread_mutex_unlock(&e->mu);
+}
+
+ts_status ts_engine_step(ts_engine *e, bool *busy, ts_error *err) {
+    drain_inbox(e);
+    ts_status st = ts_engine_schedule_and_run(e, busy, err);
+    publish_stats(e);
+    return st;
+}

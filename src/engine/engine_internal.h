@@ -1,0 +1,106 @@
+/* engine_internal.h — the engine's private structures, shared by its .c files. */
+#ifndef TS_ENGINE_ENGINE_INTERNAL_H
+#define TS_ENGINE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "engine/engine.h"
+#include "kv/kv.h"
+#include "model/forward.h"
+
+typedef struct request request;
+
+/* One generated sequence: a request has n of them. */
+typedef struct seq {
+    request *req;
+    int32_t index;        /* 0..n-1 within the request */
+    int32_t *tokens;      /* prompt + generated, capacity req->cap_tokens */
+    int32_t n_tokens;
+    int32_t n_computed;   /* tokens whose K/V are in the cache */
+    int32_t n_generated;
+    bool has_kv;          /* holds a KV sequence */
+    uint32_t kv_id;
+    uint64_t admit_order; /* larger = admitted later = preempted first */
+    ts_sampler *sampler;
+    ts_detok_stream *detok;
+    char *held;           /* text held back while it could start a stop string */
+    size_t held_len, held_cap;
+    ts_finish_reason finish;
+    struct seq *next;     /* waiting queue link */
+    int32_t batch_chunk;  /* tokens scheduled in the current step */
+    int32_t batch_out;    /* output row in the current step, or -1 */
+} seq;
+
+struct request {
+    uint64_t id;
+    int32_t n_prompt;
+    int32_t max_tokens;    /* resolved: never 0 */
+    int32_t cap_tokens;    /* n_prompt + max_tokens */
+    int32_t n;
+    int32_t n_finished;
+    int32_t cached_tokens; /* prefix-cache hit of the first admission */
+    bool forked;           /* children made (n > 1) */
+    bool fork_reserved;    /* n - 1 sequence slots are promised to the coming forks */
+    bool aborted;
+    ts_request_params params; /* stop / salt pointers point into this request's copies */
+    char *stop_storage;
+    const char *stop_ptrs[TS_ENGINE_MAX_STOP];
+    void *salt;
+    ts_engine_callback cb;
+    void *user;
+    seq **seqs;            /* [n] */
+    request *next;         /* inbox / active list link */
+};
+
+struct ts_engine {
+    const ts_model *model;
+    const ts_tokenizer *tok;
+    ts_backend *backend;
+    ts_engine_config cfg;
+    int32_t n_vocab;
+    int64_t max_blk;     /* block-table width */
+    ts_forward *fwd;
+    ts_kv *kv;
+
+    /* Shared with other threads, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    request *inbox_head, *inbox_tail;
+    int64_t n_inbox;
+    uint64_t *aborts;
+    int64_t n_aborts, cap_aborts;
+    uint64_t next_id;
+    uint64_t seed_counter;
+    int64_t n_active_requests; /* inbox + admitted, for has_work / wait */
+    ts_engine_stats stats;     /* snapshot */
+
+    /* Step thread only. */
+    request *active;             /* admitted requests (linked) */
+    seq **running;               /* [max_seqs], by admission order */
+    int64_t n_running;
+    seq *wait_head, *wait_tail;  /* waiting sequences, FIFO (preempted ones at the front) */
+    int64_t n_waiting;
+    uint64_t admit_counter;
+    int64_t n_pending_forks;     /* slots promised to forks of admitted requests */
+    /* Batch arrays, sized once. */
+    int32_t *b_tokens, *b_pos, *b_seq, *b_slots, *b_table, *b_len, *b_out;
+    seq **b_seqs;                /* [max_seqs] sequences in the batch */
+    float *logits;               /* [max_seqs, n_vocab] */
+    uint64_t n_steps, n_preemptions, prompt_computed, generated;
+};
+
+/* output.c */
+/* Both return true when the request is complete and has been freed (with s). */
+bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_info *info);
+bool ts_engine_finish_seq(ts_engine *e, seq *s, ts_finish_reason why, const char *message);
+
+/* engine.c */
+void ts_engine_release_kv(ts_engine *e, seq *s);
+void ts_engine_unlink_seq(ts_engine *e, seq *s);
+void ts_engine_retire_request(ts_engine *e, request *r);
+seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, ts_error *err);
+
+/* sched.c */
+ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);
+
+#endif /* TS_ENGINE_ENGINE_INTERNAL_H */

@@ -1,0 +1,359 @@
+/*
+ * sched.c — one engine step: pick the work, run one forward pass, sample.
+ *
+ * Budget per step: max_batch_tokens tokens and max_seqs sequences.
+ *  1. Running sequences, oldest admission first: each gets its remaining tokens (1 when
+ *     decoding, a chunk when its prompt is still being prefilled) within the budget. When the
+ *     KV pool cannot take them, the most recently admitted running sequence is preempted
+ *     (blocks released, sequence back to the front of the waiting queue) until it can — or
+ *     the sequence itself is the most recent one and waits.
+ *  2. Waiting sequences, first come first served, while the budget, the sequence limit and
+ *     the KV pool allow: open a KV sequence, take the longest cached prefix, schedule the
+ *     first chunk of the rest.
+ *  3. Forward pass over all scheduled tokens; commit their K/V; sequences that reached the
+ *     end of their known tokens sample one token (a request with n > 1 forks its n - 1
+ *     siblings at its first sample, sharing the prompt's blocks).
+ */
+#include "engine/engine_internal.h"
+
+#include <string.h>
+
+#include "util/error.h"
+
+typedef struct step {
+    int64_t nb; /* tokens */
+    int64_t ns; /* sequences */
+    int64_t no; /* outputs */
+} step;
+
+static void waiting_push_front(ts_engine *e, seq *s) {
+    s->next = e->wait_head;
+    e->wait_head = s;
+    if (e->wait_tail == NULL) {
+        e->wait_tail = s;
+    }
+    e->n_waiting++;
+}
+
+static seq *waiting_pop(ts_engine *e) {
+    seq *s = e->wait_head;
+    e->wait_head = s->next;
+    if (e->wait_head == NULL) {
+        e->wait_tail = NULL;
+    }
+    s->next = NULL;
+    e->n_waiting--;
+    return s;
+}
+
+static void preempt(ts_engine *e, seq *s) {
+    request *r = s->req;
+    ts_engine_unlink_seq(e, s);
+    ts_engine_release_kv(e, s);
+    if (r->fork_reserved && !r->forked) {
+        e->n_pending_forks -= r->n - 1;
+        r->fork_reserved = false;
+    }
+    waiting_push_front(e, s);
+    e->n_preemptions++;
+}
+
+/* Performs the copy-on-write copies the last append asked for. */
+static ts_status do_copies(ts_engine *e, ts_error *err) {
+    uint32_t n = 0;
+    const ts_kv_copy *c = ts_kv_copies(e->kv, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        ts_status st = ts_forward_copy_block(e->fwd, c[i].src, c[i].dst, err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    return TS_OK;
+}
+
+/* Adds s's next `chunk` tokens (slots already in b_slots[nb..]) to the batch. */
+static void add_to_batch(ts_engine *e, step *b, seq *s, int32_t chunk) {
+    int64_t si = b->ns++;
+    e->b_seqs[si] = s;
+    s->batch_chunk = chunk;
+    for (int32_t t = 0; t < chunk; t++) {
+        e->b_tokens[b->nb] = s->tokens[s->n_computed + t];
+        e->b_pos[b->nb] = s->n_computed + t;
+        e->b_seq[b->nb] = (int32_t)si;
+        b->nb++;
+    }
+    uint32_t n_blk = 0;
+    const int32_t *table = ts_kv_seq_block_table(e->kv, s->kv_id, &n_blk);
+    int32_t *row = e->b_table + si * e->max_blk;
+    memcpy(row, table, n_blk * sizeof(int32_t));
+    for (int64_t j = n_blk; j < e->max_blk; j++) {
+        row[j] = -1;
+    }
+    e->b_len[si] = s->n_computed + chunk;
+    if (s->n_computed + chunk == s->n_tokens) {
+        s->batch_out = (int32_t)b->no;
+        e->b_out[b->no++] = (int32_t)(b->nb - 1);
+    } else {
+        s->batch_out = -1;
+    }
+}
+
+static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
+    int64_t budget_left = e->cfg.max_batch_tokens - b->nb;
+    for (int64_t i = 0; i < e->n_running && budget_left > 0;) {
+        seq *s = e->running[i];
+        int32_t todo = s->n_tokens - s->n_computed;
+        int32_t chunk = todo < budget_left ? todo : (int32_t)budget_left;
+        for (;;) {
+            ts_error kerr;
+            ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed,
+                                        (uint32_t)chunk, e->b_slots + b->nb, &kerr);
+            if (st == TS_OK) {
+                break;
+            }
+            if (st != TS_ERR_LIMIT) {
+                *err = kerr;
+                return st;
+            }
+            seq *victim = e->running[e->n_running - 1];
+            preempt(e, victim);
+            if (victim == s) {
+                s = NULL;
+                break;
+            }
+        }
+        if (s == NULL) {
+            break;
+        }
+        ts_status st = do_copies(e, err);
+        if (st != TS_OK) {
+            return st;
+        }
+        add_to_batch(e, b, s, chunk);
+        budget_left -= chunk;
+        i++;
+    }
+    return TS_OK;
+}
+
+static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
+    const ts_engine_config *c = &e->cfg;
+    while (e->wait_head != NULL && b->nb < c->max_batch_tokens && b->ns < c->max_seqs) {
+        seq *s = e->wait_head;
+        request *r = s->req;
+        bool reserve = s->index == 0 && r->n > 1 && !r->forked && !r->fork_reserved;
+        int64_t need = 1 + (reserve ? r->n - 1 : 0);
+        if (e->n_running + e->n_pending_forks + need > c->max_seqs) {
+            break;
+        }
+        int64_t budget_left = c->max_batch_tokens - b->nb;
+        bool ok = false;
+        uint32_t n_cached = 0;
+        ts_status st = ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len,
+                                       s->tokens, (uint32_t)s->n_tokens, (uint32_t)s->n_tokens,
+                                       &ok, &n_cached, err);
+        if (st == TS_OK && !ok) {
+            /* Not the whole prompt: is there room for its first chunk? */
+            int64_t first = n_cached + budget_left;
+            uint32_t n_alloc = (uint32_t)(first < s->n_tokens ? first : s->n_tokens);
+            st = ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len,
+                                 s->tokens, (uint32_t)s->n_tokens, n_alloc, &ok, NULL, err);
+        }
+        if (st != TS_OK) {
+            return st;
+        }
+        if (!ok) {
+            break; /* first come, first served: wait for blocks */
+        }
+        waiting_pop(e);
+        st = ts_kv_seq_open(e->kv, r->params.cache_salt, r->params.cache_salt_len, &s->kv_id,
+                            err);
+        if (st == TS_OK) {
+            s->has_kv = true;
+            st = ts_kv_seq_match_prefix(e->kv, s->kv_id, s->tokens, (uint32_t)s->n_tokens,
+                                        &n_cached, err);
+        }
+        int32_t chunk = 0;
+        if (st == TS_OK) {
+            s->n_computed = (int32_t)n_cached;
+            if (s->index == 0 && s->n_generated == 0 && r->cached_tokens == 0) {
+                r->cached_tokens = (int32_t)n_cached;
+            }
+            int32_t todo = s->n_tokens - s->n_computed;
+            chunk = todo < budget_left ? todo : (int32_t)budget_left;
+            st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed, (uint32_t)chunk,
+                              e->b_slots + b->nb, err);
+        }
+        if (st == TS_OK) {
+            st = do_copies(e, err);
+        }
+        if (st == TS_ERR_LIMIT) {
+            /* The estimate was optimistic; undo and wait. */
+            ts_engine_release_kv(e, s);
+            waiting_push_front(e, s);
+            break;
+        }
+        if (st != TS_OK) {
+            ts_engine_release_kv(e, s);
+            waiting_push_front(e, s);
+            return st;
+        }
+        s->admit_order = ++e->admit_counter;
+        e->running[e->n_running++] = s;
+        if (reserve) {
+            e->n_pending_forks += r->n - 1;
+            r->fork_reserved = true;
+        }
+        add_to_batch(e, b, s, chunk);
+    }
+    return TS_OK;
+}
+
+/* Makes the n - 1 siblings of a request's first sequence, sharing its blocks. */
+static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
+    request *r = parent->req;
+    for (int32_t i = 1; i < r->n; i++) {
+        seq *c = ts_engine_seq_new(e, r, i, err);
+        if (c == NULL) {
+            return err ? err->status : TS_ERR_NOMEM;
+        }
+        r->seqs[i] = c;
+        memcpy(c->tokens, parent->tokens, (size_t)parent->n_tokens * sizeof(int32_t));
+        c->n_tokens = parent->n_tokens;
+        ts_status st = ts_kv_seq_fork(e->kv, parent->kv_id, &c->kv_id, err);
+        if (st != TS_OK) {
+            return st;
+        }
+        c->has_kv = true;
+        c->n_computed = parent->n_computed;
+        c->admit_order = ++e->admit_counter;
+        e->running[e->n_running++] = c;
+    }
+    r->forked = true;
+    if (r->fork_reserved) {
+        e->n_pending_forks -= r->n - 1;
+        r->fork_reserved = false;
+    }
+    return TS_OK;
+}
+
+/* Samples one token for s from logits row `row`; true when s's request was freed. */
+static bool sample_one(ts_engine *e, seq *s, const float *row) {
+    ts_sample_info info;
+    int32_t token = -1;
+    ts_error err;
+    if (ts_sampler_sample(s->sampler, row, &token, &info, &err) != TS_OK) {
+        return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, err.msg);
+    }
+    return ts_engine_emit_token(e, s, token, &info);
+}
+
+static void sample_outputs(ts_engine *e, const step *b) {
+    for (int64_t si = 0; si < b->ns; si++) {
+        seq *s = e->b_seqs[si];
+        if (s == NULL || s->batch_out < 0) {
+            continue;
+        }
+        const float *row = e->logits + (size_t)s->batch_out * (size_t)e->n_vocab;
+        request *r = s->req;
+        if (s->index == 0 && r->n > 1 && !r->forked) {
+            ts_error err;
+            if (fork_siblings(e, s, &err) != TS_OK) {
+                /* The request ends with the error: it now has only the sequences that
+                 * were made, and each of them finishes. */
+                int32_t made = 0;
+                while (made < r->n && r->seqs[made] != NULL) {
+                    made++;
+                }
+                if (r->fork_reserved) {
+                    e->n_pending_forks -= r->n - 1;
+                    r->fork_reserved = false;
+                }
+                r->n = made;
+                r->forked = true;
+                bool done = false;
+                for (int32_t i = 0; i < made && !done; i++) {
+                    if (r->seqs[i]->finish == TS_FINISH_NONE) {
+                        done = ts_engine_finish_seq(e, r->seqs[i], TS_FINISH_ERROR, err.msg);
+                    }
+                }
+                continue;
+            }
+            int32_t n = r->n;
+            for (int32_t i = 0; i < n; i++) {
+                if (sample_one(e, r->seqs[i], row)) {
+                    break; /* request freed: it was the last live sequence */
+                }
+            }
+            continue;
+        }
+        sample_one(e, s, row);
+    }
+}
+
+ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
+    step b = {0, 0, 0};
+    ts_status st = schedule_running(e, &b, err);
+    if (st == TS_OK) {
+        st = admit_waiting(e, &b, err);
+    }
+    if (busy != NULL) {
+        *busy = b.nb > 0;
+    }
+    if (st == TS_OK && b.nb == 0) {
+        return TS_OK;
+    }
+    if (st == TS_OK) {
+        ts_batch batch = {
+            .n_tokens = b.nb,
+            .tokens = e->b_tokens,
+            .pos = e->b_pos,
+            .seq = e->b_seq,
+            .slots = e->b_slots,
+            .n_seqs = b.ns,
+            .block_table = e->b_table,
+            .seq_len = e->b_len,
+            .n_outputs = b.no,
+            .outputs = e->b_out,
+        };
+        if (b.no == 0) {
+            /* Prefill chunks only: the graph still needs one output row. */
+            batch.n_outputs = 1;
+            e->b_out[0] = (int32_t)(b.nb - 1);
+        }
+        st = ts_forward_run(e->fwd, &batch, e->logits, NULL, err);
+    }
+    if (st != TS_OK) {
+        /* Every sequence of this step fails; the engine itself goes on. */
+        for (int64_t si = 0; si < b.ns; si++) {
+            seq *s = e->b_seqs[si];
+            if (s != NULL && s->finish == TS_FINISH_NONE) {
+                request *r = s->req;
+                for (int64_t sj = si + 1; sj < b.ns; sj++) {
+                    if (e->b_seqs[sj] != NULL && e->b_seqs[sj]->req == r) {
+                        e->b_seqs[sj] = NULL; /* freed with its request below */
+                    }
+                }
+                bool done = false;
+                for (int32_t i = 0; i < r->n && !done; i++) {
+                    if (r->seqs[i] != NULL && r->seqs[i]->finish == TS_FINISH_NONE) {
+                        done = ts_engine_finish_seq(e, r->seqs[i], TS_FINISH_ERROR,
+                                                    err ? err->msg : "step failed");
+                    }
+                }
+            }
+        }
+        return st;
+    }
+    e->n_steps++;
+    for (int64_t si = 0; si < b.ns; si++) {
+        seq *s = e->b_seqs[si];
+        ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)s->batch_chunk, NULL);
+        s->n_computed += s->batch_chunk;
+        if (s->n_generated == 0) {
+            e->prompt_computed += (uint64_t)s->batch_chunk;
+        }
+    }
+    sample_outputs(e, &b);
+    return TS_OK;
+}
