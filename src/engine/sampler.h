@@ -48,7 +48,8 @@
  * vocabulary; no filter sorts the whole vocabulary unless its kept set is that large.
  * Top-k uses a size-k heap; top-p and typical-p without top-k first histogram the mass by
  * probability (or by distance from the entropy) into buckets and sort only the tokens in the
- * buckets that can hold the kept set; min-p is a threshold.
+ * buckets that can hold the kept set; min-p is a threshold. The result is always the one a
+ * full sort would give (tests/engine/test_sampler_ref.c checks this against a reference).
  *
  * Determinism: the RNG is xoshiro256** seeded through splitmix64; its stream depends only on
  * the seed, on every platform. One sample draws exactly one number (none when greedy).
@@ -164,8 +165,8 @@ ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
                             ts_sample_info *info, ts_error *err);
 
 /* Runs steps 1-5 without drawing and reports the final distribution: the surviving tokens
- * (masked ones excluded) in ids[] and their sampling probabilities in probs[], by probability
- * descending then id, *n_out entries. Greedy reports its one token with probability 1.
+ * (masked ones excluded) in ids[] and their sampling probabilities in probs[], by processed
+ * logit descending (hence probability descending) then id, *n_out entries. Greedy reports its one token with probability 1.
  * TS_ERR_LIMIT when more than cap tokens survive (cap = n_vocab always suffices). Meant for
  * tests, debugging and "show the distribution" tools: it sorts the whole survivor set.
  * Does not use the RNG. */
