@@ -18,10 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum ts_norm_kind {
-    TS_NORM_RMS = 0,   /* x / sqrt(mean(x^2) + eps) * w */
-    TS_NORM_LAYER = 1, /* (x - mean) / sqrt(var + eps) * w + b */
-} ts_norm_kind;
+#include "ir/functional.h" /* ts_norm_kind: RMSNorm or LayerNorm */
 
 typedef enum ts_ffn_kind {
     TS_FFN_SWIGLU = 0,    /* down(silu(gate(x)) * up(x)) */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/functional.h"
 #include "ir/plan.h"
 #include "util/error.h"
 
@@ -66,17 +67,15 @@ static ts_tensor *norm(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_ro
     const ts_hparams *hp = &f->m->hp;
     ts_tensor *w = weight(f, w_role, il);
     if (hp->arch->norm == TS_NORM_RMS) {
-        return ts_op_rms_norm(f->g, x, w, hp->norm_eps);
+        return ts_rms_norm(f->g, x, w, hp->norm_eps);
     }
-    return ts_op_norm(f->g, x, w, weight(f, b_role, il), hp->norm_eps);
+    return ts_layer_norm(f->g, x, w, weight(f, b_role, il), hp->norm_eps);
 }
 
 /* y = W x (+ b) */
 static ts_tensor *linear(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role,
                          int64_t il) {
-    ts_tensor *y = ts_op_mul_mat(f->g, weight(f, w_role, il), x);
-    ts_tensor *b = weight(f, b_role, il);
-    return b != NULL ? ts_op_add(f->g, y, b) : y;
+    return ts_linear(f->g, x, weight(f, w_role, il), weight(f, b_role, il));
 }
 
 /* Rows [first, first + n_rows) of a [rows, T] activation, viewed as [head_dim, heads, T] and
@@ -113,10 +112,10 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
     ts_tensor *kn = weight(f, TS_ROLE_ATTN_K_NORM, il);
     if (qn != NULL) {
-        q = ts_op_rms_norm(g, q, qn, hp->norm_eps);
+        q = ts_rms_norm(g, q, qn, hp->norm_eps);
     }
     if (kn != NULL) {
-        k = ts_op_rms_norm(g, k, kn, hp->norm_eps);
+        k = ts_rms_norm(g, k, kn, hp->norm_eps);
     }
     bool swa = ts_hparams_layer_is_swa(hp, il);
     if (hp->arch->pos != TS_POS_LEARNED) {
@@ -124,19 +123,29 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         float base = swa ? hp->rope_base_swa : hp->rope_base;
         /* Local layers of models with their own local base keep unscaled positions. */
         float scale = swa && hp->arch->swa_rope_base > 0 ? 1.0f : hp->rope_freq_scale;
-        q = ts_op_rope(g, q, f->pos, (int)hp->n_rot, mode, base, scale);
-        k = ts_op_rope(g, k, f->pos, (int)hp->n_rot, mode, base, scale);
+        q = ts_rope(g, q, f->pos, (int)hp->n_rot, mode, base, scale);
+        k = ts_rope(g, k, f->pos, (int)hp->n_rot, mode, base, scale);
     }
     ts_tensor *kc = ts_op_kv_store(g, f->cache[2 * il], k, f->slots);
     ts_tensor *vc = ts_op_kv_store(g, f->cache[2 * il + 1], v, f->slots);
-    ts_tensor *a = ts_op_attention(g, q, kc, vc, f->table, f->seq, f->pos, f->len,
-                                   hp->attn_scale, hp->attn_softcap,
-                                   swa ? (int)hp->n_swa : 0);
+    ts_attn_args args = {
+        .q = q,
+        .k = kc,
+        .v = vc,
+        .table = f->table,
+        .seq = f->seq,
+        .pos = f->pos,
+        .len = f->len,
+        .scale = hp->attn_scale,
+        .softcap = hp->attn_softcap,
+        .window = swa ? (int)hp->n_swa : 0,
+    };
+    ts_tensor *a = ts_attention(g, &args);
     int64_t ne[2] = {n_q, h->ne_max[1]};
     a = ts_op_reshape(g, a, 2, ne);
     ts_tensor *o = linear(f, a, TS_ROLE_ATTN_OUT, TS_ROLE_ATTN_OUT_B, il);
     ts_tensor *post = weight(f, TS_ROLE_ATTN_POST_NORM, il);
-    return post != NULL ? ts_op_rms_norm(g, o, post, hp->norm_eps) : o;
+    return post != NULL ? ts_rms_norm(g, o, post, hp->norm_eps) : o;
 }
 
 /* Rows [first, first + n) of a [rows, T] activation as a contiguous [n, T] tensor. */
@@ -156,19 +165,18 @@ static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
     } else {
         ts_tensor *gate, *up;
         if (ts_model_tensor(f->m, TS_ROLE_FFN_GATE_UP, il) != NULL) {
-            ts_tensor *gu = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_GATE_UP, il), h);
+            ts_tensor *gu = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE_UP, il), NULL);
             gate = split_rows(f, gu, 0, hp->n_ff);
             up = split_rows(f, gu, hp->n_ff, hp->n_ff);
         } else {
-            gate = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_GATE, il), h);
-            up = ts_op_mul_mat(g, weight(f, TS_ROLE_FFN_UP, il), h);
+            gate = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE, il), NULL);
+            up = ts_linear(g, h, weight(f, TS_ROLE_FFN_UP, il), NULL);
         }
-        act = hp->arch->ffn == TS_FFN_SWIGLU ? ts_op_swiglu(g, gate, up)
-                                             : ts_op_geglu(g, gate, up, TS_GELU_TANH);
+        act = ts_glu(g, hp->arch->ffn == TS_FFN_SWIGLU ? TS_GLU_SILU : TS_GLU_GELU_TANH, gate, up);
     }
     ts_tensor *d = linear(f, act, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_B, il);
     ts_tensor *post = weight(f, TS_ROLE_FFN_POST_NORM, il);
-    return post != NULL ? ts_op_rms_norm(g, d, post, hp->norm_eps) : d;
+    return post != NULL ? ts_rms_norm(g, d, post, hp->norm_eps) : d;
 }
 
 static ts_tensor *input(ts_forward *f, const char *name, int64_t n, int sym) {
@@ -227,7 +235,7 @@ static ts_status build(ts_forward *f, ts_error *err) {
     x = ts_op_get_rows(g, x, f->outputs);
     x = norm(f, x, TS_ROLE_OUTPUT_NORM, TS_ROLE_OUTPUT_NORM_B, 0);
     ts_role out_role = f->m->tied_output ? TS_ROLE_TOKEN_EMBD : TS_ROLE_OUTPUT;
-    f->logits = ts_op_mul_mat(g, weight(f, out_role, 0), x);
+    f->logits = ts_linear(g, x, weight(f, out_role, 0), NULL);
     if (f->logits != NULL) {
         ts_tensor_set_name(f->logits, "logits");
         ts_graph_output(g, f->logits);
