@@ -1,0 +1,329 @@
+/*
+ * cpu_backend.c — the CPU backend's vtable, scratch sizing and the threaded graph loop.
+ *
+ * A graph run is one threadpool task: every thread walks the node list, runs its share of
+ * each node and meets the others at a barrier after it. A failing kernel records the node
+ * index; after a node's barrier all threads compare that index with the node they finished,
+ * so they all stop at the same place (no thread can be left waiting at a barrier).
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_internal.h"
+#include "util/error.h"
+
+typedef struct cpu_ctx {
+    ts_threadpool *pool;
+    ts_isa isa;
+    char name[32];
+    void *scratch; /* grown when a graph needs more; reused across runs */
+    size_t scratch_size;
+} cpu_ctx;
+
+struct cpu_run {
+    cpu_ctx *ctx;
+    ts_graph *g;
+    const ts_eval_cb *cb;
+    size_t shared_size, local_size;
+    atomic_int failed_node; /* INT_MAX while no failure */
+    atomic_flag err_lock;
+    ts_error err;
+    int cur_node; /* node index being executed (set by thread 0 before each barrier) */
+};
+
+void cpu_barrier(const cpu_op_ctx *c) {
+    ts_threadpool_barrier(c->run->ctx->pool);
+}
+
+static void record_failure(cpu_run *r, int node, ts_status st, const char *msg) {
+    int cur = atomic_load(&r->failed_node);
+    while (node < cur && !atomic_compare_exchange_weak(&r->failed_node, &cur, node)) {
+    }
+    if (!atomic_flag_test_and_set(&r->err_lock)) {
+        r->err.status = st;
+        snprintf(r->err.msg, sizeof r->err.msg, "%s", msg);
+    }
+}
+
+static _Thread_local int tl_node; /* node index on this thread (for cpu_fail) */
+
+void cpu_fail(const cpu_op_ctx *c, ts_status st, const char *fmt, ...) {
+    char msg[TS_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    record_failure(c->run, tl_node, st, msg);
+}
+
+static void run_kernel(const cpu_op_ctx *c, ts_tensor *n) {
+    switch (n->op) {
+    case TS_OP_GET_ROWS: cpu_get_rows(c, n); break;
+    case TS_OP_MUL_MAT: cpu_mul_mat(c, n); break;
+    case TS_OP_ADD:
+    case TS_OP_MUL: cpu_binary(c, n); break;
+    case TS_OP_SCALE:
+    case TS_OP_SILU:
+    case TS_OP_GELU: cpu_unary(c, n); break;
+    case TS_OP_SWIGLU:
+    case TS_OP_GEGLU: cpu_glu(c, n); break;
+    case TS_OP_RMS_NORM:
+    case TS_OP_NORM: cpu_norm(c, n); break;
+    case TS_OP_ROPE: cpu_rope(c, n); break;
+    case TS_OP_SOFTMAX: cpu_softmax(c, n); break;
+    case TS_OP_CPY:
+    case TS_OP_CAST:
+    case TS_OP_CONT: cpu_copy(c, n); break;
+    case TS_OP_CONCAT: cpu_concat(c, n); break;
+    case TS_OP_ARGMAX: cpu_argmax(c, n); break;
+    case TS_OP_KV_STORE: cpu_kv_store(c, n); break;
+    case TS_OP_ATTENTION: cpu_attention(c, n); break;
+    case TS_OP_ATTN_MASK: cpu_attn_mask(c, n); break;
+    default:
+        if (c->ith == 0) {
+            cpu_fail(c, TS_ERR_UNSUPPORTED, "op %s has no CPU kernel", ts_op_name(n->op));
+        }
+        break;
+    }
+}
+
+static void graph_task(void *arg, int ith, int nth) {
+    cpu_run *r = arg;
+    cpu_ctx *ctx = r->ctx;
+    cpu_op_ctx c = {
+        .ith = ith,
+        .nth = nth,
+        .isa = ctx->isa,
+        .shared = ctx->scratch,
+        .shared_size = r->shared_size,
+        .local = (char *)ctx->scratch + r->shared_size + (size_t)ith * r->local_size,
+        .local_size = r->local_size,
+        .run = r,
+    };
+    int n_nodes = ts_graph_n_nodes(r->g);
+    const ts_eval_cb *cb = r->cb;
+    for (int i = 0; i < n_nodes; i++) {
+        ts_tensor *node = ts_graph_node(r->g, i);
+        tl_node = i;
+        if (cb != NULL && cb->before != NULL) {
+            if (ith == 0 && !cb->before(node, cb->user)) {
+                char msg[TS_ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg, "stopped by callback before '%s'", node->name);
+                record_failure(r, i, TS_ERR_ABORTED, msg);
+            }
+            ts_threadpool_barrier(ctx->pool);
+            if (atomic_load(&r->failed_node) <= i) {
+                return;
+            }
+        }
+        run_kernel(&c, node);
+        ts_threadpool_barrier(ctx->pool);
+        if (atomic_load(&r->failed_node) <= i) {
+            return;
+        }
+        if (cb != NULL && cb->after != NULL) {
+            if (ith == 0 && !cb->after(node, cb->user)) {
+                char msg[TS_ERROR_MSG_MAX];
+                snprintf(msg, sizeof msg, "stopped by callback after '%s'", node->name);
+                record_failure(r, i, TS_ERR_ABORTED, msg);
+            }
+            ts_threadpool_barrier(ctx->pool);
+            if (atomic_load(&r->failed_node) <= i) {
+                return;
+            }
+        }
+    }
+}
+
+static size_t align64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
+
+static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb, ts_error *err) {
+    cpu_ctx *ctx = vctx;
+    int nth = ts_threadpool_size(ctx->pool);
+    size_t shared = 0, local = 0;
+    int n_nodes = ts_graph_n_nodes(g);
+    for (int i = 0; i < n_nodes; i++) {
+        ts_tensor *node = ts_graph_node(g, i);
+        if (node->data == NULL) {
+            return ts_error_set(err, TS_ERR_STATE, "cpu: node '%s' is not in host memory",
+                                node->name);
+        }
+        size_t s = 0, l = 0;
+        cpu_scratch_need(node, ctx->isa, &s, &l);
+        shared = s > shared ? s : shared;
+        local = l > local ? l : local;
+    }
+    shared = align64(shared);
+    local = align64(local);
+    size_t need = shared + (size_t)nth * local;
+    if (need > ctx->scratch_size) {
+        void *p = aligned_alloc(64, align64(need));
+        if (p == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "cpu: scratch of %zu bytes", need);
+        }
+        free(ctx->scratch);
+        ctx->scratch = p;
+        ctx->scratch_size = need;
+    }
+    cpu_run r = {.ctx = ctx, .g = g, .cb = cb, .shared_size = shared, .local_size = local};
+    atomic_init(&r.failed_node, INT_MAX);
+    atomic_flag_clear(&r.err_lock);
+    ts_threadpool_run(ctx->pool, graph_task, &r);
+    int failed = atomic_load(&r.failed_node);
+    if (failed != INT_MAX) {
+        ts_tensor *node = ts_graph_node(g, failed);
+        return ts_error_set(err, r.err.status, "cpu: node %d '%s' (%s): %s", failed, node->name,
+                            ts_op_name(node->op), r.err.msg);
+    }
+    return TS_OK;
+}
+
+static const char *cpu_name(void *vctx) {
+    return ((cpu_ctx *)vctx)->name;
+}
+
+static ts_status cpu_buffer_alloc(void *ctx, size_t size, ts_buffer **out, ts_error *err) {
+    (void)ctx;
+    return ts_host_buffer_alloc(size, "cpu", out, err);
+}
+
+static ts_status cpu_buffer_wrap(void *ctx, void *host, size_t size, ts_buffer **out,
+                                 ts_error *err) {
+    (void)ctx;
+    return ts_host_buffer_wrap(host, size, "cpu", out, err);
+}
+
+static void cpu_buffer_free(void *ctx, ts_buffer *buf) {
+    (void)ctx;
+    ts_host_buffer_free(buf);
+}
+
+static ts_status cpu_buffer_set(void *ctx, ts_buffer *buf, size_t offset, const void *src,
+                                size_t size, ts_error *err) {
+    (void)ctx;
+    return ts_host_buffer_set(buf, offset, src, size, err);
+}
+
+static ts_status cpu_buffer_get(void *ctx, ts_buffer *buf, size_t offset, void *dst, size_t size,
+                                ts_error *err) {
+    (void)ctx;
+    return ts_host_buffer_get(buf, offset, dst, size, err);
+}
+
+static bool cpu_supports_op(void *vctx, const ts_tensor *node) {
+    return cpu_supports(node, ((cpu_ctx *)vctx)->isa);
+}
+
+static void cpu_destroy(void *vctx) {
+    cpu_ctx *ctx = vctx;
+    if (ctx == NULL) {
+        return;
+    }
+    ts_threadpool_destroy(ctx->pool);
+    free(ctx->scratch);
+    free(ctx);
+}
+
+static const ts_backend_iface k_cpu_iface = {
+    .name = cpu_name,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_wrap = cpu_buffer_wrap,
+    .buffer_free = cpu_buffer_free,
+    .buffer_set = cpu_buffer_set,
+    .buffer_get = cpu_buffer_get,
+    .supports_op = cpu_supports_op,
+    .graph_compute = cpu_graph_compute,
+    .synchronize = NULL,
+    .destroy = cpu_destroy,
+};
+
+int ts_cpu_physical_cores(void) {
+    /* Count distinct (package, core) pairs; fall back to online CPUs. */
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpu < 1) {
+        return 1;
+    }
+    int n_found = 0, cores = 0;
+    long *seen = calloc((size_t)n_cpu, sizeof *seen);
+    if (seen == NULL) {
+        return (int)n_cpu;
+    }
+    for (long cpu = 0; cpu < n_cpu; cpu++) {
+        char path[128];
+        long ids[2] = {0, 0};
+        const char *files[2] = {"physical_package_id", "core_id"};
+        bool ok = true;
+        for (int k = 0; k < 2 && ok; k++) {
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/%s", cpu,
+                     files[k]);
+            FILE *f = fopen(path, "r");
+            ok = f != NULL && fscanf(f, "%ld", &ids[k]) == 1;
+            if (f != NULL) {
+                fclose(f);
+            }
+        }
+        if (!ok) {
+            continue;
+        }
+        n_found++;
+        long key = ids[0] * 65536 + ids[1];
+        bool dup = false;
+        for (int i = 0; i < cores; i++) {
+            dup = dup || seen[i] == key;
+        }
+        if (!dup) {
+            seen[cores++] = key;
+        }
+    }
+    free(seen);
+    return n_found == n_cpu && cores > 0 ? cores : (int)n_cpu;
+}
+
+ts_cpu_params ts_cpu_params_default(void) {
+    ts_cpu_params p = {.n_threads = ts_cpu_physical_cores(), .isa = (int)ts_quant_detect_isa()};
+    return p;
+}
+
+ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, ts_error *err) {
+    if (out == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "cpu: create: out is NULL");
+    }
+    *out = NULL;
+    ts_cpu_params p = params != NULL ? *params : (ts_cpu_params){0, -1};
+    if (p.n_threads == 0) {
+        p.n_threads = ts_cpu_physical_cores();
+    }
+    if (p.isa < 0) {
+        p.isa = (int)ts_quant_detect_isa();
+    }
+    if (p.isa > (int)ts_quant_cpu_isa()) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "cpu: this CPU cannot run ISA level %s",
+                            ts_isa_name((ts_isa)p.isa));
+    }
+    cpu_ctx *ctx = calloc(1, sizeof *ctx);
+    ts_backend *b = calloc(1, sizeof *b);
+    if (ctx == NULL || b == NULL) {
+        free(ctx);
+        free(b);
+        return ts_error_set(err, TS_ERR_NOMEM, "cpu: create: out of memory");
+    }
+    ts_status st = ts_threadpool_create(p.n_threads, &ctx->pool, err);
+    if (st != TS_OK) {
+        free(ctx);
+        free(b);
+        return ts_error_prefix(err, "cpu: ");
+    }
+    ctx->isa = (ts_isa)p.isa;
+    snprintf(ctx->name, sizeof ctx->name, "cpu");
+    b->iface = &k_cpu_iface;
+    b->ctx = ctx;
+    *out = b;
+    return TS_OK;
+}

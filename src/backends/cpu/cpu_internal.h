@@ -1,0 +1,65 @@
+/*
+ * cpu_internal.h — the CPU backend's per-op execution context and kernel entry points.
+ *
+ * A kernel is called on every thread with the same node; it does its share of the work
+ * (by ith of nth) and may synchronise internally with cpu_barrier(). Scratch memory is
+ * sized before the run (cpu_scratch_need) and never allocated inside a kernel.
+ */
+#ifndef TS_BACKENDS_CPU_CPU_INTERNAL_H
+#define TS_BACKENDS_CPU_CPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/cpu/threadpool.h"
+#include "ir/ir.h"
+#include "quant/quant.h"
+
+typedef struct cpu_run cpu_run; /* one graph execution (shared by all threads) */
+
+typedef struct cpu_op_ctx {
+    int ith, nth;
+    ts_isa isa;
+    void *shared;        /* scratch shared by all threads of a node */
+    size_t shared_size;
+    void *local;         /* this thread's scratch */
+    size_t local_size;
+    cpu_run *run;
+} cpu_op_ctx;
+
+/* Scratch a node needs: bytes shared by all threads, and bytes per thread. */
+void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread);
+
+void cpu_barrier(const cpu_op_ctx *c);
+/* Records the first kernel failure of the run (later ones are dropped). */
+void cpu_fail(const cpu_op_ctx *c, ts_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* [lo, hi) of n items for thread ith of nth. */
+static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    *lo = n * ith / nth;
+    *hi = n * (ith + 1) / nth;
+}
+
+bool cpu_supports(const ts_tensor *n, ts_isa isa);
+
+void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_get_rows(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_binary(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_unary(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_glu(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_norm(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_rope(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_copy(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_concat(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_argmax(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_attention(const cpu_op_ctx *c, ts_tensor *n);
+void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n);
+
+#endif /* TS_BACKENDS_CPU_CPU_INTERNAL_H */

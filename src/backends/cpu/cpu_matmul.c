@@ -1,0 +1,166 @@
+/*
+ * cpu_matmul.c — threaded MUL_MAT, scratch sizing and op support for the CPU backend.
+ *
+ * MUL_MAT runs in two phases. (1) The activation rows are converted once into the shared
+ * scratch as the weight type's vec_dot_type (Q8_0 for Q4_0, Q8_K for the k-quants, F16 for
+ * F16, ...), threads splitting the rows; F32 weights with dense activation rows skip this.
+ * (2) After a barrier, the weight rows are cut into blocks and the (batch, block) items are
+ * split across threads; each block is multiplied with all activation rows by the quant
+ * layer's gemm (which reuses each loaded weight block across activation rows), or by
+ * vec_dot when there is a single activation row.
+ */
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+#define COL_BLOCK 64 /* activation rows per gemm call */
+
+static size_t row_bytes(ts_type t, int64_t n) {
+    size_t out = 0;
+    ts_type_row_bytes((uint32_t)t, (uint64_t)n, &out);
+    return out;
+}
+
+static bool needs_conversion(const ts_quant_ops *ops, const ts_tensor *x) {
+    return !(ops->vec_dot_type == TS_TYPE_F32 && ts_tensor_rows_contiguous(x));
+}
+
+void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
+    *shared = 0;
+    *per_thread = 0;
+    const ts_tensor *a = n->src[0];
+    switch (n->op) {
+    case TS_OP_MUL_MAT: {
+        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
+        const ts_tensor *x = n->src[1];
+        if (ops != NULL && needs_conversion(ops, x)) {
+            *shared = row_bytes(ops->vec_dot_type, a->ne[0]) *
+                      (size_t)(x->ne_max[1] * x->ne_max[2] * x->ne_max[3]);
+        }
+        *per_thread = (size_t)a->ne[0] * sizeof(float);
+        break;
+    }
+    case TS_OP_ATTENTION: {
+        int64_t hd = a->ne[0], group = a->ne[1] / n->src[1]->ne[1];
+        *per_thread = (size_t)(2 * hd + 2 * group * hd + 2 * group) * sizeof(float);
+        break;
+    }
+    case TS_OP_ROPE:
+        *per_thread = (size_t)n->ip[0] * sizeof(float);
+        break;
+    case TS_OP_CPY:
+    case TS_OP_CAST:
+    case TS_OP_CONT:
+        *per_thread = (size_t)(a->ne[0] > n->ne[0] ? a->ne[0] : n->ne[0]) * sizeof(float);
+        break;
+    case TS_OP_KV_STORE:
+        *per_thread = (size_t)a->ne[0] * sizeof(float);
+        break;
+    default:
+        break;
+    }
+}
+
+static bool convertible(ts_type t, ts_isa isa) {
+    const ts_quant_ops *q = ts_quant_ops_get(t, isa);
+    return q != NULL && q->to_float != NULL && q->from_float != NULL;
+}
+
+bool cpu_supports(const ts_tensor *n, ts_isa isa) {
+    const ts_tensor *a = n->src[0];
+    switch (n->op) {
+    case TS_OP_MUL_MAT: {
+        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
+        if (ops == NULL || ops->vec_dot == NULL || ops->gemm == NULL) {
+            return false;
+        }
+        const ts_quant_ops *vt = ts_quant_ops_get(ops->vec_dot_type, isa);
+        return vt != NULL && vt->from_float != NULL;
+    }
+    case TS_OP_GET_ROWS: {
+        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
+        return ops != NULL && ops->to_float != NULL;
+    }
+    case TS_OP_CPY:
+    case TS_OP_CAST:
+        return a->type == n->type || (convertible(a->type, isa) && convertible(n->type, isa));
+    case TS_OP_KV_STORE:
+        return convertible(a->type, isa);
+    case TS_OP_ATTENTION:
+        return convertible(n->src[1]->type, isa);
+    default:
+        return n->op > TS_OP_NONE && n->op < TS_OP_COUNT;
+    }
+}
+
+/* Phase 1: activation rows -> vec_dot_type rows in shared scratch. */
+static void convert_activations(const cpu_op_ctx *c, const ts_tensor *x, ts_type vt,
+                                size_t rb) {
+    const ts_quant_ops *vops = ts_quant_ops_get(vt, c->isa);
+    int64_t k = x->ne[0], m = x->ne[1], b2 = x->ne[2];
+    int64_t lo, hi;
+    cpu_split(m * b2 * x->ne[3], c->ith, c->nth, &lo, &hi);
+    float *tmp = c->local;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t j = r % m, c2 = (r / m) % b2, c3 = r / (m * b2);
+        const char *src = (const char *)x->data + j * x->nb[1] + c2 * x->nb[2] + c3 * x->nb[3];
+        const float *row = (const float *)src;
+        if (x->nb[0] != sizeof(float)) {
+            for (int64_t i = 0; i < k; i++) {
+                memcpy(&tmp[i], src + i * x->nb[0], sizeof(float));
+            }
+            row = tmp;
+        }
+        vops->from_float(row, (char *)c->shared + (size_t)r * rb, k);
+    }
+}
+
+void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *w = n->src[0], *x = n->src[1];
+    const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
+    int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
+    int64_t r2 = b2 / w->ne[2], r3 = b3 / w->ne[3];
+    bool convert = needs_conversion(ops, x);
+    size_t rb = row_bytes(ops->vec_dot_type, k);
+    if (convert) {
+        convert_activations(c, x, ops->vec_dot_type, rb);
+        cpu_barrier(c);
+    }
+    /* Weight-row blocks: large enough to amortise the call, small enough that every
+     * thread gets several. */
+    int64_t blk = 32;
+    while (blk > 4 && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
+        blk /= 2;
+    }
+    int64_t n_blk = (rows + blk - 1) / blk;
+    int64_t lo, hi;
+    cpu_split(n_blk * b2 * b3, c->ith, c->nth, &lo, &hi);
+    for (int64_t item = lo; item < hi; item++) {
+        int64_t bi = item / n_blk, i0 = (item % n_blk) * blk;
+        int64_t i1 = i0 + blk < rows ? i0 + blk : rows;
+        int64_t c2 = bi % b2, c3 = bi / b2;
+        const char *wrow = (const char *)w->data + i0 * w->nb[1] + (c2 / r2) * w->nb[2] +
+                           (c3 / r3) * w->nb[3];
+        const char *act;
+        size_t lda;
+        if (convert) {
+            act = (const char *)c->shared + (size_t)((c3 * b2 + c2) * m) * rb;
+            lda = rb;
+        } else {
+            act = (const char *)x->data + c2 * x->nb[2] + c3 * x->nb[3];
+            lda = x->nb[1];
+        }
+        char *out = (char *)n->data + i0 * sizeof(float) + c2 * n->nb[2] + c3 * n->nb[3];
+        if (m == 1) {
+            for (int64_t i = i0; i < i1; i++) {
+                ops->vec_dot(k, (float *)out + (i - i0), wrow + (i - i0) * w->nb[1], act);
+            }
+            continue;
+        }
+        for (int64_t j0 = 0; j0 < m; j0 += COL_BLOCK) {
+            int64_t nc = m - j0 < COL_BLOCK ? m - j0 : COL_BLOCK;
+            ops->gemm(k, i1 - i0, nc, (float *)(out + j0 * n->nb[1]), n->nb[1], wrow, w->nb[1],
+                      act + j0 * lda, lda);
+        }
+    }
+}

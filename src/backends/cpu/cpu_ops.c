@@ -1,0 +1,222 @@
+/*
+ * cpu_ops.c — CPU kernels for elementwise and row-wise ops (threads split rows).
+ *
+ * Each output row is written only after the same row of the first source has been read at
+ * that position, so these kernels are safe for the planner's in-place placement.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+
+/* Row (i1, i2, i3) of t for flat row index r. */
+static char *row_at(const ts_tensor *t, int64_t r) {
+    int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
+    return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+static inline float ld(const char *row, size_t nb0, int64_t i) {
+    float v;
+    memcpy(&v, row + i * nb0, sizeof v);
+    return v;
+}
+
+void cpu_binary(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *a = n->src[0], *b = n->src[1];
+    int64_t ne0 = n->ne[0], lo, hi;
+    bool add = n->op == TS_OP_ADD;
+    cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t i1 = r % n->ne[1], i2 = (r / n->ne[1]) % n->ne[2], i3 = r / (n->ne[1] * n->ne[2]);
+        float *out = (float *)row_at(n, r);
+        const char *ra = row_at(a, r);
+        const char *rb = (const char *)b->data + (i1 % b->ne[1]) * b->nb[1] +
+                         (i2 % b->ne[2]) * b->nb[2] + (i3 % b->ne[3]) * b->nb[3];
+        if (a->nb[0] == 4 && b->nb[0] == 4 && b->ne[0] == ne0) {
+            const float *x = (const float *)ra, *y = (const float *)rb;
+            if (add) {
+                for (int64_t i = 0; i < ne0; i++) {
+                    out[i] = x[i] + y[i];
+                }
+            } else {
+                for (int64_t i = 0; i < ne0; i++) {
+                    out[i] = x[i] * y[i];
+                }
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < ne0; i++) {
+            float x = ld(ra, a->nb[0], i), y = ld(rb, b->nb[0], i % b->ne[0]);
+            out[i] = add ? x + y : x * y;
+        }
+    }
+}
+
+static inline float silu_f(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+static inline float gelu_f(float x, int approx) {
+    if (approx == TS_GELU_TANH) {
+        const float k = 0.7978845608028654f;
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+void cpu_unary(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *a = n->src[0];
+    int64_t ne0 = n->ne[0], lo, hi;
+    cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    float s = n->fp[0];
+    int approx = n->ip[0];
+    for (int64_t r = lo; r < hi; r++) {
+        float *out = (float *)row_at(n, r);
+        const char *ra = row_at(a, r);
+        size_t nb0 = a->nb[0];
+        switch (n->op) {
+        case TS_OP_SCALE:
+            for (int64_t i = 0; i < ne0; i++) {
+                out[i] = ld(ra, nb0, i) * s;
+            }
+            break;
+        case TS_OP_SILU:
+            for (int64_t i = 0; i < ne0; i++) {
+                out[i] = silu_f(ld(ra, nb0, i));
+            }
+            break;
+        default:
+            for (int64_t i = 0; i < ne0; i++) {
+                out[i] = gelu_f(ld(ra, nb0, i), approx);
+            }
+            break;
+        }
+    }
+}
+
+void cpu_glu(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *g = n->src[0], *u = n->src[1];
+    int64_t ne0 = n->ne[0], lo, hi;
+    cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    bool swi = n->op == TS_OP_SWIGLU;
+    for (int64_t r = lo; r < hi; r++) {
+        float *out = (float *)row_at(n, r);
+        const char *rg = row_at(g, r), *ru = row_at(u, r);
+        for (int64_t i = 0; i < ne0; i++) {
+            float x = ld(rg, g->nb[0], i);
+            float act = swi ? silu_f(x) : gelu_f(x, n->ip[0]);
+            out[i] = act * ld(ru, u->nb[0], i);
+        }
+    }
+}
+
+void cpu_norm(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *a = n->src[0], *w = n->src[1], *b = n->src[2];
+    int64_t ne0 = n->ne[0], lo, hi;
+    cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    bool rms = n->op == TS_OP_RMS_NORM;
+    for (int64_t r = lo; r < hi; r++) {
+        float *out = (float *)row_at(n, r);
+        const char *ra = row_at(a, r);
+        double sum = 0.0, sq = 0.0;
+        for (int64_t i = 0; i < ne0; i++) {
+            float x = ld(ra, a->nb[0], i);
+            sum += x;
+            sq += (double)x * x;
+        }
+        float mean = rms ? 0.0f : (float)(sum / (double)ne0);
+        double var = sq / (double)ne0;
+        if (!rms) {
+            double v = 0.0;
+            for (int64_t i = 0; i < ne0; i++) {
+                double d = ld(ra, a->nb[0], i) - mean;
+                v += d * d;
+            }
+            var = v / (double)ne0;
+        }
+        float inv = (float)(1.0 / sqrt(var + n->fp[0]));
+        for (int64_t i = 0; i < ne0; i++) {
+            float y = (ld(ra, a->nb[0], i) - mean) * inv;
+            if (w != NULL) {
+                y *= ld((const char *)w->data, w->nb[0], i);
+            }
+            if (b != NULL) {
+                y += ld((const char *)b->data, b->nb[0], i);
+            }
+            out[i] = y;
+        }
+    }
+}
+
+void cpu_rope(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *a = n->src[0], *pos = n->src[1];
+    int64_t n_rot = n->ip[0], half = n_rot / 2, nh = n->ne[1], lo, hi;
+    bool neox = n->ip[1] == TS_ROPE_NEOX;
+    double base = n->fp[0], fscale = n->fp[1];
+    float *cs = c->local, *sn = cs + half;
+    int64_t cached = -1;
+    cpu_split(nh * n->ne[2], c->ith, c->nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t h = r % nh, t = r / nh;
+        if (t != cached) {
+            int32_t p;
+            memcpy(&p, (const char *)pos->data + t * pos->nb[0], sizeof p);
+            for (int64_t i = 0; i < half; i++) {
+                double theta = (double)p * fscale * pow(base, -2.0 * (double)i / (double)n_rot);
+                cs[i] = (float)cos(theta);
+                sn[i] = (float)sin(theta);
+            }
+            cached = t;
+        }
+        const char *ra = (const char *)a->data + h * a->nb[1] + t * a->nb[2];
+        float *out = (float *)((char *)n->data + h * n->nb[1] + t * n->nb[2]);
+        for (int64_t i = 0; i < half; i++) {
+            int64_t d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
+            float x0 = ld(ra, a->nb[0], d0), x1 = ld(ra, a->nb[0], d1);
+            out[d0] = x0 * cs[i] - x1 * sn[i];
+            out[d1] = x0 * sn[i] + x1 * cs[i];
+        }
+        for (int64_t d = n_rot; d < n->ne[0]; d++) {
+            out[d] = ld(ra, a->nb[0], d);
+        }
+    }
+}
+
+void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *a = n->src[0], *mask = n->src[1];
+    int64_t ne0 = n->ne[0], lo, hi;
+    float scale = n->fp[0], cap = n->fp[1];
+    cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        float *out = (float *)row_at(n, r);
+        const char *ra = row_at(a, r);
+        const float *mrow = mask != NULL ? (const float *)((const char *)mask->data +
+                                                           (r % n->ne[1]) * mask->nb[1])
+                                         : NULL;
+        float mx = -INFINITY;
+        for (int64_t i = 0; i < ne0; i++) {
+            float z = ld(ra, a->nb[0], i) * scale;
+            if (cap > 0.0f) {
+                z = cap * tanhf(z / cap);
+            }
+            if (mrow != NULL) {
+                z += ld((const char *)mrow, mask->nb[0], i);
+            }
+            out[i] = z;
+            mx = z > mx ? z : mx;
+        }
+        if (mx == -INFINITY) {
+            memset(out, 0, (size_t)ne0 * sizeof *out);
+            continue;
+        }
+        double sum = 0.0;
+        for (int64_t i = 0; i < ne0; i++) {
+            out[i] = expf(out[i] - mx);
+            sum += out[i];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t i = 0; i < ne0; i++) {
+            out[i] *= inv;
+        }
+    }
+}
