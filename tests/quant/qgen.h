@@ -56,7 +56,7 @@ enum {
 };
 
 /* Fills one row of n values (n a multiple of 256) of the given kind. */
-static void qgen_row(qgen_rng *r, int kind, float scale, float *x, int n) {
+static inline void qgen_row(qgen_rng *r, int kind, float scale, float *x, int n) {
     for (int i = 0; i < n; i++) {
         double v;
         switch (kind) {
@@ -111,7 +111,7 @@ static void qgen_row(qgen_rng *r, int kind, float scale, float *x, int n) {
 #define QGEN_REF_COLS 1024
 #define QGEN_REF_ROWS 64
 
-static void qgen_reference_matrix(float *x) {
+static inline void qgen_reference_matrix(float *x) {
     static const float scales[4] = {0.02f, 0.1f, 1.0f, 7.0f};
     qgen_rng r = {QGEN_REF_SEED};
     for (int row = 0; row < QGEN_REF_ROWS; row++) {
