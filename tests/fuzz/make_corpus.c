@@ -4,7 +4,8 @@
  * usage: fuzz_gguf_corpus DIR. Each seed covers a different part of the format (every scalar
  * type, strings with odd bytes, string arrays, nested arrays, tensors of block types at
  * alignments 32 and 64, a version-2 header) so the fuzzer starts from deep, valid structure.
- * The outputs are committed in tests/fuzz/corpus/gguf/; rerun this after format changes.
+ * The outputs are committed in tests/fuzz/corpus/gguf/ (named without .gguf, which .gitignore
+ * reserves for model files); rerun this after format changes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,7 @@ static int seed_scalars(const char *dir) {
     TRY(ts_gguf_writer_add_scalar(w, "f64", TS_GGUF_FLOAT64, &f64, &err));
     TRY(ts_gguf_writer_add_str(w, "bin", "a\0\xff\n", 4, &err));
     TRY(ts_gguf_writer_add_cstr(w, "general.architecture", "llama", &err));
-    return save(w, dir, "scalars.gguf");
+    return save(w, dir, "scalars");
 }
 
 static int seed_arrays(const char *dir) {
@@ -73,7 +74,7 @@ static int seed_arrays(const char *dir) {
     TRY(ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, types, 6, &err));
     TRY(ts_gguf_writer_add_array(w, "flags", TS_GGUF_BOOL, flags, 3, &err));
     TRY(ts_gguf_writer_add_array(w, "empty", TS_GGUF_UINT64, NULL, 0, &err));
-    return save(w, dir, "arrays.gguf");
+    return save(w, dir, "arrays");
 }
 
 /* [[["x"], []], [[1, 2]]] encoded by hand: arrays of arrays of strings and of uint16. */
@@ -103,7 +104,7 @@ static int seed_nested(const char *dir) {
     TRY(ts_gguf_writer_add_encoded(w, "deep", TS_GGUF_ARRAY, b, o, &err));
 #undef PUT32
 #undef PUT64
-    return save(w, dir, "nested.gguf");
+    return save(w, dir, "nested");
 }
 
 static int seed_tensors(const char *dir, uint32_t align, const char *name) {
@@ -133,14 +134,14 @@ int main(int argc, char **argv) {
     }
     const char *dir = argv[1];
     int rc = seed_scalars(dir) || seed_arrays(dir) || seed_nested(dir) ||
-             seed_tensors(dir, 32, "tensors32.gguf") || seed_tensors(dir, 64, "tensors64.gguf");
+             seed_tensors(dir, 32, "tensors32") || seed_tensors(dir, 64, "tensors64");
     if (rc != 0) {
         return 1;
     }
     /* A version-2 file: the same layout with the version field changed. */
     char in[1024], out[1024];
-    snprintf(in, sizeof in, "%s/scalars.gguf", dir);
-    snprintf(out, sizeof out, "%s/scalars_v2.gguf", dir);
+    snprintf(in, sizeof in, "%s/scalars", dir);
+    snprintf(out, sizeof out, "%s/scalars_v2", dir);
     FILE *f = fopen(in, "rb");
     static uint8_t buf[1 << 16];
     size_t n = f != NULL ? fread(buf, 1, sizeof buf, f) : 0;
