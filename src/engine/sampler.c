@@ -286,14 +286,44 @@ ts_sampler_stats ts_sampler_last_stats(const ts_sampler *s) {
     return s == NULL ? none : s->stats;
 }
 
-/* Step 1 input: copies logits into work and rejects NaN and +inf. */
-static ts_status copy_logits(ts_sampler *s, const float *logits, ts_error *err) {
+/* Finds the maximum (lowest id on ties) and counts the finite entries of s->work. */
+static void scan_work(const ts_sampler *s, ts_prep *prep) {
+    float best = -INFINITY;
+    int32_t arg = -1;
+    int32_t n_finite = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        float x = s->work[i];
+        n_finite += x != -INFINITY;
+        if (x > best) {
+            best = x;
+            arg = i;
+        }
+    }
+    prep->max_logit = best;
+    prep->argmax = arg;
+    prep->n_finite = n_finite;
+}
+
+/* Step 1 input: copies logits into work, rejects NaN and +inf, and scans for the maximum in
+ * the same pass (valid as long as nothing modifies work afterwards). */
+static ts_status copy_logits(ts_sampler *s, const float *logits, ts_prep *prep, ts_error *err) {
     int bad = 0;
+    float best = -INFINITY;
+    int32_t arg = -1;
+    int32_t n_finite = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         float x = logits[i];
         s->work[i] = x;
         bad |= !(x < INFINITY); /* NaN or +inf */
+        n_finite += x != -INFINITY;
+        if (x > best) {
+            best = x;
+            arg = i;
+        }
     }
+    prep->max_logit = best;
+    prep->argmax = arg;
+    prep->n_finite = n_finite;
     if (!bad) {
         return TS_OK;
     }
@@ -357,33 +387,23 @@ static ts_status process_logits(ts_sampler *s, ts_error *err) {
 }
 
 static ts_status prepare(ts_sampler *s, const float *logits, ts_prep *prep, ts_error *err) {
-    ts_status st = copy_logits(s, logits, err);
-    if (st == TS_OK) {
-        st = process_logits(s, err);
-    }
+    ts_status st = copy_logits(s, logits, prep, err);
     if (st != TS_OK) {
         return st;
     }
-    float best = -INFINITY;
-    int32_t arg = -1;
-    int32_t n_finite = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        float x = s->work[i];
-        n_finite += x != -INFINITY;
-        if (x > best) {
-            best = x;
-            arg = i;
+    if (s->n_bias > 0 || s->n_listed > 0) {
+        st = process_logits(s, err);
+        if (st != TS_OK) {
+            return st;
         }
+        scan_work(s, prep); /* bias or penalties may have moved the maximum */
     }
-    if (arg < 0) {
+    if (prep->argmax < 0) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "sampler: every one of the %d logits is -inf after logit bias; "
                             "nothing can be sampled",
                             (int)s->n_vocab);
     }
-    prep->max_logit = best;
-    prep->argmax = arg;
-    prep->n_finite = n_finite;
     memset(&s->stats, 0, sizeof s->stats);
     return TS_OK;
 }
