@@ -3,5 +3,6 @@
 #define TS_TOOLS_COMMANDS_H
 
 int ts_cmd_inspect(int argc, char **argv);
+int ts_cmd_run(int argc, char **argv);
 
 #endif /* TS_TOOLS_COMMANDS_H */

@@ -18,6 +18,7 @@ typedef struct command {
 } command;
 
 static const command k_commands[] = {
+    {"run", ts_cmd_run, "generate text from a prompt (or a file of prompts, batched)"},
     {"inspect", ts_cmd_inspect, "show a GGUF file's metadata and tensors"},
 };
 
