@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "quant/quant.h"
+#include "quant/quant_internal.h"
 
 static inline uint32_t f32_bits(float f) {
     uint32_t u;
@@ -23,20 +23,7 @@ static inline float f32_from_bits(uint32_t u) {
 }
 
 float ts_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t mant = h & 0x3FFu;
-    if (exp == 0x1F) {
-        /* Infinity or NaN: keep the payload. */
-        return f32_from_bits(sign | 0x7F800000u | (mant << 13));
-    }
-    if (exp == 0) {
-        /* Zero or subnormal: mant * 2^-24 is exact in f32. */
-        float v = (float)mant * 0x1p-24f;
-        return f32_from_bits(sign | f32_bits(v));
-    }
-    /* Normal: rebias the exponent from 15 to 127. */
-    return f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
+    return ts_fp16_load(h);
 }
 
 uint16_t ts_f32_to_f16(float f) {

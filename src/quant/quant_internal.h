@@ -138,8 +138,24 @@ static inline int ts_round_even(float v) {
     return (bits & 0x007fffff) - 0x00400000;
 }
 
+/* f16 -> f32, inline for the kernels' inner loops (ts_f16_to_f32 is this, out of line). */
 static inline float ts_fp16_load(uint16_t h) {
-    return ts_f16_to_f32(h);
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+    uint32_t bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | (mant << 13); /* infinity or NaN, payload kept */
+    } else if (exp == 0) {
+        float v = (float)mant * 0x1p-24f; /* zero or subnormal: exact */
+        memcpy(&bits, &v, sizeof bits);
+        bits |= sign;
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 /* 6-bit scale j (0..7) and min of a Q4_K / Q5_K scale array. */

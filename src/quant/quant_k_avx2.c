@@ -92,7 +92,7 @@ void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
         uint8_t sc[8], m[8];
         k4_scales(b[i].scales, sc, m);
-        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        const float d = fp16_hw(b[i].d), dmin = fp16_hw(b[i].dmin);
         for (int c = 0; c < 4; c++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * c));
             const __m256i lo = _mm256_and_si256(raw, mask);
@@ -116,7 +116,7 @@ void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
         uint8_t sc[8], m[8];
         k4_scales(b[i].scales, sc, m);
-        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        const float d = fp16_hw(b[i].d), dmin = fp16_hw(b[i].dmin);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)b[i].qh);
         for (int c = 0; c < 4; c++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(b[i].qs + 32 * c));
@@ -146,7 +146,7 @@ static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
 void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
     const ts_block_q6_k *b = src;
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
-        const float d = ts_fp16_load(b[i].d);
+        const float d = fp16_hw(b[i].d);
         for (int h = 0; h < 2; h++) {
             for (int s = 0; s < 4; s++) {
                 const __m256i q = _mm256_sub_epi8(q6_levels(&b[i], h, s), _mm256_set1_epi8(32));
@@ -190,7 +190,7 @@ static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_
             q[2 * c] = _mm256_and_si256(raw, mask);
             q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
         }
-        const float d = ts_fp16_load(x[i].d), dmin = ts_fp16_load(x[i].dmin);
+        const float d = fp16_hw(x[i].d), dmin = fp16_hw(x[i].dmin);
         for (int j = 0; j < nc; j++) {
             const ts_block_q8_k *yb = &y[j][i];
             __m256i sumi = _mm256_setzero_si256();
@@ -236,7 +236,7 @@ void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) 
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1),
                                                             _mm256_set1_epi16(sc[2 * c + 1])));
         }
-        const float d = ts_fp16_load(bx[i].d), dmin = ts_fp16_load(bx[i].dmin);
+        const float d = fp16_hw(bx[i].d), dmin = fp16_hw(bx[i].dmin);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * by[i].d), acc);
         mins += dmin * by[i].d * (float)k4_min_sum(m, by[i].bsums);
     }
@@ -259,7 +259,7 @@ static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_
                                           _mm_set1_epi16(x[i].scales[g]));
             }
         }
-        const float d = ts_fp16_load(x[i].d);
+        const float d = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const ts_block_q8_k *yb = &y[j][i];
             __m256i sumi = _mm256_setzero_si256();

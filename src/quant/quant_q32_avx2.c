@@ -16,7 +16,7 @@
 void ts_q_to_float_q4_0_avx2(const void *src, float *dst, int64_t n) {
     const ts_block_q4_0 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
         const __m256i q = _mm256_sub_epi8(unpack_nibbles32(b[i].qs), _mm256_set1_epi8(8));
         const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
         _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
@@ -29,8 +29,8 @@ void ts_q_to_float_q4_0_avx2(const void *src, float *dst, int64_t n) {
 void ts_q_to_float_q4_1_avx2(const void *src, float *dst, int64_t n) {
     const ts_block_q4_1 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
-        const __m256 m = _mm256_set1_ps(ts_fp16_load(b[i].m));
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        const __m256 m = _mm256_set1_ps(fp16_hw(b[i].m));
         const __m256i q = unpack_nibbles32(b[i].qs);
         const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
         /* Multiply then add, not FMA: the scalar reference rounds twice. */
@@ -46,7 +46,7 @@ void ts_q_to_float_q4_1_avx2(const void *src, float *dst, int64_t n) {
 void ts_q_to_float_q8_0_avx2(const void *src, float *dst, int64_t n) {
     const ts_block_q8_0 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m256 d = _mm256_set1_ps(ts_fp16_load(b[i].d));
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
         for (int k = 0; k < 4; k++) {
             __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k));
             _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(i8x8_to_ps(q), d));
@@ -116,12 +116,12 @@ static inline void q4_0_tile(int64_t nb, const ts_block_q4_0 *x, const ts_block_
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = q4_0_weights(&x[i]);
         const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = ts_fp16_load(x[i].d);
+        const float dx = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
                                                 _mm256_set1_epi16(1));
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
         }
     }
@@ -137,14 +137,14 @@ static inline void q4_1_tile(int64_t nb, const ts_block_q4_1 *x, const ts_block_
     float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = unpack_nibbles32(x[i].qs);
-        const float dx = ts_fp16_load(x[i].d);
-        const float mx = ts_fp16_load(x[i].m);
+        const float dx = fp16_hw(x[i].d);
+        const float mx = fp16_hw(x[i].m);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p = dot_u8_i8(q, yv);
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-            mins[j] += mx * ts_fp16_load(y[j][i].s);
+            mins[j] += mx * fp16_hw(y[j][i].s);
         }
     }
     for (int j = 0; j < nc; j++) {
@@ -159,12 +159,12 @@ static inline void q8_0_tile(int64_t nb, const ts_block_q8_0 *x, const ts_block_
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = ts_fp16_load(x[i].d);
+        const float dx = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
                                                 _mm256_set1_epi16(1));
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
         }
     }
@@ -197,7 +197,7 @@ void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y
     for (int64_t i = 0; i < n / TS_QK; i++) {
         const __m256i q = _mm256_shuffle_epi8(table2, unpack_nibbles32(bx[i].qs));
         const __m256i yv = _mm256_loadu_si256((const __m256i *)by[i].qs);
-        const __m256 s = _mm256_set1_ps(ts_fp16_load(bx[i].d) * ts_fp16_load(by[i].d));
+        const __m256 s = _mm256_set1_ps(fp16_hw(bx[i].d) * fp16_hw(by[i].d));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_i8_i8(q, yv)), s, acc);
     }
     *result = hsum_ps256(acc);

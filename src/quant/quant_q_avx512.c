@@ -21,7 +21,7 @@ static inline __m512 u8x16_to_ps(__m128i v) {
 void ts_q_to_float_q4_0_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q4_0 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m512 d = _mm512_set1_ps(ts_fp16_load(b[i].d));
+        const __m512 d = _mm512_set1_ps(fp16_hw(b[i].d));
         const __m256i q = _mm256_sub_epi8(unpack_nibbles32(b[i].qs), _mm256_set1_epi8(8));
         _mm512_storeu_ps(dst, _mm512_mul_ps(i8x16_to_ps(_mm256_castsi256_si128(q)), d));
         _mm512_storeu_ps(dst + 16, _mm512_mul_ps(i8x16_to_ps(_mm256_extracti128_si256(q, 1)), d));
@@ -31,8 +31,8 @@ void ts_q_to_float_q4_0_avx512(const void *src, float *dst, int64_t n) {
 void ts_q_to_float_q4_1_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q4_1 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m512 d = _mm512_set1_ps(ts_fp16_load(b[i].d));
-        const __m512 m = _mm512_set1_ps(ts_fp16_load(b[i].m));
+        const __m512 d = _mm512_set1_ps(fp16_hw(b[i].d));
+        const __m512 m = _mm512_set1_ps(fp16_hw(b[i].m));
         const __m256i q = unpack_nibbles32(b[i].qs);
         const __m512 v0 = u8x16_to_ps(_mm256_castsi256_si128(q));
         const __m512 v1 = u8x16_to_ps(_mm256_extracti128_si256(q, 1));
@@ -44,7 +44,7 @@ void ts_q_to_float_q4_1_avx512(const void *src, float *dst, int64_t n) {
 void ts_q_to_float_q8_0_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q8_0 *b = src;
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
-        const __m512 d = _mm512_set1_ps(ts_fp16_load(b[i].d));
+        const __m512 d = _mm512_set1_ps(fp16_hw(b[i].d));
         const __m128i q0 = _mm_loadu_si128((const __m128i *)b[i].qs);
         const __m128i q1 = _mm_loadu_si128((const __m128i *)(b[i].qs + 16));
         _mm512_storeu_ps(dst, _mm512_mul_ps(i8x16_to_ps(q0), d));
@@ -88,7 +88,7 @@ static inline __m512i q5_high64(const uint8_t *qh, int c) {
 void ts_q_to_float_q4_k_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q4_k *b = src;
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
-        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        const float d = fp16_hw(b[i].d), dmin = fp16_hw(b[i].dmin);
         for (int c = 0; c < 4; c++) {
             uint8_t s0, m0, s1, m1;
             ts_k4_scale_min(2 * c, b[i].scales, &s0, &m0);
@@ -102,7 +102,7 @@ void ts_q_to_float_q4_k_avx512(const void *src, float *dst, int64_t n) {
 void ts_q_to_float_q5_k_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q5_k *b = src;
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
-        const float d = ts_fp16_load(b[i].d), dmin = ts_fp16_load(b[i].dmin);
+        const float d = fp16_hw(b[i].d), dmin = fp16_hw(b[i].dmin);
         for (int c = 0; c < 4; c++) {
             uint8_t s0, m0, s1, m1;
             ts_k4_scale_min(2 * c, b[i].scales, &s0, &m0);
@@ -132,7 +132,7 @@ static inline __m512i q6_levels64(const ts_block_q6_k *b, int h, int p) {
 void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n) {
     const ts_block_q6_k *b = src;
     for (int64_t i = 0; i < n / TS_QK_K; i++, dst += TS_QK_K) {
-        const float d = ts_fp16_load(b[i].d);
+        const float d = fp16_hw(b[i].d);
         for (int h = 0; h < 2; h++) {
             for (int p = 0; p < 2; p++) {
                 const __m512i q = _mm512_sub_epi8(q6_levels64(&b[i], h, p), _mm512_set1_epi8(32));
@@ -159,12 +159,12 @@ static inline void q4_0_tile(int64_t nb, const ts_block_q4_0 *x, const ts_block_
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
         const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = ts_fp16_load(x[i].d);
+        const float dx = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p =
                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, _mm256_sign_epi8(yv, q));
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
         }
     }
@@ -180,14 +180,14 @@ static inline void q4_1_tile(int64_t nb, const ts_block_q4_1 *x, const ts_block_
     float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = unpack_nibbles32(x[i].qs);
-        const float dx = ts_fp16_load(x[i].d);
-        const float mx = ts_fp16_load(x[i].m);
+        const float dx = fp16_hw(x[i].d);
+        const float mx = fp16_hw(x[i].m);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv);
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-            mins[j] += mx * ts_fp16_load(y[j][i].s);
+            mins[j] += mx * fp16_hw(y[j][i].s);
         }
     }
     for (int j = 0; j < nc; j++) {
@@ -202,12 +202,12 @@ static inline void q8_0_tile(int64_t nb, const ts_block_q8_0 *x, const ts_block_
     for (int64_t i = 0; i < nb; i++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = ts_fp16_load(x[i].d);
+        const float dx = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
             const __m256i p =
                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, _mm256_sign_epi8(yv, q));
-            const __m256 s = _mm256_set1_ps(dx * ts_fp16_load(y[j][i].d));
+            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
         }
     }
@@ -249,7 +249,7 @@ static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_
             q[c] = split_nibbles64(x[i].qs + 32 * c);
             scv[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
         }
-        const float d = ts_fp16_load(x[i].d), dmin = ts_fp16_load(x[i].dmin);
+        const float d = fp16_hw(x[i].d), dmin = fp16_hw(x[i].dmin);
         for (int j = 0; j < nc; j++) {
             const ts_block_q8_k *yb = &y[j][i];
             __m512i sumi = _mm512_setzero_si512();
@@ -286,7 +286,7 @@ void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y
             sumi = _mm512_add_epi32(sumi,
                                     _mm512_madd_epi16(p16, scale_pair(sc[2 * c], sc[2 * c + 1])));
         }
-        const float d = ts_fp16_load(bx[i].d), dmin = ts_fp16_load(bx[i].dmin);
+        const float d = fp16_hw(bx[i].d), dmin = fp16_hw(bx[i].dmin);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * by[i].d), acc);
         mins += dmin * by[i].d * (float)k4_min_sum(NULL, m, by[i].bsums);
     }
@@ -316,7 +316,7 @@ static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_
                 scv[2 * h + p] = scale_quad(x[i].scales + 8 * h + 4 * p);
             }
         }
-        const float d = ts_fp16_load(x[i].d);
+        const float d = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
             const ts_block_q8_k *yb = &y[j][i];
             __m512i sumi = _mm512_setzero_si512();

@@ -10,6 +10,11 @@
 
 #include "quant/quant_internal.h"
 
+/* f16 -> f32 with the F16C instruction (exact, same result as ts_fp16_load). */
+static inline float fp16_hw(uint16_t h) {
+    return _cvtsh_ss(h);
+}
+
 static inline float hsum_ps256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);
     __m128 hi = _mm256_extractf128_ps(v, 1);
