@@ -93,9 +93,8 @@ ts_status ts_sampler_params_validate(const ts_sampler_params *p, int32_t n_vocab
                             (int)p->penalty_last_n, TS_SAMPLER_MAX_WINDOW);
     }
     if (p->n_logprobs < 0 || p->n_logprobs > TS_SAMPLER_MAX_LOGPROBS) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "sampler: n_logprobs = %d is outside [0, %d]", (int)p->n_logprobs,
-                            TS_SAMPLER_MAX_LOGPROBS);
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "sampler: n_logprobs = %d is outside [0, %d]",
+                            (int)p->n_logprobs, TS_SAMPLER_MAX_LOGPROBS);
     }
     if (p->logprobs_mode != TS_LOGPROBS_PROCESSED && p->logprobs_mode != TS_LOGPROBS_RAW) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "sampler: logprobs_mode = %d is unknown",
@@ -443,8 +442,9 @@ static void fill_info(ts_sampler *s, const float *src, int32_t token, ts_sample_
 ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
                             ts_sample_info *info, ts_error *err) {
     if (s == NULL || logits == NULL || token == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "sampler: sample needs a sampler, logits "
-                                                     "and a token out-parameter (one is NULL)");
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "sampler: sample needs a sampler, logits "
+                            "and a token out-parameter (one is NULL)");
     }
     ts_prep prep;
     ts_status st = prepare(s, logits, &prep, err);
@@ -468,8 +468,8 @@ ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
     return TS_OK;
 }
 
-ts_status ts_sampler_distribution(ts_sampler *s, const float *logits, int32_t *ids,
-                                  float *probs, int32_t cap, int32_t *n_out, ts_error *err) {
+ts_status ts_sampler_distribution(ts_sampler *s, const float *logits, int32_t *ids, float *probs,
+                                  int32_t cap, int32_t *n_out, ts_error *err) {
     if (s == NULL || logits == NULL || ids == NULL || probs == NULL || n_out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "sampler: distribution needs a sampler, logits, ids, probs and "
@@ -483,8 +483,7 @@ ts_status ts_sampler_distribution(ts_sampler *s, const float *logits, int32_t *i
     }
     if (is_greedy(s)) {
         if (cap < 1) {
-            return ts_error_set(err, TS_ERR_LIMIT, "sampler: distribution cap %d < 1",
-                                (int)cap);
+            return ts_error_set(err, TS_ERR_LIMIT, "sampler: distribution cap %d < 1", (int)cap);
         }
         ids[0] = prep.argmax;
         probs[0] = 1.0f;

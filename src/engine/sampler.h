@@ -115,10 +115,10 @@ typedef struct ts_token_logprob {
 /* What ts_sampler_sample reports besides the token (see the header comment for which
  * distribution the logprobs come from). */
 typedef struct ts_sample_info {
-    int32_t token;   /* the chosen token (same as the out-parameter) */
-    float logprob;   /* its logprob */
-    int32_t rank;    /* 1 + number of tokens with a strictly larger logit (vLLM's rank) */
-    int32_t n_top;   /* entries in top: min(n_logprobs, tokens with finite logit) */
+    int32_t token; /* the chosen token (same as the out-parameter) */
+    float logprob; /* its logprob */
+    int32_t rank;  /* 1 + number of tokens with a strictly larger logit (vLLM's rank) */
+    int32_t n_top; /* entries in top: min(n_logprobs, tokens with finite logit) */
     ts_token_logprob top[TS_SAMPLER_MAX_LOGPROBS]; /* by logprob descending, then id */
 } ts_sample_info;
 
@@ -166,12 +166,12 @@ ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
 
 /* Runs steps 1-5 without drawing and reports the final distribution: the surviving tokens
  * (masked ones excluded) in ids[] and their sampling probabilities in probs[], by processed
- * logit descending (hence probability descending) then id, *n_out entries. Greedy reports its one token with probability 1.
- * TS_ERR_LIMIT when more than cap tokens survive (cap = n_vocab always suffices). Meant for
- * tests, debugging and "show the distribution" tools: it sorts the whole survivor set.
- * Does not use the RNG. */
-ts_status ts_sampler_distribution(ts_sampler *s, const float *logits, int32_t *ids,
-                                  float *probs, int32_t cap, int32_t *n_out, ts_error *err);
+ * logit descending (hence probability descending) then id, *n_out entries. Greedy reports its one
+ * token with probability 1. TS_ERR_LIMIT when more than cap tokens survive (cap = n_vocab always
+ * suffices). Meant for tests, debugging and "show the distribution" tools: it sorts the whole
+ * survivor set. Does not use the RNG. */
+ts_status ts_sampler_distribution(ts_sampler *s, const float *logits, int32_t *ids, float *probs,
+                                  int32_t cap, int32_t *n_out, ts_error *err);
 
 /* Counters of the last sample/distribution call; for tests and profiling. */
 ts_sampler_stats ts_sampler_last_stats(const ts_sampler *s);

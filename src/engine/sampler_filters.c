@@ -27,7 +27,7 @@
 #include "engine/sampler_internal.h"
 #include "util/error.h"
 
-#define N_BUCKETS 513          /* 512 buckets of width 1/8 over [0, 64), then one tail */
+#define N_BUCKETS        513 /* 512 buckets of width 1/8 over [0, 64), then one tail */
 #define BUCKETS_PER_UNIT 8.0
 
 static bool cand_less(ts_cand a, ts_cand b) {
@@ -297,9 +297,8 @@ static void top_p(ts_sampler *s, const ts_prep *prep, ts_cands *cs, float temp) 
         /* Any "all tokens with l >= thr" set is a prefix of the sorted order, so the cut
          * below is exact whatever rounding put into thr; too small a set only costs a retry
          * with the next bucket. */
-        const float thr = edge == N_BUCKETS - 1
-                              ? -INFINITY
-                              : m - (float)((edge + 1) / BUCKETS_PER_UNIT) * temp;
+        const float thr =
+            edge == N_BUCKETS - 1 ? -INFINITY : m - (float)((edge + 1) / BUCKETS_PER_UNIT) * temp;
         cs->n = 0;
         for (int32_t i = 0; i < s->n_vocab; i++) {
             if (w[i] >= thr && w[i] != -INFINITY) {

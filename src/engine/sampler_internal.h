@@ -20,7 +20,7 @@ typedef struct ts_cand {
 } ts_cand;
 
 /* Bit 31 of a history count marks "token is in s->listed"; the low 31 bits are the count. */
-#define TS_SAMPLER_LISTED 0x80000000u
+#define TS_SAMPLER_LISTED     0x80000000u
 #define TS_SAMPLER_COUNT_MASK 0x7fffffffu
 
 struct ts_sampler {
@@ -44,8 +44,8 @@ struct ts_sampler {
 
     /* Scratch, sized at create. cand doubles as a float[n_vocab] of exp weights while the
      * final draw runs over the whole vocabulary (no explicit candidate list exists then). */
-    float *work;    /* [n_vocab] processed logits (bias + penalties) */
-    ts_cand *cand;  /* [n_vocab] candidate list */
+    float *work;   /* [n_vocab] processed logits (bias + penalties) */
+    ts_cand *cand; /* [n_vocab] candidate list */
     ts_sampler_stats stats;
 };
 

@@ -111,8 +111,8 @@ static void test_rng_vectors(void **state) {
     assert_true(ts_splitmix64_next(&sm) == 0x6e789e6aa1b965f4u);
     assert_true(ts_splitmix64_next(&sm) == 0x06c45d188009454fu);
     ts_rng r = {{1, 2, 3, 4}};
-    const uint64_t want[] = {11520u, 0u, 1509978240u, 1215971899390074240u,
-                             1216172134540287360u, 607988272756665600u};
+    const uint64_t want[] = {
+        11520u, 0u, 1509978240u, 1215971899390074240u, 1216172134540287360u, 607988272756665600u};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         assert_true(ts_rng_next(&r) == want[i]);
     }
@@ -153,14 +153,14 @@ static void test_params_validation(void **state) {
     static const ts_logit_bias inf_bias[] = {{7, INFINITY}};
     bad_case cases[32];
     int n = 0;
-#define BAD(field_text, stmt, status)                                                          \
-    do {                                                                                       \
-        cases[n].what = field_text;                                                            \
-        cases[n].p = d;                                                                        \
-        ts_sampler_params *p = &cases[n].p;                                                    \
-        stmt;                                                                                  \
-        cases[n].want = status;                                                                \
-        n++;                                                                                   \
+#define BAD(field_text, stmt, status)                                                              \
+    do {                                                                                           \
+        cases[n].what = field_text;                                                                \
+        cases[n].p = d;                                                                            \
+        ts_sampler_params *p = &cases[n].p;                                                        \
+        stmt;                                                                                      \
+        cases[n].want = status;                                                                    \
+        n++;                                                                                       \
     } while (0)
     BAD("temperature", p->temperature = -0.1f, TS_ERR_INVALID_ARG);
     BAD("temperature", p->temperature = NAN, TS_ERR_INVALID_ARG);
@@ -185,8 +185,7 @@ static void test_params_validation(void **state) {
     BAD("n_logprobs", p->n_logprobs = -1, TS_ERR_INVALID_ARG);
     BAD("logprobs_mode", p->logprobs_mode = (ts_logprobs_mode)7, TS_ERR_INVALID_ARG);
     BAD("logit_bias", (p->logit_bias = NULL, p->n_logit_bias = 2), TS_ERR_INVALID_ARG);
-    BAD("logit_bias[1]: token 100", (p->logit_bias = bad_tok, p->n_logit_bias = 2),
-        TS_ERR_RANGE);
+    BAD("logit_bias[1]: token 100", (p->logit_bias = bad_tok, p->n_logit_bias = 2), TS_ERR_RANGE);
     BAD("logit_bias[0]: token 5 has bias nan", (p->logit_bias = nan_bias, p->n_logit_bias = 1),
         TS_ERR_INVALID_ARG);
     BAD("token 7 has bias inf", (p->logit_bias = inf_bias, p->n_logit_bias = 1),
@@ -730,8 +729,8 @@ static void test_large_vocab(void **state) {
         }
         double ms = (now_s() - t0) * 1e3 / STEPS;
         ts_sampler_stats st = ts_sampler_last_stats(s);
-        printf("n_vocab %d  %-30s %7.3f ms/token  candidates %6d  sorted %6d\n", V,
-               cfgs[c].name, ms, st.n_candidates, st.n_sorted);
+        printf("n_vocab %d  %-30s %7.3f ms/token  candidates %6d  sorted %6d\n", V, cfgs[c].name,
+               ms, st.n_candidates, st.n_sorted);
         /* Generous bound (sanitizer builds included): a full sort would not be the issue,
          * a quadratic path would. */
         assert_true(ms < 250.0);

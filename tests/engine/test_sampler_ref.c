@@ -81,9 +81,8 @@ static int ref_distribution(const ts_sampler_params *prm, const float *logits, i
     for (int i = 0; i < prm->n_logit_bias; i++) {
         l[prm->logit_bias[i].token] += prm->logit_bias[i].bias;
     }
-    int first = prm->penalty_last_n > 0 && n_hist > prm->penalty_last_n
-                    ? n_hist - prm->penalty_last_n
-                    : 0;
+    int first =
+        prm->penalty_last_n > 0 && n_hist > prm->penalty_last_n ? n_hist - prm->penalty_last_n : 0;
     for (int i = first; i < n_hist; i++) {
         count[hist[i]]++;
     }
@@ -197,11 +196,21 @@ static int pick(ts_rng *rng, int n) {
 static void gen_logits(ts_rng *rng, float *l, int32_t V, int kind) {
     for (int32_t i = 0; i < V; i++) {
         switch (kind) {
-        case 0: l[i] = -5.0f + 10.0f * (float)ts_rng_uniform(rng); break;
-        case 1: l[i] = 0.5f * normal(rng); break;
-        case 2: l[i] = 2.0f * normal(rng); break;
-        case 3: l[i] = 5.0f * normal(rng); break;
-        default: l[i] = 0.5f * (float)pick(rng, 9); break; /* many exact ties */
+        case 0:
+            l[i] = -5.0f + 10.0f * (float)ts_rng_uniform(rng);
+            break;
+        case 1:
+            l[i] = 0.5f * normal(rng);
+            break;
+        case 2:
+            l[i] = 2.0f * normal(rng);
+            break;
+        case 3:
+            l[i] = 5.0f * normal(rng);
+            break;
+        default:
+            l[i] = 0.5f * (float)pick(rng, 9);
+            break; /* many exact ties */
         }
     }
     if (V > 4 && pick(rng, 3) == 0) {
@@ -240,7 +249,8 @@ static void compare_case(const ts_sampler_params *prm, const float *l, int32_t V
         fail_msg("%s: distribution: %s", label, err.msg);
     }
     if (border) {
-        if (getenv("TS_SAMPLER_DEBUG")) printf("skip %s\n", label);
+        if (getenv("TS_SAMPLER_DEBUG"))
+            printf("skip %s\n", label);
         res->skipped++;
     } else {
         res->compared++;
@@ -252,8 +262,8 @@ static void compare_case(const ts_sampler_params *prm, const float *l, int32_t V
                 fail_msg("%s: survivor %d is token %d, reference %d", label, i, ids[i], rids[i]);
             }
             if (fabs(probs[i] - rprobs[i]) > 1e-6 + 1e-4 * rprobs[i]) {
-                fail_msg("%s: token %d p = %.9g, reference %.9g", label, ids[i],
-                         (double)probs[i], rprobs[i]);
+                fail_msg("%s: token %d p = %.9g, reference %.9g", label, ids[i], (double)probs[i],
+                         rprobs[i]);
             }
         }
     }
@@ -483,8 +493,8 @@ static void test_large_vs_reference(void **state) {
         float temp, top_p, min_p, typ;
         int32_t top_k;
     } cases[] = {
-        {2, 1.0f, 0.9f, 0.0f, 1.0f, 0},  {3, 0.7f, 0.95f, 0.0f, 1.0f, 0},
-        {3, 1.0f, 1.0f, 0.05f, 1.0f, 0}, {3, 1.0f, 1.0f, 0.0f, 0.9f, 0},
+        {2, 1.0f, 0.9f, 0.0f, 1.0f, 0},   {3, 0.7f, 0.95f, 0.0f, 1.0f, 0},
+        {3, 1.0f, 1.0f, 0.05f, 1.0f, 0},  {3, 1.0f, 1.0f, 0.0f, 0.9f, 0},
         {3, 0.8f, 0.9f, 0.02f, 0.95f, 0}, {2, 1.0f, 0.8f, 0.0f, 0.5f, 100},
         {4, 1.0f, 0.5f, 0.0f, 1.0f, 0},
     };
@@ -556,10 +566,8 @@ static void test_draw_matches_reference(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sort_and_select),
-        cmocka_unit_test(test_small_exact),
-        cmocka_unit_test(test_random_vs_reference),
-        cmocka_unit_test(test_large_vs_reference),
+        cmocka_unit_test(test_sort_and_select),        cmocka_unit_test(test_small_exact),
+        cmocka_unit_test(test_random_vs_reference),    cmocka_unit_test(test_large_vs_reference),
         cmocka_unit_test(test_draw_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
