@@ -19,10 +19,10 @@
 #include "commands.h"
 #include "gguf/gguf.h"
 
-#define ARRAY_SHOW 8    /* elements of an array shown before "... (N total)" */
-#define STR_SHOW 64     /* bytes of a scalar string shown */
-#define ELEM_STR_SHOW 32 /* bytes of a string inside an array shown */
-#define JSON_STR_MAX 4096 /* bytes of a string kept in JSON output */
+#define ARRAY_SHOW    8    /* elements of an array shown before "... (N total)" */
+#define STR_SHOW      64   /* bytes of a scalar string shown */
+#define ELEM_STR_SHOW 32   /* bytes of a string inside an array shown */
+#define JSON_STR_MAX  4096 /* bytes of a string kept in JSON output */
 
 typedef struct type_total {
     uint64_t tensors;
@@ -107,9 +107,15 @@ static void print_str(FILE *f, const char *ptr, uint64_t len, size_t max, bool q
 
 static void print_scalar(FILE *f, ts_gguf_type type, const uint8_t *p) {
     switch (type) {
-    case TS_GGUF_UINT8: fprintf(f, "%u", p[0]); break;
-    case TS_GGUF_INT8: fprintf(f, "%d", (int8_t)p[0]); break;
-    case TS_GGUF_BOOL: fputs(p[0] ? "true" : "false", f); break;
+    case TS_GGUF_UINT8:
+        fprintf(f, "%u", p[0]);
+        break;
+    case TS_GGUF_INT8:
+        fprintf(f, "%d", (int8_t)p[0]);
+        break;
+    case TS_GGUF_BOOL:
+        fputs(p[0] ? "true" : "false", f);
+        break;
     case TS_GGUF_UINT16: {
         uint16_t v;
         memcpy(&v, p, 2);
@@ -158,7 +164,9 @@ static void print_scalar(FILE *f, ts_gguf_type type, const uint8_t *p) {
         fprintf(f, "%.17g", v);
         break;
     }
-    default: fputs("?", f); break;
+    default:
+        fputs("?", f);
+        break;
     }
 }
 
@@ -167,16 +175,21 @@ static size_t elem_size(ts_gguf_type t) {
     switch (t) {
     case TS_GGUF_UINT8:
     case TS_GGUF_INT8:
-    case TS_GGUF_BOOL: return 1;
+    case TS_GGUF_BOOL:
+        return 1;
     case TS_GGUF_UINT16:
-    case TS_GGUF_INT16: return 2;
+    case TS_GGUF_INT16:
+        return 2;
     case TS_GGUF_UINT32:
     case TS_GGUF_INT32:
-    case TS_GGUF_FLOAT32: return 4;
+    case TS_GGUF_FLOAT32:
+        return 4;
     case TS_GGUF_UINT64:
     case TS_GGUF_INT64:
-    case TS_GGUF_FLOAT64: return 8;
-    default: return 0;
+    case TS_GGUF_FLOAT64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -294,16 +307,15 @@ static void print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors
     type_total by_type[TS_TYPE_COUNT], all;
     totals(g, by_type, &all);
     human_bytes(hb, sizeof hb, (double)all.bytes);
-    fprintf(f, "\ntotals:\n  parameters %" PRIu64 " (%.2f M)\n  tensor data %" PRIu64
-               " bytes (%s)\n",
+    fprintf(f,
+            "\ntotals:\n  parameters %" PRIu64 " (%.2f M)\n  tensor data %" PRIu64 " bytes (%s)\n",
             all.params, (double)all.params / 1e6, all.bytes, hb);
     for (uint32_t id = 0; id < TS_TYPE_COUNT; id++) {
         if (by_type[id].tensors != 0) {
             human_bytes(hb, sizeof hb, (double)by_type[id].bytes);
-            fprintf(f, "    %-8s %5" PRIu64 " tensors %14" PRIu64 " params %14" PRIu64
-                       " bytes (%s)\n",
-                    ts_type_name(id), by_type[id].tensors, by_type[id].params, by_type[id].bytes,
-                    hb);
+            fprintf(
+                f, "    %-8s %5" PRIu64 " tensors %14" PRIu64 " params %14" PRIu64 " bytes (%s)\n",
+                ts_type_name(id), by_type[id].tensors, by_type[id].params, by_type[id].bytes, hb);
         }
     }
 }
@@ -365,18 +377,30 @@ static cJSON *json_scalar(ts_gguf_type type, const uint8_t *p) {
     } v;
     memcpy(&v, p, elem_size(type));
     switch (type) {
-    case TS_GGUF_UINT8: return cJSON_CreateNumber(p[0]);
-    case TS_GGUF_INT8: return cJSON_CreateNumber((int8_t)p[0]);
-    case TS_GGUF_BOOL: return cJSON_CreateBool(p[0] != 0);
-    case TS_GGUF_UINT16: return cJSON_CreateNumber(v.u16);
-    case TS_GGUF_INT16: return cJSON_CreateNumber(v.i16);
-    case TS_GGUF_UINT32: return cJSON_CreateNumber(v.u32);
-    case TS_GGUF_INT32: return cJSON_CreateNumber(v.i32);
-    case TS_GGUF_UINT64: return json_u64(v.u64);
-    case TS_GGUF_INT64: return json_i64(v.i64);
-    case TS_GGUF_FLOAT32: return cJSON_CreateNumber(v.f32);
-    case TS_GGUF_FLOAT64: return cJSON_CreateNumber(v.f64);
-    default: return cJSON_CreateNull();
+    case TS_GGUF_UINT8:
+        return cJSON_CreateNumber(p[0]);
+    case TS_GGUF_INT8:
+        return cJSON_CreateNumber((int8_t)p[0]);
+    case TS_GGUF_BOOL:
+        return cJSON_CreateBool(p[0] != 0);
+    case TS_GGUF_UINT16:
+        return cJSON_CreateNumber(v.u16);
+    case TS_GGUF_INT16:
+        return cJSON_CreateNumber(v.i16);
+    case TS_GGUF_UINT32:
+        return cJSON_CreateNumber(v.u32);
+    case TS_GGUF_INT32:
+        return cJSON_CreateNumber(v.i32);
+    case TS_GGUF_UINT64:
+        return json_u64(v.u64);
+    case TS_GGUF_INT64:
+        return json_i64(v.i64);
+    case TS_GGUF_FLOAT32:
+        return cJSON_CreateNumber(v.f32);
+    case TS_GGUF_FLOAT64:
+        return cJSON_CreateNumber(v.f64);
+    default:
+        return cJSON_CreateNull();
     }
 }
 

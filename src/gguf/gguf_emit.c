@@ -61,8 +61,8 @@ ts_status ts_gguf_writer_add_tensor(ts_gguf_writer *w, const char *name, ts_type
         return ts_error_set(err, TS_ERR_NOMEM, "gguf writer: out of memory");
     }
     w->t = grown;
-    wtensor t = {.name = strdup(name), .type = type, .n_dims = n_dims, .nbytes = nbytes,
-                 .data = data};
+    wtensor t = {
+        .name = strdup(name), .type = type, .n_dims = n_dims, .nbytes = nbytes, .data = data};
     memcpy(t.ne, dims, sizeof dims);
     if (t.name == NULL || gguf_names_insert(&w->t_names, t.name, w->n_t, &first) != TS_OK) {
         free(t.name);
@@ -132,8 +132,8 @@ static ts_status compute_layout(ts_gguf_writer *w, layout *l, ts_error *err) {
 /* ---- sinks ------------------------------------------------------------------------------- */
 
 typedef struct sink {
-    uint8_t *buf;  /* memory sink, or NULL */
-    FILE *f;       /* file sink, or NULL */
+    uint8_t *buf;     /* memory sink, or NULL */
+    FILE *f;          /* file sink, or NULL */
     uint8_t *scratch; /* file sink: room for the largest filled tensor */
     size_t pos;
     const char *path; /* for messages */

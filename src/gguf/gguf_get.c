@@ -128,8 +128,7 @@ ts_status ts_gguf_get_str(const ts_gguf *g, const char *key, ts_gguf_str *out, t
     return st;
 }
 
-ts_status ts_gguf_get_array(const ts_gguf *g, const char *key, ts_gguf_array *out,
-                            ts_error *err) {
+ts_status ts_gguf_get_array(const ts_gguf *g, const char *key, ts_gguf_array *out, ts_error *err) {
     const gguf_kv *kv = NULL;
     ts_status st = lookup_typed(g, key, TS_GGUF_ARRAY, &kv, err);
     if (st == TS_OK) {
@@ -143,21 +142,38 @@ ts_status ts_gguf_get_array(const ts_gguf *g, const char *key, ts_gguf_array *ou
 static bool decode_int(uint32_t type, const uint8_t *p, int64_t *out, bool *big) {
     *big = false;
     switch (type) {
-    case TS_GGUF_UINT8: *out = p[0]; return true;
-    case TS_GGUF_INT8: *out = (int8_t)p[0]; return true;
-    case TS_GGUF_BOOL: *out = p[0] != 0; return true;
-    case TS_GGUF_UINT16: *out = (uint16_t)(p[0] | p[1] << 8); return true;
-    case TS_GGUF_INT16: *out = (int16_t)(uint16_t)(p[0] | p[1] << 8); return true;
-    case TS_GGUF_UINT32: *out = gguf_rd32(p); return true;
-    case TS_GGUF_INT32: *out = (int32_t)gguf_rd32(p); return true;
-    case TS_GGUF_INT64: *out = (int64_t)gguf_rd64(p); return true;
+    case TS_GGUF_UINT8:
+        *out = p[0];
+        return true;
+    case TS_GGUF_INT8:
+        *out = (int8_t)p[0];
+        return true;
+    case TS_GGUF_BOOL:
+        *out = p[0] != 0;
+        return true;
+    case TS_GGUF_UINT16:
+        *out = (uint16_t)(p[0] | p[1] << 8);
+        return true;
+    case TS_GGUF_INT16:
+        *out = (int16_t)(uint16_t)(p[0] | p[1] << 8);
+        return true;
+    case TS_GGUF_UINT32:
+        *out = gguf_rd32(p);
+        return true;
+    case TS_GGUF_INT32:
+        *out = (int32_t)gguf_rd32(p);
+        return true;
+    case TS_GGUF_INT64:
+        *out = (int64_t)gguf_rd64(p);
+        return true;
     case TS_GGUF_UINT64: {
         uint64_t v = gguf_rd64(p);
         *big = v > (uint64_t)INT64_MAX;
         *out = (int64_t)(v & (uint64_t)INT64_MAX);
         return true;
     }
-    default: return false;
+    default:
+        return false;
     }
 }
 
@@ -286,8 +302,7 @@ ts_status ts_gguf_array_str(const ts_gguf_array *a, uint64_t i, ts_gguf_str *out
     return TS_OK;
 }
 
-ts_status ts_gguf_array_arr(const ts_gguf_array *a, uint64_t i, ts_gguf_array *out,
-                            ts_error *err) {
+ts_status ts_gguf_array_arr(const ts_gguf_array *a, uint64_t i, ts_gguf_array *out, ts_error *err) {
     ts_status st = check_elem(a, i, err);
     if (st != TS_OK) {
         return st;

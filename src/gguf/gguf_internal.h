@@ -24,13 +24,13 @@
 #error "the GGUF layer hands out little-endian array data as-is; big-endian hosts are unsupported"
 #endif
 
-#define GGUF_MAGIC_LEN 4
-#define GGUF_HEADER_BYTES 24     /* magic, version u32, n_tensors u64, n_kv u64 */
-#define GGUF_MAX_NESTING 8       /* arrays of arrays deeper than this are rejected */
-#define GGUF_MIN_KV_BYTES 13     /* key length u64 + value type u32 + one value byte */
+#define GGUF_MAGIC_LEN        4
+#define GGUF_HEADER_BYTES     24 /* magic, version u32, n_tensors u64, n_kv u64 */
+#define GGUF_MAX_NESTING      8  /* arrays of arrays deeper than this are rejected */
+#define GGUF_MIN_KV_BYTES     13 /* key length u64 + value type u32 + one value byte */
 #define GGUF_MIN_TENSOR_BYTES 32 /* name length u64 + n_dims u32 + one dim + type + offset */
-#define GGUF_NAME_SHOW 64        /* bytes of a key or name quoted in an error message */
-#define GGUF_SHOW_BUF (4 * GGUF_NAME_SHOW + 8)
+#define GGUF_NAME_SHOW        64 /* bytes of a key or name quoted in an error message */
+#define GGUF_SHOW_BUF         (4 * GGUF_NAME_SHOW + 8)
 
 /* Descriptor of one array value (top-level or nested). */
 typedef struct gguf_arr {
@@ -177,10 +177,10 @@ void gguf_names_free(gguf_names *t);
 
 /* Raw fields of one tensor-info record as read from the file. */
 typedef struct gguf_tensor_info {
-    uint64_t index;    /* position in file order */
-    size_t offset;     /* file offset of the record (its name length field) */
-    const char *name;  /* NUL-terminated, in the reader's arena */
-    uint32_t n_dims;   /* already checked to be 1..TS_GGUF_MAX_DIMS */
+    uint64_t index;   /* position in file order */
+    size_t offset;    /* file offset of the record (its name length field) */
+    const char *name; /* NUL-terminated, in the reader's arena */
+    uint32_t n_dims;  /* already checked to be 1..TS_GGUF_MAX_DIMS */
     uint64_t dims[TS_GGUF_MAX_DIMS];
     uint32_t type;     /* unchecked type id */
     uint64_t data_off; /* unchecked offset relative to the data section */
@@ -196,8 +196,7 @@ ts_status gguf_check_overlaps(const ts_gguf *g, ts_error *err);
 
 /* Checks a tensor's type and shape the way the reader will and computes its byte size; used by
  * the writer so that it never produces a file the reader rejects. `what` prefixes messages. */
-ts_status gguf_tensor_shape(const char *what, uint32_t type, uint32_t n_dims,
-                            const uint64_t *dims, uint64_t *n_elements, size_t *nbytes,
-                            ts_error *err);
+ts_status gguf_tensor_shape(const char *what, uint32_t type, uint32_t n_dims, const uint64_t *dims,
+                            uint64_t *n_elements, size_t *nbytes, ts_error *err);
 
 #endif /* TS_GGUF_GGUF_INTERNAL_H */

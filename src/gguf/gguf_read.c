@@ -68,8 +68,8 @@ static ts_status header(ts_gguf *g, ts_error *err) {
     g->version = v;
     if (g->size < GGUF_HEADER_BYTES) {
         return ts_error_set(err, TS_ERR_FORMAT,
-                            "gguf: file is %zu bytes, too short to hold the %d-byte header", g->size,
-                            GGUF_HEADER_BYTES);
+                            "gguf: file is %zu bytes, too short to hold the %d-byte header",
+                            g->size, GGUF_HEADER_BYTES);
     }
     g->n_tensors = gguf_rd64(b + 8);
     g->n_kv = gguf_rd64(b + 16);
@@ -132,9 +132,10 @@ static ts_status read_kv(pass *p, uint64_t i, size_t *pos) {
         return st;
     }
     if (g->size - *pos < 4) {
-        return ts_error_set(p->err, TS_ERR_FORMAT,
-                            "gguf: %s: value type at offset 0x%zx runs past end of file (%zu bytes)",
-                            p->what, *pos, g->size);
+        return ts_error_set(
+            p->err, TS_ERR_FORMAT,
+            "gguf: %s: value type at offset 0x%zx runs past end of file (%zu bytes)", p->what, *pos,
+            g->size);
     }
     uint32_t type = gguf_rd32(g->base + *pos);
     if (type >= TS_GGUF_TYPE_COUNT) {
@@ -329,7 +330,10 @@ static ts_status parse(ts_gguf *g, ts_error *err) {
         return ts_error_set(err, TS_ERR_NOMEM, "gguf: out of memory for name tables");
     }
     pass fill = {.g = g, .err = err, .arena = b + o_arena};
-    fill.scan = (gguf_scan){.base = g->base, .size = g->size, .err = err, .what = fill.what,
+    fill.scan = (gguf_scan){.base = g->base,
+                            .size = g->size,
+                            .err = err,
+                            .what = fill.what,
                             .arrs = (gguf_arr *)(void *)(b + o_arr),
                             .elems = (const uint8_t **)(void *)(b + o_el)};
     st = run_pass(&fill, &sz);

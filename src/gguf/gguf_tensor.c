@@ -15,9 +15,8 @@
 #include "gguf/gguf_internal.h"
 #include "util/error.h"
 
-ts_status gguf_tensor_shape(const char *what, uint32_t type, uint32_t n_dims,
-                            const uint64_t *dims, uint64_t *n_elements, size_t *nbytes,
-                            ts_error *err) {
+ts_status gguf_tensor_shape(const char *what, uint32_t type, uint32_t n_dims, const uint64_t *dims,
+                            uint64_t *n_elements, size_t *nbytes, ts_error *err) {
     if (!ts_type_valid(type)) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s: unknown tensor type id %" PRIu32, what,
                             type);
@@ -139,8 +138,7 @@ ts_status gguf_check_overlaps(const ts_gguf *g, ts_error *err) {
                               "gguf: tensor %" PRIu64 " '%s': data [offset 0x%zx, %zu bytes] "
                               "overlaps tensor %" PRIu64 " '%s' [offset 0x%zx, %zu bytes]",
                               s[i].index, nb, g->data_offset + (size_t)b->offset, b->nbytes,
-                              s[i - 1].index, na, g->data_offset + (size_t)a->offset,
-                              a->nbytes);
+                              s[i - 1].index, na, g->data_offset + (size_t)a->offset, a->nbytes);
             break;
         }
     }

@@ -14,8 +14,8 @@
 #include "util/error.h"
 
 static const char *const k_type_names[TS_GGUF_TYPE_COUNT] = {
-    "uint8", "int8",  "uint16", "int16",  "uint32", "int32",  "float32",
-    "bool",  "string", "array", "uint64", "int64",  "float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 static const uint8_t k_scalar_sizes[TS_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};

@@ -227,8 +227,8 @@ ts_status ts_gguf_writer_add_array(ts_gguf_writer *w, const char *key, ts_gguf_t
     return st;
 }
 
-ts_status ts_gguf_writer_add_str_array(ts_gguf_writer *w, const char *key,
-                                       const char *const *strs, uint64_t n, ts_error *err) {
+ts_status ts_gguf_writer_add_str_array(ts_gguf_writer *w, const char *key, const char *const *strs,
+                                       uint64_t n, ts_error *err) {
     if (strs == NULL && n != 0) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "gguf writer: NULL string array");
     }
@@ -263,8 +263,7 @@ ts_status ts_gguf_writer_add_str_array(ts_gguf_writer *w, const char *key,
     return st;
 }
 
-ts_status ts_gguf_writer_copy_kv(ts_gguf_writer *w, const ts_gguf *src, uint64_t i,
-                                 ts_error *err) {
+ts_status ts_gguf_writer_copy_kv(ts_gguf_writer *w, const ts_gguf *src, uint64_t i, ts_error *err) {
     if (src == NULL || i >= src->n_kv) {
         return ts_error_set(err, TS_ERR_RANGE, "gguf writer: copy_kv: no entry %" PRIu64, i);
     }
@@ -288,8 +287,8 @@ ts_status ts_gguf_writer_add_encoded(ts_gguf_writer *w, const char *key, ts_gguf
     }
     if (pos != len) {
         return ts_error_set(err, TS_ERR_FORMAT,
-                            "gguf writer: %s: %zu bytes follow the %zu-byte value", what,
-                            len - pos, pos);
+                            "gguf writer: %s: %zu bytes follow the %zu-byte value", what, len - pos,
+                            pos);
     }
     return add_kv(w, key, type, bytes, len, err);
 }

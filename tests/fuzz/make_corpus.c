@@ -118,7 +118,8 @@ static int seed_tensors(const char *dir, uint32_t align, const char *name) {
     for (size_t i = 0; i < sizeof data; i++) {
         data[i] = (uint8_t)(i * 37);
     }
-    const int64_t embd[] = {32, 2}, norm[] = {8}, k[] = {256}, f16[] = {3, 2, 2}, q8[] = {32, 1, 1, 2};
+    const int64_t embd[] = {32, 2}, norm[] = {8}, k[] = {256}, f16[] = {3, 2, 2},
+                  q8[] = {32, 1, 1, 2};
     TRY(ts_gguf_writer_add_tensor(w, "token_embd.weight", TS_TYPE_Q4_0, 2, embd, data, &err));
     TRY(ts_gguf_writer_add_tensor(w, "blk.0.attn_norm.weight", TS_TYPE_F32, 1, norm, data, &err));
     TRY(ts_gguf_writer_add_tensor(w, "blk.0.ffn_up.weight", TS_TYPE_Q4_K, 1, k, data, &err));

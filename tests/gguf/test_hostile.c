@@ -333,8 +333,9 @@ static void test_tensor_placement(void **state) {
     EXPECT(&b, TS_ERR_FORMAT, "data section starts at offset 0x40");
     rb_header(&b, 3, 1, 0);
     rb_str(&b, "blk.0.attn_output.weight.blk.0");
-    EXPECT(&b, TS_ERR_FORMAT, "tensor 0 'blk.0.attn_output.weight.blk.0': n_dims at offset 0x3e "
-                              "runs past end of file");
+    EXPECT(&b, TS_ERR_FORMAT,
+           "tensor 0 'blk.0.attn_output.weight.blk.0': n_dims at offset 0x3e "
+           "runs past end of file");
     rb_header(&b, 3, 1, 0);
     rb_str(&b, "t");
     rb_u32(&b, 2);
@@ -359,13 +360,15 @@ static void test_tensor_placement(void **state) {
     EXPECT(&b, TS_ERR_FORMAT, "tensor 2 'c': data [offset 0xa0, 64 bytes] overlaps tensor 0 'a'");
     const uint64_t mis64[] = {0, 64, 96};
     tensor_file(&b, 64, 3, names, nd, ne, types, mis64, 256);
-    EXPECT(&b, TS_ERR_FORMAT, "tensor 2 'c' at offset 0x7b: data offset 0x60 is not a multiple "
-                              "of the alignment 64");
+    EXPECT(&b, TS_ERR_FORMAT,
+           "tensor 2 'c' at offset 0x7b: data offset 0x60 is not a multiple "
+           "of the alignment 64");
 
     const char *dup[] = {"w", "x", "w"};
     tensor_file(&b, 32, 3, dup, nd, ne, types, ok_offs, 192);
-    EXPECT(&b, TS_ERR_FORMAT, "tensor 2 'w' at offset 0x7b: duplicate tensor name (first used by "
-                              "tensor 0)");
+    EXPECT(&b, TS_ERR_FORMAT,
+           "tensor 2 'w' at offset 0x7b: duplicate tensor name (first used by "
+           "tensor 0)");
     const char *empty[] = {"a", ""};
     tensor_file(&b, 32, 2, empty, nd, ne, types, ok_offs, 192);
     EXPECT(&b, TS_ERR_FORMAT, "tensor 1 at offset 0x5a: empty tensor name");

@@ -621,8 +621,10 @@ static void test_empty(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip_align32), cmocka_unit_test(test_roundtrip_align64),
-        cmocka_unit_test(test_fill_callback),     cmocka_unit_test(test_writer_rejects),
+        cmocka_unit_test(test_roundtrip_align32),
+        cmocka_unit_test(test_roundtrip_align64),
+        cmocka_unit_test(test_fill_callback),
+        cmocka_unit_test(test_writer_rejects),
         cmocka_unit_test(test_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

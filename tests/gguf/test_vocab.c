@@ -3,8 +3,8 @@
  *
  * Every .gguf file in TS_TESTDATA_DIR/vocab (vocabulary-only files written by llama.cpp's
  * tools) is opened both by mmap and from memory; the tokenizer model, architecture and token
- * arrays are checked for consistency, and every element of every array is read. When the SmolLM2 model
- * is in the model cache its tensor table is checked too. Missing data is a printed skip.
+ * arrays are checked for consistency, and every element of every array is read. When the SmolLM2
+ * model is in the model cache its tensor table is checked too. Missing data is a printed skip.
  */
 #include <setjmp.h>
 #include <stdarg.h>
