@@ -33,15 +33,20 @@ static inline float h_rand(harness *h) {
     return (float)((h->rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
-static inline void h_init(harness *h, ts_backend *host, uint64_t seed) {
+/* Starts a graph whose functionals use reg (NULL: built-in defaults). */
+static inline void h_init_reg(harness *h, ts_backend *host, uint64_t seed, ts_registry *reg) {
     memset(h, 0, sizeof *h);
     h->host = host;
     h->rng = seed * 2654435761u + 88172645463325252ull;
     ts_error err = {0};
-    if (ts_graph_create(&h->g, NULL, &err) != TS_OK) {
+    if (ts_graph_create(&h->g, reg, &err) != TS_OK) {
         fprintf(stderr, "graph_create: %s\n", err.msg);
         abort();
     }
+}
+
+static inline void h_init(harness *h, ts_backend *host, uint64_t seed) {
+    h_init_reg(h, host, seed, NULL);
 }
 
 static inline void h_free(harness *h) {

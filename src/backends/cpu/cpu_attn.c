@@ -89,6 +89,16 @@ void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
             return;
         }
         int64_t p = geti(pos, t, 0);
+        /* Every block holding one of the sequence's keys must be valid, visible or not
+         * (the same rule as the reference). */
+        for (int64_t b = 0; b < ((int64_t)len + bs - 1) / bs; b++) {
+            int32_t blk = geti(tab, b, s);
+            if (blk < 0 || blk >= k->ne[3]) {
+                cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
+                         (long long)b, (int)blk, (long long)k->ne[3]);
+                return;
+            }
+        }
         for (int64_t g = 0; g < group; g++) {
             const char *qr = (const char *)q->data + (kh * group + g) * q->nb[1] + t * q->nb[2];
             for (int64_t d = 0; d < hd; d++) {
@@ -102,11 +112,6 @@ void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
         int64_t j_lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
         for (int64_t j = j_lo; j <= j_hi; j++) {
             int32_t blk = geti(tab, j / bs, s);
-            if (blk < 0 || blk >= k->ne[3]) {
-                cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
-                         (long long)(j / bs), (int)blk, (long long)k->ne[3]);
-                return;
-            }
             size_t off = (size_t)kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] +
                          (size_t)blk * k->nb[3];
             kops->to_float((const char *)k->data + off, krow, hd);
