@@ -293,8 +293,9 @@ void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y
     *result = _mm512_reduce_add_ps(acc) - mins;
 }
 
-/* int16 scales for 4 consecutive 16-element sub-blocks (8 lanes each... 16 int16 lanes per
- * 32 bytes: lanes 0-7 sub-block g, 8-15 g+1, 16-23 g+2, 24-31 g+3). */
+/* int16 scales for 4 consecutive 16-element sub-blocks: after maddubs, int16 lane i holds
+ * elements 2i and 2i+1, so lanes 0-7 belong to sub-block 0, 8-15 to 1, 16-23 to 2, 24-31
+ * to 3. */
 static inline __m512i scale_quad(const int8_t *sc) {
     int16_t lanes[32];
     for (int k = 0; k < 32; k++) {
