@@ -1,0 +1,158 @@
+"""Tiny random-weight model definitions and the HF -> GGUF tensor mapping for each arch.
+
+Used by gen_tiny.py (writes weights + logits) and check_tiny_gguf.py (round-trips the
+mapping through a GGUF file that transformers loads back). The mapping below is what
+docs/reference.md documents; it follows the naming and layout conventions of GGUF files
+as llama.cpp's converter produces them.
+"""
+import re
+
+SEED = 20240601
+TOKENS = [1, 17, 42, 99, 3, 200, 255, 128, 64, 7, 150, 33]
+
+_COMMON = dict(
+    vocab_size=256,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=128,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=0,
+)
+
+# arch -> (transformers config class, model class, config kwargs, GGUF arch name)
+ARCHS = {
+    "llama": (
+        "LlamaConfig", "LlamaForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "llama",
+    ),
+    "qwen2": (
+        "Qwen2Config", "Qwen2ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "qwen2",
+    ),
+    "qwen3": (
+        "Qwen3Config", "Qwen3ForCausalLM",
+        dict(_COMMON, head_dim=16, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "qwen3",
+    ),
+    "phi3": (
+        "Phi3Config", "Phi3ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             original_max_position_embeddings=128, sliding_window=None,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "phi3",
+    ),
+    "gemma2": (
+        "Gemma2Config", "Gemma2ForCausalLM",
+        dict(_COMMON, head_dim=16, query_pre_attn_scalar=16, rms_norm_eps=1e-6,
+             hidden_activation="gelu_pytorch_tanh", sliding_window=4,
+             layer_types=["sliding_attention", "full_attention"],
+             attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
+             tie_word_embeddings=True,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "gemma2",
+    ),
+    "gemma3": (
+        "Gemma3TextConfig", "Gemma3ForCausalLM",
+        dict(_COMMON, head_dim=16, query_pre_attn_scalar=16, rms_norm_eps=1e-6,
+             hidden_activation="gelu_pytorch_tanh", sliding_window=4,
+             layer_types=["sliding_attention", "full_attention"],
+             attn_logit_softcapping=None, final_logit_softcapping=None,
+             tie_word_embeddings=True,
+             rope_parameters={
+                 "full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+             }),
+        "gemma3",
+    ),
+    "gpt2": (
+        "GPT2Config", "GPT2LMHeadModel",
+        dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
+             activation_function="gelu_new", layer_norm_epsilon=1e-5,
+             bos_token_id=1, eos_token_id=2, tie_word_embeddings=True),
+        "gpt2",
+    ),
+}
+
+# Per-block HF suffix -> GGUF suffix. Block prefix: "model.layers.{i}." / "transformer.h.{i}."
+# -> "blk.{i}.". Gemma 2/3 differ from llama in the two norms around the MLP.
+_LLAMA_BLOCK = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.qkv_proj.weight": "attn_qkv.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.gate_up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+_GEMMA_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+        "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    },
+)
+_GPT2_BLOCK = {
+    "ln_1.weight": "attn_norm.weight",
+    "ln_1.bias": "attn_norm.bias",
+    "attn.c_attn.weight": "attn_qkv.weight",
+    "attn.c_attn.bias": "attn_qkv.bias",
+    "attn.c_proj.weight": "attn_output.weight",
+    "attn.c_proj.bias": "attn_output.bias",
+    "ln_2.weight": "ffn_norm.weight",
+    "ln_2.bias": "ffn_norm.bias",
+    "mlp.c_fc.weight": "ffn_up.weight",
+    "mlp.c_fc.bias": "ffn_up.bias",
+    "mlp.c_proj.weight": "ffn_down.weight",
+    "mlp.c_proj.bias": "ffn_down.bias",
+}
+_TOP = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "transformer.wte.weight": "token_embd.weight",
+    "transformer.wpe.weight": "position_embd.weight",
+    "transformer.ln_f.weight": "output_norm.weight",
+    "transformer.ln_f.bias": "output_norm.bias",
+}
+_BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$")
+
+
+def gguf_name(arch, hf_name):
+    """GGUF tensor name for an HF parameter name (KeyError when the arch has no such tensor)."""
+    if hf_name in _TOP:
+        return _TOP[hf_name]
+    m = _BLOCK_RE.match(hf_name)
+    if not m:
+        raise KeyError(hf_name)
+    table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK}
+    return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
+
+
+def transform(arch, hf_name):
+    """Name of the layout transform the converter applies to this tensor ("" for none)."""
+    if arch == "llama" and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
+        return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
+    if arch in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
+        return "add_one"
+    if arch == "gpt2" and re.search(r"\.(c_attn|c_proj|c_fc)\.weight$", hf_name):
+        return "transpose"
+    return ""
