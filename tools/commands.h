@@ -5,5 +5,6 @@
 int ts_cmd_inspect(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_chat(int argc, char **argv);
+int ts_cmd_tokenize(int argc, char **argv);
 
 #endif /* TS_TOOLS_COMMANDS_H */

@@ -157,9 +157,11 @@ static ts_status encode_word(const ts_tokenizer *t, const unsigned char *w, size
         ts_token id = sym[i].id;
         if (id == TS_TOKEN_NULL) {
             /* A byte whose character is not in the vocabulary: the reference tokenizers use
-             * the unknown token when there is one and drop the byte otherwise. */
+             * the unknown token when there is one and drop the byte otherwise. Many files
+             * name <|endoftext|> as "unknown"; a control token must not appear in the middle
+             * of text, so only a token of type unknown stands in. */
             id = t->sp.unk;
-            if (id == TS_TOKEN_NULL) {
+            if (id == TS_TOKEN_NULL || t->tokens[id].type != TS_TOKEN_TYPE_UNKNOWN) {
                 continue;
             }
         }
