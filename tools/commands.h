@@ -5,6 +5,7 @@
 int ts_cmd_inspect(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_chat(int argc, char **argv);
+int ts_cmd_bench(int argc, char **argv);
 int ts_cmd_tokenize(int argc, char **argv);
 
 #endif /* TS_TOOLS_COMMANDS_H */

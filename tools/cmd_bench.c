@@ -1,0 +1,582 @@
+/*
+ * cmd_bench.c — `tessera bench`: prompt-processing and generation speed, llama-bench style.
+ *
+ * Timing rules (as llama-bench): random token ids; one warm-up run; the KV cache is cleared
+ * between repetitions; the prompt test (pp N) is ONE forward pass over N tokens; the
+ * generation test (tg N) is N single-token forward passes; t/s = tokens / seconds, reported
+ * as mean ± standard deviation over the repetitions. Sampling is not timed (as llama-bench).
+ *
+ * Batched mode (--batch 1,4,16,32) follows llama-batched-bench: B sequences each prefill PP
+ * tokens (one pass per sequence, as B requests arriving together would be chunked), then
+ * decode TG tokens together (B tokens per pass); it reports prompt, generation and total t/s.
+ *
+ * Generation is memory-bound: each token reads every weight once, so GB/s = weight bytes x
+ * t/s, shown next to the machine's measured read bandwidth.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/ref/ref.h"
+#include "commands.h"
+#include "ir/registry.h"
+#include "model/forward.h"
+#include "model/model.h"
+
+#define MAX_LIST 16
+
+typedef struct bench_opts {
+    const char *model;
+    int64_t pp[MAX_LIST];
+    int n_pp;
+    int64_t tg[MAX_LIST];
+    int n_tg;
+    int64_t batch[MAX_LIST];
+    int n_batch;
+    int reps;
+    int threads[MAX_LIST];
+    int n_threads;
+    const char *format; /* md, json, csv */
+    const char *backend;
+    const char *overrides[8];
+    int n_overrides;
+} bench_opts;
+
+typedef struct result {
+    const char *test_kind; /* "pp", "tg", "batch" */
+    int64_t n;
+    int64_t pp, tg, b;
+    int threads;
+    double mean, sd;      /* t/s */
+    double mean2, sd2;    /* batch: generation t/s */
+    double total;         /* batch: total t/s */
+} result;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tessera bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS[,..]]\n"
+               "                     [--batch 1,4,16,32 [--pp 128] [--tg 128]] [-o md|json|csv]\n"
+               "                     [--backend cpu|ref] [--override F=NAME]\n"
+               "  -p N[,N..]   prompt lengths (0 to skip)      -n N[,N..]  generation lengths\n"
+               "  -r N         repetitions (default 5)          -t N[,N..]  thread counts\n"
+               "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n");
+}
+
+static int parse_list(const char *s, int64_t *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p != '\0' && n < max) {
+        char *end = NULL;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || v > (1 << 20)) {
+            return -1;
+        }
+        out[n++] = v;
+        p = end;
+        if (*p == ',') {
+            p++;
+        } else if (*p != '\0') {
+            return -1;
+        }
+    }
+    return *p == '\0' ? n : -1;
+}
+
+/* ---- memory bandwidth ---- */
+
+typedef struct bw_arg {
+    const uint64_t *data;
+    size_t n;
+    uint64_t sum;
+} bw_arg;
+
+static void *bw_worker(void *p) {
+    bw_arg *a = p;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= a->n; i += 4) {
+        s0 += a->data[i];
+        s1 += a->data[i + 1];
+        s2 += a->data[i + 2];
+        s3 += a->data[i + 3];
+    }
+    a->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+/* Read bandwidth in GB/s with n_threads threads over a buffer much larger than the caches. */
+static double measure_bandwidth(int n_threads) {
+    size_t bytes = (size_t)512 << 20;
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(bytes);
+    if (buf == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = i;
+    }
+    double best = 0;
+    pthread_t th[64];
+    bw_arg args[64];
+    if (n_threads > 64) {
+        n_threads = 64;
+    }
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_s();
+        for (int t = 0; t < n_threads; t++) {
+            args[t].data = buf + n / n_threads * t;
+            args[t].n = n / n_threads;
+            pthread_create(&th[t], NULL, bw_worker, &args[t]);
+        }
+        uint64_t total = 0;
+        for (int t = 0; t < n_threads; t++) {
+            pthread_join(th[t], NULL);
+            total += args[t].sum;
+        }
+        double dt = now_s() - t0;
+        double gbs = bytes / dt / 1e9;
+        if (gbs > best && total != 1) {
+            best = gbs;
+        }
+    }
+    free(buf);
+    return best;
+}
+
+/* ---- one forward context for the benchmark ---- */
+
+typedef struct runner {
+    ts_forward *fwd;
+    int64_t n_vocab;
+    int64_t blk_per_seq;
+    int64_t block_size;
+    int32_t *tokens, *pos, *seq, *slots, *table, *len, *outs;
+    float *logits;
+    uint64_t rng;
+} runner;
+
+static uint32_t next_rand(runner *r) {
+    r->rng ^= r->rng << 13;
+    r->rng ^= r->rng >> 7;
+    r->rng ^= r->rng << 17;
+    return (uint32_t)(r->rng >> 11);
+}
+
+/* Runs one pass: sequences first..first+n_seqs-1 (each owning its own run of blocks) each add
+ * `per_seq` tokens at position start[s]. */
+static ts_status run_pass(runner *r, int64_t first, int64_t n_seqs, int64_t per_seq,
+                          const int64_t *start, ts_error *err) {
+    int64_t T = n_seqs * per_seq;
+    for (int64_t s = 0; s < n_seqs; s++) {
+        for (int64_t t = 0; t < per_seq; t++) {
+            int64_t i = s * per_seq + t;
+            int64_t p = start[s] + t;
+            r->tokens[i] = (int32_t)(next_rand(r) % (uint32_t)r->n_vocab);
+            r->pos[i] = (int32_t)p;
+            r->seq[i] = (int32_t)s;
+            int64_t blk = (first + s) * r->blk_per_seq + p / r->block_size;
+            r->slots[i] = (int32_t)(blk * r->block_size + p % r->block_size);
+        }
+        r->len[s] = (int32_t)(start[s] + per_seq);
+        for (int64_t j = 0; j < r->blk_per_seq; j++) {
+            r->table[s * r->blk_per_seq + j] = (int32_t)((first + s) * r->blk_per_seq + j);
+        }
+        r->outs[s] = (int32_t)(s * per_seq + per_seq - 1);
+    }
+    ts_batch b = {
+        .n_tokens = T,
+        .tokens = r->tokens,
+        .pos = r->pos,
+        .seq = r->seq,
+        .slots = r->slots,
+        .n_seqs = n_seqs,
+        .block_table = r->table,
+        .seq_len = r->len,
+        .n_outputs = n_seqs,
+        .outputs = r->outs,
+    };
+    return ts_forward_run(r->fwd, &b, r->logits, NULL, err);
+}
+
+static ts_status runner_create(runner *r, const ts_model *m, ts_backend *b, ts_registry *reg,
+                               int64_t max_tokens, int64_t max_seqs, int64_t seq_len,
+                               ts_error *err) {
+    memset(r, 0, sizeof *r);
+    r->n_vocab = m->hp.n_vocab;
+    r->block_size = 16;
+    r->blk_per_seq = (seq_len + r->block_size - 1) / r->block_size;
+    r->rng = 0x2545F4914F6CDD1Dull;
+    ts_forward_config fc = {
+        .max_tokens = max_tokens,
+        .max_seqs = max_seqs,
+        .max_outputs = max_seqs,
+        .n_blocks = r->blk_per_seq * max_seqs,
+        .block_size = r->block_size,
+        .max_blocks_per_seq = r->blk_per_seq,
+        .kv_type = TS_TYPE_F16,
+    };
+    ts_status st = ts_forward_create(m, b, &fc, reg, &r->fwd, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    size_t T = (size_t)max_tokens, S = (size_t)max_seqs;
+    r->tokens = malloc(T * 4);
+    r->pos = malloc(T * 4);
+    r->seq = malloc(T * 4);
+    r->slots = malloc(T * 4);
+    r->table = malloc(S * (size_t)r->blk_per_seq * 4);
+    r->len = malloc(S * 4);
+    r->outs = malloc(S * 4);
+    r->logits = malloc(S * (size_t)r->n_vocab * sizeof(float));
+    if (!r->tokens || !r->pos || !r->seq || !r->slots || !r->table || !r->len || !r->outs ||
+        !r->logits) {
+        return TS_ERR_NOMEM;
+    }
+    return TS_OK;
+}
+
+static void runner_destroy(runner *r) {
+    ts_forward_destroy(r->fwd);
+    free(r->tokens);
+    free(r->pos);
+    free(r->seq);
+    free(r->slots);
+    free(r->table);
+    free(r->len);
+    free(r->outs);
+    free(r->logits);
+}
+
+static void mean_sd(const double *v, int n, double *mean, double *sd) {
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n; i++) {
+        s += v[i];
+    }
+    *mean = s / n;
+    for (int i = 0; i < n; i++) {
+        s2 += (v[i] - *mean) * (v[i] - *mean);
+    }
+    *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
+}
+
+/* pp: one pass of n tokens. tg: n passes of one token. Returns t/s per repetition. */
+static ts_status bench_single(const ts_model *m, ts_backend *b, ts_registry *reg,
+                              const char *kind, int64_t n, int reps, result *out, ts_error *err) {
+    runner r;
+    bool pp = strcmp(kind, "pp") == 0;
+    ts_status st = runner_create(&r, m, b, reg, pp ? n : 1, 1, n + 1, err);
+    double ts[64];
+    for (int rep = -1; st == TS_OK && rep < reps; rep++) { /* rep -1: warm-up */
+        int64_t start = 0;
+        double t0 = now_s();
+        if (pp) {
+            st = run_pass(&r, 0, 1, n, &start, err);
+        } else {
+            for (int64_t i = 0; i < n && st == TS_OK; i++) {
+                start = i;
+                st = run_pass(&r, 0, 1, 1, &start, err);
+            }
+        }
+        double dt = now_s() - t0;
+        if (rep >= 0) {
+            ts[rep] = n / dt;
+        }
+    }
+    if (st == TS_OK) {
+        out->test_kind = kind;
+        out->n = n;
+        mean_sd(ts, reps, &out->mean, &out->sd);
+    }
+    runner_destroy(&r);
+    return st;
+}
+
+static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg, int64_t pp,
+                             int64_t tg, int64_t B, int reps, result *out, ts_error *err) {
+    runner r;
+    int64_t max_tokens = pp > B ? pp : B;
+    ts_status st = runner_create(&r, m, b, reg, max_tokens, B, pp + tg + 1, err);
+    double pps[64], tgs[64], tot[64];
+    int64_t *start = calloc((size_t)B, sizeof *start);
+    for (int rep = -1; st == TS_OK && rep < reps; rep++) {
+        double t0 = now_s();
+        for (int64_t s = 0; s < B && st == TS_OK; s++) {
+            int64_t zero = 0;
+            st = run_pass(&r, s, 1, pp, &zero, err); /* one prefill pass per sequence */
+        }
+        double t1 = now_s();
+        for (int64_t s = 0; s < B; s++) {
+            start[s] = pp;
+        }
+        for (int64_t i = 0; i < tg && st == TS_OK; i++) {
+            st = run_pass(&r, 0, B, 1, start, err);
+            for (int64_t s = 0; s < B; s++) {
+                start[s]++;
+            }
+        }
+        double t2 = now_s();
+        if (rep >= 0) {
+            pps[rep] = B * pp / (t1 - t0);
+            tgs[rep] = B * tg / (t2 - t1);
+            tot[rep] = B * (pp + tg) / (t2 - t0);
+        }
+    }
+    if (st == TS_OK) {
+        out->test_kind = "batch";
+        out->pp = pp;
+        out->tg = tg;
+        out->b = B;
+        mean_sd(pps, reps, &out->mean, &out->sd);
+        mean_sd(tgs, reps, &out->mean2, &out->sd2);
+        double sd;
+        mean_sd(tot, reps, &out->total, &sd);
+    }
+    free(start);
+    runner_destroy(&r);
+    return st;
+}
+
+static void print_header(const bench_opts *o, bool batch) {
+    if (strcmp(o->format, "md") == 0) {
+        if (batch) {
+            printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
+                   "total t/s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        } else {
+            printf("| model | size | params | backend | threads | test | t/s | GB/s |\n"
+                   "|---|---:|---:|---|---:|---|---:|---:|\n");
+        }
+    } else if (strcmp(o->format, "csv") == 0) {
+        if (batch) {
+            printf("model,backend,threads,pp,tg,b,prompt_ts,prompt_sd,gen_ts,gen_sd,total_ts\n");
+        } else {
+            printf("model,size_bytes,params,backend,threads,test,ts,ts_sd,gbs\n");
+        }
+    } else {
+        printf("[\n");
+    }
+}
+
+static void print_result(const bench_opts *o, const ts_model *m, const char *name,
+                         const result *r, bool *first_json) {
+    double gib = m->weight_bytes / (1024.0 * 1024 * 1024);
+    double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->weight_bytes / 1e9 : 0;
+    char test[32];
+    snprintf(test, sizeof test, "%s%lld", r->test_kind, (long long)r->n);
+    if (strcmp(o->format, "md") == 0) {
+        if (strcmp(r->test_kind, "batch") == 0) {
+            printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f |\n",
+                   name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
+                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
+        } else {
+            char gb[32] = "-";
+            if (gbs > 0) {
+                snprintf(gb, sizeof gb, "%.1f", gbs);
+            }
+            printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s |\n", name, gib,
+                   m->n_params / 1e6, o->backend, r->threads, test, r->mean, r->sd, gb);
+        }
+    } else if (strcmp(o->format, "csv") == 0) {
+        if (strcmp(r->test_kind, "batch") == 0) {
+            printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, o->backend,
+                   r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean,
+                   r->sd, r->mean2, r->sd2, r->total);
+        } else {
+            printf("%s,%zu,%llu,%s,%d,%s,%.3f,%.3f,%.3f\n", name, m->weight_bytes,
+                   (unsigned long long)m->n_params, o->backend, r->threads, test, r->mean, r->sd,
+                   gbs);
+        }
+    } else {
+        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, ", *first_json ? "" : ",\n",
+               name, o->backend, r->threads);
+        if (strcmp(r->test_kind, "batch") == 0) {
+            printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
+                   "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f}",
+                   (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean, r->sd, r->mean2,
+                   r->sd2, r->total);
+        } else {
+            printf("\"size_bytes\": %zu, \"params\": %llu, \"test\": \"%s\", \"ts\": %.3f, "
+                   "\"ts_sd\": %.3f, \"gbs\": %.3f}",
+                   m->weight_bytes, (unsigned long long)m->n_params, test, r->mean, r->sd, gbs);
+        }
+        *first_json = false;
+    }
+    fflush(stdout);
+}
+
+static ts_status make_backend(const bench_opts *o, int threads, ts_backend **b, ts_error *err) {
+    if (strcmp(o->backend, "ref") == 0) {
+        return ts_ref_backend_create(b, err);
+    }
+    ts_cpu_params p = ts_cpu_params_default();
+    p.n_threads = threads;
+    return ts_cpu_backend_create(&p, b, err);
+}
+
+int ts_cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.pp[0] = 512;
+    o.n_pp = 1;
+    o.tg[0] = 128;
+    o.n_tg = 1;
+    o.reps = 5;
+    o.format = "md";
+    o.backend = "cpu";
+    int64_t bpp = 128, btg = 128;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t tmp[MAX_LIST] = {0};
+        int n = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "error: unknown option or missing value: %s\n", a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            o.model = v;
+        } else if (strcmp(a, "-p") == 0) {
+            n = o.n_pp = parse_list(v, o.pp, MAX_LIST);
+        } else if (strcmp(a, "-n") == 0) {
+            n = o.n_tg = parse_list(v, o.tg, MAX_LIST);
+        } else if (strcmp(a, "--batch") == 0) {
+            n = o.n_batch = parse_list(v, o.batch, MAX_LIST);
+        } else if (strcmp(a, "--pp") == 0) {
+            n = parse_list(v, tmp, 1);
+            bpp = tmp[0];
+        } else if (strcmp(a, "--tg") == 0) {
+            n = parse_list(v, tmp, 1);
+            btg = tmp[0];
+        } else if (strcmp(a, "-r") == 0) {
+            n = parse_list(v, tmp, 1);
+            o.reps = (int)tmp[0];
+            if (o.reps < 1 || o.reps > 64) {
+                n = -1;
+            }
+        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
+            n = o.n_threads = parse_list(v, tmp, MAX_LIST);
+            for (int k = 0; k < n; k++) {
+                o.threads[k] = (int)tmp[k];
+                if (tmp[k] < 1 || tmp[k] > 1024) {
+                    n = -1;
+                }
+            }
+        } else if (strcmp(a, "-o") == 0) {
+            o.format = v;
+            n = strcmp(v, "md") == 0 || strcmp(v, "json") == 0 || strcmp(v, "csv") == 0 ? 1 : -1;
+        } else if (strcmp(a, "--backend") == 0) {
+            o.backend = v;
+            n = strcmp(v, "cpu") == 0 || strcmp(v, "ref") == 0 ? 1 : -1;
+        } else if (strcmp(a, "--override") == 0) {
+            if (o.n_overrides < 8) {
+                o.overrides[o.n_overrides++] = v;
+            }
+            n = 1;
+        } else {
+            fprintf(stderr, "error: unknown option: %s\n", a);
+            return 2;
+        }
+        if (n <= 0) {
+            fprintf(stderr, "error: %s: bad value '%s'\n", a, v);
+            return 2;
+        }
+    }
+    if (o.model == NULL) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.n_threads == 0) {
+        o.threads[0] = ts_cpu_physical_cores();
+        o.n_threads = 1;
+    }
+    ts_error err = {0};
+    ts_model *m = NULL;
+    ts_registry *reg = NULL;
+    ts_status st = ts_model_open(o.model, &m, &err);
+    if (st == TS_OK) {
+        st = ts_registry_create(&reg, &err);
+    }
+    for (int k = 0; st == TS_OK && k < o.n_overrides; k++) {
+        st = ts_registry_apply(reg, o.overrides[k], "--override", &err);
+    }
+    if (st != TS_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        ts_registry_destroy(reg);
+        ts_model_close(m);
+        return 1;
+    }
+    const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    bool batch = o.n_batch > 0;
+    if (!batch && strcmp(o.format, "md") == 0) {
+        int max_t = 1;
+        for (int k = 0; k < o.n_threads; k++) {
+            max_t = o.threads[k] > max_t ? o.threads[k] : max_t;
+        }
+        printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n\n",
+               measure_bandwidth(max_t), max_t, m->weight_bytes / 1e6);
+    }
+    print_header(&o, batch);
+    bool first_json = true;
+    int rc = 0;
+    for (int k = 0; k < o.n_threads && rc == 0; k++) {
+        ts_backend *b = NULL;
+        st = make_backend(&o, o.threads[k], &b, &err);
+        result r;
+        if (batch) {
+            for (int j = 0; st == TS_OK && j < o.n_batch; j++) {
+                memset(&r, 0, sizeof r);
+                st = bench_batch(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err);
+                r.threads = o.threads[k];
+                if (st == TS_OK) {
+                    print_result(&o, m, name, &r, &first_json);
+                }
+            }
+        } else {
+            for (int j = 0; st == TS_OK && j < o.n_pp; j++) {
+                if (o.pp[j] == 0) {
+                    continue;
+                }
+                memset(&r, 0, sizeof r);
+                st = bench_single(m, b, reg, "pp", o.pp[j], o.reps, &r, &err);
+                r.threads = o.threads[k];
+                if (st == TS_OK) {
+                    print_result(&o, m, name, &r, &first_json);
+                }
+            }
+            for (int j = 0; st == TS_OK && j < o.n_tg; j++) {
+                if (o.tg[j] == 0) {
+                    continue;
+                }
+                memset(&r, 0, sizeof r);
+                st = bench_single(m, b, reg, "tg", o.tg[j], o.reps, &r, &err);
+                r.threads = o.threads[k];
+                if (st == TS_OK) {
+                    print_result(&o, m, name, &r, &first_json);
+                }
+            }
+        }
+        ts_backend_destroy(b);
+        if (st != TS_OK) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            rc = 1;
+        }
+    }
+    if (strcmp(o.format, "json") == 0) {
+        printf("\n]\n");
+    }
+    ts_registry_destroy(reg);
+    ts_model_close(m);
+    return rc;
+}
