@@ -3,6 +3,7 @@
 #define TS_TOOLS_COMMANDS_H
 
 int ts_cmd_inspect(int argc, char **argv);
+int ts_cmd_quantize(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_chat(int argc, char **argv);
 int ts_cmd_bench(int argc, char **argv);
