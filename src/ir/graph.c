@@ -434,9 +434,10 @@ ts_status ts_graph_compute(ts_graph *g, ts_backend *b, const ts_eval_cb *cb, ts_
             ts_tensor *s = node->src[k];
             if (s != NULL && s->res_buffer == NULL) {
                 return ts_error_set(err, TS_ERR_STATE,
-                                    "graph: node %d '%s' (%s) reads '%s', which has no storage "
-                                    "(unbound parameter?)",
-                                    (int)i, node->name, ts_op_name(node->op), s->name);
+                                    "graph: node %d '%s' (%s) reads '%s' whose storage owner "
+                                    "'%s' has none (unbound parameter?)",
+                                    (int)i, node->name, ts_op_name(node->op), s->name,
+                                    ts_tensor_owner(s)->name);
             }
         }
         if (!ts_backend_supports_op(b, node)) {

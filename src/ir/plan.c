@@ -164,7 +164,7 @@ ts_status ts_plan_graph(ts_graph *g, ts_error *err) {
     /* Inputs first: live for the whole run. */
     for (int32_t i = 0; i < n; i++) {
         ts_tensor *t = g->tensors[i];
-        if ((t->flags & TS_TENSOR_INPUT) && last[i] != -2) {
+        if (t->flags & TS_TENSOR_INPUT) { /* even when unused: callers set every input */
             size_t size = align_up(ts_tensor_nbytes_max(t));
             ts_plan_entry *e = &p->entries[p->n_entries];
             *e = (ts_plan_entry){i, alloc_take(&al, size), size, -1, n_nodes, -1};
