@@ -31,18 +31,20 @@
 /* llama.cpp's general.file_type values for the types we write. */
 typedef struct target {
     const char *name;
-    ts_type type;      /* default tensor type */
-    int mix;           /* 1 for the _M mixes */
-    uint32_t ftype;    /* general.file_type */
+    ts_type type;   /* default tensor type */
+    int mix;        /* 1 for the _M mixes */
+    uint32_t ftype; /* general.file_type */
 } target;
 
 static const target k_targets[] = {
-    {"F32", TS_TYPE_F32, 0, 0},     {"F16", TS_TYPE_F16, 0, 1},     {"BF16", TS_TYPE_BF16, 0, 32},
-    {"Q4_0", TS_TYPE_Q4_0, 0, 2},   {"Q4_1", TS_TYPE_Q4_1, 0, 3},   {"Q5_0", TS_TYPE_Q5_0, 0, 8},
-    {"Q5_1", TS_TYPE_Q5_1, 0, 9},   {"Q8_0", TS_TYPE_Q8_0, 0, 7},   {"IQ4_NL", TS_TYPE_IQ4_NL, 0, 25},
-    {"Q2_K", TS_TYPE_Q2_K, 0, 10},  {"Q3_K", TS_TYPE_Q3_K, 0, 12},  {"Q4_K", TS_TYPE_Q4_K, 0, 15},
-    {"Q5_K", TS_TYPE_Q5_K, 0, 17},  {"Q6_K", TS_TYPE_Q6_K, 0, 18},  {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},
-    {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
+    {"F32", TS_TYPE_F32, 0, 0},        {"F16", TS_TYPE_F16, 0, 1},
+    {"BF16", TS_TYPE_BF16, 0, 32},     {"Q4_0", TS_TYPE_Q4_0, 0, 2},
+    {"Q4_1", TS_TYPE_Q4_1, 0, 3},      {"Q5_0", TS_TYPE_Q5_0, 0, 8},
+    {"Q5_1", TS_TYPE_Q5_1, 0, 9},      {"Q8_0", TS_TYPE_Q8_0, 0, 7},
+    {"IQ4_NL", TS_TYPE_IQ4_NL, 0, 25}, {"Q2_K", TS_TYPE_Q2_K, 0, 10},
+    {"Q3_K", TS_TYPE_Q3_K, 0, 12},     {"Q4_K", TS_TYPE_Q4_K, 0, 15},
+    {"Q5_K", TS_TYPE_Q5_K, 0, 17},     {"Q6_K", TS_TYPE_Q6_K, 0, 18},
+    {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},   {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
 };
 
 typedef struct plan {
@@ -50,7 +52,7 @@ typedef struct plan {
     ts_type *out_type; /* per tensor */
     uint64_t n;
     uint64_t done_bytes, total_bytes;
-    float *row;        /* scratch: one f32 row of the widest tensor */
+    float *row; /* scratch: one f32 row of the widest tensor */
 } plan;
 
 static void usage(FILE *f) {
@@ -105,8 +107,10 @@ static int choose_types(const ts_gguf *g, const target *tg, int pure, ts_type *o
         const ts_gguf_tensor *t = ts_gguf_tensor_at(g, i);
         const char *name = t->name;
         if (!is_float_type(t->type)) {
-            fprintf(stderr, "quantize: tensor '%s' has type %s; the input must be F32, F16 or "
-                            "BF16\n", name, ts_type_name(t->type));
+            fprintf(stderr,
+                    "quantize: tensor '%s' has type %s; the input must be F32, F16 or "
+                    "BF16\n",
+                    name, ts_type_name(t->type));
             return 1;
         }
         if (t->n_dims < 2) {
@@ -144,16 +148,19 @@ static int choose_types(const ts_gguf *g, const target *tg, int pure, ts_type *o
             }
             if (t->ne[0] % (int64_t)ts_type_block_size(ty) != 0) {
                 ts_type fb = k_fallback(ty);
-                fprintf(stderr, "quantize: tensor '%s': ne[0] = %" PRId64 " is not a multiple "
-                                "of %s's block size %zu; using %s\n", name, t->ne[0],
-                        ts_type_name(ty), ts_type_block_size(ty), ts_type_name(fb));
+                fprintf(stderr,
+                        "quantize: tensor '%s': ne[0] = %" PRId64 " is not a multiple "
+                        "of %s's block size %zu; using %s\n",
+                        name, t->ne[0], ts_type_name(ty), ts_type_block_size(ty), ts_type_name(fb));
                 ty = fb;
             }
         }
         const size_t bs = ts_type_block_size(ty);
         if (t->ne[0] % (int64_t)bs != 0) {
-            fprintf(stderr, "quantize: tensor '%s': ne[0] = %" PRId64 " is not a multiple of "
-                            "the block size %zu of %s\n", name, t->ne[0], bs, ts_type_name(ty));
+            fprintf(stderr,
+                    "quantize: tensor '%s': ne[0] = %" PRId64 " is not a multiple of "
+                    "the block size %zu of %s\n",
+                    name, t->ne[0], bs, ts_type_name(ty));
             return 1;
         }
         out[i] = ty;
@@ -187,8 +194,7 @@ static ts_status fill_tensor(void *ctx, uint64_t index, void *dst, size_t nbytes
     if (!ts_type_row_bytes(t->type, (uint64_t)ne0, &in_row) ||
         !ts_type_row_bytes(p->out_type[index], (uint64_t)ne0, &out_row) ||
         out_row * rows != nbytes) {
-        return ts_error_set(err, TS_ERR_INTERNAL, "quantize: tensor '%s': size mismatch",
-                            t->name);
+        return ts_error_set(err, TS_ERR_INTERNAL, "quantize: tensor '%s': size mismatch", t->name);
     }
     for (uint64_t r = 0; r < rows; r++) {
         src->to_float((const char *)t->data + r * in_row, p->row, ne0);

@@ -50,8 +50,8 @@ typedef void (*ts_vec_dot_fn)(int64_t n, float *result, const void *x, const voi
  * matrix by weight rows: each calls gemm on its own [r0, r1) slice (w advanced by r0 * ldw,
  * c by r0 floats); outputs never overlap. Results equal vec_dot up to summation order.
  */
-typedef void (*ts_gemm_fn)(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
-                           const void *w, size_t ldw, const void *a, size_t lda);
+typedef void (*ts_gemm_fn)(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda);
 
 typedef struct ts_quant_ops {
     ts_type type;
@@ -59,15 +59,15 @@ typedef struct ts_quant_ops {
     ts_to_float_fn to_float;     /* dequantize_row */
     ts_from_float_fn from_float; /* quantize_row (reference rounding, bit-exact with llama.cpp) */
     ts_vec_dot_fn vec_dot;
-    ts_gemm_fn gemm;             /* tile kernel; a scalar loop over vec_dot at worst */
-    ts_isa isa;                  /* level this table was built for (after any lowering) */
+    ts_gemm_fn gemm; /* tile kernel; a scalar loop over vec_dot at worst */
+    ts_isa isa;      /* level this table was built for (after any lowering) */
 } ts_quant_ops;
 
 /* Kernels of `type` at instruction level `isa` (falling back to lower levels per function
  * where no faster one exists); NULL when the type has no arithmetic here. An `isa` above
  * what this CPU runs is lowered to ts_quant_cpu_isa(), so the result is always safe to call
- * (pass ts_quant_detect_isa() to honour TS_ISA). The table is constant data and lives for the whole program.
- * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL.
+ * (pass ts_quant_detect_isa() to honour TS_ISA). The table is constant data and lives for the whole
+ * program. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL.
  * Q8_0, Q8_1 and Q8_K are also the activation types; their from_float is the fast one. */
 const ts_quant_ops *ts_quant_ops_get(ts_type type, ts_isa isa);
 

@@ -76,8 +76,8 @@ void ts_q_gemm_generic(const ts_quant_ops *ops, int64_t k, int64_t nr, int64_t n
 }
 
 /* gemm as a loop over a given vec_dot: one wrapper per (type, dot) pair. */
-static void gemm_loop(ts_vec_dot_fn dot, int64_t k, int64_t nr, int64_t nc, float *c,
-                      size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+static void gemm_loop(ts_vec_dot_fn dot, int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                      const void *w, size_t ldw, const void *a, size_t lda) {
     for (int64_t r = 0; r < nr; r++) {
         const char *wr = (const char *)w + (size_t)r * ldw;
         for (int64_t j = 0; j < nc; j++) {
@@ -87,10 +87,10 @@ static void gemm_loop(ts_vec_dot_fn dot, int64_t k, int64_t nr, int64_t nc, floa
     }
 }
 
-#define GEMM_LOOP(NAME, DOT)                                                                      \
-    static void NAME(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,      \
-                     size_t ldw, const void *a, size_t lda) {                                     \
-        gemm_loop(DOT, k, nr, nc, c, ldc, w, ldw, a, lda);                                        \
+#define GEMM_LOOP(NAME, DOT)                                                                       \
+    static void NAME(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,       \
+                     size_t ldw, const void *a, size_t lda) {                                      \
+        gemm_loop(DOT, k, nr, nc, c, ldc, w, ldw, a, lda);                                         \
     }
 
 #define SCALAR_GEMM(T) GEMM_LOOP(gemm_##T##_scalar, ts_q_dot_##T##_scalar)
@@ -113,8 +113,8 @@ SCALAR_GEMM(q8_k)
 
 #define ENTRY(TYPE, VD, TF, FF, DOT, GEMM, ISA) [TYPE] = {TYPE, VD, TF, FF, DOT, GEMM, ISA}
 
-#define SCALAR_ENTRY(TYPE, VD, T)                                                                 \
-    ENTRY(TYPE, VD, ts_q_to_float_##T##_scalar, ts_q_from_float_##T##_scalar,                     \
+#define SCALAR_ENTRY(TYPE, VD, T)                                                                  \
+    ENTRY(TYPE, VD, ts_q_to_float_##T##_scalar, ts_q_from_float_##T##_scalar,                      \
           ts_q_dot_##T##_scalar, gemm_##T##_scalar, TS_ISA_SCALAR)
 
 static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
@@ -163,8 +163,8 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
           ts_q_dot_q8_0_avx2, ts_q_gemm_q8_0_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar,
-          ts_q_from_float_iq4_nl_scalar, ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX2),
+    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
+          ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
@@ -198,8 +198,8 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
           ts_q_dot_q8_0_avx512, ts_q_gemm_q8_0_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar,
-          ts_q_from_float_iq4_nl_scalar, ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX512),
+    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
+          ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,

@@ -58,7 +58,8 @@ void ts_q_from_float_bf16_avx2(const float *src, void *dst, int64_t n) {
         for (int k = 0; k < 2; k++) {
             __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i + 8 * k));
             __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-            __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
+            __m256i rounded =
+                _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), 16);
             /* NaN: keep the top half and set the quiet bit, as the scalar code does. */
             __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
             __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7F800000));
@@ -122,47 +123,47 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
  * gemm tiles: one weight row against up to 4 activation rows; each 8-wide weight vector is
  * loaded (and for F16 converted) once per 4 activations.
  */
-#define FLOAT_GEMM(NAME, ELEM, LOADW, LOADA, SCALAR)                                              \
-    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,        \
-                                   float *out) {                                                  \
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
-                         _mm256_setzero_ps()};                                                    \
-        int64_t i = 0;                                                                            \
-        for (; i + 8 <= k; i += 8) {                                                              \
-            const __m256 wv = LOADW(w + i);                                                       \
-            for (int j = 0; j < nc; j++) {                                                        \
-                acc[j] = _mm256_fmadd_ps(wv, LOADA(a[j] + i), acc[j]);                            \
-            }                                                                                     \
-        }                                                                                         \
-        for (int j = 0; j < nc; j++) {                                                            \
-            float s = hsum_ps256(acc[j]);                                                         \
-            for (int64_t t = i; t < k; t++) {                                                     \
-                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                              \
-            }                                                                                     \
-            out[j] = s;                                                                           \
-        }                                                                                         \
-    }                                                                                             \
-    void ts_q_gemm_##NAME##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,         \
-                                 const void *w, size_t ldw, const void *a, size_t lda) {          \
-        for (int64_t r = 0; r < nr; r++) {                                                        \
-            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                   \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
-                const ELEM *ap[4];                                                                \
-                float out[4];                                                                     \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);             \
-                }                                                                                 \
-                if (cols == 4) {                                                                  \
-                    NAME##_tile(k, wr, ap, 4, out);                                               \
-                } else {                                                                          \
-                    NAME##_tile(k, wr, ap, cols, out);                                            \
-                }                                                                                 \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
+#define FLOAT_GEMM(NAME, ELEM, LOADW, LOADA, SCALAR)                                               \
+    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,         \
+                                   float *out) {                                                   \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),            \
+                         _mm256_setzero_ps()};                                                     \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= k; i += 8) {                                                               \
+            const __m256 wv = LOADW(w + i);                                                        \
+            for (int j = 0; j < nc; j++) {                                                         \
+                acc[j] = _mm256_fmadd_ps(wv, LOADA(a[j] + i), acc[j]);                             \
+            }                                                                                      \
+        }                                                                                          \
+        for (int j = 0; j < nc; j++) {                                                             \
+            float s = hsum_ps256(acc[j]);                                                          \
+            for (int64_t t = i; t < k; t++) {                                                      \
+                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                               \
+            }                                                                                      \
+            out[j] = s;                                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    void ts_q_gemm_##NAME##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,          \
+                                 const void *w, size_t ldw, const void *a, size_t lda) {           \
+        for (int64_t r = 0; r < nr; r++) {                                                         \
+            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                    \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
+                const ELEM *ap[4];                                                                 \
+                float out[4];                                                                      \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);              \
+                }                                                                                  \
+                if (cols == 4) {                                                                   \
+                    NAME##_tile(k, wr, ap, 4, out);                                                \
+                } else {                                                                           \
+                    NAME##_tile(k, wr, ap, cols, out);                                             \
+                }                                                                                  \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 static inline float f32_id(float v) {

@@ -85,47 +85,47 @@ void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y
     *result = sum;
 }
 
-#define FLOAT_GEMM512(NAME, ELEM, LOAD, SCALAR)                                                   \
-    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,        \
-                                   float *out) {                                                  \
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),           \
-                         _mm512_setzero_ps()};                                                    \
-        int64_t i = 0;                                                                            \
-        for (; i + 16 <= k; i += 16) {                                                            \
-            const __m512 wv = LOAD(w + i);                                                        \
-            for (int j = 0; j < nc; j++) {                                                        \
-                acc[j] = _mm512_fmadd_ps(wv, LOAD(a[j] + i), acc[j]);                             \
-            }                                                                                     \
-        }                                                                                         \
-        for (int j = 0; j < nc; j++) {                                                            \
-            float s = _mm512_reduce_add_ps(acc[j]);                                               \
-            for (int64_t t = i; t < k; t++) {                                                     \
-                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                              \
-            }                                                                                     \
-            out[j] = s;                                                                           \
-        }                                                                                         \
-    }                                                                                             \
-    void ts_q_gemm_##NAME##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,       \
-                                   const void *w, size_t ldw, const void *a, size_t lda) {        \
-        for (int64_t r = 0; r < nr; r++) {                                                        \
-            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                   \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
-                const ELEM *ap[4];                                                                \
-                float out[4];                                                                     \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);             \
-                }                                                                                 \
-                if (cols == 4) {                                                                  \
-                    NAME##_tile(k, wr, ap, 4, out);                                               \
-                } else {                                                                          \
-                    NAME##_tile(k, wr, ap, cols, out);                                            \
-                }                                                                                 \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
+#define FLOAT_GEMM512(NAME, ELEM, LOAD, SCALAR)                                                    \
+    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,         \
+                                   float *out) {                                                   \
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),            \
+                         _mm512_setzero_ps()};                                                     \
+        int64_t i = 0;                                                                             \
+        for (; i + 16 <= k; i += 16) {                                                             \
+            const __m512 wv = LOAD(w + i);                                                         \
+            for (int j = 0; j < nc; j++) {                                                         \
+                acc[j] = _mm512_fmadd_ps(wv, LOAD(a[j] + i), acc[j]);                              \
+            }                                                                                      \
+        }                                                                                          \
+        for (int j = 0; j < nc; j++) {                                                             \
+            float s = _mm512_reduce_add_ps(acc[j]);                                                \
+            for (int64_t t = i; t < k; t++) {                                                      \
+                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                               \
+            }                                                                                      \
+            out[j] = s;                                                                            \
+        }                                                                                          \
+    }                                                                                              \
+    void ts_q_gemm_##NAME##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,        \
+                                   const void *w, size_t ldw, const void *a, size_t lda) {         \
+        for (int64_t r = 0; r < nr; r++) {                                                         \
+            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                    \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
+                const ELEM *ap[4];                                                                 \
+                float out[4];                                                                      \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);              \
+                }                                                                                  \
+                if (cols == 4) {                                                                   \
+                    NAME##_tile(k, wr, ap, 4, out);                                                \
+                } else {                                                                           \
+                    NAME##_tile(k, wr, ap, cols, out);                                             \
+                }                                                                                  \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 static inline float f32_id(float v) {

@@ -20,23 +20,23 @@
 
 #include "quant/quant.h"
 
-#define TS_QK 32   /* elements per block of the 32-element types (Q4_0 .. Q8_1, IQ4_NL) */
+#define TS_QK   32  /* elements per block of the 32-element types (Q4_0 .. Q8_1, IQ4_NL) */
 #define TS_QK_K 256 /* elements per super-block of the K-quants */
 
 typedef struct ts_block_q4_0 {
-    uint16_t d;             /* scale: x = d * (q - 8) */
-    uint8_t qs[TS_QK / 2];  /* element j in the low nibble of qs[j], j+16 in the high one */
+    uint16_t d;            /* scale: x = d * (q - 8) */
+    uint8_t qs[TS_QK / 2]; /* element j in the low nibble of qs[j], j+16 in the high one */
 } ts_block_q4_0;
 
 typedef struct ts_block_q4_1 {
-    uint16_t d;             /* scale */
-    uint16_t m;             /* offset: x = d * q + m */
+    uint16_t d; /* scale */
+    uint16_t m; /* offset: x = d * q + m */
     uint8_t qs[TS_QK / 2];
 } ts_block_q4_1;
 
 typedef struct ts_block_q5_0 {
-    uint16_t d;             /* x = d * (q - 16), q = nibble | bit << 4 */
-    uint8_t qh[4];          /* bit 4 of element j is bit j of this little-endian u32 */
+    uint16_t d;    /* x = d * (q - 16), q = nibble | bit << 4 */
+    uint8_t qh[4]; /* bit 4 of element j is bit j of this little-endian u32 */
     uint8_t qs[TS_QK / 2];
 } ts_block_q5_0;
 
@@ -180,31 +180,31 @@ static inline void ts_q3k_scales(const uint8_t *packed, int8_t out[16]) {
 
 /* ---- kernels, one declaration list per instruction-set level ---- */
 
-#define TS_Q_DECLARE_TYPE(T, ISA)                                                                 \
-    void ts_q_to_float_##T##_##ISA(const void *src, float *dst, int64_t n);                       \
-    void ts_q_from_float_##T##_##ISA(const float *src, void *dst, int64_t n);                     \
+#define TS_Q_DECLARE_TYPE(T, ISA)                                                                  \
+    void ts_q_to_float_##T##_##ISA(const void *src, float *dst, int64_t n);                        \
+    void ts_q_from_float_##T##_##ISA(const float *src, void *dst, int64_t n);                      \
     void ts_q_dot_##T##_##ISA(int64_t n, float *result, const void *x, const void *y)
 
-#define TS_Q_DECLARE_GEMM(T, ISA)                                                                 \
-    void ts_q_gemm_##T##_##ISA(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,           \
+#define TS_Q_DECLARE_GEMM(T, ISA)                                                                  \
+    void ts_q_gemm_##T##_##ISA(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,            \
                                const void *w, size_t ldw, const void *a, size_t lda)
 
-#define TS_Q_DECLARE_ALL(ISA)                                                                     \
-    TS_Q_DECLARE_TYPE(f32, ISA);                                                                  \
-    TS_Q_DECLARE_TYPE(f16, ISA);                                                                  \
-    TS_Q_DECLARE_TYPE(bf16, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q4_0, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q4_1, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q5_0, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q5_1, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q8_0, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q8_1, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(iq4_nl, ISA);                                                               \
-    TS_Q_DECLARE_TYPE(q2_k, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q3_k, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q4_k, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q5_k, ISA);                                                                 \
-    TS_Q_DECLARE_TYPE(q6_k, ISA);                                                                 \
+#define TS_Q_DECLARE_ALL(ISA)                                                                      \
+    TS_Q_DECLARE_TYPE(f32, ISA);                                                                   \
+    TS_Q_DECLARE_TYPE(f16, ISA);                                                                   \
+    TS_Q_DECLARE_TYPE(bf16, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q4_0, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q4_1, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q5_0, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q5_1, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q8_0, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q8_1, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(iq4_nl, ISA);                                                                \
+    TS_Q_DECLARE_TYPE(q2_k, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q3_k, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q4_k, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q5_k, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(q6_k, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q8_k, ISA)
 
 TS_Q_DECLARE_ALL(scalar);

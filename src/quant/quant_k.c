@@ -127,27 +127,27 @@ static float dot_unpacked(const k_unpacked *u, int sub, const ts_block_q8_k *y) 
     return y->d * (u->d * (float)sum_q - u->dmin * (float)sum_m);
 }
 
-#define K_KERNELS(T, BLOCK, SUB)                                                                  \
-    void ts_q_to_float_##T##_scalar(const void *src, float *dst, int64_t n) {                     \
-        assert(n % TS_QK_K == 0);                                                                 \
-        const BLOCK *b = src;                                                                     \
-        k_unpacked u;                                                                             \
-        for (int64_t i = 0; i < n / TS_QK_K; i++) {                                               \
-            unpack_##T(&b[i], &u);                                                                \
-            dequant_unpacked(&u, SUB, dst + i * TS_QK_K);                                         \
-        }                                                                                         \
-    }                                                                                             \
-    void ts_q_dot_##T##_scalar(int64_t n, float *result, const void *x, const void *y) {          \
-        assert(n % TS_QK_K == 0);                                                                 \
-        const BLOCK *bx = x;                                                                      \
-        const ts_block_q8_k *by = y;                                                              \
-        k_unpacked u;                                                                             \
-        float sum = 0.0f;                                                                         \
-        for (int64_t i = 0; i < n / TS_QK_K; i++) {                                               \
-            unpack_##T(&bx[i], &u);                                                               \
-            sum += dot_unpacked(&u, SUB, &by[i]);                                                 \
-        }                                                                                         \
-        *result = sum;                                                                            \
+#define K_KERNELS(T, BLOCK, SUB)                                                                   \
+    void ts_q_to_float_##T##_scalar(const void *src, float *dst, int64_t n) {                      \
+        assert(n % TS_QK_K == 0);                                                                  \
+        const BLOCK *b = src;                                                                      \
+        k_unpacked u;                                                                              \
+        for (int64_t i = 0; i < n / TS_QK_K; i++) {                                                \
+            unpack_##T(&b[i], &u);                                                                 \
+            dequant_unpacked(&u, SUB, dst + i * TS_QK_K);                                          \
+        }                                                                                          \
+    }                                                                                              \
+    void ts_q_dot_##T##_scalar(int64_t n, float *result, const void *x, const void *y) {           \
+        assert(n % TS_QK_K == 0);                                                                  \
+        const BLOCK *bx = x;                                                                       \
+        const ts_block_q8_k *by = y;                                                               \
+        k_unpacked u;                                                                              \
+        float sum = 0.0f;                                                                          \
+        for (int64_t i = 0; i < n / TS_QK_K; i++) {                                                \
+            unpack_##T(&bx[i], &u);                                                                \
+            sum += dot_unpacked(&u, SUB, &by[i]);                                                  \
+        }                                                                                          \
+        *result = sum;                                                                             \
     }
 
 K_KERNELS(q2_k, ts_block_q2_k, 16)

@@ -40,10 +40,12 @@ void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
             for (int t = 0; t < 4; t++) {
                 /* cvtps rounds to nearest even under the default MXCSR, like the scalar
                  * magic-number rounding. */
-                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(isv, _mm256_loadu_ps(src + k + 8 * t)));
+                __m256i v =
+                    _mm256_cvtps_epi32(_mm256_mul_ps(isv, _mm256_loadu_ps(src + k + 8 * t)));
                 r[t] = _mm256_min_epi32(v, cap);
             }
-            _mm256_storeu_si256((__m256i *)(b[i].qs + k), pack_i32x32_to_i8(r[0], r[1], r[2], r[3]));
+            _mm256_storeu_si256((__m256i *)(b[i].qs + k),
+                                pack_i32x32_to_i8(r[0], r[1], r[2], r[3]));
         }
         for (int g = 0; g < 16; g++) {
             __m128i q = _mm_loadu_si128((const __m128i *)(b[i].qs + 16 * g));
@@ -137,8 +139,8 @@ static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
     const __m256i mask4 = _mm256_set1_epi8(0x0F), mask2 = _mm256_set1_epi8(0x03);
     const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (s & 1)));
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-    const __m256i lo = s < 2 ? _mm256_and_si256(ql, mask4)
-                             : _mm256_and_si256(_mm256_srli_epi16(ql, 4), mask4);
+    const __m256i lo =
+        s < 2 ? _mm256_and_si256(ql, mask4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), mask4);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), mask2);
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
@@ -289,29 +291,29 @@ void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) 
     q6_k_tile(n / TS_QK_K, x, yp, 1, result);
 }
 
-#define K_GEMM(T, WBLOCK)                                                                         \
-    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,            \
-                              const void *w, size_t ldw, const void *a, size_t lda) {             \
-        const int64_t nb = k / TS_QK_K;                                                           \
-        for (int64_t r = 0; r < nr; r++) {                                                        \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);               \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
-                const ts_block_q8_k *ap[4];                                                       \
-                float out[4];                                                                     \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    ap[j] = (const ts_block_q8_k *)((const char *)a + (size_t)(j0 + j) * lda);    \
-                }                                                                                 \
-                if (cols == 4) {                                                                  \
-                    T##_tile(nb, wr, ap, 4, out);                                                 \
-                } else {                                                                          \
-                    T##_tile(nb, wr, ap, cols, out);                                              \
-                }                                                                                 \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
+#define K_GEMM(T, WBLOCK)                                                                          \
+    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
+                              const void *w, size_t ldw, const void *a, size_t lda) {              \
+        const int64_t nb = k / TS_QK_K;                                                            \
+        for (int64_t r = 0; r < nr; r++) {                                                         \
+            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
+                const ts_block_q8_k *ap[4];                                                        \
+                float out[4];                                                                      \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    ap[j] = (const ts_block_q8_k *)((const char *)a + (size_t)(j0 + j) * lda);     \
+                }                                                                                  \
+                if (cols == 4) {                                                                   \
+                    T##_tile(nb, wr, ap, 4, out);                                                  \
+                } else {                                                                           \
+                    T##_tile(nb, wr, ap, cols, out);                                               \
+                }                                                                                  \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 K_GEMM(q4_k, ts_block_q4_k)

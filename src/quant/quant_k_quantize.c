@@ -343,8 +343,8 @@ void ts_q_from_float_q3_k_scalar(const float *src, void *dst, int64_t n) {
 
 /* Packs 6-bit scales and mins: entries 0..3 in the low 6 bits of bytes 0..3 / 4..7, entries
  * 4..7 as nibbles of bytes 8..11 with their top 2 bits in the high bits of bytes 0..7. */
-static void pack_k4_scales(const float *scales, const float *mins, float max_scale,
-                           float max_min, uint8_t out[12]) {
+static void pack_k4_scales(const float *scales, const float *mins, float max_scale, float max_min,
+                           uint8_t out[12]) {
     const float is = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
     const float im = max_min > 0.0f ? 63.0f / max_min : 0.0f;
     for (int j = 0; j < 8; j++) {
@@ -486,8 +486,8 @@ void ts_q_from_float_q6_k_scalar(const float *src, void *dst, int64_t n) {
             for (int l = 0; l < 32; l++) {
                 ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
                 ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
-                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
-                                  ((Lh[l + 96] >> 4) << 6));
+                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
+                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
             }
         }
     }

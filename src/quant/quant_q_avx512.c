@@ -80,8 +80,7 @@ static inline __m512i q5_high64(const uint8_t *qh, int c) {
     const __m256i v = _mm256_loadu_si256((const __m256i *)qh);
     const __m256i one = _mm256_set1_epi8(1);
     const __m256i lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * c), one), 4);
-    const __m256i hi =
-        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * c + 1), one), 4);
+    const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 2 * c + 1), one), 4);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
@@ -365,29 +364,29 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
     q6_k_tile(n / TS_QK_K, x, yp, 1, result);
 }
 
-#define GEMM512(T, WBLOCK, ABLOCK, QK)                                                            \
-    void ts_q_gemm_##T##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,          \
-                                const void *w, size_t ldw, const void *a, size_t lda) {           \
-        const int64_t nb = k / (QK);                                                              \
-        for (int64_t r = 0; r < nr; r++) {                                                        \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);               \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                              \
-                const ABLOCK *ap[4];                                                              \
-                float out[4];                                                                     \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                      \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);           \
-                }                                                                                 \
-                if (cols == 4) {                                                                  \
-                    T##_tile(nb, wr, ap, 4, out);                                                 \
-                } else {                                                                          \
-                    T##_tile(nb, wr, ap, cols, out);                                              \
-                }                                                                                 \
-                for (int j = 0; j < cols; j++) {                                                  \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
+#define GEMM512(T, WBLOCK, ABLOCK, QK)                                                             \
+    void ts_q_gemm_##T##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,           \
+                                const void *w, size_t ldw, const void *a, size_t lda) {            \
+        const int64_t nb = k / (QK);                                                               \
+        for (int64_t r = 0; r < nr; r++) {                                                         \
+            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
+                const ABLOCK *ap[4];                                                               \
+                float out[4];                                                                      \
+                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);            \
+                }                                                                                  \
+                if (cols == 4) {                                                                   \
+                    T##_tile(nb, wr, ap, 4, out);                                                  \
+                } else {                                                                           \
+                    T##_tile(nb, wr, ap, cols, out);                                               \
+                }                                                                                  \
+                for (int j = 0; j < cols; j++) {                                                   \
+                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 GEMM512(q4_0, ts_block_q4_0, ts_block_q8_0, TS_QK)

@@ -39,19 +39,19 @@ static inline double qgen_normal(qgen_rng *r) {
 
 /* Kinds of rows the structured generator produces. */
 enum {
-    QGEN_NORMAL = 0,   /* normal * scale */
-    QGEN_ZEROS,        /* all zero */
-    QGEN_CONST_POS,    /* 0.5 everywhere */
-    QGEN_CONST_NEG,    /* -3 everywhere */
-    QGEN_OUTLIER,      /* normal * 0.02 with one value of 40 per 256 */
-    QGEN_TINY,         /* normal * 1e-6 */
-    QGEN_HUGE,         /* normal * 1000 */
-    QGEN_POSITIVE,     /* uniform [0, 1) */
-    QGEN_NEGATIVE,     /* -uniform [0, 1) - 0.25 */
-    QGEN_HALF_ZERO,    /* zero in every other 32-block, normal in the rest */
-    QGEN_SPARSE,       /* one nonzero in 37 */
-    QGEN_RAMP,         /* linear ramp from -1 to 1 */
-    QGEN_GRID,         /* multiples of 0.25 in [-2, 2]: many exact rounding ties */
+    QGEN_NORMAL = 0, /* normal * scale */
+    QGEN_ZEROS,      /* all zero */
+    QGEN_CONST_POS,  /* 0.5 everywhere */
+    QGEN_CONST_NEG,  /* -3 everywhere */
+    QGEN_OUTLIER,    /* normal * 0.02 with one value of 40 per 256 */
+    QGEN_TINY,       /* normal * 1e-6 */
+    QGEN_HUGE,       /* normal * 1000 */
+    QGEN_POSITIVE,   /* uniform [0, 1) */
+    QGEN_NEGATIVE,   /* -uniform [0, 1) - 0.25 */
+    QGEN_HALF_ZERO,  /* zero in every other 32-block, normal in the rest */
+    QGEN_SPARSE,     /* one nonzero in 37 */
+    QGEN_RAMP,       /* linear ramp from -1 to 1 */
+    QGEN_GRID,       /* multiples of 0.25 in [-2, 2]: many exact rounding ties */
     QGEN_KIND_COUNT,
 };
 

@@ -38,14 +38,12 @@ typedef struct rt_bound {
 } rt_bound;
 
 static const rt_bound k_rt[] = {
-    {TS_TYPE_F32, 0.0, 0.0},        {TS_TYPE_F16, 0.00025, 0.00027},
-    {TS_TYPE_BF16, 0.0019, 0.0021},   {TS_TYPE_Q4_0, 0.095, 0.1},
-    {TS_TYPE_Q4_1, 0.085, 0.09},     {TS_TYPE_Q5_0, 0.048, 0.05},
-    {TS_TYPE_Q5_1, 0.042, 0.044},    {TS_TYPE_Q8_0, 0.006, 0.0062},
-    {TS_TYPE_Q8_1, 0.006, 0.0062},  {TS_TYPE_IQ4_NL, 0.084, 0.089},
-    {TS_TYPE_Q2_K, 0.32, 0.34},     {TS_TYPE_Q3_K, 0.165, 0.175},
-    {TS_TYPE_Q4_K, 0.078, 0.083},     {TS_TYPE_Q5_K, 0.04, 0.042},
-    {TS_TYPE_Q6_K, 0.02, 0.021},   {TS_TYPE_Q8_K, 0.0078, 0.0091},
+    {TS_TYPE_F32, 0.0, 0.0},        {TS_TYPE_F16, 0.00025, 0.00027}, {TS_TYPE_BF16, 0.0019, 0.0021},
+    {TS_TYPE_Q4_0, 0.095, 0.1},     {TS_TYPE_Q4_1, 0.085, 0.09},     {TS_TYPE_Q5_0, 0.048, 0.05},
+    {TS_TYPE_Q5_1, 0.042, 0.044},   {TS_TYPE_Q8_0, 0.006, 0.0062},   {TS_TYPE_Q8_1, 0.006, 0.0062},
+    {TS_TYPE_IQ4_NL, 0.084, 0.089}, {TS_TYPE_Q2_K, 0.32, 0.34},      {TS_TYPE_Q3_K, 0.165, 0.175},
+    {TS_TYPE_Q4_K, 0.078, 0.083},   {TS_TYPE_Q5_K, 0.04, 0.042},     {TS_TYPE_Q6_K, 0.02, 0.021},
+    {TS_TYPE_Q8_K, 0.0078, 0.0091},
 };
 #define N_TYPES (sizeof k_rt / sizeof k_rt[0])
 
@@ -66,12 +64,12 @@ static void test_layout_matches_type_table(void **state) {
     static const struct {
         ts_type t;
         size_t bytes;
-    } k[] = {{TS_TYPE_Q4_0, sizeof(ts_block_q4_0)},   {TS_TYPE_Q4_1, sizeof(ts_block_q4_1)},
-             {TS_TYPE_Q5_0, sizeof(ts_block_q5_0)},   {TS_TYPE_Q5_1, sizeof(ts_block_q5_1)},
-             {TS_TYPE_Q8_0, sizeof(ts_block_q8_0)},   {TS_TYPE_Q8_1, sizeof(ts_block_q8_1)},
+    } k[] = {{TS_TYPE_Q4_0, sizeof(ts_block_q4_0)},     {TS_TYPE_Q4_1, sizeof(ts_block_q4_1)},
+             {TS_TYPE_Q5_0, sizeof(ts_block_q5_0)},     {TS_TYPE_Q5_1, sizeof(ts_block_q5_1)},
+             {TS_TYPE_Q8_0, sizeof(ts_block_q8_0)},     {TS_TYPE_Q8_1, sizeof(ts_block_q8_1)},
              {TS_TYPE_IQ4_NL, sizeof(ts_block_iq4_nl)}, {TS_TYPE_Q2_K, sizeof(ts_block_q2_k)},
-             {TS_TYPE_Q3_K, sizeof(ts_block_q3_k)},   {TS_TYPE_Q4_K, sizeof(ts_block_q4_k)},
-             {TS_TYPE_Q5_K, sizeof(ts_block_q5_k)},   {TS_TYPE_Q6_K, sizeof(ts_block_q6_k)},
+             {TS_TYPE_Q3_K, sizeof(ts_block_q3_k)},     {TS_TYPE_Q4_K, sizeof(ts_block_q4_k)},
+             {TS_TYPE_Q5_K, sizeof(ts_block_q5_k)},     {TS_TYPE_Q6_K, sizeof(ts_block_q6_k)},
              {TS_TYPE_Q8_K, sizeof(ts_block_q8_k)}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         assert_int_equal(ts_type_block_bytes(k[i].t), k[i].bytes);
@@ -120,9 +118,9 @@ static void test_f16_conversions(void **state) {
     assert_int_equal(ts_f32_to_f16(65504.0f), 0x7BFF);
     assert_int_equal(ts_f32_to_f16(65520.0f), 0x7C00); /* tie between 65504 and 2^16: even */
     assert_int_equal(ts_f32_to_f16(65519.99f), 0x7BFF);
-    assert_int_equal(ts_f32_to_f16(1.0f + 0x1p-11f), 0x3C00);  /* tie: to even (down) */
-    assert_int_equal(ts_f32_to_f16(1.0f + 0x3p-11f), 0x3C02);  /* tie: to even (up) */
-    assert_int_equal(ts_f32_to_f16(0x1p-25f), 0x0000);         /* tie at half subnormal step */
+    assert_int_equal(ts_f32_to_f16(1.0f + 0x1p-11f), 0x3C00); /* tie: to even (down) */
+    assert_int_equal(ts_f32_to_f16(1.0f + 0x3p-11f), 0x3C02); /* tie: to even (up) */
+    assert_int_equal(ts_f32_to_f16(0x1p-25f), 0x0000);        /* tie at half subnormal step */
     assert_int_equal(ts_f32_to_f16(0x1.8p-25f), 0x0001);
     assert_int_equal(ts_f32_to_f16(-0x1p-14f), 0x8400);
     assert_int_equal(ts_f32_to_f16(NAN) & 0x7E00, 0x7E00);
@@ -147,9 +145,9 @@ static void test_bf16_conversions(void **state) {
         }
         assert_int_equal(ts_f32_to_bf16(ts_bf16_to_f32((uint16_t)h)), h);
     }
-    assert_int_equal(ts_f32_to_bf16(1.0f + 0x1p-8f), 0x3F80);       /* tie, even down */
-    assert_int_equal(ts_f32_to_bf16(1.0f + 0x3p-8f), 0x3F82);       /* tie, even up */
-    assert_int_equal(ts_f32_to_bf16(1.0f + 0x1.8p-8f), 0x3F81);     /* above half */
+    assert_int_equal(ts_f32_to_bf16(1.0f + 0x1p-8f), 0x3F80);   /* tie, even down */
+    assert_int_equal(ts_f32_to_bf16(1.0f + 0x3p-8f), 0x3F82);   /* tie, even up */
+    assert_int_equal(ts_f32_to_bf16(1.0f + 0x1.8p-8f), 0x3F81); /* above half */
     assert_true((ts_f32_to_bf16(NAN) & 0x7FC0) == 0x7FC0);
 }
 
@@ -215,8 +213,8 @@ static void test_round_trip_bounds(void **state) {
             } else if (kind == QGEN_NORMAL) {
                 normal_err = err;
                 if (err > k_rt[t].normal) {
-                    fprintf(stderr, "%s normal: rel rmse %.5f > %.5f\n",
-                            ts_type_name(k_rt[t].type), err, k_rt[t].normal);
+                    fprintf(stderr, "%s normal: rel rmse %.5f > %.5f\n", ts_type_name(k_rt[t].type),
+                            err, k_rt[t].normal);
                     fail();
                 }
             } else {
@@ -239,16 +237,16 @@ static void test_round_trip_bounds(void **state) {
 /* ---- SIMD vs scalar, dots vs f64 ---- */
 
 typedef struct operands {
-    int64_t n;        /* elements per row */
-    int64_t rows;     /* weight rows */
-    int64_t cols;     /* activation rows */
-    uint8_t *wbuf;    /* weight rows (offset by `off` bytes from the malloc'd base) */
-    uint8_t *abuf;    /* activation rows, vec_dot_type */
+    int64_t n;     /* elements per row */
+    int64_t rows;  /* weight rows */
+    int64_t cols;  /* activation rows */
+    uint8_t *wbuf; /* weight rows (offset by `off` bytes from the malloc'd base) */
+    uint8_t *abuf; /* activation rows, vec_dot_type */
     uint8_t *wbase, *abase;
-    size_t ldw, lda;  /* row strides in bytes (row bytes + padding) */
-    double *bound;    /* per (col, row): sum |x_i y_i| of the dequantized values */
-    double *exact;    /* per (col, row): f64 dot of the dequantized values */
-    double *sround;   /* per (col, row): bound on the format's own rounding of s (Q8_1) */
+    size_t ldw, lda; /* row strides in bytes (row bytes + padding) */
+    double *bound;   /* per (col, row): sum |x_i y_i| of the dequantized values */
+    double *exact;   /* per (col, row): f64 dot of the dequantized values */
+    double *sround;  /* per (col, row): bound on the format's own rounding of s (Q8_1) */
 } operands;
 
 /* Builds weight and activation rows with the scalar quantizers; strides get 2 * align
@@ -457,14 +455,10 @@ static void test_gemm_row_split(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout_matches_type_table),
-        cmocka_unit_test(test_isa_env_lowers),
-        cmocka_unit_test(test_f16_conversions),
-        cmocka_unit_test(test_bf16_conversions),
-        cmocka_unit_test(test_round_trip_bounds),
-        cmocka_unit_test(test_dot_against_f64),
-        cmocka_unit_test(test_simd_matches_scalar),
-        cmocka_unit_test(test_gemm_row_split),
+        cmocka_unit_test(test_layout_matches_type_table), cmocka_unit_test(test_isa_env_lowers),
+        cmocka_unit_test(test_f16_conversions),           cmocka_unit_test(test_bf16_conversions),
+        cmocka_unit_test(test_round_trip_bounds),         cmocka_unit_test(test_dot_against_f64),
+        cmocka_unit_test(test_simd_matches_scalar),       cmocka_unit_test(test_gemm_row_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,7 +170,8 @@ static int hash_tensor(const char *path, const char *name) {
     uint64_t align = 32;
     for (uint64_t i = 0; i < n_kv && !r.bad; i++) {
         uint64_t klen = rd_bytes(&r, 8);
-        int is_align = klen == 17 && r.pos + 17 <= n && memcmp(buf + r.pos, "general.alignment", 17) == 0;
+        int is_align =
+            klen == 17 && r.pos + 17 <= n && memcmp(buf + r.pos, "general.alignment", 17) == 0;
         rd_skip(&r, klen);
         uint32_t type = (uint32_t)rd_bytes(&r, 4);
         if (is_align && type == 4) {
@@ -184,7 +185,8 @@ static int hash_tensor(const char *path, const char *name) {
     uint64_t ne0 = 0, nrows = 1, off = 0;
     for (uint64_t i = 0; i < n_tensors && !r.bad; i++) {
         uint64_t nlen = rd_bytes(&r, 8);
-        int match = nlen == strlen(name) && r.pos + nlen <= n && memcmp(buf + r.pos, name, nlen) == 0;
+        int match =
+            nlen == strlen(name) && r.pos + nlen <= n && memcmp(buf + r.pos, name, nlen) == 0;
         rd_skip(&r, nlen);
         uint32_t nd = (uint32_t)rd_bytes(&r, 4);
         uint64_t e0 = 0, rows = 1;
