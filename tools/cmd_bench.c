@@ -435,7 +435,7 @@ int ts_cmd_bench(int argc, char **argv) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t tmp[MAX_LIST] = {0};
-        int n = 0;
+        int n = 1; /* list options set the count they parsed */
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
