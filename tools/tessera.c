@@ -21,6 +21,7 @@ static const command k_commands[] = {
     {"run", ts_cmd_run, "generate text from a prompt (or a file of prompts, batched)"},
     {"chat", ts_cmd_chat, "chat interactively using the model's chat template"},
     {"bench", ts_cmd_bench, "measure prompt and generation speed (llama-bench style)"},
+    {"perplexity", ts_cmd_perplexity, "perplexity of a model over a text file"},
     {"inspect", ts_cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"quantize", ts_cmd_quantize, "requantize an F32/F16/BF16 model to another type"},
     {"tokenize", ts_cmd_tokenize, "show how a model's tokenizer splits text"},
