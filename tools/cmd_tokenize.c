@@ -59,9 +59,11 @@ static char *read_all(FILE *f, size_t *len) {
 
 /* Length of the valid UTF-8 character at p (n bytes available), 0 when invalid. */
 static size_t utf8_char(const unsigned char *p, size_t n) {
-    size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
-                                : p[0] >= 0xF0 && p[0] <= 0xF4                                  ? 4
-                                                                                                : 0;
+    size_t len = p[0] < 0x80                    ? 1
+                 : p[0] >= 0xC2 && p[0] <= 0xDF ? 2
+                 : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+                 : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4
+                                                : 0;
     if (len == 0 || len > n) {
         return 0;
     }
@@ -166,8 +168,8 @@ int ts_cmd_tokenize(int argc, char **argv) {
     ts_token *ids = NULL;
     size_t n = 0;
     if (ts_gguf_open(model, &g, &err) != TS_OK || ts_tokenizer_create(g, &t, &err) != TS_OK ||
-        ts_tokenizer_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids,
-                              &n, &err) != TS_OK) {
+        ts_tokenizer_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n,
+                              &err) != TS_OK) {
         fprintf(stderr, "tessera tokenize: %s: %s\n", model, err.msg);
         goto done;
     }

@@ -98,8 +98,8 @@ typedef struct bpe_work {
     tok_buf word; /* the word in the byte alphabet */
 } bpe_work;
 
-static ts_status encode_word(const ts_tokenizer *t, const unsigned char *w, size_t n,
-                             bpe_work *k, tok_ids *out, ts_error *err) {
+static ts_status encode_word(const ts_tokenizer *t, const unsigned char *w, size_t n, bpe_work *k,
+                             tok_ids *out, ts_error *err) {
     ts_status st;
     if (t->ignore_merges) {
         k->word.n = 0;

@@ -53,8 +53,8 @@ ts_status ts_chat_template_from_name(const char *name, ts_chat_template *out, ts
         int w = snprintf(list + n, sizeof list - n, "%s%s", f ? ", " : "", k_family_names[f]);
         n += w > 0 ? (size_t)w : 0;
     }
-    return ts_error_set(err, TS_ERR_NOT_FOUND, "chat: unknown template name '%s' (known: %s)",
-                        name, list);
+    return ts_error_set(err, TS_ERR_NOT_FOUND, "chat: unknown template name '%s' (known: %s)", name,
+                        list);
 }
 
 static bool contains(const char *s, size_t n, const char *needle) {
@@ -123,7 +123,7 @@ ts_status ts_chat_template_detect(const char *tmpl, size_t n, ts_chat_template *
         if (HAS("[SYSTEM_PROMPT]")) {
             f = TS_CHAT_MISTRAL_V7;
         } else if (HAS("' [INST] ' + system_message") || HAS("[AVAILABLE_TOOLS]")) {
-            f = HAS(" [INST]")     ? TS_CHAT_MISTRAL_V1
+            f = HAS(" [INST]")      ? TS_CHAT_MISTRAL_V1
                 : HAS("\"[INST]\"") ? TS_CHAT_MISTRAL_V3_TEKKEN
                                     : TS_CHAT_MISTRAL_V3;
         } else if (HAS("content.strip()")) {
@@ -167,10 +167,10 @@ ts_status ts_chat_template_detect(const char *tmpl, size_t n, ts_chat_template *
     return TS_OK;
 }
 
-ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out,
-                                     ts_error *err) {
+ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out, ts_error *err) {
     if (t->chat_template.ptr == NULL) {
-        return ts_error_set(err, TS_ERR_NOT_FOUND, "chat: the model has no tokenizer.chat_template");
+        return ts_error_set(err, TS_ERR_NOT_FOUND,
+                            "chat: the model has no tokenizer.chat_template");
     }
     return ts_chat_template_detect(t->chat_template.ptr, (size_t)t->chat_template.len, out, err);
 }
@@ -356,7 +356,9 @@ static void render_simple(out_ctx *o, const ts_chat_template *tp, const ts_chat_
     case TS_CHAT_DEEPSEEK:
         for (size_t i = 0; i < n; i++) {
             role r = role_of(m[i].role);
-            put(o, r == ROLE_USER ? "### Instruction:\n" : r == ROLE_ASSISTANT ? "### Response:\n" : "");
+            put(o, r == ROLE_USER        ? "### Instruction:\n"
+                   : r == ROLE_ASSISTANT ? "### Response:\n"
+                                         : "");
             put(o, m[i].content);
             put(o, r == ROLE_USER ? "\n" : r == ROLE_ASSISTANT ? "\n<|EOT|>\n" : "");
         }
@@ -369,7 +371,7 @@ static void render_simple(out_ctx *o, const ts_chat_template *tp, const ts_chat_
         bool v3 = tp->family == TS_CHAT_DEEPSEEK3;
         for (size_t i = 0; i < n; i++) {
             role r = role_of(m[i].role);
-            put(o, r == ROLE_USER ? (v3 ? "<｜User｜>" : "User: ")
+            put(o, r == ROLE_USER        ? (v3 ? "<｜User｜>" : "User: ")
                    : r == ROLE_ASSISTANT ? (v3 ? "<｜Assistant｜>" : "Assistant: ")
                                          : "");
             put(o, m[i].content);
@@ -399,8 +401,8 @@ ts_status ts_chat_apply(const ts_chat_template *tmpl, const ts_chat_message *msg
         return ts_error_set(err, TS_ERR_INVALID_ARG, "chat: invalid template family %d", (int)f);
     }
     /* Families that print the role name accept any role; the others know only three. */
-    bool any_role = f == TS_CHAT_CHATML || f == TS_CHAT_LLAMA3 || f == TS_CHAT_PHI3 ||
-                    f == TS_CHAT_ZEPHYR;
+    bool any_role =
+        f == TS_CHAT_CHATML || f == TS_CHAT_LLAMA3 || f == TS_CHAT_PHI3 || f == TS_CHAT_ZEPHYR;
     for (size_t i = 0; i < n_msgs; i++) {
         if (msgs[i].role == NULL || msgs[i].content == NULL) {
             return ts_error_set(err, TS_ERR_INVALID_ARG, "chat: message %zu has a NULL field", i);

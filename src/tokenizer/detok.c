@@ -96,8 +96,8 @@ ts_status tok_build_pieces(ts_tokenizer *t, ts_error *err) {
         total += t->tokens[i].len;
     }
     if (total > UINT32_MAX) {
-        return ts_error_set(err, TS_ERR_LIMIT, "tokenizer: token strings total %zu bytes (max 4 GiB)",
-                            total);
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "tokenizer: token strings total %zu bytes (max 4 GiB)", total);
     }
     t->pieces = malloc(total);
     if (t->pieces == NULL) {
@@ -205,8 +205,8 @@ struct ts_detok_stream {
 
 static const char k_replacement[] = "\xEF\xBF\xBD";
 
-ts_status ts_detok_stream_create(const ts_tokenizer *t, bool render_special,
-                                 ts_detok_stream **out, ts_error *err) {
+ts_status ts_detok_stream_create(const ts_tokenizer *t, bool render_special, ts_detok_stream **out,
+                                 ts_error *err) {
     if (t == NULL || out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "tokenizer: NULL argument to stream create");
     }
@@ -286,8 +286,7 @@ ts_status ts_detok_stream_push(ts_detok_stream *s, ts_token id, const char **tex
     return TS_OK;
 }
 
-ts_status ts_detok_stream_flush(ts_detok_stream *s, const char **text, size_t *len,
-                                ts_error *err) {
+ts_status ts_detok_stream_flush(ts_detok_stream *s, const char **text, size_t *len, ts_error *err) {
     s->out.n = 0;
     ts_status st = tok_buf_append(&s->out, "", 0, err);
     if (st == TS_OK && s->n_pending > 0) {

@@ -17,36 +17,44 @@
 #include "tokenizer/unicode.h"
 
 /* GPT-2's ByteLevel pattern, shared by many models. */
-#define RE_GPT2                                                                                 \
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 /* Llama 3 (tiktoken cl100k style): digits in groups of up to three. */
-#define RE_LLAMA3                                                                               \
+#define RE_LLAMA3                                                                                  \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+" \
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 /* Qwen 2: like Llama 3 but every digit alone. */
-#define RE_QWEN2                                                                                \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"     \
+#define RE_QWEN2                                                                                   \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"      \
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_BLOOM " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
 /* Upper/lower-case aware word pattern of Tekken and GPT-4o. */
-#define RE_UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
-#define RE_LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_UPPER       "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_LOWER       "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
 #define RE_CONTRACTION "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 
 typedef struct pretok_def {
     const char *names; /* '|'-separated names that select it */
     bool ignore_merges;
-    bool add_bos;   /* default for add_bos_token when the file does not say */
-    bool no_bos;    /* the vocabulary has no usable bos (ChatGLM) */
+    bool add_bos; /* default for add_bos_token when the file does not say */
+    bool no_bos;  /* the vocabulary has no usable bos (ChatGLM) */
     const char *regex[TOK_MAX_REGEX];
 } pretok_def;
 
 static const pretok_def k_pretoks[] = {
-    {"default", false, false, false,
+    {"default",
+     false,
+     false,
+     false,
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|dbrx|smaug-bpe", true,
-     true, false, {RE_LLAMA3}},
-    {"deepseek-llm", false, false, false,
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|dbrx|smaug-bpe",
+     true,
+     true,
+     false,
+     {RE_LLAMA3}},
+    {"deepseek-llm",
+     false,
+     false,
+     false,
      {"[\r\n]",
       "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}"
       "\\x{1C4}-\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}"
@@ -65,39 +73,67 @@ static const pretok_def k_pretoks[] = {
       "\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}"
       "-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-"
       "\\x{118DF}\\x{1E900}-\\x{1E943}]+",
-      "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "\\s+$", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}+"}},
-    {"deepseek-coder", false, false, false,
-     {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"}},
-    {"deepseek-v3|hunyuan-dense", false, false, false,
+      "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+      "\\s+$", "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}+"}},
+    {"deepseek-coder",
+     false,
+     false,
+     false,
+     {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
+      "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"}},
+    {"deepseek-v3|hunyuan-dense",
+     false,
+     false,
+     false,
      {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"
       "\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
-    {"falcon", false, false, false,
-     {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
-    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b", false, false, false,
+    {"falcon", false, false, false, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
+    {"starcoder|refact|command-r|smollm|codeshell|exaone|minerva-7b",
+     false,
+     false,
+     false,
      {"\\p{N}", RE_GPT2}},
     {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v1-en|jina-v2-es|jina-v2-de|jina-v2-code|"
      "roberta-bpe|a.x-4.0|mellum|exaone4|mpt|olmo|jais|trillion|granite-docling",
-     false, false, false, {RE_GPT2}},
+     false,
+     false,
+     false,
+     {RE_GPT2}},
     {"qwen2|deepseek-r1-qwen|megrez|kormo|stablelm2|hunyuan", false, false, false, {RE_QWEN2}},
     {"poro-chat|bloom|gpt3-finnish", false, false, false, {RE_BLOOM}},
     {"chatglm-bpe|glm4", false, false, true, {RE_LLAMA3}},
     {"viking", false, false, false, {RE_BLOOM, "\\p{N}"}},
-    {"tekken", true, true, false,
-     {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+|[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER
-      "*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"chameleon", false, true, false,
+    {"tekken",
+     true,
+     true,
+     false,
+     {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+|[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER
+      "+" RE_LOWER "*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"chameleon",
+     false,
+     true,
+     false,
      {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
       "[\\p{P}!-/:-@\\[-`{-~]", RE_GPT2}},
-    {"gpt-4o|llama4|minimax-m2", false, false, false,
+    {"gpt-4o|llama4|minimax-m2",
+     false,
+     false,
+     false,
      {"[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+" RE_CONTRACTION
       "?|[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER "*" RE_CONTRACTION
       "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
     {"superbpe", false, false, false, {"\\p{N}+", "(?=(\\d{3})+(?!\\d))"}},
-    {"bailingmoe|bailingmoe2|llada-moe", false, false, false,
+    {"bailingmoe|bailingmoe2|llada-moe",
+     false,
+     false,
+     false,
      {"'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|"
       "\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
-    {"seed-coder", false, false, false,
+    {"seed-coder",
+     false,
+     false,
+     false,
      {RE_CONTRACTION "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|"
                      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
@@ -141,9 +177,9 @@ ts_status tok_pretok_init(ts_tokenizer *t, const char *name, ts_error *err) {
     for (size_t i = 0; i < TOK_MAX_REGEX && def->regex[i] != NULL; i++) {
         int code = 0;
         PCRE2_SIZE at = 0;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)def->regex[i], PCRE2_ZERO_TERMINATED,
-                                       PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code,
-                                       &at, NULL);
+        pcre2_code *re =
+            pcre2_compile((PCRE2_SPTR)def->regex[i], PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
         if (re == NULL) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(code, msg, sizeof msg);
@@ -175,8 +211,7 @@ static ts_status spans_push(tok_spans *s, size_t off, size_t len, ts_error *err)
         size_t cap = s->cap ? s->cap * 2 : 64;
         tok_span *v = realloc(s->v, cap * sizeof *v);
         if (v == NULL) {
-            return ts_error_set(err, TS_ERR_NOMEM, "tokenizer: no memory for %zu text pieces",
-                                cap);
+            return ts_error_set(err, TS_ERR_NOMEM, "tokenizer: no memory for %zu text pieces", cap);
         }
         s->v = v;
         s->cap = cap;
@@ -194,8 +229,8 @@ typedef struct split_ctx {
 } split_ctx;
 
 /* Splits text[base, base + len) with one regex, appending pieces (absolute offsets). */
-static ts_status split_one(const pcre2_code *re, const split_ctx *c, const char *text,
-                           size_t base, size_t len, tok_spans *out, ts_error *err) {
+static ts_status split_one(const pcre2_code *re, const split_ctx *c, const char *text, size_t base,
+                           size_t len, tok_spans *out, ts_error *err) {
     PCRE2_SPTR subj = (PCRE2_SPTR)(text + base);
     size_t pos = 0, last = 0;
     uint32_t opts = 0;
@@ -216,10 +251,10 @@ static ts_status split_one(const pcre2_code *re, const split_ctx *c, const char 
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return ts_error_set(err, rc == PCRE2_ERROR_JIT_STACKLIMIT ? TS_ERR_LIMIT
-                                                                      : TS_ERR_INTERNAL,
-                                "tokenizer: pre-tokenizer regex failed at byte %zu: %s",
-                                base + pos, (const char *)msg);
+            return ts_error_set(err,
+                                rc == PCRE2_ERROR_JIT_STACKLIMIT ? TS_ERR_LIMIT : TS_ERR_INTERNAL,
+                                "tokenizer: pre-tokenizer regex failed at byte %zu: %s", base + pos,
+                                (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t s = ov[0], e = ov[1];

@@ -90,8 +90,8 @@ static ts_status try_pair(const ts_tokenizer *t, const char *s, const spm_sym *s
     return heap_push(h, &p, err);
 }
 
-static ts_status emit_symbol(const ts_tokenizer *t, const char *s, const spm_sym *y,
-                             tok_ids *out, ts_error *err) {
+static ts_status emit_symbol(const ts_tokenizer *t, const char *s, const spm_sym *y, tok_ids *out,
+                             ts_error *err) {
     ts_token id = tok_vmap_find(t, s + y->start, y->len);
     if (id != TS_TOKEN_NULL) {
         return tok_ids_push(out, id, err);

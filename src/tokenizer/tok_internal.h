@@ -31,9 +31,9 @@ enum {
 typedef struct tok_entry {
     const char *text; /* view into the GGUF file */
     uint32_t len;
-    float score;       /* SentencePiece merge priority (0 when the file has no scores) */
-    uint8_t type;      /* ts_token_type */
-    uint8_t flags;     /* TOKF_* */
+    float score;        /* SentencePiece merge priority (0 when the file has no scores) */
+    uint8_t type;       /* ts_token_type */
+    uint8_t flags;      /* TOKF_* */
     uint32_t piece_off; /* decoded bytes in ts_tokenizer.pieces */
     uint32_t piece_len;
 } tok_entry;
@@ -56,8 +56,8 @@ struct ts_tokenizer {
     ts_tokenizer_kind kind;
     char *pre_name; /* malloc'd */
     uint32_t n_vocab;
-    tok_entry *tokens;       /* [n_vocab] */
-    uint32_t max_token_len;  /* bytes */
+    tok_entry *tokens;      /* [n_vocab] */
+    uint32_t max_token_len; /* bytes */
     ts_tokenizer_special sp;
     bool ignore_merges; /* BPE: a word that is a whole token is not merged (llama3, tekken) */
 
@@ -80,10 +80,10 @@ struct ts_tokenizer {
     ts_token byte_token[256];
 
     /* Special-token scan (see tokenize.c). */
-    ts_token *special;        /* [n_special] by priority */
+    ts_token *special; /* [n_special] by priority */
     size_t n_special;
-    size_t n_user_defined;    /* how many of them are user-defined (scanned without parse_special) */
-    uint32_t *special_lens;   /* distinct lengths, descending */
+    size_t n_user_defined;  /* how many of them are user-defined (scanned without parse_special) */
+    uint32_t *special_lens; /* distinct lengths, descending */
     size_t n_special_lens;
     uint8_t special_first[256]; /* 1 when some special token starts with this byte */
 
@@ -99,8 +99,7 @@ ts_status tok_vmap_build(ts_tokenizer *t, ts_error *err);
 ts_token tok_vmap_find(const ts_tokenizer *t, const char *s, size_t n);
 ts_status tok_mmap_init(ts_tokenizer *t, size_t n_merges, ts_error *err);
 /* Inserts (left,right) -> (rank,result) unless the pair is already present (first wins). */
-void tok_mmap_insert(ts_tokenizer *t, ts_token left, ts_token right, int32_t rank,
-                     ts_token result);
+void tok_mmap_insert(ts_tokenizer *t, ts_token left, ts_token right, int32_t rank, ts_token result);
 /* Rank and merged id of a pair; false when the pair does not merge. */
 bool tok_mmap_find(const ts_tokenizer *t, ts_token left, ts_token right, int32_t *rank,
                    ts_token *result);

@@ -158,7 +158,8 @@ static ts_status find_specials(const ts_tokenizer *t, const char *text, size_t l
             }
             uint8_t type = t->tokens[id].type;
             if (type == TS_TOKEN_TYPE_USER_DEFINED ||
-                (parse_special && (type == TS_TOKEN_TYPE_CONTROL || type == TS_TOKEN_TYPE_UNKNOWN))) {
+                (parse_special &&
+                 (type == TS_TOKEN_TYPE_CONTROL || type == TS_TOKEN_TYPE_UNKNOWN))) {
                 ts_status st = occ_push(out, pos, id, err);
                 if (st != TS_OK) {
                     return st;
@@ -194,14 +195,14 @@ static ts_status select_specials(const ts_tokenizer *t, const char *text, size_t
         }
         memset(used + o->pos, TAKEN, e->len);
         if (e->flags & TOKF_LSTRIP) {
-            for (size_t b = o->pos; b > 0 && used[b - 1] == FREE && isspace((unsigned char)text[b - 1]);
-                 b--) {
+            for (size_t b = o->pos;
+                 b > 0 && used[b - 1] == FREE && isspace((unsigned char)text[b - 1]); b--) {
                 used[b - 1] = STRIPPED;
             }
         }
         if (e->flags & TOKF_RSTRIP) {
-            for (size_t b = o->pos + e->len; b < len && used[b] == FREE && isspace((unsigned char)text[b]);
-                 b++) {
+            for (size_t b = o->pos + e->len;
+                 b < len && used[b] == FREE && isspace((unsigned char)text[b]); b++) {
                 used[b] = STRIPPED;
             }
         }
@@ -266,8 +267,8 @@ static ts_status encode_all(const ts_tokenizer *t, const char *text, size_t len,
 }
 
 ts_status ts_tokenizer_tokenize(const ts_tokenizer *t, const char *text, size_t len,
-                                bool add_special, bool parse_special, ts_token **ids,
-                                size_t *n_ids, ts_error *err) {
+                                bool add_special, bool parse_special, ts_token **ids, size_t *n_ids,
+                                ts_error *err) {
     if (t == NULL || ids == NULL || n_ids == NULL || (text == NULL && len > 0)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "tokenizer: NULL argument to tokenize");
     }

@@ -100,8 +100,8 @@ ts_status ts_tokenizer_find(const ts_tokenizer *t, const char *text, size_t len,
  * array of *n_ids ids that the caller releases with free() (NULL when *n_ids is 0).
  */
 ts_status ts_tokenizer_tokenize(const ts_tokenizer *t, const char *text, size_t len,
-                                bool add_special, bool parse_special, ts_token **ids,
-                                size_t *n_ids, ts_error *err);
+                                bool add_special, bool parse_special, ts_token **ids, size_t *n_ids,
+                                ts_error *err);
 
 /* The bytes a token stands for when decoded on its own: spaces for "▁", the byte of a
  * "<0xNN>" token, raw bytes for byte-level BPE. Control and unknown tokens give their text
@@ -128,36 +128,35 @@ ts_status ts_tokenizer_detokenize(const ts_tokenizer *t, const ts_token *ids, si
  */
 typedef struct ts_detok_stream ts_detok_stream;
 
-ts_status ts_detok_stream_create(const ts_tokenizer *t, bool render_special,
-                                 ts_detok_stream **out, ts_error *err);
+ts_status ts_detok_stream_create(const ts_tokenizer *t, bool render_special, ts_detok_stream **out,
+                                 ts_error *err);
 void ts_detok_stream_destroy(ts_detok_stream *s);
 /* Adds one id; *text and *len receive the newly completed text (valid until the next call on s). */
 ts_status ts_detok_stream_push(ts_detok_stream *s, ts_token id, const char **text, size_t *len,
                                ts_error *err);
 /* Ends the stream: held-back bytes of an unfinished character come out as U+FFFD. The stream
  * can then be reused for a new sequence. */
-ts_status ts_detok_stream_flush(ts_detok_stream *s, const char **text, size_t *len,
-                                ts_error *err);
+ts_status ts_detok_stream_flush(ts_detok_stream *s, const char **text, size_t *len, ts_error *err);
 
 /* ---- chat templates ------------------------------------------------------------------------ */
 
 typedef enum ts_chat_family {
-    TS_CHAT_CHATML = 0,      /* <|im_start|>role\n...<|im_end|>\n (Qwen, SmolLM) */
-    TS_CHAT_LLAMA2,          /* [INST] ... [/INST], system as plain first-turn prefix */
-    TS_CHAT_LLAMA2_SYS,      /* with <<SYS>> blocks */
-    TS_CHAT_LLAMA2_SYS_BOS,  /* <<SYS>>, and <s> before every later [INST] */
-    TS_CHAT_LLAMA2_SYS_STRIP, /* <<SYS>>, message contents stripped */
-    TS_CHAT_LLAMA3,          /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
-    TS_CHAT_MISTRAL_V1,      /* " [INST] ... [/INST]" */
-    TS_CHAT_MISTRAL_V3,      /* "[INST] ...[/INST]", assistant replies stripped */
+    TS_CHAT_CHATML = 0,        /* <|im_start|>role\n...<|im_end|>\n (Qwen, SmolLM) */
+    TS_CHAT_LLAMA2,            /* [INST] ... [/INST], system as plain first-turn prefix */
+    TS_CHAT_LLAMA2_SYS,        /* with <<SYS>> blocks */
+    TS_CHAT_LLAMA2_SYS_BOS,    /* <<SYS>>, and <s> before every later [INST] */
+    TS_CHAT_LLAMA2_SYS_STRIP,  /* <<SYS>>, message contents stripped */
+    TS_CHAT_LLAMA3,            /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    TS_CHAT_MISTRAL_V1,        /* " [INST] ... [/INST]" */
+    TS_CHAT_MISTRAL_V3,        /* "[INST] ...[/INST]", assistant replies stripped */
     TS_CHAT_MISTRAL_V3_TEKKEN, /* "[INST]...[/INST]" */
-    TS_CHAT_MISTRAL_V7,      /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST] */
-    TS_CHAT_GEMMA,           /* <start_of_turn>user|model ... <end_of_turn>; system folded */
-    TS_CHAT_PHI3,            /* <|role|>\n...<|end|>\n */
-    TS_CHAT_ZEPHYR,          /* <|role|>\n...<|endoftext|>\n */
-    TS_CHAT_DEEPSEEK,        /* ### Instruction: / ### Response: (DeepSeek Coder) */
-    TS_CHAT_DEEPSEEK2,       /* User: / Assistant: (DeepSeek V2) */
-    TS_CHAT_DEEPSEEK3,       /* <｜User｜> / <｜Assistant｜> (DeepSeek V3, R1) */
+    TS_CHAT_MISTRAL_V7,        /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ... [/INST] */
+    TS_CHAT_GEMMA,             /* <start_of_turn>user|model ... <end_of_turn>; system folded */
+    TS_CHAT_PHI3,              /* <|role|>\n...<|end|>\n */
+    TS_CHAT_ZEPHYR,            /* <|role|>\n...<|endoftext|>\n */
+    TS_CHAT_DEEPSEEK,          /* ### Instruction: / ### Response: (DeepSeek Coder) */
+    TS_CHAT_DEEPSEEK2,         /* User: / Assistant: (DeepSeek V2) */
+    TS_CHAT_DEEPSEEK3,         /* <｜User｜> / <｜Assistant｜> (DeepSeek V3, R1) */
     TS_CHAT_FAMILY_COUNT,
 } ts_chat_family;
 
@@ -189,8 +188,7 @@ ts_status ts_chat_template_detect(const char *tmpl, size_t len, ts_chat_template
 
 /* Detects the template stored in the tokenizer's GGUF (tokenizer.chat_template);
  * TS_ERR_NOT_FOUND when the file has none. */
-ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out,
-                                     ts_error *err);
+ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out, ts_error *err);
 
 /* Renders a conversation as the model expects it, without the leading bos (tokenize the
  * result with add_special and parse_special). add_generation_prompt appends the opening of

@@ -104,8 +104,9 @@ uint32_t ts_uni_tolower(uint32_t cp) {
             hi = mid;
         }
     }
-    return (lo < ts_uni_lower_count && ts_uni_lower_pairs[lo].from == cp) ? ts_uni_lower_pairs[lo].to
-                                                                          : cp;
+    return (lo < ts_uni_lower_count && ts_uni_lower_pairs[lo].from == cp)
+               ? ts_uni_lower_pairs[lo].to
+               : cp;
 }
 
 size_t ts_uni_decompose_base(uint32_t cp, uint32_t out[3]) {

@@ -52,7 +52,7 @@ static ts_status read_model(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
     } else {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "tokenizer: unsupported " KEY("model") " '%.*s' (supported: llama, "
-                            "gpt2, bert)",
+                                                                   "gpt2, bert)",
                             (int)(model.len > 64 ? 64 : model.len), model.ptr);
     }
     return TS_OK;
@@ -67,10 +67,11 @@ static ts_status read_tokens(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
                    : st;
     }
     if (toks.type != TS_GGUF_STRING || toks.n == 0 || toks.n >= INT32_MAX) {
-        return ts_error_set(err, TS_ERR_FORMAT,
-                            "tokenizer: " KEY("tokens") " must be a non-empty array of fewer "
-                            "than 2^31 strings (got %llu elements of type %s)",
-                            (unsigned long long)toks.n, ts_gguf_type_name(toks.type));
+        return ts_error_set(
+            err, TS_ERR_FORMAT,
+            "tokenizer: " KEY("tokens") " must be a non-empty array of fewer "
+                                        "than 2^31 strings (got %llu elements of type %s)",
+            (unsigned long long)toks.n, ts_gguf_type_name(toks.type));
     }
     bool have_scores, have_types;
     if ((st = opt_status(ts_gguf_get_array(g, KEY("scores"), &scores, err), &have_scores)) ||
@@ -78,16 +79,16 @@ static ts_status read_tokens(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
         return st;
     }
     if (have_scores && scores.n != toks.n) {
-        return ts_error_set(err, TS_ERR_FORMAT,
-                            "tokenizer: " KEY("scores") " has %llu entries but " KEY("tokens")
-                            " has %llu",
-                            (unsigned long long)scores.n, (unsigned long long)toks.n);
+        return ts_error_set(
+            err, TS_ERR_FORMAT,
+            "tokenizer: " KEY("scores") " has %llu entries but " KEY("tokens") " has %llu",
+            (unsigned long long)scores.n, (unsigned long long)toks.n);
     }
     if (have_types && types.n != toks.n) {
-        return ts_error_set(err, TS_ERR_FORMAT,
-                            "tokenizer: " KEY("token_type") " has %llu entries but " KEY("tokens")
-                            " has %llu",
-                            (unsigned long long)types.n, (unsigned long long)toks.n);
+        return ts_error_set(
+            err, TS_ERR_FORMAT,
+            "tokenizer: " KEY("token_type") " has %llu entries but " KEY("tokens") " has %llu",
+            (unsigned long long)types.n, (unsigned long long)toks.n);
     }
     t->n_vocab = (uint32_t)toks.n;
     t->tokens = calloc(t->n_vocab, sizeof *t->tokens);
@@ -200,7 +201,7 @@ static ts_status read_merges(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
     if (m.type != TS_GGUF_STRING || m.n >= INT32_MAX) {
         return ts_error_set(err, TS_ERR_FORMAT,
                             "tokenizer: " KEY("merges") " must be an array of strings (got %llu "
-                            "elements of type %s)",
+                                                        "elements of type %s)",
                             (unsigned long long)m.n, ts_gguf_type_name(m.type));
     }
     if ((st = tok_mmap_init(t, (size_t)m.n, err)) != TS_OK) {
@@ -231,8 +232,8 @@ static ts_status read_merges(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
         }
         ts_token res = tok_vmap_find(t, cat.v, cat.n);
         if (l == TS_TOKEN_NULL || r == TS_TOKEN_NULL || res == TS_TOKEN_NULL) {
-            st = ts_error_set(err, TS_ERR_FORMAT,
-                              "tokenizer: merge %u '%.*s': %s is not a token", i, shown, s.ptr,
+            st = ts_error_set(err, TS_ERR_FORMAT, "tokenizer: merge %u '%.*s': %s is not a token",
+                              i, shown, s.ptr,
                               l == TS_TOKEN_NULL   ? "the left part"
                               : r == TS_TOKEN_NULL ? "the right part"
                                                    : "the merged result");
@@ -268,8 +269,8 @@ static ts_status read_pre(ts_tokenizer *t, const ts_gguf *g, ts_error *err) {
     return t->kind == TS_TOKENIZER_BPE ? tok_pretok_init(t, t->pre_name, err) : TS_OK;
 }
 
-static ts_status read_special_id(ts_tokenizer *t, const ts_gguf *g, const char *key,
-                                 ts_token *id, ts_error *err) {
+static ts_status read_special_id(ts_tokenizer *t, const ts_gguf *g, const char *key, ts_token *id,
+                                 ts_error *err) {
     int64_t v;
     bool found;
     ts_status st = opt_status(ts_gguf_get_int(g, key, &v, err), &found);
@@ -354,8 +355,9 @@ static bool text_is(const tok_entry *e, const char *s) {
 /* End-of-generation marks: eos/eot/eom and the turn-ending tokens models spell by text. */
 static void mark_eog(ts_tokenizer *t) {
     static const char *const k_eot_texts[] = {
-        "<|eot_id|>",  "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-        "<|eom_id|>", "<EOT>",      "<｜end▁of▁sentence｜>", "<|end_of_text|>"};
+        "<|eot_id|>",     "<|im_end|>", "<|end|>", "<end_of_turn>",
+        "<|endoftext|>",  "<|eom_id|>", "<EOT>",   "<｜end▁of▁sentence｜>",
+        "<|end_of_text|>"};
     for (uint32_t i = 0; i < t->n_vocab; i++) {
         tok_entry *e = &t->tokens[i];
         for (size_t k = 0; k < sizeof k_eot_texts / sizeof k_eot_texts[0]; k++) {

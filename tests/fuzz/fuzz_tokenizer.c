@@ -94,8 +94,9 @@ static void build_bpe(fuzz_vocab *v) {
     const char *extra[] = {"Ġa", "ab", "Ġab", "11", "<|end|>", "<user>"};
     for (int i = 0; i < 6; i++) {
         toks[256 + i] = extra[i];
-        types[256 + i] = i == 4 ? TS_TOKEN_TYPE_CONTROL
-                                : i == 5 ? TS_TOKEN_TYPE_USER_DEFINED : TS_TOKEN_TYPE_NORMAL;
+        types[256 + i] = i == 4   ? TS_TOKEN_TYPE_CONTROL
+                         : i == 5 ? TS_TOKEN_TYPE_USER_DEFINED
+                                  : TS_TOKEN_TYPE_NORMAL;
     }
     const char *merges[] = {"Ġ a", "a b", "Ġa b", "1 1"};
     ts_gguf_writer *w = NULL;
@@ -128,9 +129,11 @@ static void build_wpm(fuzz_vocab *v) {
 static bool valid_utf8(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t len = p[i] < 0x80 ? 1 : p[i] >= 0xC2 && p[i] <= 0xDF ? 2 : p[i] >= 0xE0 && p[i] <= 0xEF ? 3
-                                     : p[i] >= 0xF0 && p[i] <= 0xF4                                  ? 4
-                                                                                                     : 0;
+        size_t len = p[i] < 0x80                    ? 1
+                     : p[i] >= 0xC2 && p[i] <= 0xDF ? 2
+                     : p[i] >= 0xE0 && p[i] <= 0xEF ? 3
+                     : p[i] >= 0xF0 && p[i] <= 0xF4 ? 4
+                                                    : 0;
         if (len == 0 || i + len > n) {
             return false;
         }
@@ -196,8 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(ts_tokenizer_detokenize(t, ids, n, parse_special, &back, &back_len, NULL) == TS_OK);
     ts_tokenizer_kind kind = ts_tokenizer_get_kind(t);
     bool exact = !add_special && (kind == TS_TOKENIZER_BPE ||
-                                  (kind == TS_TOKENIZER_SPM &&
-                                   !has_escape_char(text, len)));
+                                  (kind == TS_TOKENIZER_SPM && !has_escape_char(text, len)));
     if (exact) {
         CHECK(back_len == len && memcmp(back, text, len) == 0);
     }

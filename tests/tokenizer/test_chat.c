@@ -186,8 +186,8 @@ static void test_smollm_template(void **state) {
                               "are you?<|im_end|>\n<|im_start|>assistant\n");
     free(text);
     assert_int_equal(ts_chat_apply(&tp, k_conv, 2, false, &text, &len, &err), TS_OK);
-    assert_string_equal(text,
-                        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+    assert_string_equal(
+        text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
     free(text);
     ts_tokenizer_destroy(t);
     ts_gguf_close(g);

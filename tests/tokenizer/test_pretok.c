@@ -67,13 +67,13 @@ static void test_matches_hf(void **state) {
 static void test_names(void **state) {
     (void)state;
     static const char *const names[] = {
-        "default",   "llama3",     "llama-bpe",    "deepseek-llm", "deepseek-coder",
-        "deepseek-v3", "falcon",   "mpt",          "starcoder",    "gpt-2",
-        "refact",    "command-r",  "qwen2",        "stablelm2",    "olmo",
-        "dbrx",      "smaug-bpe",  "poro-chat",    "chatglm-bpe",  "viking",
-        "jais",      "tekken",     "smollm",       "codeshell",    "bloom",
-        "gpt3-finnish", "exaone",  "chameleon",    "minerva-7b",   "gpt-4o",
-        "superbpe",  "trillion",   "bailingmoe",   "seed-coder"};
+        "default",      "llama3",    "llama-bpe",  "deepseek-llm", "deepseek-coder",
+        "deepseek-v3",  "falcon",    "mpt",        "starcoder",    "gpt-2",
+        "refact",       "command-r", "qwen2",      "stablelm2",    "olmo",
+        "dbrx",         "smaug-bpe", "poro-chat",  "chatglm-bpe",  "viking",
+        "jais",         "tekken",    "smollm",     "codeshell",    "bloom",
+        "gpt3-finnish", "exaone",    "chameleon",  "minerva-7b",   "gpt-4o",
+        "superbpe",     "trillion",  "bailingmoe", "seed-coder"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char ends[256];
         ts_error err = {0};

@@ -23,14 +23,14 @@ typedef struct vocab_spec {
     const char *model;
     const char **tokens;
     size_t n;
-    const float *scores;  /* NULL: none */
+    const float *scores; /* NULL: none */
     size_t n_scores;
     const int32_t *types; /* NULL: none */
     size_t n_types;
-    const char **merges;  /* NULL: none */
+    const char **merges; /* NULL: none */
     size_t n_merges;
-    const char *pre;      /* NULL: none */
-    int64_t bos;          /* -2: key absent */
+    const char *pre; /* NULL: none */
+    int64_t bos;     /* -2: key absent */
 } vocab_spec;
 
 typedef struct built {
@@ -44,8 +44,8 @@ static ts_status build(const vocab_spec *v, built *b, ts_error *err) {
     ts_gguf_writer *w = NULL;
     assert_int_equal(ts_gguf_writer_create(&w, err), TS_OK);
     assert_int_equal(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", v->model, err), TS_OK);
-    assert_int_equal(
-        ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", v->tokens, v->n, err), TS_OK);
+    assert_int_equal(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", v->tokens, v->n, err),
+                     TS_OK);
     if (v->scores) {
         assert_int_equal(ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32,
                                                   v->scores, v->n_scores, err),
@@ -66,8 +66,7 @@ static ts_status build(const vocab_spec *v, built *b, ts_error *err) {
     }
     if (v->bos != -2) {
         assert_int_equal(
-            ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos, err),
-            TS_OK);
+            ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos, err), TS_OK);
     }
     size_t size = 0;
     assert_int_equal(ts_gguf_writer_write_mem(w, &b->mem, &size, err), TS_OK);
@@ -90,8 +89,7 @@ static float g_spm_scores[SPM_N];
 static int32_t g_spm_types[SPM_N];
 
 static vocab_spec spm_spec(void) {
-    static const char *const pieces[8] = {"▁",  "h",   "e",     "l",
-                                          "o",  "▁h",  "▁he",   "▁hello"};
+    static const char *const pieces[8] = {"▁", "h", "e", "l", "o", "▁h", "▁he", "▁hello"};
     g_spm_tokens[0] = "<unk>", g_spm_types[0] = TS_TOKEN_TYPE_UNKNOWN;
     g_spm_tokens[1] = "<s>", g_spm_types[1] = TS_TOKEN_TYPE_CONTROL;
     g_spm_tokens[2] = "</s>", g_spm_types[2] = TS_TOKEN_TYPE_CONTROL;
@@ -106,8 +104,8 @@ static vocab_spec spm_spec(void) {
         g_spm_scores[259 + i] = (float)(-10 + i); /* longer pieces score higher */
     }
     /* "ll" and "▁hel" are missing on purpose: "▁hello" cannot be reached by merging. */
-    vocab_spec v = {"llama", g_spm_tokens, SPM_N, g_spm_scores, SPM_N, g_spm_types, SPM_N,
-                    NULL,    0,            NULL, -2};
+    vocab_spec v = {"llama", g_spm_tokens, SPM_N, g_spm_scores, SPM_N, g_spm_types,
+                    SPM_N,   NULL,         0,     NULL,         -2};
     return v;
 }
 
@@ -116,8 +114,8 @@ static void expect_ids(const ts_tokenizer *t, const char *text, size_t len, bool
     ts_error err = {0};
     ts_token *ids = NULL;
     size_t n = 0;
-    assert_int_equal(ts_tokenizer_tokenize(t, text, len, add_special, parse_special, &ids, &n, &err),
-                     TS_OK);
+    assert_int_equal(
+        ts_tokenizer_tokenize(t, text, len, add_special, parse_special, &ids, &n, &err), TS_OK);
     if (n != n_want || (n && memcmp(ids, want, n * sizeof *ids) != 0)) {
         printf("'%.*s': got", (int)len, text);
         for (size_t i = 0; i < n; i++) {
@@ -205,7 +203,10 @@ static void test_stream_utf8(void **state) {
     assert_int_equal(len, 0);
     assert_int_equal(ts_detok_stream_push(s, 3 + 'A', &out, &len, &err), TS_OK);
     assert_int_equal(len, 4);
-    assert_memory_equal(out, "\xEF\xBF\xBD" "A", 4);
+    assert_memory_equal(out,
+                        "\xEF\xBF\xBD"
+                        "A",
+                        4);
     /* An unfinished character at the end is flushed as U+FFFD. */
     assert_int_equal(ts_detok_stream_push(s, 3 + 0xF0, &out, &len, &err), TS_OK);
     assert_int_equal(len, 0);
