@@ -113,8 +113,12 @@ ts_status ts_backend_tensor_set_f32(ts_backend *b, ts_tensor *t, const float *sr
 /* ---- graph execution ---- */
 
 /* Allocates the graph's arena (planned peak bytes) on backend b and places every input and
- * activation in it. Frees a previous arena. Call after ts_graph_build. */
+ * activation in it. Frees a previous arena (through the backend that made it). Call after
+ * ts_graph_build. The arena belongs to the graph but is freed through b, so b must outlive
+ * it: destroy the graph, or call ts_graph_free_arena, before destroying b. */
 ts_status ts_graph_alloc(ts_graph *g, ts_backend *b, ts_error *err);
+/* Frees the arena now (inputs and activations lose their storage). NULL-safe. */
+void ts_graph_free_arena(ts_graph *g);
 /* Runs the graph on b (which must address the arena's and the parameters' memory): checks
  * that every parameter is bound and every node is supported, then computes. cb may be NULL. */
 ts_status ts_graph_compute(ts_graph *g, ts_backend *b, const ts_eval_cb *cb, ts_error *err);

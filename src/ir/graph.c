@@ -381,10 +381,7 @@ ts_status ts_graph_alloc(ts_graph *g, ts_backend *b, ts_error *err) {
     if (!g->built) {
         return ts_error_set(err, TS_ERR_STATE, "graph: alloc: build the graph first");
     }
-    if (g->arena != NULL) {
-        ts_backend_buffer_free(g->arena_backend, g->arena);
-        g->arena = NULL;
-    }
+    ts_graph_free_arena(g);
     size_t size = g->plan.peak_bytes ? g->plan.peak_bytes : TS_PLAN_ALIGN;
     ts_status st = ts_backend_buffer_alloc(b, size, &g->arena, err);
     if (st != TS_OK) {
@@ -397,6 +394,18 @@ ts_status ts_graph_alloc(ts_graph *g, ts_backend *b, ts_error *err) {
         t->offset = g->plan.entries[i].offset;
     }
     return TS_OK;
+}
+
+void ts_graph_free_arena(ts_graph *g) {
+    if (g == NULL || g->arena == NULL) {
+        return;
+    }
+    ts_backend_buffer_free(g->arena_backend, g->arena);
+    g->arena = NULL;
+    g->arena_backend = NULL;
+    for (int32_t i = 0; i < g->plan.n_entries; i++) {
+        g->tensors[g->plan.entries[i].tensor]->buffer = NULL;
+    }
 }
 
 ts_status ts_graph_resolve(ts_graph *g, ts_error *err) {
