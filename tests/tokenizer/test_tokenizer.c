@@ -395,7 +395,7 @@ static void test_invalid_and_long_input(void **state) {
 /* SmolLM2's tokenizer. The expected ids come from Hugging Face `tokenizers` 0.23.3 with a BPE
  * model built from this GGUF's own vocabulary and merges and SmolLM2's pre-tokenizer
  * (Digits(individual_digits) + ByteLevel(add_prefix_space=False)), its control tokens added
- * as special tokens: see the script quoted in docs/tokenizer.md. */
+ * as special tokens (described in docs/tokenizer.md). */
 static void test_smollm(void **state) {
     (void)state;
     const char *home = getenv("HOME");
