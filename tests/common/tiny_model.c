@@ -1,0 +1,475 @@
+/* tiny_model.c — small random-weight GGUF models for tests (see tiny_model.h). */
+#include "common/tiny_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "util/error.h"
+
+const char *const ts_tiny_archs[] = {"llama", "qwen2", "qwen3", "phi3",
+                                     "gemma2", "gemma3", "gpt2", NULL};
+
+/* What a tensor's values look like. */
+typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
+
+typedef struct tdesc {
+    char name[64];
+    kind k;
+    ts_type type;
+    uint32_t n_dims;
+    int64_t ne[2];
+} tdesc;
+
+typedef struct tlist {
+    tdesc v[512];
+    int n;
+    const ts_tiny_spec *spec;
+    ts_status st;
+    ts_error *err;
+} tlist;
+
+ts_tiny_spec ts_tiny_spec_default(const char *arch) {
+    ts_tiny_spec s;
+    memset(&s, 0, sizeof s);
+    s.arch = arch;
+    s.seed = 1234;
+    s.wtype = TS_TYPE_F32;
+    s.vec_type = TS_TYPE_F32;
+    s.n_vocab = TS_TINY_MIN_VOCAB;
+    s.n_ctx_train = 256;
+    s.n_embd = 64;
+    s.n_ff = 128;
+    s.n_layer = 2;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.rope_base = 10000.0f;
+    s.norm_eps = 1e-5f;
+    s.logit_scale = 1.0f;
+    if (arch != NULL && strcmp(arch, "gemma2") == 0) {
+        s.n_swa = 8;
+        s.attn_softcap = 50.0f;
+        s.final_softcap = 30.0f;
+        s.tied_output = true;
+        s.norm_eps = 1e-6f;
+    } else if (arch != NULL && strcmp(arch, "gemma3") == 0) {
+        s.n_swa = 8;
+        s.head_dim = 32;
+        s.tied_output = true;
+        s.norm_eps = 1e-6f;
+        s.rope_base = 1000000.0f;
+    } else if (arch != NULL && strcmp(arch, "gpt2") == 0) {
+        s.n_head_kv = 4; /* GPT-2 has no GQA */
+    }
+    return s;
+}
+
+/* ---- the tensor list of each family -------------------------------------------------- */
+
+static void add(tlist *l, kind k, int64_t ne0, int64_t ne1, const char *fmt, int64_t il) {
+    if (l->n == (int)(sizeof l->v / sizeof l->v[0])) {
+        l->st = ts_error_set(l->err, TS_ERR_LIMIT, "tiny: too many tensors");
+        return;
+    }
+    tdesc *d = &l->v[l->n];
+    snprintf(d->name, sizeof d->name, fmt, (long long)il);
+    if (l->spec->omit != NULL && strcmp(l->spec->omit, d->name) == 0) {
+        return;
+    }
+    d->k = k;
+    d->n_dims = ne1 > 0 ? 2 : 1;
+    d->ne[0] = ne0;
+    d->ne[1] = ne1 > 0 ? ne1 : 1;
+    bool matrix = k == K_MATRIX || k == K_EMBD || k == K_OUTPUT;
+    d->type = matrix ? l->spec->wtype : l->spec->vec_type;
+    if (k == K_POS) {
+        d->type = TS_TYPE_F32;
+    }
+    if (l->spec->reshape != NULL && strcmp(l->spec->reshape, d->name) == 0) {
+        if (d->n_dims == 2) {
+            d->ne[1] += 1;
+        } else {
+            d->ne[0] += 1;
+        }
+    }
+    if (l->spec->retype != NULL && strcmp(l->spec->retype, d->name) == 0) {
+        d->type = l->spec->retype_to;
+    }
+    l->n++;
+}
+
+static bool is(const ts_tiny_spec *s, const char *arch) {
+    return strcmp(s->arch, arch) == 0;
+}
+
+static void build_list(tlist *l) {
+    const ts_tiny_spec *s = l->spec;
+    int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab;
+    int64_t D = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
+    int64_t Q = s->n_head * D, KV = s->n_head_kv * D;
+    bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
+    bool qk_norm = is(s, "qwen3") || is(s, "gemma3");
+    bool bias = is(s, "qwen2") || s->qkv_bias;
+
+    add(l, K_EMBD, E, V, "token_embd.weight", 0);
+    if (gpt2) {
+        add(l, K_POS, E, s->n_ctx_train, "position_embd.weight", 0);
+    }
+    add(l, K_NORM, E, 0, "output_norm.weight", 0);
+    if (gpt2) {
+        add(l, K_BIAS, E, 0, "output_norm.bias", 0);
+    }
+    if (!s->tied_output || phi3) {
+        add(l, K_OUTPUT, E, V, "output.weight", 0);
+    }
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        add(l, K_NORM, E, 0, "blk.%lld.attn_norm.weight", il);
+        if (gpt2) {
+            add(l, K_BIAS, E, 0, "blk.%lld.attn_norm.bias", il);
+        }
+        if (gpt2 || phi3) {
+            add(l, K_MATRIX, E, Q + 2 * KV, "blk.%lld.attn_qkv.weight", il);
+            if (gpt2) {
+                add(l, K_BIAS, Q + 2 * KV, 0, "blk.%lld.attn_qkv.bias", il);
+            }
+        } else {
+            add(l, K_MATRIX, E, Q, "blk.%lld.attn_q.weight", il);
+            add(l, K_MATRIX, E, KV, "blk.%lld.attn_k.weight", il);
+            add(l, K_MATRIX, E, KV, "blk.%lld.attn_v.weight", il);
+            if (bias) {
+                add(l, K_BIAS, Q, 0, "blk.%lld.attn_q.bias", il);
+                add(l, K_BIAS, KV, 0, "blk.%lld.attn_k.bias", il);
+                add(l, K_BIAS, KV, 0, "blk.%lld.attn_v.bias", il);
+            }
+        }
+        if (qk_norm) {
+            add(l, K_NORM, D, 0, "blk.%lld.attn_q_norm.weight", il);
+            add(l, K_NORM, D, 0, "blk.%lld.attn_k_norm.weight", il);
+        }
+        add(l, K_MATRIX, Q, E, "blk.%lld.attn_output.weight", il);
+        if (gpt2) {
+            add(l, K_BIAS, E, 0, "blk.%lld.attn_output.bias", il);
+        }
+        if (gemma) {
+            add(l, K_NORM, E, 0, "blk.%lld.post_attention_norm.weight", il);
+        }
+        add(l, K_NORM, E, 0, "blk.%lld.ffn_norm.weight", il);
+        if (gpt2) {
+            add(l, K_BIAS, E, 0, "blk.%lld.ffn_norm.bias", il);
+            add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
+            add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
+        } else if (phi3) {
+            add(l, K_MATRIX, E, 2 * F, "blk.%lld.ffn_up.weight", il);
+        } else {
+            add(l, K_MATRIX, E, F, "blk.%lld.ffn_gate.weight", il);
+            add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
+        }
+        add(l, K_MATRIX, F, E, "blk.%lld.ffn_down.weight", il);
+        if (gpt2) {
+            add(l, K_BIAS, E, 0, "blk.%lld.ffn_down.bias", il);
+        }
+        if (gemma) {
+            add(l, K_NORM, E, 0, "blk.%lld.post_ffw_norm.weight", il);
+        }
+    }
+}
+
+/* ---- values ---------------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float uniform(uint64_t *x) {
+    return (float)((double)(splitmix(x) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+static uint64_t name_seed(uint64_t seed, const char *name) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (const char *p = name; *p; p++) {
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    }
+    return h;
+}
+
+static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t n) {
+    uint64_t st = name_seed(s->seed, d->name);
+    float a = 1.0f;
+    switch (d->k) {
+    case K_MATRIX: a = sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_EMBD: a = 1.0f; break;
+    case K_POS: a = 0.3f; break;
+    case K_BIAS: a = 0.1f; break;
+    case K_NORM: a = 0.2f; break;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = a * uniform(&st) + (d->k == K_NORM ? 1.0f : 0.0f);
+    }
+}
+
+typedef struct fill_ctx {
+    const ts_tiny_spec *spec;
+    const tlist *list;
+} fill_ctx;
+
+static ts_status fill(void *ctx, uint64_t index, void *dst, size_t nbytes, ts_error *err) {
+    const fill_ctx *fc = ctx;
+    const tdesc *d = &fc->list->v[index];
+    int64_t n = d->ne[0] * d->ne[1];
+    if (d->type == TS_TYPE_I32 || d->type == TS_TYPE_I8 || d->type == TS_TYPE_I16) {
+        memset(dst, 0, nbytes);
+        return TS_OK;
+    }
+    const ts_quant_ops *ops = ts_quant_ops_get(d->type, TS_ISA_SCALAR);
+    if (ops == NULL || ops->from_float == NULL) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED, "tiny: cannot write '%s' as %s", d->name,
+                            ts_type_name(d->type));
+    }
+    float *v = malloc((size_t)n * sizeof *v);
+    if (v == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "tiny: out of memory");
+    }
+    fill_values(fc->spec, d, v, n);
+    size_t row = 0;
+    ts_type_row_bytes(d->type, (uint64_t)d->ne[0], &row);
+    if (row * (size_t)d->ne[1] != nbytes) {
+        free(v);
+        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu",
+                            d->name, nbytes, row * (size_t)d->ne[1]);
+    }
+    for (int64_t r = 0; r < d->ne[1]; r++) {
+        ops->from_float(v + r * d->ne[0], (char *)dst + (size_t)r * row, d->ne[0]);
+    }
+    free(v);
+    return TS_OK;
+}
+
+/* ---- vocabulary ------------------------------------------------------------------------- */
+
+typedef struct vocab {
+    char **tok;
+    float *score;
+    int32_t *type;
+    int64_t n;
+} vocab;
+
+static void vocab_free(vocab *vb) {
+    for (int64_t i = 0; i < vb->n; i++) {
+        free(vb->tok[i]);
+    }
+    free(vb->tok);
+    free(vb->score);
+    free(vb->type);
+}
+
+static void vpush(vocab *vb, const char *text, int32_t type, float score) {
+    vb->tok[vb->n] = strdup(text);
+    vb->type[vb->n] = type;
+    vb->score[vb->n] = score;
+    vb->n++;
+}
+
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
+    vb->n = 0;
+    vb->tok = calloc((size_t)n, sizeof *vb->tok);
+    vb->score = calloc((size_t)n, sizeof *vb->score);
+    vb->type = calloc((size_t)n, sizeof *vb->type);
+    if (!vb->tok || !vb->score || !vb->type) {
+        return ts_error_set(err, TS_ERR_NOMEM, "tiny: out of memory");
+    }
+    vpush(vb, "<unk>", 2, 0.0f);
+    vpush(vb, "<s>", 3, 0.0f);
+    vpush(vb, "</s>", 3, 0.0f);
+    for (int b = 0; b < 256; b++) {
+        char t[8];
+        snprintf(t, sizeof t, "<0x%02X>", b);
+        vpush(vb, t, 6, 0.0f);
+    }
+    static const char *const words[] = {
+        SP,          SP "the",   SP "cat", SP "sat",   SP "on",   SP "mat",  SP "hello",
+        SP "world",  SP "a",     SP "is",  SP "of",    SP "and",  "th",      "he",
+        "in",        "er",       "an",     "re",       ".",       ",",       "!",
+        "?",         "0",        "1",      "2",        "3",       "4",       "5",
+        "6",         "7",        "8",      "9",        SP "t",    SP "c",    SP "s",
+        SP "o",      SP "m",     SP "h",   SP "w",     "e",       "t",       "a",
+        "o",         "i",        "n",      "s",        "h",       "r",       "d",
+        "l",         "c",        "u",      "m",        "w",       "f",       "g",
+        "y",         "p",        "b",      "v",        "k",       "x",       "j",
+        "q",         "z",
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0] && vb->n < n; i++) {
+        vpush(vb, words[i], 1, (float)strlen(words[i]) - 10.0f);
+    }
+    static const char *const syl[] = {"ka", "lo", "mi", "ne", "ru", "sa", "to", "vi"};
+    for (int64_t k = 0; vb->n < n; k++) {
+        char t[32];
+        snprintf(t, sizeof t, SP "%s%s%s", syl[k % 8], syl[(k / 8) % 8], syl[(k / 64) % 8]);
+        if (k >= 512) {
+            snprintf(t, sizeof t, SP "w%lld", (long long)k);
+        }
+        vpush(vb, t, 1, -20.0f - (float)k);
+    }
+    for (int64_t i = 0; i < vb->n; i++) {
+        if (vb->tok[i] == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "tiny: out of memory");
+        }
+    }
+    return TS_OK;
+}
+
+/* ---- metadata ----------------------------------------------------------------------------- */
+
+static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix,
+                         int64_t v, ts_error *err) {
+    if (s->omit_key != NULL && strcmp(s->omit_key, suffix) == 0) {
+        return TS_OK;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch_name ? s->arch_name : s->arch, suffix);
+    return ts_gguf_writer_add_u32(w, key, (uint32_t)v, err);
+}
+
+static ts_status key_f32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix, float v,
+                         ts_error *err) {
+    if (s->omit_key != NULL && strcmp(s->omit_key, suffix) == 0) {
+        return TS_OK;
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch_name ? s->arch_name : s->arch, suffix);
+    return ts_gguf_writer_add_f32(w, key, v, err);
+}
+
+static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const vocab *vb,
+                            ts_error *err) {
+    char name[64];
+    snprintf(name, sizeof name, "tiny-%s", s->arch);
+    const char *arch = s->arch_name ? s->arch_name : s->arch;
+    bool gpt2 = is(s, "gpt2");
+    bool gemma = is(s, "gemma2") || is(s, "gemma3");
+    ts_status st;
+    if ((st = ts_gguf_writer_add_cstr(w, "general.architecture", arch, err)) ||
+        (st = ts_gguf_writer_add_cstr(w, "general.name", name, err)) ||
+        (st = key_u32(w, s, "context_length", s->n_ctx_train, err)) ||
+        (st = key_u32(w, s, "embedding_length", s->n_embd, err)) ||
+        (st = key_u32(w, s, "block_count", s->n_layer, err)) ||
+        (st = key_u32(w, s, "feed_forward_length", s->n_ff, err)) ||
+        (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
+        (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
+        (st = key_f32(w, s,
+                      gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+                      s->norm_eps, err))) {
+        return st;
+    }
+    if (!gpt2 && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
+        return st;
+    }
+    if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
+                            (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
+        return st;
+    }
+    if (gemma && s->n_swa > 0 &&
+        (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
+        return st;
+    }
+    if (s->attn_softcap > 0 &&
+        (st = key_f32(w, s, "attn_logit_softcapping", s->attn_softcap, err))) {
+        return st;
+    }
+    if (s->final_softcap > 0 &&
+        (st = key_f32(w, s, "final_logit_softcapping", s->final_softcap, err))) {
+        return st;
+    }
+    if ((st = ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", err)) ||
+        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens",
+                                           (const char *const *)vb->tok, (uint64_t)vb->n,
+                                           err)) ||
+        (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32, vb->score,
+                                       (uint64_t)vb->n, err)) ||
+        (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, vb->type,
+                                       (uint64_t)vb->n, err)) ||
+        (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", TS_TINY_BOS, err)) ||
+        (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", TS_TINY_EOS, err)) ||
+        (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0, err)) ||
+        (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true, err)) ||
+        (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false, err))) {
+        return st;
+    }
+    return TS_OK;
+}
+
+static bool known_arch(const char *arch) {
+    for (int i = 0; arch != NULL && ts_tiny_archs[i] != NULL; i++) {
+        if (strcmp(arch, ts_tiny_archs[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+ts_status ts_tiny_write(const ts_tiny_spec *s, const char *path, ts_error *err) {
+    if (!known_arch(s->arch)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "tiny: unknown family '%s'",
+                            s->arch ? s->arch : "(null)");
+    }
+    if (s->n_vocab < TS_TINY_MIN_VOCAB || s->n_head < 1 || s->n_head_kv < 1 ||
+        s->n_head % s->n_head_kv != 0 || s->n_layer < 1 || s->n_embd < 1 || s->n_ff < 1) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "tiny: bad sizes for '%s'", s->arch);
+    }
+    tlist *l = calloc(1, sizeof *l);
+    ts_gguf_writer *w = NULL;
+    vocab vb = {0};
+    if (l == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "tiny: out of memory");
+    }
+    l->spec = s;
+    l->err = err;
+    build_list(l);
+    ts_status st = l->st;
+    if (st == TS_OK) {
+        st = build_vocab(s->n_vocab, &vb, err);
+    }
+    if (st == TS_OK) {
+        st = ts_gguf_writer_create(&w, err);
+    }
+    if (st == TS_OK) {
+        st = write_meta(w, s, &vb, err);
+    }
+    for (int i = 0; st == TS_OK && i < l->n; i++) {
+        const tdesc *d = &l->v[i];
+        st = ts_gguf_writer_add_tensor(w, d->name, d->type, d->n_dims, d->ne, NULL, err);
+    }
+    fill_ctx fc = {s, l};
+    if (st == TS_OK) {
+        ts_gguf_writer_set_fill(w, fill, &fc);
+        st = ts_gguf_writer_write(w, path, err);
+    }
+    ts_gguf_writer_destroy(w);
+    vocab_free(&vb);
+    free(l);
+    return st;
+}
+
+const char *ts_tiny_temp_path(char *buf, size_t size, const char *tag) {
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || dir[0] == '\0') {
+        dir = "/tmp";
+    }
+    snprintf(buf, size, "%s/ts_tiny_%s_XXXXXX.gguf", dir, tag ? tag : "");
+    int fd = mkstemps(buf, 5);
+    if (fd < 0) {
+        return NULL;
+    }
+    close(fd);
+    return buf;
+}

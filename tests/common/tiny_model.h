@@ -1,0 +1,91 @@
+/*
+ * tiny_model.h — writes small random-weight GGUF models for tests.
+ *
+ * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2) the
+ * writer knows, independently of src/model/arch.c, which tensors a GGUF of that family holds
+ * and with which shapes (the llama.cpp naming and layout conventions), and writes the
+ * hyperparameter keys src/model/hparams.c reads. So a test that loads these files checks the
+ * registry tables against a second statement of the same facts.
+ *
+ * Weights come from a deterministic PRNG (splitmix64) seeded by the spec's seed and the tensor
+ * name, so omitting or retyping one tensor leaves every other tensor's values unchanged.
+ * Matrices have entries uniform in [-a, a] with a = sqrt(3 / fan_in) (unit-variance outputs),
+ * norm weights are 1 + small noise, biases are small. Matrices and token_embd are stored in
+ * spec.wtype (F32, F16, BF16 or any type the quant layer can quantize, e.g. Q8_0, Q4_0, Q4_1);
+ * vectors are F32 unless spec.vec_type says otherwise.
+ *
+ * The vocabulary is a SentencePiece ("llama") one: <unk>, <s>, </s>, the 256 byte tokens
+ * <0x00>..<0xFF>, "▁", letters, digits, punctuation and a few words, padded with pseudo-words
+ * up to spec.n_vocab tokens (at least TS_TINY_MIN_VOCAB). bos = 1, eos = 2 (an end-of-generation
+ * token), add_bos_token = true.
+ *
+ * Fault injection (for loader error tests): `omit` leaves one tensor out, `reshape` writes one
+ * tensor with one extra row (or element, for vectors), `retype` stores one tensor as
+ * `retype_to`, `arch_name` overrides general.architecture, `omit_key` leaves one metadata key
+ * out (its suffix after "<arch>.").
+ *
+ * Not thread-safe only in the sense that a spec must not change while it is being written.
+ */
+#ifndef TS_TESTS_TINY_MODEL_H
+#define TS_TESTS_TINY_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf/ggml_types.h"
+#include "tessera.h"
+
+#define TS_TINY_MIN_VOCAB 320
+#define TS_TINY_BOS 1
+#define TS_TINY_EOS 2
+
+typedef struct ts_tiny_spec {
+    const char *arch;      /* layout family: one of ts_tiny_archs */
+    const char *arch_name; /* general.architecture written (NULL: arch) */
+    uint64_t seed;
+    ts_type wtype;     /* matrices and token_embd */
+    ts_type vec_type;  /* norm weights and biases: F32 (default), F16 or BF16 */
+    int64_t n_vocab;   /* rows of token_embd = tokenizer size (>= TS_TINY_MIN_VOCAB) */
+    int64_t n_ctx_train;
+    int64_t n_embd;
+    int64_t n_ff;
+    int64_t n_layer;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;  /* 0: n_embd / n_head (no key_length key); else written explicitly */
+    int64_t n_swa;     /* gemma2/gemma3 attention.sliding_window (0: key not written) */
+    float attn_softcap;  /* gemma2 attn_logit_softcapping (0: not written) */
+    float final_softcap; /* gemma2 final_logit_softcapping (0: not written) */
+    float rope_base;
+    float norm_eps;
+    bool tied_output;  /* leave out output.weight (where the family allows it) */
+    bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
+    float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
+    /* Fault injection (NULL: none). */
+    const char *omit;
+    const char *reshape;
+    const char *retype;
+    ts_type retype_to;
+    const char *omit_key;
+} ts_tiny_spec;
+
+/* The supported families, NULL-terminated. */
+extern const char *const ts_tiny_archs[];
+
+/* A small default model of the family: n_embd 64, n_ff 128, 2 layers, 4 heads (2 KV heads),
+ * context 256, vocabulary TS_TINY_MIN_VOCAB, F32 weights, family-typical extras (Gemma 2
+ * softcapping and sliding window 8, Gemma 3 key_length 32 and sliding window 8, Qwen 2 biases,
+ * Gemma tied output). */
+ts_tiny_spec ts_tiny_spec_default(const char *arch);
+
+/* Writes the model to path. Errors (unknown family, bad sizes, writer failures) come back
+ * with a message. */
+ts_status ts_tiny_write(const ts_tiny_spec *spec, const char *path, ts_error *err);
+
+/* A fresh path in $TMPDIR (or /tmp) for a test file, unique per process and call, ending in
+ * "<tag>_XXXXXX.gguf" (created empty, so no other process takes it). Returns buf, or NULL
+ * when the file cannot be made. */
+const char *ts_tiny_temp_path(char *buf, size_t size, const char *tag);
+
+#endif /* TS_TESTS_TINY_MODEL_H */

@@ -1,0 +1,307 @@
+/*
+ * test_loader.c — ts_model_open on tiny models of every architecture: hyperparameters and
+ * tensors resolved as written, and every loader error (unknown architecture, missing tensor,
+ * wrong shape, unsupported type, missing key) named with what and where.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/tiny_model.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+/* Writes spec to a temporary file and opens it; returns the status and keeps the message. */
+static ts_status open_spec(const ts_tiny_spec *spec, ts_model **m, ts_error *err) {
+    char path[512];
+    assert_non_null(ts_tiny_temp_path(path, sizeof path, spec->arch));
+    ts_error werr = {0};
+    ts_status st = ts_tiny_write(spec, path, &werr);
+    if (st != TS_OK) {
+        fail_msg("writing %s: %s", spec->arch, werr.msg);
+    }
+    st = ts_model_open(path, m, err);
+    /* The model maps the file; unlinking it now keeps the mapping valid. */
+    unlink(path);
+    return st;
+}
+
+static void expect_error(const ts_tiny_spec *spec, ts_status want, const char *const *parts) {
+    ts_model *m = NULL;
+    ts_error err = {0};
+    ts_status st = open_spec(spec, &m, &err);
+    assert_int_equal(st, want);
+    assert_null(m);
+    for (int i = 0; parts[i] != NULL; i++) {
+        if (strstr(err.msg, parts[i]) == NULL) {
+            fail_msg("message '%s' lacks '%s'", err.msg, parts[i]);
+        }
+    }
+}
+
+typedef struct count_ctx {
+    int n;
+    uint64_t elements;
+} count_ctx;
+
+static void count_param(const char *name, const ts_gguf_tensor *t, void *user) {
+    count_ctx *c = user;
+    assert_non_null(name);
+    c->n++;
+    c->elements += t->n_elements;
+}
+
+static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
+    const ts_hparams *hp = &m->hp;
+    int64_t head_dim = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
+    assert_string_equal(hp->arch->name, s->arch);
+    assert_int_equal(hp->n_vocab, s->n_vocab);
+    assert_int_equal(hp->n_ctx_train, s->n_ctx_train);
+    assert_int_equal(hp->n_embd, s->n_embd);
+    assert_int_equal(hp->n_layer, s->n_layer);
+    assert_int_equal(hp->n_ff, s->n_ff);
+    assert_int_equal(hp->n_head, s->n_head);
+    assert_int_equal(hp->n_head_kv, s->n_head_kv);
+    assert_int_equal(hp->head_dim, head_dim);
+    assert_int_equal(hp->n_rot, head_dim);
+    assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
+    assert_float_equal(hp->attn_scale, 1.0 / sqrt((double)head_dim), 1e-6);
+    bool gemma = strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gemma3") == 0;
+    assert_float_equal(hp->embd_scale, gemma ? sqrt((double)s->n_embd) : 1.0, 1e-5);
+    if (strcmp(s->arch, "gpt2") != 0) {
+        assert_float_equal(hp->rope_base, s->rope_base, 1e-3);
+    }
+    assert_float_equal(hp->attn_softcap, s->attn_softcap, 1e-6);
+    assert_float_equal(hp->final_softcap, s->final_softcap, 1e-6);
+    assert_int_equal(hp->n_swa, gemma ? s->n_swa : 0);
+    if (strcmp(s->arch, "gemma2") == 0) {
+        /* Gemma 2 alternates: even layers local, odd layers global. */
+        assert_true(ts_hparams_layer_is_swa(hp, 0));
+        assert_false(ts_hparams_layer_is_swa(hp, 1));
+    } else if (strcmp(s->arch, "gemma3") == 0) {
+        /* Gemma 3: five local layers, then one global. */
+        for (int64_t il = 0; il < 12; il++) {
+            assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % 6 != 5);
+        }
+        assert_float_equal(hp->rope_base_swa, 10000.0, 1e-3);
+    } else {
+        assert_false(ts_hparams_layer_is_swa(hp, 0));
+    }
+    bool phi3 = strcmp(s->arch, "phi3") == 0;
+    assert_int_equal(m->tied_output, s->tied_output && !phi3);
+    assert_int_equal(ts_model_tensor(m, TS_ROLE_OUTPUT, 0) == NULL, m->tied_output);
+
+    /* Every tensor of the file was resolved, none twice, and the totals add up. */
+    count_ctx c = {0, 0};
+    ts_model_each_param(m, count_param, &c);
+    assert_int_equal(c.n, (int)ts_gguf_tensor_count(m->gguf));
+    assert_int_equal(c.elements, m->n_params);
+    uint64_t elements = 0;
+    size_t bytes = 0;
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(m->gguf); i++) {
+        elements += ts_gguf_tensor_at(m->gguf, i)->n_elements;
+        bytes += ts_gguf_tensor_at(m->gguf, i)->nbytes;
+    }
+    assert_int_equal(elements, m->n_params);
+    assert_int_equal(bytes, m->weight_bytes);
+
+    /* Roles map to the tensors of that name, weights keep their stored type. */
+    const ts_gguf_tensor *down = ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer - 1);
+    assert_non_null(down);
+    char name[64];
+    snprintf(name, sizeof name, "blk.%lld.ffn_down.weight", (long long)(s->n_layer - 1));
+    assert_string_equal(down->name, name);
+    assert_int_equal(down->type, s->wtype);
+    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer));
+    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, -1));
+    const ts_gguf_tensor *embd = ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0);
+    assert_non_null(embd);
+    assert_int_equal(embd->ne[0], s->n_embd);
+    assert_int_equal(embd->ne[1], s->n_vocab);
+    bool qkv_bias = strcmp(s->arch, "qwen2") == 0 || s->qkv_bias;
+    if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
+        assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
+    }
+
+    /* The vocabulary the writer put in is a valid tokenizer of the same size. */
+    ts_tokenizer *tok = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_tokenizer_create(m->gguf, &tok, &err), TS_OK);
+    assert_int_equal(ts_tokenizer_n_vocab(tok), (uint32_t)s->n_vocab);
+    assert_true(ts_tokenizer_is_eog(tok, TS_TINY_EOS));
+    ts_tokenizer_destroy(tok);
+}
+
+static void test_every_arch_and_type(void **state) {
+    (void)state;
+    const ts_type types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1};
+    for (int a = 0; ts_tiny_archs[a] != NULL; a++) {
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[a]);
+            s.wtype = types[t];
+            ts_model *m = NULL;
+            ts_error err = {0};
+            if (open_spec(&s, &m, &err) != TS_OK) {
+                fail_msg("%s/%s: %s", s.arch, ts_type_name(s.wtype), err.msg);
+            }
+            check_loaded(&s, m);
+            ts_model_close(m);
+        }
+    }
+}
+
+/* Optional tensors are probed: an untied llama, llama with Q/K/V biases, a tied gpt2. */
+static void test_optional_tensors(void **state) {
+    (void)state;
+    const struct {
+        const char *arch;
+        bool tied, bias;
+    } cases[] = {{"llama", false, true}, {"llama", true, false}, {"gpt2", true, false},
+                 {"gemma2", false, false}, {"qwen3", true, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ts_tiny_spec s = ts_tiny_spec_default(cases[i].arch);
+        s.tied_output = cases[i].tied;
+        s.qkv_bias = cases[i].bias;
+        ts_model *m = NULL;
+        ts_error err = {0};
+        if (open_spec(&s, &m, &err) != TS_OK) {
+            fail_msg("%s: %s", s.arch, err.msg);
+        }
+        check_loaded(&s, m);
+        ts_model_close(m);
+    }
+}
+
+static void test_unknown_arch(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.arch_name = "mamba";
+    const char *parts[] = {"mamba", "llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
+                           "gpt2", "ts_tiny_llama", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, parts);
+}
+
+static void test_missing_tensor(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.omit = "blk.1.ffn_down.weight";
+    const char *p1[] = {"blk.1.ffn_down.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    /* Biases are optional for llama but required for qwen2. */
+    s = ts_tiny_spec_default("qwen2");
+    s.omit = "blk.0.attn_v.bias";
+    const char *p2[] = {"blk.0.attn_v.bias", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p2);
+
+    /* Phi-3 has no tied output. */
+    s = ts_tiny_spec_default("phi3");
+    s.omit = "output.weight";
+    const char *p3[] = {"output.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
+    s = ts_tiny_spec_default("gpt2");
+    s.omit = "position_embd.weight";
+    const char *p4[] = {"position_embd.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p4);
+
+    s = ts_tiny_spec_default("gemma3");
+    s.omit = "blk.1.attn_k_norm.weight";
+    const char *p5[] = {"blk.1.attn_k_norm.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p5);
+
+    s = ts_tiny_spec_default("llama");
+    s.omit = "token_embd.weight";
+    const char *p6[] = {"token_embd.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p6);
+}
+
+static void test_wrong_shape(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.reshape = "blk.0.attn_k.weight"; /* [64, 32] written as [64, 33] */
+    const char *p1[] = {"blk.0.attn_k.weight", "[64, 33", "expected [64, 32]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    s = ts_tiny_spec_default("gemma3");
+    s.reshape = "blk.0.attn_q_norm.weight"; /* [32] written as [33] */
+    const char *p2[] = {"blk.0.attn_q_norm.weight", "[33, 1", "expected [32, 1]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p2);
+
+    s = ts_tiny_spec_default("phi3");
+    s.reshape = "blk.1.ffn_up.weight"; /* fused gate+up [64, 256] */
+    const char *p3[] = {"blk.1.ffn_up.weight", "[64, 257", "expected [64, 256]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
+    /* The vocabulary is defined by token_embd; an output matrix must agree with it. */
+    s = ts_tiny_spec_default("llama");
+    s.reshape = "output.weight";
+    const char *p4[] = {"output.weight", "[64, 321", "expected [64, 320]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p4);
+}
+
+static void test_unsupported_type(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.retype = "blk.0.attn_norm.weight";
+    s.retype_to = TS_TYPE_Q8_0;
+    const char *p1[] = {"blk.0.attn_norm.weight", "Q8_0", "vector", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p1);
+
+    s = ts_tiny_spec_default("qwen3");
+    s.retype = "blk.1.ffn_gate.weight";
+    s.retype_to = TS_TYPE_I32;
+    const char *p2[] = {"blk.1.ffn_gate.weight", "I32", "matrix", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p2);
+}
+
+static void test_missing_key(void **state) {
+    (void)state;
+    const char *keys[] = {"block_count", "embedding_length", "feed_forward_length",
+                          "attention.head_count", "context_length"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        ts_tiny_spec s = ts_tiny_spec_default("qwen2");
+        s.omit_key = keys[i];
+        char full[128];
+        snprintf(full, sizeof full, "qwen2.%s", keys[i]);
+        const char *parts[] = {full, "missing", NULL};
+        expect_error(&s, TS_ERR_FORMAT, parts);
+    }
+    /* Optional keys take their defaults. */
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.omit_key = "attention.head_count_kv";
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_ERR_FORMAT); /* K/V shapes now disagree */
+    assert_non_null(strstr(err.msg, "attn_k.weight"));
+    s.n_head_kv = s.n_head;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_head_kv, m->hp.n_head);
+    ts_model_close(m);
+}
+
+static void test_no_file(void **state) {
+    (void)state;
+    ts_model *m = NULL;
+    ts_error err = {0};
+    const char *path = "/nonexistent/dir/model.gguf";
+    assert_int_equal(ts_model_open(path, &m, &err), TS_ERR_IO);
+    assert_null(m);
+    assert_non_null(strstr(err.msg, path));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_arch_and_type), cmocka_unit_test(test_optional_tensors),
+        cmocka_unit_test(test_unknown_arch),        cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_wrong_shape),         cmocka_unit_test(test_unsupported_type),
+        cmocka_unit_test(test_missing_key),         cmocka_unit_test(test_no_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
