@@ -47,8 +47,8 @@ static void case_free(bench_case *c) {
     memset(c, 0, sizeof *c);
 }
 
-static int case_make(bench_case *c, ts_backend *host, ts_type type, int64_t k, int64_t n,
-                     int64_t m, ts_error *err) {
+static int case_make(bench_case *c, ts_backend *host, ts_type type, int64_t k, int64_t n, int64_t m,
+                     ts_error *err) {
     memset(c, 0, sizeof *c);
     if (ts_graph_create(&c->g, NULL, err) != TS_OK) {
         return 0;
@@ -104,10 +104,14 @@ static double nrmse(const float *a, const float *b, int64_t n) {
 static double tolerance(ts_type type) {
     const ts_quant_ops *ops = ts_quant_ops_get(type, TS_ISA_SCALAR);
     switch (ops->vec_dot_type) {
-    case TS_TYPE_F32: return 1e-5;
-    case TS_TYPE_F16: return 2e-3;
-    case TS_TYPE_BF16: return 1e-2;
-    default: return 1e-2;
+    case TS_TYPE_F32:
+        return 1e-5;
+    case TS_TYPE_F16:
+        return 2e-3;
+    case TS_TYPE_BF16:
+        return 1e-2;
+    default:
+        return 1e-2;
     }
 }
 
@@ -117,7 +121,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             n_threads = 0;
-            for (char *tok = strtok(argv[++i], ","); tok && n_threads < 8; tok = strtok(NULL, ",")) {
+            for (char *tok = strtok(argv[++i], ","); tok && n_threads < 8;
+                 tok = strtok(NULL, ",")) {
                 threads[n_threads++] = atoi(tok);
             }
         } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {

@@ -27,8 +27,18 @@ enum { HD = 16, NH = 6, NKV = 2, BS = 4, NBLK = 10, MAXB = 4, NSEQ = 3, NT = 5 }
 static const int32_t k_seq[NT] = {0, 0, 0, 1, 2};
 static const int32_t k_pos[NT] = {9, 10, 11, 0, 5};
 static const int32_t k_len[NSEQ] = {12, 1, 6};
-static const int32_t k_table[MAXB * NSEQ] = {7, 2, 9, -1, /* seq 0 */ 0, -1, -1, -1,
-                                             /* seq 1 */ 5, 3, -1, -1 /* seq 2 */};
+static const int32_t k_table[MAXB * NSEQ] = {7,
+                                             2,
+                                             9,
+                                             -1,
+                                             /* seq 0 */ 0,
+                                             -1,
+                                             -1,
+                                             -1,
+                                             /* seq 1 */ 5,
+                                             3,
+                                             -1,
+                                             -1 /* seq 2 */};
 
 typedef struct setup_out {
     ts_tensor *out, *kstore;
@@ -81,7 +91,10 @@ typedef struct variant {
 } variant;
 
 static const variant k_variants[] = {
-    {TS_TYPE_F32, 0.0f, 0}, {TS_TYPE_F32, 3.0f, 4}, {TS_TYPE_F16, 0.0f, 0}, {TS_TYPE_F16, 2.0f, 2},
+    {TS_TYPE_F32, 0.0f, 0},
+    {TS_TYPE_F32, 3.0f, 4},
+    {TS_TYPE_F16, 0.0f, 0},
+    {TS_TYPE_F16, 2.0f, 2},
 };
 
 static void test_fused_vs_decomposed(void **state) {
@@ -239,8 +252,16 @@ static void test_dynamic_tokens(void **state) {
         assert_int_equal(ts_tensor_bind(kc, cache_buf, 0, &err), TS_OK);
         ts_tensor *ks = ts_op_kv_store(g, kc, kr, slots);
         /* V shares the K cache here: enough to check the plumbing. */
-        ts_attn_args a = {ts_op_rope(g, q, pos, HD, TS_ROPE_NEOX, 10000.0f, 1.0f), ks, ks, tab,
-                          seq, pos, len, 0.25f, 0.0f, 0};
+        ts_attn_args a = {ts_op_rope(g, q, pos, HD, TS_ROPE_NEOX, 10000.0f, 1.0f),
+                          ks,
+                          ks,
+                          tab,
+                          seq,
+                          pos,
+                          len,
+                          0.25f,
+                          0.0f,
+                          0};
         ts_tensor *out = ts_graph_output(g, ts_attention(g, &a));
         assert_int_equal(ts_graph_build(g, &err), TS_OK);
         if (dyn) {
@@ -302,7 +323,8 @@ static void test_bad_inputs(void **state) {
         h_set_i32(&h, ts_graph_find(h.g, "len"), bad_len, NSEQ);
         float *r = h_run(&h, bes[bi], o.out, &err);
         if (r != NULL) {
-            fail_msg("%s accepted a block table entry of -1 for a used key", ts_backend_name(bes[bi]));
+            fail_msg("%s accepted a block table entry of -1 for a used key",
+                     ts_backend_name(bes[bi]));
         }
         assert_int_equal(err.status, TS_ERR_RANGE);
         assert_non_null(strstr(err.msg, "attn_out"));

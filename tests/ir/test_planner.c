@@ -46,10 +46,9 @@ static void check_plan(ts_graph *g) {
                            (a->inplace_of == b->tensor && b->last == a->first);
             bool overlap = a->offset < b->offset + b->size && b->offset < a->offset + a->size;
             if (live_together && !handoff && overlap) {
-                fail_msg("'%s' [%d, %d] @%zu+%zu overlaps '%s' [%d, %d] @%zu+%zu",
-                         t->name, a->first, a->last, a->offset, a->size,
-                         ts_graph_tensor(g, b->tensor)->name, b->first, b->last, b->offset,
-                         b->size);
+                fail_msg("'%s' [%d, %d] @%zu+%zu overlaps '%s' [%d, %d] @%zu+%zu", t->name,
+                         a->first, a->last, a->offset, a->size, ts_graph_tensor(g, b->tensor)->name,
+                         b->first, b->last, b->offset, b->size);
             }
         }
     }
@@ -77,13 +76,18 @@ static void test_llama_plan(void **state) {
         int64_t cn[4] = {HD, NKV, BS, NB};
         ts_tensor *h = ts_rms_norm(g, x, ts_graph_param(g, "attn_norm", TS_TYPE_F32, 1, dn), 1e-5f);
         int64_t q3[3] = {HD, NH, T}, k3[3] = {HD, NKV, T}, d2[2] = {D, T};
-        ts_tensor *q = ts_op_reshape(g, ts_linear(g, h, ts_graph_param(g, "wq", TS_TYPE_Q4_0, 2, wq), NULL), 3, q3);
-        ts_tensor *k = ts_op_reshape(g, ts_linear(g, h, ts_graph_param(g, "wk", TS_TYPE_Q4_0, 2, wkv), NULL), 3, k3);
-        ts_tensor *v = ts_op_reshape(g, ts_linear(g, h, ts_graph_param(g, "wv", TS_TYPE_Q4_0, 2, wkv), NULL), 3, k3);
+        ts_tensor *q = ts_op_reshape(
+            g, ts_linear(g, h, ts_graph_param(g, "wq", TS_TYPE_Q4_0, 2, wq), NULL), 3, q3);
+        ts_tensor *k = ts_op_reshape(
+            g, ts_linear(g, h, ts_graph_param(g, "wk", TS_TYPE_Q4_0, 2, wkv), NULL), 3, k3);
+        ts_tensor *v = ts_op_reshape(
+            g, ts_linear(g, h, ts_graph_param(g, "wv", TS_TYPE_Q4_0, 2, wkv), NULL), 3, k3);
         q = ts_rope(g, q, pos, HD, TS_ROPE_NEOX, 10000.0f, 1.0f);
         k = ts_rope(g, k, pos, HD, TS_ROPE_NEOX, 10000.0f, 1.0f);
-        ts_tensor *kc = ts_op_kv_store(g, ts_graph_param(g, "k_cache", TS_TYPE_F16, 4, cn), k, slot);
-        ts_tensor *vc = ts_op_kv_store(g, ts_graph_param(g, "v_cache", TS_TYPE_F16, 4, cn), v, slot);
+        ts_tensor *kc =
+            ts_op_kv_store(g, ts_graph_param(g, "k_cache", TS_TYPE_F16, 4, cn), k, slot);
+        ts_tensor *vc =
+            ts_op_kv_store(g, ts_graph_param(g, "v_cache", TS_TYPE_F16, 4, cn), v, slot);
         ts_attn_args a = {q, kc, vc, table, seq, pos, len, 0.25f, 0.0f, 0};
         ts_tensor *o = ts_op_reshape(g, ts_attention(g, &a), 2, d2);
         x = ts_op_add(g, x, ts_linear(g, o, ts_graph_param(g, "wo", TS_TYPE_Q4_0, 2, wq), NULL));

@@ -24,9 +24,9 @@ void cpu_get_rows(const cpu_op_ctx *c, ts_tensor *n) {
                sizeof row);
         float *out = (float *)((char *)n->data + j0 * n->nb[1] + j1 * n->nb[2] + j2 * n->nb[3]);
         if (row >= a->ne[1]) {
-            cpu_fail(c, TS_ERR_RANGE, "index %d at [%lld, %lld, %lld] is past the %lld rows of '%s'",
-                     (int)row, (long long)j0, (long long)j1, (long long)j2, (long long)a->ne[1],
-                     a->name);
+            cpu_fail(c, TS_ERR_RANGE,
+                     "index %d at [%lld, %lld, %lld] is past the %lld rows of '%s'", (int)row,
+                     (long long)j0, (long long)j1, (long long)j2, (long long)a->ne[1], a->name);
             return;
         }
         if (row < 0) {
@@ -126,10 +126,10 @@ void cpu_concat(const cpu_op_ctx *c, ts_tensor *n) {
         int64_t i[4] = {0, r % n->ne[1], (r / n->ne[1]) % n->ne[2], r / (n->ne[1] * n->ne[2])};
         float *out = (float *)row_at(n, r);
         if (dim == 0) {
-            const char *ra = (const char *)a->data + i[1] * a->nb[1] + i[2] * a->nb[2] +
-                             i[3] * a->nb[3];
-            const char *rb = (const char *)b->data + i[1] * b->nb[1] + i[2] * b->nb[2] +
-                             i[3] * b->nb[3];
+            const char *ra =
+                (const char *)a->data + i[1] * a->nb[1] + i[2] * a->nb[2] + i[3] * a->nb[3];
+            const char *rb =
+                (const char *)b->data + i[1] * b->nb[1] + i[2] * b->nb[2] + i[3] * b->nb[3];
             for (int64_t k = 0; k < a->ne[0]; k++) {
                 memcpy(&out[k], ra + k * a->nb[0], 4);
             }
@@ -143,8 +143,8 @@ void cpu_concat(const cpu_op_ctx *c, ts_tensor *n) {
             i[dim] -= a->ne[dim];
             s = b;
         }
-        const char *rs = (const char *)s->data + i[1] * s->nb[1] + i[2] * s->nb[2] +
-                         i[3] * s->nb[3];
+        const char *rs =
+            (const char *)s->data + i[1] * s->nb[1] + i[2] * s->nb[2] + i[3] * s->nb[3];
         for (int64_t k = 0; k < n->ne[0]; k++) {
             memcpy(&out[k], rs + k * s->nb[0], 4);
         }
