@@ -345,6 +345,8 @@ int ts_cmd_run(int argc, char **argv) {
         if (ts_engine_step(cli.engine, &busy, &err) != TS_OK) {
             fprintf(stderr, "\nerror: %s\n", err.msg);
             rc = 1;
+        } else if (ts_cli_check_compare(&cli)) {
+            rc = 1;
         } else if (!busy && rs.n_done < n_jobs && !ts_engine_has_work(cli.engine)) {
             break;
         }
@@ -368,6 +370,9 @@ int ts_cmd_run(int argc, char **argv) {
             t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated,
             t_gen, t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
             (long long)n_jobs, n_jobs == 1 ? "" : "s", (unsigned long long)es.n_preemptions);
+    if (rc == 0) {
+        ts_cli_report(&cli);
+    }
     for (int i = 0; i < n_jobs; i++) {
         free(rs.jobs[i].text);
     }

@@ -9,12 +9,14 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/ref/ref.h"
+#include "ir/hooks.h"
 #include "util/error.h"
 
 void ts_cli_opts_init(ts_cli_opts *o) {
     memset(o, 0, sizeof *o);
     o->kv_type = "f16";
     o->backend = "cpu";
+    o->compare_tol = 0.05;
 }
 
 static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -127,6 +129,33 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
     } else if (strcmp(a, "--chat-template") == 0) {
         NEED_VALUE();
         o->chat_template = val;
+    } else if (strcmp(a, "--dump") == 0) {
+        NEED_VALUE();
+        o->dump = val;
+    } else if (strcmp(a, "--dump-values") == 0) {
+        NEED_VALUE();
+        if (!parse_i64(val, 0, 1 << 20, &v)) {
+            fprintf(stderr, "error: %s: '%s' is out of range\n", a, val);
+            return -1;
+        }
+        o->dump_values = v;
+    } else if (strcmp(a, "--profile") == 0) {
+        o->profile = true;
+    } else if (strcmp(a, "--compare") == 0) {
+        NEED_VALUE();
+        if (strcmp(val, "ref") != 0) {
+            fprintf(stderr, "error: --compare: only 'ref' can be compared against\n");
+            return -1;
+        }
+        o->compare = val;
+    } else if (strcmp(a, "--compare-tol") == 0) {
+        NEED_VALUE();
+        char *end = NULL;
+        o->compare_tol = strtod(val, &end);
+        if (*end != '\0' || !(o->compare_tol > 0)) {
+            fprintf(stderr, "error: %s: '%s' is not a positive number\n", a, val);
+            return -1;
+        }
     } else {
         return 0;
     }
@@ -148,7 +177,13 @@ void ts_cli_print_common_help(FILE *f) {
             "      --backend cpu|ref     compute backend (ref: the scalar reference)\n"
             "      --override F=NAME     choose an implementation of a functional family,\n"
             "                            e.g. attention=decomposed (repeatable)\n"
-            "      --chat-template NAME  use a built-in chat template instead of the model's\n");
+            "      --chat-template NAME  use a built-in chat template instead of the model's\n"
+            "debugging:\n"
+            "      --dump FILE|-         print every graph node (name, op, shape, checksum)\n"
+            "      --dump-values N       ... and its first N values\n"
+            "      --profile             time per op type and per node, printed at the end\n"
+            "      --compare ref         also run the reference backend; report the first node\n"
+            "                            whose outputs differ (--compare-tol X, default 0.05)\n");
 }
 
 static double now_ms(void) {
@@ -213,7 +248,37 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         }
     }
     if (st == TS_OK) {
-        st = make_backend(o, &cli->backend, &err);
+        st = make_backend(o, &cli->compute, &err);
+        cli->backend = cli->compute;
+    }
+    if (st == TS_OK && o->compare != NULL) {
+        st = ts_ref_backend_create(&cli->oracle, &err);
+        if (st == TS_OK) {
+            st = ts_hook_compare_create(cli->backend, cli->oracle, o->compare_tol,
+                                        &cli->hook_compare, &err);
+        }
+        if (st == TS_OK) {
+            cli->backend = cli->hook_compare;
+        }
+    }
+    if (st == TS_OK && o->profile) {
+        st = ts_hook_profile_create(cli->backend, &cli->hook_profile, &err);
+        if (st == TS_OK) {
+            cli->backend = cli->hook_profile;
+        }
+    }
+    if (st == TS_OK && o->dump != NULL) {
+        cli->dump_file = strcmp(o->dump, "-") == 0 ? stdout : fopen(o->dump, "w");
+        if (cli->dump_file == NULL) {
+            st = ts_error_set(&err, TS_ERR_IO, "--dump: cannot open '%s'", o->dump);
+        }
+        if (st == TS_OK) {
+            st = ts_hook_dump_create(cli->backend, cli->dump_file, o->dump_values,
+                                     &cli->hook_dump, &err);
+        }
+        if (st == TS_OK) {
+            cli->backend = cli->hook_dump;
+        }
     }
     if (st == TS_OK) {
         st = ts_registry_create(&cli->reg, &err);
@@ -282,10 +347,44 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
 void ts_cli_close(ts_cli *cli) {
     ts_engine_destroy(cli->engine);
     ts_registry_destroy(cli->reg);
-    ts_backend_destroy(cli->backend);
+    ts_backend_destroy(cli->hook_dump);
+    ts_backend_destroy(cli->hook_profile);
+    ts_backend_destroy(cli->hook_compare);
+    ts_backend_destroy(cli->oracle);
+    ts_backend_destroy(cli->compute);
+    if (cli->dump_file != NULL && cli->dump_file != stdout) {
+        fclose(cli->dump_file);
+    }
     ts_tokenizer_destroy(cli->tok);
     ts_model_close(cli->model);
     memset(cli, 0, sizeof *cli);
+}
+
+bool ts_cli_check_compare(ts_cli *cli) {
+    if (cli->hook_compare == NULL) {
+        return false;
+    }
+    const ts_compare_result *r = ts_hook_compare_result(cli->hook_compare);
+    if (r == NULL || !r->diverged) {
+        return false;
+    }
+    fprintf(stderr,
+            "\ncompare: node %d '%s' (%s) differs from the reference: max abs error %.6g, max "
+            "rel error %.6g (element %lld) after %d nodes agreed\n",
+            r->node, r->name, ts_op_name(r->op), r->max_abs, r->max_rel, (long long)r->index,
+            r->node);
+    return true;
+}
+
+void ts_cli_report(ts_cli *cli) {
+    if (cli->hook_profile != NULL) {
+        ts_hook_profile_report(cli->hook_profile, stderr);
+    }
+    if (cli->hook_compare != NULL && !ts_cli_check_compare(cli)) {
+        const ts_compare_result *r = ts_hook_compare_result(cli->hook_compare);
+        fprintf(stderr, "compare: every node matched the reference (%d nodes in the last step)\n",
+                r ? r->compared : 0);
+    }
 }
 
 ts_status ts_cli_tokenize(const ts_cli *cli, const char *text, int32_t **ids, size_t *n,

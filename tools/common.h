@@ -31,13 +31,22 @@ typedef struct ts_cli_opts {
     int n_overrides;
     bool no_prefix_cache;  /* --no-prefix-cache */
     const char *chat_template; /* --chat-template NAME */
+    const char *dump;      /* --dump FILE|- : every node's name, op, shape, checksum */
+    int64_t dump_values;   /* --dump-values N : also the first N values */
+    bool profile;          /* --profile : time per op type and node */
+    const char *compare;   /* --compare ref : run the reference too, report divergence */
+    double compare_tol;    /* --compare-tol X (default 0.05) */
 } ts_cli_opts;
 
 /* Everything a running model needs; torn down in reverse order by ts_cli_close. */
 typedef struct ts_cli {
     ts_model *model;
     ts_tokenizer *tok;
-    ts_backend *backend;
+    ts_backend *backend; /* what the engine runs on: the compute backend or its outermost hook */
+    ts_backend *compute; /* the compute backend itself */
+    ts_backend *oracle;  /* --compare: the reference backend */
+    ts_backend *hook_compare, *hook_profile, *hook_dump;
+    FILE *dump_file;
     ts_registry *reg;
     ts_engine *engine;
     ts_chat_template tmpl;
@@ -57,6 +66,12 @@ void ts_cli_print_common_help(FILE *f);
 /* Loads and builds everything; prints errors to stderr. Returns 0 or a process exit code. */
 int ts_cli_open(const ts_cli_opts *o, ts_cli *cli);
 void ts_cli_close(ts_cli *cli);
+
+/* After a step: prints the first divergence the compare hook found (once) and returns true
+ * when there was one. */
+bool ts_cli_check_compare(ts_cli *cli);
+/* Prints the profile tables (when --profile) to stderr. */
+void ts_cli_report(ts_cli *cli);
 
 /* Tokenizes text with the model's special-token rules (BOS as the model wants it, special
  * tokens in the text parsed). *ids is malloc'd. */

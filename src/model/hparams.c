@@ -137,7 +137,10 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         (st = get_float(g, arch, "final_logit_softcapping", 0.0, &hp->final_softcap, err))) {
         return st;
     }
-    hp->rope_base_swa = hp->arch->swa_rope_base > 0 ? hp->arch->swa_rope_base : hp->rope_base;
+    float swa_base = hp->arch->swa_rope_base > 0 ? hp->arch->swa_rope_base : hp->rope_base;
+    if ((st = get_float(g, arch, "rope.freq_base_swa", swa_base, &hp->rope_base_swa, err))) {
+        return st;
+    }
     hp->rope_freq_scale = 1.0f;
     float factor = 0.0f;
     if ((st = get_float(g, arch, "rope.scaling.factor", 0.0, &factor, err))) {
@@ -161,8 +164,15 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         hp->rope_freq_scale = 1.0f / factor;
     }
     if (hp->arch->swa_pattern > 0 &&
-        (st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err))) {
+        ((st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err)) ||
+         (st = get_int(g, arch, "attention.sliding_window_pattern", false,
+                       hp->arch->swa_pattern, &hp->swa_pattern, err)))) {
         return st;
+    }
+    if (hp->swa_pattern < 0 || hp->swa_pattern > 1024) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: attention.sliding_window_pattern %lld is out of range",
+                            (long long)hp->swa_pattern);
     }
     if (hp->n_swa < 0) {
         return ts_error_set(err, TS_ERR_FORMAT, "model: attention.sliding_window is negative");
@@ -179,7 +189,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
 }
 
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
-    int n = hp->arch->swa_pattern;
+    int64_t n = hp->swa_pattern;
     return n > 0 && hp->n_swa > 0 && il % n < n - 1;
 }
 

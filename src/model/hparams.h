@@ -26,9 +26,12 @@ typedef struct ts_hparams {
     int64_t n_rot;       /* <arch>.rope.dimension_count (default head_dim) */
     float norm_eps;      /* layer_norm_rms_epsilon or layer_norm_epsilon */
     float rope_base;     /* <arch>.rope.freq_base (default 10000) */
-    float rope_base_swa; /* RoPE base of sliding-window layers (Gemma 3: 10000) */
+    float rope_base_swa; /* <arch>.rope.freq_base_swa: RoPE base of sliding-window layers
+                            (default: the arch's, Gemma 3: 10000) */
     float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
     int64_t n_swa;       /* <arch>.attention.sliding_window; 0 = none */
+    int64_t swa_pattern; /* <arch>.attention.sliding_window_pattern (default: the arch's):
+                            layer il is local when il % n < n - 1 */
     float attn_softcap;  /* <arch>.attn_logit_softcapping; 0 = none */
     float final_softcap; /* <arch>.final_logit_softcapping; 0 = none */
     float attn_scale;    /* scale of Q·K (default 1/sqrt(head_dim)) */
