@@ -82,6 +82,9 @@ static ts_tensor *linear(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_
  * made contiguous. */
 static ts_tensor *split_heads(ts_forward *f, ts_tensor *a, int64_t first, int64_t heads) {
     const ts_hparams *hp = &f->m->hp;
+    if (a == NULL) {
+        return NULL; /* the graph's sticky error says why */
+    }
     int64_t ne[3] = {hp->head_dim, heads, a->ne_max[1]};
     size_t nb[3] = {sizeof(float), (size_t)hp->head_dim * sizeof(float), a->nb[1]};
     ts_tensor *v = ts_op_view(f->g, a, 3, ne, nb, (size_t)first * sizeof(float));
@@ -89,6 +92,9 @@ static ts_tensor *split_heads(ts_forward *f, ts_tensor *a, int64_t first, int64_
 }
 
 static ts_tensor *heads(ts_forward *f, ts_tensor *a, int64_t n) {
+    if (a == NULL) {
+        return NULL;
+    }
     int64_t ne[3] = {f->m->hp.head_dim, n, a->ne_max[1]};
     return ts_op_reshape(f->g, a, 3, ne);
 }
@@ -141,6 +147,9 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         .window = swa ? (int)hp->n_swa : 0,
     };
     ts_tensor *a = ts_attention(g, &args);
+    if (h == NULL) {
+        return NULL;
+    }
     int64_t ne[2] = {n_q, h->ne_max[1]};
     a = ts_op_reshape(g, a, 2, ne);
     ts_tensor *o = linear(f, a, TS_ROLE_ATTN_OUT, TS_ROLE_ATTN_OUT_B, il);
@@ -150,6 +159,9 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
 
 /* Rows [first, first + n) of a [rows, T] activation as a contiguous [n, T] tensor. */
 static ts_tensor *split_rows(ts_forward *f, ts_tensor *a, int64_t first, int64_t n) {
+    if (a == NULL) {
+        return NULL;
+    }
     int64_t ne[2] = {n, a->ne_max[1]};
     size_t nb[2] = {sizeof(float), a->nb[1]};
     return ts_op_cont(f->g, ts_op_view(f->g, a, 2, ne, nb, (size_t)first * sizeof(float)));
@@ -243,6 +255,25 @@ static ts_status build(ts_forward *f, ts_error *err) {
     return ts_graph_build(g, err);
 }
 
+/* Fills a fresh buffer with zeros. A KV slot is only read after it was written through a
+ * valid block table, but attention implementations that multiply masked keys' values by a
+ * zero weight (the decomposed one) would turn leftover NaN bit patterns into NaN outputs;
+ * zeroed memory also makes runs reproducible. */
+static ts_status zero_buffer(ts_backend *b, ts_buffer *buf, ts_error *err) {
+    size_t chunk = buf->size < ((size_t)1 << 20) ? buf->size : ((size_t)1 << 20);
+    void *zeros = calloc(1, chunk > 0 ? chunk : 1);
+    if (zeros == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
+    }
+    ts_status st = TS_OK;
+    for (size_t at = 0; st == TS_OK && at < buf->size; at += chunk) {
+        size_t n = buf->size - at < chunk ? buf->size - at : chunk;
+        st = ts_backend_buffer_set(b, buf, at, zeros, n, err);
+    }
+    free(zeros);
+    return st;
+}
+
 static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_error *err) {
     if (c->max_tokens < 1 || c->max_seqs < 1 || c->max_outputs < 1 ||
         c->max_outputs > c->max_tokens || c->max_seqs > c->max_tokens || c->n_blocks < 1 ||
@@ -294,6 +325,9 @@ ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_c
     if (st == TS_OK) {
         f->kv_pool_bytes = ALIGN_UP(ts_tensor_nbytes_max(f->cache[0]), 64);
         st = ts_backend_buffer_alloc(b, f->kv_pool_bytes * 2 * n_layer, &f->kv, err);
+    }
+    if (st == TS_OK) {
+        st = zero_buffer(b, f->kv, err);
     }
     for (size_t i = 0; st == TS_OK && i < 2 * n_layer; i++) {
         st = ts_tensor_bind(f->cache[i], f->kv, i * f->kv_pool_bytes, err);
