@@ -1,0 +1,389 @@
+/*
+ * test_forward.c — the forward graph of every architecture over the paged KV cache, driven
+ * through the forward API with hand-built batches:
+ *
+ *  - CPU backend vs the reference backend for every architecture and weight type (F32, F16,
+ *    Q8_0, Q4_0, Q4_1): a 40-token prompt over a non-contiguous block table (3 blocks,
+ *    longer than the Gemma sliding window), logits of every position compared by relative
+ *    RMS error (tolerances below, chosen from the activation type each weight type's dot
+ *    product uses);
+ *  - paged vs decomposed attention (registry override attention=decomposed);
+ *  - a prompt fed in 3 chunks over 3 steps, and token by token, vs one-shot prefill;
+ *  - two sequences in one step vs each alone; copy-on-write block copies; f32 vs f16 cache;
+ *  - bad batches and configurations are errors, not wild reads.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "fwd_util.h"
+
+#define N_PROMPT 40
+#define V TS_TINY_MIN_VOCAB
+
+static const int32_t k_table[FU_MAX_BLK] = {5, 2, 9, 11, 0, 1, 3, 4};
+
+/* Relative RMS tolerance of CPU vs reference logits by weight type. The CPU backend rounds
+ * activations to the weight type's dot-product partner (F32: none; F16: f16; Q8_0, Q4_0:
+ * Q8_0; Q4_1: Q8_1) before each matrix product, the reference computes in f32/f64; errors of
+ * ~2^-8 relative per product accumulate over 2 layers and a dozen products. */
+static double cpu_tol(ts_type t) {
+    switch (t) {
+    case TS_TYPE_F32: return 1e-4;
+    case TS_TYPE_F16: return 5e-3;
+    default: return 3e-2;
+    }
+}
+
+/* Logits of all N_PROMPT positions of the standard prompt in one step. */
+static void prefill(ts_forward *f, const int32_t *prompt, int n, float *logits) {
+    fu_part p = {.tokens = prompt, .start = 0, .count = n};
+    memcpy(p.table, k_table, sizeof p.table);
+    ts_error err = {0};
+    if (fu_step(f, &p, 1, logits, &err) != TS_OK) {
+        fail_msg("forward: %s", err.msg);
+    }
+}
+
+/* Runs the prompt on a fresh forward context of model m on backend b (registry reg). */
+static void run_prompt(const ts_model *m, ts_backend *b, ts_registry *reg, const int32_t *prompt,
+                       int n, float *logits) {
+    ts_forward_config c = fu_config(64, 16);
+    ts_forward *f = fu_forward(m, b, reg, &c);
+    assert_non_null(f);
+    prefill(f, prompt, n, logits);
+    ts_forward_destroy(f);
+}
+
+static void test_cpu_vs_ref(void **state) {
+    (void)state;
+    const ts_type types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1};
+    ts_backend *ref = fu_backend(false), *cpu = fu_backend(true);
+    assert_non_null(ref);
+    assert_non_null(cpu);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 1);
+    for (int ai = 0; ts_tiny_archs[ai] != NULL; ai++) {
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
+            s.wtype = types[ti];
+            ts_model *m = fu_open_tiny(&s);
+            assert_non_null(m);
+            run_prompt(m, ref, NULL, prompt, N_PROMPT, a);
+            run_prompt(m, cpu, NULL, prompt, N_PROMPT, b);
+            double e = fu_nrmse(b, a, n);
+            double spread = fu_nrmse(a, a + V, n - V); /* logits do differ by position */
+            printf("  %-7s %-5s cpu vs ref: nrmse %.2e, max |d| %.2e (tolerance %.0e)\n", s.arch,
+                   ts_type_name(s.wtype), e, fu_max_abs(b, a, n), cpu_tol(s.wtype));
+            if (!(e <= cpu_tol(s.wtype)) || !(spread > 0.1)) {
+                fail_msg("%s %s: nrmse %g (tolerance %g), position spread %g", s.arch,
+                         ts_type_name(s.wtype), e, cpu_tol(s.wtype), spread);
+            }
+            ts_model_close(m);
+        }
+    }
+    free(a);
+    free(b);
+    ts_backend_destroy(ref);
+    ts_backend_destroy(cpu);
+}
+
+/* attention=decomposed (gather + matmul + mask + softmax) against the paged ATTENTION op, on
+ * both backends; softcapping (Gemma 2), sliding windows (Gemma 2/3), GQA and per-head norms
+ * all go through both. */
+static void test_decomposed_vs_paged(void **state) {
+    (void)state;
+    ts_registry *reg = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_registry_create(&reg, &err), TS_OK);
+    assert_int_equal(ts_registry_apply(reg, "attention=decomposed", "test", &err), TS_OK);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 2);
+    for (int cpu = 0; cpu < 2; cpu++) {
+        ts_backend *be = fu_backend(cpu);
+        assert_non_null(be);
+        for (int ai = 0; ts_tiny_archs[ai] != NULL; ai++) {
+            ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
+            ts_model *m = fu_open_tiny(&s);
+            assert_non_null(m);
+            run_prompt(m, be, NULL, prompt, N_PROMPT, a);
+            run_prompt(m, be, reg, prompt, N_PROMPT, b);
+            double e = fu_nrmse(b, a, n);
+            printf("  %-7s %s decomposed vs paged: nrmse %.2e\n", s.arch, cpu ? "cpu" : "ref", e);
+            if (!(e <= 1e-5)) {
+                fail_msg("%s on %s: decomposed vs paged nrmse %g > 1e-5", s.arch,
+                         cpu ? "cpu" : "ref", e);
+            }
+            ts_model_close(m);
+        }
+        ts_backend_destroy(be);
+    }
+    free(a);
+    free(b);
+    ts_registry_destroy(reg);
+}
+
+/* The prompt fed in pieces over several steps (the KV cache carrying the earlier pieces)
+ * gives the logits of one-shot prefill. chunks: sizes summing to N_PROMPT. */
+static void check_chunked(const ts_model *m, ts_backend *be, const int *chunks, int n_chunks,
+                          double tol, const char *what) {
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 3);
+    ts_forward_config c = fu_config(64, 16);
+    ts_forward *f = fu_forward(m, be, NULL, &c);
+    assert_non_null(f);
+    prefill(f, prompt, N_PROMPT, a);
+    /* The same context again, over a different block table: nothing of the first run may
+     * leak into the second. */
+    int32_t start = 0;
+    for (int i = 0; i < n_chunks; i++) {
+        fu_part p = {.tokens = prompt + start, .start = start, .count = chunks[i]};
+        for (int j = 0; j < FU_MAX_BLK; j++) {
+            p.table[j] = 15 - j;
+        }
+        ts_error err = {0};
+        if (fu_step(f, &p, 1, b + (size_t)start * V, &err) != TS_OK) {
+            fail_msg("%s: step %d: %s", what, i, err.msg);
+        }
+        start += chunks[i];
+    }
+    assert_int_equal(start, N_PROMPT);
+    double e = fu_nrmse(b, a, n);
+    if (!(e <= tol)) {
+        fail_msg("%s %s: chunked vs one-shot nrmse %g > %g", m->hp.arch->name, what, e, tol);
+    }
+    ts_forward_destroy(f);
+    free(a);
+    free(b);
+}
+
+static void test_chunked_prefill(void **state) {
+    (void)state;
+    const int three[] = {13, 14, 13};
+    const int uneven[] = {1, 16, 2, 21};
+    int ones[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++) {
+        ones[i] = 1;
+    }
+    for (int cpu = 0; cpu < 2; cpu++) {
+        ts_backend *be = fu_backend(cpu);
+        assert_non_null(be);
+        /* The reference computes every row on its own, so pieces change nothing; the CPU
+         * backend's batched kernels may sum in another order than its single-row ones. */
+        double tol = cpu ? 1e-5 : 0.0;
+        for (int ai = 0; ts_tiny_archs[ai] != NULL; ai++) {
+            ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
+            s.wtype = TS_TYPE_Q8_0;
+            ts_model *m = fu_open_tiny(&s);
+            assert_non_null(m);
+            check_chunked(m, be, three, 3, tol, "3 chunks");
+            check_chunked(m, be, uneven, 4, tol, "1+16+2+21");
+            check_chunked(m, be, ones, N_PROMPT, tol, "token by token");
+            ts_model_close(m);
+        }
+        ts_backend_destroy(be);
+    }
+}
+
+/* Two sequences in one step (different lengths, interleaved blocks) give the logits each
+ * gives alone. */
+static void test_two_sequences(void **state) {
+    (void)state;
+    for (int cpu = 0; cpu < 2; cpu++) {
+        ts_backend *be = fu_backend(cpu);
+        for (int ai = 0; ts_tiny_archs[ai] != NULL; ai++) {
+            ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
+            ts_model *m = fu_open_tiny(&s);
+            assert_non_null(m);
+            int32_t p0[23], p1[9];
+            fu_prompt(p0, 23, V, 4);
+            fu_prompt(p1, 9, V, 5);
+            fu_part parts[2] = {{.tokens = p0, .start = 0, .count = 23, .table = {4, 6}},
+                                {.tokens = p1, .start = 0, .count = 9, .table = {5}}};
+            float *both = malloc(32 * V * sizeof *both), *one = malloc(32 * V * sizeof *one);
+            ts_forward_config c = fu_config(64, 16);
+            ts_forward *f = fu_forward(m, be, NULL, &c);
+            ts_error err = {0};
+            assert_int_equal(fu_step(f, parts, 2, both, &err), TS_OK);
+            ts_forward_destroy(f);
+            for (int i = 0; i < 2; i++) {
+                f = fu_forward(m, be, NULL, &c);
+                assert_int_equal(fu_step(f, &parts[i], 1, one, &err), TS_OK);
+                const float *want = i == 0 ? both : both + 23 * V;
+                double e = fu_nrmse(one, want, (size_t)parts[i].count * V);
+                if (!(e <= (cpu ? 1e-5 : 0.0))) {
+                    fail_msg("%s seq %d: batched vs alone nrmse %g", s.arch, i, e);
+                }
+                ts_forward_destroy(f);
+            }
+            free(both);
+            free(one);
+            ts_model_close(m);
+        }
+        ts_backend_destroy(be);
+    }
+}
+
+/* A decode step reading blocks copied with ts_forward_copy_block equals one reading the
+ * originals. */
+static void test_copy_block(void **state) {
+    (void)state;
+    ts_backend *be = fu_backend(true);
+    ts_tiny_spec s = ts_tiny_spec_default("qwen3");
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    int32_t prompt[21];
+    fu_prompt(prompt, 21, V, 6);
+    ts_forward_config c = fu_config(64, 16);
+    ts_forward *f = fu_forward(m, be, NULL, &c);
+    float *pre = malloc(20 * V * sizeof *pre), *x = malloc(V * sizeof *x),
+          *y = malloc(V * sizeof *y);
+    ts_error err = {0};
+    fu_part p = {.tokens = prompt, .start = 0, .count = 20, .table = {0, 1}};
+    assert_int_equal(fu_step(f, &p, 1, pre, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, 0, 7, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, 1, 8, &err), TS_OK);
+    fu_part d = {.tokens = prompt + 20, .start = 20, .count = 1, .table = {0, 1}};
+    assert_int_equal(fu_step(f, &d, 1, x, &err), TS_OK);
+    /* The copy's table writes the new token into block 8, leaving block 1 as it was. */
+    fu_part d2 = {.tokens = prompt + 20, .start = 20, .count = 1, .table = {7, 8}};
+    assert_int_equal(fu_step(f, &d2, 1, y, &err), TS_OK);
+    assert_memory_equal(x, y, V * sizeof *x);
+    /* Blocks never written hold zeros (not garbage): finite logits that differ. */
+    fu_part d3 = {.tokens = prompt + 20, .start = 20, .count = 1, .table = {12, 13}};
+    assert_int_equal(fu_step(f, &d3, 1, y, &err), TS_OK);
+    for (int i = 0; i < V; i++) {
+        assert_true(isfinite(y[i]));
+    }
+    assert_true(fu_nrmse(y, x, V) > 1e-3);
+    assert_int_equal(ts_forward_copy_block(f, 0, 16, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(f, -1, 3, &err), TS_ERR_RANGE);
+    free(pre);
+    free(x);
+    free(y);
+    ts_forward_destroy(f);
+    ts_model_close(m);
+    ts_backend_destroy(be);
+}
+
+/* An f32 cache holds what the f16 cache rounds: close logits, twice the bytes. */
+static void test_kv_types(void **state) {
+    (void)state;
+    ts_backend *be = fu_backend(true);
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    ts_model *m = fu_open_tiny(&s);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 7);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    ts_forward_config c = fu_config(64, 16);
+    ts_forward *f16 = fu_forward(m, be, NULL, &c);
+    c.kv_type = TS_TYPE_F32;
+    ts_forward *f32 = fu_forward(m, be, NULL, &c);
+    assert_non_null(f16);
+    assert_non_null(f32);
+    assert_int_equal(ts_forward_kv_bytes(f32), 2 * ts_forward_kv_bytes(f16));
+    /* 2 layers x K,V x 16 blocks x 16 tokens x 2 heads x 16 dims x 2 bytes */
+    assert_true(ts_forward_kv_bytes(f16) >= 2 * 2 * 16 * 16 * 2 * 16 * 2);
+    assert_true(ts_forward_arena_bytes(f16) > 0);
+    prefill(f16, prompt, N_PROMPT, a);
+    prefill(f32, prompt, N_PROMPT, b);
+    double e = fu_nrmse(a, b, n);
+    assert_true(e > 0.0 && e < 5e-3);
+    ts_forward_destroy(f16);
+    ts_forward_destroy(f32);
+    free(a);
+    free(b);
+    ts_model_close(m);
+    ts_backend_destroy(be);
+}
+
+static void expect_bad_batch(ts_forward *f, const ts_batch *b, const char *part) {
+    float logits[2 * V];
+    ts_error err = {0};
+    assert_int_equal(ts_forward_run(f, b, logits, NULL, &err), TS_ERR_RANGE);
+    if (strstr(err.msg, part) == NULL) {
+        fail_msg("message '%s' lacks '%s'", err.msg, part);
+    }
+}
+
+static void test_bad_batches(void **state) {
+    (void)state;
+    ts_backend *be = fu_backend(false);
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    ts_model *m = fu_open_tiny(&s);
+    ts_forward_config c = fu_config(8, 4);
+    ts_forward *f = fu_forward(m, be, NULL, &c);
+    assert_non_null(f);
+    int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1};
+    int32_t table[FU_MAX_BLK] = {0, -1, -1, -1, -1, -1, -1, -1}, len[1] = {2}, out[1] = {1};
+    ts_batch ok = {2, tok, pos, seq, slots, 1, table, len, 1, out};
+    float logits[2 * V];
+    ts_error err = {0};
+    assert_int_equal(ts_forward_run(f, &ok, logits, NULL, &err), TS_OK);
+
+    ts_batch b = ok;
+    int32_t bad_tok[2] = {5, V};
+    b.tokens = bad_tok;
+    expect_bad_batch(f, &b, "token 1 has id 320");
+    b = ok;
+    int32_t bad_pos[2] = {0, 2};
+    b.pos = bad_pos; /* position past the sequence length */
+    expect_bad_batch(f, &b, "token 1");
+    b = ok;
+    int32_t bad_slots[2] = {0, 4 * FU_BLOCK};
+    b.slots = bad_slots;
+    expect_bad_batch(f, &b, "slot 64");
+    b = ok;
+    int32_t bad_table[FU_MAX_BLK] = {4, -1, -1, -1, -1, -1, -1, -1};
+    b.block_table = bad_table;
+    expect_bad_batch(f, &b, "block 0 is 4");
+    b = ok;
+    int32_t long_len[1] = {17}; /* needs a second block, which is -1 */
+    b.seq_len = long_len;
+    expect_bad_batch(f, &b, "block 1 is -1");
+    b = ok;
+    int32_t bad_out[1] = {2};
+    b.outputs = bad_out;
+    expect_bad_batch(f, &b, "output 0 is token 2");
+    b = ok;
+    b.n_tokens = 9;
+    expect_bad_batch(f, &b, "exceeds the bucket");
+    b = ok;
+    int32_t bad_seq[2] = {0, 1};
+    b.seq = bad_seq;
+    expect_bad_batch(f, &b, "seq 1");
+    ts_forward_destroy(f);
+
+    /* Configurations. */
+    ts_forward *g = NULL;
+    c = fu_config(8, 4);
+    c.max_outputs = 9;
+    assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_INVALID_ARG);
+    c = fu_config(8, 0);
+    assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_INVALID_ARG);
+    c = fu_config(8, 4);
+    c.kv_type = TS_TYPE_Q8_0;
+    assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_UNSUPPORTED);
+    assert_null(g);
+    ts_model_close(m);
+    ts_backend_destroy(be);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_vs_ref),      cmocka_unit_test(test_decomposed_vs_paged),
+        cmocka_unit_test(test_chunked_prefill), cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_copy_block),      cmocka_unit_test(test_kv_types),
+        cmocka_unit_test(test_bad_batches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
