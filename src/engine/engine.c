@@ -357,6 +357,10 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
                             (long long)c->max_queue);
     }
     r->id = e->next_id++;
+    /* The caller learns the id before the step thread can see the request (and call back). */
+    if (id != NULL) {
+        *id = r->id;
+    }
     if (e->inbox_tail != NULL) {
         e->inbox_tail->next = r;
     } else {
@@ -367,9 +371,6 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
     e->n_active_requests++;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    if (id != NULL) {
-        *id = r->id;
-    }
     return TS_OK;
 }
 
