@@ -7,4 +7,5 @@ bash scripts/install-deps.sh
 cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" --target tessera
 model=$(python3 scripts/fetch_model.py smollm2)
-./build/tessera inspect "$model"
+./build/tessera run -m "$model" --chat -p "What is the capital of France? Answer in one sentence." \
+    -n 64 --temp 0
