@@ -34,6 +34,7 @@ typedef struct eu_fx {
 
 typedef struct eu_seq {
     int32_t tok[EU_MAX_TOK];
+    size_t text_at[EU_MAX_TOK]; /* text length after token i's event */
     int n_tok;
     char text[EU_MAX_TEXT];
     size_t len;
@@ -83,6 +84,9 @@ static inline void eu_on_event(const ts_engine_event *ev, void *user) {
     if (ev->text_len > 0 && s->len + ev->text_len < EU_MAX_TEXT) {
         memcpy(s->text + s->len, ev->text, ev->text_len);
         s->len += ev->text_len;
+    }
+    if (ev->token >= 0 && s->n_tok <= EU_MAX_TOK) {
+        s->text_at[s->n_tok - 1] = s->len;
     }
     r->prompt_tokens = ev->prompt_tokens;
     r->cached_tokens = ev->cached_tokens;
