@@ -539,7 +539,7 @@ static void drain_inbox(ts_engine *e) {
             continue;
         }
         bool done = false;
-        for (int32_t i = 0; i < r->n && !done; i++) {
+        for (int32_t i = 0; !done && i < r->n; i++) {
             seq *s = r->seqs[i];
             if (s != NULL && s->finish == TS_FINISH_NONE) {
                 done = ts_engine_finish_seq(e, s, TS_FINISH_ABORT, NULL);

@@ -156,9 +156,12 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
     if (text == NULL) {
         return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "out of memory");
     }
-    memcpy(text, s->held, emit);
-    memmove(s->held, s->held + emit, s->held_len - emit);
-    s->held_len -= emit;
+    /* held is NULL until the first non-empty piece (an eog or control token first). */
+    if (s->held_len > 0) {
+        memcpy(text, s->held, emit);
+        memmove(s->held, s->held + emit, s->held_len - emit);
+        s->held_len -= emit;
+    }
     bool done = send(e, s, token, text, emit, info, why, NULL);
     if (text != small) {
         free(text);

@@ -335,7 +335,7 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
                     }
                 }
                 bool done = false;
-                for (int32_t i = 0; i < r->n && !done; i++) {
+                for (int32_t i = 0; !done && i < r->n; i++) {
                     if (r->seqs[i] != NULL && r->seqs[i]->finish == TS_FINISH_NONE) {
                         done = ts_engine_finish_seq(e, r->seqs[i], TS_FINISH_ERROR,
                                                     err ? err->msg : "step failed");
