@@ -56,6 +56,14 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
                             (long long)c->max_seqs, (long long)c->max_batch_tokens,
                             (long long)c->kv_tokens);
     }
+    if (m->hp.arch->pos == TS_POS_LEARNED && c->n_ctx > m->hp.n_ctx_train) {
+        /* A learned position table has no row past the trained context. */
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "engine: invalid configuration: ctx %lld exceeds the %lld positions "
+                            "the model (%s, learned position embeddings) was trained for",
+                            (long long)c->n_ctx, (long long)m->hp.n_ctx_train,
+                            m->hp.arch->name);
+    }
     if (c->max_seqs > c->max_batch_tokens) {
         c->max_seqs = c->max_batch_tokens;
     }
