@@ -444,6 +444,23 @@ static void test_bad_requests(void **state) {
                      TS_ERR_INVALID_ARG);
     assert_null(x);
     eu_close(fx);
+
+    /* Learned absolute positions (GPT-2) have no row past the trained context: a longer
+     * context is a configuration error, not a failure in the middle of a request. */
+    fx = eu_open_arch("gpt2");
+    assert_non_null(fx);
+    c = eu_config(fx);
+    c.n_ctx = fx->m->hp.n_ctx_train + 16;
+    c.kv_tokens = 4096;
+    err = (ts_error){0};
+    ts_status st = ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err);
+    if (st != TS_ERR_INVALID_ARG || strstr(err.msg, "256") == NULL) {
+        fail_msg("gpt2 with ctx %lld: status %d '%s'", (long long)c.n_ctx, st, err.msg);
+    }
+    c.n_ctx = fx->m->hp.n_ctx_train;
+    assert_int_equal(ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err), TS_OK);
+    ts_engine_destroy(x);
+    eu_close(fx);
 }
 
 int main(void) {
