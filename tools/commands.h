@@ -6,6 +6,7 @@ int ts_cmd_inspect(int argc, char **argv);
 int ts_cmd_quantize(int argc, char **argv);
 int ts_cmd_run(int argc, char **argv);
 int ts_cmd_chat(int argc, char **argv);
+int ts_cmd_serve(int argc, char **argv);
 int ts_cmd_bench(int argc, char **argv);
 int ts_cmd_perplexity(int argc, char **argv);
 int ts_cmd_tokenize(int argc, char **argv);

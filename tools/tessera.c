@@ -20,6 +20,7 @@ typedef struct command {
 static const command k_commands[] = {
     {"run", ts_cmd_run, "generate text from a prompt (or a file of prompts, batched)"},
     {"chat", ts_cmd_chat, "chat interactively using the model's chat template"},
+    {"serve", ts_cmd_serve, "OpenAI-compatible HTTP server with a web chat page"},
     {"bench", ts_cmd_bench, "measure prompt and generation speed (llama-bench style)"},
     {"perplexity", ts_cmd_perplexity, "perplexity of a model over a text file"},
     {"inspect", ts_cmd_inspect, "show a GGUF file's metadata and tensors"},

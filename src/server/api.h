@@ -1,0 +1,132 @@
+/*
+ * api.h — the OpenAI-compatible request bodies: parsing, validation and error replies.
+ *
+ * This part of the server knows JSON and the API's rules but no HTTP and no engine state, so
+ * it can be tested on its own (tests/server/test_api.c) and fuzzed. Every rejected body gets
+ * a ts_api_error carrying the HTTP status, OpenAI's error "type", the offending parameter and
+ * a message saying what was wrong and why, e.g.
+ *
+ *   400 invalid_request_error param=max_tokens: "max_tokens must be an integer in
+ *       [1, 2048], got -5"
+ *
+ * Bodies are untrusted: the whole body must be valid UTF-8 (checked before parsing, so no
+ * string handed on can contain a broken character), nesting deeper than TS_API_MAX_DEPTH is
+ * rejected before cJSON recurses (cJSON's own limit is 1000 levels), and the sizes of arrays
+ * and strings the server keeps are bounded by the limits below. Unknown fields are ignored,
+ * as OpenAI clients send fields this server does not use; known fields with the wrong type or
+ * value are always errors.
+ *
+ * Thread safety: functions here share no state; a ts_api_request belongs to one thread.
+ */
+#ifndef TS_SERVER_API_H
+#define TS_SERVER_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
+
+#define TS_API_MAX_DEPTH 32       /* JSON nesting */
+#define TS_API_MAX_PROMPTS 16     /* prompts in one /v1/completions body */
+#define TS_API_MAX_MESSAGES 1024  /* chat messages */
+#define TS_API_MAX_STOP_LEN 256   /* bytes of one stop string */
+#define TS_API_MAX_LOGIT_BIAS 1024
+#define TS_API_MAX_TOP_LOGPROBS 20
+
+typedef enum ts_api_kind {
+    TS_API_COMPLETIONS = 0, /* POST /v1/completions */
+    TS_API_CHAT = 1,        /* POST /v1/chat/completions */
+    TS_API_TOKENIZE = 2,    /* POST /tokenize */
+    TS_API_DETOKENIZE = 3,  /* POST /detokenize */
+} ts_api_kind;
+
+typedef struct ts_api_error {
+    int status;        /* HTTP status: 400, 404, 413, ... */
+    char type[32];     /* "invalid_request_error", "authentication_error", "server_error" */
+    char param[64];    /* the offending field ("messages[2].role"), or "" */
+    char code[48];     /* "context_length_exceeded", "model_not_found", or "" */
+    char message[TS_ERROR_MSG_MAX];
+} ts_api_error;
+
+/* What the server knows about its model when it checks a body. */
+typedef struct ts_api_limits {
+    int32_t n_vocab;        /* token ids must be below this */
+    int64_t n_ctx;          /* tokens per sequence */
+    int32_t max_n;          /* largest n (parallel samples) */
+    const char *model_name; /* the served model's id; a body naming another is 404 */
+} ts_api_limits;
+
+/* One prompt of a completions request: text, or token ids given directly. */
+typedef struct ts_api_prompt {
+    const char *text; /* NUL-terminated view into the parsed JSON, or NULL when ids given */
+    int32_t *ids;     /* [n_ids], owned (malloc'd) when the body gave token ids */
+    int32_t n_ids;
+} ts_api_prompt;
+
+/* A parsed and validated body. Views point into `root`, which the request owns. */
+typedef struct ts_api_request {
+    ts_api_kind kind;
+    cJSON *root;
+
+    /* completions and tokenize (prompt form) */
+    ts_api_prompt prompts[TS_API_MAX_PROMPTS];
+    int32_t n_prompts;
+
+    /* chat and tokenize (messages form); contents are views or owned joins of text parts */
+    ts_chat_message *messages; /* [n_messages], owned */
+    int32_t n_messages;
+    char **owned_texts; /* [n_messages] joined multi-part contents (NULL entries: views) */
+    bool add_generation_prompt; /* chat template: open the assistant turn (default true) */
+    bool add_special_tokens;    /* tokenize: add BOS etc. as the model asks (default true; a
+                                   rendered chat template holds no BOS, so true there too) */
+
+    /* detokenize */
+    int32_t *tokens; /* [n_tokens], owned */
+    int32_t n_tokens;
+
+    /* generation */
+    ts_request_params params;   /* sampling, n, seed, stop, logprobs, ignore_eos */
+    bool max_tokens_set;        /* the body gave max_tokens / max_completion_tokens */
+    const char *stop[TS_ENGINE_MAX_STOP];
+    ts_logit_bias *bias; /* [params.sampling.n_logit_bias], owned */
+    bool stream;
+    bool include_usage;  /* stream_options.include_usage */
+    bool logprobs;       /* report logprobs (chat: logprobs=true; completions: logprobs set) */
+    int32_t top_logprobs;
+    const char *user;    /* may be NULL */
+} ts_api_request;
+
+/* Parses body[0..len) as a request of the given kind. On success *out owns its allocations
+ * (free with ts_api_request_free); on failure *out holds nothing and err says why (400 for
+ * every body problem, 404 for an unknown model). */
+ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len,
+                       const ts_api_limits *limits, ts_api_request *out, ts_api_error *err);
+void ts_api_request_free(ts_api_request *r);
+
+/* Sets *err and returns TS_ERR_INVALID_ARG (or TS_ERR_NOT_FOUND for 404). */
+ts_status ts_api_error_set(ts_api_error *err, int status, const char *type, const char *param,
+                           const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* {"error": {"message", "type", "param", "code"}} (param and code null when empty); the
+ * caller frees the string. NULL only when out of memory. */
+char *ts_api_error_json(const ts_api_error *err);
+
+/* Offset of the first byte that breaks UTF-8 (overlong forms, surrogates and code points
+ * above U+10FFFF included), or len when s[0..len) is valid. */
+size_t ts_api_utf8_check(const char *s, size_t len);
+
+/* Deepest nesting of arrays/objects in JSON text (strings skipped), stopping early once the
+ * depth exceeds max; so the scan is linear and never recurses. */
+int ts_api_json_depth(const char *s, size_t len, int max);
+
+/* Compares a presented secret with the expected one in time that depends only on the
+ * presented length, never on where they differ. */
+bool ts_api_key_equal(const char *given, size_t given_len, const char *expected,
+                      size_t expected_len);
+
+#endif /* TS_SERVER_API_H */

@@ -1,0 +1,369 @@
+/*
+ * handlers.c — generation requests (validation, admission, the non-streaming answer) and
+ * /tokenize, /detokenize.
+ *
+ * Order of checks for a generation request: body (400/404), chat template present (400),
+ * prompt + max_tokens within the context (400 context_length_exceeded, with the counts),
+ * admission (503 with Retry-After), then the engine's own checks (400 when the KV cache could
+ * never hold the request). Only then is anything queued.
+ */
+#include "server/server_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+ts_api_limits ts_server_limits(const ts_server *s) {
+    ts_api_limits lim = {
+        .n_vocab = s->n_vocab,
+        .n_ctx = s->cfg.n_ctx,
+        .max_n = s->cfg.max_seqs < 16 ? s->cfg.max_seqs : 16,
+        .model_name = s->model_name,
+    };
+    return lim;
+}
+
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, int32_t **ids,
+                               int32_t *n_ids, ts_api_error *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    const char *text = NULL;
+    char *rendered = NULL;
+    size_t len = 0;
+    ts_error e = {0};
+    if (r->kind == TS_API_CHAT || (r->kind == TS_API_TOKENIZE && r->n_messages > 0)) {
+        if (!s->has_tmpl) {
+            return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                                    "the model has no chat template this server recognises "
+                                    "(start the server with --chat-template NAME)");
+        }
+        if (ts_chat_apply(&s->tmpl, r->messages, (size_t)r->n_messages, r->add_generation_prompt,
+                          &rendered, &len, &e) != TS_OK) {
+            return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
+                                    "cannot apply the chat template: %s", e.msg);
+        }
+        text = rendered;
+    } else if (r->prompts[k].text != NULL) {
+        text = r->prompts[k].text;
+        len = strlen(text);
+    } else {
+        *ids = malloc((size_t)r->prompts[k].n_ids * sizeof **ids);
+        if (*ids == NULL) {
+            return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        memcpy(*ids, r->prompts[k].ids, (size_t)r->prompts[k].n_ids * sizeof **ids);
+        *n_ids = r->prompts[k].n_ids;
+        return TS_OK;
+    }
+    ts_token *out = NULL;
+    size_t n = 0;
+    ts_status st = ts_tokenizer_tokenize(s->tok, text, len, r->add_special_tokens, true, &out,
+                                         &n, &e);
+    free(rendered);
+    if (st != TS_OK) {
+        return ts_api_error_set(err, 400, "invalid_request_error",
+                                r->kind == TS_API_CHAT ? "messages" : "prompt", NULL,
+                                "cannot tokenize the prompt: %s", e.msg);
+    }
+    if (n > (size_t)INT32_MAX) {
+        free(out);
+        return ts_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
+                                "the prompt is too long (%zu tokens)", n);
+    }
+    *ids = out;
+    *n_ids = (int32_t)n;
+    return TS_OK;
+}
+
+typedef struct choice_acc {
+    char *text;
+    size_t len, cap;
+    ts_finish_reason finish;
+    int32_t completion_tokens;
+    cJSON *logprobs; /* chat: array (logprobs.content); completions: object */
+} choice_acc;
+
+static bool acc_append(choice_acc *c, const char *t, size_t n) {
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = (c->len + n + 1) * 2;
+        char *p = realloc(c->text, cap);
+        if (p == NULL) {
+            return false;
+        }
+        c->text = p;
+        c->cap = cap;
+    }
+    memcpy(c->text + c->len, t, n);
+    c->len += n;
+    c->text[c->len] = '\0';
+    return true;
+}
+
+/* Waits for the whole answer and builds it. */
+static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64_t prompt_tokens,
+                        int sock) {
+    int32_t n_choices = j->n_subs * j->n_per;
+    choice_acc *acc = calloc((size_t)n_choices, sizeof *acc);
+    ts_api_error e;
+    if (acc == NULL) {
+        ts_job_release(j);
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return ts_reply_error(&e);
+    }
+    uint64_t cached_sub[TS_API_MAX_PROMPTS] = {0};
+    char error[TS_ERROR_MSG_MAX] = "";
+    bool oom = false;
+    for (;;) {
+        bool done = false;
+        ts_job_event *evs = ts_job_take(j, &done);
+        for (ts_job_event *ev = evs; ev != NULL; ev = ev->next) {
+            choice_acc *c = &acc[ev->choice];
+            oom |= !acc_append(c, ev->text, ev->text_len);
+            if (ev->has_logprobs && ev->token >= 0) {
+                if (c->logprobs == NULL) {
+                    c->logprobs = r->kind == TS_API_CHAT ? cJSON_CreateArray()
+                                                         : ts_server_cmpl_logprobs_new();
+                }
+                if (r->kind == TS_API_CHAT) {
+                    cJSON_AddItemToArray(c->logprobs, ts_server_chat_logprob(s->tok, &ev->logprobs));
+                } else {
+                    ts_server_cmpl_logprobs_add(c->logprobs, s->tok, &ev->logprobs,
+                                                c->len - ev->text_len);
+                }
+            }
+            if (ev->finish != TS_FINISH_NONE) {
+                c->finish = ev->finish;
+                c->completion_tokens = ev->completion_tokens;
+                if (ev->finish == TS_FINISH_ERROR && error[0] == '\0') {
+                    snprintf(error, sizeof error, "%s",
+                             ev->message ? ev->message : "generation failed");
+                }
+            }
+            cached_sub[ev->choice / j->n_per] = (uint64_t)ev->cached_tokens;
+        }
+        ts_job_events_free(evs);
+        if (done) {
+            break;
+        }
+        if (ts_job_wait(j, sock, 1000) < 0) {
+            /* The client left: abort, and tell MHD to drop the connection. */
+            ts_job_release(j);
+            for (int32_t i = 0; i < n_choices; i++) {
+                free(acc[i].text);
+                cJSON_Delete(acc[i].logprobs);
+            }
+            free(acc);
+            return (ts_reply){.status = 499, .response = NULL};
+        }
+    }
+    bool shutdown = ts_job_was_shutdown(j);
+    ts_job_release(j);
+    uint64_t cached = 0;
+    for (int32_t k = 0; k < TS_API_MAX_PROMPTS; k++) {
+        cached += cached_sub[k];
+    }
+    cJSON *root = NULL;
+    if (shutdown) {
+        ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",
+                         "the server shut down before the request finished");
+    } else if (error[0] != '\0') {
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", error);
+    } else if (oom) {
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+    } else {
+        root = cJSON_CreateObject();
+    }
+    uint64_t completion = 0;
+    if (root != NULL) {
+        char id[64];
+        bool chat = r->kind == TS_API_CHAT;
+        ts_server_make_id(s, chat ? "chatcmpl" : "cmpl", id, sizeof id);
+        cJSON_AddStringToObject(root, "id", id);
+        cJSON_AddStringToObject(root, "object", chat ? "chat.completion" : "text_completion");
+        cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+        cJSON_AddStringToObject(root, "model", s->model_name);
+        cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+        for (int32_t i = 0; i < n_choices; i++) {
+            choice_acc *c = &acc[i];
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ch, "index", i);
+            if (chat) {
+                cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+                cJSON_AddStringToObject(msg, "role", "assistant");
+                cJSON_AddStringToObject(msg, "content", c->text ? c->text : "");
+                if (c->logprobs != NULL) {
+                    cJSON *lp = cJSON_AddObjectToObject(ch, "logprobs");
+                    cJSON_AddItemToObject(lp, "content", c->logprobs);
+                } else {
+                    cJSON_AddNullToObject(ch, "logprobs");
+                }
+            } else {
+                cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
+                if (c->logprobs != NULL) {
+                    cJSON_AddItemToObject(ch, "logprobs", c->logprobs);
+                } else {
+                    cJSON_AddNullToObject(ch, "logprobs");
+                }
+            }
+            c->logprobs = NULL; /* now owned by root */
+            cJSON_AddStringToObject(ch, "finish_reason", ts_finish_reason_name(c->finish));
+            cJSON_AddItemToArray(choices, ch);
+            completion += (uint64_t)c->completion_tokens;
+        }
+        cJSON_AddItemToObject(root, "usage", ts_server_usage(prompt_tokens, completion, cached));
+    }
+    for (int32_t i = 0; i < n_choices; i++) {
+        free(acc[i].text);
+        cJSON_Delete(acc[i].logprobs);
+    }
+    free(acc);
+    if (root == NULL) {
+        return ts_reply_error(&e);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return ts_reply_json(200, text);
+}
+
+static ts_reply engine_error(ts_status st, const ts_error *err) {
+    ts_api_error e;
+    if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
+    } else {
+        ts_api_error_set(&e, 400, "invalid_request_error", NULL,
+                         st == TS_ERR_LIMIT ? "context_length_exceeded" : NULL, "%s", err->msg);
+    }
+    return ts_reply_error(&e);
+}
+
+ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len,
+                            int sock) {
+    ts_api_limits lim = ts_server_limits(s);
+    ts_api_request r;
+    ts_api_error e;
+    if (ts_api_parse(kind, body, len, &lim, &r, &e) != TS_OK) {
+        return ts_reply_error(&e);
+    }
+    int32_t n_subs = kind == TS_API_CHAT ? 1 : r.n_prompts;
+    int32_t *ids[TS_API_MAX_PROMPTS] = {0};
+    int32_t n_ids[TS_API_MAX_PROMPTS] = {0};
+    int32_t max_tokens[TS_API_MAX_PROMPTS] = {0};
+    uint64_t prompt_tokens = 0;
+    ts_status st = TS_OK;
+    int64_t n_ctx = s->cfg.n_ctx;
+    for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
+        st = ts_server_prompt_ids(s, &r, k, &ids[k], &n_ids[k], &e);
+        if (st != TS_OK) {
+            break;
+        }
+        prompt_tokens += (uint64_t)n_ids[k];
+        int64_t room = n_ctx - n_ids[k];
+        const char *what = kind == TS_API_CHAT ? "messages" : "prompt";
+        if (room < 1) {
+            st = ts_api_error_set(&e, 400, "invalid_request_error", what,
+                                  "context_length_exceeded",
+                                  "This model's maximum context length is %lld tokens. However, "
+                                  "your %s has %d tokens, which leaves no room for the "
+                                  "completion.",
+                                  (long long)n_ctx, what, n_ids[k]);
+        } else if (r.max_tokens_set && r.params.max_tokens > room) {
+            st = ts_api_error_set(&e, 400, "invalid_request_error", "max_tokens",
+                                  "context_length_exceeded",
+                                  "This model's maximum context length is %lld tokens. However, "
+                                  "you requested %lld tokens (%d in the %s, %d in the "
+                                  "completion).",
+                                  (long long)n_ctx, (long long)n_ids[k] + r.params.max_tokens,
+                                  n_ids[k], what, r.params.max_tokens);
+        } else if (r.max_tokens_set) {
+            max_tokens[k] = r.params.max_tokens;
+        } else {
+            /* Completions default to 16 tokens (OpenAI), chat to the rest of the context. */
+            max_tokens[k] = (int32_t)(kind == TS_API_CHAT || room < r.params.max_tokens
+                                          ? room
+                                          : r.params.max_tokens);
+        }
+    }
+    ts_reply reply = {0};
+    ts_job *j = NULL;
+    if (st == TS_OK) {
+        j = ts_job_create(s, n_subs, r.params.n);
+        if (j == NULL) {
+            st = ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    const char *why = NULL;
+    if (st == TS_OK && !ts_server_admit(s, j, &why)) {
+        st = ts_api_error_set(&e, 503, "server_error", NULL, "overloaded", "%s; retry later",
+                              why);
+    }
+    if (st != TS_OK) {
+        ts_job_release(j);
+        reply = ts_reply_error(&e);
+    }
+    for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
+        ts_request_params p = r.params;
+        p.max_tokens = max_tokens[k];
+        ts_error err = {0};
+        ts_status est = ts_job_add(j, k, ids[k], n_ids[k], &p, &err);
+        if (est != TS_OK) {
+            st = est;
+            ts_job_release(j);
+            reply = engine_error(est, &err);
+        }
+    }
+    if (st == TS_OK) {
+        reply = r.stream ? ts_stream_start(s, j, &r, sock) : collect(s, j, &r, prompt_tokens, sock);
+    }
+    for (int32_t k = 0; k < n_subs; k++) {
+        free(ids[k]);
+    }
+    ts_api_request_free(&r);
+    return reply;
+}
+
+ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len) {
+    ts_api_limits lim = ts_server_limits(s);
+    ts_api_request r;
+    ts_api_error e;
+    if (ts_api_parse(kind, body, len, &lim, &r, &e) != TS_OK) {
+        return ts_reply_error(&e);
+    }
+    cJSON *root = cJSON_CreateObject();
+    ts_status st = TS_OK;
+    if (kind == TS_API_TOKENIZE) {
+        int32_t *ids = NULL, n = 0;
+        st = ts_server_prompt_ids(s, &r, 0, &ids, &n, &e);
+        if (st == TS_OK) {
+            cJSON_AddNumberToObject(root, "count", n);
+            cJSON_AddNumberToObject(root, "max_model_len", (double)s->cfg.n_ctx);
+            cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(ids, n));
+        }
+        free(ids);
+    } else {
+        char *text = NULL;
+        size_t tlen = 0;
+        ts_error err = {0};
+        if (ts_tokenizer_detokenize(s->tok, r.tokens, (size_t)r.n_tokens, false, &text, &tlen,
+                                    &err) != TS_OK) {
+            st = ts_api_error_set(&e, 400, "invalid_request_error", "tokens", NULL,
+                                  "cannot detokenize: %s", err.msg);
+        } else {
+            /* Ids may end inside a character; JSON needs whole ones. */
+            for (size_t i = ts_api_utf8_check(text, tlen); i < tlen;
+                 i += 1 + ts_api_utf8_check(text + i + 1, tlen - i - 1)) {
+                text[i] = '?';
+            }
+            cJSON_AddStringToObject(root, "prompt", text);
+        }
+        free(text);
+    }
+    ts_api_request_free(&r);
+    if (st != TS_OK) {
+        cJSON_Delete(root);
+        return ts_reply_error(&e);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return ts_reply_json(200, out);
+}

@@ -1,0 +1,196 @@
+/*
+ * server_internal.h — what the server's files share: the server object, per-request jobs
+ * (the queue between the engine thread and an HTTP thread) and the response builders.
+ *
+ * A job is one HTTP generation request: one engine request per prompt (completions accept up
+ * to TS_API_MAX_PROMPTS), each with n sequences; choice index = prompt * n + sequence. It is
+ * reference-counted: the HTTP side holds one reference until its response is finished or
+ * abandoned, and each engine request holds one until its request_done event, so whichever
+ * side finishes last frees it. Both sides touch the job under job->mu only.
+ */
+#ifndef TS_SERVER_INTERNAL_H
+#define TS_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/server.h"
+
+typedef struct ts_job ts_job;
+
+struct ts_server {
+    ts_server_config cfg; /* strings point to the copies below */
+    char *host, *api_key, *model_name;
+    size_t api_key_len;
+    ts_engine *engine;
+    const ts_tokenizer *tok;
+    ts_chat_template tmpl;
+    bool has_tmpl;
+    int32_t n_vocab;
+    int64_t created; /* unix time at create, for /v1/models */
+    uint64_t id_salt;
+    atomic_uint_fast64_t id_counter;
+
+    struct MHD_Daemon *daemon;
+    int port;
+    int listen_fd_after_quiesce; /* closed after MHD_stop_daemon */
+
+    pthread_t engine_thread;
+    bool engine_started;
+    atomic_bool engine_stop;
+
+    pthread_mutex_t mu;  /* guards the fields below */
+    pthread_cond_t cv;   /* signalled when in_flight drops */
+    int64_t in_flight;   /* jobs admitted whose engine requests have not all finished */
+    bool draining;       /* shutdown started: no new requests */
+    ts_job *jobs;        /* admitted jobs not yet finished by the engine (for shutdown) */
+    bool shut_down;
+    int64_t n_requests_open; /* HTTP requests between their first call and on_completed */
+
+    ts_metrics metrics;
+};
+
+/* One event copied out of an engine callback. */
+typedef struct ts_job_event {
+    struct ts_job_event *next;
+    int32_t choice; /* prompt * n + sequence index */
+    int32_t token;  /* -1 for a final event without a token */
+    ts_finish_reason finish;
+    int32_t prompt_tokens, cached_tokens, completion_tokens;
+    bool has_logprobs;
+    ts_sample_info logprobs;
+    char *message; /* error text when finish == TS_FINISH_ERROR, owned */
+    size_t text_len;
+    char text[]; /* [text_len + 1] */
+} ts_job_event;
+
+typedef struct ts_job_sub {
+    ts_job *job;
+    int32_t index; /* which prompt */
+    uint64_t engine_id;
+    bool added;
+    bool done; /* request_done seen */
+} ts_job_sub;
+
+struct ts_job {
+    pthread_mutex_t mu;
+    int refs;
+    int efd; /* eventfd: the engine thread writes after queueing events */
+    ts_server *srv;
+    ts_job *next, *prev; /* in srv->jobs, while admitted (under srv->mu) */
+    bool admitted;
+
+    int32_t n_subs, n_per; /* prompts, sequences per prompt */
+    ts_job_sub subs[TS_API_MAX_PROMPTS];
+    int32_t n_subs_done;
+    int32_t n_added;
+
+    ts_job_event *head, *tail; /* queued for the HTTP side */
+    bool abandoned;            /* the HTTP side left: drop events */
+    bool shutdown;             /* aborted by server shutdown */
+
+    double t_arrival;  /* seconds, monotonic */
+    double *t_last;    /* [n_subs * n_per] time of the last token, 0 before the first */
+    uint64_t usage_prompt, usage_completion;
+};
+
+/* ---- job.c ----------------------------------------------------------------------------- */
+
+double ts_server_now(void);
+
+/* A job for n_subs prompts of n_per sequences each; the caller holds one reference. */
+ts_job *ts_job_create(ts_server *s, int32_t n_subs, int32_t n_per);
+
+/* Queues prompt k with the engine. */
+ts_status ts_job_add(ts_job *j, int32_t k, const int32_t *ids, int32_t n_ids,
+                     const ts_request_params *params, ts_error *err);
+
+/* Waits for events, the client's disconnect (sock >= 0) or timeout_ms. Returns 1 when events
+ * (or completion) may be ready, 0 on timeout, -1 when the client went away. */
+int ts_job_wait(ts_job *j, int sock, int timeout_ms);
+
+/* Takes every queued event (oldest first; free each with free() after ts_job_event_free_msg)
+ * and tells whether every engine request has finished. */
+ts_job_event *ts_job_take(ts_job *j, bool *all_done);
+void ts_job_events_free(ts_job_event *ev);
+
+/* True when the job was aborted by server shutdown. */
+bool ts_job_was_shutdown(ts_job *j);
+
+/* The HTTP side is done with the job: aborts unfinished engine requests (when any) and drops
+ * its reference. */
+void ts_job_release(ts_job *j);
+
+/* Admission: false (and *status 503) when draining or the queue is full. On success the job
+ * counts as in flight until its engine requests finish. */
+bool ts_server_admit(ts_server *s, ts_job *j, const char **why);
+
+/* ---- respond.c: JSON bodies ------------------------------------------------------------ */
+
+/* "cmpl-<hex>" / "chatcmpl-<hex>" into buf. */
+void ts_server_make_id(ts_server *s, const char *prefix, char *buf, size_t size);
+
+/* A token's text as JSON wants it: invalid UTF-8 bytes become U+FFFD. *bytes_out gets the
+ * raw bytes as a cJSON array when not NULL. */
+cJSON *ts_server_token_string(const ts_tokenizer *tok, int32_t token, cJSON **bytes_out);
+
+/* One entry of chat logprobs.content for an event. */
+cJSON *ts_server_chat_logprob(const ts_tokenizer *tok, const ts_sample_info *info);
+
+/* Completions logprobs accumulator ({"tokens", "token_logprobs", "top_logprobs",
+ * "text_offset"}). */
+cJSON *ts_server_cmpl_logprobs_new(void);
+void ts_server_cmpl_logprobs_add(cJSON *lp, const ts_tokenizer *tok, const ts_sample_info *info,
+                                 size_t text_offset);
+
+cJSON *ts_server_usage(uint64_t prompt, uint64_t completion, uint64_t cached);
+
+/* ---- handlers ------------------------------------------------------------------------------ */
+
+typedef struct ts_reply {
+    int status;
+    struct MHD_Response *response;
+} ts_reply;
+
+/* Builds a JSON reply (takes ownership of text, a malloc'd string). */
+ts_reply ts_reply_json(int status, char *text);
+ts_reply ts_reply_error(const ts_api_error *err);
+
+/* POST /v1/completions and /v1/chat/completions. sock: the client's socket, for disconnect
+ * detection. May block until the answer is complete (non-streaming). */
+ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len,
+                            int sock);
+ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len);
+
+/* Renders a request's prompts into token ids (chat template for chat). */
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, int32_t **ids,
+                               int32_t *n_ids, ts_api_error *err);
+
+/* The server's limits for ts_api_parse. */
+ts_api_limits ts_server_limits(const ts_server *s);
+
+/* ---- http.c ------------------------------------------------------------------------------ */
+
+struct sockaddr;
+/* Starts libmicrohttpd on addr (thread per connection). NULL on failure. */
+struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6);
+
+/* ---- streaming (stream.c) -------------------------------------------------------------- */
+
+/* Takes ownership of the job (admitted, requests added) and the parsed request's settings. */
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r, int sock);
+
+/* ---- page.c ------------------------------------------------------------------------------ */
+
+extern const char ts_server_page_html[];
+extern const size_t ts_server_page_html_len;
+
+#endif /* TS_SERVER_INTERNAL_H */

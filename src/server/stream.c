@@ -1,0 +1,270 @@
+/*
+ * stream.c — `stream: true` answers as server-sent events.
+ *
+ * Each event is `data: <json>\n\n`; the stream ends with `data: [DONE]\n\n`. Chat streams open
+ * with one chunk per choice carrying the assistant role, then content deltas; the chunk that
+ * ends a choice carries its finish_reason. With stream_options.include_usage, a last chunk
+ * with empty choices carries usage. An engine error or a shutdown mid-stream becomes
+ * `data: {"error": {...}}` followed by [DONE], which OpenAI clients raise as an APIError.
+ *
+ * libmicrohttpd runs one thread per connection and calls the content reader below on it; the
+ * reader blocks on the job's eventfd and the client socket (never on the engine), and sends
+ * an SSE comment every 15 s of silence so proxies keep the connection open. A client that
+ * goes away is noticed at once by the socket poll (or by a failed write), and its request is
+ * aborted.
+ */
+#include "server/server_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEEPALIVE_MS 15000
+
+typedef struct stream {
+    ts_server *s;
+    ts_job *j; /* NULL once released */
+    ts_api_kind kind;
+    bool include_usage;
+    int sock;
+    char id[64];
+    double created;
+    int32_t n_choices;
+    size_t *text_off; /* [n_choices] bytes of text sent so far (completions text_offset) */
+    uint64_t prompt_sub[TS_API_MAX_PROMPTS], cached_sub[TS_API_MAX_PROMPTS];
+    uint64_t completion;
+    bool error_sent;
+    char *buf; /* bytes not yet handed to MHD: buf[off..len) */
+    size_t len, off, cap;
+    bool finished; /* [DONE] is in buf */
+} stream;
+
+static bool put_raw(stream *st, const char *data, size_t n) {
+    if (st->len + n > st->cap) {
+        size_t cap = (st->len + n) * 2;
+        char *b = realloc(st->buf, cap);
+        if (b == NULL) {
+            return false;
+        }
+        st->buf = b;
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, data, n);
+    st->len += n;
+    return true;
+}
+
+/* Appends `data: <json>\n\n` and deletes obj. */
+static bool put_json(stream *st, cJSON *obj) {
+    char *text = obj != NULL ? cJSON_PrintUnformatted(obj) : NULL;
+    cJSON_Delete(obj);
+    if (text == NULL) {
+        return false;
+    }
+    bool ok = put_raw(st, "data: ", 6) && put_raw(st, text, strlen(text)) && put_raw(st, "\n\n", 2);
+    free(text);
+    return ok;
+}
+
+static cJSON *chunk_base(stream *st) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "id", st->id);
+    cJSON_AddStringToObject(c, "object",
+                            st->kind == TS_API_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddNumberToObject(c, "created", st->created);
+    cJSON_AddStringToObject(c, "model", st->s->model_name);
+    return c;
+}
+
+static void put_error(stream *st, int status, const char *code, const char *msg) {
+    if (st->error_sent) {
+        return;
+    }
+    ts_api_error e;
+    ts_api_error_set(&e, status, "server_error", NULL, code, "%s", msg);
+    char *text = ts_api_error_json(&e);
+    if (text != NULL) {
+        put_raw(st, "data: ", 6);
+        put_raw(st, text, strlen(text));
+        put_raw(st, "\n\n", 2);
+        free(text);
+    }
+    st->error_sent = true;
+}
+
+static void put_event(stream *st, const ts_job_event *ev) {
+    const char *finish = NULL;
+    if (ev->finish == TS_FINISH_STOP || ev->finish == TS_FINISH_LENGTH) {
+        finish = ts_finish_reason_name(ev->finish);
+    } else if (ev->finish == TS_FINISH_ERROR) {
+        put_error(st, 500, NULL, ev->message ? ev->message : "generation failed");
+        return;
+    } else if (ev->finish == TS_FINISH_ABORT) {
+        put_error(st, 503, "server_shutdown", "the server shut down before the request finished");
+        return;
+    }
+    bool lp = ev->has_logprobs && ev->token >= 0;
+    if (ev->text_len == 0 && !lp && finish == NULL) {
+        return; /* text held back (a possible stop string): nothing to say yet */
+    }
+    cJSON *c = chunk_base(st);
+    cJSON *choices = cJSON_AddArrayToObject(c, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", ev->choice);
+    if (st->kind == TS_API_CHAT) {
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        if (ev->text_len > 0 || finish == NULL) {
+            cJSON_AddStringToObject(delta, "content", ev->text);
+        }
+        if (lp) {
+            cJSON *l = cJSON_AddObjectToObject(ch, "logprobs");
+            cJSON *content = cJSON_AddArrayToObject(l, "content");
+            cJSON_AddItemToArray(content, ts_server_chat_logprob(st->s->tok, &ev->logprobs));
+        } else {
+            cJSON_AddNullToObject(ch, "logprobs");
+        }
+    } else {
+        cJSON_AddStringToObject(ch, "text", ev->text);
+        if (lp) {
+            cJSON *l = ts_server_cmpl_logprobs_new();
+            ts_server_cmpl_logprobs_add(l, st->s->tok, &ev->logprobs, st->text_off[ev->choice]);
+            cJSON_AddItemToObject(ch, "logprobs", l);
+        } else {
+            cJSON_AddNullToObject(ch, "logprobs");
+        }
+    }
+    st->text_off[ev->choice] += ev->text_len;
+    if (finish != NULL) {
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
+    } else {
+        cJSON_AddNullToObject(ch, "finish_reason");
+    }
+    cJSON_AddItemToArray(choices, ch);
+    put_json(st, c);
+}
+
+static void put_end(stream *st) {
+    if (st->include_usage && !st->error_sent) {
+        uint64_t prompt = 0, cached = 0;
+        for (int k = 0; k < TS_API_MAX_PROMPTS; k++) {
+            prompt += st->prompt_sub[k];
+            cached += st->cached_sub[k];
+        }
+        cJSON *c = chunk_base(st);
+        cJSON_AddArrayToObject(c, "choices");
+        cJSON_AddItemToObject(c, "usage", ts_server_usage(prompt, st->completion, cached));
+        put_json(st, c);
+    }
+    put_raw(st, "data: [DONE]\n\n", 14);
+    st->finished = true;
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
+    stream *st = cls;
+    (void)pos;
+    for (;;) {
+        if (st->off < st->len) {
+            size_t n = st->len - st->off < max ? st->len - st->off : max;
+            memcpy(out, st->buf + st->off, n);
+            st->off += n;
+            return (ssize_t)n;
+        }
+        st->off = st->len = 0;
+        if (st->finished) {
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (st->j == NULL) {
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        bool done = false;
+        ts_job_event *evs = ts_job_take(st->j, &done);
+        for (ts_job_event *ev = evs; ev != NULL; ev = ev->next) {
+            int32_t k = ev->choice / st->j->n_per;
+            st->prompt_sub[k] = (uint64_t)ev->prompt_tokens;
+            st->cached_sub[k] = (uint64_t)ev->cached_tokens;
+            if (ev->finish != TS_FINISH_NONE) {
+                st->completion += (uint64_t)ev->completion_tokens;
+            }
+            put_event(st, ev);
+        }
+        ts_job_events_free(evs);
+        if (done) {
+            put_end(st);
+            ts_job_release(st->j);
+            st->j = NULL;
+            continue;
+        }
+        if (st->len > 0) {
+            continue;
+        }
+        int w = ts_job_wait(st->j, st->sock, KEEPALIVE_MS);
+        if (w < 0) {
+            ts_job_release(st->j); /* aborts the engine requests */
+            st->j = NULL;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (w == 0) {
+            put_raw(st, ": keep-alive\n\n", 14);
+        }
+    }
+}
+
+static void stream_free(void *cls) {
+    stream *st = cls;
+    ts_job_release(st->j);
+    free(st->text_off);
+    free(st->buf);
+    free(st);
+}
+
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r, int sock) {
+    stream *st = calloc(1, sizeof *st);
+    int32_t n_choices = j->n_subs * j->n_per;
+    if (st != NULL) {
+        st->text_off = calloc((size_t)n_choices, sizeof *st->text_off);
+    }
+    if (st == NULL || st->text_off == NULL) {
+        free(st);
+        ts_job_release(j);
+        ts_api_error e;
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return ts_reply_error(&e);
+    }
+    st->s = s;
+    st->j = j;
+    st->kind = r->kind;
+    st->include_usage = r->include_usage;
+    st->sock = sock;
+    st->n_choices = n_choices;
+    st->created = (double)time(NULL);
+    ts_server_make_id(s, r->kind == TS_API_CHAT ? "chatcmpl" : "cmpl", st->id, sizeof st->id);
+    if (r->kind == TS_API_CHAT) {
+        for (int32_t i = 0; i < n_choices; i++) {
+            cJSON *c = chunk_base(st);
+            cJSON *choices = cJSON_AddArrayToObject(c, "choices");
+            cJSON *ch = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ch, "index", i);
+            cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+            cJSON_AddStringToObject(delta, "role", "assistant");
+            cJSON_AddStringToObject(delta, "content", "");
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddNullToObject(ch, "finish_reason");
+            cJSON_AddItemToArray(choices, ch);
+            put_json(st, c);
+        }
+    }
+    ts_reply reply = {.status = 200};
+    reply.response =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, stream_free);
+    if (reply.response == NULL) {
+        stream_free(st);
+        ts_api_error e;
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "cannot create a response");
+        return ts_reply_error(&e);
+    }
+    MHD_add_response_header(reply.response, "Content-Type", "text/event-stream");
+    MHD_add_response_header(reply.response, "Cache-Control", "no-cache");
+    MHD_add_response_header(reply.response, "X-Accel-Buffering", "no");
+    return reply;
+}

@@ -1,0 +1,239 @@
+/*
+ * cmd_serve.c — `tessera serve`: the OpenAI-compatible HTTP server (src/server/).
+ *
+ * Loads the model through the common options, starts the server and waits for SIGINT or
+ * SIGTERM (delivered to this thread only: every thread the server starts inherits the
+ * blocked mask). On a signal it stops accepting, lets running requests finish for up to
+ * --shutdown-grace seconds, ends the rest with an error, and exits 0.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "common.h"
+#include "server/server.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tessera serve -m MODEL [--host ADDR] [--port N] [--api-key KEY | "
+            "--api-key-file F] [options]\n\n"
+            "server options:\n"
+            "      --host ADDR           address to listen on (default 127.0.0.1)\n"
+            "      --port N              port (default 8080; 0: any free port, printed)\n"
+            "      --api-key KEY         require 'Authorization: Bearer KEY' (not on /health, /)\n"
+            "      --api-key-file F      read the key from the first line of F\n"
+            "      --model-name NAME     model id in the API (default: file name without .gguf)\n"
+            "      --max-queue N         requests waiting beyond --max-seqs before 503 (default "
+            "256)\n"
+            "      --max-body SIZE       largest request body (default 1M)\n"
+            "      --timeout S           idle connection timeout in seconds (default 60)\n"
+            "      --shutdown-grace S    on SIGTERM/SIGINT, seconds running requests may finish "
+            "(default 10)\n"
+            "      --quiet               no per-request log lines\n\n");
+    ts_cli_print_common_help(f);
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* First line of a file, trailing whitespace removed; malloc'd, NULL after printing why. */
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "error: --api-key-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char buf[4096];
+    char *line = fgets(buf, sizeof buf, f);
+    fclose(f);
+    size_t n = line ? strlen(buf) : 0;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
+                     buf[n - 1] == '\t')) {
+        buf[--n] = '\0';
+    }
+    if (n == 0) {
+        fprintf(stderr, "error: --api-key-file %s: the first line is empty\n", path);
+        return NULL;
+    }
+    return strdup(buf);
+}
+
+static char *default_model_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *name = strdup(base);
+    size_t n = name ? strlen(name) : 0;
+    if (n > 5 && strcmp(name + n - 5, ".gguf") == 0) {
+        name[n - 5] = '\0';
+    }
+    return name;
+}
+
+int ts_cmd_serve(int argc, char **argv) {
+    ts_cli_opts co;
+    ts_cli_opts_init(&co);
+    ts_server_config sc = ts_server_config_default();
+    const char *key = NULL, *key_file = NULL, *model_name = NULL;
+    long grace_s = 10;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        int r = ts_cli_parse_common(&co, argc, argv, &i);
+        if (r < 0) {
+            return 2;
+        }
+        if (r > 0) {
+            continue;
+        }
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long v = 0;
+        int64_t size = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
+            continue;
+        } else if (val == NULL) {
+            fprintf(stderr, "error: unknown option or missing value: %s\n", a);
+            return 2;
+        } else if (strcmp(a, "--host") == 0) {
+            sc.host = val;
+        } else if (strcmp(a, "--port") == 0) {
+            if (!parse_int(val, 0, 65535, &v)) {
+                fprintf(stderr, "error: --port: '%s' is not a port (0..65535)\n", val);
+                return 2;
+            }
+            sc.port = (int)v;
+        } else if (strcmp(a, "--api-key") == 0) {
+            key = val;
+        } else if (strcmp(a, "--api-key-file") == 0) {
+            key_file = val;
+        } else if (strcmp(a, "--model-name") == 0) {
+            model_name = val;
+        } else if (strcmp(a, "--max-queue") == 0) {
+            if (!parse_int(val, 0, 1 << 20, &v)) {
+                fprintf(stderr, "error: --max-queue: '%s' is out of range (0..1048576)\n", val);
+                return 2;
+            }
+            sc.max_queue = (int)v;
+        } else if (strcmp(a, "--max-body") == 0) {
+            if (!ts_cli_parse_size(val, &size) || size < 64 || size > ((int64_t)1 << 30)) {
+                fprintf(stderr, "error: --max-body: '%s' is not a size in 64..1G\n", val);
+                return 2;
+            }
+            sc.max_body = (size_t)size;
+        } else if (strcmp(a, "--timeout") == 0) {
+            if (!parse_int(val, 1, 86400, &v)) {
+                fprintf(stderr, "error: --timeout: '%s' is out of range (1..86400 s)\n", val);
+                return 2;
+            }
+            sc.conn_timeout_s = (int)v;
+        } else if (strcmp(a, "--shutdown-grace") == 0) {
+            if (!parse_int(val, 0, 3600, &grace_s)) {
+                fprintf(stderr, "error: --shutdown-grace: '%s' is out of range (0..3600 s)\n",
+                        val);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "error: unknown option: %s\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (key != NULL && key_file != NULL) {
+        fprintf(stderr, "error: give --api-key or --api-key-file, not both\n");
+        return 2;
+    }
+    if (key != NULL && key[0] == '\0') {
+        fprintf(stderr, "error: --api-key is empty\n");
+        return 2;
+    }
+    if (co.model == NULL) {
+        fprintf(stderr, "error: no model given (-m FILE)\n\n");
+        usage(stderr);
+        return 2;
+    }
+    char *key_owned = key_file ? read_key_file(key_file) : NULL;
+    if (key_file != NULL && key_owned == NULL) {
+        return 2;
+    }
+    char *name_owned = model_name ? NULL : default_model_name(co.model);
+
+    /* Signals go to the thread that waits for them; threads created from here on inherit
+     * the mask. A client that hangs up must not kill the process with SIGPIPE. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    ts_cli cli;
+    int rc = ts_cli_open(&co, &cli);
+    if (rc != 0) {
+        free(key_owned);
+        free(name_owned);
+        return rc;
+    }
+    sc.api_key = key_owned ? key_owned : key;
+    sc.model_name = model_name ? model_name : name_owned;
+    sc.n_ctx = cli.model->hp.n_ctx_train < 4096 ? cli.model->hp.n_ctx_train : 4096;
+    if (co.n_ctx > 0) {
+        sc.n_ctx = co.n_ctx;
+    }
+    sc.max_seqs = co.max_seqs > 0 ? (int)co.max_seqs : 16;
+    if (co.max_batch_tokens > 0 && co.max_batch_tokens < sc.max_seqs) {
+        sc.max_seqs = (int)co.max_batch_tokens; /* the engine caps it the same way */
+    }
+    sc.log = quiet ? NULL : stderr;
+    ts_server *srv = NULL;
+    ts_error err = {0};
+    ts_status st = ts_server_create(&sc, cli.engine, cli.tok, cli.has_tmpl ? &cli.tmpl : NULL,
+                                    &srv, &err);
+    if (st == TS_OK) {
+        st = ts_server_start(srv, &err);
+    }
+    if (st != TS_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        ts_server_destroy(srv);
+        ts_cli_close(&cli);
+        free(key_owned);
+        free(name_owned);
+        return 1;
+    }
+    const char *host = sc.host;
+    bool v6 = strchr(host, ':') != NULL;
+    printf("tessera serve: listening on http://%s%s%s:%d (model %s, ctx %lld, max-seqs %d, "
+           "chat template %s%s)\n",
+           v6 ? "[" : "", host, v6 ? "]" : "", ts_server_port(srv), sc.model_name,
+           (long long)sc.n_ctx, sc.max_seqs,
+           cli.has_tmpl ? ts_chat_family_name(cli.tmpl.family) : "none",
+           sc.api_key ? ", API key required" : "");
+    fflush(stdout);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    fprintf(stderr, "tessera serve: %s received; finishing running requests (up to %ld s)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", grace_s);
+    ts_server_shutdown(srv, (int)grace_s * 1000);
+    ts_server_destroy(srv);
+    ts_cli_close(&cli);
+    free(key_owned);
+    free(name_owned);
+    fprintf(stderr, "tessera serve: stopped\n");
+    return 0;
+}
