@@ -28,7 +28,9 @@ struct ts_forward {
     ts_backend *b;
     ts_forward_config cfg;
     ts_graph *g;
-    int sym_tok, sym_seq, sym_out;
+    int sym_tok, sym_out;
+    int32_t *table_buf; /* [max_seqs, max_blocks_per_seq]: this step's tables, -1 padded */
+    int32_t *len_buf;   /* [max_seqs]: this step's lengths, 0 padded */
     ts_tensor *tokens, *pos, *seq, *slots, *table, *len, *outputs; /* inputs */
     ts_tensor *logits;                                              /* [n_vocab, n_out] */
     ts_tensor **params; /* [(n_layer + 1) * TS_ROLE_COUNT]: weight tensors made so far */
@@ -201,19 +203,17 @@ static ts_status build(ts_forward *f, ts_error *err) {
     const ts_forward_config *c = &f->cfg;
     ts_graph *g = f->g;
     f->sym_tok = ts_graph_dim(g, "n_tokens", c->max_tokens);
-    f->sym_seq = ts_graph_dim(g, "n_seqs", c->max_seqs);
     f->sym_out = ts_graph_dim(g, "n_outputs", c->max_outputs);
     f->tokens = input(f, "tokens", c->max_tokens, f->sym_tok);
     f->pos = input(f, "pos", c->max_tokens, f->sym_tok);
     f->seq = input(f, "seq", c->max_tokens, f->sym_tok);
     f->slots = input(f, "slots", c->max_tokens, f->sym_tok);
-    f->len = input(f, "seq_len", c->max_seqs, f->sym_seq);
+    /* Block tables and lengths keep their full size every step (unused sequences padded with
+     * -1 blocks and length 0), so every attention implementation sees static shapes. */
+    f->len = ts_graph_input(g, "seq_len", TS_TYPE_I32, 1, &c->max_seqs);
     f->outputs = input(f, "outputs", c->max_outputs, f->sym_out);
     int64_t table_ne[2] = {c->max_blocks_per_seq, c->max_seqs};
     f->table = ts_graph_input(g, "block_table", TS_TYPE_I32, 2, table_ne);
-    if (f->table != NULL) {
-        f->table = ts_tensor_dynamic(g, f->table, 1, f->sym_seq);
-    }
     int64_t cache_ne[4] = {hp->head_dim, hp->n_head_kv, c->block_size, c->n_blocks};
     for (int64_t il = 0; il < hp->n_layer; il++) {
         for (int kv = 0; kv < 2; kv++) {
@@ -310,7 +310,9 @@ ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_c
     size_t n_layer = (size_t)m->hp.n_layer;
     f->params = calloc((n_layer + 1) * TS_ROLE_COUNT, sizeof *f->params);
     f->cache = calloc(2 * n_layer, sizeof *f->cache);
-    if (f->params == NULL || f->cache == NULL) {
+    f->table_buf = malloc((size_t)(cfg->max_seqs * cfg->max_blocks_per_seq) * sizeof(int32_t));
+    f->len_buf = malloc((size_t)cfg->max_seqs * sizeof(int32_t));
+    if (f->params == NULL || f->cache == NULL || f->table_buf == NULL || f->len_buf == NULL) {
         ts_forward_destroy(f);
         return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
     }
@@ -356,6 +358,8 @@ void ts_forward_destroy(ts_forward *f) {
     }
     free(f->params);
     free(f->cache);
+    free(f->table_buf);
+    free(f->len_buf);
     free(f);
 }
 
@@ -417,18 +421,25 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, const
         return st;
     }
     size_t T = (size_t)bt->n_tokens;
-    size_t S = (size_t)bt->n_seqs;
+    size_t S = (size_t)bt->n_seqs, S_max = (size_t)f->cfg.max_seqs;
     size_t O = (size_t)bt->n_outputs;
+    size_t width = (size_t)f->cfg.max_blocks_per_seq;
+    memcpy(f->table_buf, bt->block_table, S * width * sizeof(int32_t));
+    memcpy(f->len_buf, bt->seq_len, S * sizeof(int32_t));
+    for (size_t i = S * width; i < S_max * width; i++) {
+        f->table_buf[i] = -1;
+    }
+    for (size_t i = S; i < S_max; i++) {
+        f->len_buf[i] = 0;
+    }
     if ((st = ts_graph_set_dim(f->g, f->sym_tok, bt->n_tokens, err)) ||
-        (st = ts_graph_set_dim(f->g, f->sym_seq, bt->n_seqs, err)) ||
         (st = ts_graph_set_dim(f->g, f->sym_out, bt->n_outputs, err)) ||
         (st = ts_backend_tensor_set(f->b, f->tokens, 0, bt->tokens, T * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->pos, 0, bt->pos, T * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->seq, 0, bt->seq, T * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->slots, 0, bt->slots, T * 4, err)) ||
-        (st = ts_backend_tensor_set(f->b, f->len, 0, bt->seq_len, S * 4, err)) ||
-        (st = ts_backend_tensor_set(f->b, f->table, 0, bt->block_table,
-                                    S * (size_t)f->cfg.max_blocks_per_seq * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->len, 0, f->len_buf, S_max * 4, err)) ||
+        (st = ts_backend_tensor_set(f->b, f->table, 0, f->table_buf, S_max * width * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err))) {
         return st;
     }
