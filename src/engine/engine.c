@@ -245,7 +245,32 @@ static ts_status copy_params(request *r, const ts_request_params *p, ts_error *e
     return TS_OK;
 }
 
-seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, ts_error *err) {
+/* Generated text continues the prompt: with tokenizers that drop the leading space of the
+ * first piece of a text (SentencePiece with add_space_prefix, WordPiece), the stream must
+ * know what came before, or the first generated word loses its space. The stream's state
+ * depends only on the previous token (special or not), so the last prompt token is pushed
+ * and its text discarded — unless it is a byte of a longer character, whose bytes would
+ * stay pending and leak into the output. */
+static ts_status prime_detok(ts_engine *e, seq *s, ts_error *err) {
+    const ts_tokenizer_special *sp = ts_tokenizer_get_special(e->tok);
+    ts_tokenizer_kind kind = ts_tokenizer_get_kind(e->tok);
+    bool strips = (kind == TS_TOKENIZER_SPM && sp->add_space_prefix) || kind == TS_TOKENIZER_WPM;
+    int32_t last = s->tokens[s->n_tokens - 1];
+    if (!strips || last >= (int32_t)ts_tokenizer_n_vocab(e->tok)) {
+        return TS_OK;
+    }
+    const char *piece = NULL;
+    size_t len = 0;
+    if (ts_tokenizer_token_type(e->tok, last) == TS_TOKEN_TYPE_BYTE &&
+        (ts_tokenizer_token_to_piece(e->tok, last, false, &piece, &len, NULL) != TS_OK ||
+         len != 1 || (unsigned char)piece[0] >= 0x80)) {
+        return TS_OK;
+    }
+    return ts_detok_stream_push(s->detok, last, &piece, &len, err);
+}
+
+seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *prompt,
+                       int32_t n_prompt, ts_error *err) {
     seq *s = calloc(1, sizeof *s);
     if (s == NULL) {
         ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
@@ -258,10 +283,15 @@ seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, ts_error *err) {
     uint64_t seed = r->params.seed + (uint64_t)index;
     ts_status st = s->tokens ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
     if (st == TS_OK) {
+        memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
+        s->n_tokens = n_prompt;
         st = ts_sampler_create(&r->params.sampling, e->n_vocab, seed, &s->sampler, err);
     }
     if (st == TS_OK) {
         st = ts_detok_stream_create(e->tok, r->params.render_special, &s->detok, err);
+    }
+    if (st == TS_OK) {
+        st = prime_detok(e, s, err);
     }
     if (st != TS_OK) {
         seq_free(s);
@@ -342,17 +372,12 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
     /* The sampler copies the bias list, so pass the caller's (still valid here). */
     r->params.sampling.logit_bias = p->sampling.logit_bias;
     if (st == TS_OK) {
-        r->seqs[0] = ts_engine_seq_new(e, r, 0, err);
+        r->seqs[0] = ts_engine_seq_new(e, r, 0, prompt, n_prompt, err);
         if (r->seqs[0] == NULL) {
             st = err ? err->status : TS_ERR_NOMEM;
         }
     }
     r->params.sampling.logit_bias = NULL;
-    if (st == TS_OK) {
-        seq *s = r->seqs[0];
-        memcpy(s->tokens, prompt, (size_t)n_prompt * sizeof(int32_t));
-        s->n_tokens = n_prompt;
-    }
     if (st != TS_OK) {
         request_free(r);
         return st;

@@ -98,7 +98,9 @@ bool ts_engine_finish_seq(ts_engine *e, seq *s, ts_finish_reason why, const char
 void ts_engine_release_kv(ts_engine *e, seq *s);
 void ts_engine_unlink_seq(ts_engine *e, seq *s);
 void ts_engine_retire_request(ts_engine *e, request *r);
-seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, ts_error *err);
+/* A sequence holding a copy of prompt[0..n_prompt) (its detokenizer primed to continue it). */
+seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *prompt,
+                       int32_t n_prompt, ts_error *err);
 
 /* sched.c */
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);

@@ -213,13 +213,11 @@ static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
 static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
     request *r = parent->req;
     for (int32_t i = 1; i < r->n; i++) {
-        seq *c = ts_engine_seq_new(e, r, i, err);
+        seq *c = ts_engine_seq_new(e, r, i, parent->tokens, parent->n_tokens, err);
         if (c == NULL) {
             return err ? err->status : TS_ERR_NOMEM;
         }
         r->seqs[i] = c;
-        memcpy(c->tokens, parent->tokens, (size_t)parent->n_tokens * sizeof(int32_t));
-        c->n_tokens = parent->n_tokens;
         ts_status st = ts_kv_seq_fork(e->kv, parent->kv_id, &c->kv_id, err);
         if (st != TS_OK) {
             return st;
