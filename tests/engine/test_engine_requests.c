@@ -376,6 +376,65 @@ static void test_prefix_cache(void **state) {
     eu_close(fx);
 }
 
+/* The generated text continues the prompt's: prompt text + generated text is the text of
+ * the whole sequence, also where SentencePiece drops a leading space at the start of a text
+ * (the first generated word keeps its space after a word, loses it after a control token).
+ * Byte tokens are banned so that every piece is whole UTF-8. */
+static void test_text_continues_prompt(void **state) {
+    (void)state;
+    eu_fx *fx = eu_open_arch("llama");
+    assert_non_null(fx);
+    ts_engine_config c = eu_config(fx);
+    ts_logit_bias ban[256];
+    for (int b = 0; b < 256; b++) {
+        ban[b] = (ts_logit_bias){3 + b, -INFINITY};
+    }
+    eu_req *r = calloc(1, sizeof *r);
+    for (int k = 0; k < 4; k++) {
+        int32_t prompt[10];
+        eu_prompt(prompt, 10, V, 300 + (uint32_t)k);
+        for (int i = 0; i < 10; i++) {
+            if (prompt[i] < 259) {
+                prompt[i] += 259; /* words only */
+            }
+            prompt[i] = prompt[i] < V ? prompt[i] : V - 1;
+        }
+        if (k == 1) {
+            prompt[9] = TS_TINY_BOS; /* a control token ends the prompt */
+        } else if (k == 2) {
+            prompt[9] = 3 + 'A'; /* an ASCII byte token */
+        }
+        ts_request_params p = eu_greedy(12);
+        p.sampling.temperature = 1.0f;
+        p.seed = 7;
+        p.has_seed = true;
+        p.sampling.logit_bias = ban;
+        p.sampling.n_logit_bias = 256;
+        run_one(fx, &c, prompt, 10, &p, r);
+        int32_t all[22];
+        memcpy(all, prompt, sizeof prompt);
+        memcpy(all + 10, r->seq[0].tok, 12 * sizeof(int32_t));
+        char *pre = NULL, *full = NULL;
+        size_t npre = 0, nfull = 0;
+        ts_error err = {0};
+        assert_int_equal(ts_tokenizer_detokenize(fx->tok, all, 10, false, &pre, &npre, &err),
+                         TS_OK);
+        assert_int_equal(ts_tokenizer_detokenize(fx->tok, all, 22, false, &full, &nfull, &err),
+                         TS_OK);
+        assert_true(nfull >= npre);
+        assert_memory_equal(full, pre, npre);
+        if (r->seq[0].len != nfull - npre ||
+            memcmp(r->seq[0].text, full + npre, nfull - npre) != 0) {
+            fail_msg("prompt %d: generated '%.*s', expected '%s'", k, (int)r->seq[0].len,
+                     r->seq[0].text, full + npre);
+        }
+        free(pre);
+        free(full);
+    }
+    free(r);
+    eu_close(fx);
+}
+
 static void expect_add_error(ts_engine *e, const int32_t *prompt, int32_t n,
                              const ts_request_params *p, ts_status want, const char *part) {
     eu_req r;
@@ -468,6 +527,7 @@ int main(void) {
         cmocka_unit_test(test_abort),          cmocka_unit_test(test_parallel_sampling),
         cmocka_unit_test(test_stop_strings),   cmocka_unit_test(test_length_and_eos),
         cmocka_unit_test(test_prefix_cache),   cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_text_continues_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
