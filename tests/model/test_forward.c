@@ -116,9 +116,12 @@ static void test_decomposed_vs_paged(void **state) {
             run_prompt(m, be, reg, prompt, N_PROMPT, b);
             double e = fu_nrmse(b, a, n);
             printf("  %-7s %s decomposed vs paged: nrmse %.2e\n", s.arch, cpu ? "cpu" : "ref", e);
-            if (!(e <= 1e-5)) {
-                fail_msg("%s on %s: decomposed vs paged nrmse %g > 1e-5", s.arch,
-                         cpu ? "cpu" : "ref", e);
+            /* The reference sums in f64 either way; the CPU backend's fused attention and
+             * its matmul/softmax sequence sum f32 in different orders. */
+            double tol = cpu ? 5e-5 : 1e-5;
+            if (!(e <= tol)) {
+                fail_msg("%s on %s: decomposed vs paged nrmse %g > %g", s.arch,
+                         cpu ? "cpu" : "ref", e, tol);
             }
             ts_model_close(m);
         }
