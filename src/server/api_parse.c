@@ -602,8 +602,15 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len,
         return BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
     }
     out->root = root;
+    size_t used = (size_t)(end - body);
+    while (used < len && (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' ||
+                          body[used] == '\r')) {
+        used++;
+    }
     ts_status st;
-    if (!cJSON_IsObject(root)) {
+    if (used < len) {
+        st = BAD(NULL, "the body has data after the JSON value (byte %zu of %zu)", used, len);
+    } else if (!cJSON_IsObject(root)) {
         st = BAD(NULL, "the body must be a JSON object, got %s", type_name(root));
     } else {
         st = parse_body(kind, root, limits, out, err);

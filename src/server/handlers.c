@@ -231,7 +231,8 @@ static ts_reply engine_error(ts_status st, const ts_error *err) {
     if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
     } else {
-        ts_api_error_set(&e, 400, "invalid_request_error", NULL,
+        /* TS_ERR_LIMIT: prompt + max_tokens beyond what the context or the KV cache holds. */
+        ts_api_error_set(&e, 400, "invalid_request_error", st == TS_ERR_LIMIT ? "max_tokens" : NULL,
                          st == TS_ERR_LIMIT ? "context_length_exceeded" : NULL, "%s", err->msg);
     }
     return ts_reply_error(&e);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs the Python tests of `tessera serve` (tests/server/test_*.py) with pytest.
+#
+#   TS_BIN=build/tessera bash tests/server/run_py_tests.sh [pytest args...]
+#
+# TS_BIN     the tessera binary (default: build/tessera next to this checkout)
+# TS_MODEL   the GGUF model (default ~/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf)
+# TS_VENV    virtual environment for the Python packages (default ~/.cache/tessera/venv-test;
+#            outside the repository). Created on first use; packages: openai, pytest, selenium.
+#
+# Exit status 77 (CTest: skipped) when the model, python3 -m venv or the packages are not
+# available. The browser test additionally needs Debian's chromium and chromium-driver and
+# skips itself without them.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bin="${TS_BIN:-$root/build/tessera}"
+model="${TS_MODEL:-$HOME/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+venv="${TS_VENV:-$HOME/.cache/tessera/venv-test}"
+
+skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+[ -x "$bin" ] || skip "no tessera binary at $bin (set TS_BIN)"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+[ -f "$model" ] || skip "no model at $model (set TS_MODEL; scripts/fetch_model.py smollm2)"
+
+# Debian's python3 is preferred: its venv module is packaged as python3-venv.
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+if [ ! -x "$venv/bin/python" ]; then
+    mkdir -p "$(dirname "$venv")"
+    "$py" -m venv "$venv" >/dev/null 2>&1 || skip "cannot create a venv with $py -m venv " \
+        "(apt-get install python3-venv)"
+fi
+if ! "$venv/bin/python" -c "import openai, pytest, selenium" >/dev/null 2>&1; then
+    echo "installing openai, pytest, selenium into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check openai pytest selenium \
+        >/dev/null 2>&1 || skip "pip could not install openai, pytest, selenium into $venv"
+fi
+
+# A sanitizer build runs the model 10-50x slower: keep to the tests that exercise the HTTP
+# and lifecycle code, where sanitizers find the most.
+extra=()
+if grep -q "__asan_init\|__ubsan_handle" "$bin" 2>/dev/null; then
+    echo "sanitizer build: running the quick subset (-m 'not slow')"
+    extra=(-m "not slow")
+fi
+
+export TS_BIN="$bin" TS_MODEL="$model" PYTHONDONTWRITEBYTECODE=1
+cd "$here"
+"$venv/bin/python" -m pytest -p no:cacheprovider -q -rs --durations=8 "${extra[@]}" "$@" .
+rc=$?
+# pytest: 5 means no test was collected, which must not pass silently.
+[ "$rc" -eq 5 ] && echo "no tests collected" && exit 1
+exit "$rc"
