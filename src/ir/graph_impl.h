@@ -35,6 +35,7 @@ struct ts_graph {
     ts_plan plan;
     ts_backend *arena_backend; /* borrowed */
     ts_buffer *arena;
+    ts_comm *comm[TS_MAX_GROUPS]; /* borrowed: communicators of the collective ops' groups */
 };
 
 /* Records err as the graph's first error (later ones are dropped); returns NULL so builders
@@ -49,6 +50,8 @@ ts_tensor *ts_graph_new_tensor(ts_graph *g, ts_op op, ts_type type, int n_dims,
                                const int64_t *ne);
 /* Checks an op node's shapes against its sources for the current extents. */
 ts_status ts_op_check(const ts_tensor *node, ts_error *err);
+/* The same for the collective ops (collective.c). */
+ts_status ts_op_check_collective(const ts_tensor *node, ts_error *err);
 /* Runs the planner over g->nodes (fills g->plan). */
 ts_status ts_plan_graph(ts_graph *g, ts_error *err);
 /* Storage owner of t (follows view_src). */

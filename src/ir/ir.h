@@ -74,6 +74,21 @@
  *      and s == seq[t], j < len[s]), else -inf. ip[0] = cap (keys per sequence), ip[1] =
  *      window. Used by the decomposed attention.
  *
+ * Collective ops (tensor parallelism). The graph is one rank's part of a computation spread
+ * over the ranks of group ip[1]; every rank's graph holds the same collectives in the same
+ * order. At compute time the backend resolves the group to the communicator attached with
+ * ts_graph_set_comm (parallel/comm.h; the transport — threads, MPI, NCCL — is not an IR
+ * concern) and calls it; a missing communicator or one whose size is not ip[2] is a compute
+ * error. ip[0] = axis (gather/scatter), ip[1] = group, ip[2] = ranks (n).
+ *  ALL_REDUCE_SUM(a f32|f16|bf16) -> same type and shape: out = sum over the ranks of each
+ *      rank's a, added in rank order in f32 and rounded once (NCCL: its own order).
+ *  ALL_GATHER(a f32|f16|bf16|i32, axis) -> a's type, ne[axis] * n:
+ *      out[..., k * a.ne[axis] + i, ...] = a of rank k [..., i, ...].
+ *  REDUCE_SCATTER_SUM(a f32|f16|bf16, axis) -> a's type, ne[axis] / n (n must divide it):
+ *      out[..., i, ...] of rank r = sum over ranks k of a_k[..., r * out.ne[axis] + i, ...].
+ *  a must be contiguous (at its maximum extents); the axis of a gather or scatter must not
+ *  be dynamic. With n = 1 each is a copy.
+ *
  * Nothing here is thread-safe: one thread builds and runs a graph at a time.
  */
 #ifndef TS_IR_IR_H
@@ -119,6 +134,9 @@ typedef enum ts_op {
     TS_OP_KV_STORE,
     TS_OP_ATTENTION,
     TS_OP_ATTN_MASK,
+    TS_OP_ALL_REDUCE_SUM, /* collectives: see "Collective ops" above */
+    TS_OP_ALL_GATHER,
+    TS_OP_REDUCE_SCATTER_SUM,
     TS_OP_COUNT,
 } ts_op;
 
@@ -141,6 +159,9 @@ enum {
 
 typedef struct ts_buffer ts_buffer;
 typedef struct ts_graph ts_graph;
+typedef struct ts_comm ts_comm; /* parallel/comm.h */
+
+#define TS_MAX_GROUPS 4 /* communicator groups a graph can name */
 
 typedef struct ts_tensor ts_tensor;
 struct ts_tensor {
@@ -282,5 +303,18 @@ ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v
                            float scale, float softcap, int window);
 ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
                            int64_t cap, int window);
+
+/* ---- collectives (see "Collective ops"; n_ranks = the group's size) ---- */
+
+ts_tensor *ts_op_all_reduce_sum(ts_graph *g, ts_tensor *a, int group, int n_ranks);
+ts_tensor *ts_op_all_gather(ts_graph *g, ts_tensor *a, int axis, int group, int n_ranks);
+ts_tensor *ts_op_reduce_scatter_sum(ts_graph *g, ts_tensor *a, int axis, int group,
+                                    int n_ranks);
+bool ts_op_is_collective(ts_op op);
+/* Attaches communicator c (borrowed; must outlive the graph's runs) to group 0..TS_MAX_GROUPS-1
+ * of g. May be called before or after building. */
+ts_status ts_graph_set_comm(ts_graph *g, int group, ts_comm *c, ts_error *err);
+/* The communicator of a group, or NULL when none is attached. */
+ts_comm *ts_graph_comm(const ts_graph *g, int group);
 
 #endif /* TS_IR_IR_H */

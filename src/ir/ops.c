@@ -317,6 +317,10 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
         CHECK(n->ip[0] >= 1 && n->ip[1] >= 0, TS_ERR_RANGE, "capacity %d / window %d invalid",
               n->ip[0], n->ip[1]);
         return TS_OK;
+    case TS_OP_ALL_REDUCE_SUM:
+    case TS_OP_ALL_GATHER:
+    case TS_OP_REDUCE_SCATTER_SUM:
+        return ts_op_check_collective(n, err);
     case TS_OP_COUNT:
         break;
     }

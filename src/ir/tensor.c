@@ -20,6 +20,8 @@ static const char *const k_op_names[TS_OP_COUNT] = {
     [TS_OP_TRANSPOSE] = "TRANSPOSE", [TS_OP_CONCAT] = "CONCAT",
     [TS_OP_ARGMAX] = "ARGMAX",     [TS_OP_KV_STORE] = "KV_STORE",
     [TS_OP_ATTENTION] = "ATTENTION", [TS_OP_ATTN_MASK] = "ATTN_MASK",
+    [TS_OP_ALL_REDUCE_SUM] = "ALL_REDUCE_SUM", [TS_OP_ALL_GATHER] = "ALL_GATHER",
+    [TS_OP_REDUCE_SCATTER_SUM] = "REDUCE_SCATTER_SUM",
 };
 
 const char *ts_op_name(ts_op op) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_collective.h"
 #include "backends/cpu/cpu_internal.h"
 #include "util/error.h"
 
@@ -84,6 +85,9 @@ static void run_kernel(const cpu_op_ctx *c, ts_tensor *n) {
     case TS_OP_KV_STORE: cpu_kv_store(c, n); break;
     case TS_OP_ATTENTION: cpu_attention(c, n); break;
     case TS_OP_ATTN_MASK: cpu_attn_mask(c, n); break;
+    case TS_OP_ALL_REDUCE_SUM:
+    case TS_OP_ALL_GATHER:
+    case TS_OP_REDUCE_SCATTER_SUM: cpu_collective(c, n, c->run->g); break;
     default:
         if (c->ith == 0) {
             cpu_fail(c, TS_ERR_UNSUPPORTED, "op %s has no CPU kernel", ts_op_name(n->op));
@@ -157,6 +161,9 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
         }
         size_t s = 0, l = 0;
         cpu_scratch_need(node, ctx->isa, &s, &l);
+        if (ts_op_is_collective(node->op)) {
+            cpu_collective_scratch(node, &s);
+        }
         shared = s > shared ? s : shared;
         local = l > local ? l : local;
     }

@@ -93,7 +93,8 @@ static ts_status ref_graph_compute(void *ctx, ts_graph *g, const ts_eval_cb *cb,
             return ts_error_set(err, TS_ERR_ABORTED, "ref: stopped before node %d '%s'", i,
                                 node->name);
         }
-        ts_status st = run_node(node, err);
+        ts_status st = ts_op_is_collective(node->op) ? ref_collective(g, node, err)
+                                                     : run_node(node, err);
         if (st != TS_OK) {
             return ts_error_prefix(err, "ref: node %d: ", i);
         }

@@ -78,5 +78,7 @@ ts_status ref_argmax(ts_tensor *n, ts_error *err);
 ts_status ref_kv_store(ts_tensor *n, ts_error *err);
 ts_status ref_attention(ts_tensor *n, ts_error *err);
 ts_status ref_attn_mask(ts_tensor *n, ts_error *err);
+/* ALL_REDUCE_SUM, ALL_GATHER, REDUCE_SCATTER_SUM through g's communicator. */
+ts_status ref_collective(ts_graph *g, ts_tensor *n, ts_error *err);
 
 #endif /* TS_BACKENDS_REF_REF_INTERNAL_H */
