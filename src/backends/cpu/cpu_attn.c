@@ -11,7 +11,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-static int32_t geti(const ts_tensor *t, int64_t i0, int64_t i1) {
+int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1) {
     int32_t v;
     memcpy(&v, (const char *)t->data + i0 * t->nb[0] + i1 * t->nb[1], sizeof v);
     return v;
@@ -25,7 +25,7 @@ void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n) {
     cpu_split(rows->ne[2], c->ith, c->nth, &lo, &hi);
     float *tmp = c->local;
     for (int64_t t = lo; t < hi; t++) {
-        int32_t slot = geti(slots, t, 0);
+        int32_t slot = cpu_attn_geti(slots, t, 0);
         if (slot < 0) {
             continue;
         }
@@ -43,23 +43,23 @@ void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n) {
                 }
                 row = tmp;
             }
-            char *dst = (char *)n->data + h * n->nb[1] + (slot % bs) * n->nb[2] +
-                        (slot / bs) * n->nb[3];
+            char *dst =
+                (char *)n->data + h * n->nb[1] + (slot % bs) * n->nb[2] + (slot / bs) * n->nb[3];
             ops->from_float(row, dst, hd);
         }
     }
 }
 
 /* Validates token t's sequence; returns false (after cpu_fail) when invalid. */
-static bool token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens,
-                      int64_t t, int64_t cap, int32_t *s_out, int32_t *len_out) {
-    int32_t s = geti(seq, t, 0);
+bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
+                        int64_t cap, int32_t *s_out, int32_t *len_out) {
+    int32_t s = cpu_attn_geti(seq, t, 0);
     if (s < 0 || s >= lens->ne[0]) {
         cpu_fail(c, TS_ERR_RANGE, "token %lld has sequence %d (of %lld)", (long long)t, (int)s,
                  (long long)lens->ne[0]);
         return false;
     }
-    int32_t len = geti(lens, s, 0);
+    int32_t len = cpu_attn_geti(lens, s, 0);
     if (len < 0 || len > cap) {
         cpu_fail(c, TS_ERR_RANGE, "sequence %d length %d outside 0..%lld", (int)s, (int)len,
                  (long long)cap);
@@ -70,7 +70,32 @@ static bool token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor
     return true;
 }
 
+/* Every block holding one of the sequence's keys must be valid, visible or not (the same
+ * rule as the reference). */
+bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len) {
+    const ts_tensor *k = n->src[1], *tab = n->src[3];
+    int64_t bs = k->ne[2];
+    for (int64_t b = 0; b < ((int64_t)len + bs - 1) / bs; b++) {
+        int32_t blk = cpu_attn_geti(tab, b, s);
+        if (blk < 0 || blk >= k->ne[3]) {
+            cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
+                     (long long)b, (int)blk, (long long)k->ne[3]);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool cpu_attn_use_tiled(const ts_tensor *n, ts_isa isa) {
+    return isa >= TS_ISA_AVX2 && n->src[0]->ne[0] % 8 == 0 && n->fp[1] <= 0.0f &&
+           n->src[0]->ne[0] <= 1024;
+}
+
 void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
+    if (cpu_attn_use_tiled(n, c->isa)) {
+        cpu_attention_tiled(c, n);
+        return;
+    }
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
     const ts_tensor *seq = n->src[4], *pos = n->src[5], *lens = n->src[6];
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
@@ -85,19 +110,12 @@ void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
     for (int64_t item = lo; item < hi; item++) {
         int64_t t = item / nkv, kh = item % nkv;
         int32_t s, len;
-        if (!token_seq(c, seq, lens, t, cap, &s, &len)) {
+        if (!cpu_attn_token_seq(c, seq, lens, t, cap, &s, &len)) {
             return;
         }
-        int64_t p = geti(pos, t, 0);
-        /* Every block holding one of the sequence's keys must be valid, visible or not
-         * (the same rule as the reference). */
-        for (int64_t b = 0; b < ((int64_t)len + bs - 1) / bs; b++) {
-            int32_t blk = geti(tab, b, s);
-            if (blk < 0 || blk >= k->ne[3]) {
-                cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
-                         (long long)b, (int)blk, (long long)k->ne[3]);
-                return;
-            }
+        int64_t p = cpu_attn_geti(pos, t, 0);
+        if (!cpu_attn_check_blocks(c, n, s, len)) {
+            return;
         }
         for (int64_t g = 0; g < group; g++) {
             const char *qr = (const char *)q->data + (kh * group + g) * q->nb[1] + t * q->nb[2];
@@ -111,9 +129,9 @@ void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
         int64_t j_hi = p < (int64_t)len - 1 ? p : (int64_t)len - 1;
         int64_t j_lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
         for (int64_t j = j_lo; j <= j_hi; j++) {
-            int32_t blk = geti(tab, j / bs, s);
-            size_t off = (size_t)kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] +
-                         (size_t)blk * k->nb[3];
+            int32_t blk = cpu_attn_geti(tab, j / bs, s);
+            size_t off =
+                (size_t)kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
             kops->to_float((const char *)k->data + off, krow, hd);
             kops->to_float((const char *)v->data + off, vrow, hd);
             for (int64_t g = 0; g < group; g++) {
@@ -159,10 +177,10 @@ void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n) {
     cpu_split(n->ne[1], c->ith, c->nth, &lo, &hi);
     for (int64_t t = lo; t < hi; t++) {
         int32_t s, len;
-        if (!token_seq(c, seq, lens, t, cap, &s, &len)) {
+        if (!cpu_attn_token_seq(c, seq, lens, t, cap, &s, &len)) {
             return;
         }
-        int64_t p = geti(pos, t, 0);
+        int64_t p = cpu_attn_geti(pos, t, 0);
         float *out = (float *)((char *)n->data + t * n->nb[1]);
         for (int64_t i = 0; i < n->ne[0]; i++) {
             int64_t ks = i / cap, j = i % cap;

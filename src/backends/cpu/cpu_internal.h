@@ -21,9 +21,9 @@ typedef struct cpu_run cpu_run; /* one graph execution (shared by all threads) *
 typedef struct cpu_op_ctx {
     int ith, nth;
     ts_isa isa;
-    void *shared;        /* scratch shared by all threads of a node */
+    void *shared; /* scratch shared by all threads of a node */
     size_t shared_size;
-    void *local;         /* this thread's scratch */
+    void *local; /* this thread's scratch */
     size_t local_size;
     cpu_run *run;
 } cpu_op_ctx;
@@ -61,5 +61,20 @@ void cpu_argmax(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_attention(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n);
+
+/* Tiled ATTENTION (cpu_attn_avx2.c): needs isa >= AVX2, head size % 8 == 0, no soft-cap.
+ * Per-thread scratch: cpu_attn_tiled_scratch floats. */
+#define ATT_QT 16 /* tokens per tile */
+#define ATT_KC 32 /* keys per chunk */
+void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n);
+static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
+    return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_KC + 2 * ATT_QT * group);
+}
+/* Helpers shared by the two ATTENTION kernels (cpu_attn.c). */
+int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1);
+bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
+                        int64_t cap, int32_t *s_out, int32_t *len_out);
+bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len);
+bool cpu_attn_use_tiled(const ts_tensor *n, ts_isa isa);
 
 #endif /* TS_BACKENDS_CPU_CPU_INTERNAL_H */

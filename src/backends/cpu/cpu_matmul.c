@@ -43,6 +43,9 @@ void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *pe
     case TS_OP_ATTENTION: {
         int64_t hd = a->ne[0], group = a->ne[1] / n->src[1]->ne[1];
         *per_thread = (size_t)(2 * hd + 2 * group * hd + 2 * group) * sizeof(float);
+        if (cpu_attn_use_tiled(n, isa)) {
+            *per_thread = cpu_attn_tiled_scratch(hd, group) * sizeof(float);
+        }
         break;
     }
     case TS_OP_ROPE:
@@ -94,8 +97,7 @@ bool cpu_supports(const ts_tensor *n, ts_isa isa) {
 }
 
 /* Phase 1: activation rows -> vec_dot_type rows in shared scratch. */
-static void convert_activations(const cpu_op_ctx *c, const ts_tensor *x, ts_type vt,
-                                size_t rb) {
+static void convert_activations(const cpu_op_ctx *c, const ts_tensor *x, ts_type vt, size_t rb) {
     const ts_quant_ops *vops = ts_quant_ops_get(vt, c->isa);
     int64_t k = x->ne[0], m = x->ne[1], b2 = x->ne[2];
     int64_t lo, hi;
@@ -139,8 +141,8 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
         int64_t bi = item / n_blk, i0 = (item % n_blk) * blk;
         int64_t i1 = i0 + blk < rows ? i0 + blk : rows;
         int64_t c2 = bi % b2, c3 = bi / b2;
-        const char *wrow = (const char *)w->data + i0 * w->nb[1] + (c2 / r2) * w->nb[2] +
-                           (c3 / r3) * w->nb[3];
+        const char *wrow =
+            (const char *)w->data + i0 * w->nb[1] + (c2 / r2) * w->nb[2] + (c3 / r3) * w->nb[3];
         const char *act;
         size_t lda;
         if (convert) {
