@@ -119,6 +119,7 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backen
         .block_size = c.block_size,
         .max_blocks_per_seq = e->max_blk,
         .kv_type = c.kv_type,
+        .tp = c.tp,
     };
     if (st == TS_OK) {
         st = ts_forward_create(m, b, &fc, reg, &e->fwd, err);

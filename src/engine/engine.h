@@ -44,6 +44,7 @@ typedef struct ts_engine_config {
     bool prefix_cache;        /* automatic prefix caching (default on) */
     int64_t max_queue;        /* requests waiting before add_request says TS_ERR_LIMIT (0: no
                                  limit) */
+    const struct ts_tp_config *tp; /* tensor parallelism (model/tp.h; borrowed), NULL: none */
 } ts_engine_config;
 
 /* Defaults for a model: n_ctx = min(n_ctx_train, 4096), the rest as documented above. */

@@ -12,6 +12,12 @@
  * KV_STORE of this step's K/V rows into their slots, then paged ATTENTION through the block
  * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
  * separate or fused gate/up, or GELU MLP with biases (GPT-2).
+ *
+ * Tensor parallelism (shard.h, tp.h): the graph of shard (rank, size) is the same wiring over
+ * the slices the plan gives — its query and KV heads, its FFN units, its vocabulary rows —
+ * read through views into the mapped weights. A row-parallel projection (attention output,
+ * FFN down) is followed by an ALL_REDUCE_SUM before its bias; vocab-parallel logits are
+ * ALL_GATHERed. With size 1 every slice is the whole tensor and the graph has no collective.
  */
 #include "model/forward.h"
 
@@ -21,6 +27,8 @@
 
 #include "ir/functional.h"
 #include "ir/plan.h"
+#include "model/shard.h"
+#include "model/tp_internal.h"
 #include "util/error.h"
 
 struct ts_forward {
@@ -38,7 +46,12 @@ struct ts_forward {
     ts_buffer *weights; /* wraps the mapped file */
     ts_buffer *kv;      /* every layer's K and V pools */
     size_t kv_pool_bytes;
+    ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
+    ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for one device */
+    ts_tp_lead *lead;   /* owned: the followers, when this forward leads a group */
 };
+
+#define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
@@ -63,6 +76,48 @@ static ts_tensor *weight(ts_forward *f, ts_role role, int64_t il) {
     }
     f->params[slot] = t;
     return t;
+}
+
+/* This shard's slice [first, first + n) of weight t along axis: rows (ne[1]) for COL — or the
+ * elements of a vector — and columns (ne[0]) for ROW. A view into the mapping, no copy. */
+static ts_tensor *slice(ts_forward *f, ts_tensor *t, ts_split axis, int64_t first, int64_t n) {
+    if (t == NULL || axis == TS_SPLIT_NONE || f->plan.shard.size == 1) {
+        return t;
+    }
+    int64_t ne[2] = {t->ne[0], t->ne[1]};
+    size_t offset;
+    if (t->n_dims == 1) {
+        ne[0] = n;
+        offset = (size_t)first * t->nb[0];
+    } else if (axis == TS_SPLIT_COL) {
+        ne[1] = n;
+        offset = (size_t)first * t->nb[1];
+    } else {
+        ne[0] = n; /* shard.c checked that first and n are whole blocks */
+        offset = (size_t)(first / (int64_t)ts_type_block_size(t->type)) * t->nb[0];
+    }
+    return ts_op_view(f->g, t, t->n_dims, ne, t->nb, offset);
+}
+
+/* Column-parallel y = W[first:first+n] x (+ b[first:first+n]): this shard's output rows. */
+static ts_tensor *linear_col(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role,
+                             int64_t il, int64_t first, int64_t n) {
+    ts_split s = f->plan.split[w_role];
+    ts_tensor *b = b_role < TS_ROLE_COUNT ? weight(f, b_role, il) : NULL;
+    return ts_linear(f->g, x, slice(f, weight(f, w_role, il), s, first, n),
+                     slice(f, b, s, first, n));
+}
+
+/* Row-parallel y = sum over shards (W[:, first:first+n] x_shard) (+ b): one all-reduce. */
+static ts_tensor *linear_row(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role,
+                             int64_t il, int64_t first, int64_t n) {
+    ts_tensor *w = slice(f, weight(f, w_role, il), f->plan.split[w_role], first, n);
+    ts_tensor *y = ts_linear(f->g, x, w, NULL);
+    if (f->plan.shard.size > 1) {
+        y = ts_op_all_reduce_sum(f->g, y, TP_GROUP, f->plan.shard.size);
+    }
+    ts_tensor *b = weight(f, b_role, il);
+    return b != NULL ? ts_op_add(f->g, y, b) : y;
 }
 
 static ts_tensor *norm(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role, int64_t il) {
@@ -103,19 +158,34 @@ static ts_tensor *heads(ts_forward *f, ts_tensor *a, int64_t n) {
 
 static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
+    const ts_shard_plan *p = &f->plan;
     ts_graph *g = f->g;
-    int64_t n_q = hp->n_head * hp->head_dim;
-    int64_t n_kv = hp->n_head_kv * hp->head_dim;
+    int64_t hd = hp->head_dim;
+    int64_t n_q = hp->n_head * hd;
+    int64_t n_kv = hp->n_head_kv * hd;
     ts_tensor *q, *k, *v;
-    if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL) {
+    if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL && p->shard.size == 1) {
         ts_tensor *qkv = linear(f, h, TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B, il);
         q = split_heads(f, qkv, 0, hp->n_head);
         k = split_heads(f, qkv, n_q, hp->n_head_kv);
         v = split_heads(f, qkv, n_q + n_kv, hp->n_head_kv);
+    } else if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL) {
+        /* A shard takes its heads from each of the fused matrix's three parts. */
+        ts_role w = TS_ROLE_ATTN_QKV, b = TS_ROLE_ATTN_QKV_B;
+        q = heads(f, linear_col(f, h, w, b, il, p->head0 * hd, p->n_head * hd), p->n_head);
+        k = heads(f, linear_col(f, h, w, b, il, n_q + p->kv0 * hd, p->n_kv * hd), p->n_kv);
+        v = heads(f, linear_col(f, h, w, b, il, n_q + n_kv + p->kv0 * hd, p->n_kv * hd),
+                  p->n_kv);
     } else {
-        q = heads(f, linear(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il), hp->n_head);
-        k = heads(f, linear(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il), hp->n_head_kv);
-        v = heads(f, linear(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il), hp->n_head_kv);
+        q = heads(f, linear_col(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il, p->head0 * hd,
+                                p->n_head * hd),
+                  p->n_head);
+        k = heads(f, linear_col(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il, p->kv0 * hd,
+                                p->n_kv * hd),
+                  p->n_kv);
+        v = heads(f, linear_col(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il, p->kv0 * hd,
+                                p->n_kv * hd),
+                  p->n_kv);
     }
     ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
     ts_tensor *kn = weight(f, TS_ROLE_ATTN_K_NORM, il);
@@ -152,9 +222,10 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     if (h == NULL) {
         return NULL;
     }
-    int64_t ne[2] = {n_q, h->ne_max[1]};
+    int64_t ne[2] = {p->n_head * hd, h->ne_max[1]};
     a = ts_op_reshape(g, a, 2, ne);
-    ts_tensor *o = linear(f, a, TS_ROLE_ATTN_OUT, TS_ROLE_ATTN_OUT_B, il);
+    ts_tensor *o =
+        linear_row(f, a, TS_ROLE_ATTN_OUT, TS_ROLE_ATTN_OUT_B, il, p->head0 * hd, p->n_head * hd);
     ts_tensor *post = weight(f, TS_ROLE_ATTN_POST_NORM, il);
     return post != NULL ? ts_rms_norm(g, o, post, hp->norm_eps) : o;
 }
@@ -171,24 +242,31 @@ static ts_tensor *split_rows(ts_forward *f, ts_tensor *a, int64_t first, int64_t
 
 static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
+    const ts_shard_plan *p = &f->plan;
     ts_graph *g = f->g;
     ts_tensor *act;
     if (hp->arch->ffn == TS_FFN_GELU) {
-        ts_tensor *u = linear(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il);
+        ts_tensor *u = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il, p->ff0, p->n_ff);
         act = ts_op_gelu(g, u, TS_GELU_TANH);
     } else {
         ts_tensor *gate, *up;
-        if (ts_model_tensor(f->m, TS_ROLE_FFN_GATE_UP, il) != NULL) {
+        bool fused = ts_model_tensor(f->m, TS_ROLE_FFN_GATE_UP, il) != NULL;
+        if (fused && p->shard.size == 1) {
             ts_tensor *gu = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE_UP, il), NULL);
             gate = split_rows(f, gu, 0, hp->n_ff);
             up = split_rows(f, gu, hp->n_ff, hp->n_ff);
+        } else if (fused) {
+            /* A shard takes its units from both halves of the fused matrix. */
+            gate = linear_col(f, h, TS_ROLE_FFN_GATE_UP, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
+            up = linear_col(f, h, TS_ROLE_FFN_GATE_UP, TS_ROLE_COUNT, il, hp->n_ff + p->ff0,
+                            p->n_ff);
         } else {
-            gate = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE, il), NULL);
-            up = ts_linear(g, h, weight(f, TS_ROLE_FFN_UP, il), NULL);
+            gate = linear_col(f, h, TS_ROLE_FFN_GATE, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
+            up = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
         }
         act = ts_glu(g, hp->arch->ffn == TS_FFN_SWIGLU ? TS_GLU_SILU : TS_GLU_GELU_TANH, gate, up);
     }
-    ts_tensor *d = linear(f, act, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_B, il);
+    ts_tensor *d = linear_row(f, act, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_B, il, p->ff0, p->n_ff);
     ts_tensor *post = weight(f, TS_ROLE_FFN_POST_NORM, il);
     return post != NULL ? ts_rms_norm(g, d, post, hp->norm_eps) : d;
 }
@@ -214,7 +292,7 @@ static ts_status build(ts_forward *f, ts_error *err) {
     f->outputs = input(f, "outputs", c->max_outputs, f->sym_out);
     int64_t table_ne[2] = {c->max_blocks_per_seq, c->max_seqs};
     f->table = ts_graph_input(g, "block_table", TS_TYPE_I32, 2, table_ne);
-    int64_t cache_ne[4] = {hp->head_dim, hp->n_head_kv, c->block_size, c->n_blocks};
+    int64_t cache_ne[4] = {hp->head_dim, f->plan.n_kv, c->block_size, c->n_blocks};
     for (int64_t il = 0; il < hp->n_layer; il++) {
         for (int kv = 0; kv < 2; kv++) {
             ts_tensor *t = ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4,
@@ -247,7 +325,12 @@ static ts_status build(ts_forward *f, ts_error *err) {
     x = ts_op_get_rows(g, x, f->outputs);
     x = norm(f, x, TS_ROLE_OUTPUT_NORM, TS_ROLE_OUTPUT_NORM_B, 0);
     ts_role out_role = f->m->tied_output ? TS_ROLE_TOKEN_EMBD : TS_ROLE_OUTPUT;
-    f->logits = ts_linear(g, x, weight(f, out_role, 0), NULL);
+    ts_split vocab = f->plan.vocab_parallel ? TS_SPLIT_COL : TS_SPLIT_NONE;
+    ts_tensor *w_out = slice(f, weight(f, out_role, 0), vocab, f->plan.vocab0, f->plan.n_vocab);
+    f->logits = ts_linear(g, x, w_out, NULL);
+    if (f->plan.vocab_parallel) {
+        f->logits = ts_op_all_gather(g, f->logits, 0, TP_GROUP, f->plan.shard.size);
+    }
     if (f->logits != NULL) {
         ts_tensor_set_name(f->logits, "logits");
         ts_graph_output(g, f->logits);
@@ -293,8 +376,9 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
     return TS_OK;
 }
 
-ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
-                            ts_registry *reg, ts_forward **out, ts_error *err) {
+ts_status ts_forward_create_rank(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                                 ts_registry *reg, ts_comm *comm, ts_forward **out,
+                                 ts_error *err) {
     *out = NULL;
     ts_status st = check_config(m, cfg, err);
     if (st != TS_OK) {
@@ -307,6 +391,14 @@ ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_c
     f->m = m;
     f->b = b;
     f->cfg = *cfg;
+    f->cfg.tp = NULL;
+    f->comm = comm;
+    ts_shard shard = {comm != NULL ? comm->rank : 0, comm != NULL ? comm->size : 1};
+    st = ts_shard_plan_make(m, shard, &f->plan, err);
+    if (st != TS_OK) {
+        free(f);
+        return st;
+    }
     size_t n_layer = (size_t)m->hp.n_layer;
     f->params = calloc((n_layer + 1) * TS_ROLE_COUNT, sizeof *f->params);
     f->cache = calloc(2 * n_layer, sizeof *f->cache);
@@ -320,6 +412,9 @@ ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_c
                                 &f->weights, err);
     if (st == TS_OK) {
         st = ts_graph_create(&f->g, reg, err);
+    }
+    if (st == TS_OK && comm != NULL) {
+        st = ts_graph_set_comm(f->g, TP_GROUP, comm, err);
     }
     if (st == TS_OK) {
         st = build(f, err);
@@ -345,10 +440,26 @@ ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_c
     return TS_OK;
 }
 
+ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                            ts_registry *reg, ts_forward **out, ts_error *err) {
+    if (cfg->tp == NULL || cfg->tp->size == 1) {
+        ts_comm *comm = cfg->tp != NULL ? cfg->tp->comm : NULL;
+        return ts_forward_create_rank(m, b, cfg, reg, comm, out, err);
+    }
+    /* The group's handshake makes this rank's shard between the others'. */
+    ts_tp_lead *lead = NULL;
+    ts_status st = ts_tp_lead_start(m, b, cfg, reg, out, &lead, err);
+    if (st == TS_OK) {
+        (*out)->lead = lead;
+    }
+    return st;
+}
+
 void ts_forward_destroy(ts_forward *f) {
     if (f == NULL) {
         return;
     }
+    ts_tp_lead_stop(f->lead);
     ts_graph_destroy(f->g);
     if (f->kv != NULL) {
         ts_backend_buffer_free(f->b, f->kv);
@@ -417,9 +528,18 @@ static ts_status check_batch(const ts_forward *f, const ts_batch *bt, ts_error *
 ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, const ts_eval_cb *cb,
                          ts_error *err) {
     ts_status st = check_batch(f, bt, err);
+    if (st == TS_OK && f->lead != NULL) {
+        st = ts_tp_lead_send_run(f->lead, bt, err);
+    }
     if (st != TS_OK) {
         return st;
     }
+    return ts_forward_run_rank(f, bt, logits, cb, err);
+}
+
+ts_status ts_forward_run_rank(ts_forward *f, const ts_batch *bt, float *logits,
+                              const ts_eval_cb *cb, ts_error *err) {
+    ts_status st;
     size_t T = (size_t)bt->n_tokens;
     size_t S = (size_t)bt->n_seqs, S_max = (size_t)f->cfg.max_seqs;
     size_t O = (size_t)bt->n_outputs;
@@ -444,7 +564,13 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, const
         return st;
     }
     if ((st = ts_graph_compute(f->g, f->b, cb, err)) != TS_OK) {
+        if (f->comm != NULL) {
+            ts_comm_fail(f->comm, err != NULL ? err->msg : "forward step failed");
+        }
         return st;
+    }
+    if (logits == NULL) {
+        return TS_OK; /* a follower: the leader reads the logits */
     }
     size_t n_vocab = (size_t)f->m->hp.n_vocab;
     st = ts_backend_tensor_get(f->b, f->logits, 0, logits, O * n_vocab * sizeof(float), err);
@@ -463,6 +589,16 @@ ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_erro
         return ts_error_set(err, TS_ERR_RANGE, "forward: copy of block %d to %d (pool %lld)", src,
                             dst, (long long)f->cfg.n_blocks);
     }
+    if (f->lead != NULL) {
+        ts_status st = ts_tp_lead_send_copy(f->lead, src, dst, err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    return ts_forward_copy_block_rank(f, src, dst, err);
+}
+
+ts_status ts_forward_copy_block_rank(ts_forward *f, int32_t src, int32_t dst, ts_error *err) {
     size_t block_bytes = f->cache[0]->nb[3];
     void *tmp = malloc(block_bytes);
     if (tmp == NULL) {
@@ -484,6 +620,10 @@ ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_erro
 
 const ts_forward_config *ts_forward_get_config(const ts_forward *f) {
     return &f->cfg;
+}
+
+const ts_shard_plan *ts_forward_shard(const ts_forward *f) {
+    return &f->plan;
 }
 
 ts_graph *ts_forward_graph(ts_forward *f) {

@@ -31,6 +31,9 @@ typedef struct ts_forward_config {
     int64_t block_size;         /* tokens per block (16 by default) */
     int64_t max_blocks_per_seq; /* width of a block table row */
     ts_type kv_type;            /* TS_TYPE_F16 (default) or TS_TYPE_F32 */
+    /* NULL: the whole model on b. Else tensor parallelism (model/tp.h): this forward is rank 0
+     * of the group (borrowed; must outlive the forward) and holds shard 0 on b. */
+    const struct ts_tp_config *tp;
 } ts_forward_config;
 
 /* One step's inputs. Arrays are borrowed for the duration of the call. */
@@ -63,6 +66,8 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits,
 ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err);
 
 const ts_forward_config *ts_forward_get_config(const ts_forward *f);
+/* The shard this forward computes (size 1 for a single device) and its plan. */
+const struct ts_shard_plan *ts_forward_shard(const ts_forward *f);
 ts_graph *ts_forward_graph(ts_forward *f);
 /* Bytes of KV storage and of the activation arena. */
 size_t ts_forward_kv_bytes(const ts_forward *f);
