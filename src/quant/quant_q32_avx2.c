@@ -6,8 +6,7 @@
  * Dot products compute each block's integer sum exactly and differ from the scalar
  * reference only in the order the per-block float terms are added.
  *
- * gemm: one weight row against 4 activation rows at a time — a weight block is unpacked
- * once and multiplied into 4 accumulators.
+ * The gemm tiles of these types are in quant_q32_gemm_avx2.c.
  */
 #include "quant/simd_avx2.h"
 
@@ -202,34 +201,3 @@ void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y
     }
     *result = hsum_ps256(acc);
 }
-
-/* Weight row r against activation rows in groups of 4 (a literal 4 lets the compiler keep
- * the four accumulators in registers). */
-#define Q_GEMM(T, WBLOCK, ABLOCK)                                                                  \
-    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
-                              const void *w, size_t ldw, const void *a, size_t lda) {              \
-        const int64_t nb = k / TS_QK;                                                              \
-        for (int64_t r = 0; r < nr; r++) {                                                         \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const ABLOCK *ap[4];                                                               \
-                float out[4];                                                                      \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);            \
-                }                                                                                  \
-                if (cols == 4) {                                                                   \
-                    T##_tile(nb, wr, ap, 4, out);                                                  \
-                } else {                                                                           \
-                    T##_tile(nb, wr, ap, cols, out);                                               \
-                }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-Q_GEMM(q4_0, ts_block_q4_0, ts_block_q8_0)
-Q_GEMM(q4_1, ts_block_q4_1, ts_block_q8_1)
-Q_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)

@@ -6,8 +6,8 @@
  * F16, ...), threads splitting the rows; F32 weights with dense activation rows skip this.
  * (2) After a barrier, the weight rows are cut into blocks and the (batch, block) items are
  * split across threads; each block is multiplied with all activation rows by the quant
- * layer's gemm (which reuses each loaded weight block across activation rows), or by
- * vec_dot when there is a single activation row.
+ * layer's gemm (which reuses each loaded weight block across activation rows and, for a
+ * single activation row, runs several weight rows as independent chains).
  */
 #include <string.h>
 
@@ -153,12 +153,6 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
             lda = x->nb[1];
         }
         char *out = (char *)n->data + i0 * sizeof(float) + c2 * n->nb[2] + c3 * n->nb[3];
-        if (m == 1) {
-            for (int64_t i = i0; i < i1; i++) {
-                ops->vec_dot(k, (float *)out + (i - i0), wrow + (i - i0) * w->nb[1], act);
-            }
-            continue;
-        }
         for (int64_t j0 = 0; j0 < m; j0 += COL_BLOCK) {
             int64_t nc = m - j0 < COL_BLOCK ? m - j0 : COL_BLOCK;
             ops->gemm(k, i1 - i0, nc, (float *)(out + j0 * n->nb[1]), n->nb[1], wrow, w->nb[1],

@@ -1,0 +1,262 @@
+/*
+ * quant_q32_gemm_avx2.c — AVX2 gemm register tiles for Q4_0, Q4_1 and Q8_0 weights.
+ *
+ * c[j][r] = dot(weight row r, activation row j). The weights are read where they lie (no
+ * repacking). A tile is RM weight rows x 4 activation rows: each weight block is unpacked
+ * once per tile and each activation block is loaded from L1 once per weight row. For one
+ * weight row the four 8-lane int32 block products are folded by a hadd tree into one
+ * vector [c0 c1 c2 c3 | c0 c1 c2 c3] (two half sums per column), so converting to float,
+ * scaling by d_w * d_a (one vector multiply for four columns) and accumulating cost one
+ * instruction each per block and weight row, not one per column. A single activation row
+ * (generation) uses RM x 1 tiles: RM independent accumulator chains over RM weight rows.
+ *
+ * Q4_0 uses the unsigned nibble q in maddubs and subtracts 8 * sum(y) per block (the sum of
+ * the activation block's quants, computed once per tile); Q8_0 uses the sign trick (its
+ * quants are in -127..127, as every quantizer here and in llama.cpp writes them). Q4_1 adds
+ * m * s (s = d_a * sum(y) stored in the Q8_1 block).
+ *
+ * Numerics: each block's integer sum is exact; only the order of the float additions
+ * differs from the scalar reference (tests/quant/test_kernels.c bounds it).
+ */
+#include "quant/simd_avx2.h"
+
+/* [c0..c3 | c0..c3]: lane c of each half is a half-sum of p_c. */
+static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+}
+
+static inline __m256i madd1(__m256i v) {
+    return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
+}
+
+/* fold4 of madd1(m_c) for maddubs outputs m_c whose lanes are at most 8191 in magnitude
+ * (4-bit weights: 2 * 15 * 127 = 3810), so that four of them still fit int16: two int16
+ * hadd levels, then one madd instead of four. */
+static inline __m256i fold4_i16(__m256i m0, __m256i m1, __m256i m2, __m256i m3) {
+    return madd1(_mm256_hadd_epi16(_mm256_hadd_epi16(m0, m1), _mm256_hadd_epi16(m2, m3)));
+}
+
+/* Activation scales of 4 blocks as [d0..d3 | d0..d3]; Q8_0 and Q8_1 both start with d. */
+static inline __m256 act_d4(const uint16_t *d0, const uint16_t *d1, const uint16_t *d2,
+                            const uint16_t *d3) {
+    const __m128 d =
+        _mm_cvtph_ps(_mm_setr_epi16((short)*d0, (short)*d1, (short)*d2, (short)*d3, 0, 0, 0, 0));
+    return _mm256_set_m128(d, d);
+}
+
+/* Per-tile output: out[r][c] = low half + high half of acc[r] lane c. */
+static inline void store4(__m256 acc, float *c, size_t ldc, int64_t r, int cols) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    float v[4];
+    _mm_storeu_ps(v, s);
+    for (int j = 0; j < cols; j++) {
+        *((float *)((char *)c + (size_t)j * ldc) + r) = v[j];
+    }
+}
+
+static inline void store1(__m256 acc, float *c, int64_t r) {
+    c[r] = hsum_ps256(acc);
+}
+
+/* ---- Q4_1 x Q8_1 ---- */
+
+static inline __attribute__((always_inline)) void q4_1_tile4(int rm, int64_t nb,
+                                                             const ts_block_q4_1 *const *w,
+                                                             const ts_block_q8_1 *const *y,
+                                                             __m256 *acc) {
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256 ds = _mm256_cvtph_ps(
+            _mm_setr_epi16((short)y[0][i].d, (short)y[1][i].d, (short)y[2][i].d, (short)y[3][i].d,
+                           (short)y[0][i].s, (short)y[1][i].s, (short)y[2][i].s, (short)y[3][i].s));
+        const __m256 d8 = _mm256_permute2f128_ps(ds, ds, 0x00); /* [d | d] */
+        const __m256 s4 = _mm256_permute2f128_ps(ds, ds, 0x81); /* [s | 0] */
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
+        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
+        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
+        for (int r = 0; r < rm; r++) {
+            const __m256i q = unpack_nibbles32(w[r][i].qs);
+            const __m256i t = fold4_i16(_mm256_maddubs_epi16(q, y0), _mm256_maddubs_epi16(q, y1),
+                                        _mm256_maddubs_epi16(q, y2), _mm256_maddubs_epi16(q, y3));
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            const __m256 mx = _mm256_set1_ps(fp16_hw(w[r][i].m));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, d8), acc[r]);
+            acc[r] = _mm256_fmadd_ps(mx, s4, acc[r]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q4_1_tile1(int rm, int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
+    __m256 mins[4];
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+        mins[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        const __m256 sy = _mm256_set1_ps(fp16_hw(y[i].s));
+        for (int r = 0; r < rm; r++) {
+            const __m256i p = madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[r][i].qs), yv));
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
+            mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_hw(w[r][i].m)), sy, mins[r]);
+        }
+    }
+    /* The min terms were added in all 8 lanes: keep one lane's worth. */
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(mins[r], _mm256_set1_ps(0.125f)));
+    }
+}
+
+/* ---- Q4_0 x Q8_0 ---- */
+
+static inline __attribute__((always_inline)) void q4_0_tile4(int rm, int64_t nb,
+                                                             const ts_block_q4_0 *const *w,
+                                                             const ts_block_q8_0 *const *y,
+                                                             __m256 *acc) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256 d8 = act_d4(&y[0][i].d, &y[1][i].d, &y[2][i].d, &y[3][i].d);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
+        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
+        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
+        /* 8 * sum(y) per column, in the fold4 layout. */
+        const __m256i sy8 = _mm256_slli_epi32(
+            fold4_i16(_mm256_maddubs_epi16(ones8, y0), _mm256_maddubs_epi16(ones8, y1),
+                      _mm256_maddubs_epi16(ones8, y2), _mm256_maddubs_epi16(ones8, y3)),
+            3);
+        for (int r = 0; r < rm; r++) {
+            const __m256i q = unpack_nibbles32(w[r][i].qs);
+            const __m256i t = fold4_i16(_mm256_maddubs_epi16(q, y0), _mm256_maddubs_epi16(q, y1),
+                                        _mm256_maddubs_epi16(q, y2), _mm256_maddubs_epi16(q, y3));
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)),
+                                     _mm256_mul_ps(dx, d8), acc[r]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q4_0_tile1(int rm, int64_t nb, const ts_block_q4_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i sy8 = _mm256_slli_epi32(madd1(_mm256_maddubs_epi16(ones8, yv)), 3);
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        for (int r = 0; r < rm; r++) {
+            const __m256i p = madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[r][i].qs), yv));
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(p, sy8)),
+                                     _mm256_mul_ps(dx, dy), acc[r]);
+        }
+    }
+}
+
+/* ---- Q8_0 x Q8_0 ---- */
+
+static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
+    return madd1(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(yv, w)));
+}
+
+static inline __attribute__((always_inline)) void q8_0_tile4(int rm, int64_t nb,
+                                                             const ts_block_q8_0 *const *w,
+                                                             const ts_block_q8_0 *const *y,
+                                                             __m256 *acc) {
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256 d8 = act_d4(&y[0][i].d, &y[1][i].d, &y[2][i].d, &y[3][i].d);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
+        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
+        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
+        for (int r = 0; r < rm; r++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)w[r][i].qs);
+            const __m256i aq = _mm256_sign_epi8(q, q);
+            const __m256i t =
+                fold4(sdot(aq, q, y0), sdot(aq, q, y1), sdot(aq, q, y2), sdot(aq, q, y3));
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, d8), acc[r]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q8_0_tile1(int rm, int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+    for (int r = 0; r < rm; r++) {
+        acc[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        for (int r = 0; r < rm; r++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)w[r][i].qs);
+            const __m256i p = sdot(_mm256_sign_epi8(q, q), q, yv);
+            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
+        }
+    }
+}
+
+/* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
+ * final activation row; the padded results are not stored) or, for nc == 1, of 1. */
+#define Q32_GEMM(T, WB, AB)                                                                        \
+    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
+                              const void *w, size_t ldw, const void *a, size_t lda) {              \
+        const int64_t nb = k / TS_QK;                                                              \
+        for (int64_t r0 = 0; r0 < nr;) {                                                           \
+            const int rm = nr - r0 >= 4 ? 4 : 1;                                                   \
+            const WB *wr[4];                                                                       \
+            for (int r = 0; r < rm; r++) {                                                         \
+                wr[r] = (const WB *)((const char *)w + (size_t)(r0 + r) * ldw);                    \
+            }                                                                                      \
+            __m256 acc[4];                                                                         \
+            if (nc == 1) {                                                                         \
+                if (rm == 4) {                                                                     \
+                    T##_tile1(4, nb, wr, (const AB *)a, acc);                                      \
+                } else {                                                                           \
+                    T##_tile1(1, nb, wr, (const AB *)a, acc);                                      \
+                }                                                                                  \
+                for (int r = 0; r < rm; r++) {                                                     \
+                    store1(acc[r], c, r0 + r);                                                     \
+                }                                                                                  \
+                r0 += rm;                                                                          \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
+                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                 \
+                const AB *ap[4];                                                                   \
+                for (int j = 0; j < 4; j++) {                                                      \
+                    int64_t jj = j0 + (j < cols ? j : cols - 1);                                   \
+                    ap[j] = (const AB *)((const char *)a + (size_t)jj * lda);                      \
+                }                                                                                  \
+                if (rm == 4) {                                                                     \
+                    T##_tile4(4, nb, wr, ap, acc);                                                 \
+                } else {                                                                           \
+                    T##_tile4(1, nb, wr, ap, acc);                                                 \
+                }                                                                                  \
+                float *cj = (float *)((char *)c + (size_t)j0 * ldc);                               \
+                for (int r = 0; r < rm; r++) {                                                     \
+                    store4(acc[r], cj, ldc, r0 + r, cols);                                         \
+                }                                                                                  \
+            }                                                                                      \
+            r0 += rm;                                                                              \
+        }                                                                                          \
+    }
+
+Q32_GEMM(q4_0, ts_block_q4_0, ts_block_q8_0)
+Q32_GEMM(q4_1, ts_block_q4_1, ts_block_q8_1)
+Q32_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)
