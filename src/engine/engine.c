@@ -344,9 +344,11 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
     if (blocks > (int64_t)e->stats.kv_blocks_total) {
         return ts_error_set(err, TS_ERR_LIMIT,
                             "engine: the request needs up to %lld KV blocks of %lld tokens (prompt "
-                            "%d, n %d x max_tokens %lld) but the whole cache holds %u",
+                            "%d, n %d x max_tokens %lld) but the whole cache holds %u blocks (%lld "
+                            "tokens)",
                             (long long)blocks, (long long)bs, n_prompt, p->n,
-                            (long long)max_tokens, e->stats.kv_blocks_total);
+                            (long long)max_tokens, e->stats.kv_blocks_total,
+                            (long long)e->stats.kv_blocks_total * bs);
     }
     ts_status st = ts_sampler_params_validate(&p->sampling, e->n_vocab, err);
     if (st != TS_OK) {
