@@ -148,6 +148,15 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
             return -1;
         }
         o->compare = val;
+    } else if (strcmp(a, "--tp") == 0) {
+        NEED_VALUE();
+        if (!parse_i64(val, 1, 64, &v)) {
+            fprintf(stderr, "error: %s: '%s' is not a shard count (1..64)\n", a, val);
+            return -1;
+        }
+        o->tp = (int)v;
+    } else if (strcmp(a, "--tp-mpi") == 0) {
+        o->tp_mpi = true;
     } else if (strcmp(a, "--compare-tol") == 0) {
         NEED_VALUE();
         char *end = NULL;
@@ -178,6 +187,8 @@ void ts_cli_print_common_help(FILE *f) {
             "      --override F=NAME     choose an implementation of a functional family,\n"
             "                            e.g. attention=decomposed (repeatable)\n"
             "      --chat-template NAME  use a built-in chat template instead of the model's\n"
+            "      --tp N                tensor parallelism: N shards in this process\n"
+            "      --tp-mpi              one shard per MPI process (mpirun -np N tessera ...)\n"
             "debugging:\n"
             "      --dump FILE|-         print every graph node (name, op, shape, checksum)\n"
             "      --dump-values N       ... and its first N values\n"
@@ -205,6 +216,43 @@ static ts_status make_backend(const ts_cli_opts *o, ts_backend **out, ts_error *
     }
     return ts_error_set(err, TS_ERR_INVALID_ARG, "unknown backend '%s' (choose cpu or ref)",
                         o->backend);
+}
+
+static ts_status make_tp_backend(void *user, int n_threads, ts_backend **out, ts_error *err) {
+    ts_cli_opts o = *(const ts_cli_opts *)user;
+    o.n_threads = n_threads;
+    return make_backend(&o, out, err);
+}
+
+/* Sets up --tp / --tp-mpi; on an MPI follower rank runs it to the end and exits. */
+static int open_tp(const ts_cli_opts *o, ts_cli *cli, ts_engine_config *ec) {
+    if (o->tp <= 1 && !o->tp_mpi) {
+        return 0;
+    }
+    if (o->tp > 1 && o->tp_mpi) {
+        fprintf(stderr, "error: --tp and --tp-mpi exclude each other (mpirun -np sets the "
+                        "shard count)\n");
+        return 2;
+    }
+    if (o->compare != NULL) {
+        fprintf(stderr, "error: --compare runs one device; it cannot check a --tp run\n");
+        return 2;
+    }
+    int threads = o->n_threads > 0 ? o->n_threads : ts_cpu_physical_cores();
+    if (!o->tp_mpi) {
+        threads = ts_cli_tp_threads(threads, o->tp);
+    }
+    bool follower = false;
+    int rc = ts_cli_tp_open(&cli->tp, o->tp, o->tp_mpi, cli->model, cli->reg, make_tp_backend,
+                            (void *)o, threads, &follower);
+    if (follower) {
+        ts_cli_close(cli);
+        exit(rc);
+    }
+    if (rc == 0 && cli->tp.size > 1) {
+        ec->tp = &cli->tp.cfg;
+    }
+    return rc;
 }
 
 /* Applies the model's own overrides (GGUF key tessera.overrides), then the command line's. */
@@ -248,7 +296,13 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         }
     }
     if (st == TS_OK) {
-        st = make_backend(o, &cli->compute, &err);
+        ts_cli_opts bo = *o;
+        if (o->tp > 1 && !o->tp_mpi) {
+            bo.n_threads = ts_cli_tp_threads(o->n_threads > 0 ? o->n_threads
+                                                              : ts_cpu_physical_cores(),
+                                             o->tp);
+        }
+        st = make_backend(&bo, &cli->compute, &err);
         cli->backend = cli->compute;
     }
     if (st == TS_OK && o->compare != NULL) {
@@ -332,12 +386,21 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         }
     }
     if (st == TS_OK) {
+        int rc = open_tp(o, cli, &ec);
+        if (rc != 0) {
+            ts_cli_tp_abort(&cli->tp, "setup failed");
+            ts_cli_close(cli);
+            return rc;
+        }
+    }
+    if (st == TS_OK) {
         st = ts_engine_create(cli->model, cli->tok, cli->backend, cli->reg, &ec, &cli->engine,
                               &err);
     }
     cli->load_ms = now_ms() - t0;
     if (st != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg[0] ? err.msg : ts_status_str(st));
+        ts_cli_tp_abort(&cli->tp, err.msg[0] ? err.msg : ts_status_str(st));
         ts_cli_close(cli);
         return 1;
     }
@@ -346,6 +409,7 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
 
 void ts_cli_close(ts_cli *cli) {
     ts_engine_destroy(cli->engine);
+    ts_cli_tp_close(&cli->tp);
     ts_registry_destroy(cli->reg);
     ts_backend_destroy(cli->hook_dump);
     ts_backend_destroy(cli->hook_profile);

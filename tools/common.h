@@ -15,6 +15,7 @@
 #include "ir/registry.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "tp_setup.h"
 
 #define TS_CLI_MAX_OVERRIDES 16
 
@@ -36,6 +37,8 @@ typedef struct ts_cli_opts {
     bool profile;          /* --profile : time per op type and node */
     const char *compare;   /* --compare ref : run the reference too, report divergence */
     double compare_tol;    /* --compare-tol X (default 0.05) */
+    int tp;                /* --tp N: tensor-parallel shards in this process (0/1: off) */
+    bool tp_mpi;           /* --tp-mpi: one shard per MPI process (under mpirun) */
 } ts_cli_opts;
 
 /* Everything a running model needs; torn down in reverse order by ts_cli_close. */
@@ -52,6 +55,7 @@ typedef struct ts_cli {
     ts_chat_template tmpl;
     bool has_tmpl;
     double load_ms;
+    ts_cli_tp tp; /* --tp / --tp-mpi group */
 } ts_cli;
 
 void ts_cli_opts_init(ts_cli_opts *o);

@@ -20,6 +20,7 @@
 
 #define TP_MAGIC 0x70747374u /* "tstp" */
 #define TP_VERSION 1
+#define TP_END 0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
 typedef struct tp_hello {
@@ -204,8 +205,16 @@ static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_e
     return st;
 }
 
+ts_status ts_tp_end(ts_comm *comm, ts_error *err) {
+    tp_hello h = {.magic = TP_END, .version = TP_VERSION, .size = comm->size};
+    return ts_comm_broadcast(comm, &h, sizeof h, 0, 0, err);
+}
+
 ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_comm *comm,
-                       ts_error *err) {
+                       bool *ended, ts_error *err) {
+    if (ended != NULL) {
+        *ended = false;
+    }
     if (m == NULL || b == NULL || comm == NULL || comm->rank == 0) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "tp: follow needs a model, a backend and "
                                                      "a communicator of a rank > 0");
@@ -214,6 +223,12 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
     ts_status st = ts_comm_broadcast(comm, &h, sizeof h, 0, -1, err);
     if (st != TS_OK) {
         return ts_error_prefix(err, "tp rank %d: waiting for the leader: ", comm->rank);
+    }
+    if (h.magic == TP_END) {
+        if (ended != NULL) {
+            *ended = true;
+        }
+        return TS_OK;
     }
     ts_error mine = {0};
     ts_status my_st = TS_OK;
@@ -256,7 +271,7 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
 
 static void *follower_main(void *arg) {
     follower *a = arg;
-    a->st = ts_tp_follow(a->m, a->b, a->reg, a->comm, &a->err);
+    a->st = ts_tp_follow(a->m, a->b, a->reg, a->comm, NULL, &a->err);
     return NULL;
 }
 

@@ -29,6 +29,7 @@
 #ifndef TS_MODEL_TP_H
 #define TS_MODEL_TP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ir/backend.h"
@@ -43,12 +44,17 @@ typedef struct ts_tp_config {
     ts_comm **peer_comms;   /* in-process: communicators of ranks 1..size-1 (borrowed) */
 } ts_tp_config;
 
-/* Runs follower rank comm->rank (> 0) on backend b until the leader quits (TS_OK) or
- * something fails (the error, and the communicator is marked broken). m is this process's
- * model (checked against the leader's by hash); reg (may be NULL) chooses functionals and
- * must match the leader's. */
+/* Runs follower rank comm->rank (> 0) on backend b for one leader forward: from its
+ * handshake until ts_forward_destroy on the leader (TS_OK), or until something fails (the
+ * error; the communicator is marked broken). When instead of a new forward the leader calls
+ * ts_tp_end, returns TS_OK with *ended = true. m is this process's model (checked against the
+ * leader's by hash); reg (may be NULL) chooses functionals and must match the leader's. A
+ * process-per-rank tool calls it in a loop until *ended. */
 ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_comm *comm,
-                       ts_error *err);
+                       bool *ended, ts_error *err);
+
+/* Leader: tells followers waiting for a next forward that there will be none. */
+ts_status ts_tp_end(ts_comm *comm, ts_error *err);
 
 /* SHA-256 over the model file's size, its header (metadata and tensor table) and the first
  * 256 bytes of every tensor: equal files give equal hashes; a different model, quantization
