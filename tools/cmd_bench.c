@@ -26,6 +26,8 @@
 #include "ir/registry.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 
 #define MAX_LIST 16
 
@@ -44,6 +46,7 @@ typedef struct bench_opts {
     const char *backend;
     const char *overrides[8];
     int n_overrides;
+    bool engine;       /* --engine: batched runs through the scheduler */
 } bench_opts;
 
 typedef struct result {
@@ -54,6 +57,8 @@ typedef struct result {
     double mean, sd;      /* t/s */
     double mean2, sd2;    /* batch: generation t/s */
     double total;         /* batch: total t/s */
+    double hit_rate;      /* engine: prefix-cache hit rate */
+    uint32_t kv_peak, kv_total; /* engine: peak KV blocks used, blocks allocated */
 } result;
 
 static double now_s(void) {
@@ -68,7 +73,9 @@ static void usage(FILE *f) {
                "                     [--backend cpu|ref] [--override F=NAME]\n"
                "  -p N[,N..]   prompt lengths (0 to skip)      -n N[,N..]  generation lengths\n"
                "  -r N         repetitions (default 5)          -t N[,N..]  thread counts\n"
-               "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n");
+               "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n"
+               "  --engine     with --batch: B requests through the scheduler (half of each\n"
+               "               prompt shared), adding prefix-cache hit rate and KV blocks used\n");
 }
 
 static int parse_list(const char *s, int64_t *out, int max) {
@@ -344,9 +351,115 @@ static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
     return st;
 }
 
+/* ---- batched generation through the engine ---- */
+
+typedef struct eng_state {
+    int done;
+    int first;       /* requests that produced their first token */
+    double t_all_first;
+} eng_state;
+
+static void eng_event(const ts_engine_event *ev, void *user) {
+    eng_state *st = user;
+    if (ev->token >= 0 && ev->completion_tokens == 1) {
+        st->first++;
+        if (st->t_all_first == 0) {
+            st->t_all_first = -1; /* set by the loop once every request has started */
+        }
+    }
+    if (ev->request_done) {
+        st->done++;
+    }
+}
+
+/* B requests of pp prompt tokens (the first half shared by all, as a common system prompt)
+ * and tg generated tokens each, submitted together and run by the scheduler. */
+static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg, int64_t pp,
+                              int64_t tg, int64_t B, int reps, result *out, ts_error *err) {
+    ts_tokenizer *tok = NULL;
+    ts_status st = ts_tokenizer_create(m->gguf, &tok, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    double pps[64], tgs[64], tot[64], hits[64];
+    uint32_t peak = 0, total_blocks = 0;
+    int32_t *prompt = malloc((size_t)pp * sizeof(int32_t));
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int rep = -1; st == TS_OK && rep < reps; rep++) {
+        ts_engine_config ec = ts_engine_config_default(m);
+        ec.max_seqs = B;
+        ec.n_ctx = pp + tg + 16;
+        ec.kv_tokens = B * (pp + tg + 16);
+        ec.max_batch_tokens = pp > B ? pp : B;
+        ts_engine *e = NULL;
+        st = ts_engine_create(m, tok, b, reg, &ec, &e, err);
+        if (st != TS_OK) {
+            break;
+        }
+        ts_request_params rp = ts_request_params_default();
+        rp.sampling.temperature = 0;
+        rp.max_tokens = (int32_t)tg;
+        rp.ignore_eos = true;
+        eng_state es = {0};
+        double t0 = now_s(), t_first = 0;
+        for (int64_t r = 0; r < B && st == TS_OK; r++) {
+            for (int64_t t = 0; t < pp; t++) {
+                if (t < pp / 2 && r > 0) {
+                    continue; /* shared prefix: same ids as request 0 */
+                }
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                prompt[t] = (int32_t)(rng % (uint64_t)m->hp.n_vocab);
+            }
+            st = ts_engine_add_request(e, prompt, (int32_t)pp, &rp, eng_event, &es, NULL, err);
+        }
+        while (st == TS_OK && es.done < B) {
+            st = ts_engine_step(e, NULL, err);
+            ts_engine_stats s;
+            ts_engine_get_stats(e, &s);
+            peak = s.kv_blocks_used > peak ? s.kv_blocks_used : peak;
+            total_blocks = s.kv_blocks_total;
+            if (t_first == 0 && es.first == B) {
+                t_first = now_s();
+            }
+        }
+        double t2 = now_s();
+        ts_engine_stats s;
+        ts_engine_get_stats(e, &s);
+        if (rep >= 0 && st == TS_OK) {
+            pps[rep] = B * pp / (t_first - t0);
+            tgs[rep] = B * (tg - 1) / (t2 - t_first);
+            tot[rep] = B * (pp + tg) / (t2 - t0);
+            hits[rep] = s.prefix_query_tokens ? (double)s.prefix_hit_tokens /
+                                                    (double)s.prefix_query_tokens
+                                              : 0;
+        }
+        ts_engine_destroy(e);
+    }
+    if (st == TS_OK) {
+        out->test_kind = "engine";
+        out->pp = pp;
+        out->tg = tg;
+        out->b = B;
+        double sd;
+        mean_sd(pps, reps, &out->mean, &out->sd);
+        mean_sd(tgs, reps, &out->mean2, &out->sd2);
+        mean_sd(tot, reps, &out->total, &sd);
+        mean_sd(hits, reps, &out->hit_rate, &sd);
+        out->kv_peak = peak;
+        out->kv_total = total_blocks;
+    }
+    free(prompt);
+    ts_tokenizer_destroy(tok);
+    return st;
+}
+
 static void print_header(const bench_opts *o, bool batch) {
     if (strcmp(o->format, "md") == 0) {
-        if (batch) {
+        if (batch && o->engine) {
+            printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
+                   "total t/s | prefix hit rate | KV blocks peak / allocated |\n"
+                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        } else if (batch) {
             printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
                    "total t/s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
         } else {
@@ -371,7 +484,13 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
     char test[32];
     snprintf(test, sizeof test, "%s%lld", r->test_kind, (long long)r->n);
     if (strcmp(o->format, "md") == 0) {
-        if (strcmp(r->test_kind, "batch") == 0) {
+        if (strcmp(r->test_kind, "engine") == 0) {
+            printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f | "
+                   "%.1f%% | %u / %u |\n",
+                   name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
+                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total,
+                   100 * r->hit_rate, r->kv_peak, r->kv_total);
+        } else if (strcmp(r->test_kind, "batch") == 0) {
             printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f |\n",
                    name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
                    (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
@@ -384,7 +503,7 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
                    m->n_params / 1e6, o->backend, r->threads, test, r->mean, r->sd, gb);
         }
     } else if (strcmp(o->format, "csv") == 0) {
-        if (strcmp(r->test_kind, "batch") == 0) {
+        if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, o->backend,
                    r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean,
                    r->sd, r->mean2, r->sd2, r->total);
@@ -396,11 +515,14 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
     } else {
         printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, ", *first_json ? "" : ",\n",
                name, o->backend, r->threads);
-        if (strcmp(r->test_kind, "batch") == 0) {
+        if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
-                   "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f}",
+                   "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f, "
+                   "\"engine\": %s, \"prefix_hit_rate\": %.4f, \"kv_blocks_peak\": %u, "
+                   "\"kv_blocks_total\": %u}",
                    (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean, r->sd, r->mean2,
-                   r->sd2, r->total);
+                   r->sd2, r->total, strcmp(r->test_kind, "engine") == 0 ? "true" : "false",
+                   r->hit_rate, r->kv_peak, r->kv_total);
         } else {
             printf("\"size_bytes\": %zu, \"params\": %llu, \"test\": \"%s\", \"ts\": %.3f, "
                    "\"ts_sd\": %.3f, \"gbs\": %.3f}",
@@ -439,6 +561,10 @@ int ts_cmd_bench(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        }
+        if (strcmp(a, "--engine") == 0) {
+            o.engine = true;
+            continue;
         }
         if (v == NULL) {
             fprintf(stderr, "error: unknown option or missing value: %s\n", a);
@@ -537,7 +663,8 @@ int ts_cmd_bench(int argc, char **argv) {
         if (batch) {
             for (int j = 0; st == TS_OK && j < o.n_batch; j++) {
                 memset(&r, 0, sizeof r);
-                st = bench_batch(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err);
+                st = o.engine ? bench_engine(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err)
+                              : bench_batch(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err);
                 r.threads = o.threads[k];
                 if (st == TS_OK) {
                     print_result(&o, m, name, &r, &first_json);
