@@ -186,8 +186,8 @@ def test_queue_full_503(make_server):
     result = {}
 
     def long_request():
-        result["r"] = s.request("POST", CMPL, {"prompt": "Tell me a story", "max_tokens": 300,
-                                               "ignore_eos": True})
+        result["r"] = s.request("POST", CMPL, {"prompt": "Tell me a story", "max_tokens": 60,
+                                               "ignore_eos": True}, timeout=300)
 
     t = threading.Thread(target=long_request)
     t.start()
@@ -197,10 +197,26 @@ def test_queue_full_503(make_server):
     status, headers, data = s.request("POST", CMPL, {"prompt": "x", "max_tokens": 1})
     assert_error(status, data, 503, None, "queue is full", code="overloaded")
     assert headers["Retry-After"] == "1"
-    t.join(120)
+    t.join(300)
     assert result["r"][0] == 200
     m = s.metrics()
     assert m['tessera_http_requests_total{endpoint="/v1/completions",status="503"}'] == 1
     # Afterwards it serves again.
     status, _, _ = s.request("POST", CMPL, {"prompt": "x", "max_tokens": 1})
+    assert status == 200
+
+
+def test_idle_connection_timeout(make_server):
+    # A client that starts a request and then stalls is disconnected after --timeout seconds.
+    s = make_server("--timeout", "1", "--ctx", "256", "--quiet")
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+        t0 = time.time()
+        try:
+            data = sock.recv(4096)
+        except ConnectionResetError:
+            data = b""
+        assert data == b"" or data.startswith(b"HTTP/1.1 408")
+        assert time.time() - t0 < 5
+    status, _, _ = s.request("GET", "/health")
     assert status == 200

@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from conftest import sse_events
 
 CMPL = "/v1/completions"
@@ -30,6 +32,7 @@ def wait_for(pred, timeout, what):
     raise AssertionError("timed out waiting for " + what)
 
 
+@pytest.mark.slow
 def test_32_parallel_streams(server):
     n_req, max_tokens = 32, 6
     results = [None] * n_req
