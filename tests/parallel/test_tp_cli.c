@@ -1,0 +1,164 @@
+/*
+ * test_tp_cli.c — `tessera run` with --tp and --tp-mpi on a tiny model (written here):
+ *
+ *  - greedy text with --tp 2 and --tp 4 equals --tp 1 (F32 weights: only the order of f32
+ *    additions differs);
+ *  - --tp 3 on a 4-head model is an error naming the numbers; --tp-mpi outside mpirun is a
+ *    clear error (or "built without MPI");
+ *  - with MPI (built with -DTS_MPI=ON and mpirun found): `mpirun -np 2 --oversubscribe ...
+ *    --tp-mpi` prints exactly what the in-process --tp 2 prints (both sum in rank order);
+ *    ranks given different model files fail with the hash message; a rank that dies before
+ *    joining ends the job with an error instead of a hang (bounded by `timeout`).
+ *
+ * Runs as root set OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) for mpirun.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/tiny_model.h"
+
+static char g_model[512], g_model2[512];
+
+/* Runs a shell command; stdout+stderr into out (NUL-terminated). Returns the exit status. */
+static int sh(const char *cmd, char *out, size_t size) {
+    FILE *p = popen(cmd, "r");
+    if (p == NULL) {
+        return -1;
+    }
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static const char *bin(void) {
+    const char *b = getenv("TS_BIN");
+    return b != NULL ? b : "tessera";
+}
+
+static int run_tessera(const char *prefix, const char *model, const char *extra, char *out,
+                       size_t size) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s %s run -m %s -p 'hello world' -n 12 --temp 0 --ignore-eos -t 1 %s 2>&1",
+             prefix, bin(), model, extra);
+    return sh(cmd, out, size);
+}
+
+/* The generated text: everything before the final "load:" statistics line, without
+ * trailing whitespace (mpirun forwards stdout and stderr separately). */
+static void strip_stats(char *out) {
+    char *s = strstr(out, "load:");
+    if (s != NULL) {
+        *s = '\0';
+    }
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
+        out[--n] = '\0';
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    ts_error err = {0};
+    if (ts_tiny_temp_path(g_model, sizeof g_model, "tpcli") == NULL ||
+        ts_tiny_write(&s, g_model, &err) != TS_OK) {
+        return -1;
+    }
+    s.seed = 4321;
+    if (ts_tiny_temp_path(g_model2, sizeof g_model2, "tpcli2") == NULL ||
+        ts_tiny_write(&s, g_model2, &err) != TS_OK) {
+        return -1;
+    }
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    unlink(g_model);
+    unlink(g_model2);
+    return 0;
+}
+
+static void test_in_process(void **state) {
+    (void)state;
+    static char base[8192], got[8192];
+    assert_int_equal(run_tessera("", g_model, "", base, sizeof base), 0);
+    strip_stats(base);
+    assert_true(strlen(base) > 0);
+    const char *tps[] = {"--tp 2", "--tp 4"};
+    for (int i = 0; i < 2; i++) {
+        int rc = run_tessera("", g_model, tps[i], got, sizeof got);
+        if (rc != 0) {
+            fail_msg("%s: exit %d: %s", tps[i], rc, got);
+        }
+        strip_stats(got);
+        assert_string_equal(got, base);
+    }
+    assert_int_equal(run_tessera("", g_model, "--tp 3", got, sizeof got), 1);
+    assert_non_null(strstr(got, "4 attention heads do not divide into 3 shards"));
+    int rc = run_tessera("", g_model, "--tp-mpi", got, sizeof got);
+    assert_int_not_equal(rc, 0);
+    assert_true(strstr(got, "not started by mpirun") != NULL ||
+                strstr(got, "built without MPI") != NULL);
+}
+
+static void test_mpi(void **state) {
+    (void)state;
+#ifndef TS_TEST_MPIRUN
+    printf("skipped: built without MPI or no mpirun\n");
+#else
+    static char inproc[8192], got[8192];
+    char prefix[1024];
+    snprintf(prefix, sizeof prefix, "timeout 120 %s -np 2 --oversubscribe", TS_TEST_MPIRUN);
+    assert_int_equal(run_tessera("", g_model, "--tp 2", inproc, sizeof inproc), 0);
+    strip_stats(inproc);
+    int rc = run_tessera(prefix, g_model, "--tp-mpi", got, sizeof got);
+    if (rc != 0) {
+        fail_msg("mpirun: exit %d: %s", rc, got);
+    }
+    strip_stats(got);
+    assert_string_equal(got, inproc);
+
+    /* Different model files on the two ranks (MPMD): the hash check fails on both. */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
+             "-np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 2>&1",
+             TS_TEST_MPIRUN, bin(), g_model, bin(), g_model2);
+    rc = sh(cmd, got, sizeof got);
+    assert_true(rc != 0 && rc != 124);
+    assert_non_null(strstr(got, "model file differs from rank 0's"));
+
+    /* Rank 1 dies before it joins: the job ends with an error, no hang (timeout -> 124). */
+    snprintf(cmd, sizeof cmd,
+             "timeout 120 %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
+             "-np 1 sh -c 'exit 3' 2>&1",
+             TS_TEST_MPIRUN, bin(), g_model);
+    rc = sh(cmd, got, sizeof got);
+    printf("rank death: exit %d\n", rc);
+    assert_true(rc != 0 && rc != 124);
+#endif
+}
+
+int main(void) {
+    if (access(bin(), X_OK) != 0) {
+        printf("skipped: tessera binary '%s' not found (TS_BIN)\n", bin());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_in_process),
+        cmocka_unit_test(test_mpi),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
