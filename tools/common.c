@@ -441,6 +441,11 @@ bool ts_cli_check_compare(ts_cli *cli) {
 }
 
 void ts_cli_report(ts_cli *cli) {
+    if (cli->tp.size > 1 && cli->engine != NULL) {
+        ts_engine_stats es;
+        ts_engine_get_stats(cli->engine, &es);
+        ts_cli_tp_report(&cli->tp, (double)(es.prompt_tokens + es.generated_tokens), "token");
+    }
     if (cli->hook_profile != NULL) {
         ts_hook_profile_report(cli->hook_profile, stderr);
     }

@@ -111,7 +111,7 @@ void ts_cli_tp_report(const ts_cli_tp *tp, double per, const char *unit) {
     }
     const ts_comm_stats *s = &tp->comms[0]->stats;
     fprintf(stderr,
-            "tp: %d ranks over %s: %llu all-reduce, %llu all-gather per run; %.1f KiB payload "
+            "tp: %d ranks over %s: %llu all-reduce and %llu all-gather calls; %.1f KiB payload "
             "and %.1f KiB ring traffic per %s per rank\n",
             tp->size, ts_comm_name(tp->comms[0]),
             (unsigned long long)s->calls[TS_COLL_ALL_REDUCE],
