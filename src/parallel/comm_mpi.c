@@ -7,10 +7,10 @@
  * failures come back as errors with MPI's text instead of killing the process.
  *
  * No collective blocks without a deadline: each is started non-blocking and polled
- * (MPI_Test, spinning briefly, then sleeping in growing steps up to 1 ms) until it completes
- * or the communicator's timeout passes. A timeout is reported as an error; an MPI request
- * cannot be cancelled, so the group is broken afterwards and a tool should end the job with
- * ts_comm_abort (MPI_Abort). A rank that dies is noticed by mpirun, which ends the others.
+ * (MPI_Test; yielding the core for the first 200 ms, then sleeping in growing steps up to
+ * 1 ms) until it completes or the communicator's timeout passes. A timeout is reported as
+ * an error; an MPI request cannot be cancelled, so the group is broken afterwards and a tool
+ * should end the job with ts_comm_abort (MPI_Abort). A rank that dies is noticed by mpirun, which ends the others.
  *
  * Sums follow the rule of comm.h (rank-order f32 accumulation, one rounding) so results
  * equal the in-process transport bit for bit: an all-reduce is an all-to-all of chunks, a
@@ -19,6 +19,7 @@
  * Without TS_HAVE_MPI (a build without -DTS_MPI=ON) ts_comm_mpi_create explains how to get
  * the transport.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,12 @@ static ts_status wait_req(mrank *m, MPI_Request *req, int wait_ms, const char *w
             return ts_error_set(err, TS_ERR_ABORTED, "comm mpi rank %d/%d: %s", m->self->rank,
                                 m->self->size, m->why);
         }
-        if (spins > 2000) {
+        /* Inside a step the peers are microseconds away: yield the core (ranks may share
+         * cores) but keep polling. Idle (waiting for the next command) or after a long wait,
+         * sleep in growing steps up to 1 ms so an idle rank does not burn a core. */
+        if (wait_ms >= 0 && now_ms() - t0 < 200.0) {
+            sched_yield();
+        } else if (spins > 2000) {
             sleep_ns = sleep_ns < 1000000 ? sleep_ns + 20000 : sleep_ns;
             struct timespec ts = {0, sleep_ns};
             nanosleep(&ts, NULL);

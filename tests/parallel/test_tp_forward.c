@@ -29,6 +29,17 @@
 #include "util/error.h"
 
 #define MAXR 8
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TS_QUICK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TS_QUICK 1
+#endif
+#endif
+#ifndef TS_QUICK
+#define TS_QUICK 0
+#endif
 #define N_DECODE 3
 
 typedef struct tp_group {
@@ -226,8 +237,10 @@ static void test_smollm2_tp3(void **state) {
     ts_error err = {0};
     assert_int_equal(ts_model_open(path, &m, &err), TS_OK);
     /* The reference computes in f32/f64 without rounding activations: only the order of
-     * additions differs, over 30 layers. */
-    smollm2_parity(m, false, 1e-3);
+     * additions differs, over 30 layers. (Minutes under AddressSanitizer: skipped there.) */
+    if (!TS_QUICK) {
+        smollm2_parity(m, false, 1e-3);
+    }
     /* The CPU backend rounds activations to Q8_1 before each Q4_1 product. The shards round
      * the same blocks, but a last-bit difference in the f32 sums feeding a rounding (their
      * order differs) can move an activation by a whole Q8 step; over 30 layers this gives a
