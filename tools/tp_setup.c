@@ -113,8 +113,7 @@ void ts_cli_tp_report(const ts_cli_tp *tp, double per, const char *unit) {
     fprintf(stderr,
             "tp: %d ranks over %s: %llu all-reduce and %llu all-gather calls; %.1f KiB payload "
             "and %.1f KiB ring traffic per %s per rank\n",
-            tp->size, ts_comm_name(tp->comms[0]),
-            (unsigned long long)s->calls[TS_COLL_ALL_REDUCE],
+            tp->size, ts_comm_name(tp->comms[0]), (unsigned long long)s->calls[TS_COLL_ALL_REDUCE],
             (unsigned long long)s->calls[TS_COLL_ALL_GATHER], s->payload_bytes / per / 1024.0,
             s->wire_bytes / per / 1024.0, unit);
 }

@@ -17,13 +17,12 @@
 #include "ir/registry.h"
 #include "model/tp.h"
 
-typedef ts_status (*ts_cli_backend_fn)(void *user, int n_threads, ts_backend **out,
-                                       ts_error *err);
+typedef ts_status (*ts_cli_backend_fn)(void *user, int n_threads, ts_backend **out, ts_error *err);
 
 typedef struct ts_cli_tp {
-    int size;          /* 1 when tensor parallelism is off */
+    int size; /* 1 when tensor parallelism is off */
     bool mpi;
-    ts_comm **comms;   /* [size] in-process, or [1] the MPI communicator */
+    ts_comm **comms;    /* [size] in-process, or [1] the MPI communicator */
     ts_backend **peers; /* [size - 1] in-process follower backends */
     ts_tp_config cfg;   /* what the leader's forward gets */
 } ts_cli_tp;

@@ -13,8 +13,7 @@
 #include "util/error.h"
 
 bool ts_op_is_collective(ts_op op) {
-    return op == TS_OP_ALL_REDUCE_SUM || op == TS_OP_ALL_GATHER ||
-           op == TS_OP_REDUCE_SCATTER_SUM;
+    return op == TS_OP_ALL_REDUCE_SUM || op == TS_OP_ALL_GATHER || op == TS_OP_REDUCE_SCATTER_SUM;
 }
 
 ts_status ts_graph_set_comm(ts_graph *g, int group, ts_comm *c, ts_error *err) {
@@ -45,8 +44,8 @@ ts_status ts_op_check_collective(const ts_tensor *n, ts_error *err) {
     }
     if (!ts_tensor_is_contiguous(a)) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "%s '%s': input '%s' must be contiguous (use ts_op_cont)", op,
-                            n->name, a->name);
+                            "%s '%s': input '%s' must be contiguous (use ts_op_cont)", op, n->name,
+                            a->name);
     }
     if (group < 0 || group >= TS_MAX_GROUPS || ranks < 1) {
         return ts_error_set(err, TS_ERR_RANGE, "%s '%s': group %d / %d ranks out of range", op,
@@ -88,8 +87,8 @@ static ts_tensor *make(ts_graph *g, ts_op op, ts_tensor *a, int axis, int group,
     int n_dims = a->n_dims;
     if (op != TS_OP_ALL_REDUCE_SUM) {
         if (axis < 0 || axis >= TS_MAX_DIMS) {
-            return ts_graph_fail(g, TS_ERR_RANGE, "%s '%s': axis %d out of range",
-                                 ts_op_name(op), a->name, axis);
+            return ts_graph_fail(g, TS_ERR_RANGE, "%s '%s': axis %d out of range", ts_op_name(op),
+                                 a->name, axis);
         }
         if (op == TS_OP_ALL_GATHER) {
             ne[axis] *= ranks;
@@ -129,7 +128,6 @@ ts_tensor *ts_op_all_gather(ts_graph *g, ts_tensor *a, int axis, int group, int 
     return make(g, TS_OP_ALL_GATHER, a, axis, group, n_ranks);
 }
 
-ts_tensor *ts_op_reduce_scatter_sum(ts_graph *g, ts_tensor *a, int axis, int group,
-                                    int n_ranks) {
+ts_tensor *ts_op_reduce_scatter_sum(ts_graph *g, ts_tensor *a, int axis, int group, int n_ranks) {
     return make(g, TS_OP_REDUCE_SCATTER_SUM, a, axis, group, n_ranks);
 }

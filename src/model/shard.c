@@ -12,18 +12,21 @@
 
 const char *ts_split_name(ts_split s) {
     switch (s) {
-    case TS_SPLIT_COL: return "column";
-    case TS_SPLIT_ROW: return "row";
-    default: return "replicated";
+    case TS_SPLIT_COL:
+        return "column";
+    case TS_SPLIT_ROW:
+        return "row";
+    default:
+        return "replicated";
     }
 }
 
 /* The Megatron pattern, as data. Roles not listed are replicated. */
 static void set_splits(ts_split *split, bool vocab_parallel) {
     static const ts_role k_col[] = {
-        TS_ROLE_ATTN_Q,    TS_ROLE_ATTN_K,      TS_ROLE_ATTN_V,   TS_ROLE_ATTN_Q_B,
-        TS_ROLE_ATTN_K_B,  TS_ROLE_ATTN_V_B,    TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B,
-        TS_ROLE_FFN_GATE,  TS_ROLE_FFN_UP,      TS_ROLE_FFN_UP_B, TS_ROLE_FFN_GATE_UP,
+        TS_ROLE_ATTN_Q,   TS_ROLE_ATTN_K,   TS_ROLE_ATTN_V,   TS_ROLE_ATTN_Q_B,
+        TS_ROLE_ATTN_K_B, TS_ROLE_ATTN_V_B, TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B,
+        TS_ROLE_FFN_GATE, TS_ROLE_FFN_UP,   TS_ROLE_FFN_UP_B, TS_ROLE_FFN_GATE_UP,
     };
     static const ts_role k_row[] = {TS_ROLE_ATTN_OUT, TS_ROLE_FFN_DOWN};
     memset(split, 0, TS_ROLE_COUNT * sizeof *split);
@@ -59,14 +62,13 @@ static ts_status check_blocks(const ts_model *m, ts_role role, int64_t cols, int
     return TS_OK;
 }
 
-ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *out,
-                             ts_error *err) {
+ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *out, ts_error *err) {
     const ts_hparams *hp = &m->hp;
     int n = shard.size, r = shard.rank;
     memset(out, 0, sizeof *out);
     if (n < 1 || r < 0 || r >= n) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "tp: shard %d of %d is not a valid shard",
-                            r, n);
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "tp: shard %d of %d is not a valid shard", r,
+                            n);
     }
     if (n > hp->n_head) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,

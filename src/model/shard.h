@@ -64,7 +64,6 @@ const char *ts_split_name(ts_split s);
 /* Plans shard (rank, size) of model m. Errors (TS_ERR_INVALID_ARG / TS_ERR_UNSUPPORTED) give
  * the numbers: heads or hidden units that do not divide, a zero-width shard, a quantized
  * row-parallel weight whose per-shard columns would split a block. */
-ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *out,
-                             ts_error *err);
+ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *out, ts_error *err);
 
 #endif /* TS_MODEL_SHARD_H */

@@ -18,9 +18,9 @@
 #include "model/tp_internal.h"
 #include "util/error.h"
 
-#define TP_MAGIC 0x70747374u /* "tstp" */
-#define TP_VERSION 1
-#define TP_END 0x646e6574u /* "tend": hello of a leader that makes no more forwards */
+#define TP_MAGIC    0x70747374u /* "tstp" */
+#define TP_VERSION  1
+#define TP_END      0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
 typedef struct tp_hello {
@@ -124,8 +124,7 @@ static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *
         for (int k = 0; k < comm->size && st == TS_OK; k++) {
             if (all[k].status != TS_OK) {
                 all[k].msg[sizeof all[k].msg - 1] = '\0';
-                st = ts_error_set(err, (ts_status)all[k].status, "tp: rank %d: %s", k,
-                                  all[k].msg);
+                st = ts_error_set(err, (ts_status)all[k].status, "tp: rank %d: %s", k, all[k].msg);
             }
         }
     }
@@ -216,8 +215,9 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
         *ended = false;
     }
     if (m == NULL || b == NULL || comm == NULL || comm->rank == 0) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "tp: follow needs a model, a backend and "
-                                                     "a communicator of a rank > 0");
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "tp: follow needs a model, a backend and "
+                            "a communicator of a rank > 0");
     }
     tp_hello h;
     ts_status st = ts_comm_broadcast(comm, &h, sizeof h, 0, -1, err);
@@ -293,8 +293,7 @@ static void lead_free(ts_tp_lead *l) {
 }
 
 ts_status ts_tp_lead_start(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
-                           ts_registry *reg, ts_forward **out, ts_tp_lead **lead,
-                           ts_error *err) {
+                           ts_registry *reg, ts_forward **out, ts_tp_lead **lead, ts_error *err) {
     const ts_tp_config *tp = cfg->tp;
     *out = NULL;
     *lead = NULL;
@@ -321,13 +320,12 @@ ts_status ts_tp_lead_start(const ts_model *m, ts_backend *b, const ts_forward_co
         }
         for (int k = 1; k < tp->size; k++) {
             follower *a = &l->args[k - 1];
-            *a = (follower){.m = m, .b = tp->peers[k - 1], .reg = reg,
-                            .comm = tp->peer_comms[k - 1]};
+            *a = (follower){
+                .m = m, .b = tp->peers[k - 1], .reg = reg, .comm = tp->peer_comms[k - 1]};
             if (pthread_create(&l->threads[l->n_threads], NULL, follower_main, a) != 0) {
                 ts_comm_fail(comm, "cannot start a follower thread");
                 lead_free(l);
-                return ts_error_set(err, TS_ERR_INTERNAL, "tp: cannot start follower thread %d",
-                                    k);
+                return ts_error_set(err, TS_ERR_INTERNAL, "tp: cannot start follower thread %d", k);
             }
             l->n_threads++;
         }
@@ -369,7 +367,9 @@ ts_status ts_tp_lead_start(const ts_model *m, ts_backend *b, const ts_forward_co
 }
 
 ts_status ts_tp_lead_send_run(ts_tp_lead *l, const ts_batch *bt, ts_error *err) {
-    tp_cmd c = {.kind = CMD_RUN, .n_tokens = bt->n_tokens, .n_seqs = bt->n_seqs,
+    tp_cmd c = {.kind = CMD_RUN,
+                .n_tokens = bt->n_tokens,
+                .n_seqs = bt->n_seqs,
                 .n_outputs = bt->n_outputs};
     size_t n = payload_len(&c, l->max_blk);
     if (n > l->payload_cap) {

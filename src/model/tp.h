@@ -38,10 +38,10 @@
 #include "parallel/comm.h"
 
 typedef struct ts_tp_config {
-    int size;               /* ranks in the group, >= 1 */
-    ts_comm *comm;          /* the leader's communicator (rank 0 of size; borrowed) */
-    ts_backend **peers;     /* in-process: backends of ranks 1..size-1 (borrowed), or NULL */
-    ts_comm **peer_comms;   /* in-process: communicators of ranks 1..size-1 (borrowed) */
+    int size;             /* ranks in the group, >= 1 */
+    ts_comm *comm;        /* the leader's communicator (rank 0 of size; borrowed) */
+    ts_backend **peers;   /* in-process: backends of ranks 1..size-1 (borrowed), or NULL */
+    ts_comm **peer_comms; /* in-process: communicators of ranks 1..size-1 (borrowed) */
 } ts_tp_config;
 
 /* Runs follower rank comm->rank (> 0) on backend b for one leader forward: from its

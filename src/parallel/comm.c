@@ -61,10 +61,17 @@ static void account(ts_comm *c, ts_coll kind, uint64_t payload) {
     c->stats.calls[kind]++;
     c->stats.payload_bytes += payload;
     switch (kind) {
-    case TS_COLL_ALL_REDUCE: c->stats.wire_bytes += 2 * (n - 1) * payload / n; break;
-    case TS_COLL_REDUCE_SCATTER: c->stats.wire_bytes += (n - 1) * payload / n; break;
-    case TS_COLL_ALL_GATHER: c->stats.wire_bytes += (n - 1) * payload; break;
-    default: break;
+    case TS_COLL_ALL_REDUCE:
+        c->stats.wire_bytes += 2 * (n - 1) * payload / n;
+        break;
+    case TS_COLL_REDUCE_SCATTER:
+        c->stats.wire_bytes += (n - 1) * payload / n;
+        break;
+    case TS_COLL_ALL_GATHER:
+        c->stats.wire_bytes += (n - 1) * payload;
+        break;
+    default:
+        break;
     }
 }
 
@@ -134,8 +141,7 @@ ts_status ts_comm_broadcast(ts_comm *c, void *buf, size_t bytes, int root, int w
         return st;
     }
     if (root < 0 || root >= c->size) {
-        return ts_error_set(err, TS_ERR_RANGE, "comm: broadcast from rank %d of %d", root,
-                            c->size);
+        return ts_error_set(err, TS_ERR_RANGE, "comm: broadcast from rank %d of %d", root, c->size);
     }
     c->stats.calls[TS_COLL_BROADCAST]++;
     if (c->size == 1) {
@@ -168,8 +174,12 @@ void ts_comm_abort(ts_comm *c, const char *why) {
 static float load(const void *p, size_t i, ts_type type) {
     uint16_t h;
     switch (type) {
-    case TS_TYPE_F16: memcpy(&h, (const char *)p + 2 * i, 2); return ts_f16_to_f32(h);
-    case TS_TYPE_BF16: memcpy(&h, (const char *)p + 2 * i, 2); return ts_bf16_to_f32(h);
+    case TS_TYPE_F16:
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return ts_f16_to_f32(h);
+    case TS_TYPE_BF16:
+        memcpy(&h, (const char *)p + 2 * i, 2);
+        return ts_bf16_to_f32(h);
     default: {
         float f;
         memcpy(&f, (const char *)p + 4 * i, 4);
@@ -181,9 +191,17 @@ static float load(const void *p, size_t i, ts_type type) {
 static void store(void *p, size_t i, float v, ts_type type) {
     uint16_t h;
     switch (type) {
-    case TS_TYPE_F16: h = ts_f32_to_f16(v); memcpy((char *)p + 2 * i, &h, 2); break;
-    case TS_TYPE_BF16: h = ts_f32_to_bf16(v); memcpy((char *)p + 2 * i, &h, 2); break;
-    default: memcpy((char *)p + 4 * i, &v, 4); break;
+    case TS_TYPE_F16:
+        h = ts_f32_to_f16(v);
+        memcpy((char *)p + 2 * i, &h, 2);
+        break;
+    case TS_TYPE_BF16:
+        h = ts_f32_to_bf16(v);
+        memcpy((char *)p + 2 * i, &h, 2);
+        break;
+    default:
+        memcpy((char *)p + 4 * i, &v, 4);
+        break;
     }
 }
 

@@ -70,10 +70,9 @@ typedef struct ts_comm_stats {
 /* A transport's entries; every one is required. ctx is the transport's per-rank state. */
 typedef struct ts_comm_iface {
     const char *name; /* "local", "mpi", "nccl" */
-    ts_status (*all_reduce_sum)(void *ctx, const void *send, void *recv, size_t count,
-                                ts_type type, ts_error *err);
-    ts_status (*all_gather)(void *ctx, const void *send, void *recv, size_t bytes,
-                            ts_error *err);
+    ts_status (*all_reduce_sum)(void *ctx, const void *send, void *recv, size_t count, ts_type type,
+                                ts_error *err);
+    ts_status (*all_gather)(void *ctx, const void *send, void *recv, size_t bytes, ts_error *err);
     ts_status (*reduce_scatter_sum)(void *ctx, const void *send, void *recv, size_t count,
                                     ts_type type, ts_error *err);
     ts_status (*broadcast)(void *ctx, void *buf, size_t bytes, int root, int wait_ms,
@@ -127,8 +126,7 @@ void ts_comm_set_timeout(ts_comm *c, int timeout_ms);
 
 ts_status ts_comm_all_reduce_sum(ts_comm *c, const void *send, void *recv, size_t count,
                                  ts_type type, ts_error *err);
-ts_status ts_comm_all_gather(ts_comm *c, const void *send, void *recv, size_t bytes,
-                             ts_error *err);
+ts_status ts_comm_all_gather(ts_comm *c, const void *send, void *recv, size_t bytes, ts_error *err);
 ts_status ts_comm_reduce_scatter_sum(ts_comm *c, const void *send, void *recv, size_t count,
                                      ts_type type, ts_error *err);
 ts_status ts_comm_broadcast(ts_comm *c, void *buf, size_t bytes, int root, int wait_ms,

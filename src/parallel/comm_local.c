@@ -116,8 +116,8 @@ static ts_status meet(lrank *r, int wait_ms, ts_coll kind, ts_error *err) {
     char why[sizeof g->why];
     memcpy(why, g->why, sizeof why);
     pthread_mutex_unlock(&g->mu);
-    return ts_error_set(err, TS_ERR_ABORTED, "comm local rank %d/%d: %s: group broken: %s",
-                        r->rank, g->size, k_coll_names[kind], why);
+    return ts_error_set(err, TS_ERR_ABORTED, "comm local rank %d/%d: %s: group broken: %s", r->rank,
+                        g->size, k_coll_names[kind], why);
 }
 
 static void fail_locked(group *g, const char *fmt, int rank, const char *why) {
@@ -197,8 +197,7 @@ static ts_status local_reduce_scatter(void *ctx, const void *send, void *recv, s
                                       ts_type type, ts_error *err) {
     lrank *r = ctx;
     group *g = r->g;
-    slot s = {.kind = TS_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .n = count,
-              .type = type};
+    slot s = {.kind = TS_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .n = count, .type = type};
     ts_status st = post(r, s, timeout(r), err);
     if (st != TS_OK) {
         return st;

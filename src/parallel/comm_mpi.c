@@ -10,7 +10,8 @@
  * (MPI_Test; yielding the core for the first 200 ms, then sleeping in growing steps up to
  * 1 ms) until it completes or the communicator's timeout passes. A timeout is reported as
  * an error; an MPI request cannot be cancelled, so the group is broken afterwards and a tool
- * should end the job with ts_comm_abort (MPI_Abort). A rank that dies is noticed by mpirun, which ends the others.
+ * should end the job with ts_comm_abort (MPI_Abort). A rank that dies is noticed by mpirun, which
+ * ends the others.
  *
  * Sums follow the rule of comm.h (rank-order f32 accumulation, one rounding) so results
  * equal the in-process transport bit for bit: an all-reduce is an all-to-all of chunks, a
@@ -40,7 +41,7 @@ typedef struct mrank {
     int *counts, *displs; /* [size] scratch for the v-collectives (bytes) */
     int *counts2, *displs2;
     int *ecnt, *edsp; /* [size] element chunk counts and offsets */
-    void *stage; /* reduce staging: size x chunk, grown on demand */
+    void *stage;      /* reduce staging: size x chunk, grown on demand */
     size_t stage_size;
 } mrank;
 
@@ -50,8 +51,8 @@ static ts_status mpi_err(mrank *m, int rc, const char *what, ts_error *err) {
     MPI_Error_string(rc, text, &len);
     m->broken = true;
     snprintf(m->why, sizeof m->why, "%s failed: %s", what, text);
-    return ts_error_set(err, TS_ERR_IO, "comm mpi rank %d/%d: %s: %s", m->self->rank,
-                        m->self->size, what, text);
+    return ts_error_set(err, TS_ERR_IO, "comm mpi rank %d/%d: %s: %s", m->self->rank, m->self->size,
+                        what, text);
 }
 
 static ts_status broken(mrank *m, const char *what, ts_error *err) {
@@ -138,8 +139,8 @@ static ts_status sum_my_chunk(mrank *m, const void *send, const int *cnt, const 
         m->displs2[k] = (int)((size_t)k * mine * es);
     }
     MPI_Request req;
-    int rc = MPI_Ialltoallv(send, m->counts, m->displs, MPI_BYTE, m->stage, m->counts2,
-                            m->displs2, MPI_BYTE, m->comm, &req);
+    int rc = MPI_Ialltoallv(send, m->counts, m->displs, MPI_BYTE, m->stage, m->counts2, m->displs2,
+                            MPI_BYTE, m->comm, &req);
     if (rc != MPI_SUCCESS) {
         return mpi_err(m, rc, what, err);
     }
@@ -161,8 +162,8 @@ static ts_status sum_my_chunk(mrank *m, const void *send, const int *cnt, const 
     return TS_OK;
 }
 
-static ts_status mpi_all_reduce(void *ctx, const void *send, void *recv, size_t count,
-                                ts_type type, ts_error *err) {
+static ts_status mpi_all_reduce(void *ctx, const void *send, void *recv, size_t count, ts_type type,
+                                ts_error *err) {
     mrank *m = ctx;
     int n = m->self->size, r = m->self->rank;
     size_t es = ts_comm_type_size(type);
@@ -202,8 +203,8 @@ static ts_status mpi_all_reduce(void *ctx, const void *send, void *recv, size_t 
             m->displs[k] = d[k] * (int)es;
         }
         MPI_Request req;
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, recv, m->counts, m->displs,
-                                 MPI_BYTE, m->comm, &req);
+        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_BYTE, recv, m->counts, m->displs, MPI_BYTE,
+                                 m->comm, &req);
         st = rc != MPI_SUCCESS ? mpi_err(m, rc, "all_reduce_sum", err)
                                : wait_req(m, &req, m->self->timeout_ms, "all_reduce_sum", err);
     }
@@ -220,8 +221,8 @@ static ts_status mpi_reduce_scatter(void *ctx, const void *send, void *recv, siz
     if (m->broken) {
         return broken(m, "reduce_scatter_sum", err);
     }
-    ts_status st = check_int(m, count * (size_t)n * ts_comm_type_size(type),
-                             "reduce_scatter_sum", err);
+    ts_status st =
+        check_int(m, count * (size_t)n * ts_comm_type_size(type), "reduce_scatter_sum", err);
     if (st != TS_OK) {
         return st;
     }
@@ -243,8 +244,8 @@ static ts_status mpi_all_gather(void *ctx, const void *send, void *recv, size_t 
         return st;
     }
     MPI_Request req;
-    const void *sb = send == (const char *)recv + (size_t)m->self->rank * bytes ? MPI_IN_PLACE
-                                                                                : send;
+    const void *sb =
+        send == (const char *)recv + (size_t)m->self->rank * bytes ? MPI_IN_PLACE : send;
     int rc = MPI_Iallgather(sb, sb == MPI_IN_PLACE ? 0 : (int)bytes, MPI_BYTE, recv, (int)bytes,
                             MPI_BYTE, m->comm, &req);
     if (rc != MPI_SUCCESS) {
@@ -371,8 +372,7 @@ ts_status ts_comm_mpi_create(ts_comm **out, ts_error *err) {
         int provided = 0;
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS) {
-            return ts_error_set(err, TS_ERR_IO, "comm mpi: MPI_Init_thread failed (code %d)",
-                                rc);
+            return ts_error_set(err, TS_ERR_IO, "comm mpi: MPI_Init_thread failed (code %d)", rc);
         }
         we_init = true;
         if (provided < MPI_THREAD_SERIALIZED) {
@@ -396,8 +396,8 @@ ts_status ts_comm_mpi_create(ts_comm **out, ts_error *err) {
         m->ecnt = calloc((size_t)size, sizeof(int));
         m->edsp = calloc((size_t)size, sizeof(int));
     }
-    if (c == NULL || m == NULL || m->counts == NULL || m->displs == NULL ||
-        m->counts2 == NULL || m->displs2 == NULL || m->ecnt == NULL || m->edsp == NULL) {
+    if (c == NULL || m == NULL || m->counts == NULL || m->displs == NULL || m->counts2 == NULL ||
+        m->displs2 == NULL || m->ecnt == NULL || m->edsp == NULL) {
         if (m != NULL) {
             m->comm = MPI_COMM_NULL;
             m->finalize = we_init;

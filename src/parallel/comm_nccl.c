@@ -49,8 +49,7 @@ static double now_ms(void) {
 }
 
 /* Waits for the stream with a deadline (wait_ms < 0: none), watching NCCL's async errors. */
-static ts_status finish(nrank *n, ncclResult_t rc, int wait_ms, const char *what,
-                        ts_error *err) {
+static ts_status finish(nrank *n, ncclResult_t rc, int wait_ms, const char *what, ts_error *err) {
     if (rc != ncclSuccess) {
         return nccl_err(n, rc, what, err);
     }

@@ -19,12 +19,12 @@
 
 typedef struct job {
     ts_comm *c;
-    int which;       /* test body */
+    int which; /* test body */
     ts_type type;
     size_t count;
     ts_status st;
     ts_error err;
-    int bad;         /* mismatching elements */
+    int bad; /* mismatching elements */
 } job;
 
 /* Deterministic value of element i on rank r. */
@@ -33,8 +33,9 @@ static float val(int r, size_t i) {
 }
 
 static float rt(float v, ts_type t) { /* round trip through type t */
-    return t == TS_TYPE_F16 ? ts_f16_to_f32(ts_f32_to_f16(v))
-                            : t == TS_TYPE_BF16 ? ts_bf16_to_f32(ts_f32_to_bf16(v)) : v;
+    return t == TS_TYPE_F16    ? ts_f16_to_f32(ts_f32_to_f16(v))
+           : t == TS_TYPE_BF16 ? ts_bf16_to_f32(ts_f32_to_bf16(v))
+                               : v;
 }
 
 static void put(void *p, size_t i, float v, ts_type t) {
@@ -103,8 +104,7 @@ static void *run_job(void *arg) {
         }
         break;
     case 5: /* mismatch: rank 0 reduces cnt, the others cnt + 1 */
-        j->st = ts_comm_all_reduce_sum(j->c, send, recv, r == 0 ? cnt : cnt + 1, j->type,
-                                       &j->err);
+        j->st = ts_comm_all_reduce_sum(j->c, send, recv, r == 0 ? cnt : cnt + 1, j->type, &j->err);
         break;
     case 6: /* rank 0 fails before the collective; the others must not hang */
         if (r == 0) {
@@ -156,9 +156,8 @@ static void test_collectives(void **state) {
                     job *j = run_group(n, which, types[ti], counts[ci], 10000);
                     for (int r = 0; r < n; r++) {
                         if (j[r].st != TS_OK || j[r].bad != 0) {
-                            fail_msg("n %d body %d type %d count %zu rank %d: st %d bad %d: %s",
-                                     n, which, ti, counts[ci], r, j[r].st, j[r].bad,
-                                     j[r].err.msg);
+                            fail_msg("n %d body %d type %d count %zu rank %d: st %d bad %d: %s", n,
+                                     which, ti, counts[ci], r, j[r].st, j[r].bad, j[r].err.msg);
                         }
                     }
                     free(j);

@@ -22,9 +22,9 @@
 #include "parallel/comm.h"
 #include "quant/quant.h"
 
-#define E0 6   /* dim 0 */
+#define E0   6 /* dim 0 */
 #define TMAX 5 /* dynamic dim 1 */
-#define E2 2   /* dim 2 */
+#define E2   2 /* dim 2 */
 #define TRUN 3 /* tokens of the run */
 
 typedef struct rank_job {
@@ -152,8 +152,8 @@ static void check_rank(const rank_job *j, int R, int r) {
         }
     }
     if (bad != 0) {
-        fail_msg("%s %s ranks %d rank %d: %d wrong values", j->cpu ? "cpu" : "ref",
-                 ts_type_name(t), R, r, bad);
+        fail_msg("%s %s ranks %d rank %d: %d wrong values", j->cpu ? "cpu" : "ref", ts_type_name(t),
+                 R, r, bad);
     }
 }
 

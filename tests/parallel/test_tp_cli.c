@@ -47,8 +47,8 @@ static int run_tessera(const char *prefix, const char *model, const char *extra,
                        size_t size) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "%s %s run -m %s -p 'hello world' -n 12 --temp 0 --ignore-eos -t 1 %s 2>&1",
-             prefix, bin(), model, extra);
+             "%s %s run -m %s -p 'hello world' -n 12 --temp 0 --ignore-eos -t 1 %s 2>&1", prefix,
+             bin(), model, extra);
     return sh(cmd, out, size);
 }
 

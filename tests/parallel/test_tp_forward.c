@@ -59,8 +59,7 @@ static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_
         st = t->b[k] != NULL ? TS_OK : TS_ERR_INTERNAL;
     }
     ts_forward_config c = fu_config(32, 16);
-    t->cfg = (ts_tp_config){.size = n, .comm = t->c[0], .peers = t->b + 1,
-                            .peer_comms = t->c + 1};
+    t->cfg = (ts_tp_config){.size = n, .comm = t->c[0], .peers = t->b + 1, .peer_comms = t->c + 1};
     c.tp = n > 1 ? &t->cfg : NULL;
     if (st == TS_OK) {
         st = ts_forward_create(m, t->b[0], &c, NULL, &t->f, err);
@@ -141,8 +140,8 @@ static void check_parity(const ts_tiny_spec *spec, const int *tps, int n_tps, bo
 static void test_llama_split_and_replicated_kv(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("llama");
-    s.n_vocab = 322; /* 322 = 2 * 161: vocab-parallel at tp 2, replicated output at tp 4 */
-    const int tps[] = {2, 4};   /* 2 KV heads: split at 2, replicated at 4 */
+    s.n_vocab = 322;          /* 322 = 2 * 161: vocab-parallel at tp 2, replicated output at tp 4 */
+    const int tps[] = {2, 4}; /* 2 KV heads: split at 2, replicated at 4 */
     check_parity(&s, tps, 2, true);
     check_parity(&s, tps, 1, false);
 }

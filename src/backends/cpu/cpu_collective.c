@@ -56,8 +56,8 @@ void cpu_collective_scratch(const ts_tensor *n, size_t *shared) {
 
 /* Copies rows (ne[0] elements) of extents ne between contiguous tensor t — with the axis
  * index shifted by shift — and the dense buffer. */
-static void move_rows(const ts_tensor *t, const int64_t ne[4], int axis, int64_t shift,
-                      char *dense, bool to_dense) {
+static void move_rows(const ts_tensor *t, const int64_t ne[4], int axis, int64_t shift, char *dense,
+                      bool to_dense) {
     size_t row = (size_t)ne[0] * ts_type_unit_bytes(t->type);
     int64_t idx[4];
     for (idx[3] = 0; idx[3] < ne[3]; idx[3]++) {
@@ -65,8 +65,8 @@ static void move_rows(const ts_tensor *t, const int64_t ne[4], int axis, int64_t
             for (idx[1] = 0; idx[1] < ne[1]; idx[1]++) {
                 int64_t i[4] = {0, idx[1], idx[2], idx[3]};
                 i[axis] += shift;
-                char *p = (char *)t->data + i[0] * t->nb[0] + i[1] * t->nb[1] +
-                          i[2] * t->nb[2] + i[3] * t->nb[3];
+                char *p = (char *)t->data + i[0] * t->nb[0] + i[1] * t->nb[1] + i[2] * t->nb[2] +
+                          i[3] * t->nb[3];
                 if (to_dense) {
                     memcpy(dense, p, row);
                 } else {
@@ -92,8 +92,8 @@ static ts_status all_reduce(ts_comm *comm, const ts_tensor *a, ts_tensor *n, cha
     return st;
 }
 
-static ts_status all_gather(ts_comm *comm, const ts_tensor *a, ts_tensor *n, int axis,
-                            char *send, char *recv, ts_error *err) {
+static ts_status all_gather(ts_comm *comm, const ts_tensor *a, ts_tensor *n, int axis, char *send,
+                            char *recv, ts_error *err) {
     size_t bytes = (size_t)ts_tensor_nelements(a) * ts_type_unit_bytes(a->type);
     bool dense = dense_now(a) && dense_now(n);
     if (dense && outermost(n, axis)) {
@@ -137,9 +137,8 @@ void cpu_collective(const cpu_op_ctx *c, ts_tensor *n, ts_graph *g) {
     const ts_tensor *a = n->src[0];
     ts_comm *comm = ts_graph_comm(g, n->ip[1]);
     if (comm == NULL || comm->size != n->ip[2]) {
-        cpu_fail(c, TS_ERR_STATE, "group %d has %s (the graph was built for %d ranks)",
-                 n->ip[1], comm == NULL ? "no communicator" : "a communicator of another size",
-                 n->ip[2]);
+        cpu_fail(c, TS_ERR_STATE, "group %d has %s (the graph was built for %d ranks)", n->ip[1],
+                 comm == NULL ? "no communicator" : "a communicator of another size", n->ip[2]);
         return;
     }
     size_t es = ts_type_unit_bytes(a->type);
@@ -148,9 +147,15 @@ void cpu_collective(const cpu_op_ctx *c, ts_tensor *n, ts_graph *g) {
     ts_error err = {0};
     ts_status st;
     switch (n->op) {
-    case TS_OP_ALL_REDUCE_SUM: st = all_reduce(comm, a, n, send, &err); break;
-    case TS_OP_ALL_GATHER: st = all_gather(comm, a, n, n->ip[0], send, recv, &err); break;
-    default: st = reduce_scatter(comm, a, n, n->ip[0], send, recv, &err); break;
+    case TS_OP_ALL_REDUCE_SUM:
+        st = all_reduce(comm, a, n, send, &err);
+        break;
+    case TS_OP_ALL_GATHER:
+        st = all_gather(comm, a, n, n->ip[0], send, recv, &err);
+        break;
+    default:
+        st = reduce_scatter(comm, a, n, n->ip[0], send, recv, &err);
+        break;
     }
     if (st != TS_OK) {
         cpu_fail(c, st, "%s", err.msg);

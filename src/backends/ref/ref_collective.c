@@ -60,11 +60,10 @@ ts_status ref_collective(ts_graph *g, ts_tensor *n, ts_error *err) {
     int axis = n->ip[0];
     ts_comm *comm = ts_graph_comm(g, n->ip[1]);
     if (comm == NULL || comm->size != n->ip[2]) {
-        return ts_error_set(err, TS_ERR_STATE,
-                            "ref: %s '%s': group %d has %s (the graph was built for %d ranks)",
-                            ts_op_name(n->op), n->name, n->ip[1],
-                            comm == NULL ? "no communicator" : "a communicator of another size",
-                            n->ip[2]);
+        return ts_error_set(
+            err, TS_ERR_STATE, "ref: %s '%s': group %d has %s (the graph was built for %d ranks)",
+            ts_op_name(n->op), n->name, n->ip[1],
+            comm == NULL ? "no communicator" : "a communicator of another size", n->ip[2]);
     }
     int R = comm->size;
     size_t es = ts_type_unit_bytes(a->type);
