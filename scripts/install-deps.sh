@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tessera builds and tests with, when any is missing.
-# Run as root (or with sudo available). Set TS_APT_UPDATE=1 to force 'apt-get update'.
+# Installs the Debian packages tessera builds with (and, with --test, tests with) when any is
+# missing. Run as root (or with sudo available). Set TS_APT_UPDATE=1 to force 'apt-get update'.
+#   build: compiler, CMake, PCRE2 (tokenizer regexes), cJSON + libmicrohttpd (server),
+#          OpenSSL (prefix-cache hashing), OpenMPI (tensor parallelism across processes)
+#   test:  cmocka, clang + its runtime (libFuzzer), curl, python3-venv (openai client tests),
+#          chromium + chromium-driver (the web page test)
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config python3 python3-pip
-      libcmocka-dev libpcre2-dev libcjson-dev libmicrohttpd-dev libssl-dev
-      clang libclang-rt-14-dev)
+      libpcre2-dev libcjson-dev libmicrohttpd-dev libssl-dev libopenmpi-dev openmpi-bin)
+if [ "${1:-}" = "--test" ]; then
+    PKGS+=(libcmocka-dev clang libclang-rt-14-dev curl python3-venv chromium chromium-driver)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

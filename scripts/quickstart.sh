@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build >/dev/null
+cmake -S . -B build -DTS_BUILD_TESTS=OFF >/dev/null
 cmake --build build -j "$(nproc)" --target tessera
 model=$(python3 scripts/fetch_model.py smollm2)
 ./build/tessera run -m "$model" --chat -p "What is the capital of France? Answer in one sentence." \

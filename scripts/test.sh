@@ -3,10 +3,10 @@
 # Environment: TS_JOBS (parallel build/test jobs, default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 build=${1:-build}
 shift || true
 jobs=${TS_JOBS:-$(nproc)}
-cmake -S . -B "$build" -DTS_WERROR=ON "$@" >/dev/null
+cmake -S . -B "$build" -DTS_WERROR=ON -DTS_MPI=ON "$@" >/dev/null
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
