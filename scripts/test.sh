@@ -7,6 +7,6 @@ bash scripts/install-deps.sh --test
 build=${1:-build}
 shift || true
 jobs=${TS_JOBS:-$(nproc)}
-cmake -S . -B "$build" -DTS_WERROR=ON -DTS_MPI=ON "$@" >/dev/null
+cmake -S . -B "$build" -DTS_WERROR=ON -DTS_BUILD_TESTS=ON -DTS_MPI=ON "$@" >/dev/null
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"
