@@ -4,7 +4,8 @@
  * ts_forward_create builds the graph once for a shape bucket (at most max_tokens tokens from
  * at most max_seqs sequences per step, logits for at most max_outputs of them), binds the
  * weights where they lie in the mapped file, allocates the KV cache (one K and one V block pool
- * per layer, [head_dim, n_head_kv, block_size, n_blocks] each) and the activation arena. Each
+ * per layer, [head_dim, n_kv, block_size, n_blocks] each, n_kv = n_head_kv on one device and
+ * the shard's own KV heads under tensor parallelism) and the activation arena. Each
  * step (ts_forward_run) only binds inputs — token ids, positions, sequence index and KV slot
  * of every token, each sequence's block table and length, the rows whose logits are wanted —
  * and runs the graph. Attention reads K/V only through the block tables.

@@ -15,16 +15,28 @@
  *   The output projection (or the tied token_embd) is vocab-parallel (COL over the
  *   vocabulary, then an all-gather of the logits) when size divides n_vocab, else replicated.
  *
- * Heads: size must divide n_head. KV heads are split when size divides n_head_kv (each shard
- * owns whole GQA groups), and replicated when n_head_kv divides size (each shard's query
- * heads then share one KV head, which size / n_head_kv shards hold a copy of); any other
- * combination is an error. Examples: SmolLM2-135M (9 heads, 3 KV) runs on 1 or 3 shards
- * (2 is an error: 9 heads); Gemma 3 270M (4 heads, 1 KV) runs on 1, 2 or 4 with the KV head
- * replicated. Row-parallel weights of block-quantized types keep whole blocks: the columns a
- * shard owns must be a multiple of the block size (error otherwise, with the numbers).
+ * Heads (GQA: the n_head query heads form n_head_kv groups of n_head / n_head_kv, each group
+ * sharing one KV head). Shards may differ in size; every cut is as even as possible, the
+ * first shards taking the one extra item:
+ *   size <= n_head_kv   the KV heads are cut into `size` runs and each shard takes its KV
+ *                       heads' whole query groups. SmolLM2-135M (9 heads, 3 KV) at tp 2:
+ *                       shard 0 owns KV heads 0..1 and query heads 0..5, shard 1 KV head 2
+ *                       and query heads 6..8.
+ *   size > n_head_kv    the KV heads are replicated: the shards are spread over the groups
+ *                       (first groups get one more), each group's query heads are cut among
+ *                       its shards, and each shard keeps a copy of its group's KV head.
+ *                       Gemma 3 270M (4 heads, 1 KV) at tp 2: heads 0..1 and 2..3; 6 heads
+ *                       in 2 groups at tp 4: heads {0,1}, {2}, {3,4}, {5}.
+ *   size > n_head       error (a zero-width shard).
+ * FFN hidden units are cut into runs of whole blocks of the FFN down weight's quantization
+ * block (1 for float types): SmolLM2's 1536 at tp 2 give 768 each. Row-parallel weights of
+ * block-quantized types keep whole blocks: the attention output columns a shard owns (its
+ * heads times head_dim) must start and end on block boundaries, else an error naming the
+ * tensor, the shard and the numbers.
  *
  * Shards only read their slice of each weight: the forward pass makes views with an offset
- * into the mapped file, nothing is copied. Each shard's KV cache holds its own KV heads.
+ * into the mapped file, nothing is copied. Each shard's KV cache holds only its own KV heads
+ * (plan.n_kv of them), so shards' caches differ in size when their KV heads do.
  *
  * Plain data; thread-safe once made.
  */
@@ -62,8 +74,14 @@ typedef struct ts_shard_plan {
 const char *ts_split_name(ts_split s);
 
 /* Plans shard (rank, size) of model m. Errors (TS_ERR_INVALID_ARG / TS_ERR_UNSUPPORTED) give
- * the numbers: heads or hidden units that do not divide, a zero-width shard, a quantized
- * row-parallel weight whose per-shard columns would split a block. */
+ * the numbers: a zero-width shard (more shards than query heads or FFN blocks), a quantized
+ * row-parallel weight whose columns for some shard would split a block. Every rank of a group
+ * checks every shard, so all ranks fail alike. */
 ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *out, ts_error *err);
+
+/* KV heads held by the `size` shards of m together (*total: replicated heads count once per
+ * copy) and by the shard holding the most (*most). Size 1 gives n_head_kv twice. */
+ts_status ts_shard_kv_heads(const ts_model *m, int size, int64_t *total, int64_t *most,
+                            ts_error *err);
 
 #endif /* TS_MODEL_SHARD_H */

@@ -5,14 +5,17 @@
  * biases, GELU MLP, Q/K norms, tied output, quantized weights) a prefill step of two
  * sequences and three greedy decode steps run with tp = 1 and tp = 2, 3, 4 where the heads
  * allow (KV heads split and replicated; vocab-parallel and replicated output), in-process, on
- * the CPU and reference backends. Logits must agree with tp = 1 within a relative RMS error of
- * 1e-5 (only the order of f32 additions differs) and the greedy tokens must be equal. The
- * real SmolLM2-135M (9 heads, 3 KV) runs with tp = 3 when it is cached.
+ * the CPU and reference backends. Uneven shards too: 3 KV heads over 2 shards (the SmolLM2
+ * shape), 2 KV heads over 3 shards and 6 heads in 2 groups over 4 shards (replicated KV heads,
+ * groups cut unevenly), FFN blocks that do not divide by the shard count. Logits must agree
+ * with tp = 1 within a relative RMS error of 5e-5 (only the order of f32 additions differs)
+ * and the greedy tokens must be equal. The real SmolLM2-135M (9 heads, 3 KV) runs with tp = 2
+ * (uneven: 6 + 3 heads) and tp = 3 when it is cached.
  *
- * Error paths: heads or KV heads that do not divide (with the numbers), a zero-width shard,
- * a quantized row-parallel weight whose shard would split a block, a follower with a
- * different model file (hash check), a missing rank (timeout instead of a hang), and a rank
- * whose compute fails mid-run (the leader gets an error, no hang).
+ * Error paths: a zero-width shard (more shards than heads or FFN blocks), a quantized
+ * row-parallel weight whose shard would split a block (with the tensor, shard and numbers), a
+ * follower with a different model file (hash check), a missing rank (timeout instead of a
+ * hang), and a rank whose compute fails mid-run (the leader gets an error, no hang).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -28,7 +31,7 @@
 #include "model/tp.h"
 #include "util/error.h"
 
-#define MAXR 8
+#define MAXR 16
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TS_QUICK 1
@@ -146,16 +149,60 @@ static void test_llama_split_and_replicated_kv(void **state) {
     check_parity(&s, tps, 1, false);
 }
 
-static void test_tp3(void **state) {
-    (void)state;
+/* 6 heads of 16 in 3 KV groups, 192 FFN units: the SmolLM2 shape in small. */
+static ts_tiny_spec smol_shape(void) {
     ts_tiny_spec s = ts_tiny_spec_default("llama");
-    s.n_embd = 96; /* 6 heads of 16, 3 KV heads, 192 FFN units */
+    s.n_embd = 96;
     s.n_head = 6;
     s.n_head_kv = 3;
     s.n_ff = 192;
     s.n_vocab = 321;
+    return s;
+}
+
+static void test_tp3(void **state) {
+    (void)state;
+    ts_tiny_spec s = smol_shape();
     const int tps[] = {3};
     check_parity(&s, tps, 1, true);
+}
+
+/* Shards of different sizes: 3 KV heads over 2 shards (4 + 2 query heads) and over 4 (the
+ * first group replicated on two shards); 2 KV heads over 3 shards; 6 heads in 2 groups over
+ * 4 shards ({0,1}, {2}, {3,4}, {5}); FFN units that do not divide (192 / 5 -> 39 or 38). */
+static void test_uneven(void **state) {
+    (void)state;
+    ts_tiny_spec s = smol_shape();
+    const int tps[] = {2, 4, 5};
+    check_parity(&s, tps, 3, true);
+    check_parity(&s, tps, 1, false);
+    ts_tiny_spec l = ts_tiny_spec_default("llama"); /* 4 heads, 2 KV */
+    const int tp3[] = {3};
+    check_parity(&l, tp3, 1, true);
+    check_parity(&l, tp3, 1, false);
+    ts_tiny_spec r = ts_tiny_spec_default("llama");
+    r.n_embd = 96;
+    r.n_head = 6;
+    r.n_head_kv = 2;
+    const int tp4[] = {4};
+    check_parity(&r, tp4, 1, true);
+    /* Fused QKV and gate_up cut unevenly. */
+    ts_tiny_spec f = ts_tiny_spec_default("phi3");
+    f.n_embd = 96;
+    f.n_head = 6;
+    f.n_head_kv = 3;
+    f.n_ff = 160;
+    const int tp2[] = {2};
+    check_parity(&f, tp2, 1, true);
+    /* Quantized: 160 FFN units of Q8_0 are 5 blocks of 32: shards of 96 and 64 units. Heads of
+     * 32 keep the attention output's column runs whole blocks. */
+    ts_tiny_spec q = ts_tiny_spec_default("llama");
+    q.wtype = TS_TYPE_Q8_0;
+    q.n_embd = 96;
+    q.n_head = 3;
+    q.n_head_kv = 3;
+    q.n_ff = 160;
+    check_parity(&q, tp2, 1, true);
 }
 
 static void test_families(void **state) {
@@ -179,7 +226,7 @@ static void test_quantized(void **state) {
     }
 }
 
-/* SmolLM2 tp 3 vs tp 1 on one backend: relative RMS of all logits below tol, and the greedy
+/* SmolLM2 tp n vs tp 1 on one backend: relative RMS of all logits below tol, and the greedy
  * pick equal wherever tp 1's best logit leads the runner-up by more than 0.5. */
 static void smollm2_parity(const ts_model *m, bool cpu, double tol) {
     int32_t V = (int32_t)m->hp.n_vocab;
@@ -188,41 +235,45 @@ static void smollm2_parity(const ts_model *m, bool cpu, double tol) {
     int32_t want_tok[2 * N_DECODE], got_tok[2 * N_DECODE];
     ts_error err = {0};
     tp_group t;
-    for (int n = 1; n <= 3; n += 2) {
+    if (group_open(m, 1, cpu, &t, &err) != TS_OK ||
+        run_script(t.f, V, want, want_tok, NULL, &err) != TS_OK) {
+        fail_msg("SmolLM2 tp 1: %s", err.msg);
+    }
+    group_close(&t);
+    for (int n = 2; n <= 3; n++) {
         if (group_open(m, n, cpu, &t, &err) != TS_OK ||
-            run_script(t.f, V, n == 1 ? want : got, n == 1 ? want_tok : got_tok,
-                       n == 1 ? NULL : want_tok, &err)) {
+            run_script(t.f, V, got, got_tok, want_tok, &err) != TS_OK) {
             fail_msg("SmolLM2 tp %d: %s", n, err.msg);
         }
         group_close(&t);
-    }
-    double e = fu_nrmse(got, want, ROWS * (size_t)V);
-    int checked = 0;
-    for (int row = 0; row < ROWS; row++) {
-        const float *w = want + row * (size_t)V;
-        int32_t best = fu_argmax(w, V);
-        float second = -1e30f;
-        for (int32_t i = 0; i < V; i++) {
-            second = i != best && w[i] > second ? w[i] : second;
-        }
-        if (w[best] - second > 0.5f) {
-            checked++;
-            if (fu_argmax(got + row * (size_t)V, V) != best) {
-                fail_msg("SmolLM2 %s row %d: greedy token differs (margin %.2f)",
-                         cpu ? "cpu" : "ref", row, (double)(w[best] - second));
+        double e = fu_nrmse(got, want, ROWS * (size_t)V);
+        int checked = 0;
+        for (int row = 0; row < ROWS; row++) {
+            const float *w = want + row * (size_t)V;
+            int32_t best = fu_argmax(w, V);
+            float second = -1e30f;
+            for (int32_t i = 0; i < V; i++) {
+                second = i != best && w[i] > second ? w[i] : second;
+            }
+            if (w[best] - second > 0.5f) {
+                checked++;
+                if (fu_argmax(got + row * (size_t)V, V) != best) {
+                    fail_msg("SmolLM2 %s tp %d row %d: greedy token differs (margin %.2f)",
+                             cpu ? "cpu" : "ref", n, row, (double)(w[best] - second));
+                }
             }
         }
+        printf("SmolLM2 %s tp %d vs tp 1: relative RMS %.3g (tolerance %.0e); greedy picks "
+               "agree on all %d of %d rows with a clear winner\n",
+               cpu ? "cpu" : "ref", n, e, tol, checked, ROWS);
+        assert_true(e < tol);
+        assert_true(checked >= ROWS / 3);
     }
-    printf("SmolLM2 %s tp 3 vs tp 1: relative RMS %.3g (tolerance %.0e); greedy picks agree "
-           "on all %d of %d rows with a clear winner\n",
-           cpu ? "cpu" : "ref", e, tol, checked, ROWS);
-    assert_true(e < tol);
-    assert_true(checked >= ROWS / 3);
     free(want);
     free(got);
 }
 
-static void test_smollm2_tp3(void **state) {
+static void test_smollm2(void **state) {
     (void)state;
     const char *home = getenv("HOME");
     char path[512];
@@ -235,6 +286,15 @@ static void test_smollm2_tp3(void **state) {
     ts_model *m = NULL;
     ts_error err = {0};
     assert_int_equal(ts_model_open(path, &m, &err), TS_OK);
+    /* tp 2 cuts along the KV groups: 2 KV heads (query heads 0..5) and 1 (6..8); the FFN's
+     * 1536 units in halves; the attention output's columns at 6 * 64 = 384, 12 Q4_1 blocks. */
+    ts_shard_plan p0, p1;
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){0, 2}, &p0, &err), TS_OK);
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){1, 2}, &p1, &err), TS_OK);
+    assert_true(p0.kv0 == 0 && p0.n_kv == 2 && p0.head0 == 0 && p0.n_head == 6);
+    assert_true(p1.kv0 == 2 && p1.n_kv == 1 && p1.head0 == 6 && p1.n_head == 3);
+    assert_false(p0.kv_replicated || p1.kv_replicated);
+    assert_true(p0.ff0 == 0 && p0.n_ff == 768 && p1.ff0 == 768 && p1.n_ff == 768);
     /* The reference computes in f32/f64 without rounding activations: only the order of
      * additions differs, over 30 layers. (Minutes under AddressSanitizer: skipped there.) */
     if (!TS_QUICK) {
@@ -246,10 +306,10 @@ static void test_smollm2_tp3(void **state) {
      * few percent relative RMS — the mechanism and bound of tests/model's CPU vs reference
      * tolerance for Q4 types. */
     smollm2_parity(m, true, 5e-2);
-    /* tp 2 is an error naming the numbers. */
+    /* 10 shards: more than the 9 heads. */
     tp_group t;
-    assert_int_not_equal(group_open(m, 2, true, &t, &err), TS_OK);
-    assert_non_null(strstr(err.msg, "9 attention heads do not divide into 2 shards"));
+    assert_int_not_equal(group_open(m, 10, true, &t, &err), TS_OK);
+    assert_non_null(strstr(err.msg, "9 attention heads: shards would be zero-width"));
     group_close(&t);
     ts_model_close(m);
 }
@@ -271,18 +331,23 @@ static void expect_create_error(const ts_tiny_spec *spec, int n, const char *wan
 static void test_shard_errors(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("llama"); /* 4 heads, 2 KV */
-    expect_create_error(&s, 3, "4 attention heads do not divide into 3 shards");
-    expect_create_error(&s, 8, "zero-width");
-    s.n_embd = 96;
-    s.n_head = 6;
-    s.n_head_kv = 3;
-    s.n_ff = 192;
-    expect_create_error(&s, 2, "3 KV heads can neither be split across 2 shards");
+    expect_create_error(&s, 8, "4 attention heads: shards would be zero-width (at most 4");
+    /* Q8_0: heads of 16 columns are half a block, so 3 shards (heads {0}, {1}, {2,3}) would
+     * cut the attention output inside a block. */
     ts_tiny_spec q = ts_tiny_spec_default("llama");
-    q.wtype = TS_TYPE_Q4_K; /* blocks of 256: 256 columns of attn_output split in two */
-    q.n_embd = 256;
-    q.n_ff = 512;
-    expect_create_error(&q, 2, "blocks of 256");
+    q.wtype = TS_TYPE_Q8_0;
+    expect_create_error(&q, 3,
+                        "'blk.0.attn_output.weight' (Q8_0, blocks of 32) is row-parallel: "
+                        "shard 0's columns 0..15 of 64");
+    /* 64 FFN units of Q8_0 are 2 blocks: no third shard. */
+    q.n_embd = 128;
+    q.n_ff = 64;
+    expect_create_error(&q, 3, "64 feed-forward units are 2 blocks of 32");
+    ts_tiny_spec k = ts_tiny_spec_default("llama");
+    k.wtype = TS_TYPE_Q4_K; /* blocks of 256: 256 columns of attn_output split in two */
+    k.n_embd = 256;
+    k.n_ff = 512;
+    expect_create_error(&k, 2, "blocks of 256");
 }
 
 static void test_plan(void **state) {
@@ -303,6 +368,58 @@ static void test_plan(void **state) {
     assert_int_equal(p.split[TS_ROLE_TOKEN_EMBD], TS_SPLIT_NONE);
     assert_string_equal(ts_split_name(p.split[TS_ROLE_FFN_UP]), "column");
     assert_int_equal(ts_shard_plan_make(m, (ts_shard){4, 4}, &p, &err), TS_ERR_INVALID_ARG);
+    /* tp 3: group 0 (heads 0, 1) on shards 0 and 1, group 1 (heads 2, 3) on shard 2; FFN 128
+     * units as 43, 43, 42. */
+    static const int64_t k3[3][5] = {
+        {0, 1, 0, 0, 43}, {1, 1, 0, 43, 43}, {2, 2, 1, 86, 42}}; /* head0 n_head kv0 ff0 n_ff */
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(ts_shard_plan_make(m, (ts_shard){r, 3}, &p, &err), TS_OK);
+        assert_int_equal(p.head0, k3[r][0]);
+        assert_int_equal(p.n_head, k3[r][1]);
+        assert_int_equal(p.kv0, k3[r][2]);
+        assert_int_equal(p.n_kv, 1);
+        assert_true(p.kv_replicated);
+        assert_int_equal(p.ff0, k3[r][3]);
+        assert_int_equal(p.n_ff, k3[r][4]);
+    }
+    int64_t total = 0, most = 0;
+    assert_int_equal(ts_shard_kv_heads(m, 3, &total, &most, &err), TS_OK);
+    assert_true(total == 3 && most == 1); /* KV head 0 twice, head 1 once */
+    assert_int_equal(ts_shard_kv_heads(m, 1, &total, &most, &err), TS_OK);
+    assert_true(total == 2 && most == 2);
+    ts_model_close(m);
+
+    /* 6 heads, 3 KV at tp 2: KV heads {0, 1} and {2}, query heads 0..3 and 4..5. */
+    ts_tiny_spec t = smol_shape();
+    m = fu_open_tiny(&t);
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){1, 2}, &p, &err), TS_OK);
+    assert_true(p.kv0 == 2 && p.n_kv == 1 && p.head0 == 4 && p.n_head == 2);
+    assert_false(p.kv_replicated);
+    assert_true(p.ff0 == 96 && p.n_ff == 96);
+    assert_int_equal(ts_shard_kv_heads(m, 2, &total, &most, &err), TS_OK);
+    assert_true(total == 3 && most == 2);
+    ts_model_close(m);
+
+    /* 6 heads in 2 groups at tp 4: {0, 1}, {2}, {3, 4}, {5}; Q8_0 FFN of 5 blocks at tp 2:
+     * 3 blocks (96 units) and 2 (64). */
+    ts_tiny_spec u = ts_tiny_spec_default("llama");
+    u.wtype = TS_TYPE_Q8_0;
+    u.n_embd = 192;
+    u.n_head = 6;
+    u.n_head_kv = 2;
+    u.n_ff = 160;
+    m = fu_open_tiny(&u);
+    static const int64_t k4[4][3] = {{0, 2, 0}, {2, 1, 0}, {3, 2, 1}, {5, 1, 1}};
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(ts_shard_plan_make(m, (ts_shard){r, 4}, &p, &err), TS_OK);
+        assert_int_equal(p.head0, k4[r][0]);
+        assert_int_equal(p.n_head, k4[r][1]);
+        assert_int_equal(p.kv0, k4[r][2]);
+    }
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){0, 2}, &p, &err), TS_OK);
+    assert_true(p.ff0 == 0 && p.n_ff == 96);
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){1, 2}, &p, &err), TS_OK);
+    assert_true(p.ff0 == 96 && p.n_ff == 64);
     ts_model_close(m);
 }
 
@@ -464,16 +581,12 @@ static void test_rank_fails_mid_run(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_llama_split_and_replicated_kv),
-        cmocka_unit_test(test_tp3),
-        cmocka_unit_test(test_families),
-        cmocka_unit_test(test_quantized),
-        cmocka_unit_test(test_shard_errors),
-        cmocka_unit_test(test_model_mismatch),
-        cmocka_unit_test(test_missing_rank),
-        cmocka_unit_test(test_rank_fails_mid_run),
-        cmocka_unit_test(test_smollm2_tp3),
+        cmocka_unit_test(test_plan),         cmocka_unit_test(test_llama_split_and_replicated_kv),
+        cmocka_unit_test(test_tp3),          cmocka_unit_test(test_uneven),
+        cmocka_unit_test(test_families),     cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
+        cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
+        cmocka_unit_test(test_smollm2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
