@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/ref/ref.h"
 #include "ir/hooks.h"
+#include "model/shard.h"
 #include "util/error.h"
 
 void ts_cli_opts_init(ts_cli_opts *o) {
@@ -178,7 +179,8 @@ void ts_cli_print_common_help(FILE *f) {
             "  -m, --model FILE          GGUF model file (required)\n"
             "  -t, --threads N           CPU threads (default: physical cores)\n"
             "  -c, --ctx N               tokens per sequence (default: model's, at most 4096)\n"
-            "      --kv-mem SIZE         KV cache memory, e.g. 256M (default: room for --ctx)\n"
+            "      --kv-mem SIZE         KV cache memory, e.g. 256M (default: room for --ctx;\n"
+            "                            with --tp: all shards' caches together)\n"
             "      --kv-type f16|f32     KV cache element type (default f16)\n"
             "      --max-seqs N          sequences decoded together (default 16)\n"
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
@@ -371,26 +373,32 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
             st = TS_ERR_INVALID_ARG;
         }
     }
-    if (st == TS_OK && o->kv_mem > 0) {
-        const ts_hparams *hp = &cli->model->hp;
-        int64_t elem = ec.kv_type == TS_TYPE_F32 ? 4 : 2;
-        int64_t per_token = hp->n_layer * 2 * hp->n_head_kv * hp->head_dim * elem;
-        ec.kv_tokens = o->kv_mem / per_token;
-        if (ec.kv_tokens < ec.block_size) {
-            snprintf(err.msg, sizeof err.msg,
-                     "--kv-mem %lld bytes holds %lld tokens (%lld bytes each): less than one "
-                     "block of %lld",
-                     (long long)o->kv_mem, (long long)ec.kv_tokens, (long long)per_token,
-                     (long long)ec.block_size);
-            st = TS_ERR_LIMIT;
-        }
-    }
     if (st == TS_OK) {
         int rc = open_tp(o, cli, &ec);
         if (rc != 0) {
             ts_cli_tp_abort(&cli->tp, "setup failed");
             ts_cli_close(cli);
             return rc;
+        }
+    }
+    if (st == TS_OK && o->kv_mem > 0) {
+        /* Under --tp the budget is for all shards' caches together: each shard holds its own
+         * KV heads (shards may hold different numbers; a replicated head counts per copy). */
+        const ts_hparams *hp = &cli->model->hp;
+        int64_t heads = hp->n_head_kv, most = 0;
+        if (cli->tp.size > 1) {
+            st = ts_shard_kv_heads(cli->model, cli->tp.size, &heads, &most, &err);
+        }
+        int64_t elem = ec.kv_type == TS_TYPE_F32 ? 4 : 2;
+        int64_t per_token = hp->n_layer * 2 * heads * hp->head_dim * elem;
+        ec.kv_tokens = o->kv_mem / per_token;
+        if (st == TS_OK && ec.kv_tokens < ec.block_size) {
+            snprintf(err.msg, sizeof err.msg,
+                     "--kv-mem %lld bytes holds %lld tokens (%lld bytes each): less than one "
+                     "block of %lld",
+                     (long long)o->kv_mem, (long long)ec.kv_tokens, (long long)per_token,
+                     (long long)ec.block_size);
+            st = TS_ERR_LIMIT;
         }
     }
     if (st == TS_OK) {

@@ -4,8 +4,9 @@
  *
  *  - tiny model (4 heads, 2 KV heads, F32): greedy text with --tp 2, 3 (uneven: the first KV
  *    head replicated on two shards) and 4 equals --tp 1 (only the order of f32 additions
- *    differs); --tp 8 is an error naming the numbers; --tp-mpi outside mpirun is a clear error
- *    (or "built without MPI");
+ *    differs); --tp 8 is an error naming the numbers; --kv-mem counts all shards' caches
+ *    (replicated KV heads per copy); --tp-mpi outside mpirun is a clear error (or "built
+ *    without MPI");
  *  - SmolLM2 (9 heads, 3 KV heads): --tp 2 (uneven: 6 + 3 heads) prints what one shard
  *    prints, and so does `mpirun -np 2 ... --tp-mpi` — the issue's acceptance test. The CPU
  *    backend rounds activations to Q8_1, so a sharded run's logits differ from one device's
@@ -119,6 +120,12 @@ static void test_in_process(void **state) {
     }
     assert_int_equal(run_tessera("", g_model, "--tp 8", got, sizeof got), 1);
     assert_non_null(strstr(got, "4 attention heads: shards would be zero-width"));
+    /* --kv-mem counts every shard's cache: at tp 4 each of the 2 KV heads is held twice, so a
+     * token takes 2 layers * K,V * 4 heads * 16 * 2 bytes = 512 instead of 256 and 7000
+     * bytes no longer hold one block of 16 tokens. */
+    assert_int_equal(run_tessera("", g_model, "--kv-mem 7000", got, sizeof got), 0);
+    assert_int_equal(run_tessera("", g_model, "--kv-mem 7000 --tp 4", got, sizeof got), 1);
+    assert_non_null(strstr(got, "holds 13 tokens (512 bytes each)"));
     int rc = run_tessera("", g_model, "--tp-mpi", got, sizeof got);
     assert_int_not_equal(rc, 0);
     assert_true(strstr(got, "not started by mpirun") != NULL ||
