@@ -12,6 +12,12 @@
  *
  * Generation is memory-bound: each token reads every weight once, so GB/s = weight bytes x
  * t/s, shown next to the machine's measured read bandwidth.
+ *
+ * Tensor parallelism (--tp N): the forward is a group of N in-process shards set up as for
+ * `tessera run --tp` (tp_setup.h), each with threads / N CPU threads; the tables add the
+ * collectives' payload per token and rank (KiB a rank contributed to all-reduces and
+ * all-gathers, warm-up included, divided by the tokens computed). One process per rank
+ * (--tp-mpi) is not offered here: measure it with `mpirun ... tessera run --tp-mpi`.
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,6 +34,7 @@
 #include "model/model.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
+#include "tp_setup.h"
 
 #define MAX_LIST 16
 
@@ -46,7 +53,8 @@ typedef struct bench_opts {
     const char *backend;
     const char *overrides[8];
     int n_overrides;
-    bool engine;       /* --engine: batched runs through the scheduler */
+    bool engine; /* --engine: batched runs through the scheduler */
+    int tp;      /* --tp N: in-process tensor-parallel shards (1: off) */
 } bench_opts;
 
 typedef struct result {
@@ -54,11 +62,13 @@ typedef struct result {
     int64_t n;
     int64_t pp, tg, b;
     int threads;
-    double mean, sd;      /* t/s */
-    double mean2, sd2;    /* batch: generation t/s */
-    double total;         /* batch: total t/s */
-    double hit_rate;      /* engine: prefix-cache hit rate */
+    double mean, sd;            /* t/s */
+    double mean2, sd2;          /* batch: generation t/s */
+    double total;               /* batch: total t/s */
+    double hit_rate;            /* engine: prefix-cache hit rate */
     uint32_t kv_peak, kv_total; /* engine: peak KV blocks used, blocks allocated */
+    int tp;                     /* shards */
+    double coll_kib;            /* tp > 1: collective payload KiB per token per rank */
 } result;
 
 static double now_s(void) {
@@ -70,12 +80,15 @@ static double now_s(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS[,..]]\n"
                "                     [--batch 1,4,16,32 [--pp 128] [--tg 128]] [-o md|json|csv]\n"
-               "                     [--backend cpu|ref] [--override F=NAME]\n"
+               "                     [--backend cpu|ref] [--override F=NAME] [--tp N]\n"
                "  -p N[,N..]   prompt lengths (0 to skip)      -n N[,N..]  generation lengths\n"
                "  -r N         repetitions (default 5)          -t N[,N..]  thread counts\n"
                "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n"
                "  --engine     with --batch: B requests through the scheduler (half of each\n"
-               "               prompt shared), adding prefix-cache hit rate and KV blocks used\n");
+               "               prompt shared), adding prefix-cache hit rate and KV blocks used\n"
+               "  --tp N       tensor parallelism: N shards in this process, each with 1/N of\n"
+               "               the -t threads; adds collective KiB per token per rank\n"
+               "               (in-process only: for MPI use mpirun ... tessera run --tp-mpi)\n");
 }
 
 static int parse_list(const char *s, int64_t *out, int max) {
@@ -214,8 +227,8 @@ static ts_status run_pass(runner *r, int64_t first, int64_t n_seqs, int64_t per_
 }
 
 static ts_status runner_create(runner *r, const ts_model *m, ts_backend *b, ts_registry *reg,
-                               int64_t max_tokens, int64_t max_seqs, int64_t seq_len,
-                               ts_error *err) {
+                               const ts_tp_config *tp, int64_t max_tokens, int64_t max_seqs,
+                               int64_t seq_len, ts_error *err) {
     memset(r, 0, sizeof *r);
     r->n_vocab = m->hp.n_vocab;
     r->block_size = 16;
@@ -229,6 +242,7 @@ static ts_status runner_create(runner *r, const ts_model *m, ts_backend *b, ts_r
         .block_size = r->block_size,
         .max_blocks_per_seq = r->blk_per_seq,
         .kv_type = TS_TYPE_F16,
+        .tp = tp,
     };
     ts_status st = ts_forward_create(m, b, &fc, reg, &r->fwd, err);
     if (st != TS_OK) {
@@ -274,12 +288,24 @@ static void mean_sd(const double *v, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
 }
 
+/* Collective payload this rank contributed so far (0 without tensor parallelism). Taken
+ * after a forward is made, so that the group's handshake is not counted. */
+static uint64_t coll_bytes(const ts_tp_config *tp) {
+    return tp != NULL ? tp->comm->stats.payload_bytes : 0;
+}
+
+static double kib_per_token(uint64_t bytes, double tokens) {
+    return tokens > 0 ? (double)bytes / 1024.0 / tokens : 0;
+}
+
 /* pp: one pass of n tokens. tg: n passes of one token. Returns t/s per repetition. */
 static ts_status bench_single(const ts_model *m, ts_backend *b, ts_registry *reg,
-                              const char *kind, int64_t n, int reps, result *out, ts_error *err) {
+                              const ts_tp_config *tp, const char *kind, int64_t n, int reps,
+                              result *out, ts_error *err) {
     runner r;
     bool pp = strcmp(kind, "pp") == 0;
-    ts_status st = runner_create(&r, m, b, reg, pp ? n : 1, 1, n + 1, err);
+    ts_status st = runner_create(&r, m, b, reg, tp, pp ? n : 1, 1, n + 1, err);
+    uint64_t c0 = coll_bytes(tp);
     double ts[64];
     for (int rep = -1; st == TS_OK && rep < reps; rep++) { /* rep -1: warm-up */
         int64_t start = 0;
@@ -300,17 +326,20 @@ static ts_status bench_single(const ts_model *m, ts_backend *b, ts_registry *reg
     if (st == TS_OK) {
         out->test_kind = kind;
         out->n = n;
+        out->coll_kib = kib_per_token(coll_bytes(tp) - c0, (double)(reps + 1) * (double)n);
         mean_sd(ts, reps, &out->mean, &out->sd);
     }
     runner_destroy(&r);
     return st;
 }
 
-static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg, int64_t pp,
-                             int64_t tg, int64_t B, int reps, result *out, ts_error *err) {
+static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
+                             const ts_tp_config *tp, int64_t pp, int64_t tg, int64_t B, int reps,
+                             result *out, ts_error *err) {
     runner r;
     int64_t max_tokens = pp > B ? pp : B;
-    ts_status st = runner_create(&r, m, b, reg, max_tokens, B, pp + tg + 1, err);
+    ts_status st = runner_create(&r, m, b, reg, tp, max_tokens, B, pp + tg + 1, err);
+    uint64_t c0 = coll_bytes(tp);
     double pps[64], tgs[64], tot[64];
     int64_t *start = calloc((size_t)B, sizeof *start);
     for (int rep = -1; st == TS_OK && rep < reps; rep++) {
@@ -341,6 +370,8 @@ static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
         out->pp = pp;
         out->tg = tg;
         out->b = B;
+        out->coll_kib =
+            kib_per_token(coll_bytes(tp) - c0, (double)(reps + 1) * (double)(B * (pp + tg)));
         mean_sd(pps, reps, &out->mean, &out->sd);
         mean_sd(tgs, reps, &out->mean2, &out->sd2);
         double sd;
@@ -355,7 +386,7 @@ static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
 
 typedef struct eng_state {
     int done;
-    int first;       /* requests that produced their first token */
+    int first; /* requests that produced their first token */
     double t_all_first;
 } eng_state;
 
@@ -374,8 +405,9 @@ static void eng_event(const ts_engine_event *ev, void *user) {
 
 /* B requests of pp prompt tokens (the first half shared by all, as a common system prompt)
  * and tg generated tokens each, submitted together and run by the scheduler. */
-static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg, int64_t pp,
-                              int64_t tg, int64_t B, int reps, result *out, ts_error *err) {
+static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg,
+                              const ts_tp_config *tp, int64_t pp, int64_t tg, int64_t B, int reps,
+                              result *out, ts_error *err) {
     ts_tokenizer *tok = NULL;
     ts_status st = ts_tokenizer_create(m->gguf, &tok, err);
     if (st != TS_OK) {
@@ -383,6 +415,8 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
     }
     double pps[64], tgs[64], tot[64], hits[64];
     uint32_t peak = 0, total_blocks = 0;
+    uint64_t coll = 0; /* collective payload bytes over all repetitions */
+    double tokens = 0; /* tokens computed over all repetitions */
     int32_t *prompt = malloc((size_t)pp * sizeof(int32_t));
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     for (int rep = -1; st == TS_OK && rep < reps; rep++) {
@@ -391,11 +425,13 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
         ec.n_ctx = pp + tg + 16;
         ec.kv_tokens = B * (pp + tg + 16);
         ec.max_batch_tokens = pp > B ? pp : B;
+        ec.tp = tp;
         ts_engine *e = NULL;
         st = ts_engine_create(m, tok, b, reg, &ec, &e, err);
         if (st != TS_OK) {
             break;
         }
+        uint64_t c0 = coll_bytes(tp);
         ts_request_params rp = ts_request_params_default();
         rp.sampling.temperature = 0;
         rp.max_tokens = (int32_t)tg;
@@ -425,13 +461,15 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
         double t2 = now_s();
         ts_engine_stats s;
         ts_engine_get_stats(e, &s);
+        tokens += (double)(s.prompt_tokens + s.generated_tokens);
+        coll += coll_bytes(tp) - c0;
         if (rep >= 0 && st == TS_OK) {
             pps[rep] = B * pp / (t_first - t0);
             tgs[rep] = B * (tg - 1) / (t2 - t_first);
             tot[rep] = B * (pp + tg) / (t2 - t0);
-            hits[rep] = s.prefix_query_tokens ? (double)s.prefix_hit_tokens /
-                                                    (double)s.prefix_query_tokens
-                                              : 0;
+            hits[rep] = s.prefix_query_tokens
+                            ? (double)s.prefix_hit_tokens / (double)s.prefix_query_tokens
+                            : 0;
         }
         ts_engine_destroy(e);
     }
@@ -447,6 +485,7 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
         mean_sd(hits, reps, &out->hit_rate, &sd);
         out->kv_peak = peak;
         out->kv_total = total_blocks;
+        out->coll_kib = kib_per_token(coll, tokens);
     }
     free(prompt);
     ts_tokenizer_destroy(tok);
@@ -455,30 +494,37 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
 
 static void print_header(const bench_opts *o, bool batch) {
     if (strcmp(o->format, "md") == 0) {
+        /* With --tp two more columns: shards and collective KiB per token per rank. */
+        const char *tp_head = o->tp > 1 ? " tp | coll. KiB/token |" : "";
+        const char *tp_rule = o->tp > 1 ? "---:|---:|" : "";
         if (batch && o->engine) {
             printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
-                   "total t/s | prefix hit rate | KV blocks peak / allocated |\n"
-                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+                   "total t/s | prefix hit rate | KV blocks peak / allocated |%s\n"
+                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n",
+                   tp_head, tp_rule);
         } else if (batch) {
             printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
-                   "total t/s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+                   "total t/s |%s\n|---|---|---:|---:|---:|---:|---:|---:|---:|%s\n",
+                   tp_head, tp_rule);
         } else {
-            printf("| model | size | params | backend | threads | test | t/s | GB/s |\n"
-                   "|---|---:|---:|---|---:|---|---:|---:|\n");
+            printf("| model | size | params | backend | threads | test | t/s | GB/s |%s\n"
+                   "|---|---:|---:|---|---:|---|---:|---:|%s\n",
+                   tp_head, tp_rule);
         }
     } else if (strcmp(o->format, "csv") == 0) {
         if (batch) {
-            printf("model,backend,threads,pp,tg,b,prompt_ts,prompt_sd,gen_ts,gen_sd,total_ts\n");
+            printf("model,backend,threads,pp,tg,b,prompt_ts,prompt_sd,gen_ts,gen_sd,total_ts,tp,"
+                   "coll_kib\n");
         } else {
-            printf("model,size_bytes,params,backend,threads,test,ts,ts_sd,gbs\n");
+            printf("model,size_bytes,params,backend,threads,test,ts,ts_sd,gbs,tp,coll_kib\n");
         }
     } else {
         printf("[\n");
     }
 }
 
-static void print_result(const bench_opts *o, const ts_model *m, const char *name,
-                         const result *r, bool *first_json) {
+static void print_result(const bench_opts *o, const ts_model *m, const char *name, const result *r,
+                         bool *first_json) {
     double gib = m->weight_bytes / (1024.0 * 1024 * 1024);
     double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->weight_bytes / 1e9 : 0;
     char test[32];
@@ -486,35 +532,40 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
     if (strcmp(o->format, "md") == 0) {
         if (strcmp(r->test_kind, "engine") == 0) {
             printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f | "
-                   "%.1f%% | %u / %u |\n",
+                   "%.1f%% | %u / %u |",
                    name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
-                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total,
-                   100 * r->hit_rate, r->kv_peak, r->kv_total);
+                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total, 100 * r->hit_rate,
+                   r->kv_peak, r->kv_total);
         } else if (strcmp(r->test_kind, "batch") == 0) {
-            printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f |\n",
-                   name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
-                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
+            printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f |", name,
+                   o->backend, r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b,
+                   r->mean, r->sd, r->mean2, r->sd2, r->total);
         } else {
             char gb[32] = "-";
             if (gbs > 0) {
                 snprintf(gb, sizeof gb, "%.1f", gbs);
             }
-            printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s |\n", name, gib,
+            printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s |", name, gib,
                    m->n_params / 1e6, o->backend, r->threads, test, r->mean, r->sd, gb);
         }
+        if (o->tp > 1) {
+            printf(" %d | %.1f |", r->tp, r->coll_kib);
+        }
+        printf("\n");
     } else if (strcmp(o->format, "csv") == 0) {
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
-            printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, o->backend,
-                   r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean,
-                   r->sd, r->mean2, r->sd2, r->total);
+            printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.3f\n", name, o->backend,
+                   r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean, r->sd,
+                   r->mean2, r->sd2, r->total, r->tp, r->coll_kib);
         } else {
-            printf("%s,%zu,%llu,%s,%d,%s,%.3f,%.3f,%.3f\n", name, m->weight_bytes,
+            printf("%s,%zu,%llu,%s,%d,%s,%.3f,%.3f,%.3f,%d,%.3f\n", name, m->weight_bytes,
                    (unsigned long long)m->n_params, o->backend, r->threads, test, r->mean, r->sd,
-                   gbs);
+                   gbs, r->tp, r->coll_kib);
         }
     } else {
-        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, ", *first_json ? "" : ",\n",
-               name, o->backend, r->threads);
+        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"tp\": %d, "
+               "\"coll_kib_per_token\": %.3f, ",
+               *first_json ? "" : ",\n", name, o->backend, r->threads, r->tp, r->coll_kib);
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
                    "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f, "
@@ -542,6 +593,15 @@ static ts_status make_backend(const bench_opts *o, int threads, ts_backend **b, 
     return ts_cpu_backend_create(&p, b, err);
 }
 
+/* The follower shards' backends (tp_setup.h's factory). */
+typedef struct bench_backend_arg {
+    const bench_opts *o;
+} bench_backend_arg;
+
+static ts_status make_tp_backend(void *user, int n_threads, ts_backend **out, ts_error *err) {
+    return make_backend(((bench_backend_arg *)user)->o, n_threads, out, err);
+}
+
 int ts_cmd_bench(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
@@ -552,6 +612,7 @@ int ts_cmd_bench(int argc, char **argv) {
     o.reps = 5;
     o.format = "md";
     o.backend = "cpu";
+    o.tp = 1;
     int64_t bpp = 128, btg = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -565,6 +626,11 @@ int ts_cmd_bench(int argc, char **argv) {
         if (strcmp(a, "--engine") == 0) {
             o.engine = true;
             continue;
+        }
+        if (strcmp(a, "--tp-mpi") == 0) {
+            fprintf(stderr, "error: --tp-mpi: bench runs its shards in one process (--tp N); "
+                            "measure MPI with mpirun -np N tessera run ... --tp-mpi\n");
+            return 2;
         }
         if (v == NULL) {
             fprintf(stderr, "error: unknown option or missing value: %s\n", a);
@@ -605,6 +671,12 @@ int ts_cmd_bench(int argc, char **argv) {
         } else if (strcmp(a, "--backend") == 0) {
             o.backend = v;
             n = strcmp(v, "cpu") == 0 || strcmp(v, "ref") == 0 ? 1 : -1;
+        } else if (strcmp(a, "--tp") == 0) {
+            n = parse_list(v, tmp, 1);
+            o.tp = (int)tmp[0];
+            if (o.tp < 1 || o.tp > 64) {
+                n = -1;
+            }
         } else if (strcmp(a, "--override") == 0) {
             if (o.n_overrides < 8) {
                 o.overrides[o.n_overrides++] = v;
@@ -657,44 +729,41 @@ int ts_cmd_bench(int argc, char **argv) {
     bool first_json = true;
     int rc = 0;
     for (int k = 0; k < o.n_threads && rc == 0; k++) {
+        /* --tp N: N - 1 follower backends and the leader's, threads / N each. */
+        int shard_threads = ts_cli_tp_threads(o.threads[k], o.tp);
+        ts_cli_tp tp;
+        bool follower = false;
+        bench_backend_arg mk = {&o};
+        if (ts_cli_tp_open(&tp, o.tp, false, m, reg, make_tp_backend, &mk, shard_threads,
+                           &follower) != 0) {
+            rc = 1;
+            break;
+        }
+        const ts_tp_config *tpc = tp.size > 1 ? &tp.cfg : NULL;
         ts_backend *b = NULL;
-        st = make_backend(&o, o.threads[k], &b, &err);
+        st = make_backend(&o, shard_threads, &b, &err);
         result r;
-        if (batch) {
-            for (int j = 0; st == TS_OK && j < o.n_batch; j++) {
-                memset(&r, 0, sizeof r);
-                st = o.engine ? bench_engine(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err)
-                              : bench_batch(m, b, reg, bpp, btg, o.batch[j], o.reps, &r, &err);
-                r.threads = o.threads[k];
-                if (st == TS_OK) {
-                    print_result(&o, m, name, &r, &first_json);
-                }
+        for (int j = 0; st == TS_OK && j < (batch ? o.n_batch : o.n_pp + o.n_tg); j++) {
+            memset(&r, 0, sizeof r);
+            bool is_pp = !batch && j < o.n_pp;
+            int64_t n = batch ? o.batch[j] : is_pp ? o.pp[j] : o.tg[j - o.n_pp];
+            if (!batch && n == 0) {
+                continue;
             }
-        } else {
-            for (int j = 0; st == TS_OK && j < o.n_pp; j++) {
-                if (o.pp[j] == 0) {
-                    continue;
-                }
-                memset(&r, 0, sizeof r);
-                st = bench_single(m, b, reg, "pp", o.pp[j], o.reps, &r, &err);
-                r.threads = o.threads[k];
-                if (st == TS_OK) {
-                    print_result(&o, m, name, &r, &first_json);
-                }
+            if (batch) {
+                st = o.engine ? bench_engine(m, b, reg, tpc, bpp, btg, n, o.reps, &r, &err)
+                              : bench_batch(m, b, reg, tpc, bpp, btg, n, o.reps, &r, &err);
+            } else {
+                st = bench_single(m, b, reg, tpc, is_pp ? "pp" : "tg", n, o.reps, &r, &err);
             }
-            for (int j = 0; st == TS_OK && j < o.n_tg; j++) {
-                if (o.tg[j] == 0) {
-                    continue;
-                }
-                memset(&r, 0, sizeof r);
-                st = bench_single(m, b, reg, "tg", o.tg[j], o.reps, &r, &err);
-                r.threads = o.threads[k];
-                if (st == TS_OK) {
-                    print_result(&o, m, name, &r, &first_json);
-                }
+            r.threads = o.threads[k];
+            r.tp = tp.size;
+            if (st == TS_OK) {
+                print_result(&o, m, name, &r, &first_json);
             }
         }
         ts_backend_destroy(b);
+        ts_cli_tp_close(&tp);
         if (st != TS_OK) {
             fprintf(stderr, "error: %s\n", err.msg);
             rc = 1;

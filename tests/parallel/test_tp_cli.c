@@ -7,6 +7,8 @@
  *    differs); --tp 8 is an error naming the numbers; --kv-mem counts all shards' caches
  *    (replicated KV heads per copy); --tp-mpi outside mpirun is a clear error (or "built
  *    without MPI");
+ *  - `tessera bench --tp 2` runs and reports the collectives' bytes per token (exactly what
+ *    the model's shapes give); bench refuses --tp-mpi;
  *  - SmolLM2 (9 heads, 3 KV heads): --tp 2 (uneven: 6 + 3 heads) prints what one shard
  *    prints, and so does `mpirun -np 2 ... --tp-mpi` — the issue's acceptance test. The CPU
  *    backend rounds activations to Q8_1, so a sharded run's logits differ from one device's
@@ -170,6 +172,31 @@ static void test_mpi(void **state) {
 #endif
 }
 
+/* tessera bench --tp: runs in-process shards and reports the collectives' payload per token
+ * and rank. One generated token of the tiny llama (2 layers, n_embd 64, 320-token vocabulary)
+ * all-reduces 2 * 2 * 64 floats (1024 bytes) and all-gathers 160 logits (640 bytes):
+ * 1.625 KiB. */
+static void test_bench(void **state) {
+    (void)state;
+    static char got[8192];
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 -r 1 -t 2 --tp 2 -o csv 2>&1", bin(),
+             g_model);
+    int rc = sh(cmd, got, sizeof got);
+    if (rc != 0) {
+        fail_msg("bench --tp 2: exit %d: %s", rc, got);
+    }
+    assert_non_null(strstr(got, ",ts,ts_sd,gbs,tp,coll_kib\n"));
+    const char *tg = strstr(got, ",tg4,");
+    assert_non_null(tg);
+    const char *eol = strchr(tg, '\n');
+    assert_non_null(eol);
+    assert_true(eol - tg > 10 && strncmp(eol - 8, ",2,1.625", 8) == 0);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 0 -r 1 --tp 3 --tp-mpi 2>&1", bin(), g_model);
+    assert_int_equal(sh(cmd, got, sizeof got), 2);
+    assert_non_null(strstr(got, "bench runs its shards in one process"));
+}
+
 /* The default model: --tp 2 and MPI with 2 ranks against one shard. */
 static void test_smollm2(void **state) {
     (void)state;
@@ -225,6 +252,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_in_process),
         cmocka_unit_test(test_mpi),
+        cmocka_unit_test(test_bench),
         cmocka_unit_test(test_smollm2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
