@@ -335,20 +335,18 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
                             n_prompt, (long long)max_tokens, (long long)(n_prompt + max_tokens),
                             (long long)c->n_ctx);
     }
-    /* The whole cache must be able to hold this request alone, or it could never finish: the
-     * first sequence's blocks, plus for each fork its own generated tokens and a copy of the
-     * shared partial block. */
+    /* The whole cache must be able to hold one of the request's sequences, or it could never
+     * finish; its n sequences need not fit at once (siblings are preempted and recomputed
+     * like any other sequence when blocks run short). */
     int64_t bs = c->block_size;
-    int64_t blocks = (n_prompt + max_tokens + bs - 1) / bs +
-                     (int64_t)(p->n - 1) * ((max_tokens + bs - 1) / bs + 1);
+    int64_t blocks = (n_prompt + max_tokens + bs - 1) / bs;
     if (blocks > (int64_t)e->stats.kv_blocks_total) {
         return ts_error_set(err, TS_ERR_LIMIT,
                             "engine: the request needs up to %lld KV blocks of %lld tokens (prompt "
-                            "%d, n %d x max_tokens %lld) but the whole cache holds %u blocks (%lld "
+                            "%d + max_tokens %lld) but the whole cache holds %u blocks (%lld "
                             "tokens)",
-                            (long long)blocks, (long long)bs, n_prompt, p->n,
-                            (long long)max_tokens, e->stats.kv_blocks_total,
-                            (long long)e->stats.kv_blocks_total * bs);
+                            (long long)blocks, (long long)bs, n_prompt, (long long)max_tokens,
+                            e->stats.kv_blocks_total, (long long)e->stats.kv_blocks_total * bs);
     }
     ts_status st = ts_sampler_params_validate(&p->sampling, e->n_vocab, err);
     if (st != TS_OK) {
