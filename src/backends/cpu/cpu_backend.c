@@ -24,6 +24,8 @@ typedef struct cpu_ctx {
     char name[32];
     void *scratch; /* grown when a graph needs more; reused across runs */
     size_t scratch_size;
+    uint8_t *sched; /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
+    int sched_cap;
 } cpu_ctx;
 
 struct cpu_run {
@@ -64,30 +66,60 @@ void cpu_fail(const cpu_op_ctx *c, ts_status st, const char *fmt, ...) {
 
 static void run_kernel(const cpu_op_ctx *c, ts_tensor *n) {
     switch (n->op) {
-    case TS_OP_GET_ROWS: cpu_get_rows(c, n); break;
-    case TS_OP_MUL_MAT: cpu_mul_mat(c, n); break;
+    case TS_OP_GET_ROWS:
+        cpu_get_rows(c, n);
+        break;
+    case TS_OP_MUL_MAT:
+        cpu_mul_mat(c, n);
+        break;
     case TS_OP_ADD:
-    case TS_OP_MUL: cpu_binary(c, n); break;
+    case TS_OP_MUL:
+        cpu_binary(c, n);
+        break;
     case TS_OP_SCALE:
     case TS_OP_SILU:
-    case TS_OP_GELU: cpu_unary(c, n); break;
+    case TS_OP_GELU:
+        cpu_unary(c, n);
+        break;
     case TS_OP_SWIGLU:
-    case TS_OP_GEGLU: cpu_glu(c, n); break;
+    case TS_OP_GEGLU:
+        cpu_glu(c, n);
+        break;
     case TS_OP_RMS_NORM:
-    case TS_OP_NORM: cpu_norm(c, n); break;
-    case TS_OP_ROPE: cpu_rope(c, n); break;
-    case TS_OP_SOFTMAX: cpu_softmax(c, n); break;
+    case TS_OP_NORM:
+        cpu_norm(c, n);
+        break;
+    case TS_OP_ROPE:
+        cpu_rope(c, n);
+        break;
+    case TS_OP_SOFTMAX:
+        cpu_softmax(c, n);
+        break;
     case TS_OP_CPY:
     case TS_OP_CAST:
-    case TS_OP_CONT: cpu_copy(c, n); break;
-    case TS_OP_CONCAT: cpu_concat(c, n); break;
-    case TS_OP_ARGMAX: cpu_argmax(c, n); break;
-    case TS_OP_KV_STORE: cpu_kv_store(c, n); break;
-    case TS_OP_ATTENTION: cpu_attention(c, n); break;
-    case TS_OP_ATTN_MASK: cpu_attn_mask(c, n); break;
+    case TS_OP_CONT:
+        cpu_copy(c, n);
+        break;
+    case TS_OP_CONCAT:
+        cpu_concat(c, n);
+        break;
+    case TS_OP_ARGMAX:
+        cpu_argmax(c, n);
+        break;
+    case TS_OP_KV_STORE:
+        cpu_kv_store(c, n);
+        break;
+    case TS_OP_ATTENTION:
+        cpu_attention(c, n);
+        break;
+    case TS_OP_ATTN_MASK:
+        cpu_attn_mask(c, n);
+        break;
     case TS_OP_ALL_REDUCE_SUM:
     case TS_OP_ALL_GATHER:
-    case TS_OP_REDUCE_SCATTER_SUM: cpu_collective(c, n, c->run->g); break;
+    case TS_OP_REDUCE_SCATTER_SUM:
+        cpu_collective(c, n, c->run->g);
+        break;
     default:
         if (c->ith == 0) {
             cpu_fail(c, TS_ERR_UNSUPPORTED, "op %s has no CPU kernel", ts_op_name(n->op));
@@ -125,8 +157,16 @@ static void graph_task(void *arg, int ith, int nth) {
                 return;
             }
         }
+        c.reuse_conversion = cb == NULL && (ctx->sched[i] & CPU_SCHED_REUSE) != 0;
         run_kernel(&c, node);
+        /* Without callbacks, only the barriers the schedule needs (cpu_sched.c); a failure
+         * is seen by every thread at the same barrier. */
+        if (cb == NULL && !(ctx->sched[i] & CPU_SCHED_BARRIER)) {
+            continue;
+        }
         ts_threadpool_barrier(ctx->pool);
+        /* Only failures of nodes up to i: a thread already past this barrier may be
+         * recording one of a later node, which the others must not see yet. */
         if (atomic_load(&r->failed_node) <= i) {
             return;
         }
@@ -179,6 +219,15 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
         ctx->scratch = p;
         ctx->scratch_size = need;
     }
+    if (n_nodes > ctx->sched_cap) {
+        uint8_t *p = realloc(ctx->sched, (size_t)n_nodes);
+        if (p == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "cpu: schedule of %d nodes", n_nodes);
+        }
+        ctx->sched = p;
+        ctx->sched_cap = n_nodes;
+    }
+    cpu_schedule(g, ctx->isa, ctx->sched);
     cpu_run r = {.ctx = ctx, .g = g, .cb = cb, .shared_size = shared, .local_size = local};
     atomic_init(&r.failed_node, INT_MAX);
     atomic_flag_clear(&r.err_lock);
@@ -235,6 +284,7 @@ static void cpu_destroy(void *vctx) {
     }
     ts_threadpool_destroy(ctx->pool);
     free(ctx->scratch);
+    free(ctx->sched);
     free(ctx);
 }
 

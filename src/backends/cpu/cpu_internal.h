@@ -26,7 +26,18 @@ typedef struct cpu_op_ctx {
     void *local; /* this thread's scratch */
     size_t local_size;
     cpu_run *run;
+    bool reuse_conversion; /* MUL_MAT: the shared scratch already holds src[1] converted */
 } cpu_op_ctx;
+
+/* Per-node schedule flags (cpu_sched.c). */
+enum {
+    CPU_SCHED_BARRIER = 1, /* all threads meet after this node */
+    CPU_SCHED_REUSE = 2,   /* MUL_MAT reusing the previous MUL_MAT's converted activations */
+};
+/* flags[i] for each node of g (resolved shapes, data set); flags has n_nodes entries. */
+void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags);
+/* Whether MUL_MAT converts activations x for weights of type ops into the shared scratch. */
+bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x);
 
 /* Scratch a node needs: bytes shared by all threads, and bytes per thread. */
 void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread);

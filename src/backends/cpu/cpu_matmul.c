@@ -21,7 +21,7 @@ static size_t row_bytes(ts_type t, int64_t n) {
     return out;
 }
 
-static bool needs_conversion(const ts_quant_ops *ops, const ts_tensor *x) {
+bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x) {
     return !(ops->vec_dot_type == TS_TYPE_F32 && ts_tensor_rows_contiguous(x));
 }
 
@@ -33,7 +33,7 @@ void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *pe
     case TS_OP_MUL_MAT: {
         const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
         const ts_tensor *x = n->src[1];
-        if (ops != NULL && needs_conversion(ops, x)) {
+        if (ops != NULL && cpu_mul_mat_converts(ops, x)) {
             *shared = row_bytes(ops->vec_dot_type, a->ne[0]) *
                       (size_t)(x->ne_max[1] * x->ne_max[2] * x->ne_max[3]);
         }
@@ -122,9 +122,9 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
     int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
     int64_t r2 = b2 / w->ne[2], r3 = b3 / w->ne[3];
-    bool convert = needs_conversion(ops, x);
+    bool convert = cpu_mul_mat_converts(ops, x);
     size_t rb = row_bytes(ops->vec_dot_type, k);
-    if (convert) {
+    if (convert && !c->reuse_conversion) {
         convert_activations(c, x, ops->vec_dot_type, rb);
         cpu_barrier(c);
     }

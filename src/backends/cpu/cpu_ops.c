@@ -190,9 +190,9 @@ void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n) {
     for (int64_t r = lo; r < hi; r++) {
         float *out = (float *)row_at(n, r);
         const char *ra = row_at(a, r);
-        const float *mrow = mask != NULL ? (const float *)((const char *)mask->data +
-                                                           (r % n->ne[1]) * mask->nb[1])
-                                         : NULL;
+        const float *mrow =
+            mask != NULL ? (const float *)((const char *)mask->data + (r % n->ne[1]) * mask->nb[1])
+                         : NULL;
         float mx = -INFINITY;
         for (int64_t i = 0; i < ne0; i++) {
             float z = ld(ra, a->nb[0], i) * scale;

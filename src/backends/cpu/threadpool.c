@@ -131,8 +131,8 @@ ts_status ts_threadpool_create(int n_threads, ts_threadpool **out, ts_error *err
         if (rc != 0) {
             p->n = i; /* join only the started ones */
             ts_threadpool_destroy(p);
-            return ts_error_set(err, TS_ERR_LIMIT, "threadpool: cannot start thread %d of %d",
-                                i, n_threads);
+            return ts_error_set(err, TS_ERR_LIMIT, "threadpool: cannot start thread %d of %d", i,
+                                n_threads);
         }
     }
     *out = p;
