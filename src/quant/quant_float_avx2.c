@@ -121,22 +121,29 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
 
 /*
  * gemm tiles: one weight row against up to 4 activation rows; each 8-wide weight vector is
- * loaded (and for F16 converted) once per 4 activations.
+ * loaded (and for F16 converted) once per 4 activations. Each (row, column) element is
+ * computed with the operations of the dot product above, in its order (two accumulators
+ * over alternating 8-element chunks, one hsum, a scalar tail), so gemm equals vec_dot bit for
+ * bit however rows and columns are batched (tests/quant/test_gemm_invariance.c).
  */
 #define FLOAT_GEMM(NAME, ELEM, LOADW, LOADA, SCALAR)                                               \
     static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,         \
                                    float *out) {                                                   \
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),            \
-                         _mm256_setzero_ps()};                                                     \
+        __m256 acc0[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
+                          _mm256_setzero_ps()};                                                    \
+        __m256 acc1[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
+                          _mm256_setzero_ps()};                                                    \
         int64_t i = 0;                                                                             \
-        for (; i + 8 <= k; i += 8) {                                                               \
-            const __m256 wv = LOADW(w + i);                                                        \
+        for (; i + 16 <= k; i += 16) {                                                             \
+            const __m256 w0 = LOADW(w + i);                                                        \
+            const __m256 w1 = LOADW(w + i + 8);                                                    \
             for (int j = 0; j < nc; j++) {                                                         \
-                acc[j] = _mm256_fmadd_ps(wv, LOADA(a[j] + i), acc[j]);                             \
+                acc0[j] = _mm256_fmadd_ps(w0, LOADA(a[j] + i), acc0[j]);                           \
+                acc1[j] = _mm256_fmadd_ps(w1, LOADA(a[j] + i + 8), acc1[j]);                       \
             }                                                                                      \
         }                                                                                          \
         for (int j = 0; j < nc; j++) {                                                             \
-            float s = hsum_ps256(acc[j]);                                                          \
+            float s = hsum_ps256(_mm256_add_ps(acc0[j], acc1[j]));                                 \
             for (int64_t t = i; t < k; t++) {                                                      \
                 s += SCALAR(w[t]) * SCALAR(a[j][t]);                                               \
             }                                                                                      \

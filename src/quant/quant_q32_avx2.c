@@ -6,7 +6,8 @@
  * Dot products compute each block's integer sum exactly and differ from the scalar
  * reference only in the order the per-block float terms are added.
  *
- * The gemm tiles of these types are in quant_q32_gemm_avx2.c.
+ * The dot products and gemm tiles of Q4_0, Q4_1 and Q8_0 are in quant_q32_gemm_avx2.c (they
+ * must round exactly alike, so they live together).
  */
 #include "quant/simd_avx2.h"
 
@@ -99,93 +100,7 @@ void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ---- dot products and gemm tiles ---- */
-
-/* Each X_tile(nb, x, y[], nc, out) computes nc (<= 4) dot products of one weight row of nb
- * blocks with nc activation rows. Called with a literal nc so the loops unroll. */
-
-static inline __m256i q4_0_weights(const ts_block_q4_0 *x) {
-    return _mm256_sub_epi8(unpack_nibbles32(x->qs), _mm256_set1_epi8(8));
-}
-
-static inline void q4_0_tile(int64_t nb, const ts_block_q4_0 *x, const ts_block_q8_0 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = q4_0_weights(&x[i]);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
-                                                _mm256_set1_epi16(1));
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]);
-    }
-}
-
-static inline void q4_1_tile(int64_t nb, const ts_block_q4_1 *x, const ts_block_q8_1 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = unpack_nibbles32(x[i].qs);
-        const float dx = fp16_hw(x[i].d);
-        const float mx = fp16_hw(x[i].m);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p = dot_u8_i8(q, yv);
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-            mins[j] += mx * fp16_hw(y[j][i].s);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]) + mins[j];
-    }
-}
-
-static inline void q8_0_tile(int64_t nb, const ts_block_q8_0 *x, const ts_block_q8_0 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(yv, q)),
-                                                _mm256_set1_epi16(1));
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]);
-    }
-}
-
-void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_0 *yp[1] = {y};
-    q4_0_tile(n / TS_QK, x, yp, 1, result);
-}
-
-void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_1 *yp[1] = {y};
-    q4_1_tile(n / TS_QK, x, yp, 1, result);
-}
-
-void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_0 *yp[1] = {y};
-    q8_0_tile(n / TS_QK, x, yp, 1, result);
-}
+/* ---- dot products (Q4_0, Q4_1 and Q8_0 are in quant_q32_gemm_avx2.c) ---- */
 
 void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_iq4_nl *bx = x;

@@ -8,15 +8,24 @@
  * vector [c0 c1 c2 c3 | c0 c1 c2 c3] (two half sums per column), so converting to float,
  * scaling by d_w * d_a (one vector multiply for four columns) and accumulating cost one
  * instruction each per block and weight row, not one per column. A single activation row
- * (generation) uses RM x 1 tiles: RM independent accumulator chains over RM weight rows.
+ * (generation) folds four weight rows the same way, so the four rows share one accumulator
+ * vector (lane r: row r).
  *
  * Q4_0 uses the unsigned nibble q in maddubs and subtracts 8 * sum(y) per block (the sum of
  * the activation block's quants, computed once per tile); Q8_0 uses the sign trick (its
  * quants are in -127..127, as every quantizer here and in llama.cpp writes them). Q4_1 adds
  * m * s (s = d_a * sum(y) stored in the Q8_1 block).
  *
- * Numerics: each block's integer sum is exact; only the order of the float additions
- * differs from the scalar reference (tests/quant/test_kernels.c bounds it).
+ * Numerics: every path (the 4 x 4 tile, the rows-in-lanes tile for one activation row and
+ * vec_dot) computes each output element with the same float operations in the same order,
+ * so a result does not depend on how rows and tokens are batched (chunked prefill must
+ * match one-shot prefill bit for bit). Per (weight row, activation row) and block i, the
+ * exact integer products of the block's two 16-element halves h_lo, h_hi are converted to
+ * float and accumulated into two lanes: lo = fma(h_lo, d_w * d_a, lo), likewise hi; Q4_1
+ * then adds lo = fma(m, s, lo), hi = fma(m, +0, hi). The result is lo + hi. Only which
+ * lane of which register holds an element differs between the paths (columns in lanes for
+ * the 4 x 4 tile, rows in lanes for one activation row, a broadcast for vec_dot).
+ * tests/quant/test_gemm_invariance.c checks gemm == vec_dot bitwise for every type.
  */
 #include "quant/simd_avx2.h"
 
@@ -54,8 +63,32 @@ static inline void store4(__m256 acc, float *c, size_t ldc, int64_t r, int cols)
     }
 }
 
-static inline void store1(__m256 acc, float *c, int64_t r) {
-    c[r] = hsum_ps256(acc);
+/* Single-column output: c[r0 + r] = low half + high half of acc lane r (rows in lanes). */
+static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    float v[4];
+    _mm_storeu_ps(v, s);
+    for (int r = 0; r < rows; r++) {
+        c[r0 + r] = v[r];
+    }
+}
+
+/* Weight scales of 4 rows as [d0..d3 | d0..d3] (the block's first field). */
+static inline __m256 w_d4(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
+    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0,
+                                                 0, 0, 0));
+    return _mm256_set_m128(d, d);
+}
+
+/* [h_lo x4 | h_hi x4]: the two half sums of one product vector in every lane of its half. */
+static inline __m256i halves1(__m256i p) {
+    const __m256i h = _mm256_hadd_epi32(p, p);
+    return _mm256_hadd_epi32(h, h);
+}
+
+/* Result of a one-row, one-column accumulator laid out as halves1: lane 0 + lane 4. */
+static inline float finish1(__m256 acc) {
+    return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
 /* ---- Q4_1 x Q8_1 ---- */
@@ -90,26 +123,23 @@ static inline __attribute__((always_inline)) void q4_1_tile4(int rm, int64_t nb,
 }
 
 static inline __attribute__((always_inline)) void
-q4_1_tile1(int rm, int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
-    __m256 mins[4];
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-        mins[r] = _mm256_setzero_ps();
-    }
+q4_1_tile1(int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
+    *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        const __m256 sy = _mm256_set1_ps(fp16_hw(y[i].s));
-        for (int r = 0; r < rm; r++) {
-            const __m256i p = madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[r][i].qs), yv));
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
-            mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(fp16_hw(w[r][i].m)), sy, mins[r]);
-        }
-    }
-    /* The min terms were added in all 8 lanes: keep one lane's worth. */
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(mins[r], _mm256_set1_ps(0.125f)));
+        const __m256 syz = _mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(fp16_hw(y[i].s)));
+        const __m256 dm = _mm256_cvtph_ps(
+            _mm_setr_epi16((short)w[0][i].d, (short)w[1][i].d, (short)w[2][i].d, (short)w[3][i].d,
+                           (short)w[0][i].m, (short)w[1][i].m, (short)w[2][i].m, (short)w[3][i].m));
+        const __m256 dx = _mm256_permute2f128_ps(dm, dm, 0x00); /* [d | d] */
+        const __m256 mx = _mm256_permute2f128_ps(dm, dm, 0x11); /* [m | m] */
+        const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_nibbles32(w[0][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[1][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[2][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[3][i].qs), yv));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
+        *acc = _mm256_fmadd_ps(mx, syz, *acc);
     }
 }
 
@@ -146,21 +176,21 @@ static inline __attribute__((always_inline)) void q4_0_tile4(int rm, int64_t nb,
 }
 
 static inline __attribute__((always_inline)) void
-q4_0_tile1(int rm, int64_t nb, const ts_block_q4_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+q4_0_tile1(int64_t nb, const ts_block_q4_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
     const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-    }
+    *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i sy8 = _mm256_slli_epi32(madd1(_mm256_maddubs_epi16(ones8, yv)), 3);
+        const __m256i sy8 =
+            _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        for (int r = 0; r < rm; r++) {
-            const __m256i p = madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[r][i].qs), yv));
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(p, sy8)),
-                                     _mm256_mul_ps(dx, dy), acc[r]);
-        }
+        const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
+        const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_nibbles32(w[0][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[1][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[2][i].qs), yv),
+                                    _mm256_maddubs_epi16(unpack_nibbles32(w[3][i].qs), yv));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)), _mm256_mul_ps(dx, dy),
+                               *acc);
     }
 }
 
@@ -194,21 +224,70 @@ static inline __attribute__((always_inline)) void q8_0_tile4(int rm, int64_t nb,
     }
 }
 
+static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+    return sdot(_mm256_sign_epi8(q, q), q, yv);
+}
+
 static inline __attribute__((always_inline)) void
-q8_0_tile1(int rm, int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-    }
+q8_0_tile1(int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+    *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        for (int r = 0; r < rm; r++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)w[r][i].qs);
-            const __m256i p = sdot(_mm256_sign_epi8(q, q), q, yv);
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dx, dy), acc[r]);
-        }
+        const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
+        const __m256i t = fold4(sdot_row(&w[0][i], yv), sdot_row(&w[1][i], yv),
+                                sdot_row(&w[2][i], yv), sdot_row(&w[3][i], yv));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
     }
+}
+
+/* ---- dot products: one weight row, one activation row, the same operations per lane ---- */
+
+void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q4_0 *w = x;
+    const ts_block_q8_0 *a = y;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i sy8 =
+            _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
+        const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[i].qs), yv)));
+        const __m256 s =
+            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)), s, acc);
+    }
+    *result = finish1(acc);
+}
+
+void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q4_1 *w = x;
+    const ts_block_q8_1 *a = y;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[i].qs), yv)));
+        const __m256 s =
+            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
+        const __m256 syz = _mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(fp16_hw(a[i].s)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), s, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_hw(w[i].m)), syz, acc);
+    }
+    *result = finish1(acc);
+}
+
+void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_0 *w = x;
+    const ts_block_q8_0 *a = y;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256 s =
+            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(halves1(sdot_row(&w[i], yv))), s, acc);
+    }
+    *result = finish1(acc);
 }
 
 /* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
@@ -224,16 +303,16 @@ q8_0_tile1(int rm, int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_
                 wr[r] = (const WB *)((const char *)w + (size_t)(r0 + r) * ldw);                    \
             }                                                                                      \
             __m256 acc[4];                                                                         \
-            if (nc == 1) {                                                                         \
-                if (rm == 4) {                                                                     \
-                    T##_tile1(4, nb, wr, (const AB *)a, acc);                                      \
-                } else {                                                                           \
-                    T##_tile1(1, nb, wr, (const AB *)a, acc);                                      \
+            if (nc == 1) {                                                                     \
+                const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;                                 \
+                const WB *w1[4];                                                                   \
+                for (int r = 0; r < 4; r++) {                                                      \
+                    w1[r] = (const WB *)((const char *)w +                                         \
+                                         (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);          \
                 }                                                                                  \
-                for (int r = 0; r < rm; r++) {                                                     \
-                    store1(acc[r], c, r0 + r);                                                     \
-                }                                                                                  \
-                r0 += rm;                                                                          \
+                T##_tile1(nb, w1, (const AB *)a, acc);                                             \
+                store_rows(acc[0], c, r0, rows);                                                   \
+                r0 += rows;                                                                        \
                 continue;                                                                          \
             }                                                                                      \
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \

@@ -1,0 +1,149 @@
+/*
+ * test_gemm_invariance.c — batch invariance of the gemm kernels.
+ *
+ * For every type with kernels and every ISA level this CPU runs, gemm over nr weight rows x
+ * nc activation rows (nr, nc in 1..9, strides wider than a dense row) must give, for each
+ * (row, column), exactly the bits vec_dot gives for that pair. Then a result cannot depend
+ * on how the backend batches tokens or cuts rows into tiles (chunked prefill equals one-shot
+ * prefill bit for bit; a 1-ulp difference flips later 8-bit activation roundings).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gguf/ggml_types.h"
+#include "quant/quant.h"
+#include "qgen.h"
+
+enum { K = 512, MAX_N = 9, PAD_BLOCKS = 3, PAD_C = 3 };
+
+static int isa_levels(ts_isa *out) {
+    int n = 0;
+    for (int i = TS_ISA_SCALAR; i <= (int)ts_quant_cpu_isa(); i++) {
+        out[n++] = (ts_isa)i;
+    }
+    return n;
+}
+
+static const char *isa_name(ts_isa isa) {
+    return isa == TS_ISA_SCALAR ? "scalar" : isa == TS_ISA_AVX2 ? "avx2" : "avx512";
+}
+
+/* Quantized rows with a stride of PAD_BLOCKS blocks more than a dense row. */
+static char *make_rows(const ts_quant_ops *ops, ts_type type, qgen_rng *rng, int rows,
+                       size_t *stride) {
+    size_t rb = 0;
+    assert_true(ts_type_row_bytes(type, K, &rb));
+    *stride = rb + PAD_BLOCKS * ts_type_block_bytes(type);
+    char *buf = calloc((size_t)rows, *stride);
+    assert_non_null(buf);
+    float x[K];
+    for (int r = 0; r < rows; r++) {
+        /* Mostly normal rows, with constant, zero and outlier rows among them. */
+        const int kinds[] = {QGEN_NORMAL, QGEN_NORMAL, QGEN_CONST_NEG, QGEN_NORMAL,
+                             QGEN_OUTLIER, QGEN_ZEROS, QGEN_NORMAL, QGEN_GRID, QGEN_HUGE};
+        qgen_row(rng, kinds[r % 9], 1.0f, x, K);
+        ops->from_float(x, buf + (size_t)r * *stride, K);
+    }
+    return buf;
+}
+
+static int check_type(ts_type type, ts_isa isa) {
+    const ts_quant_ops *ops = ts_quant_ops_get(type, isa);
+    if (ops == NULL || ops->gemm == NULL || ops->vec_dot == NULL) {
+        return 0;
+    }
+    const ts_quant_ops *aops = ts_quant_ops_get(ops->vec_dot_type, isa);
+    assert_non_null(aops);
+    qgen_rng rng = {0x5EEDull * 977u + (uint64_t)type};
+    size_t ldw = 0, lda = 0;
+    char *w = make_rows(ops, type, &rng, MAX_N, &ldw);
+    char *a = make_rows(aops, ops->vec_dot_type, &rng, MAX_N, &lda);
+    float ref[MAX_N][MAX_N]; /* [column j][row r] */
+    for (int j = 0; j < MAX_N; j++) {
+        for (int r = 0; r < MAX_N; r++) {
+            ops->vec_dot(K, &ref[j][r], w + (size_t)r * ldw, a + (size_t)j * lda);
+        }
+    }
+    int bad = 0;
+    const size_t ldc = (MAX_N + PAD_C) * sizeof(float);
+    float c[MAX_N * (MAX_N + PAD_C)];
+    for (int nr = 1; nr <= MAX_N; nr++) {
+        for (int nc = 1; nc <= MAX_N; nc++) {
+            /* Start at row/column offsets too, so tiles land on other (row, col) pairs. */
+            const int r0 = (nr + nc) % (MAX_N - nr + 1), j0 = (nr * nc) % (MAX_N - nc + 1);
+            memset(c, 0xFF, sizeof(c));
+            ops->gemm(K, nr, nc, c, ldc, w + (size_t)r0 * ldw, ldw, a + (size_t)j0 * lda, lda);
+            for (int j = 0; j < nc; j++) {
+                for (int r = 0; r < nr; r++) {
+                    const float got = c[(size_t)j * (MAX_N + PAD_C) + (size_t)r];
+                    const float want = ref[j0 + j][r0 + r];
+                    if (memcmp(&got, &want, sizeof(float)) != 0) {
+                        if (bad < 5) {
+                            printf("%s %s: gemm(nr=%d, nc=%d) row %d col %d = %.9g, "
+                                   "vec_dot = %.9g (bits differ)\n",
+                                   ts_type_name(type), isa_name(isa), nr, nc, r0 + r, j0 + j,
+                                   (double)got, (double)want);
+                        }
+                        bad++;
+                    }
+                }
+            }
+            /* Padding between columns stays untouched. */
+            for (int j = 0; j < nc; j++) {
+                for (int r = nr; r < MAX_N + PAD_C; r++) {
+                    uint32_t bits;
+                    memcpy(&bits, &c[(size_t)j * (MAX_N + PAD_C) + (size_t)r], sizeof(bits));
+                    if (bits != 0xFFFFFFFFu) {
+                        printf("%s %s: gemm(nr=%d, nc=%d) wrote past row %d in column %d\n",
+                               ts_type_name(type), isa_name(isa), nr, nc, nr - 1, j);
+                        bad++;
+                    }
+                }
+            }
+        }
+    }
+    free(w);
+    free(a);
+    return bad;
+}
+
+static void test_gemm_equals_vec_dot(void **state) {
+    (void)state;
+    ts_isa levels[3];
+    const int nl = isa_levels(levels);
+    int bad = 0, checked = 0;
+    for (int li = 0; li < nl; li++) {
+        for (uint32_t t = 0; t < TS_TYPE_COUNT; t++) {
+            if (!ts_type_valid(t) || ts_type_block_size(t) == 0 || K % ts_type_block_size(t)) {
+                continue;
+            }
+            const ts_quant_ops *ops = ts_quant_ops_get((ts_type)t, levels[li]);
+            if (ops == NULL) {
+                continue;
+            }
+            const int b = check_type((ts_type)t, levels[li]);
+            if (b != 0) {
+                printf("%s %s: %d elements differ\n", ts_type_name(t), isa_name(levels[li]), b);
+            }
+            bad += b;
+            checked++;
+        }
+    }
+    printf("checked %d (type, isa) pairs\n", checked);
+    assert_true(checked >= 16);
+    assert_int_equal(bad, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_equals_vec_dot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
