@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu.h"
 #include "backends/harness.h"
 #include "backends/ref/ref.h"
+#include "gguf/ggml_types.h"
 #include "ir/functional.h"
 #include "ir/registry.h"
 
@@ -334,12 +335,109 @@ static void test_bad_inputs(void **state) {
     ts_backend_destroy(cpu);
 }
 
+/* ---- larger shapes: the CPU tiled kernel against the reference ---- */
+
+/* Sequence 0: 40 cached keys + 20 new tokens in one step; sequence 1: one decode token
+ * after 35 cached keys. Blocks of 16 slots, scattered. */
+enum { BIG_BS = 16, BIG_NBLK = 8, BIG_MAXB = 4, BIG_NSEQ = 2, BIG_NT = 21 };
+static const int32_t k_big_table[BIG_MAXB * BIG_NSEQ] = {5, 1, 6, 0, 3, 7, 2, -1};
+static const int32_t k_big_len[BIG_NSEQ] = {60, 36};
+
+typedef struct big_variant {
+    int hd, nh, nkv;
+    ts_type cache;
+    float softcap;
+    int window;
+} big_variant;
+
+static const big_variant k_big_variants[] = {
+    {64, 8, 2, TS_TYPE_F32, 0.0f, 0},  {64, 4, 4, TS_TYPE_F16, 0.0f, 24},
+    {256, 4, 1, TS_TYPE_F16, 0.0f, 0}, {256, 2, 2, TS_TYPE_F32, 2.0f, 17},
+    {64, 6, 3, TS_TYPE_F16, 1.5f, 33},
+};
+
+static ts_tensor *build_big(harness *h, const big_variant *v) {
+    int32_t seq[BIG_NT], pos[BIG_NT], sl[BIG_NT];
+    for (int t = 0; t < BIG_NT; t++) {
+        seq[t] = t < 20 ? 0 : 1;
+        pos[t] = t < 20 ? 40 + t : 35;
+        sl[t] = k_big_table[seq[t] * BIG_MAXB + pos[t] / BIG_BS] * BIG_BS + pos[t] % BIG_BS;
+    }
+    int64_t qn[3] = {v->hd, v->nh, BIG_NT}, rn[3] = {v->hd, v->nkv, BIG_NT};
+    int64_t cn[4] = {v->hd, v->nkv, BIG_BS, BIG_NBLK};
+    int64_t tn[2] = {BIG_MAXB, BIG_NSEQ}, tok[1] = {BIG_NT}, sn[1] = {BIG_NSEQ};
+    ts_tensor *q = h_param(h, "q", TS_TYPE_F32, 3, qn);
+    ts_tensor *kr = h_param(h, "k_new", TS_TYPE_F32, 3, rn);
+    ts_tensor *vr = h_param(h, "v_new", TS_TYPE_F32, 3, rn);
+    ts_tensor *kc = h_param(h, "k_cache", v->cache, 4, cn);
+    ts_tensor *vc = h_param(h, "v_cache", v->cache, 4, cn);
+    ts_tensor *tab = h_param(h, "table", TS_TYPE_I32, 2, tn);
+    ts_tensor *sq = h_param(h, "seq", TS_TYPE_I32, 1, tok);
+    ts_tensor *ps = h_param(h, "pos", TS_TYPE_I32, 1, tok);
+    ts_tensor *ln = h_param(h, "len", TS_TYPE_I32, 1, sn);
+    ts_tensor *slots = h_param(h, "slots", TS_TYPE_I32, 1, tok);
+    h_fill(h, q, 1.0f);
+    h_fill(h, kr, 1.0f);
+    h_fill(h, vr, 1.0f);
+    h_fill(h, kc, 1.0f);
+    h_fill(h, vc, 1.0f);
+    h_set_i32(h, tab, k_big_table, BIG_MAXB * BIG_NSEQ);
+    h_set_i32(h, sq, seq, BIG_NT);
+    h_set_i32(h, ps, pos, BIG_NT);
+    h_set_i32(h, ln, k_big_len, BIG_NSEQ);
+    h_set_i32(h, slots, sl, BIG_NT);
+    ts_tensor *ks = ts_op_kv_store(h->g, kc, kr, slots);
+    ts_tensor *vs = ts_op_kv_store(h->g, vc, vr, slots);
+    ts_attn_args a = {q, ks, vs, tab, sq, ps, ln, 1.0f / 8.0f, v->softcap, v->window};
+    return ts_attention(h->g, &a);
+}
+
+static void test_large_shapes(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL, *cpu = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_cpu_params p = {2, -1};
+    assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
+    for (size_t vi = 0; vi < sizeof k_big_variants / sizeof k_big_variants[0]; vi++) {
+        const big_variant *v = &k_big_variants[vi];
+        harness h;
+        h_init(&h, ref, 7000 + vi);
+        ts_tensor *out = build_big(&h, v);
+        if (out == NULL) {
+            ts_graph_status(h.g, &err);
+            fail_msg("build: %s", err.msg);
+        }
+        ts_graph_output(h.g, out);
+        assert_int_equal(ts_graph_build(h.g, &err), TS_OK);
+        float *want = h_run(&h, ref, out, &err);
+        if (want == NULL) {
+            fail_msg("ref: %s", err.msg);
+        }
+        float *got = h_run(&h, cpu, out, &err);
+        if (got == NULL) {
+            fail_msg("cpu: %s", err.msg);
+        }
+        double e = h_nrmse(got, want, (int64_t)v->hd * v->nh * BIG_NT);
+        if (!(e <= 1e-5)) {
+            fail_msg("large variant %zu (hd %d, %d/%d heads, %s, window %d): cpu vs ref nrmse %.3g",
+                     vi, v->hd, v->nh, v->nkv, ts_type_name(v->cache), v->window, e);
+        }
+        free(want);
+        free(got);
+        h_free(&h);
+    }
+    ts_backend_destroy(ref);
+    ts_backend_destroy(cpu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_vs_decomposed),
         cmocka_unit_test(test_ref_semantics),
         cmocka_unit_test(test_dynamic_tokens),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_large_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
