@@ -181,7 +181,8 @@ void ts_cli_print_common_help(FILE *f) {
             "  -c, --ctx N               tokens per sequence (default: model's, at most 4096)\n"
             "      --kv-mem SIZE         KV cache memory, e.g. 256M (default: room for --ctx;\n"
             "                            with --tp: all shards' caches together)\n"
-            "      --kv-type f16|f32     KV cache element type (default f16)\n"
+            "      --kv-type f16|f32|q8_0 KV cache element type (default f16; q8_0: about half\n"
+            "                            of f16's memory, needs head_dim a multiple of 32)\n"
             "      --max-seqs N          sequences decoded together (default 16)\n"
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"
@@ -367,8 +368,10 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
             ec.kv_type = TS_TYPE_F16;
         } else if (strcmp(o->kv_type, "f32") == 0) {
             ec.kv_type = TS_TYPE_F32;
+        } else if (strcmp(o->kv_type, "q8_0") == 0) {
+            ec.kv_type = TS_TYPE_Q8_0;
         } else {
-            snprintf(err.msg, sizeof err.msg, "--kv-type '%s' is not supported (f16, f32)",
+            snprintf(err.msg, sizeof err.msg, "--kv-type '%s' is not supported (f16, f32, q8_0)",
                      o->kv_type);
             st = TS_ERR_INVALID_ARG;
         }
@@ -389,8 +392,18 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         if (cli->tp.size > 1) {
             st = ts_shard_kv_heads(cli->model, cli->tp.size, &heads, &most, &err);
         }
-        int64_t elem = ec.kv_type == TS_TYPE_F32 ? 4 : 2;
-        int64_t per_token = hp->n_layer * 2 * heads * hp->head_dim * elem;
+        /* One K and one V row of head_dim elements per head and layer: 4 or 2 bytes an
+         * element for f32 / f16, 34 bytes per block of 32 for q8_0. */
+        size_t row = 0;
+        if (st == TS_OK && !ts_type_row_bytes(ec.kv_type, (uint64_t)hp->head_dim, &row)) {
+            snprintf(err.msg, sizeof err.msg,
+                     "--kv-type %s needs head_dim a multiple of %lld, but the model's head_dim "
+                     "is %lld",
+                     o->kv_type, (long long)ts_type_block_size(ec.kv_type),
+                     (long long)hp->head_dim);
+            st = TS_ERR_UNSUPPORTED;
+        }
+        int64_t per_token = hp->n_layer * 2 * heads * (int64_t)(row > 0 ? row : 1);
         ec.kv_tokens = o->kv_mem / per_token;
         if (st == TS_OK && ec.kv_tokens < ec.block_size) {
             snprintf(err.msg, sizeof err.msg,

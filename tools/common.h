@@ -26,7 +26,7 @@ typedef struct ts_cli_opts {
     int64_t kv_mem;        /* --kv-mem bytes (0: enough for --ctx) */
     int64_t max_seqs;      /* --max-seqs */
     int64_t max_batch_tokens; /* --max-batch-tokens */
-    const char *kv_type;   /* --kv-type f16|f32 */
+    const char *kv_type;   /* --kv-type f16|f32|q8_0 */
     const char *backend;   /* --backend cpu|ref */
     const char *overrides[TS_CLI_MAX_OVERRIDES]; /* --override family=name */
     int n_overrides;

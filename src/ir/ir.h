@@ -57,11 +57,12 @@
  *      a. PERMUTE(axes): dim i of a becomes dim axes[i] of the view. TRANSPOSE swaps 0 and 1.
  *  CONCAT(a, b, dim) f32 -> a followed by b along dim; other extents equal.  ip[0] = dim.
  *  ARGMAX(a f32 [n, r1, r2, r3]) -> i32 [r1, r2, r3]: index of the first maximum of each row.
- *  KV_STORE(cache [hd, n_kv, bs, n_blk] f32|f16, rows f32 [hd, n_kv, n_tok], slot i32 [n_tok])
+ *  KV_STORE(cache [hd, n_kv, bs, n_blk] f32|f16|q8_0, rows f32 [hd, n_kv, n_tok], slot i32 [n_tok])
  *      -> for each token t with slot[t] >= 0: cache[:, :, slot % bs, slot / bs] = rows[:, :, t]
- *      (converted). slot < 0 skips the token; slot >= bs * n_blk is an error. The node is a
- *      view of cache, so an ATTENTION reading it runs after the store.
- *  ATTENTION(q f32 [hd, n_head, n_tok], k, v [hd, n_kv, bs, n_blk] f32|f16,
+ *      (converted; a q8_0 cache quantizes each [hd] row, hd % 32 == 0). slot < 0 skips the
+ *      token; slot >= bs * n_blk is an error. The node is a view of cache, so an ATTENTION
+ *      reading it runs after the store.
+ *  ATTENTION(q f32 [hd, n_head, n_tok], k, v [hd, n_kv, bs, n_blk] f32|f16|q8_0,
  *            table i32 [max_blk, n_seq], seq i32 [n_tok], pos i32 [n_tok],
  *            len i32 [n_seq]) -> f32 [hd, n_head, n_tok]
  *      For token t: s = seq[t], p = pos[t]; key j (0 <= j < len[s]) lives in block

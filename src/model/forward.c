@@ -368,11 +368,19 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
                             (long long)c->max_outputs, (long long)c->n_blocks,
                             (long long)c->block_size, (long long)c->max_blocks_per_seq);
     }
-    if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32) {
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "forward: KV cache type %s is not supported",
+    if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32 && c->kv_type != TS_TYPE_Q8_0) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "forward: KV cache type %s is not supported (F16, F32, Q8_0)",
                             ts_type_name(c->kv_type) ? ts_type_name(c->kv_type) : "?");
     }
-    (void)m;
+    /* A Q8_0 cache quantizes each [head_dim] K/V row in blocks of 32. */
+    int64_t blk = (int64_t)ts_type_block_size(c->kv_type);
+    if (blk > 1 && m->hp.head_dim % blk != 0) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "forward: KV cache type %s needs head_dim a multiple of %lld, but the "
+                            "model's head_dim is %lld",
+                            ts_type_name(c->kv_type), (long long)blk, (long long)m->hp.head_dim);
+    }
     return TS_OK;
 }
 

@@ -2,10 +2,12 @@
  * test_attention.c — paged attention: the fused ATTENTION op against its decomposed
  * equivalent (GET_ROWS through the block table, MUL_MAT, SOFTMAX with an ATTN_MASK mask,
  * MUL_MAT), on the reference and CPU backends, with GQA, several sequences mixing prefill
- * and decode, sliding window, soft-capping, f32 and f16 caches, and a dynamic token count.
+ * and decode, sliding window, soft-capping, f32, f16 and q8_0 caches, and a dynamic token
+ * count.
  *
  * Tolerance: 1e-5 normalized RMS error (all paths compute in f32 from the same cache
- * values; f16 caches are converted exactly).
+ * values; f16 caches are converted exactly; q8_0 rows are quantized alike by both backends,
+ * checked bitwise, and every path reads the same dequantized values).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +23,7 @@
 #include "ir/functional.h"
 #include "ir/registry.h"
 
-enum { HD = 16, NH = 6, NKV = 2, BS = 4, NBLK = 10, MAXB = 4, NSEQ = 3, NT = 5 };
+enum { HD = 32, NH = 6, NKV = 2, BS = 4, NBLK = 10, MAXB = 4, NSEQ = 3, NT = 5 };
 
 /* Sequence 0: 9 cached keys + 3 new tokens; sequence 1: a first token; sequence 2: 5 cached
  * keys + 1 decode token. */
@@ -96,6 +98,8 @@ static const variant k_variants[] = {
     {TS_TYPE_F32, 3.0f, 4},
     {TS_TYPE_F16, 0.0f, 0},
     {TS_TYPE_F16, 2.0f, 2},
+    {TS_TYPE_Q8_0, 0.0f, 0},
+    {TS_TYPE_Q8_0, 2.0f, 3},
 };
 
 static void test_fused_vs_decomposed(void **state) {
@@ -354,10 +358,20 @@ typedef struct big_variant {
 static const big_variant k_big_variants[] = {
     {64, 8, 2, TS_TYPE_F32, 0.0f, 0},  {64, 4, 4, TS_TYPE_F16, 0.0f, 24},
     {256, 4, 1, TS_TYPE_F16, 0.0f, 0}, {256, 2, 2, TS_TYPE_F32, 0.0f, 17},
-    {64, 6, 3, TS_TYPE_F16, 1.5f, 33},
+    {64, 6, 3, TS_TYPE_F16, 1.5f, 33}, {64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
+    {256, 2, 2, TS_TYPE_Q8_0, 0.0f, 17}, {96, 6, 3, TS_TYPE_Q8_0, 1.5f, 33},
 };
 
+/* Builds the large-shape graph; *ks / *vs (when not NULL) get the KV_STORE nodes. */
+static ts_tensor *build_big_stores(harness *h, const big_variant *v, ts_tensor **ks_out,
+                                   ts_tensor **vs_out);
+
 static ts_tensor *build_big(harness *h, const big_variant *v) {
+    return build_big_stores(h, v, NULL, NULL);
+}
+
+static ts_tensor *build_big_stores(harness *h, const big_variant *v, ts_tensor **ks_out,
+                                   ts_tensor **vs_out) {
     int32_t seq[BIG_NT], pos[BIG_NT], sl[BIG_NT];
     for (int t = 0; t < BIG_NT; t++) {
         seq[t] = t < 20 ? 0 : 1;
@@ -390,6 +404,10 @@ static ts_tensor *build_big(harness *h, const big_variant *v) {
     ts_tensor *ks = ts_op_kv_store(h->g, kc, kr, slots);
     ts_tensor *vs = ts_op_kv_store(h->g, vc, vr, slots);
     ts_attn_args a = {q, ks, vs, tab, sq, ps, ln, 1.0f / 8.0f, v->softcap, v->window};
+    if (ks_out != NULL) {
+        *ks_out = ks;
+        *vs_out = vs;
+    }
     return ts_attention(h->g, &a);
 }
 
@@ -432,6 +450,130 @@ static void test_large_shapes(void **state) {
     ts_backend_destroy(cpu);
 }
 
+/* Runs v's graph (seed) on b; returns the attention output and, in kc / vc (when not NULL),
+ * the caches after the store, read back as f32 (dequantized). */
+static float *run_big(const big_variant *v, uint64_t seed, ts_backend *host, ts_backend *b,
+                      const float *set_kc, const float *set_vc, float **kc, float **vc) {
+    ts_error err = {0};
+    harness h;
+    h_init(&h, host, seed);
+    ts_tensor *ks = NULL, *vs = NULL;
+    ts_tensor *out = build_big_stores(&h, v, &ks, &vs);
+    if (out == NULL) {
+        ts_graph_status(h.g, &err);
+        fail_msg("build: %s", err.msg);
+    }
+    int64_t nc = ts_tensor_nelements(ks), row = (int64_t)v->hd * v->nkv;
+    if (set_kc != NULL) {
+        /* The caches get the given values, and the new rows the values already at their slots,
+         * so the store leaves the caches exactly as given. */
+        int32_t slots[BIG_NT];
+        assert_int_equal(ts_backend_tensor_get(host, ts_graph_find(h.g, "slots"), 0, slots,
+                                               sizeof slots, &err),
+                         TS_OK);
+        float *kr = malloc((size_t)row * BIG_NT * sizeof *kr);
+        float *vr = malloc((size_t)row * BIG_NT * sizeof *vr);
+        for (int t = 0; t < BIG_NT; t++) {
+            memcpy(kr + t * row, set_kc + slots[t] * row, (size_t)row * sizeof *kr);
+            memcpy(vr + t * row, set_vc + slots[t] * row, (size_t)row * sizeof *vr);
+        }
+        const char *names[4] = {"k_cache", "v_cache", "k_new", "v_new"};
+        const float *vals[4] = {set_kc, set_vc, kr, vr};
+        int64_t counts[4] = {nc, nc, row * BIG_NT, row * BIG_NT};
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(ts_backend_tensor_set_f32(host, ts_graph_find(h.g, names[i]),
+                                                       vals[i], counts[i], &err),
+                             TS_OK);
+        }
+        free(kr);
+        free(vr);
+    }
+    ts_graph_output(h.g, out);
+    ts_graph_output(h.g, ks);
+    ts_graph_output(h.g, vs);
+    float *got = h_run(&h, b, out, &err);
+    if (got == NULL) {
+        fail_msg("%s: %s", ts_backend_name(b), err.msg);
+    }
+    if (kc != NULL) {
+        *kc = malloc((size_t)nc * sizeof **kc);
+        *vc = malloc((size_t)nc * sizeof **vc);
+        assert_int_equal(ts_backend_tensor_get_f32(b, ks, *kc, nc, &err), TS_OK);
+        assert_int_equal(ts_backend_tensor_get_f32(b, vs, *vc, nc, &err), TS_OK);
+    }
+    h_free(&h);
+    return got;
+}
+
+/* A Q8_0 cache: attention on each backend equals the reference's f32-cache attention over the
+ * same dequantized values (1e-5 nRMSE: only the storage differs), both backends quantize the
+ * stored rows identically, and the result is near (nRMSE < 2e-2) but not equal to the f32
+ * cache's result on the unquantized values. */
+static void test_q8_0_cache(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL, *cpu = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_cpu_params p = {2, -1};
+    assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
+    const big_variant qv[] = {{64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
+                              {128, 6, 3, TS_TYPE_Q8_0, 1.5f, 20}};
+    for (size_t vi = 0; vi < sizeof qv / sizeof qv[0]; vi++) {
+        big_variant fv = qv[vi];
+        fv.cache = TS_TYPE_F32;
+        int64_t n_out = (int64_t)fv.hd * fv.nh * BIG_NT;
+        uint64_t seed = 9100 + vi;
+        float *kc_ref, *vc_ref, *kc_cpu, *vc_cpu;
+        float *q_ref = run_big(&qv[vi], seed, ref, ref, NULL, NULL, &kc_ref, &vc_ref);
+        float *q_cpu = run_big(&qv[vi], seed, ref, cpu, NULL, NULL, &kc_cpu, &vc_cpu);
+        int64_t nc = (int64_t)fv.hd * fv.nkv * BIG_BS * BIG_NBLK;
+        assert_true(h_nrmse(kc_cpu, kc_ref, nc) == 0.0);
+        assert_true(h_nrmse(vc_cpu, vc_ref, nc) == 0.0);
+        float *want = run_big(&fv, seed, ref, ref, kc_ref, vc_ref, NULL, NULL);
+        float *exact = run_big(&fv, seed, ref, ref, NULL, NULL, NULL, NULL);
+        double e_ref = h_nrmse(q_ref, want, n_out), e_cpu = h_nrmse(q_cpu, want, n_out);
+        double e_q = h_nrmse(q_ref, exact, n_out);
+        if (!(e_ref <= 1e-5 && e_cpu <= 1e-5)) {
+            fail_msg("q8_0 variant %zu vs f32 on dequantized values: ref %.3g, cpu %.3g", vi,
+                     e_ref, e_cpu);
+        }
+        if (!(e_q > 0.0 && e_q < 2e-2)) {
+            fail_msg("q8_0 variant %zu vs unquantized f32: nrmse %.3g", vi, e_q);
+        }
+        free(kc_ref);
+        free(vc_ref);
+        free(kc_cpu);
+        free(vc_cpu);
+        free(q_ref);
+        free(q_cpu);
+        free(want);
+        free(exact);
+    }
+    ts_backend_destroy(ref);
+    ts_backend_destroy(cpu);
+}
+
+/* Storing into a Q8_0 cache whose head_dim is not a multiple of 32 is a build error. */
+static void test_q8_0_bad_head_dim(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    harness h;
+    h_init(&h, ref, 5);
+    int64_t cn[4] = {16, 2, 4, 4}, rn[3] = {16, 2, 1}, tok[1] = {1};
+    ts_tensor *kc = ts_graph_param(h.g, "k_cache", TS_TYPE_Q8_0, 4, cn);
+    ts_tensor *rows = h_param(&h, "k_new", TS_TYPE_F32, 3, rn);
+    ts_tensor *slots = h_param(&h, "slots", TS_TYPE_I32, 1, tok);
+    /* [16, ...] Q8_0 is not even a valid tensor shape; either way it must not build. */
+    ts_tensor *ks = kc != NULL ? ts_op_kv_store(h.g, kc, rows, slots) : NULL;
+    assert_null(ks);
+    assert_int_not_equal(ts_graph_status(h.g, &err), TS_OK);
+    assert_true(err.msg[0] != '\0');
+    h_free(&h);
+    ts_backend_destroy(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_vs_decomposed),
@@ -439,6 +581,8 @@ int main(void) {
         cmocka_unit_test(test_dynamic_tokens),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_large_shapes),
+        cmocka_unit_test(test_q8_0_cache),
+        cmocka_unit_test(test_q8_0_bad_head_dim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,8 @@
  *    product uses);
  *  - paged vs decomposed attention (registry override attention=decomposed);
  *  - a prompt fed in 3 chunks over 3 steps, and token by token, vs one-shot prefill;
- *  - two sequences in one step vs each alone; copy-on-write block copies; f32 vs f16 cache;
+ *  - two sequences in one step vs each alone; copy-on-write block copies; f32 and q8_0 vs
+ *    f16 cache;
  *  - bad batches and configurations are errors, not wild reads.
  */
 #include <setjmp.h>
@@ -309,6 +310,56 @@ static void test_kv_types(void **state) {
     ts_backend_destroy(be);
 }
 
+/* A Q8_0 cache (head_dim 32: one block per K/V row): 34 bytes per 32 elements against f16's
+ * 64, logits within 3e-2 relative RMS of the f16 cache's (Q8_0 rounds each element to 1/127
+ * of its block's largest magnitude, ~2^-8 relative, the same order as f16 weights' error in
+ * cpu_tol), on the CPU backend and the reference alike. */
+static void test_kv_q8_0(void **state) {
+    (void)state;
+    ts_backend *cpu = fu_backend(true), *ref = fu_backend(false);
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.head_dim = 32;
+    ts_model *m = fu_open_tiny(&s);
+    assert_int_equal(m->hp.head_dim, 32);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 11);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *r = malloc(n * sizeof *r);
+    ts_forward_config c = fu_config(64, 16);
+    ts_forward *f16 = fu_forward(m, cpu, NULL, &c);
+    c.kv_type = TS_TYPE_Q8_0;
+    ts_forward *q8 = fu_forward(m, cpu, NULL, &c);
+    ts_forward *q8_ref = fu_forward(m, ref, NULL, &c);
+    assert_non_null(f16);
+    assert_non_null(q8);
+    assert_non_null(q8_ref);
+    /* 2 layers x K,V x 16 blocks x 16 tokens x 2 heads x 34 bytes (one block of 32) */
+    size_t q8_bytes = ts_forward_kv_bytes(q8), f16_bytes = ts_forward_kv_bytes(f16);
+    assert_true(q8_bytes >= 2 * 2 * 16 * 16 * 2 * 34);
+    assert_true(q8_bytes * 64 <= f16_bytes * 34 + 64 * 4096);
+    prefill(f16, prompt, N_PROMPT, a);
+    prefill(q8, prompt, N_PROMPT, b);
+    prefill(q8_ref, prompt, N_PROMPT, r);
+    double e = fu_nrmse(b, a, n), e_ref = fu_nrmse(b, r, n);
+    if (!(e > 0.0 && e < 3e-2)) {
+        fail_msg("q8_0 vs f16 cache logits: nrmse %.3g", e);
+    }
+    /* CPU and reference quantize the same rows identically; they differ only as the f32
+     * forward does (1e-4), plus the rare K/V element whose rounding that difference flips. */
+    if (!(e_ref < 1e-3)) {
+        fail_msg("q8_0 cache: cpu vs ref logits nrmse %.3g", e_ref);
+    }
+    ts_forward_destroy(f16);
+    ts_forward_destroy(q8);
+    ts_forward_destroy(q8_ref);
+    free(a);
+    free(b);
+    free(r);
+    ts_model_close(m);
+    ts_backend_destroy(cpu);
+    ts_backend_destroy(ref);
+}
+
 static void expect_bad_batch(ts_forward *f, const ts_batch *b, const char *part) {
     float logits[2 * V];
     ts_error err = {0};
@@ -373,8 +424,16 @@ static void test_bad_batches(void **state) {
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_INVALID_ARG);
     c = fu_config(8, 0);
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_INVALID_ARG);
+    /* The default tiny llama has head_dim 16: too short for a Q8_0 block of 32. */
     c = fu_config(8, 4);
     c.kv_type = TS_TYPE_Q8_0;
+    assert_int_equal(m->hp.head_dim, 16);
+    assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_UNSUPPORTED);
+    assert_null(g);
+    if (strstr(err.msg, "head_dim is 16") == NULL || strstr(err.msg, "Q8_0") == NULL) {
+        fail_msg("message '%s' does not name Q8_0 and head_dim 16", err.msg);
+    }
+    c.kv_type = TS_TYPE_Q4_0;
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_UNSUPPORTED);
     assert_null(g);
     ts_model_close(m);
@@ -386,7 +445,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_vs_ref),      cmocka_unit_test(test_decomposed_vs_paged),
         cmocka_unit_test(test_chunked_prefill), cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_copy_block),      cmocka_unit_test(test_kv_types),
-        cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_kv_q8_0),         cmocka_unit_test(test_bad_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

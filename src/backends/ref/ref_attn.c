@@ -36,23 +36,39 @@ ts_status ref_mul_mat(ts_tensor *n, ts_error *err) {
 ts_status ref_kv_store(ts_tensor *n, ts_error *err) {
     const ts_tensor *cache = n->src[0], *rows = n->src[1], *slots = n->src[2];
     int64_t bs = cache->ne[2], n_slots = cache->ne[2] * cache->ne[3];
+    /* A block-quantized cache (Q8_0) takes whole [hd] rows through the scalar from_float. */
+    const ts_quant_ops *qops =
+        ts_type_block_size(cache->type) > 1 ? ts_quant_ops_get(cache->type, TS_ISA_SCALAR) : NULL;
+    float *row = qops != NULL ? malloc((size_t)rows->ne[0] * sizeof *row) : NULL;
+    if (qops != NULL && row == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "ref: KV_STORE '%s': out of memory", n->name);
+    }
     for (int64_t t = 0; t < rows->ne[2]; t++) {
         int32_t slot = ref_geti(slots, t, 0, 0);
         if (slot < 0) {
             continue;
         }
         if (slot >= n_slots) {
+            free(row);
             return ts_error_set(err, TS_ERR_RANGE,
                                 "KV_STORE '%s': token %lld slot %d is past the %lld slots of '%s'",
                                 n->name, (long long)t, (int)slot, (long long)n_slots,
                                 cache->name);
         }
         for (int64_t h = 0; h < rows->ne[1]; h++) {
+            if (qops != NULL) {
+                for (int64_t d = 0; d < rows->ne[0]; d++) {
+                    row[d] = ref_getf(rows, d, h, t, 0);
+                }
+                qops->from_float(row, ref_at(n, 0, h, slot % bs, slot / bs), rows->ne[0]);
+                continue;
+            }
             for (int64_t d = 0; d < rows->ne[0]; d++) {
                 ref_setf(n, d, h, slot % bs, slot / bs, ref_getf(rows, d, h, t, 0));
             }
         }
     }
+    free(row);
     return TS_OK;
 }
 
@@ -90,9 +106,14 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
     int window = n->ip[0];
     double *z = malloc((size_t)cap * sizeof *z);
     int64_t *blk = malloc((size_t)cap * sizeof *blk);
-    if (z == NULL || blk == NULL) {
+    /* kv: one K or V row [hd] as f32 (any cache type, Q8_0 dequantized); acc: [hd] sums. */
+    float *kv = malloc((size_t)hd * sizeof *kv);
+    double *acc = malloc((size_t)hd * sizeof *acc);
+    if (z == NULL || blk == NULL || kv == NULL || acc == NULL) {
         free(z);
         free(blk);
+        free(kv);
+        free(acc);
         return ts_error_set(err, TS_ERR_NOMEM, "ref: ATTENTION '%s': out of memory", n->name);
     }
     ts_status st = TS_OK;
@@ -119,9 +140,10 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
                 if (!visible(j, p, window)) {
                     continue;
                 }
+                ref_read_row(k, kh, j % bs, blk[j], kv);
                 double dot = 0.0;
                 for (int64_t d = 0; d < hd; d++) {
-                    dot += (double)ref_getf(q, d, h, t, 0) * ref_getf(k, d, kh, j % bs, blk[j]);
+                    dot += (double)ref_getf(q, d, h, t, 0) * kv[d];
                 }
                 dot *= scale;
                 if (softcap > 0.0f) {
@@ -138,18 +160,25 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
                 }
             }
             for (int64_t d = 0; d < hd; d++) {
-                double acc = 0.0;
-                for (int64_t j = 0; j < len; j++) {
-                    if (visible(j, p, window)) {
-                        acc += z[j] / sum * ref_getf(v, d, kh, j % bs, blk[j]);
+                acc[d] = 0.0;
+            }
+            for (int64_t j = 0; j < len; j++) {
+                if (visible(j, p, window)) {
+                    ref_read_row(v, kh, j % bs, blk[j], kv);
+                    for (int64_t d = 0; d < hd; d++) {
+                        acc[d] += z[j] / sum * kv[d];
                     }
                 }
-                ref_setf(n, d, h, t, 0, (float)acc);
+            }
+            for (int64_t d = 0; d < hd; d++) {
+                ref_setf(n, d, h, t, 0, (float)acc[d]);
             }
         }
     }
     free(z);
     free(blk);
+    free(kv);
+    free(acc);
     return st;
 }
 
