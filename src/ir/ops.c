@@ -274,8 +274,7 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
         CHECK(ts_tensor_rows_contiguous(a), TS_ERR_UNSUPPORTED, "cache rows are strided");
         CHECK(a->ne[0] % ts_type_block_size(a->type) == 0, TS_ERR_RANGE,
               "cache '%s' head_dim %lld is not a multiple of %s's block of %lld", a->name,
-              (long long)a->ne[0], ts_type_name(a->type),
-              (long long)ts_type_block_size(a->type));
+              (long long)a->ne[0], ts_type_name(a->type), (long long)ts_type_block_size(a->type));
         if ((st = check_f32(n, b, "rows", err)) != TS_OK ||
             (st = check_i32_vec(n, n->src[2], b->ne[2], "slots", err)) != TS_OK) {
             return st;

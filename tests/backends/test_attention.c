@@ -94,12 +94,8 @@ typedef struct variant {
 } variant;
 
 static const variant k_variants[] = {
-    {TS_TYPE_F32, 0.0f, 0},
-    {TS_TYPE_F32, 3.0f, 4},
-    {TS_TYPE_F16, 0.0f, 0},
-    {TS_TYPE_F16, 2.0f, 2},
-    {TS_TYPE_Q8_0, 0.0f, 0},
-    {TS_TYPE_Q8_0, 2.0f, 3},
+    {TS_TYPE_F32, 0.0f, 0}, {TS_TYPE_F32, 3.0f, 4},  {TS_TYPE_F16, 0.0f, 0},
+    {TS_TYPE_F16, 2.0f, 2}, {TS_TYPE_Q8_0, 0.0f, 0}, {TS_TYPE_Q8_0, 2.0f, 3},
 };
 
 static void test_fused_vs_decomposed(void **state) {
@@ -356,9 +352,9 @@ typedef struct big_variant {
 } big_variant;
 
 static const big_variant k_big_variants[] = {
-    {64, 8, 2, TS_TYPE_F32, 0.0f, 0},  {64, 4, 4, TS_TYPE_F16, 0.0f, 24},
-    {256, 4, 1, TS_TYPE_F16, 0.0f, 0}, {256, 2, 2, TS_TYPE_F32, 0.0f, 17},
-    {64, 6, 3, TS_TYPE_F16, 1.5f, 33}, {64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
+    {64, 8, 2, TS_TYPE_F32, 0.0f, 0},    {64, 4, 4, TS_TYPE_F16, 0.0f, 24},
+    {256, 4, 1, TS_TYPE_F16, 0.0f, 0},   {256, 2, 2, TS_TYPE_F32, 0.0f, 17},
+    {64, 6, 3, TS_TYPE_F16, 1.5f, 33},   {64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
     {256, 2, 2, TS_TYPE_Q8_0, 0.0f, 17}, {96, 6, 3, TS_TYPE_Q8_0, 1.5f, 33},
 };
 
@@ -468,9 +464,9 @@ static float *run_big(const big_variant *v, uint64_t seed, ts_backend *host, ts_
         /* The caches get the given values, and the new rows the values already at their slots,
          * so the store leaves the caches exactly as given. */
         int32_t slots[BIG_NT];
-        assert_int_equal(ts_backend_tensor_get(host, ts_graph_find(h.g, "slots"), 0, slots,
-                                               sizeof slots, &err),
-                         TS_OK);
+        assert_int_equal(
+            ts_backend_tensor_get(host, ts_graph_find(h.g, "slots"), 0, slots, sizeof slots, &err),
+            TS_OK);
         float *kr = malloc((size_t)row * BIG_NT * sizeof *kr);
         float *vr = malloc((size_t)row * BIG_NT * sizeof *vr);
         for (int t = 0; t < BIG_NT; t++) {
@@ -481,8 +477,8 @@ static float *run_big(const big_variant *v, uint64_t seed, ts_backend *host, ts_
         const float *vals[4] = {set_kc, set_vc, kr, vr};
         int64_t counts[4] = {nc, nc, row * BIG_NT, row * BIG_NT};
         for (int i = 0; i < 4; i++) {
-            assert_int_equal(ts_backend_tensor_set_f32(host, ts_graph_find(h.g, names[i]),
-                                                       vals[i], counts[i], &err),
+            assert_int_equal(ts_backend_tensor_set_f32(host, ts_graph_find(h.g, names[i]), vals[i],
+                                                       counts[i], &err),
                              TS_OK);
         }
         free(kr);
@@ -534,8 +530,8 @@ static void test_q8_0_cache(void **state) {
         double e_ref = h_nrmse(q_ref, want, n_out), e_cpu = h_nrmse(q_cpu, want, n_out);
         double e_q = h_nrmse(q_ref, exact, n_out);
         if (!(e_ref <= 1e-5 && e_cpu <= 1e-5)) {
-            fail_msg("q8_0 variant %zu vs f32 on dequantized values: ref %.3g, cpu %.3g", vi,
-                     e_ref, e_cpu);
+            fail_msg("q8_0 variant %zu vs f32 on dequantized values: ref %.3g, cpu %.3g", vi, e_ref,
+                     e_cpu);
         }
         if (!(e_q > 0.0 && e_q < 2e-2)) {
             fail_msg("q8_0 variant %zu vs unquantized f32: nrmse %.3g", vi, e_q);
@@ -576,12 +572,9 @@ static void test_q8_0_bad_head_dim(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fused_vs_decomposed),
-        cmocka_unit_test(test_ref_semantics),
-        cmocka_unit_test(test_dynamic_tokens),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_large_shapes),
-        cmocka_unit_test(test_q8_0_cache),
+        cmocka_unit_test(test_fused_vs_decomposed), cmocka_unit_test(test_ref_semantics),
+        cmocka_unit_test(test_dynamic_tokens),      cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_large_shapes),        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_q8_0_bad_head_dim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
