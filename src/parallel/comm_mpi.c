@@ -50,7 +50,8 @@ static ts_status mpi_err(mrank *m, int rc, const char *what, ts_error *err) {
     int len = 0;
     MPI_Error_string(rc, text, &len);
     m->broken = true;
-    snprintf(m->why, sizeof m->why, "%s failed: %s", what, text);
+    /* The message is cut to the buffer: what failed matters more than its full text. */
+    snprintf(m->why, sizeof m->why, "%.64s failed: %.180s", what, text);
     return ts_error_set(err, TS_ERR_IO, "comm mpi rank %d/%d: %s: %s", m->self->rank, m->self->size,
                         what, text);
 }
