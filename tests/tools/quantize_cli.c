@@ -1,0 +1,165 @@
+/*
+ * quantize_cli.c — `tessera quantize` as a user runs it, on tiny F32 models written by the
+ * test model writer: --pure Q8_0 gives every matrix our reference Q8_0 bytes (the quantizer
+ * itself is checked against llama.cpp's in tests/quant), 1-D tensors stay F32, the Q4_K_M mix
+ * produces K-quant matrices in a file the model loader accepts, and bad inputs (rows that do
+ * not fit the block size with --pure, an already quantized input, a missing file) fail with
+ * a message. Skips when TS_BIN is unset.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/tiny_model.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "quant/quant.h"
+
+static const char *bin(void) {
+    const char *b = getenv("TS_BIN");
+    return b != NULL && access(b, X_OK) == 0 ? b : NULL;
+}
+
+/* Runs a command, captures stderr+stdout into out; returns the exit status. */
+static int run(const char *cmd, char *out, size_t size) {
+    char full[2100];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_model(char *path, size_t size, int64_t n_embd, int64_t n_ff, ts_type wtype) {
+    assert_non_null(ts_tiny_temp_path(path, size, "quant"));
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    spec.n_embd = n_embd;
+    spec.n_ff = n_ff;
+    spec.wtype = wtype;
+    ts_error err = {0};
+    assert_int_equal(ts_tiny_write(&spec, path, &err), TS_OK);
+}
+
+static void test_pure_q8_0(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    write_model(in, sizeof in, 64, 128, TS_TYPE_F32);
+    snprintf(out, sizeof out, "%s.q8.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", bin(), in, out);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+
+    ts_gguf *a = NULL, *b = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_gguf_open(in, &a, &err), TS_OK);
+    assert_int_equal(ts_gguf_open(out, &b, &err), TS_OK);
+    assert_int_equal(ts_gguf_tensor_count(a), ts_gguf_tensor_count(b));
+    const ts_quant_ops *q8 = ts_quant_ops_get(TS_TYPE_Q8_0, TS_ISA_SCALAR);
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(a); i++) {
+        const ts_gguf_tensor *src = ts_gguf_tensor_at(a, i);
+        const ts_gguf_tensor *dst = NULL;
+        assert_int_equal(ts_gguf_find_tensor(b, src->name, &dst), TS_OK);
+        if (src->n_dims == 1) {
+            assert_int_equal(dst->type, TS_TYPE_F32);
+            assert_memory_equal(src->data, dst->data, src->nbytes);
+            continue;
+        }
+        assert_int_equal(dst->type, TS_TYPE_Q8_0);
+        size_t row = 0;
+        assert_true(ts_type_row_bytes(TS_TYPE_Q8_0, (uint64_t)src->ne[0], &row));
+        char *want = malloc(row);
+        for (int64_t r = 0; r < src->ne[1]; r++) {
+            q8->from_float((const float *)src->data + r * src->ne[0], want, src->ne[0]);
+            assert_memory_equal(want, (const char *)dst->data + r * row, row);
+        }
+        free(want);
+    }
+    /* Metadata is carried over. */
+    ts_gguf_str arch;
+    assert_int_equal(ts_gguf_get_str(b, "general.architecture", &arch, &err), TS_OK);
+    assert_int_equal(arch.len, 5);
+    ts_gguf_close(a);
+    ts_gguf_close(b);
+    unlink(in);
+    unlink(out);
+}
+
+static void test_q4_k_m_mix(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    write_model(in, sizeof in, 256, 512, TS_TYPE_F16);
+    snprintf(out, sizeof out, "%s.q4km.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", bin(), in, out);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+    ts_model *m = NULL;
+    ts_error err = {0};
+    if (ts_model_open(out, &m, &err) != TS_OK) {
+        fail_msg("quantized model does not load: %s", err.msg);
+    }
+    int k_quants = 0;
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(m->gguf); i++) {
+        const ts_gguf_tensor *t = ts_gguf_tensor_at(m->gguf, i);
+        if (t->n_dims == 1) {
+            assert_int_equal(t->type, TS_TYPE_F32);
+        } else {
+            bool k = t->type == TS_TYPE_Q4_K || t->type == TS_TYPE_Q5_K ||
+                     t->type == TS_TYPE_Q6_K;
+            assert_true(k || t->type == TS_TYPE_Q8_0);
+            k_quants += k;
+        }
+    }
+    assert_true(k_quants > 0);
+    ts_model_close(m);
+    unlink(in);
+    unlink(out);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    /* Rows of 64 elements cannot hold Q4_K's 256-element blocks. */
+    write_model(in, sizeof in, 64, 128, TS_TYPE_F32);
+    snprintf(out, sizeof out, "%s.bad.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K --pure", bin(), in, out);
+    assert_int_not_equal(run(cmd, log, sizeof log), 0);
+    assert_non_null(strstr(log, "256"));
+    assert_true(access(out, F_OK) != 0);
+    unlink(in);
+    /* Quantized input. */
+    write_model(in, sizeof in, 64, 128, TS_TYPE_Q8_0);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_0", bin(), in, out);
+    assert_int_not_equal(run(cmd, log, sizeof log), 0);
+    assert_non_null(strstr(log, "Q8_0"));
+    unlink(in);
+    snprintf(cmd, sizeof cmd, "%s quantize /nonexistent.gguf %s Q4_0", bin(), out);
+    assert_int_not_equal(run(cmd, log, sizeof log), 0);
+    assert_non_null(strstr(log, "/nonexistent.gguf"));
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s NOT_A_TYPE", bin(), in, out);
+    assert_int_not_equal(run(cmd, log, sizeof log), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pure_q8_0),
+        cmocka_unit_test(test_q4_k_m_mix),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
