@@ -102,8 +102,8 @@ static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
     int64_t budget_left = e->cfg.max_batch_tokens - b->nb;
     for (int64_t i = 0; i < e->n_running && budget_left > 0;) {
         seq *s = e->running[i];
-        int32_t todo = s->n_tokens - s->n_computed;
-        int32_t chunk = todo < budget_left ? todo : (int32_t)budget_left;
+        int32_t remaining = s->n_tokens - s->n_computed;
+        int32_t chunk = remaining < budget_left ? remaining : (int32_t)budget_left;
         for (;;) {
             ts_error kerr;
             ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed,
@@ -179,8 +179,8 @@ static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
             if (s->index == 0 && s->n_generated == 0 && r->cached_tokens == 0) {
                 r->cached_tokens = (int32_t)n_cached;
             }
-            int32_t todo = s->n_tokens - s->n_computed;
-            chunk = todo < budget_left ? todo : (int32_t)budget_left;
+            int32_t remaining = s->n_tokens - s->n_computed;
+            chunk = remaining < budget_left ? remaining : (int32_t)budget_left;
             st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed, (uint32_t)chunk,
                               e->b_slots + b->nb, err);
         }
