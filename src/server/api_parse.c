@@ -403,7 +403,7 @@ static ts_status parse_logprobs(const cJSON *root, ts_api_request *r, ts_api_err
         if (st == TS_OK) {
             st = get_int(root, "top_logprobs", 0, TS_API_MAX_TOP_LOGPROBS, &top, &set, err);
         }
-        if (st == TS_OK && set && !r->logprobs) {
+        if (st == TS_OK && set && top > 0 && !r->logprobs) {
             st = BAD("top_logprobs", "top_logprobs needs logprobs to be true");
         }
     } else {
