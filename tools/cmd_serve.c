@@ -48,7 +48,7 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
     return true;
 }
 
-/* First line of a file, trailing whitespace removed; malloc'd, NULL after printing why. */
+/* First line of a file, surrounding whitespace removed; malloc'd, NULL after printing why. */
 static char *read_key_file(const char *path) {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -63,11 +63,15 @@ static char *read_key_file(const char *path) {
                      buf[n - 1] == '\t')) {
         buf[--n] = '\0';
     }
-    if (n == 0) {
+    size_t start = 0;
+    while (start < n && (buf[start] == ' ' || buf[start] == '\t')) {
+        start++;
+    }
+    if (start == n) {
         fprintf(stderr, "error: --api-key-file %s: the first line is empty\n", path);
         return NULL;
     }
-    return strdup(buf);
+    return strdup(buf + start);
 }
 
 static char *default_model_name(const char *path) {
