@@ -59,8 +59,8 @@ static char *read_key_file(const char *path) {
     char *line = fgets(buf, sizeof buf, f);
     fclose(f);
     size_t n = line ? strlen(buf) : 0;
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
-                     buf[n - 1] == '\t')) {
+    while (n > 0 &&
+           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) {
         buf[--n] = '\0';
     }
     size_t start = 0;
@@ -147,8 +147,7 @@ int ts_cmd_serve(int argc, char **argv) {
             sc.conn_timeout_s = (int)v;
         } else if (strcmp(a, "--shutdown-grace") == 0) {
             if (!parse_int(val, 0, 3600, &grace_s)) {
-                fprintf(stderr, "error: --shutdown-grace: '%s' is out of range (0..3600 s)\n",
-                        val);
+                fprintf(stderr, "error: --shutdown-grace: '%s' is out of range (0..3600 s)\n", val);
                 return 2;
             }
         } else {
@@ -205,8 +204,8 @@ int ts_cmd_serve(int argc, char **argv) {
     sc.log = quiet ? NULL : stderr;
     ts_server *srv = NULL;
     ts_error err = {0};
-    ts_status st = ts_server_create(&sc, cli.engine, cli.tok, cli.has_tmpl ? &cli.tmpl : NULL,
-                                    &srv, &err);
+    ts_status st =
+        ts_server_create(&sc, cli.engine, cli.tok, cli.has_tmpl ? &cli.tmpl : NULL, &srv, &err);
     if (st == TS_OK) {
         st = ts_server_start(srv, &err);
     }

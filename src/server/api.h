@@ -30,11 +30,11 @@
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
-#define TS_API_MAX_DEPTH 32       /* JSON nesting */
-#define TS_API_MAX_PROMPTS 16     /* prompts in one /v1/completions body */
-#define TS_API_MAX_MESSAGES 1024  /* chat messages */
-#define TS_API_MAX_STOP_LEN 256   /* bytes of one stop string */
-#define TS_API_MAX_LOGIT_BIAS 1024
+#define TS_API_MAX_DEPTH        32   /* JSON nesting */
+#define TS_API_MAX_PROMPTS      16   /* prompts in one /v1/completions body */
+#define TS_API_MAX_MESSAGES     1024 /* chat messages */
+#define TS_API_MAX_STOP_LEN     256  /* bytes of one stop string */
+#define TS_API_MAX_LOGIT_BIAS   1024
 #define TS_API_MAX_TOP_LOGPROBS 20
 
 typedef enum ts_api_kind {
@@ -45,10 +45,10 @@ typedef enum ts_api_kind {
 } ts_api_kind;
 
 typedef struct ts_api_error {
-    int status;        /* HTTP status: 400, 404, 413, ... */
-    char type[32];     /* "invalid_request_error", "authentication_error", "server_error" */
-    char param[64];    /* the offending field ("messages[2].role"), or "" */
-    char code[48];     /* "context_length_exceeded", "model_not_found", or "" */
+    int status;     /* HTTP status: 400, 404, 413, ... */
+    char type[32];  /* "invalid_request_error", "authentication_error", "server_error" */
+    char param[64]; /* the offending field ("messages[2].role"), or "" */
+    char code[48];  /* "context_length_exceeded", "model_not_found", or "" */
     char message[TS_ERROR_MSG_MAX];
 } ts_api_error;
 
@@ -79,7 +79,7 @@ typedef struct ts_api_request {
     /* chat and tokenize (messages form); contents are views or owned joins of text parts */
     ts_chat_message *messages; /* [n_messages], owned */
     int32_t n_messages;
-    char **owned_texts; /* [n_messages] joined multi-part contents (NULL entries: views) */
+    char **owned_texts;         /* [n_messages] joined multi-part contents (NULL entries: views) */
     bool add_generation_prompt; /* chat template: open the assistant turn (default true) */
     bool add_special_tokens;    /* tokenize: add BOS etc. as the model asks (default true; a
                                    rendered chat template holds no BOS, so true there too) */
@@ -89,22 +89,22 @@ typedef struct ts_api_request {
     int32_t n_tokens;
 
     /* generation */
-    ts_request_params params;   /* sampling, n, seed, stop, logprobs, ignore_eos */
-    bool max_tokens_set;        /* the body gave max_tokens / max_completion_tokens */
+    ts_request_params params; /* sampling, n, seed, stop, logprobs, ignore_eos */
+    bool max_tokens_set;      /* the body gave max_tokens / max_completion_tokens */
     const char *stop[TS_ENGINE_MAX_STOP];
     ts_logit_bias *bias; /* [params.sampling.n_logit_bias], owned */
     bool stream;
-    bool include_usage;  /* stream_options.include_usage */
-    bool logprobs;       /* report logprobs (chat: logprobs=true; completions: logprobs set) */
+    bool include_usage; /* stream_options.include_usage */
+    bool logprobs;      /* report logprobs (chat: logprobs=true; completions: logprobs set) */
     int32_t top_logprobs;
-    const char *user;    /* may be NULL */
+    const char *user; /* may be NULL */
 } ts_api_request;
 
 /* Parses body[0..len) as a request of the given kind. On success *out owns its allocations
  * (free with ts_api_request_free); on failure *out holds nothing and err says why (400 for
  * every body problem, 404 for an unknown model). */
-ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len,
-                       const ts_api_limits *limits, ts_api_request *out, ts_api_error *err);
+ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_api_limits *limits,
+                       ts_api_request *out, ts_api_error *err);
 void ts_api_request_free(ts_api_request *r);
 
 /* Sets *err and returns TS_ERR_INVALID_ARG (or TS_ERR_NOT_FOUND for 404). */

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BAD(field, ...) ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
+#define BAD(field, ...)                                                                            \
+    ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
 
 static const char *type_name(const cJSON *v) {
     if (cJSON_IsString(v)) {
@@ -131,8 +132,8 @@ static ts_status get_ids(const cJSON *arr, const char *name, int32_t n_vocab, in
                 return BAD(name, "%s[%d] must be a token id (integer), got %s", name, i,
                            type_name(v));
             }
-            return BAD(name, "%s[%d] = %.17g is not a token id in [0, %d)", name, i,
-                       v->valuedouble, n_vocab);
+            return BAD(name, "%s[%d] = %.17g is not a token id in [0, %d)", name, i, v->valuedouble,
+                       n_vocab);
         }
         out[i++] = (int32_t)v->valuedouble;
     }
@@ -165,8 +166,9 @@ static ts_status parse_prompt(const cJSON *root, const ts_api_limits *lim, ts_ap
         return TS_OK;
     }
     if (!cJSON_IsArray(p)) {
-        return BAD("prompt", "prompt must be a string, an array of strings, an array of token "
-                             "ids or an array of token-id arrays, got %s",
+        return BAD("prompt",
+                   "prompt must be a string, an array of strings, an array of token "
+                   "ids or an array of token-id arrays, got %s",
                    type_name(p));
     }
     int count = cJSON_GetArraySize(p);
@@ -561,8 +563,7 @@ static ts_status parse_body(ts_api_kind kind, const cJSON *root, const ts_api_li
                 st = BAD("prompt", "prompt must be one string for /tokenize");
             }
         }
-        return st == TS_OK ? get_bool(root, "add_special_tokens", &r->add_special_tokens, err)
-                           : st;
+        return st == TS_OK ? get_bool(root, "add_special_tokens", &r->add_special_tokens, err) : st;
     case TS_API_DETOKENIZE: {
         const cJSON *t = field(root, "tokens");
         if (t == NULL) {
@@ -580,8 +581,8 @@ static ts_status parse_body(ts_api_kind kind, const cJSON *root, const ts_api_li
     return BAD(NULL, "unknown request kind");
 }
 
-ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len,
-                       const ts_api_limits *limits, ts_api_request *out, ts_api_error *err) {
+ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_api_limits *limits,
+                       ts_api_request *out, ts_api_error *err) {
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->params = ts_request_params_default();
@@ -603,8 +604,8 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len,
     }
     out->root = root;
     size_t used = (size_t)(end - body);
-    while (used < len && (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' ||
-                          body[used] == '\r')) {
+    while (used < len &&
+           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
         used++;
     }
     ts_status st;

@@ -58,8 +58,8 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
     }
     ts_token *out = NULL;
     size_t n = 0;
-    ts_status st = ts_tokenizer_tokenize(s->tok, text, len, r->add_special_tokens, true, &out,
-                                         &n, &e);
+    ts_status st =
+        ts_tokenizer_tokenize(s->tok, text, len, r->add_special_tokens, true, &out, &n, &e);
     free(rendered);
     if (st != TS_OK) {
         return ts_api_error_set(err, 400, "invalid_request_error",
@@ -126,7 +126,8 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64
                                                          : ts_server_cmpl_logprobs_new();
                 }
                 if (r->kind == TS_API_CHAT) {
-                    cJSON_AddItemToArray(c->logprobs, ts_server_chat_logprob(s->tok, &ev->logprobs));
+                    cJSON_AddItemToArray(c->logprobs,
+                                         ts_server_chat_logprob(s->tok, &ev->logprobs));
                 } else {
                     ts_server_cmpl_logprobs_add(c->logprobs, s->tok, &ev->logprobs,
                                                 c->len - ev->text_len);
@@ -262,8 +263,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         int64_t room = n_ctx - n_ids[k];
         const char *what = kind == TS_API_CHAT ? "messages" : "prompt";
         if (room < 1) {
-            st = ts_api_error_set(&e, 400, "invalid_request_error", what,
-                                  "context_length_exceeded",
+            st = ts_api_error_set(&e, 400, "invalid_request_error", what, "context_length_exceeded",
                                   "This model's maximum context length is %lld tokens. However, "
                                   "your %s has %d tokens, which leaves no room for the "
                                   "completion.",
@@ -280,9 +280,9 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
             max_tokens[k] = r.params.max_tokens;
         } else {
             /* Completions default to 16 tokens (OpenAI), chat to the rest of the context. */
-            max_tokens[k] = (int32_t)(kind == TS_API_CHAT || room < r.params.max_tokens
-                                          ? room
-                                          : r.params.max_tokens);
+            max_tokens[k] =
+                (int32_t)(kind == TS_API_CHAT || room < r.params.max_tokens ? room
+                                                                            : r.params.max_tokens);
         }
     }
     ts_reply reply = {0};
@@ -295,8 +295,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     }
     const char *why = NULL;
     if (st == TS_OK && !ts_server_admit(s, j, &why)) {
-        st = ts_api_error_set(&e, 503, "server_error", NULL, "overloaded", "%s; retry later",
-                              why);
+        st = ts_api_error_set(&e, 503, "server_error", NULL, "overloaded", "%s; retry later", why);
     }
     if (st != TS_OK) {
         ts_job_release(j);

@@ -211,9 +211,8 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     ts_server *s = cls;
     (void)version;
     conn_ctx *ctx = *con_cls;
@@ -318,9 +317,9 @@ struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool
     if (ipv6) {
         flags |= MHD_USE_IPv6;
     }
-    return MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
+    return MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
 }

@@ -7,16 +7,16 @@
 #include <string.h>
 
 static const int k_statuses[TS_METRICS_N_STATUS] = {200, 400, 401, 404, 405, 413,
-                                                     422, 429, 499, 500, 503};
+                                                    422, 429, 499, 500, 503};
 
 /* Bucket bounds in seconds. TTFT spans queueing behind long prompts on a slow CPU; ITL is the
  * per-step time of a batch. */
-static const double k_ttft_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                                       5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
-static const double k_itl_bounds[] = {0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15,
-                                      0.2,   0.3,  0.5,  0.75, 1.0,  2.5};
-static const double k_e2e_bounds[] = {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
-                                      160.0, 320.0};
+static const double k_ttft_bounds[] = {0.01, 0.025, 0.05, 0.1,  0.25, 0.5,  0.75, 1.0,
+                                       2.5,  5.0,   7.5,  10.0, 20.0, 40.0, 80.0};
+static const double k_itl_bounds[] = {0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1,
+                                      0.15,  0.2,  0.3,  0.5,  0.75, 1.0,   2.5};
+static const double k_e2e_bounds[] = {0.1,  0.25, 0.5,  1.0,  2.5,   5.0,
+                                      10.0, 20.0, 40.0, 80.0, 160.0, 320.0};
 
 static const char *const k_hist_names[TS_HIST_COUNT] = {
     "tessera_time_to_first_token_seconds",
@@ -130,8 +130,7 @@ static void gauge(text *t, const char *name, const char *type, const char *help,
     put(t, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
-char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_flight,
-                        size_t *len) {
+char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_flight, size_t *len) {
     text t = {.s = malloc(8192), .cap = 8192};
     if (t.s == NULL) {
         return NULL;
@@ -169,8 +168,7 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
           "Prompt tokens the engine computed (prefix-cache hits excluded).",
           (double)es->prompt_tokens);
     gauge(&t, "tessera_engine_generated_tokens_total", "counter",
-          "Tokens the engine generated (aborted requests included).",
-          (double)es->generated_tokens);
+          "Tokens the engine generated (aborted requests included).", (double)es->generated_tokens);
     gauge(&t, "tessera_engine_steps_total", "counter", "Engine steps run.", (double)es->n_steps);
     gauge(&t, "tessera_preemptions_total", "counter", "Sequences preempted for KV blocks.",
           (double)es->n_preemptions);
@@ -192,8 +190,7 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
           "Prompt tokens the prefix cache supplied.", (double)es->prefix_hit_tokens);
     gauge(&t, "tessera_prefix_cache_hit_rate", "gauge",
           "Prefix-cache hits over queries, in tokens, since start.",
-          es->prefix_query_tokens ? (double)es->prefix_hit_tokens / es->prefix_query_tokens
-                                  : 0.0);
+          es->prefix_query_tokens ? (double)es->prefix_hit_tokens / es->prefix_query_tokens : 0.0);
     for (int h = 0; h < TS_HIST_COUNT; h++) {
         const ts_histogram *hg = &c.hist[h];
         const char *name = k_hist_names[h];

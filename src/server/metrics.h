@@ -70,7 +70,6 @@ void ts_metrics_add_usage(ts_metrics *m, uint64_t prompt, uint64_t completion, b
 
 /* Renders the whole page; *len gets its length. The caller frees the string; NULL when out of
  * memory. in_flight: requests admitted and not finished. */
-char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_flight,
-                        size_t *len);
+char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_flight, size_t *len);
 
 #endif /* TS_SERVER_METRICS_H */

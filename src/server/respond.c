@@ -118,8 +118,8 @@ ts_reply ts_reply_json(int status, char *text) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
                                   "\"server_error\",\"param\":null,\"code\":null}}";
         r.status = 500;
-        r.response = MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom,
-                                                     MHD_RESPMEM_PERSISTENT);
+        r.response =
+            MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     } else {
         r.response = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
         if (r.response == NULL) {

@@ -30,9 +30,8 @@ static char *dup_or_null(const char *s) {
     return s != NULL ? strdup(s) : NULL;
 }
 
-ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine,
-                           const ts_tokenizer *tok, const ts_chat_template *tmpl,
-                           ts_server **out, ts_error *err) {
+ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine, const ts_tokenizer *tok,
+                           const ts_chat_template *tmpl, ts_server **out, ts_error *err) {
     *out = NULL;
     if (cfg->port < 0 || cfg->port > 65535 || cfg->max_body < 64 || cfg->max_queue < 0 ||
         cfg->max_seqs < 1 || cfg->n_ctx < 1 || cfg->conn_timeout_s < 0 ||
@@ -107,8 +106,8 @@ static void *engine_main(void *arg) {
 }
 
 ts_status ts_server_start(ts_server *s, ts_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", s->cfg.port);

@@ -36,17 +36,17 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct ts_server_config {
-    const char *host;         /* address to bind (default "127.0.0.1"); copied */
-    int port;                 /* 0: any free port (see ts_server_port) */
-    const char *api_key;      /* NULL: no authentication; copied */
-    const char *model_name;   /* id reported by /v1/models and expected in bodies; copied */
-    size_t max_body;          /* bytes; larger bodies are 413 (default 1 MiB) */
-    int max_queue;            /* requests admitted beyond max_seqs before 503 (default 256) */
-    int max_seqs;             /* the engine's max_seqs (for admission and n's limit) */
-    int64_t n_ctx;            /* tokens per sequence (the engine's n_ctx) */
-    int conn_timeout_s;       /* idle connection timeout (default 60) */
-    int max_connections;      /* concurrent connections (default 512) */
-    FILE *log;                /* one line per request; NULL: silent */
+    const char *host;       /* address to bind (default "127.0.0.1"); copied */
+    int port;               /* 0: any free port (see ts_server_port) */
+    const char *api_key;    /* NULL: no authentication; copied */
+    const char *model_name; /* id reported by /v1/models and expected in bodies; copied */
+    size_t max_body;        /* bytes; larger bodies are 413 (default 1 MiB) */
+    int max_queue;          /* requests admitted beyond max_seqs before 503 (default 256) */
+    int max_seqs;           /* the engine's max_seqs (for admission and n's limit) */
+    int64_t n_ctx;          /* tokens per sequence (the engine's n_ctx) */
+    int conn_timeout_s;     /* idle connection timeout (default 60) */
+    int max_connections;    /* concurrent connections (default 512) */
+    FILE *log;              /* one line per request; NULL: silent */
 } ts_server_config;
 
 ts_server_config ts_server_config_default(void);
@@ -55,9 +55,8 @@ typedef struct ts_server ts_server;
 
 /* Creates a server for an engine (borrowed), its tokenizer (borrowed) and a chat template
  * (copied; NULL when the model has none: chat requests then get 400). Binds nothing yet. */
-ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine,
-                           const ts_tokenizer *tok, const ts_chat_template *tmpl,
-                           ts_server **out, ts_error *err);
+ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine, const ts_tokenizer *tok,
+                           const ts_chat_template *tmpl, ts_server **out, ts_error *err);
 
 /* Binds the socket and starts the engine thread and the HTTP threads. */
 ts_status ts_server_start(ts_server *s, ts_error *err);

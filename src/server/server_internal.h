@@ -47,11 +47,11 @@ struct ts_server {
     bool engine_started;
     atomic_bool engine_stop;
 
-    pthread_mutex_t mu;  /* guards the fields below */
-    pthread_cond_t cv;   /* signalled when in_flight drops */
-    int64_t in_flight;   /* jobs admitted whose engine requests have not all finished */
-    bool draining;       /* shutdown started: no new requests */
-    ts_job *jobs;        /* admitted jobs not yet finished by the engine (for shutdown) */
+    pthread_mutex_t mu; /* guards the fields below */
+    pthread_cond_t cv;  /* signalled when in_flight drops */
+    int64_t in_flight;  /* jobs admitted whose engine requests have not all finished */
+    bool draining;      /* shutdown started: no new requests */
+    ts_job *jobs;       /* admitted jobs not yet finished by the engine (for shutdown) */
     bool shut_down;
     int64_t n_requests_open; /* HTTP requests between their first call and on_completed */
 
@@ -97,8 +97,8 @@ struct ts_job {
     bool abandoned;            /* the HTTP side left: drop events */
     bool shutdown;             /* aborted by server shutdown */
 
-    double t_arrival;  /* seconds, monotonic */
-    double *t_last;    /* [n_subs * n_per] time of the last token, 0 before the first */
+    double t_arrival; /* seconds, monotonic */
+    double *t_last;   /* [n_subs * n_per] time of the last token, 0 before the first */
     uint64_t usage_prompt, usage_completion;
 };
 
@@ -166,8 +166,7 @@ ts_reply ts_reply_error(const ts_api_error *err);
 
 /* POST /v1/completions and /v1/chat/completions. sock: the client's socket, for disconnect
  * detection. May block until the answer is complete (non-streaming). */
-ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len,
-                            int sock);
+ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len, int sock);
 ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len);
 
 /* Renders a request's prompts into token ids (chat template for chat). */

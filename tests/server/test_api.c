@@ -31,8 +31,7 @@ static void expect_bad(ts_api_kind kind, const char *body, int status, const cha
     if (st == TS_OK || e.status != status || strcmp(e.param, param) != 0 ||
         strstr(e.message, needle) == NULL) {
         print_error("body %s\n  got status %d param '%s' message '%s'\n  want %d '%s' ~'%s'\n",
-                    body, st == TS_OK ? 200 : e.status, e.param, e.message, status, param,
-                    needle);
+                    body, st == TS_OK ? 200 : e.status, e.param, e.message, status, param, needle);
         if (st == TS_OK) {
             ts_api_request_free(&r);
         }
@@ -49,7 +48,8 @@ static void test_completion_ok(void **state) {
         "{\"model\":\"tiny\",\"prompt\":\"Hello\",\"max_tokens\":7,\"temperature\":0.5,"
         "\"top_p\":0.9,\"top_k\":-1,\"min_p\":0.1,\"seed\":-3,\"n\":2,\"stop\":[\"\\n\",\"END\"],"
         "\"presence_penalty\":1.5,\"frequency_penalty\":-0.5,\"logit_bias\":{\"5\":2.5,\"7\":-100},"
-        "\"logprobs\":3,\"user\":\"u1\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"logprobs\":3,\"user\":\"u1\",\"stream\":true,\"stream_options\":{\"include_usage\":true}"
+        ","
         "\"unknown_field\":{\"x\":[1,2,3]}}";
     assert_int_equal(parse(TS_API_COMPLETIONS, body, &r, &e), TS_OK);
     assert_int_equal(r.n_prompts, 1);
@@ -103,9 +103,8 @@ static void test_completion_defaults_and_forms(void **state) {
     assert_int_equal(r.prompts[1].n_ids, 2);
     ts_api_request_free(&r);
 
-    assert_int_equal(parse(TS_API_COMPLETIONS, "{\"prompt\":\"a\",\"max_completion_tokens\":9}",
-                           &r, &e),
-                     TS_OK);
+    assert_int_equal(
+        parse(TS_API_COMPLETIONS, "{\"prompt\":\"a\",\"max_completion_tokens\":9}", &r, &e), TS_OK);
     assert_int_equal(r.params.max_tokens, 9);
     ts_api_request_free(&r);
 }
@@ -136,9 +135,8 @@ static void test_tokenize_bodies(void **state) {
     (void)state;
     ts_api_request r;
     ts_api_error e;
-    assert_int_equal(parse(TS_API_TOKENIZE, "{\"prompt\":\"hi\",\"add_special_tokens\":false}", &r,
-                           &e),
-                     TS_OK);
+    assert_int_equal(
+        parse(TS_API_TOKENIZE, "{\"prompt\":\"hi\",\"add_special_tokens\":false}", &r, &e), TS_OK);
     assert_false(r.add_special_tokens);
     ts_api_request_free(&r);
     assert_int_equal(parse(TS_API_TOKENIZE,
@@ -170,9 +168,11 @@ static void test_bad_bodies(void **state) {
     expect_bad(C, "{\"prompt\":[1,1000]}", 400, "prompt", "[0, 1000)");
     expect_bad(C, "{\"prompt\":[1,2.5]}", 400, "prompt", "not a token id");
     expect_bad(C, "{\"prompt\":[\"a\",{}]}", 400, "prompt", "prompt[1]");
-    expect_bad(C, "{\"prompt\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
-                  "\"a\",\"a\",\"a\",\"a\",\"a\"]}",
-               400, "prompt", "at most 16");
+    expect_bad(
+        C,
+        "{\"prompt\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\","
+        "\"a\",\"a\",\"a\",\"a\",\"a\"]}",
+        400, "prompt", "at most 16");
     expect_bad(C, "{\"prompt\":\"a\",\"max_tokens\":-5}", 400, "max_tokens", "[1, 512]");
     expect_bad(C, "{\"prompt\":\"a\",\"max_tokens\":0}", 400, "max_tokens", "got 0");
     expect_bad(C, "{\"prompt\":\"a\",\"max_tokens\":1e30}", 400, "max_tokens", "[1, 512]");
@@ -204,7 +204,8 @@ static void test_bad_bodies(void **state) {
     expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"x1\":1}}", 400, "logit_bias", "'x1'");
     expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"1000\":1}}", 400, "logit_bias", "[0, 1000)");
     expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"-1\":1}}", 400, "logit_bias", "'-1'");
-    expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"3\":101}}", 400, "logit_bias", "[-100, 100]");
+    expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"3\":101}}", 400, "logit_bias",
+               "[-100, 100]");
     expect_bad(C, "{\"prompt\":\"a\",\"logit_bias\":{\"3\":\"1\"}}", 400, "logit_bias", "number");
     expect_bad(C, "{\"prompt\":\"a\",\"logprobs\":21}", 400, "logprobs", "[0, 20]");
     expect_bad(C, "{\"prompt\":\"a\",\"logprobs\":true}", 400, "logprobs", "integer");
@@ -224,8 +225,8 @@ static void test_bad_bodies(void **state) {
     expect_bad(H, "{\"messages\":[]}", 400, "messages", "1 to 1024");
     expect_bad(H, "{\"messages\":[5]}", 400, "messages[0]", "an object");
     expect_bad(H, "{\"messages\":[{\"content\":\"x\"}]}", 400, "messages[0].role", "string");
-    expect_bad(H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400,
-               "messages[0].role", "'tool'");
+    expect_bad(H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0].role",
+               "'tool'");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\"}]}", 400, "messages[0].content", "required");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages[0].content",
                "a number");
@@ -250,7 +251,8 @@ static void test_hostile_bytes(void **state) {
     /* Invalid UTF-8 anywhere (inside a string, too) is refused before parsing. */
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"a\xff\"}", 400, "", "byte offset 12");
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"\xc0\xaf\"}", 400, "", "UTF-8"); /* overlong */
-    expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"\xed\xa0\x80\"}", 400, "", "UTF-8"); /* surrogate */
+    expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"\xed\xa0\x80\"}", 400, "",
+               "UTF-8"); /* surrogate */
     /* Deep nesting stops before cJSON recurses. */
     size_t depth = 100000;
     char *deep = malloc(2 * depth + 32);
@@ -283,9 +285,8 @@ static void test_hostile_bytes(void **state) {
     /* A NUL byte inside the body ends nothing early: the length is what counts. */
     ts_api_request r2;
     const char nul_body[] = "{\"prompt\":\"a\"}\0garbage";
-    assert_int_not_equal(ts_api_parse(TS_API_COMPLETIONS, nul_body, sizeof nul_body - 1, &k_lim,
-                                      &r2, &e),
-                         TS_OK);
+    assert_int_not_equal(
+        ts_api_parse(TS_API_COMPLETIONS, nul_body, sizeof nul_body - 1, &k_lim, &r2, &e), TS_OK);
     assert_non_null(strstr(e.message, "after the JSON value"));
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"a\"} {}", 400, "", "after the JSON value");
     assert_int_equal(parse(TS_API_COMPLETIONS, " {\"prompt\":\"a\"}\r\n ", &r, &e), TS_OK);
@@ -342,11 +343,14 @@ static void test_metrics_render(void **state) {
     ts_metrics_count_request(&m, TS_ROUTE_CHAT, 200);
     ts_metrics_count_request(&m, TS_ROUTE_COMPLETIONS, 400);
     ts_metrics_count_request(&m, TS_ROUTE_OTHER, 418);
-    ts_metrics_observe(&m, TS_HIST_TTFT, 0.03);  /* bucket le=0.05 */
+    ts_metrics_observe(&m, TS_HIST_TTFT, 0.03);   /* bucket le=0.05 */
     ts_metrics_observe(&m, TS_HIST_TTFT, 1000.0); /* only +Inf */
     ts_metrics_add_usage(&m, 10, 4, false);
-    ts_engine_stats es = {.n_running = 3, .n_waiting = 2, .kv_blocks_used = 5,
-                          .kv_blocks_total = 20, .prefix_query_tokens = 100,
+    ts_engine_stats es = {.n_running = 3,
+                          .n_waiting = 2,
+                          .kv_blocks_used = 5,
+                          .kv_blocks_total = 20,
+                          .prefix_query_tokens = 100,
                           .prefix_hit_tokens = 25};
     size_t len = 0;
     char *text = ts_metrics_render(&m, &es, 5, &len);
@@ -407,7 +411,9 @@ static void test_random_mutations(void **state) {
             size_t at = rng_next(&rng) % len;
             char c = alphabet[rng_next(&rng) % (sizeof alphabet - 1)];
             switch (rng_next(&rng) % 4) {
-            case 0: buf[at] = c; break;
+            case 0:
+                buf[at] = c;
+                break;
             case 1:
                 if (len + 1 < sizeof buf) {
                     memmove(buf + at + 1, buf + at, len - at);
@@ -419,7 +425,9 @@ static void test_random_mutations(void **state) {
                 memmove(buf + at, buf + at + 1, len - at - 1);
                 len--;
                 break;
-            default: len = at; break;
+            default:
+                len = at;
+                break;
             }
         }
         for (int kind = 0; kind < 4; kind++) {
