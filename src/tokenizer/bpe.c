@@ -17,84 +17,24 @@ typedef struct bpe_sym {
     ts_token id;        /* current token; TS_TOKEN_NULL once merged away */
 } bpe_sym;
 
-typedef struct bpe_pair {
-    int32_t rank;
-    int64_t left, right;
-    ts_token lid, rid, result;
-} bpe_pair;
-
-typedef struct bpe_heap {
-    bpe_pair *v;
-    size_t n, cap;
-} bpe_heap;
-
-static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static ts_status heap_push(bpe_heap *h, const bpe_pair *p, ts_error *err) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        bpe_pair *v = realloc(h->v, cap * sizeof *v);
-        if (v == NULL) {
-            return ts_error_set(err, TS_ERR_NOMEM, "tokenizer: no memory for BPE merge queue");
-        }
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!pair_before(p, &h->v[parent])) {
-            break;
-        }
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = *p;
-    return TS_OK;
-}
-
-static bpe_pair heap_pop(bpe_heap *h) {
-    bpe_pair top = h->v[0];
-    bpe_pair last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) {
-            break;
-        }
-        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) {
-            c++;
-        }
-        if (!pair_before(&h->v[c], &last)) {
-            break;
-        }
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n > 0) {
-        h->v[i] = last;
-    }
-    return top;
-}
-
 static ts_status try_pair(const ts_tokenizer *t, const bpe_sym *sym, int64_t l, int64_t r,
-                          bpe_heap *h, ts_error *err) {
+                          tok_merge_queue *h, ts_error *err) {
     if (l < 0 || r < 0) {
         return TS_OK;
     }
-    bpe_pair p = {.left = l, .right = r, .lid = sym[l].id, .rid = sym[r].id};
-    if (!tok_mmap_find(t, p.lid, p.rid, &p.rank, &p.result)) {
+    tok_merge p = {.left = l, .right = r, .lid = sym[l].id, .rid = sym[r].id};
+    int32_t rank;
+    if (!tok_mmap_find(t, p.lid, p.rid, &rank, &p.result)) {
         return TS_OK;
     }
-    return heap_push(h, &p, err);
+    p.key = rank; /* lower rank merges first */
+    return tok_merge_push(h, &p, err);
 }
 
 typedef struct bpe_work {
     bpe_sym *sym;
     size_t sym_cap;
-    bpe_heap heap;
+    tok_merge_queue heap;
     tok_buf word; /* the word in the byte alphabet */
 } bpe_work;
 
@@ -135,7 +75,7 @@ static ts_status encode_word(const ts_tokenizer *t, const unsigned char *w, size
         }
     }
     while (k->heap.n > 0) {
-        bpe_pair p = heap_pop(&k->heap);
+        tok_merge p = tok_merge_pop(&k->heap);
         bpe_sym *l = &sym[p.left], *r = &sym[p.right];
         /* Skip pairs whose symbols changed since the pair was queued. */
         if (l->next != p.right || l->id != p.lid || r->id != p.rid) {
@@ -183,7 +123,7 @@ ts_status tok_bpe_encode(const ts_tokenizer *t, const char *text, size_t len, to
     }
     free(words.v);
     free(k.sym);
-    free(k.heap.v);
+    tok_merge_queue_free(&k.heap);
     free(k.word.v);
     return st;
 }

@@ -18,66 +18,8 @@ typedef struct spm_sym {
     size_t start, len; /* bytes of the escaped text; len 0 once merged away */
 } spm_sym;
 
-typedef struct spm_pair {
-    float score;
-    int64_t left, right;
-    size_t len; /* combined length when queued, to detect stale entries */
-} spm_pair;
-
-static bool pair_before(const spm_pair *a, const spm_pair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-typedef struct spm_heap {
-    spm_pair *v;
-    size_t n, cap;
-} spm_heap;
-
-static ts_status heap_push(spm_heap *h, const spm_pair *p, ts_error *err) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        spm_pair *v = realloc(h->v, cap * sizeof *v);
-        if (v == NULL) {
-            return ts_error_set(err, TS_ERR_NOMEM, "tokenizer: no memory for SPM merge queue");
-        }
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0 && pair_before(p, &h->v[(i - 1) / 2])) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = *p;
-    return TS_OK;
-}
-
-static spm_pair heap_pop(spm_heap *h) {
-    spm_pair top = h->v[0];
-    spm_pair last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) {
-            break;
-        }
-        if (c + 1 < h->n && pair_before(&h->v[c + 1], &h->v[c])) {
-            c++;
-        }
-        if (!pair_before(&h->v[c], &last)) {
-            break;
-        }
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n > 0) {
-        h->v[i] = last;
-    }
-    return top;
-}
-
 static ts_status try_pair(const ts_tokenizer *t, const char *s, const spm_sym *sym, int64_t l,
-                          int64_t r, spm_heap *h, ts_error *err) {
+                          int64_t r, tok_merge_queue *h, ts_error *err) {
     if (l < 0 || r < 0) {
         return TS_OK;
     }
@@ -86,8 +28,9 @@ static ts_status try_pair(const ts_tokenizer *t, const char *s, const spm_sym *s
     if (id == TS_TOKEN_NULL) {
         return TS_OK;
     }
-    spm_pair p = {.score = t->tokens[id].score, .left = l, .right = r, .len = len};
-    return heap_push(h, &p, err);
+    /* Higher score merges first. */
+    tok_merge p = {.key = -(double)t->tokens[id].score, .left = l, .right = r, .len = len};
+    return tok_merge_push(h, &p, err);
 }
 
 static ts_status emit_symbol(const ts_tokenizer *t, const char *s, const spm_sym *y, tok_ids *out,
@@ -120,7 +63,7 @@ ts_status tok_spm_encode(const ts_tokenizer *t, const char *text, size_t len, bo
                          tok_ids *out, ts_error *err) {
     tok_buf esc = {0};
     spm_sym *sym = NULL;
-    spm_heap heap = {0};
+    tok_merge_queue heap = {0};
     ts_status st = prefix_space ? tok_buf_append(&esc, "\xE2\x96\x81", 3, err) : TS_OK;
     for (size_t i = 0; i < len && st == TS_OK; i++) {
         st = text[i] == ' ' ? tok_buf_append(&esc, "\xE2\x96\x81", 3, err)
@@ -152,7 +95,7 @@ ts_status tok_spm_encode(const ts_tokenizer *t, const char *text, size_t len, bo
         st = try_pair(t, esc.v, sym, (int64_t)i - 1, (int64_t)i, &heap, err);
     }
     while (st == TS_OK && heap.n > 0) {
-        spm_pair p = heap_pop(&heap);
+        tok_merge p = tok_merge_pop(&heap);
         spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->len == 0 || r->len == 0 || l->next != p.right || l->len + r->len != p.len) {
             continue;
@@ -174,6 +117,6 @@ ts_status tok_spm_encode(const ts_tokenizer *t, const char *text, size_t len, bo
 done:
     free(esc.v);
     free(sym);
-    free(heap.v);
+    tok_merge_queue_free(&heap);
     return st;
 }

@@ -150,4 +150,26 @@ ts_status tok_build_pieces(ts_tokenizer *t, ts_error *err);
 ts_status tok_build_special(ts_tokenizer *t, ts_error *err);
 void tok_byte_level_init(ts_tokenizer *t);
 
+/* A candidate merge of adjacent symbols left and right, for the BPE and SentencePiece merge
+ * loops. Pairs come out of a tok_merge_queue by ascending `key`, ties by leftmost position
+ * (BPE: key = merge rank; SentencePiece: key = -score). Entries made stale by earlier merges
+ * stay queued; the loops recognise them by the payload when they are popped. */
+typedef struct tok_merge {
+    double key;
+    int64_t left, right;
+    ts_token lid, rid, result; /* BPE: the pair's tokens and the merged token */
+    size_t len;                /* SentencePiece: combined byte length when queued */
+} tok_merge;
+
+/* A binary min-heap of merges; zero-initialise, free with tok_merge_queue_free. */
+typedef struct tok_merge_queue {
+    tok_merge *v;
+    size_t n, cap;
+} tok_merge_queue;
+
+ts_status tok_merge_push(tok_merge_queue *q, const tok_merge *m, ts_error *err);
+/* Removes and returns the first merge; q must not be empty. */
+tok_merge tok_merge_pop(tok_merge_queue *q);
+void tok_merge_queue_free(tok_merge_queue *q);
+
 #endif /* TS_TOKENIZER_TOK_INTERNAL_H */
