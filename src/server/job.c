@@ -159,11 +159,13 @@ static void on_event(const ts_engine_event *ev, void *user) {
         finalize = j->n_subs_done == j->n_subs;
     }
     pthread_mutex_unlock(&j->mu);
+    /* Release the admission slot before waking the HTTP side: a client that has read the
+     * last byte of its response may send the next request at once, and must find room. */
+    if (finalize) {
+        job_finalize(j, aborted);
+    }
     wake(j);
     if (ev->request_done) {
-        if (finalize) {
-            job_finalize(j, aborted);
-        }
         job_unref(j); /* the engine request's reference */
     }
 }
