@@ -10,7 +10,8 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config python3 python3-pip
       libpcre2-dev libcjson-dev libmicrohttpd-dev libssl-dev libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--test" ]; then
-    PKGS+=(libcmocka-dev clang libclang-rt-14-dev curl python3-venv chromium chromium-driver)
+    PKGS+=(libcmocka-dev clang libclang-rt-14-dev curl python3-venv chromium chromium-driver
+           libsimde-dev)
 fi
 
 missing=()

@@ -4,9 +4,8 @@
  * pair dot-product instruction, which treats bf16 denormals as zero; the tests' tolerance
  * covers that.
  */
-#include <immintrin.h>
-
 #include "quant/quant_internal.h"
+#include "quant/simd_isa.h"
 
 static inline __m512 load_f16x16(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -85,20 +84,29 @@ void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y
     *result = sum;
 }
 
+/*
+ * gemm tiles: one weight row against up to 4 activation rows. Each column repeats the
+ * operations of the dot product above in its order (two accumulators over 32 elements, then
+ * a scalar tail), so gemm equals vec_dot bit for bit and results do not depend on how
+ * tokens are batched.
+ */
 #define FLOAT_GEMM512(NAME, ELEM, LOAD, SCALAR)                                                    \
     static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,         \
                                    float *out) {                                                   \
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),            \
-                         _mm512_setzero_ps()};                                                     \
+        __m512 acc0[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),           \
+                          _mm512_setzero_ps()};                                                    \
+        __m512 acc1[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),           \
+                          _mm512_setzero_ps()};                                                    \
         int64_t i = 0;                                                                             \
-        for (; i + 16 <= k; i += 16) {                                                             \
-            const __m512 wv = LOAD(w + i);                                                         \
+        for (; i + 32 <= k; i += 32) {                                                             \
+            const __m512 w0 = LOAD(w + i), w1 = LOAD(w + i + 16);                                  \
             for (int j = 0; j < nc; j++) {                                                         \
-                acc[j] = _mm512_fmadd_ps(wv, LOAD(a[j] + i), acc[j]);                              \
+                acc0[j] = _mm512_fmadd_ps(w0, LOAD(a[j] + i), acc0[j]);                            \
+                acc1[j] = _mm512_fmadd_ps(w1, LOAD(a[j] + i + 16), acc1[j]);                       \
             }                                                                                      \
         }                                                                                          \
         for (int j = 0; j < nc; j++) {                                                             \
-            float s = _mm512_reduce_add_ps(acc[j]);                                                \
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));                       \
             for (int64_t t = i; t < k; t++) {                                                      \
                 s += SCALAR(w[t]) * SCALAR(a[j][t]);                                               \
             }                                                                                      \

@@ -1,14 +1,14 @@
 /*
  * simd_avx2.h — small AVX2 helpers shared by the *_avx2.c kernel files (and usable from the
  * *_avx512.c ones, which are compiled with a superset of the flags). Include only from
- * files compiled with -mavx2 -mfma -mf16c.
+ * files compiled with -mavx2 -mfma -mf16c, or from the test build that emulates them
+ * (simd_isa.h).
  */
 #ifndef TS_QUANT_SIMD_AVX2_H
 #define TS_QUANT_SIMD_AVX2_H
 
-#include <immintrin.h>
-
 #include "quant/quant_internal.h"
+#include "quant/simd_isa.h"
 
 /* f16 -> f32 with the F16C instruction (exact, same result as ts_fp16_load). */
 static inline float fp16_hw(uint16_t h) {
