@@ -76,8 +76,9 @@ static const emu_type k_emu[] = {
 /* Row kinds: the qgen kinds through the scalar quantizer, then raw random blocks. */
 enum { KIND_RAW = QGEN_KIND_COUNT, KIND_COUNT };
 
-/* Bytes before the first row and after each row: keeps the 2- or 4-byte alignment the block
- * structs need while breaking every SIMD alignment. */
+/* Bytes before the first row and between rows: keeps the 2- or 4-byte alignment the block
+ * structs need while breaking every SIMD alignment. The last row ends exactly at the end
+ * of its allocation, so under ASan a kernel reading past a row fails. */
 enum { ROW_OFF = 4, ROW_PAD = 4 };
 
 static size_t row_bytes(ts_type t, int64_t n) {
@@ -235,7 +236,7 @@ static void offset_part(ts_type type, const uint8_t *row, int64_t n, float *out)
 static void make_rows(ts_type type, int64_t n, int count, const int *kinds, int nkinds,
                       uint64_t seed, rows *out) {
     out->ld = row_bytes(type, n) + ROW_PAD;
-    out->base = malloc(ROW_OFF + out->ld * (size_t)count);
+    out->base = malloc(ROW_OFF + out->ld * (size_t)count - ROW_PAD);
     out->deq = malloc(sizeof(float) * (size_t)(n * count + 1));
     out->offs = malloc(sizeof(float) * (size_t)(n * count + 1));
     assert_non_null(out->base);
@@ -259,13 +260,19 @@ static void free_rows(rows *r) {
 
 /* ---- to_float ---- */
 
-/* Emulated vs scalar dequantization of `n` elements at src into an unaligned destination;
- * the float after the row must stay untouched. */
-static void check_to_float(const emu_type *e, const void *src, int64_t n) {
+/* Emulated vs scalar dequantization of `n` elements at row into an unaligned destination;
+ * the float after the row must stay untouched. The row is copied to the end of its own
+ * allocation (2-byte aligned) so that ASan sees any read past it. */
+static void check_to_float(const emu_type *e, const void *row, int64_t n) {
+    const size_t rb = row_bytes(e->type, n);
+    uint8_t *copy = malloc(rb + 2);
     float *a = malloc(sizeof(float) * (size_t)(n + 2));
     float *b = malloc(sizeof(float) * (size_t)(n + 2));
+    assert_non_null(copy);
     assert_non_null(a);
     assert_non_null(b);
+    memcpy(copy + 2, row, rb);
+    const void *src = copy + 2;
     a[n + 1] = b[n + 1] = -7.0f;
     scalar_ops(e->type)->to_float(src, a + 1, n);
     e->to_float(src, b + 1, n);
@@ -279,6 +286,7 @@ static void check_to_float(const emu_type *e, const void *src, int64_t n) {
         }
     }
     assert_true(b[n + 1] == -7.0f);
+    free(copy);
     free(a);
     free(b);
 }
