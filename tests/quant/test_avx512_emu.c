@@ -11,9 +11,9 @@
  * Tolerances (those of test_kernels.c's SIMD-vs-scalar test):
  *   - to_float: bit-identical to the scalar to_float (the same single roundings in order),
  *     on quantizer output of every qgen kind, on raw random blocks (every nibble, high bit
- *     and 6-bit scale pattern; f16 scales random, up to 2^7), and for F16 / BF16 on every
- *     bit pattern (F16 without NaNs: F16C quiets a signalling NaN, the scalar conversion
- *     keeps its bits).
+ *     and 6-bit scale pattern; f16 scales random, below 2^8), and for F16 / BF16 on every
+ *     bit pattern (F16 without NaNs: F16C quiets a signalling NaN while the scalar
+ *     conversion keeps its bits; weights never hold NaNs).
  *   - vec_dot vs the scalar vec_dot: |a - b| <= 2e-6 * S + 1e-30, S = sum |x_i y_i| over
  *     the dequantized operands (integer block sums are exact; only the f32 accumulation
  *     order differs; the scalar float types sum in double). Q4_1, Q4_K, Q5_K and Q6_K
@@ -27,9 +27,11 @@
  *     the CPU running it has), hence within the vec_dot tolerance of the scalar dot;
  *     padding between output columns untouched.
  *
- * Emulation differs from hardware in two ways the data here avoids: SIMDe's vdpbf16ps
- * keeps bf16 denormals (the instruction flushes them; no row here holds one), and it adds
- * the pair's two products in the other order (inside the tolerance).
+ * Emulation differs from hardware in two known ways, neither of which matters here: SIMDe's
+ * vdpbf16ps keeps bf16 denormals (the instruction flushes them; no row here holds one) and
+ * adds each pair's two products in its own order (a rounding difference, inside the
+ * tolerance). Without -mfma the emulated build cannot show FMA contraction differences;
+ * the project compiles with -std=c11, where GCC does not contract.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -94,7 +96,8 @@ static const ts_quant_ops *scalar_ops(ts_type t) {
 }
 
 /* Random f16 scale of either sign with a random mantissa and a biased exponent in 0..22:
- * zero and subnormals up to 2^7 (products with the levels and scales stay finite). */
+ * zero and subnormals up to values below 2^8 (products with the levels and scales stay
+ * finite). */
 static uint16_t rand_half(qgen_rng *r) {
     const uint64_t v = qgen_next(r);
     return (uint16_t)((v & 0x83FFu) | (((v >> 16) % 23) << 10));
@@ -110,6 +113,12 @@ static void put_u16(uint8_t *p, size_t off, uint16_t v) {
     memcpy(p + off, &v, sizeof v);
 }
 
+_Static_assert(offsetof(ts_block_q4_k, d) == offsetof(ts_block_q4_1, d) &&
+                   offsetof(ts_block_q5_k, d) == offsetof(ts_block_q4_1, d) &&
+                   offsetof(ts_block_q4_k, dmin) == offsetof(ts_block_q4_1, m) &&
+                   offsetof(ts_block_q5_k, dmin) == offsetof(ts_block_q4_1, m),
+               "raw_row writes the Q4_1, Q4_K and Q5_K scales at the same offsets");
+
 /* Random blocks of `type` with consistent derived fields (Q8_1 s, Q8_K bsums). */
 static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
     const size_t bb = ts_type_block_bytes(type);
@@ -121,12 +130,14 @@ static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
         uint8_t *b = dst + (size_t)i * bb;
         switch (type) {
         case TS_TYPE_Q4_0:
+            put_u16(b, offsetof(ts_block_q4_0, d), rand_half(r));
+            break;
         case TS_TYPE_Q4_1:
         case TS_TYPE_Q4_K:
         case TS_TYPE_Q5_K:
-            /* d first, then (Q4_1, K-quants) the min scale */
-            put_u16(b, 0, rand_half(r));
-            put_u16(b, 2, rand_half(r));
+            /* d, then the min scale, at the same offsets in all three layouts */
+            put_u16(b, offsetof(ts_block_q4_1, d), rand_half(r));
+            put_u16(b, offsetof(ts_block_q4_1, m), rand_half(r));
             break;
         case TS_TYPE_Q6_K:
             put_u16(b, offsetof(ts_block_q6_k, d), rand_half(r));
@@ -143,9 +154,10 @@ static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
                 memcpy(b + qs + k, &q, 1);
                 sum += q;
             }
-            put_u16(b, 0, d);
+            put_u16(b, offsetof(ts_block_q8_0, d), d);
             if (type == TS_TYPE_Q8_1) {
-                put_u16(b, 2, ts_f32_to_f16(ts_f16_to_f32(d) * (float)sum));
+                put_u16(b, offsetof(ts_block_q8_1, s),
+                        ts_f32_to_f16(ts_f16_to_f32(d) * (float)sum));
             }
             break;
         }
