@@ -27,6 +27,8 @@
  * the 4 x 4 tile, rows in lanes for one activation row, a broadcast for vec_dot).
  * tests/quant/test_gemm_invariance.c checks gemm == vec_dot bitwise for every type.
  */
+#include <string.h>
+
 #include "quant/simd_avx2.h"
 
 /* [c0..c3 | c0..c3]: lane c of each half is a half-sum of p_c. */
@@ -75,8 +77,8 @@ static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
 
 /* Weight scales of 4 rows as [d0..d3 | d0..d3] (the block's first field). */
 static inline __m256 w_d4(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
-    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0,
-                                                 0, 0, 0));
+    const __m128 d =
+        _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0));
     return _mm256_set_m128(d, d);
 }
 
@@ -122,24 +124,64 @@ static inline __attribute__((always_inline)) void q4_1_tile4(int rm, int64_t nb,
     }
 }
 
+/* Two weight rows' 32 nibbles per register: [a.qs | b.qs] (16 bytes each) gives the low
+ * nibbles (elements 0..15) of a and b in one vector and the high nibbles (16..31) in
+ * another, which meet the activation halves [y0..15 | y0..15] and [y16..31 | y16..31]. */
+static inline void nib2(const uint8_t *qa, const uint8_t *qb, __m256i *lo, __m256i *hi) {
+    const __m256i v = _mm256_loadu2_m128i((const __m128i *)qb, (const __m128i *)qa);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_and_si256(v, m);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+}
+
+/* The 32-bit (d, m) pairs of rows a, c, b, d' as floats: [da ma dc mc | db mb dd md]. */
+static inline __m256 dm4(const ts_block_q4_1 *a, const ts_block_q4_1 *b, const ts_block_q4_1 *c,
+                         const ts_block_q4_1 *d) {
+    int32_t va, vb, vc, vd;
+    memcpy(&va, a, 4);
+    memcpy(&vb, b, 4);
+    memcpy(&vc, c, 4);
+    memcpy(&vd, d, 4);
+    return _mm256_cvtph_ps(_mm_setr_epi32(va, vc, vb, vd));
+}
+
+/* One activation row against four weight rows. Lanes: [a_lo c_lo a_hi c_hi | b_lo d_lo b_hi
+ * d_hi] (row order a, b, c, d = w[0..3]); finish_rows4 adds each row's two halves. */
 static inline __attribute__((always_inline)) void
 q4_1_tile1(int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
     *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y[i].qs));
+        const __m256i yhi =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(y[i].qs + 16)));
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        const __m256 syz = _mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(fp16_hw(y[i].s)));
-        const __m256 dm = _mm256_cvtph_ps(
-            _mm_setr_epi16((short)w[0][i].d, (short)w[1][i].d, (short)w[2][i].d, (short)w[3][i].d,
-                           (short)w[0][i].m, (short)w[1][i].m, (short)w[2][i].m, (short)w[3][i].m));
-        const __m256 dx = _mm256_permute2f128_ps(dm, dm, 0x00); /* [d | d] */
-        const __m256 mx = _mm256_permute2f128_ps(dm, dm, 0x11); /* [m | m] */
-        const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_nibbles32(w[0][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[1][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[2][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[3][i].qs), yv));
+        const __m256 sy =
+            _mm256_blend_ps(_mm256_setzero_ps(), _mm256_set1_ps(fp16_hw(y[i].s)), 0x33);
+        const __m256 f = dm4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
+        const __m256 dx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 mx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(3, 1, 3, 1));
+        __m256i ab_lo, ab_hi, cd_lo, cd_hi;
+        nib2(w[0][i].qs, w[1][i].qs, &ab_lo, &ab_hi);
+        nib2(w[2][i].qs, w[3][i].qs, &cd_lo, &cd_hi);
+        const __m256i lo =
+            _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_lo, ylo), _mm256_maddubs_epi16(cd_lo, ylo));
+        const __m256i hi =
+            _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_hi, yhi), _mm256_maddubs_epi16(cd_hi, yhi));
+        const __m256i t = madd1(_mm256_hadd_epi16(lo, hi));
         *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
-        *acc = _mm256_fmadd_ps(mx, syz, *acc);
+        *acc = _mm256_fmadd_ps(mx, sy, *acc);
+    }
+}
+
+/* Output of the q4_1_tile1 layout: row a = lane 0 + lane 2, c = 1 + 3, b = 4 + 6, d = 5 + 7
+ * (each the low half plus the high half). */
+static inline void q4_1_store_rows(__m256 acc, float *c, int64_t r0, int rows) {
+    const __m256 s = _mm256_add_ps(acc, _mm256_permute_ps(acc, _MM_SHUFFLE(1, 0, 3, 2)));
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    const float out[4] = {v[0], v[4], v[1], v[5]};
+    for (int r = 0; r < rows; r++) {
+        c[r0 + r] = out[r];
     }
 }
 
@@ -181,8 +223,7 @@ q4_0_tile1(int64_t nb, const ts_block_q4_0 *const *w, const ts_block_q8_0 *y, __
     *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i sy8 =
-            _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
+        const __m256i sy8 = _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
         const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
         const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_nibbles32(w[0][i].qs), yv),
@@ -251,8 +292,7 @@ void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / TS_QK; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i sy8 =
-            _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
+        const __m256i sy8 = _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
         const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[i].qs), yv)));
         const __m256 s =
             _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
@@ -290,6 +330,10 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     *result = finish1(acc);
 }
 
+/* q4_0 and q8_0 tile1 keep rows in lanes 0..3 of each half. */
+#define q4_0_store_rows store_rows
+#define q8_0_store_rows store_rows
+
 /* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
  * final activation row; the padded results are not stored) or, for nc == 1, of 1. */
 #define Q32_GEMM(T, WB, AB)                                                                        \
@@ -303,7 +347,7 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
                 wr[r] = (const WB *)((const char *)w + (size_t)(r0 + r) * ldw);                    \
             }                                                                                      \
             __m256 acc[4];                                                                         \
-            if (nc == 1) {                                                                     \
+            if (nc == 1) {                                                                         \
                 const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;                                 \
                 const WB *w1[4];                                                                   \
                 for (int r = 0; r < 4; r++) {                                                      \
@@ -311,7 +355,7 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
                                          (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);          \
                 }                                                                                  \
                 T##_tile1(nb, w1, (const AB *)a, acc);                                             \
-                store_rows(acc[0], c, r0, rows);                                                   \
+                T##_store_rows(acc[0], c, r0, rows);                                               \
                 r0 += rows;                                                                        \
                 continue;                                                                          \
             }                                                                                      \
