@@ -145,11 +145,31 @@ static inline __m256 dm4(const ts_block_q4_1 *a, const ts_block_q4_1 *b, const t
     return _mm256_cvtph_ps(_mm_setr_epi32(va, vc, vb, vd));
 }
 
-/* One activation row against four weight rows. Lanes: [a_lo c_lo a_hi c_hi | b_lo d_lo b_hi
- * d_hi] (row order a, b, c, d = w[0..3]); finish_rows4 adds each row's two halves. */
+/* One group of four weight rows (a, b, c, d = w[0..3]) for block i: the integer half sums
+ * in lanes [a_lo c_lo a_hi c_hi | b_lo d_lo b_hi d_hi], scaled and accumulated. */
+static inline __attribute__((always_inline)) __m256 q4_1_group(const ts_block_q4_1 *const *w,
+                                                               int64_t i, __m256i ylo, __m256i yhi,
+                                                               __m256 dy, __m256 sy, __m256 acc) {
+    const __m256 f = dm4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
+    const __m256 dx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 mx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(3, 1, 3, 1));
+    __m256i ab_lo, ab_hi, cd_lo, cd_hi;
+    nib2(w[0][i].qs, w[1][i].qs, &ab_lo, &ab_hi);
+    nib2(w[2][i].qs, w[3][i].qs, &cd_lo, &cd_hi);
+    const __m256i lo =
+        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_lo, ylo), _mm256_maddubs_epi16(cd_lo, ylo));
+    const __m256i hi =
+        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_hi, yhi), _mm256_maddubs_epi16(cd_hi, yhi));
+    const __m256i t = madd1(_mm256_hadd_epi16(lo, hi));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), acc);
+    return _mm256_fmadd_ps(mx, sy, acc);
+}
+
+/* One activation row against eight weight rows (two groups of four sharing the activation
+ * block); acc[g] holds group g in the q4_1_group layout. */
 static inline __attribute__((always_inline)) void
 q4_1_tile1(int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
-    *acc = _mm256_setzero_ps();
+    acc[0] = acc[1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y[i].qs));
         const __m256i yhi =
@@ -157,19 +177,8 @@ q4_1_tile1(int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
         const __m256 sy =
             _mm256_blend_ps(_mm256_setzero_ps(), _mm256_set1_ps(fp16_hw(y[i].s)), 0x33);
-        const __m256 f = dm4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
-        const __m256 dx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m256 mx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(3, 1, 3, 1));
-        __m256i ab_lo, ab_hi, cd_lo, cd_hi;
-        nib2(w[0][i].qs, w[1][i].qs, &ab_lo, &ab_hi);
-        nib2(w[2][i].qs, w[3][i].qs, &cd_lo, &cd_hi);
-        const __m256i lo =
-            _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_lo, ylo), _mm256_maddubs_epi16(cd_lo, ylo));
-        const __m256i hi =
-            _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_hi, yhi), _mm256_maddubs_epi16(cd_hi, yhi));
-        const __m256i t = madd1(_mm256_hadd_epi16(lo, hi));
-        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
-        *acc = _mm256_fmadd_ps(mx, sy, *acc);
+        acc[0] = q4_1_group(w, i, ylo, yhi, dy, sy, acc[0]);
+        acc[1] = q4_1_group(w + 4, i, ylo, yhi, dy, sy, acc[1]);
     }
 }
 
@@ -334,6 +343,11 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 #define q4_0_store_rows store_rows
 #define q8_0_store_rows store_rows
 
+/* Weight rows per tile1 call (a multiple of 4; group g of four is stored from acc[g]). */
+#define q4_0_ROWS1 4
+#define q4_1_ROWS1 8
+#define q8_0_ROWS1 4
+
 /* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
  * final activation row; the padded results are not stored) or, for nc == 1, of 1. */
 #define Q32_GEMM(T, WB, AB)                                                                        \
@@ -348,14 +362,16 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
             }                                                                                      \
             __m256 acc[4];                                                                         \
             if (nc == 1) {                                                                         \
-                const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;                                 \
-                const WB *w1[4];                                                                   \
-                for (int r = 0; r < 4; r++) {                                                      \
+                const int rows = nr - r0 < T##_ROWS1 ? (int)(nr - r0) : T##_ROWS1;                 \
+                const WB *w1[T##_ROWS1];                                                           \
+                for (int r = 0; r < T##_ROWS1; r++) {                                              \
                     w1[r] = (const WB *)((const char *)w +                                         \
                                          (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);          \
                 }                                                                                  \
                 T##_tile1(nb, w1, (const AB *)a, acc);                                             \
-                T##_store_rows(acc[0], c, r0, rows);                                               \
+                for (int g = 0; g * 4 < rows; g++) {                                               \
+                    T##_store_rows(acc[g], c, r0 + 4 * g, rows - 4 * g < 4 ? rows - 4 * g : 4);    \
+                }                                                                                  \
                 r0 += rows;                                                                        \
                 continue;                                                                          \
             }                                                                                      \
