@@ -93,6 +93,30 @@ static inline float finish1(__m256 acc) {
     return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
+/* Software prefetch of the next weight tile, spread over the blocks of the current one.
+ * A one-row pass reads ROWS1 rows side by side, a few cache lines from each, too short a
+ * stream per row for the hardware prefetcher to ramp up on; the next tile's rows are
+ * contiguous, so fetching them in order while this tile computes hides the DRAM latency.
+ * Prefetching past the matrix is harmless (prefetches never fault). */
+typedef struct prefetch_spread {
+    const char *p;
+    size_t bytes, per_block, next;
+} prefetch_spread;
+
+static inline void prefetch_spread_begin(prefetch_spread *pf, const char *p, size_t bytes,
+                                         int64_t nb) {
+    pf->p = p;
+    pf->bytes = bytes;
+    pf->per_block = (bytes / 64 + (size_t)nb) / (size_t)nb;
+    pf->next = 0;
+}
+
+static inline void prefetch_spread_step(prefetch_spread *pf) {
+    for (size_t l = 0; l < pf->per_block && pf->next < pf->bytes; l++, pf->next += 64) {
+        _mm_prefetch(pf->p + pf->next, _MM_HINT_T0);
+    }
+}
+
 /* ---- Q4_1 x Q8_1 ---- */
 
 static inline __attribute__((always_inline)) void q4_1_tile4(int rm, int64_t nb,
@@ -167,10 +191,13 @@ static inline __attribute__((always_inline)) __m256 q4_1_group(const ts_block_q4
 
 /* One activation row against eight weight rows (two groups of four sharing the activation
  * block); acc[g] holds group g in the q4_1_group layout. */
-static inline __attribute__((always_inline)) void
-q4_1_tile1(int64_t nb, const ts_block_q4_1 *const *w, const ts_block_q8_1 *y, __m256 *acc) {
+static inline __attribute__((always_inline)) void q4_1_tile1(int64_t nb,
+                                                             const ts_block_q4_1 *const *w,
+                                                             const ts_block_q8_1 *y, __m256 *acc,
+                                                             prefetch_spread *pf) {
     acc[0] = acc[1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        prefetch_spread_step(pf);
         const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y[i].qs));
         const __m256i yhi =
             _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(y[i].qs + 16)));
@@ -226,11 +253,14 @@ static inline __attribute__((always_inline)) void q4_0_tile4(int rm, int64_t nb,
     }
 }
 
-static inline __attribute__((always_inline)) void
-q4_0_tile1(int64_t nb, const ts_block_q4_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+static inline __attribute__((always_inline)) void q4_0_tile1(int64_t nb,
+                                                             const ts_block_q4_0 *const *w,
+                                                             const ts_block_q8_0 *y, __m256 *acc,
+                                                             prefetch_spread *pf) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        prefetch_spread_step(pf);
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256i sy8 = _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
@@ -279,10 +309,13 @@ static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
     return sdot(_mm256_sign_epi8(q, q), q, yv);
 }
 
-static inline __attribute__((always_inline)) void
-q8_0_tile1(int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y, __m256 *acc) {
+static inline __attribute__((always_inline)) void q8_0_tile1(int64_t nb,
+                                                             const ts_block_q8_0 *const *w,
+                                                             const ts_block_q8_0 *y, __m256 *acc,
+                                                             prefetch_spread *pf) {
     *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        prefetch_spread_step(pf);
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
         const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
@@ -354,6 +387,7 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
                               const void *w, size_t ldw, const void *a, size_t lda) {              \
         const int64_t nb = k / TS_QK;                                                              \
+        prefetch_spread pf;                                                                        \
         for (int64_t r0 = 0; r0 < nr;) {                                                           \
             const int rm = nr - r0 >= 4 ? 4 : 1;                                                   \
             const WB *wr[4];                                                                       \
@@ -368,7 +402,9 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
                     w1[r] = (const WB *)((const char *)w +                                         \
                                          (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);          \
                 }                                                                                  \
-                T##_tile1(nb, w1, (const AB *)a, acc);                                             \
+                prefetch_spread_begin(&pf, (const char *)w + (size_t)(r0 + T##_ROWS1) * ldw,       \
+                                      (size_t)T##_ROWS1 * ldw, nb);                                \
+                T##_tile1(nb, w1, (const AB *)a, acc, &pf);                                        \
                 for (int g = 0; g * 4 < rows; g++) {                                               \
                     T##_store_rows(acc[g], c, r0 + 4 * g, rows - 4 * g < 4 ? rows - 4 * g : 4);    \
                 }                                                                                  \
