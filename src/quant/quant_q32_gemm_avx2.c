@@ -221,56 +221,111 @@ static inline void q4_1_store_rows(__m256 acc, float *c, int64_t r0, int rows) {
     }
 }
 
-/* ---- Q4_0 x Q8_0 ---- */
+/* ---- Q4_0 and Q5_0 x Q8_0: unsigned levels q with an offset (x = d * (q - 2^SHIFT)) ---- */
 
-static inline __attribute__((always_inline)) void q4_0_tile4(int rm, int64_t nb,
-                                                             const ts_block_q4_0 *const *w,
-                                                             const ts_block_q8_0 *const *y,
-                                                             __m256 *acc) {
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256 d8 = act_d4(&y[0][i].d, &y[1][i].d, &y[2][i].d, &y[3][i].d);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
-        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
-        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
-        /* 8 * sum(y) per column, in the fold4 layout. */
-        const __m256i sy8 = _mm256_slli_epi32(
-            fold4_i16(_mm256_maddubs_epi16(ones8, y0), _mm256_maddubs_epi16(ones8, y1),
-                      _mm256_maddubs_epi16(ones8, y2), _mm256_maddubs_epi16(ones8, y3)),
-            3);
-        for (int r = 0; r < rm; r++) {
-            const __m256i q = unpack_nibbles32(w[r][i].qs);
-            const __m256i t = fold4_i16(_mm256_maddubs_epi16(q, y0), _mm256_maddubs_epi16(q, y1),
-                                        _mm256_maddubs_epi16(q, y2), _mm256_maddubs_epi16(q, y3));
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)),
-                                     _mm256_mul_ps(dx, d8), acc[r]);
-        }
-    }
+static inline __m256i unpack_q4_0(const ts_block_q4_0 *b) {
+    return unpack_nibbles32(b->qs);
 }
 
-static inline __attribute__((always_inline)) void q4_0_tile1(int64_t nb,
-                                                             const ts_block_q4_0 *const *w,
-                                                             const ts_block_q8_0 *y, __m256 *acc,
-                                                             prefetch_spread *pf) {
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    *acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_spread_step(pf);
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i sy8 = _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
-        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
-        const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_nibbles32(w[0][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[1][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[2][i].qs), yv),
-                                    _mm256_maddubs_epi16(unpack_nibbles32(w[3][i].qs), yv));
-        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)), _mm256_mul_ps(dx, dy),
-                               *acc);
+/* The 32 five-bit levels of a Q5_0 block: nibble | (bit j of qh) << 4, element j in byte j. */
+static inline __m256i unpack_q5_0(const ts_block_q5_0 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    /* Byte j gets byte j / 8 of qh, then keeps bit j % 8 of it. */
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(unpack_nibbles32(b->qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+/* Four weight rows x four activation rows. maddubs of q <= 31 with |y| <= 127 gives pair sums
+ * of at most 7874 in magnitude, so fold4_i16's four-pair int16 sums (31496) cannot overflow. */
+#define OFFSET_TILES(T, WB, SHIFT)                                                                 \
+    static inline __attribute__((always_inline)) void T##_tile4(                                   \
+        int rm, int64_t nb, const WB *const *w, const ts_block_q8_0 *const *y, __m256 *acc) {      \
+        const __m256i ones8 = _mm256_set1_epi8(1);                                                 \
+        for (int r = 0; r < rm; r++) {                                                             \
+            acc[r] = _mm256_setzero_ps();                                                          \
+        }                                                                                          \
+        for (int64_t i = 0; i < nb; i++) {                                                         \
+            const __m256 d8 = act_d4(&y[0][i].d, &y[1][i].d, &y[2][i].d, &y[3][i].d);              \
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);                    \
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);                    \
+            const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);                    \
+            const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);                    \
+            /* 2^SHIFT * sum(y) per column, in the fold4 layout. */                                \
+            const __m256i syo = _mm256_slli_epi32(                                                 \
+                fold4_i16(_mm256_maddubs_epi16(ones8, y0), _mm256_maddubs_epi16(ones8, y1),        \
+                          _mm256_maddubs_epi16(ones8, y2), _mm256_maddubs_epi16(ones8, y3)),       \
+                SHIFT);                                                                            \
+            for (int r = 0; r < rm; r++) {                                                         \
+                const __m256i q = unpack_##T(&w[r][i]);                                            \
+                const __m256i t =                                                                  \
+                    fold4_i16(_mm256_maddubs_epi16(q, y0), _mm256_maddubs_epi16(q, y1),            \
+                              _mm256_maddubs_epi16(q, y2), _mm256_maddubs_epi16(q, y3));           \
+                const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));                              \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, syo)),             \
+                                         _mm256_mul_ps(dx, d8), acc[r]);                           \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static inline __attribute__((always_inline)) void T##_tile1(                                   \
+        int64_t nb, const WB *const *w, const ts_block_q8_0 *y, __m256 *acc,                       \
+        prefetch_spread *pf) {                                                                     \
+        const __m256i ones8 = _mm256_set1_epi8(1);                                                 \
+        *acc = _mm256_setzero_ps();                                                                \
+        for (int64_t i = 0; i < nb; i++) {                                                         \
+            prefetch_spread_step(pf);                                                              \
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);                       \
+            const __m256i syo =                                                                    \
+                _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), SHIFT);         \
+            const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));                                     \
+            const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);                    \
+            const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_##T(&w[0][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[1][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[2][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[3][i]), yv));           \
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, syo)),                   \
+                                   _mm256_mul_ps(dx, dy), *acc);                                   \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    void ts_q_dot_##T##_avx2(int64_t n, float *result, const void *x, const void *y) {             \
+        const WB *w = x;                                                                           \
+        const ts_block_q8_0 *a = y;                                                                \
+        const __m256i ones8 = _mm256_set1_epi8(1);                                                 \
+        __m256 acc = _mm256_setzero_ps();                                                          \
+        for (int64_t i = 0; i < n / TS_QK; i++) {                                                  \
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);                       \
+            const __m256i syo =                                                                    \
+                _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), SHIFT);         \
+            const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_##T(&w[i]), yv)));         \
+            const __m256 s =                                                                       \
+                _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));   \
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, syo)), s, acc);           \
+        }                                                                                          \
+        *result = finish1(acc);                                                                    \
+    }
+
+OFFSET_TILES(q4_0, ts_block_q4_0, 3)
+OFFSET_TILES(q5_0, ts_block_q5_0, 4)
+
+/* Dequantization of Q5_0 (here for unpack_q5_0): x = d * (q - 16), one rounding as in the
+ * scalar reference. */
+void ts_q_to_float_q5_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        const __m256i q = _mm256_sub_epi8(unpack_q5_0(&b[i]), _mm256_set1_epi8(16));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
     }
 }
 
@@ -327,22 +382,6 @@ static inline __attribute__((always_inline)) void q8_0_tile1(int64_t nb,
 
 /* ---- dot products: one weight row, one activation row, the same operations per lane ---- */
 
-void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q4_0 *w = x;
-    const ts_block_q8_0 *a = y;
-    const __m256i ones8 = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TS_QK; i++) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i sy8 = _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), 3);
-        const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[i].qs), yv)));
-        const __m256 s =
-            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, sy8)), s, acc);
-    }
-    *result = finish1(acc);
-}
-
 void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_q4_1 *w = x;
     const ts_block_q8_1 *a = y;
@@ -374,10 +413,12 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 
 /* q4_0 and q8_0 tile1 keep rows in lanes 0..3 of each half. */
 #define q4_0_store_rows store_rows
+#define q5_0_store_rows store_rows
 #define q8_0_store_rows store_rows
 
 /* Weight rows per tile1 call (a multiple of 4; group g of four is stored from acc[g]). */
 #define q4_0_ROWS1 4
+#define q5_0_ROWS1 4
 #define q4_1_ROWS1 8
 #define q8_0_ROWS1 4
 
@@ -433,5 +474,6 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     }
 
 Q32_GEMM(q4_0, ts_block_q4_0, ts_block_q8_0)
+Q32_GEMM(q5_0, ts_block_q5_0, ts_block_q8_0)
 Q32_GEMM(q4_1, ts_block_q4_1, ts_block_q8_1)
 Q32_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)
