@@ -273,27 +273,6 @@ static inline __m256i unpack_q5_0(const ts_block_q5_0 *b) {
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    static inline __attribute__((always_inline)) void T##_tile1(                                   \
-        int64_t nb, const WB *const *w, const ts_block_q8_0 *y, __m256 *acc,                       \
-        prefetch_spread *pf) {                                                                     \
-        const __m256i ones8 = _mm256_set1_epi8(1);                                                 \
-        *acc = _mm256_setzero_ps();                                                                \
-        for (int64_t i = 0; i < nb; i++) {                                                         \
-            prefetch_spread_step(pf);                                                              \
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);                       \
-            const __m256i syo =                                                                    \
-                _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), SHIFT);         \
-            const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));                                     \
-            const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);                    \
-            const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_##T(&w[0][i]), yv),            \
-                                        _mm256_maddubs_epi16(unpack_##T(&w[1][i]), yv),            \
-                                        _mm256_maddubs_epi16(unpack_##T(&w[2][i]), yv),            \
-                                        _mm256_maddubs_epi16(unpack_##T(&w[3][i]), yv));           \
-            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, syo)),                   \
-                                   _mm256_mul_ps(dx, dy), *acc);                                   \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
     void ts_q_dot_##T##_avx2(int64_t n, float *result, const void *x, const void *y) {             \
         const WB *w = x;                                                                           \
         const ts_block_q8_0 *a = y;                                                                \
@@ -313,6 +292,75 @@ static inline __m256i unpack_q5_0(const ts_block_q5_0 *b) {
 
 OFFSET_TILES(q4_0, ts_block_q4_0, 3)
 OFFSET_TILES(q5_0, ts_block_q5_0, 4)
+
+/* One activation row against four weight rows, rows in lanes 0..3 of each half. */
+#define OFFSET_TILE1(T, WB, SHIFT)                                                                 \
+    static inline __attribute__((always_inline)) void T##_tile1(                                   \
+        int64_t nb, const WB *const *w, const ts_block_q8_0 *y, __m256 *acc,                       \
+        prefetch_spread *pf) {                                                                     \
+        const __m256i ones8 = _mm256_set1_epi8(1);                                                 \
+        *acc = _mm256_setzero_ps();                                                                \
+        for (int64_t i = 0; i < nb; i++) {                                                         \
+            prefetch_spread_step(pf);                                                              \
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);                       \
+            const __m256i syo =                                                                    \
+                _mm256_slli_epi32(halves1(madd1(_mm256_maddubs_epi16(ones8, yv))), SHIFT);         \
+            const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));                                     \
+            const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);                    \
+            const __m256i t = fold4_i16(_mm256_maddubs_epi16(unpack_##T(&w[0][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[1][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[2][i]), yv),            \
+                                        _mm256_maddubs_epi16(unpack_##T(&w[3][i]), yv));           \
+            *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(t, syo)),                   \
+                                   _mm256_mul_ps(dx, dy), *acc);                                   \
+        }                                                                                          \
+    }
+
+OFFSET_TILE1(q5_0, ts_block_q5_0, 4)
+
+/* Q4_0, one activation row against eight weight rows in the q4_1_group lane layout. */
+static inline __attribute__((always_inline)) __m256 q4_0_group(const ts_block_q4_0 *const *w,
+                                                               int64_t i, __m256i ylo, __m256i yhi,
+                                                               __m256 dy, __m256i syo, __m256 acc) {
+    /* 32-bit loads of (d, first two quant bytes) per row; only the d lanes are kept. */
+    int32_t va, vb, vc, vd;
+    memcpy(&va, &w[0][i], 4);
+    memcpy(&vb, &w[1][i], 4);
+    memcpy(&vc, &w[2][i], 4);
+    memcpy(&vd, &w[3][i], 4);
+    const __m256 f = _mm256_cvtph_ps(_mm_setr_epi32(va, vc, vb, vd));
+    const __m256 dx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(2, 0, 2, 0));
+    __m256i ab_lo, ab_hi, cd_lo, cd_hi;
+    nib2(w[0][i].qs, w[1][i].qs, &ab_lo, &ab_hi);
+    nib2(w[2][i].qs, w[3][i].qs, &cd_lo, &cd_hi);
+    const __m256i lo =
+        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_lo, ylo), _mm256_maddubs_epi16(cd_lo, ylo));
+    const __m256i hi =
+        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_hi, yhi), _mm256_maddubs_epi16(cd_hi, yhi));
+    const __m256i t = _mm256_sub_epi32(madd1(_mm256_hadd_epi16(lo, hi)), syo);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), acc);
+}
+
+static inline __attribute__((always_inline)) void q4_0_tile1(int64_t nb,
+                                                             const ts_block_q4_0 *const *w,
+                                                             const ts_block_q8_0 *y, __m256 *acc,
+                                                             prefetch_spread *pf) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    acc[0] = acc[1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_spread_step(pf);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i ylo = _mm256_permute2x128_si256(yv, yv, 0x00);
+        const __m256i yhi = _mm256_permute2x128_si256(yv, yv, 0x11);
+        /* 8 * sum(y) of each half: [lo lo hi hi | lo lo hi hi] like the group lanes. */
+        const __m256i sh = halves1(madd1(_mm256_maddubs_epi16(ones8, yv)));
+        const __m256i syo = _mm256_slli_epi32(
+            _mm256_permutevar8x32_epi32(sh, _mm256_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4)), 3);
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        acc[0] = q4_0_group(w, i, ylo, yhi, dy, syo, acc[0]);
+        acc[1] = q4_0_group(w + 4, i, ylo, yhi, dy, syo, acc[1]);
+    }
+}
 
 /* Dequantization of Q5_0 (here for unpack_q5_0): x = d * (q - 16), one rounding as in the
  * scalar reference. */
@@ -412,12 +460,12 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 }
 
 /* q4_0 and q8_0 tile1 keep rows in lanes 0..3 of each half. */
-#define q4_0_store_rows store_rows
+#define q4_0_store_rows q4_1_store_rows
 #define q5_0_store_rows store_rows
 #define q8_0_store_rows store_rows
 
 /* Weight rows per tile1 call (a multiple of 4; group g of four is stored from acc[g]). */
-#define q4_0_ROWS1 4
+#define q4_0_ROWS1 8
 #define q5_0_ROWS1 4
 #define q4_1_ROWS1 8
 #define q8_0_ROWS1 4

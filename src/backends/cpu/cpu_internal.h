@@ -63,6 +63,9 @@ void cpu_get_rows(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_binary(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_unary(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_glu(const cpu_op_ctx *c, ts_tensor *n);
+/* cpu_act_avx2.c: out = act(g) * u (u may be NULL) over a contiguous row; act is SiLU or, with
+ * gelu, tanh-GELU. */
+void cpu_act_row_avx2(float *out, const float *g, const float *u, int64_t n, bool gelu);
 void cpu_norm(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_rope(const cpu_op_ctx *c, ts_tensor *n);
 void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n);

@@ -81,11 +81,19 @@ void cpu_unary(const cpu_op_ctx *c, ts_tensor *n) {
             }
             break;
         case TS_OP_SILU:
+            if (c->isa >= TS_ISA_AVX2 && nb0 == sizeof(float)) {
+                cpu_act_row_avx2(out, (const float *)ra, NULL, ne0, false);
+                break;
+            }
             for (int64_t i = 0; i < ne0; i++) {
                 out[i] = silu_f(ld(ra, nb0, i));
             }
             break;
         default:
+            if (c->isa >= TS_ISA_AVX2 && nb0 == sizeof(float) && approx == TS_GELU_TANH) {
+                cpu_act_row_avx2(out, (const float *)ra, NULL, ne0, true);
+                break;
+            }
             for (int64_t i = 0; i < ne0; i++) {
                 out[i] = gelu_f(ld(ra, nb0, i), approx);
             }
@@ -99,9 +107,15 @@ void cpu_glu(const cpu_op_ctx *c, ts_tensor *n) {
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
     bool swi = n->op == TS_OP_SWIGLU;
+    bool simd = c->isa >= TS_ISA_AVX2 && g->nb[0] == sizeof(float) && u->nb[0] == sizeof(float) &&
+                (swi || n->ip[0] == TS_GELU_TANH);
     for (int64_t r = lo; r < hi; r++) {
         float *out = (float *)row_at(n, r);
         const char *rg = row_at(g, r), *ru = row_at(u, r);
+        if (simd) {
+            cpu_act_row_avx2(out, (const float *)rg, (const float *)ru, ne0, !swi);
+            continue;
+        }
         for (int64_t i = 0; i < ne0; i++) {
             float x = ld(rg, g->nb[0], i);
             float act = swi ? silu_f(x) : gelu_f(x, n->ip[0]);
