@@ -1,5 +1,6 @@
 /*
- * quant_q32_gemm_avx2.c — AVX2 gemm register tiles for Q4_0, Q4_1 and Q8_0 weights.
+ * quant_q32_gemm_avx2.c — AVX2 gemm register tiles for Q4_0, Q5_0 and Q8_0 weights
+ * (Q4_1 has its own layout in quant_q4_1_avx2.c).
  *
  * c[j][r] = dot(weight row r, activation row j). The weights are read where they lie (no
  * repacking). A tile is RM weight rows x 4 activation rows: each weight block is unpacked
@@ -8,21 +9,20 @@
  * vector [c0 c1 c2 c3 | c0 c1 c2 c3] (two half sums per column), so converting to float,
  * scaling by d_w * d_a (one vector multiply for four columns) and accumulating cost one
  * instruction each per block and weight row, not one per column. A single activation row
- * (generation) folds four weight rows the same way, so the four rows share one accumulator
- * vector (lane r: row r).
+ * (generation) folds four (Q4_0: eight, two rows per register) weight rows the same way, so
+ * the rows share one accumulator vector.
  *
- * Q4_0 uses the unsigned nibble q in maddubs and subtracts 8 * sum(y) per block (the sum of
- * the activation block's quants, computed once per tile); Q8_0 uses the sign trick (its
- * quants are in -127..127, as every quantizer here and in llama.cpp writes them). Q4_1 adds
- * m * s (s = d_a * sum(y) stored in the Q8_1 block).
+ * Q4_0 and Q5_0 use the unsigned level q in maddubs and subtract 8 (16) * sum(y) per block
+ * (the sum of the activation block's quants, computed once per tile); Q8_0 uses the sign
+ * trick (its quants are in -127..127, as every quantizer here and in llama.cpp writes them).
  *
  * Numerics: every path (the 4 x 4 tile, the rows-in-lanes tile for one activation row and
  * vec_dot) computes each output element with the same float operations in the same order,
  * so a result does not depend on how rows and tokens are batched (chunked prefill must
  * match one-shot prefill bit for bit). Per (weight row, activation row) and block i, the
  * exact integer products of the block's two 16-element halves h_lo, h_hi are converted to
- * float and accumulated into two lanes: lo = fma(h_lo, d_w * d_a, lo), likewise hi; Q4_1
- * then adds lo = fma(m, s, lo), hi = fma(m, +0, hi). The result is lo + hi. Only which
+ * float and accumulated into two lanes: lo = fma(h_lo, d_w * d_a, lo), likewise hi. The
+ * result is lo + hi. Only which
  * lane of which register holds an element differs between the paths (columns in lanes for
  * the 4 x 4 tile, rows in lanes for one activation row, a broadcast for vec_dot).
  * tests/quant/test_gemm_invariance.c checks gemm == vec_dot bitwise for every type.
@@ -117,37 +117,6 @@ static inline void prefetch_spread_step(prefetch_spread *pf) {
     }
 }
 
-/* ---- Q4_1 x Q8_1 ---- */
-
-static inline __attribute__((always_inline)) void q4_1_tile4(int rm, int64_t nb,
-                                                             const ts_block_q4_1 *const *w,
-                                                             const ts_block_q8_1 *const *y,
-                                                             __m256 *acc) {
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256 ds = _mm256_cvtph_ps(
-            _mm_setr_epi16((short)y[0][i].d, (short)y[1][i].d, (short)y[2][i].d, (short)y[3][i].d,
-                           (short)y[0][i].s, (short)y[1][i].s, (short)y[2][i].s, (short)y[3][i].s));
-        const __m256 d8 = _mm256_permute2f128_ps(ds, ds, 0x00); /* [d | d] */
-        const __m256 s4 = _mm256_permute2f128_ps(ds, ds, 0x81); /* [s | 0] */
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
-        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
-        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
-        for (int r = 0; r < rm; r++) {
-            const __m256i q = unpack_nibbles32(w[r][i].qs);
-            const __m256i t = fold4_i16(_mm256_maddubs_epi16(q, y0), _mm256_maddubs_epi16(q, y1),
-                                        _mm256_maddubs_epi16(q, y2), _mm256_maddubs_epi16(q, y3));
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            const __m256 mx = _mm256_set1_ps(fp16_hw(w[r][i].m));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, d8), acc[r]);
-            acc[r] = _mm256_fmadd_ps(mx, s4, acc[r]);
-        }
-    }
-}
-
 /* Two weight rows' 32 nibbles per register: [a.qs | b.qs] (16 bytes each) gives the low
  * nibbles (elements 0..15) of a and b in one vector and the high nibbles (16..31) in
  * another, which meet the activation halves [y0..15 | y0..15] and [y16..31 | y16..31]. */
@@ -158,60 +127,9 @@ static inline void nib2(const uint8_t *qa, const uint8_t *qb, __m256i *lo, __m25
     *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
 }
 
-/* The 32-bit (d, m) pairs of rows a, c, b, d' as floats: [da ma dc mc | db mb dd md]. */
-static inline __m256 dm4(const ts_block_q4_1 *a, const ts_block_q4_1 *b, const ts_block_q4_1 *c,
-                         const ts_block_q4_1 *d) {
-    int32_t va, vb, vc, vd;
-    memcpy(&va, a, 4);
-    memcpy(&vb, b, 4);
-    memcpy(&vc, c, 4);
-    memcpy(&vd, d, 4);
-    return _mm256_cvtph_ps(_mm_setr_epi32(va, vc, vb, vd));
-}
-
-/* One group of four weight rows (a, b, c, d = w[0..3]) for block i: the integer half sums
- * in lanes [a_lo c_lo a_hi c_hi | b_lo d_lo b_hi d_hi], scaled and accumulated. */
-static inline __attribute__((always_inline)) __m256 q4_1_group(const ts_block_q4_1 *const *w,
-                                                               int64_t i, __m256i ylo, __m256i yhi,
-                                                               __m256 dy, __m256 sy, __m256 acc) {
-    const __m256 f = dm4(&w[0][i], &w[1][i], &w[2][i], &w[3][i]);
-    const __m256 dx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(2, 0, 2, 0));
-    const __m256 mx = _mm256_shuffle_ps(f, f, _MM_SHUFFLE(3, 1, 3, 1));
-    __m256i ab_lo, ab_hi, cd_lo, cd_hi;
-    nib2(w[0][i].qs, w[1][i].qs, &ab_lo, &ab_hi);
-    nib2(w[2][i].qs, w[3][i].qs, &cd_lo, &cd_hi);
-    const __m256i lo =
-        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_lo, ylo), _mm256_maddubs_epi16(cd_lo, ylo));
-    const __m256i hi =
-        _mm256_hadd_epi16(_mm256_maddubs_epi16(ab_hi, yhi), _mm256_maddubs_epi16(cd_hi, yhi));
-    const __m256i t = madd1(_mm256_hadd_epi16(lo, hi));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), acc);
-    return _mm256_fmadd_ps(mx, sy, acc);
-}
-
-/* One activation row against eight weight rows (two groups of four sharing the activation
- * block); acc[g] holds group g in the q4_1_group layout. */
-static inline __attribute__((always_inline)) void q4_1_tile1(int64_t nb,
-                                                             const ts_block_q4_1 *const *w,
-                                                             const ts_block_q8_1 *y, __m256 *acc,
-                                                             prefetch_spread *pf) {
-    acc[0] = acc[1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_spread_step(pf);
-        const __m256i ylo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)y[i].qs));
-        const __m256i yhi =
-            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(y[i].qs + 16)));
-        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
-        const __m256 sy =
-            _mm256_blend_ps(_mm256_setzero_ps(), _mm256_set1_ps(fp16_hw(y[i].s)), 0x33);
-        acc[0] = q4_1_group(w, i, ylo, yhi, dy, sy, acc[0]);
-        acc[1] = q4_1_group(w + 4, i, ylo, yhi, dy, sy, acc[1]);
-    }
-}
-
-/* Output of the q4_1_tile1 layout: row a = lane 0 + lane 2, c = 1 + 3, b = 4 + 6, d = 5 + 7
+/* Output of the q4_0_group layout: row a = lane 0 + lane 2, c = 1 + 3, b = 4 + 6, d = 5 + 7
  * (each the low half plus the high half). */
-static inline void q4_1_store_rows(__m256 acc, float *c, int64_t r0, int rows) {
+static inline void pair_store_rows(__m256 acc, float *c, int64_t r0, int rows) {
     const __m256 s = _mm256_add_ps(acc, _mm256_permute_ps(acc, _MM_SHUFFLE(1, 0, 3, 2)));
     float v[8];
     _mm256_storeu_ps(v, s);
@@ -318,7 +236,8 @@ OFFSET_TILES(q5_0, ts_block_q5_0, 4)
 
 OFFSET_TILE1(q5_0, ts_block_q5_0, 4)
 
-/* Q4_0, one activation row against eight weight rows in the q4_1_group lane layout. */
+/* Q4_0, one activation row against eight weight rows in lanes [a_lo c_lo a_hi c_hi | b_lo d_lo b_hi
+ * d_hi] (rows a, b, c, d = w[0..3]). */
 static inline __attribute__((always_inline)) __m256 q4_0_group(const ts_block_q4_0 *const *w,
                                                                int64_t i, __m256i ylo, __m256i yhi,
                                                                __m256 dy, __m256i syo, __m256 acc) {
@@ -430,22 +349,6 @@ static inline __attribute__((always_inline)) void q8_0_tile1(int64_t nb,
 
 /* ---- dot products: one weight row, one activation row, the same operations per lane ---- */
 
-void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q4_1 *w = x;
-    const ts_block_q8_1 *a = y;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TS_QK; i++) {
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const __m256i t = halves1(madd1(_mm256_maddubs_epi16(unpack_nibbles32(w[i].qs), yv)));
-        const __m256 s =
-            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
-        const __m256 syz = _mm256_set_m128(_mm_setzero_ps(), _mm_set1_ps(fp16_hw(a[i].s)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), s, acc);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_hw(w[i].m)), syz, acc);
-    }
-    *result = finish1(acc);
-}
-
 void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_q8_0 *w = x;
     const ts_block_q8_0 *a = y;
@@ -460,14 +363,13 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 }
 
 /* q4_0 and q8_0 tile1 keep rows in lanes 0..3 of each half. */
-#define q4_0_store_rows q4_1_store_rows
+#define q4_0_store_rows pair_store_rows
 #define q5_0_store_rows store_rows
 #define q8_0_store_rows store_rows
 
 /* Weight rows per tile1 call (a multiple of 4; group g of four is stored from acc[g]). */
 #define q4_0_ROWS1 8
 #define q5_0_ROWS1 4
-#define q4_1_ROWS1 8
 #define q8_0_ROWS1 4
 
 /* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
@@ -523,5 +425,4 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 
 Q32_GEMM(q4_0, ts_block_q4_0, ts_block_q8_0)
 Q32_GEMM(q5_0, ts_block_q5_0, ts_block_q8_0)
-Q32_GEMM(q4_1, ts_block_q4_1, ts_block_q8_1)
 Q32_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)
