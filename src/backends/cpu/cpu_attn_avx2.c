@@ -8,8 +8,7 @@
  * per-token kernel in cpu_attn.c converted every key once per token. Per query row an online
  * softmax keeps the running max and sum; a chunk whose max exceeds the running max rescales
  * the accumulator once. Scores are computed 8 keys at a time (8 FMA chains, one transposing
- * reduction); exp is a vectorised Cephes-style polynomial (about 2 ulp on [-87, 0]; smaller
- * arguments give 0, as expf underflows there too).
+ * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
  *
  * Numerics: all in f32 like the reference; only the summation order and exp's last bits
  * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error).
@@ -21,31 +20,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "backends/cpu/cpu_avx2.h"
 #include "backends/cpu/cpu_internal.h"
 
-/* exp(x) for 8 lanes, x <= 0 (callers pass differences to a running max). */
+/* exp(x) for 8 lanes, x <= 0 (callers pass differences to a running max); below the
+ * smallest normal result it gives 0, as expf underflows there too. */
 static inline __m256 exp256_neg(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.33654f);
-    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(x, lo);
-    /* x = n ln2 + r, |r| <= ln2/2; ln2 split in two for an exact n*ln2_hi. */
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3333452301e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    /* 2^n through the exponent field: n >= -126 after the clamp, so 2^n is normal. */
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(under, res);
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(CPU_EXP_LO), _CMP_LT_OQ);
+    return _mm256_andnot_ps(under, cpu_exp256(x));
 }
 
 static inline float exp_neg1(float x) {
@@ -61,62 +43,6 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* z[i] = dot(q, k + i*hd) * scale for 8 consecutive keys. hd % 8 == 0. */
-static inline void scores8(const float *q, const float *k, int64_t hd, float scale, float *z) {
-    __m256 a[8];
-    for (int i = 0; i < 8; i++) {
-        a[i] = _mm256_setzero_ps();
-    }
-    for (int64_t d = 0; d < hd; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + d);
-        for (int i = 0; i < 8; i++) {
-            a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + i * hd + d), a[i]);
-        }
-    }
-    const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 h0 = _mm256_hadd_ps(h01, h23), h1 = _mm256_hadd_ps(h45, h67);
-    const __m256 s =
-        _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20), _mm256_permute2f128_ps(h0, h1, 0x31));
-    _mm256_storeu_ps(z, _mm256_mul_ps(s, _mm256_set1_ps(scale)));
-}
-
-static inline float dot1(const float *q, const float *k, int64_t hd) {
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 8) {
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), a);
-    }
-    return hsum8(a);
-}
-
-/* acc[d] += sum_i p[i] * v[i*hd + d] for i < nk. */
-static void accumulate(float *acc, const float *p, const float *v, int64_t nk, int64_t hd) {
-    int64_t d = 0;
-    for (; d + 32 <= hd; d += 32) {
-        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
-        __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
-        for (int64_t i = 0; i < nk; i++) {
-            const __m256 w = _mm256_broadcast_ss(p + i);
-            const float *vr = v + i * hd + d;
-            a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), a0);
-            a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), a1);
-            a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 16), a2);
-            a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 24), a3);
-        }
-        _mm256_storeu_ps(acc + d, a0);
-        _mm256_storeu_ps(acc + d + 8, a1);
-        _mm256_storeu_ps(acc + d + 16, a2);
-        _mm256_storeu_ps(acc + d + 24, a3);
-    }
-    for (; d < hd; d += 8) {
-        __m256 a0 = _mm256_loadu_ps(acc + d);
-        for (int64_t i = 0; i < nk; i++) {
-            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + i), _mm256_loadu_ps(v + i * hd + d), a0);
-        }
-        _mm256_storeu_ps(acc + d, a0);
-    }
-}
-
 static void scale_row(float *a, int64_t hd, float f) {
     const __m256 fv = _mm256_set1_ps(f);
     for (int64_t d = 0; d < hd; d += 8) {
@@ -124,41 +50,118 @@ static void scale_row(float *a, int64_t hd, float f) {
     }
 }
 
-/* One query row against keys [a, b] of the chunk (indices relative to the chunk). */
-static void row_chunk(float *acc, float *mx, float *sum, const float *q, const float *kc,
-                      const float *vc, int64_t a, int64_t b, int64_t hd, float scale, float *z) {
-    int64_t i = a;
-    for (; i + 8 <= b + 1; i += 8) {
-        scores8(q, kc + i * hd, hd, scale, z + i);
+/*
+ * Score and value kernels over a chunk of keys, generated twice: for K/V rows converted to f32
+ * in one contiguous buffer (KV_F32: src + i * hd), and for f16 rows read in place through a
+ * pointer per key (KV_F16), which saves the conversion pass when few query rows share the
+ * chunk (decoding). Both do the same float operations in the same order (f16 -> f32 is
+ * exact), so which one runs does not change a result.
+ */
+#define KV_ROW_F32(src, i)  ((src) + (i)*hd)
+#define KV_LOAD_F32(row, d) _mm256_loadu_ps((row) + (d))
+#define KV_ROW_F16(src, i)  ((src)[i])
+#define KV_LOAD_F16(row, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((row) + (d))))
+
+#define KV_KERNELS(SUF, SRC_T, ROW, LOAD)                                                          \
+    /* z[i] = dot(q, key a + i) * scale for 8 consecutive keys. hd % 8 == 0. */                    \
+    static inline void scores8_##SUF(const float *q, SRC_T k, int64_t a, int64_t hd, float scale,  \
+                                     float *z) {                                                   \
+        __m256 acc[8];                                                                             \
+        for (int i = 0; i < 8; i++) {                                                              \
+            acc[i] = _mm256_setzero_ps();                                                          \
+        }                                                                                          \
+        for (int64_t d = 0; d < hd; d += 8) {                                                      \
+            const __m256 qv = _mm256_loadu_ps(q + d);                                              \
+            for (int i = 0; i < 8; i++) {                                                          \
+                acc[i] = _mm256_fmadd_ps(qv, LOAD(ROW(k, a + i), d), acc[i]);                      \
+            }                                                                                      \
+        }                                                                                          \
+        const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]), h23 = _mm256_hadd_ps(acc[2], acc[3]);   \
+        const __m256 h45 = _mm256_hadd_ps(acc[4], acc[5]), h67 = _mm256_hadd_ps(acc[6], acc[7]);   \
+        const __m256 h0 = _mm256_hadd_ps(h01, h23), h1 = _mm256_hadd_ps(h45, h67);                 \
+        const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),                       \
+                                       _mm256_permute2f128_ps(h0, h1, 0x31));                      \
+        _mm256_storeu_ps(z, _mm256_mul_ps(s, _mm256_set1_ps(scale)));                              \
+    }                                                                                              \
+                                                                                                   \
+    static inline float dot1_##SUF(const float *q, SRC_T k, int64_t i, int64_t hd) {               \
+        __m256 acc = _mm256_setzero_ps();                                                          \
+        for (int64_t d = 0; d < hd; d += 8) {                                                      \
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LOAD(ROW(k, i), d), acc);                \
+        }                                                                                          \
+        return hsum8(acc);                                                                         \
+    }                                                                                              \
+                                                                                                   \
+    /* acc[d] += sum_i p[i] * v(a + i)[d] for i < nk. */                                           \
+    static void accumulate_##SUF(float *acc, const float *p, SRC_T v, int64_t a, int64_t nk,       \
+                                 int64_t hd) {                                                     \
+        int64_t d = 0;                                                                             \
+        for (; d + 32 <= hd; d += 32) {                                                            \
+            __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);               \
+            __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);         \
+            for (int64_t i = 0; i < nk; i++) {                                                     \
+                const __m256 w = _mm256_broadcast_ss(p + i);                                       \
+                a0 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d), a0);                               \
+                a1 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 8), a1);                           \
+                a2 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 16), a2);                          \
+                a3 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 24), a3);                          \
+            }                                                                                      \
+            _mm256_storeu_ps(acc + d, a0);                                                         \
+            _mm256_storeu_ps(acc + d + 8, a1);                                                     \
+            _mm256_storeu_ps(acc + d + 16, a2);                                                    \
+            _mm256_storeu_ps(acc + d + 24, a3);                                                    \
+        }                                                                                          \
+        for (; d < hd; d += 8) {                                                                   \
+            __m256 a0 = _mm256_loadu_ps(acc + d);                                                  \
+            for (int64_t i = 0; i < nk; i++) {                                                     \
+                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + i), LOAD(ROW(v, a + i), d), a0);      \
+            }                                                                                      \
+            _mm256_storeu_ps(acc + d, a0);                                                         \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* One query row against keys [a, b] of the chunk (indices relative to the chunk). */          \
+    static void row_chunk_##SUF(float *acc, float *mx, float *sum, const float *q, SRC_T kc,       \
+                                SRC_T vc, int64_t a, int64_t b, int64_t hd, float scale,           \
+                                float *z) {                                                        \
+        int64_t i = a;                                                                             \
+        for (; i + 8 <= b + 1; i += 8) {                                                           \
+            scores8_##SUF(q, kc, i, hd, scale, z + i);                                             \
+        }                                                                                          \
+        for (; i <= b; i++) {                                                                      \
+            z[i] = dot1_##SUF(q, kc, i, hd) * scale;                                               \
+        }                                                                                          \
+        float cmax = z[a];                                                                         \
+        for (i = a + 1; i <= b; i++) {                                                             \
+            cmax = z[i] > cmax ? z[i] : cmax;                                                      \
+        }                                                                                          \
+        if (cmax > *mx) {                                                                          \
+            float f = *mx == -INFINITY ? 0.0f : exp_neg1(*mx - cmax);                              \
+            *sum *= f;                                                                             \
+            scale_row(acc, hd, f);                                                                 \
+            *mx = cmax;                                                                            \
+        }                                                                                          \
+        const __m256 m = _mm256_set1_ps(*mx);                                                      \
+        __m256 s = _mm256_setzero_ps();                                                            \
+        for (i = a; i + 8 <= b + 1; i += 8) {                                                      \
+            const __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(z + i), m));                 \
+            _mm256_storeu_ps(z + i, e);                                                            \
+            s = _mm256_add_ps(s, e);                                                               \
+        }                                                                                          \
+        float tail = 0.0f;                                                                         \
+        for (; i <= b; i++) {                                                                      \
+            z[i] = exp_neg1(z[i] - *mx);                                                           \
+            tail += z[i];                                                                          \
+        }                                                                                          \
+        *sum += hsum8(s) + tail;                                                                   \
+        accumulate_##SUF(acc, z + a, vc, a, b - a + 1, hd);                                        \
     }
-    for (; i <= b; i++) {
-        z[i] = dot1(q, kc + i * hd, hd) * scale;
-    }
-    float cmax = z[a];
-    for (i = a + 1; i <= b; i++) {
-        cmax = z[i] > cmax ? z[i] : cmax;
-    }
-    if (cmax > *mx) {
-        float f = *mx == -INFINITY ? 0.0f : exp_neg1(*mx - cmax);
-        *sum *= f;
-        scale_row(acc, hd, f);
-        *mx = cmax;
-    }
-    const __m256 m = _mm256_set1_ps(*mx);
-    __m256 s = _mm256_setzero_ps();
-    for (i = a; i + 8 <= b + 1; i += 8) {
-        const __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(z + i), m));
-        _mm256_storeu_ps(z + i, e);
-        s = _mm256_add_ps(s, e);
-    }
-    float tail = 0.0f;
-    for (; i <= b; i++) {
-        z[i] = exp_neg1(z[i] - *mx);
-        tail += z[i];
-    }
-    *sum += hsum8(s) + tail;
-    accumulate(acc, z + a, vc + a * hd, b - a + 1, hd);
-}
+
+KV_KERNELS(f32, const float *, KV_ROW_F32, KV_LOAD_F32)
+KV_KERNELS(f16, const uint16_t *const *, KV_ROW_F16, KV_LOAD_F16)
+
+/* Query rows per item up to which f16 K/V are read in place (a GQA group of decoding). */
+#define ATT_DIRECT_ROWS 8
 
 typedef struct att_item {
     int64_t t0, t1; /* tokens [t0, t1), all of sequence s */
@@ -175,6 +178,9 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
     float scale = n->fp[0];
     int window = n->ip[0];
     float *kc = c->local, *vc = kc + ATT_KC * hd, *qb = vc + ATT_KC * hd;
+    /* Few query rows (decoding): read f16 K/V in place instead of converting each chunk. */
+    const bool direct = k->type == TS_TYPE_F16 && v->type == TS_TYPE_F16 && nr <= ATT_DIRECT_ROWS;
+    const uint16_t *kp[ATT_KC], *vp[ATT_KC];
     float *acc = qb + ATT_QT * group * hd, *z = acc + ATT_QT * group * hd;
     float *mx = z + ATT_KC, *sum = mx + ATT_QT * group;
     int64_t jlo[ATT_QT], jhi[ATT_QT];
@@ -207,8 +213,13 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
             int32_t blk = cpu_attn_geti(tab, j / bs, it->s);
             size_t off =
                 (size_t)it->kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
-            kops->to_float((const char *)k->data + off, kc + i * hd, hd);
-            kops->to_float((const char *)v->data + off, vc + i * hd, hd);
+            if (direct) {
+                kp[i] = (const uint16_t *)((const char *)k->data + off);
+                vp[i] = (const uint16_t *)((const char *)v->data + off);
+            } else {
+                kops->to_float((const char *)k->data + off, kc + i * hd, hd);
+                kops->to_float((const char *)v->data + off, vc + i * hd, hd);
+            }
         }
         for (int64_t ti = 0; ti < nt; ti++) {
             int64_t a = (jlo[ti] > j0 ? jlo[ti] : j0) - j0;
@@ -218,7 +229,13 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
             }
             for (int64_t g = 0; g < ng; g++) {
                 int64_t r = ti * ng + g;
-                row_chunk(acc + r * hd, &mx[r], &sum[r], qb + r * hd, kc, vc, a, b, hd, scale, z);
+                if (direct) {
+                    row_chunk_f16(acc + r * hd, &mx[r], &sum[r], qb + r * hd, kp, vp, a, b, hd,
+                                  scale, z);
+                } else {
+                    row_chunk_f32(acc + r * hd, &mx[r], &sum[r], qb + r * hd, kc, vc, a, b, hd,
+                                  scale, z);
+                }
             }
         }
     }
