@@ -6,6 +6,8 @@
  * For every type and every ISA level this CPU runs (scalar, avx2, avx512):
  *   dequant GB/s  quantized bytes read per second by to_float (rows of 4096, 128 MiB matrix)
  *   dot GB/s      weight bytes per second through vec_dot against one activation row
+ *   matvec GB/s   the same matrix times one activation row through gemm (blocks of 32 rows,
+ *                 as the CPU backend calls it): the decoding path
  *   gemm GFLOP/s  2*k*rows*batch / time for gemm at batch 1, 4 and 16 (4096 x 1024 matrix)
  * The bandwidth line is a single-thread streaming read of a 512 MiB buffer (best of 3); the
  * kernels are single-threaded too, so dequant/dot GB/s compare to it directly. Each kernel
@@ -57,7 +59,7 @@ static double measure_bandwidth(size_t bytes) {
 }
 
 typedef struct result {
-    double deq_gbs, dot_gbs, gemm_gflops[3];
+    double deq_gbs, dot_gbs, mv_gbs, gemm_gflops[3];
 } result;
 
 static const int k_batches[3] = {1, 4, 16};
@@ -90,7 +92,8 @@ static int bench_type(ts_type type, ts_isa isa, double min_s, result *res) {
     uint8_t *a = malloc(arow * 16);
     float *x = malloc(sizeof(float) * (size_t)k);
     float *c = malloc(sizeof(float) * 1024 * 16);
-    if (!w || !a || !x || !c) {
+    float *mv = malloc(sizeof(float) * (size_t)rows);
+    if (!w || !a || !x || !c || !mv) {
         return -1;
     }
     uint64_t s = 12345;
@@ -131,6 +134,14 @@ static int bench_type(ts_type type, ts_isa isa, double min_s, result *res) {
             sink += v;
         });
     res->dot_gbs = (double)wrow * (double)rows / t / 1e9;
+    /* Matrix x vector over the whole matrix, in the row blocks the CPU backend uses. */
+    TIME_LOOP(
+        t, min_s, for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+            const int64_t nr = rows - r0 < 32 ? rows - r0 : 32;
+            ops->gemm(k, nr, 1, mv + r0, sizeof(float), w + (size_t)r0 * wrow, wrow, a, arow);
+        });
+    sink += mv[rows - 1];
+    res->mv_gbs = (double)wrow * (double)rows / t / 1e9;
     for (int b = 0; b < 3; b++) {
         const int nc = k_batches[b];
         TIME_LOOP(t, min_s, ops->gemm(k, 1024, nc, c, sizeof(float) * 1024, w, wrow, a, arow));
@@ -138,6 +149,7 @@ static int bench_type(ts_type type, ts_isa isa, double min_s, result *res) {
     }
     (void)sink;
     free(deq);
+    free(mv);
     free(w);
     free(a);
     free(x);
@@ -169,8 +181,8 @@ int main(int argc, char **argv) {
     } else {
         printf("memory bandwidth (1 thread, streaming read): %.2f GB/s; cpu isa: %s\n\n", bw,
                ts_isa_name(top));
-        printf("| type | isa | dequant GB/s | dot GB/s | dot %% of bw | gemm b=1 GFLOP/s | "
-               "b=4 | b=16 |\n|---|---|---|---|---|---|---|---|\n");
+        printf("| type | isa | dequant GB/s | dot GB/s | dot %% of bw | matvec GB/s | matvec %% of "
+               "bw | gemm b=1 GFLOP/s | b=4 | b=16 |\n|---|---|---|---|---|---|---|---|---|---|\n");
     }
     char list[512];
     snprintf(list, sizeof list, "%s", types);
@@ -190,14 +202,16 @@ int main(int argc, char **argv) {
             }
             if (json) {
                 printf("%s{\"type\": \"%s\", \"isa\": \"%s\", \"dequant_gbs\": %.3f, "
-                       "\"dot_gbs\": %.3f, \"gemm_gflops\": {\"1\": %.2f, \"4\": %.2f, "
+                       "\"dot_gbs\": %.3f, \"matvec_gbs\": %.3f, \"gemm_gflops\": {\"1\": %.2f, "
+                       "\"4\": %.2f, "
                        "\"16\": %.2f}}",
                        first ? "" : ", ", tok, ts_isa_name((ts_isa)isa), r.deq_gbs, r.dot_gbs,
-                       r.gemm_gflops[0], r.gemm_gflops[1], r.gemm_gflops[2]);
+                       r.mv_gbs, r.gemm_gflops[0], r.gemm_gflops[1], r.gemm_gflops[2]);
             } else {
-                printf("| %s | %s | %.2f | %.2f | %.0f%% | %.1f | %.1f | %.1f |\n", tok,
-                       ts_isa_name((ts_isa)isa), r.deq_gbs, r.dot_gbs, 100.0 * r.dot_gbs / bw,
-                       r.gemm_gflops[0], r.gemm_gflops[1], r.gemm_gflops[2]);
+                printf("| %s | %s | %.2f | %.2f | %.0f%% | %.2f | %.0f%% | %.1f | %.1f | %.1f |\n",
+                       tok, ts_isa_name((ts_isa)isa), r.deq_gbs, r.dot_gbs, 100.0 * r.dot_gbs / bw,
+                       r.mv_gbs, 100.0 * r.mv_gbs / bw, r.gemm_gflops[0], r.gemm_gflops[1],
+                       r.gemm_gflops[2]);
             }
             fflush(stdout);
             first = 0;
