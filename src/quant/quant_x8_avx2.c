@@ -209,7 +209,11 @@ static inline __m256 q5_0_fold(__m256 acc, const __m256i *q, __m256 d, __m256 m,
 
 /* ---- gemm drivers, one set per type ---- */
 
-static void store8(__m256 acc, float *c, int rows) {
+static inline void store8(__m256 acc, float *c, int rows) {
+    if (rows == 8) {
+        _mm256_storeu_ps(c, acc);
+        return;
+    }
     float v[8];
     _mm256_storeu_ps(v, acc);
     memcpy(c, v, (size_t)rows * sizeof(float));
