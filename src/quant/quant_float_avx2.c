@@ -163,6 +163,8 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
                 }                                                                                  \
                 if (cols == 4) {                                                                   \
                     NAME##_tile(k, wr, ap, 4, out);                                                \
+                } else if (cols == 1) {                                                            \
+                    NAME##_tile(k, wr, ap, 1, out);                                                \
                 } else {                                                                           \
                     NAME##_tile(k, wr, ap, cols, out);                                             \
                 }                                                                                  \

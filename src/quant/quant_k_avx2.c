@@ -306,6 +306,8 @@ void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) 
                 }                                                                                  \
                 if (cols == 4) {                                                                   \
                     T##_tile(nb, wr, ap, 4, out);                                                  \
+                } else if (cols == 1) {                                                            \
+                    T##_tile(nb, wr, ap, 1, out);                                                  \
                 } else {                                                                           \
                     T##_tile(nb, wr, ap, cols, out);                                               \
                 }                                                                                  \
