@@ -5,6 +5,7 @@
  * differs from the reference), plus 1x4 gemm tiles for Q4_K and Q6_K.
  */
 #include <math.h>
+#include <string.h>
 
 #include "quant/simd_avx2.h"
 
@@ -177,6 +178,30 @@ static inline int32_t k4_min_sum(const uint8_t m[8], const int16_t *bsums) {
     return s;
 }
 
+/* The same sum with one vpmaddwd (m duplicated to [m0 m0 m1 m1 ..] as int16): faster when
+ * several activation rows keep the vector units busy, slower than the scalar loop for one. */
+static inline int32_t k4_min_sum_vec(const uint8_t m[8], const int16_t *bsums) {
+    int64_t mv;
+    memcpy(&mv, m, 8);
+    const __m128i m8 = _mm_cvtsi64_si128(mv);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    return hsum_epi32_256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16));
+}
+
+/* The 8 sub-block scales as int16 broadcasts, out[s] = sc[s] in every lane: built once per
+ * super-block when several activation rows use them (for one row, per-use broadcasts are
+ * cheaper). */
+static inline void k4_scale_vectors(const uint8_t sc[8], __m256i out[8]) {
+    int64_t sv;
+    memcpy(&sv, sc, 8);
+    const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sv));
+    const __m256i both = _mm256_broadcastsi128_si256(s16);
+    for (int s = 0; s < 8; s++) {
+        const __m256i sel = _mm256_set1_epi16((short)(0x0100 * (2 * s + 1) + 2 * s));
+        out[s] = _mm256_shuffle_epi8(both, sel);
+    }
+}
+
 static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_q8_k *const *y,
                              int nc, float *out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -192,6 +217,14 @@ static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_
             q[2 * c] = _mm256_and_si256(raw, mask);
             q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
         }
+        __m256i scv[8];
+        if (nc > 1) {
+            k4_scale_vectors(sc, scv);
+        } else {
+            for (int t = 0; t < 8; t++) {
+                scv[t] = _mm256_set1_epi16(sc[t]);
+            }
+        }
         const float d = fp16_hw(x[i].d), dmin = fp16_hw(x[i].dmin);
         for (int j = 0; j < nc; j++) {
             const ts_block_q8_k *yb = &y[j][i];
@@ -199,10 +232,11 @@ static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_
             for (int s = 0; s < 8; s++) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * s));
                 const __m256i p16 = _mm256_maddubs_epi16(q[s], yv);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(sc[s])));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scv[s]));
             }
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * yb->d), acc[j]);
-            mins[j] += dmin * yb->d * (float)k4_min_sum(m, yb->bsums);
+            mins[j] += dmin * yb->d *
+                       (float)(nc > 1 ? k4_min_sum_vec(m, yb->bsums) : k4_min_sum(m, yb->bsums));
         }
     }
     for (int j = 0; j < nc; j++) {
