@@ -238,15 +238,25 @@ static char **read_lines(const char *path, int *n_out) {
         if (len == 0) {
             continue;
         }
+        bool ok = true;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             char **l = realloc(lines, (size_t)cap * sizeof *l);
-            if (l == NULL) {
-                break;
-            }
-            lines = l;
+            ok = l != NULL;
+            lines = ok ? l : lines;
         }
-        lines[n++] = strdup(line);
+        if (!ok || (lines[n] = strdup(line)) == NULL) {
+            fprintf(stderr, "error: %s: out of memory at prompt %d\n", path, n + 1);
+            for (int i = 0; i < n; i++) {
+                free(lines[i]);
+            }
+            free(lines);
+            free(line);
+            fclose(f);
+            *n_out = 0;
+            return NULL;
+        }
+        n++;
     }
     free(line);
     fclose(f);
@@ -310,6 +320,7 @@ int ts_cmd_run(int argc, char **argv) {
     run_state rs = {.jobs = calloc((size_t)n_jobs, sizeof(job)), .n_jobs = n_jobs};
     rs.stream = n_jobs == 1;
     int64_t total_prompt = 0;
+    int n_failed = 0;
     double t_start = now_ms();
     for (int i = 0; i < n_jobs && rc == 0; i++) {
         const char *p = prompts ? prompts[i] : o.prompt;
@@ -329,7 +340,15 @@ int ts_cmd_run(int argc, char **argv) {
             st = ts_engine_add_request(cli.engine, ids, (int32_t)n_ids, &o.req, on_event, &rs,
                                        &rs.jobs[i].id, &err);
         }
-        if (st != TS_OK) {
+        if (st != TS_OK && n_jobs > 1) {
+            /* One bad prompt of a file does not cost the others their answers. */
+            fprintf(stderr, "error: prompt %d: %s (skipped)\n", i, err.msg);
+            total_prompt -= rs.jobs[i].n_prompt;
+            rs.jobs[i].n_prompt = 0;
+            rs.jobs[i].done = true;
+            rs.n_done++;
+            n_failed++;
+        } else if (st != TS_OK) {
             fprintf(stderr, "error: prompt %d: %s\n", i, err.msg);
             rc = 1;
         } else if (rs.stream && !o.chat) {
@@ -356,7 +375,10 @@ int ts_cmd_run(int argc, char **argv) {
         printf("\n");
     } else {
         for (int i = 0; i < n_jobs; i++) {
-            printf("--- [%d] %s\n%s\n", i, prompts[i], rs.jobs[i].text ? rs.jobs[i].text : "");
+            const char *out = rs.jobs[i].text ? rs.jobs[i].text : "";
+            printf("--- [%d] %s\n%s\n", i, prompts[i],
+                   rs.jobs[i].done && rs.jobs[i].n_prompt == 0 ? "(skipped: see the error above)"
+                                                               : out);
         }
     }
     ts_engine_stats es;
@@ -367,11 +389,15 @@ int ts_cmd_run(int argc, char **argv) {
             "\nload: %.0f ms | prompt: %lld tokens in %.0f ms (%.1f t/s) | generation: %lld "
             "tokens in %.0f ms (%.1f t/s) | %lld sequence%s, %llu preemptions\n",
             cli.load_ms, (long long)total_prompt, t_prompt,
-            t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated,
-            t_gen, t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
+            t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated, t_gen,
+            t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
             (long long)n_jobs, n_jobs == 1 ? "" : "s", (unsigned long long)es.n_preemptions);
     if (rc == 0) {
         ts_cli_report(&cli);
+    }
+    if (n_failed > 0) {
+        fprintf(stderr, "error: %d of %d prompts were skipped\n", n_failed, n_jobs);
+        rc = 1;
     }
     for (int i = 0; i < n_jobs; i++) {
         free(rs.jobs[i].text);

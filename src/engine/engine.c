@@ -9,11 +9,16 @@
 
 const char *ts_finish_reason_name(ts_finish_reason r) {
     switch (r) {
-    case TS_FINISH_NONE: return "none";
-    case TS_FINISH_STOP: return "stop";
-    case TS_FINISH_LENGTH: return "length";
-    case TS_FINISH_ABORT: return "abort";
-    case TS_FINISH_ERROR: return "error";
+    case TS_FINISH_NONE:
+        return "none";
+    case TS_FINISH_STOP:
+        return "stop";
+    case TS_FINISH_LENGTH:
+        return "length";
+    case TS_FINISH_ABORT:
+        return "abort";
+    case TS_FINISH_ERROR:
+        return "error";
     }
     return "?";
 }
@@ -46,9 +51,9 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
     if (c->kv_tokens <= 0) {
         c->kv_tokens = c->n_ctx;
     }
-    if (c->n_ctx < 1 || c->n_ctx > m->hp.n_ctx_train * 4 || c->max_seqs < 1 ||
-        c->max_seqs > 4096 || c->max_batch_tokens < 1 || c->max_batch_tokens > 65536 ||
-        c->kv_tokens < c->block_size || c->kv_tokens > ((int64_t)1 << 31) / 2) {
+    if (c->n_ctx < 1 || c->n_ctx > m->hp.n_ctx_train * 4 || c->max_seqs < 1 || c->max_seqs > 4096 ||
+        c->max_batch_tokens < 1 || c->max_batch_tokens > 65536 || c->kv_tokens < c->block_size ||
+        c->kv_tokens > ((int64_t)1 << 31) / 2) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "engine: invalid configuration: ctx %lld (model trained for %lld), "
                             "max-seqs %lld, max-batch-tokens %lld, KV tokens %lld",
@@ -61,8 +66,7 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "engine: invalid configuration: ctx %lld exceeds the %lld positions "
                             "the model (%s, learned position embeddings) was trained for",
-                            (long long)c->n_ctx, (long long)m->hp.n_ctx_train,
-                            m->hp.arch->name);
+                            (long long)c->n_ctx, (long long)m->hp.n_ctx_train, m->hp.arch->name);
     }
     if (c->max_seqs > c->max_batch_tokens) {
         c->max_seqs = c->max_batch_tokens;
@@ -387,7 +391,9 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
         return st;
     }
     pthread_mutex_lock(&e->mu);
-    if (c->max_queue > 0 && e->n_inbox + e->stats.n_waiting >= c->max_queue) {
+    /* Waiting = not yet drained from the inbox + admitted but not scheduled (stats.n_waiting
+     * already holds both, so it cannot be added to n_inbox). */
+    if (c->max_queue > 0 && e->n_inbox + e->n_waiting_pub >= c->max_queue) {
         pthread_mutex_unlock(&e->mu);
         request_free(r);
         return ts_error_set(err, TS_ERR_LIMIT, "engine: the queue is full (%lld waiting)",
@@ -596,6 +602,7 @@ static void publish_stats(ts_engine *e) {
     ts_engine_stats *s = &e->stats;
     s->n_running = e->n_running;
     s->n_waiting = e->n_waiting + e->n_inbox;
+    e->n_waiting_pub = e->n_waiting;
     s->n_requests = n_req + e->n_inbox;
     s->n_steps = e->n_steps;
     s->n_preemptions = e->n_preemptions;

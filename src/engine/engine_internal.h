@@ -13,29 +13,29 @@ typedef struct request request;
 /* One generated sequence: a request has n of them. */
 typedef struct seq {
     request *req;
-    int32_t index;        /* 0..n-1 within the request */
-    int32_t *tokens;      /* prompt + generated, capacity req->cap_tokens */
+    int32_t index;   /* 0..n-1 within the request */
+    int32_t *tokens; /* prompt + generated, capacity req->cap_tokens */
     int32_t n_tokens;
-    int32_t n_computed;   /* tokens whose K/V are in the cache */
+    int32_t n_computed; /* tokens whose K/V are in the cache */
     int32_t n_generated;
-    bool has_kv;          /* holds a KV sequence */
+    bool has_kv; /* holds a KV sequence */
     uint32_t kv_id;
     uint64_t admit_order; /* larger = admitted later = preempted first */
     ts_sampler *sampler;
     ts_detok_stream *detok;
-    char *held;           /* text held back while it could start a stop string */
+    char *held; /* text held back while it could start a stop string */
     size_t held_len, held_cap;
     ts_finish_reason finish;
-    struct seq *next;     /* waiting queue link */
-    int32_t batch_chunk;  /* tokens scheduled in the current step */
-    int32_t batch_out;    /* output row in the current step, or -1 */
+    struct seq *next;    /* waiting queue link */
+    int32_t batch_chunk; /* tokens scheduled in the current step */
+    int32_t batch_out;   /* output row in the current step, or -1 */
 } seq;
 
 struct request {
     uint64_t id;
     int32_t n_prompt;
-    int32_t max_tokens;    /* resolved: never 0 */
-    int32_t cap_tokens;    /* n_prompt + max_tokens */
+    int32_t max_tokens; /* resolved: never 0 */
+    int32_t cap_tokens; /* n_prompt + max_tokens */
     int32_t n;
     int32_t n_finished;
     int32_t cached_tokens; /* prefix-cache hit of the first admission */
@@ -48,8 +48,8 @@ struct request {
     void *salt;
     ts_engine_callback cb;
     void *user;
-    seq **seqs;            /* [n] */
-    request *next;         /* inbox / active list link */
+    seq **seqs;    /* [n] */
+    request *next; /* inbox / active list link */
 };
 
 struct ts_engine {
@@ -58,7 +58,7 @@ struct ts_engine {
     ts_backend *backend;
     ts_engine_config cfg;
     int32_t n_vocab;
-    int64_t max_blk;     /* block-table width */
+    int64_t max_blk; /* block-table width */
     ts_forward *fwd;
     ts_kv *kv;
 
@@ -67,6 +67,7 @@ struct ts_engine {
     pthread_cond_t cv;
     request *inbox_head, *inbox_tail;
     int64_t n_inbox;
+    int64_t n_waiting_pub; /* the scheduler's waiting count at the last publish_stats */
     uint64_t *aborts;
     int64_t n_aborts, cap_aborts;
     uint64_t next_id;
@@ -75,17 +76,17 @@ struct ts_engine {
     ts_engine_stats stats;     /* snapshot */
 
     /* Step thread only. */
-    request *active;             /* admitted requests (linked) */
-    seq **running;               /* [max_seqs], by admission order */
+    request *active; /* admitted requests (linked) */
+    seq **running;   /* [max_seqs], by admission order */
     int64_t n_running;
-    seq *wait_head, *wait_tail;  /* waiting sequences, FIFO (preempted ones at the front) */
+    seq *wait_head, *wait_tail; /* waiting sequences, FIFO (preempted ones at the front) */
     int64_t n_waiting;
     uint64_t admit_counter;
-    int64_t n_pending_forks;     /* slots promised to forks of admitted requests */
+    int64_t n_pending_forks; /* slots promised to forks of admitted requests */
     /* Batch arrays, sized once. */
     int32_t *b_tokens, *b_pos, *b_seq, *b_slots, *b_table, *b_len, *b_out;
-    seq **b_seqs;                /* [max_seqs] sequences in the batch */
-    float *logits;               /* [max_seqs, n_vocab] */
+    seq **b_seqs;  /* [max_seqs] sequences in the batch */
+    float *logits; /* [max_seqs, n_vocab] */
     uint64_t n_steps, n_preemptions, prompt_computed, generated;
 };
 
