@@ -1,0 +1,109 @@
+/*
+ * run_cli.c — `tessera run -f PROMPTS` as a user runs it, on a tiny random-weight model: every
+ * prompt of the file gets its own answer block; a prompt the engine rejects (longer than the
+ * context) is reported on stderr and marked skipped, the others still run, and the exit status
+ * says that something was skipped. A missing or empty prompts file is an error. Skips when
+ * TS_BIN is unset.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/tiny_model.h"
+
+static const char *bin(void) {
+    const char *b = getenv("TS_BIN");
+    return b != NULL && access(b, X_OK) == 0 ? b : NULL;
+}
+
+/* Runs a command with stdout and stderr in separate files; returns the exit status. */
+static int run(const char *cmd, const char *out_path, const char *err_path) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, out_path, err_path);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_prompts_file_skips_rejected(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char model[400], prompts[512], out[512], err[512], cmd[2000];
+    assert_non_null(ts_tiny_temp_path(model, sizeof model, "runf"));
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    ts_error e = {0};
+    assert_int_equal(ts_tiny_write(&spec, model, &e), TS_OK);
+    snprintf(prompts, sizeof prompts, "%s.prompts", model);
+    snprintf(out, sizeof out, "%s.out", model);
+    snprintf(err, sizeof err, "%s.err", model);
+
+    FILE *f = fopen(prompts, "wb");
+    assert_non_null(f);
+    fputs("hello there\n\n", f); /* the empty line is not a prompt */
+    for (int i = 0; i < 400; i++) {
+        fputs("word ", f); /* far more tokens than the 64-token context */
+    }
+    fputs("\nsecond good prompt\n", f);
+    fclose(f);
+
+    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s -n 4 --temp 0 --ctx 64", bin(), model, prompts);
+    assert_int_equal(run(cmd, out, err), 1);
+    char *o = strdup(slurp(out));
+    const char *r = slurp(err);
+    assert_non_null(strstr(o, "--- [0] hello there"));
+    assert_non_null(strstr(o, "--- [2] second good prompt"));
+    assert_non_null(strstr(o, "(skipped: see the error above)"));
+    assert_non_null(strstr(r, "error: prompt 1:"));
+    assert_non_null(strstr(r, "context"));
+    assert_non_null(strstr(r, "1 of 3 prompts were skipped"));
+    assert_non_null(strstr(r, "generation:"));
+    free(o);
+
+    /* All good: exit 0. */
+    f = fopen(prompts, "wb");
+    assert_non_null(f);
+    fputs("one\ntwo\n", f);
+    fclose(f);
+    assert_int_equal(run(cmd, out, err), 0);
+    assert_non_null(strstr(slurp(out), "--- [1] two"));
+
+    /* No prompts at all, and a missing file: errors. */
+    f = fopen(prompts, "wb");
+    assert_non_null(f);
+    fputs("\n\n", f);
+    fclose(f);
+    assert_int_equal(run(cmd, out, err), 1);
+    assert_non_null(strstr(slurp(err), "holds no prompts"));
+    unlink(prompts);
+    assert_int_equal(run(cmd, out, err), 1);
+    assert_non_null(strstr(slurp(err), prompts));
+
+    unlink(out);
+    unlink(err);
+    unlink(model);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prompts_file_skips_rejected),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
