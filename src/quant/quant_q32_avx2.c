@@ -6,8 +6,9 @@
  * Dot products compute each block's integer sum exactly and differ from the scalar
  * reference only in the order the per-block float terms are added.
  *
- * The dot products and gemm tiles of Q4_0, Q4_1 and Q8_0 are in quant_q32_gemm_avx2.c (they
- * must round exactly alike, so they live together).
+ * The dot products and gemm of Q4_0, Q4_1 and Q5_0 are in quant_x8_avx2.c, those of Q8_0 in
+ * quant_q32_gemm_avx2.c (a type's dot and gemm must round exactly alike, so they live
+ * together).
  */
 #include "quant/simd_avx2.h"
 
@@ -100,7 +101,7 @@ void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ---- dot products (Q4_0, Q4_1 and Q8_0 are in quant_q32_gemm_avx2.c) ---- */
+/* ---- dot products (Q4_0, Q4_1, Q5_0: quant_x8_avx2.c; Q8_0: quant_q32_gemm_avx2.c) ---- */
 
 void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_iq4_nl *bx = x;
