@@ -36,14 +36,6 @@ ts_engine_config ts_engine_config_default(const ts_model *m) {
     return c;
 }
 
-ts_request_params ts_request_params_default(void) {
-    ts_request_params p;
-    memset(&p, 0, sizeof p);
-    p.sampling = ts_sampler_params_default();
-    p.n = 1;
-    return p;
-}
-
 static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *err) {
     if (c->block_size <= 0) {
         c->block_size = TS_KV_DEFAULT_BLOCK_SIZE;

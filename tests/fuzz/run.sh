@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader: tests/fuzz/run.sh [SECONDS] (default 60).
+# Fuzzes one parser: tests/fuzz/run.sh [SECONDS] [gguf|api] (defaults: 60, gguf).
 #
-# Configures a clang build with -DTS_FUZZ=ON in build-fuzz/, builds fuzz_gguf, and runs it for
-# SECONDS on a scratch copy of tests/fuzz/corpus/gguf (the committed seeds stay untouched).
-# Exits non-zero when libFuzzer reports a crash, leak, timeout or undefined behaviour; the
-# reproducer is then in build-fuzz/artifacts/ (replay: build-fuzz/tests/fuzz/fuzz_gguf FILE).
+#   gguf  the GGUF reader (fuzz_gguf; seeds in corpus/gguf, dictionary gguf.dict)
+#   api   the server's request-body parser (fuzz_api; seeds in corpus/api)
+#
+# Configures a clang build with -DTS_FUZZ=ON in build-fuzz/, builds the harness, and runs it for
+# SECONDS on a scratch copy of its corpus (the committed seeds stay untouched). Exits non-zero
+# when libFuzzer reports a crash, leak, timeout or undefined behaviour; the reproducer is then
+# in build-fuzz/artifacts/ (replay: build-fuzz/tests/fuzz/fuzz_TARGET FILE).
 set -euo pipefail
 
 secs=${1:-60}
+target=${2:-gguf}
 case $secs in
-    '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "usage: $0 [SECONDS] [gguf|api]" >&2; exit 2 ;;
+esac
+case $target in
+    gguf) extra=(-max_len=16384 -dict="$(cd "$(dirname "$0")" && pwd)/gguf.dict") ;;
+    api) extra=(-max_len=4096) ;;
+    *) echo "usage: $0 [SECONDS] [gguf|api]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build-fuzz
@@ -21,12 +30,11 @@ fi
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" -DTS_FUZZ=ON -DTS_BUILD_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_gguf -j2
+cmake --build "$build" --target "fuzz_$target" -j2
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp "$root"/tests/fuzz/corpus/gguf/* "$work"/
+cp "$root"/tests/fuzz/corpus/"$target"/* "$work"/
 mkdir -p "$build/artifacts"
-"$build/tests/fuzz/fuzz_gguf" -max_total_time="$secs" -max_len=16384 -timeout=10 \
-    -rss_limit_mb=2048 -dict="$root/tests/fuzz/gguf.dict" \
-    -artifact_prefix="$build/artifacts/" -print_final_stats=1 "$work"
+"$build/tests/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    "${extra[@]}" -artifact_prefix="$build/artifacts/" -print_final_stats=1 "$work"

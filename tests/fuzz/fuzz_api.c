@@ -1,0 +1,100 @@
+/*
+ * fuzz_api.c — libFuzzer entry for the server's request-body parser (src/server/api_parse.c):
+ * what every HTTP client can send to /v1/completions, /v1/chat/completions, /tokenize and
+ * /detokenize.
+ *
+ * The first input byte picks the endpoint and the limits (vocabulary size, context, n); the
+ * rest is the body, not NUL-terminated (the parser gets a length). Invariants: the parser
+ * returns TS_OK with a request whose kind is the endpoint's and whose counts are within their
+ * arrays, or an error with an HTTP status of 400/404/413 and a message, whose JSON rendering
+ * parses back as {"error": {"message": ...}}. The UTF-8 checker returns an offset within the
+ * body and the depth scanner never exceeds its bound by more than one. A broken invariant
+ * traps.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "server/api.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            __builtin_trap();                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static void check_error(const ts_api_error *err) {
+    CHECK(err->status == 400 || err->status == 404 || err->status == 413);
+    CHECK(err->message[0] != '\0');
+    char *json = ts_api_error_json(err);
+    if (json == NULL) {
+        return; /* out of memory is the only reason */
+    }
+    cJSON *root = cJSON_Parse(json);
+    CHECK(root != NULL);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+    CHECK(cJSON_IsObject(e));
+    CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "message")));
+    cJSON_Delete(root);
+    free(json);
+}
+
+static void check_request(const ts_api_request *r, ts_api_kind kind, const ts_api_limits *lim) {
+    CHECK(r->kind == kind);
+    CHECK(r->n_tokens >= 0 && (r->n_tokens == 0 || r->tokens != NULL));
+    for (int32_t i = 0; i < r->n_tokens; i++) {
+        CHECK(r->tokens[i] >= 0 && r->tokens[i] < lim->n_vocab);
+    }
+    CHECK(r->n_messages >= 0 && (r->n_messages == 0 || r->messages != NULL));
+    for (int32_t i = 0; i < r->n_messages; i++) {
+        CHECK(r->messages[i].role != NULL && r->messages[i].content != NULL);
+    }
+    CHECK(r->n_prompts >= 0 && r->n_prompts <= TS_API_MAX_PROMPTS);
+    for (int32_t p = 0; p < r->n_prompts; p++) {
+        const ts_api_prompt *pr = &r->prompts[p];
+        CHECK((pr->text != NULL) != (pr->ids != NULL) || pr->n_ids == 0);
+        for (int32_t i = 0; i < pr->n_ids; i++) {
+            CHECK(pr->ids[i] >= 0 && pr->ids[i] < lim->n_vocab);
+        }
+    }
+    if (kind == TS_API_COMPLETIONS || kind == TS_API_CHAT) {
+        CHECK(r->params.n >= 1 && r->params.n <= lim->max_n);
+        CHECK(r->params.n_stop >= 0 && r->params.n_stop <= TS_ENGINE_MAX_STOP);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) {
+        return 0;
+    }
+    const ts_api_kind kind = (ts_api_kind)(data[0] & 3);
+    const ts_api_limits lim = {
+        .n_vocab = (data[0] & 4) ? 32 : 49152,
+        .n_ctx = (data[0] & 8) ? 16 : 8192,
+        .max_n = (data[0] & 16) ? 1 : 8,
+        .model_name = "tessera-fuzz",
+    };
+    const char *body = (const char *)data + 1;
+    const size_t len = size - 1;
+
+    CHECK(ts_api_utf8_check(body, len) <= len);
+    CHECK(ts_api_json_depth(body, len, 64) <= 65);
+
+    ts_api_request req;
+    ts_api_error err;
+    memset(&req, 0, sizeof req);
+    memset(&err, 0, sizeof err);
+    if (ts_api_parse(kind, body, len, &lim, &req, &err) == TS_OK) {
+        check_request(&req, kind, &lim);
+        ts_api_request_free(&req);
+    } else {
+        check_error(&err);
+    }
+    return 0;
+}
