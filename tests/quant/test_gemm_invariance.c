@@ -6,6 +6,9 @@
  * (row, column), exactly the bits vec_dot gives for that pair. Then a result cannot depend
  * on how the backend batches tokens or cuts rows into tiles (chunked prefill equals one-shot
  * prefill bit for bit; a 1-ulp difference flips later 8-bit activation roundings).
+ * A second case runs one long shape (k = 4352, 11 rows, 70 columns) so that kernels which
+ * cut k into passes or the columns into chunks (quant_x8_avx2.c: 64 blocks, 64 columns) are
+ * checked across those cuts too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +25,7 @@
 #include "qgen.h"
 
 enum { K = 512, MAX_N = 9, PAD_BLOCKS = 3, PAD_C = 3 };
+enum { KL = 4352, NRL = 11, NCL = 70 }; /* the long case */
 
 static int isa_levels(ts_isa *out) {
     int n = 0;
@@ -36,22 +40,65 @@ static const char *isa_name(ts_isa isa) {
 }
 
 /* Quantized rows with a stride of PAD_BLOCKS blocks more than a dense row. */
-static char *make_rows(const ts_quant_ops *ops, ts_type type, qgen_rng *rng, int rows,
-                       size_t *stride) {
+static char *make_rows_k(const ts_quant_ops *ops, ts_type type, qgen_rng *rng, int rows, int k,
+                         size_t *stride) {
     size_t rb = 0;
-    assert_true(ts_type_row_bytes(type, K, &rb));
+    assert_true(ts_type_row_bytes(type, (uint64_t)k, &rb));
     *stride = rb + PAD_BLOCKS * ts_type_block_bytes(type);
     char *buf = calloc((size_t)rows, *stride);
+    float *x = malloc((size_t)k * sizeof *x);
     assert_non_null(buf);
-    float x[K];
+    assert_non_null(x);
     for (int r = 0; r < rows; r++) {
         /* Mostly normal rows, with constant, zero and outlier rows among them. */
-        const int kinds[] = {QGEN_NORMAL, QGEN_NORMAL, QGEN_CONST_NEG, QGEN_NORMAL,
-                             QGEN_OUTLIER, QGEN_ZEROS, QGEN_NORMAL, QGEN_GRID, QGEN_HUGE};
-        qgen_row(rng, kinds[r % 9], 1.0f, x, K);
-        ops->from_float(x, buf + (size_t)r * *stride, K);
+        const int kinds[] = {QGEN_NORMAL, QGEN_NORMAL, QGEN_CONST_NEG, QGEN_NORMAL, QGEN_OUTLIER,
+                             QGEN_ZEROS,  QGEN_NORMAL, QGEN_GRID,      QGEN_HUGE};
+        qgen_row(rng, kinds[r % 9], 1.0f, x, k);
+        ops->from_float(x, buf + (size_t)r * *stride, k);
     }
+    free(x);
     return buf;
+}
+
+static char *make_rows(const ts_quant_ops *ops, ts_type type, qgen_rng *rng, int rows,
+                       size_t *stride) {
+    return make_rows_k(ops, type, rng, rows, K, stride);
+}
+
+/* gemm of NRL rows x NCL columns over KL against vec_dot, dense output; differing elements. */
+static int check_long(ts_type type, ts_isa isa) {
+    const ts_quant_ops *ops = ts_quant_ops_get(type, isa);
+    if (ops == NULL || ops->gemm == NULL || ops->vec_dot == NULL) {
+        return 0;
+    }
+    const ts_quant_ops *aops = ts_quant_ops_get(ops->vec_dot_type, isa);
+    assert_non_null(aops);
+    qgen_rng rng = {0x10E6ull * 31u + (uint64_t)type};
+    size_t ldw = 0, lda = 0;
+    char *w = make_rows_k(ops, type, &rng, NRL, KL, &ldw);
+    char *a = make_rows_k(aops, ops->vec_dot_type, &rng, NCL, KL, &lda);
+    float *c = malloc(sizeof(float) * NRL * NCL);
+    assert_non_null(c);
+    ops->gemm(KL, NRL, NCL, c, NRL * sizeof(float), w, ldw, a, lda);
+    int bad = 0;
+    for (int j = 0; j < NCL; j++) {
+        for (int r = 0; r < NRL; r++) {
+            float want;
+            ops->vec_dot(KL, &want, w + (size_t)r * ldw, a + (size_t)j * lda);
+            if (memcmp(&c[j * NRL + r], &want, sizeof want) != 0) {
+                if (bad < 5) {
+                    printf("%s %s: long gemm row %d col %d = %.9g, vec_dot = %.9g\n",
+                           ts_type_name(type), isa_name(isa), r, j, (double)c[j * NRL + r],
+                           (double)want);
+                }
+                bad++;
+            }
+        }
+    }
+    free(c);
+    free(w);
+    free(a);
+    return bad;
 }
 
 static int check_type(ts_type type, ts_isa isa) {
@@ -128,7 +175,7 @@ static void test_gemm_equals_vec_dot(void **state) {
             if (ops == NULL) {
                 continue;
             }
-            const int b = check_type((ts_type)t, levels[li]);
+            const int b = check_type((ts_type)t, levels[li]) + check_long((ts_type)t, levels[li]);
             if (b != 0) {
                 printf("%s %s: %d elements differ\n", ts_type_name(t), isa_name(levels[li]), b);
             }
