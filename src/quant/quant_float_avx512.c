@@ -113,28 +113,7 @@ void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y
             out[j] = s;                                                                            \
         }                                                                                          \
     }                                                                                              \
-    void ts_q_gemm_##NAME##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,        \
-                                   const void *w, size_t ldw, const void *a, size_t lda) {         \
-        for (int64_t r = 0; r < nr; r++) {                                                         \
-            const ELEM *wr = (const ELEM *)((const char *)w + (size_t)r * ldw);                    \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const ELEM *ap[4];                                                                 \
-                float out[4];                                                                      \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    ap[j] = (const ELEM *)((const char *)a + (size_t)(j0 + j) * lda);              \
-                }                                                                                  \
-                if (cols == 4) {                                                                   \
-                    NAME##_tile(k, wr, ap, 4, out);                                                \
-                } else {                                                                           \
-                    NAME##_tile(k, wr, ap, cols, out);                                             \
-                }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
+    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##NAME##_avx512, NAME##_tile, ELEM, ELEM, 1)
 
 static inline float f32_id(float v) {
     return v;

@@ -326,31 +326,7 @@ void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) 
 }
 
 #define K_GEMM(T, WBLOCK)                                                                          \
-    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
-                              const void *w, size_t ldw, const void *a, size_t lda) {              \
-        const int64_t nb = k / TS_QK_K;                                                            \
-        for (int64_t r = 0; r < nr; r++) {                                                         \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const ts_block_q8_k *ap[4];                                                        \
-                float out[4];                                                                      \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    ap[j] = (const ts_block_q8_k *)((const char *)a + (size_t)(j0 + j) * lda);     \
-                }                                                                                  \
-                if (cols == 4) {                                                                   \
-                    T##_tile(nb, wr, ap, 4, out);                                                  \
-                } else if (cols == 1) {                                                            \
-                    T##_tile(nb, wr, ap, 1, out);                                                  \
-                } else {                                                                           \
-                    T##_tile(nb, wr, ap, cols, out);                                               \
-                }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
+    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##T##_avx2, T##_tile, WBLOCK, ts_block_q8_k, TS_QK_K)
 
 K_GEMM(q4_k, ts_block_q4_k)
 K_GEMM(q6_k, ts_block_q6_k)

@@ -365,29 +365,7 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
 }
 
 #define GEMM512(T, WBLOCK, ABLOCK, QK)                                                             \
-    void ts_q_gemm_##T##_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,           \
-                                const void *w, size_t ldw, const void *a, size_t lda) {            \
-        const int64_t nb = k / (QK);                                                               \
-        for (int64_t r = 0; r < nr; r++) {                                                         \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const ABLOCK *ap[4];                                                               \
-                float out[4];                                                                      \
-                int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                       \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);            \
-                }                                                                                  \
-                if (cols == 4) {                                                                   \
-                    T##_tile(nb, wr, ap, 4, out);                                                  \
-                } else {                                                                           \
-                    T##_tile(nb, wr, ap, cols, out);                                               \
-                }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
+    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##T##_avx512, T##_tile, WBLOCK, ABLOCK, QK)
 
 GEMM512(q4_0, ts_block_q4_0, ts_block_q8_0, TS_QK)
 GEMM512(q4_1, ts_block_q4_1, ts_block_q8_1, TS_QK)
