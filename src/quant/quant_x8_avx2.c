@@ -184,28 +184,111 @@ static inline __attribute__((always_inline)) void q5_0_gather(const void *const 
     *m = _mm256_setzero_ps();
 }
 
-static inline __m256 q4_1_fold(__m256 acc, const __m256i *q, __m256 d, __m256 m, const void *yb) {
+/* What the fold needs of activation block i: its scale d and, for Q4_1, s = d * sum(y) (an f16
+ * in the block), for Q4_0 and Q5_0 the exact offset correction o * sum(y). The multi-row
+ * gemm converts these once per pass for all its weight rows. */
+typedef struct x8ys {
+    float d;
+    union {
+        float s;      /* Q4_1 */
+        int32_t corr; /* Q4_0, Q5_0 */
+    };
+} x8ys;
+
+static inline x8ys q4_1_yscale(const void *yb) {
     const ts_block_q8_1 *y = yb;
-    const __m256 ms = _mm256_mul_ps(m, _mm256_set1_ps(fp16_hw(y->s)));
-    const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y->d)));
-    return _mm256_add_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum_u4(q, y->qs)), dd, ms));
+    return (x8ys){.d = fp16_hw(y->d), .s = fp16_hw(y->s)};
 }
 
-static inline __m256 q4_0_fold(__m256 acc, const __m256i *q, __m256 d, __m256 m, const void *yb) {
-    (void)m;
+static inline x8ys q4_0_yscale(const void *yb) {
     const ts_block_q8_0 *y = yb;
-    const __m256i t = _mm256_sub_epi32(isum_u4(q, y->qs), _mm256_set1_epi32(8 * sum_i8x32(y->qs)));
-    const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y->d)));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), dd, acc);
+    return (x8ys){.d = fp16_hw(y->d), .corr = 8 * sum_i8x32(y->qs)};
 }
 
-static inline __m256 q5_0_fold(__m256 acc, const __m256i *q, __m256 d, __m256 m, const void *yb) {
-    (void)m;
+static inline x8ys q5_0_yscale(const void *yb) {
     const ts_block_q8_0 *y = yb;
-    const __m256i t = _mm256_sub_epi32(isum_u5(q, y->qs), _mm256_set1_epi32(16 * sum_i8x32(y->qs)));
-    const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y->d)));
+    return (x8ys){.d = fp16_hw(y->d), .corr = 16 * sum_i8x32(y->qs)};
+}
+
+/* Float fold of one block's exact isums (per lane) into the accumulator; the same operations
+ * on every path. */
+static inline __m256 q4_1_fold(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e) {
+    const __m256 ms = _mm256_mul_ps(m, _mm256_broadcast_ss(&e->s));
+    const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e->d));
+    return _mm256_add_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, ms));
+}
+
+static inline __m256 q4_0_fold(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e) {
+    (void)m;
+    const __m256i t = _mm256_sub_epi32(isum, _mm256_set1_epi32(e->corr));
+    const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e->d));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), dd, acc);
 }
+#define q5_0_fold q4_0_fold
+
+/* One block against one activation row. */
+#define q4_1_isum isum_u4
+#define q4_0_isum isum_u4
+#define q5_0_isum isum_u5
+
+/* One block against four activation rows: each level register is loaded once and multiplied
+ * with the four rows' broadcasts; `span` groups are summed in int16 before vpmaddwd (8 for
+ * levels <= 15, 4 for levels <= 31). */
+static inline __attribute__((always_inline)) void isum_x4(const __m256i *q, const int8_t *const *y,
+                                                          int64_t off, int span, __m256i out[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = 0; j < 4; j++) {
+        out[j] = _mm256_setzero_si256();
+    }
+    for (int g0 = 0; g0 < 8; g0 += span) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        for (int g = g0; g < g0 + span; g++) {
+            const __m256i qg = _mm256_load_si256(&q[g]);
+            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(qg, y4(y[0], (int)off + 4 * g)));
+            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(qg, y4(y[1], (int)off + 4 * g)));
+            s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(qg, y4(y[2], (int)off + 4 * g)));
+            s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(qg, y4(y[3], (int)off + 4 * g)));
+            /* Keep the sums as running chains: left alone, GCC rebalances them into trees
+             * over all 32 products and spills them. */
+            __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+        }
+        out[0] = _mm256_add_epi32(out[0], _mm256_madd_epi16(s0, ones));
+        out[1] = _mm256_add_epi32(out[1], _mm256_madd_epi16(s1, ones));
+        out[2] = _mm256_add_epi32(out[2], _mm256_madd_epi16(s2, ones));
+        out[3] = _mm256_add_epi32(out[3], _mm256_madd_epi16(s3, ones));
+    }
+}
+
+/* One block of sixteen weight rows (two unpacked eight-row blocks) against four activation
+ * rows: each broadcast feeds two multiplies. For levels <= 15 only (span 8): the sixteen
+ * running sums of a span of four would not fit in the registers. */
+static inline __attribute__((always_inline)) void isum_x4x2(const __m256i *q0, const __m256i *q1,
+                                                            const int8_t *const *y, int64_t off,
+                                                            __m256i out[8]) {
+    __m256i s[8];
+    for (int j = 0; j < 8; j++) {
+        s[j] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 8; g++) {
+        const __m256i a = _mm256_load_si256(&q0[g]), b = _mm256_load_si256(&q1[g]);
+        for (int j = 0; j < 4; j++) {
+            const __m256i yb = y4(y[j], (int)off + 4 * g);
+            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(a, yb));
+            s[4 + j] = _mm256_add_epi16(s[4 + j], _mm256_maddubs_epi16(b, yb));
+        }
+        __asm__(""
+                : "+x"(s[0]), "+x"(s[1]), "+x"(s[2]), "+x"(s[3]), "+x"(s[4]), "+x"(s[5]),
+                  "+x"(s[6]), "+x"(s[7]));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = 0; j < 8; j++) {
+        out[j] = _mm256_madd_epi16(s[j], ones);
+    }
+}
+
+#define q4_1_span 8
+#define q4_0_span 8
+#define q5_0_span 4
 
 /* ---- gemm drivers, one set per type ---- */
 
@@ -218,6 +301,8 @@ static inline void store8(__m256 acc, float *c, int rows) {
     _mm256_storeu_ps(v, acc);
     memcpy(c, v, (size_t)rows * sizeof(float));
 }
+
+#define ROW_GROUPS 4 /* eight-row groups sharing one pass's activation scales */
 
 #define X8_GEMM(T, AB)                                                                             \
     /* One activation row: unpack in registers, prefetching the next eight rows meanwhile. */      \
@@ -233,80 +318,134 @@ static inline void store8(__m256 acc, float *c, int rows) {
             __m256 d, m;                                                                           \
             __m256i q[8];                                                                          \
             T##_gather(w, i, &d, &m, q);                                                           \
-            acc = T##_fold(acc, q, d, m, &y[i]);                                                   \
+            const x8ys e = T##_yscale(&y[i]);                                                      \
+            acc = T##_fold(acc, T##_isum(q, y[i].qs), d, m, &e);                                   \
         }                                                                                          \
         store8(acc, c, rows);                                                                      \
     }                                                                                              \
                                                                                                    \
-    /* Several activation rows: each pass of GATHER_KB blocks is unpacked once, then every         \
-     * group of four activation rows runs over it; accumulators persist across passes. */          \
-    static void T##_cols(int64_t nb, const void *const *w, const char *a, size_t lda, int64_t nc,  \
-                         float *c, size_t ldc, int rows) {                                         \
-        x8blk buf[GATHER_KB];                                                                      \
-        __m256 accs[MAX_COLS];                                                                     \
-        for (int64_t j = 0; j < nc; j++) {                                                         \
-            accs[j] = _mm256_setzero_ps();                                                         \
+    /* Several activation rows (nc <= MAX_COLS) against up to ROW_GROUPS groups of eight weight    \
+     * rows. Per pass of GATHER_KB blocks: the activation scales are converted once, then each     \
+     * group's blocks are unpacked once and every four activation rows run over them; the          \
+     * accumulators persist across passes. */                                                      \
+    static void T##_cols(int64_t nb, const char *w, size_t ldw, int64_t nr, const char *a,         \
+                         size_t lda, int64_t nc, float *c, size_t ldc) {                           \
+        x8blk buf[2][GATHER_KB];                                                                   \
+        x8ys ys[GATHER_KB][MAX_COLS];                                                              \
+        __m256 accs[ROW_GROUPS][MAX_COLS];                                                         \
+        const int groups = (int)((nr + 7) / 8);                                                    \
+        for (int rg = 0; rg < groups; rg++) {                                                      \
+            for (int64_t j = 0; j < nc; j++) {                                                     \
+                accs[rg][j] = _mm256_setzero_ps();                                                 \
+            }                                                                                      \
         }                                                                                          \
         for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {                                           \
             const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;                          \
-            for (int64_t i = 0; i < kb; i++) {                                                     \
-                __m256 d, m;                                                                       \
-                __m256i q[8];                                                                      \
-                T##_gather(w, i0 + i, &d, &m, q);                                                  \
-                _mm256_storeu_ps(buf[i].d, d);                                                     \
-                _mm256_storeu_ps(buf[i].m, m);                                                     \
-                for (int g = 0; g < 8; g++) {                                                      \
-                    buf[i].q[g] = q[g];                                                            \
+            for (int64_t j = 0; j < nc; j++) {                                                     \
+                const AB *y = (const AB *)(a + (size_t)j * lda) + i0;                              \
+                for (int64_t i = 0; i < kb; i++) {                                                 \
+                    ys[i][j] = T##_yscale(&y[i]);                                                  \
                 }                                                                                  \
             }                                                                                      \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                 \
-                const AB *y[4];                                                                    \
-                __m256 acc[4];                                                                     \
-                for (int j = 0; j < 4; j++) {                                                      \
-                    const int64_t jj = j0 + (j < cols ? j : cols - 1);                             \
-                    y[j] = (const AB *)(a + (size_t)jj * lda) + i0;                                \
-                    acc[j] = accs[jj];                                                             \
-                }                                                                                  \
-                for (int64_t i = 0; i < kb; i++) {                                                 \
-                    const __m256 d = _mm256_loadu_ps(buf[i].d), m = _mm256_loadu_ps(buf[i].m);     \
-                    /* The levels are read from the buffer by each column's multiplies (eight      \
-                     * registers of them would not fit next to the accumulators). */               \
-                    const __m256i *q = buf[i].q;                                                   \
-                    for (int j = 0; j < 4; j++) {                                                  \
-                        acc[j] = T##_fold(acc[j], q, d, m, &y[j][i]);                              \
+            for (int rg = 0; rg < groups;) {                                                       \
+                /* Two groups at once where the type allows (each broadcast then feeds two         \
+                 * multiplies), else one. */                                                       \
+                const int pair = T##_span == 8 && rg + 1 < groups;                                 \
+                for (int h = 0; h <= pair; h++) {                                                  \
+                    const int64_t base = 8 * (rg + h);                                             \
+                    const int rows = nr - base < 8 ? (int)(nr - base) : 8;                         \
+                    /* Rows past nr repeat the last one (their results are not stored). */         \
+                    const void *wr[8];                                                             \
+                    for (int r = 0; r < 8; r++) {                                                  \
+                        wr[r] = w + (size_t)(base + (r < rows ? r : rows - 1)) * ldw;              \
+                    }                                                                              \
+                    for (int64_t i = 0; i < kb; i++) {                                             \
+                        __m256 d, m;                                                               \
+                        __m256i q[8];                                                              \
+                        T##_gather(wr, i0 + i, &d, &m, q);                                         \
+                        _mm256_storeu_ps(buf[h][i].d, d);                                          \
+                        _mm256_storeu_ps(buf[h][i].m, m);                                          \
+                        for (int g = 0; g < 8; g++) {                                              \
+                            buf[h][i].q[g] = q[g];                                                 \
+                        }                                                                          \
                     }                                                                              \
                 }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    accs[j0 + j] = acc[j];                                                         \
+                for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                           \
+                    const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                             \
+                    const int8_t *yq[4];                                                           \
+                    int64_t jj[4];                                                                 \
+                    for (int j = 0; j < 4; j++) {                                                  \
+                        jj[j] = j0 + (j < cols ? j : cols - 1);                                    \
+                        yq[j] = (const int8_t *)((const AB *)(a + (size_t)jj[j] * lda) + i0)->qs;  \
+                    }                                                                              \
+                    if (pair) {                                                                    \
+                        __m256 *acc0 = accs[rg], *acc1 = accs[rg + 1];                             \
+                        for (int64_t i = 0; i < kb; i++) {                                         \
+                            __m256i is[8];                                                         \
+                            isum_x4x2(buf[0][i].q, buf[1][i].q, yq, i *(int64_t)sizeof(AB), is);   \
+                            const __m256 d0 = _mm256_loadu_ps(buf[0][i].d);                        \
+                            const __m256 m0 = _mm256_loadu_ps(buf[0][i].m);                        \
+                            const __m256 d1 = _mm256_loadu_ps(buf[1][i].d);                        \
+                            const __m256 m1 = _mm256_loadu_ps(buf[1][i].m);                        \
+                            for (int j = 0; j < cols; j++) {                                       \
+                                const x8ys *e = &ys[i][j0 + j];                                    \
+                                acc0[j0 + j] = T##_fold(acc0[j0 + j], is[j], d0, m0, e);           \
+                                acc1[j0 + j] = T##_fold(acc1[j0 + j], is[4 + j], d1, m1, e);       \
+                            }                                                                      \
+                        }                                                                          \
+                        continue;                                                                  \
+                    }                                                                              \
+                    __m256 acc[4];                                                                 \
+                    for (int j = 0; j < 4; j++) {                                                  \
+                        acc[j] = accs[rg][jj[j]];                                                  \
+                    }                                                                              \
+                    for (int64_t i = 0; i < kb; i++) {                                             \
+                        __m256i is[4];                                                             \
+                        isum_x4(buf[0][i].q, yq, i *(int64_t)sizeof(AB), T##_span, is);            \
+                        const __m256 d = _mm256_loadu_ps(buf[0][i].d);                             \
+                        const __m256 m = _mm256_loadu_ps(buf[0][i].m);                             \
+                        for (int j = 0; j < 4; j++) {                                              \
+                            acc[j] = T##_fold(acc[j], is[j], d, m, &ys[i][jj[j]]);                 \
+                        }                                                                          \
+                    }                                                                              \
+                    for (int j = 0; j < cols; j++) {                                               \
+                        accs[rg][j0 + j] = acc[j];                                                 \
+                    }                                                                              \
                 }                                                                                  \
+                rg += 1 + pair;                                                                    \
             }                                                                                      \
         }                                                                                          \
-        for (int64_t j = 0; j < nc; j++) {                                                         \
-            store8(accs[j], (float *)((char *)c + (size_t)j * ldc), rows);                         \
+        for (int rg = 0; rg < groups; rg++) {                                                      \
+            const int rows = nr - 8 * rg < 8 ? (int)(nr - 8 * rg) : 8;                             \
+            for (int64_t j = 0; j < nc; j++) {                                                     \
+                store8(accs[rg][j], (float *)((char *)c + (size_t)j * ldc) + 8 * rg, rows);        \
+            }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
     void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
                               const void *w, size_t ldw, const void *a, size_t lda) {              \
         const int64_t nb = k / TS_QK;                                                              \
-        for (int64_t r0 = 0; r0 < nr; r0 += 8) {                                                   \
-            const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;                                     \
-            /* Rows past nr repeat the last one (their results are not stored). */                 \
-            const void *wr[8];                                                                     \
-            for (int r = 0; r < 8; r++) {                                                          \
-                wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;          \
-            }                                                                                      \
-            if (nc == 1) {                                                                         \
+        if (nc == 1) {                                                                             \
+            for (int64_t r0 = 0; r0 < nr; r0 += 8) {                                               \
+                const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;                                 \
+                const void *wr[8];                                                                 \
+                for (int r = 0; r < 8; r++) {                                                      \
+                    wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;      \
+                }                                                                                  \
                 /* Prefetching past the matrix is harmless: prefetches never fault. */             \
                 T##_col1(nb, wr, a, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, c + r0,     \
                          rows);                                                                    \
-                continue;                                                                          \
             }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t r0 = 0; r0 < nr; r0 += 8 * ROW_GROUPS) {                                      \
+            const int64_t n_r = nr - r0 < 8 * ROW_GROUPS ? nr - r0 : 8 * ROW_GROUPS;               \
             for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {                                        \
                 const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;                         \
-                T##_cols(nb, wr, (const char *)a + (size_t)j0 * lda, lda, n,                       \
-                         (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc, rows);                 \
+                T##_cols(nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,                         \
+                         (const char *)a + (size_t)j0 * lda, lda, n,                               \
+                         (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);                       \
             }                                                                                      \
         }                                                                                          \
     }

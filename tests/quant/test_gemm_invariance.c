@@ -6,9 +6,10 @@
  * (row, column), exactly the bits vec_dot gives for that pair. Then a result cannot depend
  * on how the backend batches tokens or cuts rows into tiles (chunked prefill equals one-shot
  * prefill bit for bit; a 1-ulp difference flips later 8-bit activation roundings).
- * A second case runs one long shape (k = 4352, 11 rows, 70 columns) so that kernels which
- * cut k into passes or the columns into chunks (quant_x8_avx2.c: 64 blocks, 64 columns) are
- * checked across those cuts too.
+ * A second case runs one long shape (k = 4352, 52 rows, 70 columns) so that kernels which
+ * cut k into passes, the columns into chunks and the rows into groups (quant_x8_avx2.c: 64
+ * blocks, 64 columns, 32 rows as pairs of eight-row groups, here also a lone and a partial
+ * group) are checked across those cuts too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +26,7 @@
 #include "qgen.h"
 
 enum { K = 512, MAX_N = 9, PAD_BLOCKS = 3, PAD_C = 3 };
-enum { KL = 4352, NRL = 11, NCL = 70 }; /* the long case */
+enum { KL = 4352, NRL = 52, NCL = 70 }; /* the long case */
 
 static int isa_levels(ts_isa *out) {
     int n = 0;
