@@ -275,6 +275,10 @@ TS_Q_DECLARE_GEMM(q4_0, avx2);
 TS_Q_DECLARE_GEMM(q4_1, avx2);
 TS_Q_DECLARE_GEMM(q5_0, avx2);
 TS_Q_DECLARE_GEMM(q8_0, avx2);
+/* Q8_0 gemm with one activation row (quant_q32_gemm_avx2.c; the rows-in-lanes gemm for several
+ * rows is in quant_x8_avx2.c): c[r] = dot(weight row r, a). */
+void ts_q_gemv_q8_0_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 

@@ -37,24 +37,6 @@ static inline __m256i madd1(__m256i v) {
     return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
 }
 
-/* Activation scales of 4 blocks as [d0..d3 | d0..d3]; Q8_0 and Q8_1 both start with d. */
-static inline __m256 act_d4(const uint16_t *d0, const uint16_t *d1, const uint16_t *d2,
-                            const uint16_t *d3) {
-    const __m128 d =
-        _mm_cvtph_ps(_mm_setr_epi16((short)*d0, (short)*d1, (short)*d2, (short)*d3, 0, 0, 0, 0));
-    return _mm256_set_m128(d, d);
-}
-
-/* Per-tile output: out[r][c] = low half + high half of acc[r] lane c. */
-static inline void store4(__m256 acc, float *c, size_t ldc, int64_t r, int cols) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    float v[4];
-    _mm_storeu_ps(v, s);
-    for (int j = 0; j < cols; j++) {
-        *((float *)((char *)c + (size_t)j * ldc) + r) = v[j];
-    }
-}
-
 /* Single-column output: c[r0 + r] = low half + high half of acc lane r (rows in lanes). */
 static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -113,30 +95,6 @@ static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
     return madd1(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(yv, w)));
 }
 
-static inline __attribute__((always_inline)) void q8_0_tile4(int rm, int64_t nb,
-                                                             const ts_block_q8_0 *const *w,
-                                                             const ts_block_q8_0 *const *y,
-                                                             __m256 *acc) {
-    for (int r = 0; r < rm; r++) {
-        acc[r] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256 d8 = act_d4(&y[0][i].d, &y[1][i].d, &y[2][i].d, &y[3][i].d);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[0][i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[1][i].qs);
-        const __m256i y2 = _mm256_loadu_si256((const __m256i *)y[2][i].qs);
-        const __m256i y3 = _mm256_loadu_si256((const __m256i *)y[3][i].qs);
-        for (int r = 0; r < rm; r++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)w[r][i].qs);
-            const __m256i aq = _mm256_sign_epi8(q, q);
-            const __m256i t =
-                fold4(sdot(aq, q, y0), sdot(aq, q, y1), sdot(aq, q, y2), sdot(aq, q, y3));
-            const __m256 dx = _mm256_set1_ps(fp16_hw(w[r][i].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, d8), acc[r]);
-        }
-    }
-}
-
 static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
     const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
     return sdot(_mm256_sign_epi8(q, q), q, yv);
@@ -173,61 +131,22 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     *result = finish1(acc);
 }
 
-/* tile1 keeps rows in lanes 0..3 of each half. */
-#define q8_0_store_rows store_rows
-
-/* Weight rows per tile1 call (a multiple of 4; group g of four is stored from acc[g]). */
-#define q8_0_ROWS1 4
-
-/* Row tiles of 4 (then 1) against column tiles of 4 (the last one padded by repeating its
- * final activation row; the padded results are not stored) or, for nc == 1, of 1. */
-#define Q32_GEMM(T, WB, AB)                                                                        \
-    void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
-                              const void *w, size_t ldw, const void *a, size_t lda) {              \
-        const int64_t nb = k / TS_QK;                                                              \
-        prefetch_spread pf;                                                                        \
-        for (int64_t r0 = 0; r0 < nr;) {                                                           \
-            const int rm = nr - r0 >= 4 ? 4 : 1;                                                   \
-            const WB *wr[4];                                                                       \
-            for (int r = 0; r < rm; r++) {                                                         \
-                wr[r] = (const WB *)((const char *)w + (size_t)(r0 + r) * ldw);                    \
-            }                                                                                      \
-            __m256 acc[4];                                                                         \
-            if (nc == 1) {                                                                         \
-                const int rows = nr - r0 < T##_ROWS1 ? (int)(nr - r0) : T##_ROWS1;                 \
-                const WB *w1[T##_ROWS1];                                                           \
-                for (int r = 0; r < T##_ROWS1; r++) {                                              \
-                    w1[r] = (const WB *)((const char *)w +                                         \
-                                         (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);          \
-                }                                                                                  \
-                prefetch_spread_begin(&pf, (const char *)w + (size_t)(r0 + T##_ROWS1) * ldw,       \
-                                      (size_t)T##_ROWS1 * ldw, nb);                                \
-                T##_tile1(nb, w1, (const AB *)a, acc, &pf);                                        \
-                for (int g = 0; g * 4 < rows; g++) {                                               \
-                    T##_store_rows(acc[g], c, r0 + 4 * g, rows - 4 * g < 4 ? rows - 4 * g : 4);    \
-                }                                                                                  \
-                r0 += rows;                                                                        \
-                continue;                                                                          \
-            }                                                                                      \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                 \
-                const AB *ap[4];                                                                   \
-                for (int j = 0; j < 4; j++) {                                                      \
-                    int64_t jj = j0 + (j < cols ? j : cols - 1);                                   \
-                    ap[j] = (const AB *)((const char *)a + (size_t)jj * lda);                      \
-                }                                                                                  \
-                if (rm == 4) {                                                                     \
-                    T##_tile4(4, nb, wr, ap, acc);                                                 \
-                } else {                                                                           \
-                    T##_tile4(1, nb, wr, ap, acc);                                                 \
-                }                                                                                  \
-                float *cj = (float *)((char *)c + (size_t)j0 * ldc);                               \
-                for (int r = 0; r < rm; r++) {                                                     \
-                    store4(acc[r], cj, ldc, r0 + r, cols);                                         \
-                }                                                                                  \
-            }                                                                                      \
-            r0 += rm;                                                                              \
-        }                                                                                          \
+/* One activation row: tiles of four weight rows (rows in lanes 0..3 of each half), the next
+ * tile prefetched meanwhile. */
+void ts_q_gemv_q8_0_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a) {
+    const int64_t nb = k / TS_QK;
+    prefetch_spread pf;
+    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+        const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const ts_block_q8_0 *w1[4];
+        for (int r = 0; r < 4; r++) {
+            w1[r] = (const ts_block_q8_0 *)((const char *)w +
+                                            (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);
+        }
+        prefetch_spread_begin(&pf, (const char *)w + (size_t)(r0 + 4) * ldw, 4 * ldw, nb);
+        __m256 acc;
+        q8_0_tile1(nb, w1, a, &acc, &pf);
+        store_rows(acc, c, r0, rows);
     }
-
-Q32_GEMM(q8_0, ts_block_q8_0, ts_block_q8_0)
+}

@@ -286,11 +286,119 @@ static inline __attribute__((always_inline)) void isum_x4x2(const __m256i *q0, c
     }
 }
 
-#define q4_1_span 8
-#define q4_0_span 8
-#define q5_0_span 4
+/* ---- Q8_0: signed levels, the sign moved onto the activation; two half sums per block ---- */
 
-/* ---- gemm drivers, one set per type ---- */
+static inline __attribute__((always_inline)) void q8_0_gather(const void *const *w, int64_t i,
+                                                              __m256 *d, __m256 *m, __m256i q[8]) {
+    const uint8_t *lo[8], *hi[8];
+    const uint16_t *h[8];
+    for (int r = 0; r < 8; r++) {
+        const ts_block_q8_0 *b = (const ts_block_q8_0 *)w[r] + i;
+        lo[r] = (const uint8_t *)b->qs;
+        hi[r] = lo[r] + 16;
+        h[r] = &b->d;
+    }
+    x8_transpose(lo, q);
+    x8_transpose(hi, q + 4);
+    *d = x8_f16(h);
+    *m = _mm256_setzero_ps();
+}
+
+static inline x8ys q8_0_yscale(const void *yb) {
+    const ts_block_q8_0 *y = yb;
+    return (x8ys){.d = fp16_hw(y->d)};
+}
+
+/* ---- block kernels: one unpacked block (or two, sixteen rows) against four activation rows,
+ * folded into acc[j][0 .. NACC - 1] with column j's scales e[j] ---- */
+
+/* Q4_0, Q4_1, Q5_0: one accumulator per column. */
+#define X8_BLOCK4(T, SPAN)                                                                         \
+    static inline __attribute__((always_inline)) void T##_block4(                                  \
+        const x8blk *b, const int8_t *const *y, int64_t off, const x8ys *const *e,                 \
+        __m256 *const *acc) {                                                                      \
+        __m256i is[4];                                                                             \
+        isum_x4(b->q, y, off, SPAN, is);                                                           \
+        const __m256 d = _mm256_load_ps(b->d), m = _mm256_load_ps(b->m);                           \
+        for (int j = 0; j < 4; j++) {                                                              \
+            acc[j][0] = T##_fold(acc[j][0], is[j], d, m, e[j]);                                    \
+        }                                                                                          \
+    }
+X8_BLOCK4(q4_0, 8)
+X8_BLOCK4(q4_1, 8)
+X8_BLOCK4(q5_0, 4)
+
+/* Sixteen rows, levels <= 15. */
+#define X8_BLOCK4X2(T)                                                                             \
+    static inline __attribute__((always_inline)) void T##_block4x2(                                \
+        const x8blk *b0, const x8blk *b1, const int8_t *const *y, int64_t off,                     \
+        const x8ys *const *e, __m256 *const *acc0, __m256 *const *acc1) {                          \
+        __m256i is[8];                                                                             \
+        isum_x4x2(b0->q, b1->q, y, off, is);                                                       \
+        const __m256 d0 = _mm256_load_ps(b0->d), m0 = _mm256_load_ps(b0->m);                       \
+        const __m256 d1 = _mm256_load_ps(b1->d), m1 = _mm256_load_ps(b1->m);                       \
+        for (int j = 0; j < 4; j++) {                                                              \
+            acc0[j][0] = T##_fold(acc0[j][0], is[j], d0, m0, e[j]);                                \
+            acc1[j][0] = T##_fold(acc1[j][0], is[4 + j], d1, m1, e[j]);                            \
+        }                                                                                          \
+    }
+X8_BLOCK4X2(q4_0)
+X8_BLOCK4X2(q4_1)
+
+/* Q8_0: per half (elements 0..15, 16..31) the exact sum of |w| * (y with w's sign) per lane,
+ * then acc[j][h] = fma(sum, d_w * d_a, acc[j][h]); the result is acc[j][0] + acc[j][1]. The
+ * int16 pair sums reach 2 * 127 * 127, so each group goes to int32 at once. */
+static inline __attribute__((always_inline)) void q8_0_half4(const __m256i *q,
+                                                             const int8_t *const *y, int off,
+                                                             __m256i out[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int g = 0; g < 4; g++) {
+        const __m256i wg = _mm256_load_si256(&q[g]);
+        const __m256i aw = _mm256_sign_epi8(wg, wg);
+#define Q8_STEP(sj, j)                                                                             \
+    sj = _mm256_add_epi32(                                                                         \
+        sj,                                                                                        \
+        _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(y4(y[j], off + 4 * g), wg)),   \
+                          ones))
+        Q8_STEP(s0, 0);
+        Q8_STEP(s1, 1);
+        Q8_STEP(s2, 2);
+        Q8_STEP(s3, 3);
+#undef Q8_STEP
+        __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
+static inline __attribute__((always_inline)) void q8_0_block4(const x8blk *b,
+                                                              const int8_t *const *y, int64_t off,
+                                                              const x8ys *const *e,
+                                                              __m256 *const *acc) {
+    const __m256 d = _mm256_load_ps(b->d);
+    __m256 dd[4];
+    for (int j = 0; j < 4; j++) {
+        dd[j] = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256i s[4];
+        q8_0_half4(b->q + 4 * h, y, (int)off + 16 * h, s);
+        for (int j = 0; j < 4; j++) {
+            acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd[j], acc[j][h]);
+        }
+    }
+}
+
+/* Final value of a column's accumulators. */
+#define q4_0_finish(a) ((a)[0])
+#define q4_1_finish(a) ((a)[0])
+#define q5_0_finish(a) ((a)[0])
+#define q8_0_finish(a) _mm256_add_ps((a)[0], (a)[1])
+
+/* ---- gemm drivers ---- */
 
 static inline void store8(__m256 acc, float *c, int rows) {
     if (rows == 8) {
@@ -304,8 +412,9 @@ static inline void store8(__m256 acc, float *c, int rows) {
 
 #define ROW_GROUPS 4 /* eight-row groups sharing one pass's activation scales */
 
-#define X8_GEMM(T, AB)                                                                             \
-    /* One activation row: unpack in registers, prefetching the next eight rows meanwhile. */      \
+/* One activation row (Q4_0, Q4_1, Q5_0): blocks unpacked in registers, the next eight rows
+ * prefetched meanwhile. */
+#define X8_GEMV(T, AB)                                                                             \
     static void T##_col1(int64_t nb, const void *const *w, const AB *y, const char *next,          \
                          size_t next_bytes, float *c, int rows) {                                  \
         const size_t per = (next_bytes / 64 + (size_t)nb) / (size_t)nb;                            \
@@ -324,21 +433,33 @@ static inline void store8(__m256 acc, float *c, int rows) {
         store8(acc, c, rows);                                                                      \
     }                                                                                              \
                                                                                                    \
-    /* Several activation rows (nc <= MAX_COLS) against up to ROW_GROUPS groups of eight weight    \
-     * rows. Per pass of GATHER_KB blocks: the activation scales are converted once, then each     \
-     * group's blocks are unpacked once and every four activation rows run over them; the          \
-     * accumulators persist across passes. */                                                      \
+    static void T##_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,               \
+                         const void *a) {                                                          \
+        const int64_t nb = k / TS_QK;                                                              \
+        for (int64_t r0 = 0; r0 < nr; r0 += 8) {                                                   \
+            const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;                                     \
+            const void *wr[8];                                                                     \
+            for (int r = 0; r < 8; r++) {                                                          \
+                wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;          \
+            }                                                                                      \
+            /* Prefetching past the matrix is harmless: prefetches never fault. */                 \
+            T##_col1(nb, wr, a, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, c + r0, rows);  \
+        }                                                                                          \
+    }
+
+/* Several activation rows (nc <= MAX_COLS) against up to ROW_GROUPS groups of eight weight
+ * rows. Per pass of GATHER_KB blocks the activation scales are converted once; then each
+ * group's blocks are unpacked once (two groups at a time where the type has a sixteen-row
+ * kernel, PAIRS) and every four activation rows run over them. A last tile of fewer than four
+ * columns repeats its final column into spare accumulators. NACC accumulators per column. */
+#define X8_GEMM(T, AB, NACC, PAIRS)                                                                \
     static void T##_cols(int64_t nb, const char *w, size_t ldw, int64_t nr, const char *a,         \
                          size_t lda, int64_t nc, float *c, size_t ldc) {                           \
-        x8blk buf[2][GATHER_KB];                                                                   \
+        x8blk buf[1 + PAIRS][GATHER_KB];                                                           \
         x8ys ys[GATHER_KB][MAX_COLS];                                                              \
-        __m256 accs[ROW_GROUPS][MAX_COLS];                                                         \
+        __m256 accs[ROW_GROUPS][MAX_COLS][NACC], spare[2][NACC];                                   \
         const int groups = (int)((nr + 7) / 8);                                                    \
-        for (int rg = 0; rg < groups; rg++) {                                                      \
-            for (int64_t j = 0; j < nc; j++) {                                                     \
-                accs[rg][j] = _mm256_setzero_ps();                                                 \
-            }                                                                                      \
-        }                                                                                          \
+        memset(accs, 0, sizeof(accs));                                                             \
         for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {                                           \
             const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;                          \
             for (int64_t j = 0; j < nc; j++) {                                                     \
@@ -348,9 +469,7 @@ static inline void store8(__m256 acc, float *c, int rows) {
                 }                                                                                  \
             }                                                                                      \
             for (int rg = 0; rg < groups;) {                                                       \
-                /* Two groups at once where the type allows (each broadcast then feeds two         \
-                 * multiplies), else one. */                                                       \
-                const int pair = T##_span == 8 && rg + 1 < groups;                                 \
+                const int pair = PAIRS && rg + 1 < groups;                                         \
                 for (int h = 0; h <= pair; h++) {                                                  \
                     const int64_t base = 8 * (rg + h);                                             \
                     const int rows = nr - base < 8 ? (int)(nr - base) : 8;                         \
@@ -363,8 +482,8 @@ static inline void store8(__m256 acc, float *c, int rows) {
                         __m256 d, m;                                                               \
                         __m256i q[8];                                                              \
                         T##_gather(wr, i0 + i, &d, &m, q);                                         \
-                        _mm256_storeu_ps(buf[h][i].d, d);                                          \
-                        _mm256_storeu_ps(buf[h][i].m, m);                                          \
+                        _mm256_store_ps(buf[h][i].d, d);                                           \
+                        _mm256_store_ps(buf[h][i].m, m);                                           \
                         for (int g = 0; g < 8; g++) {                                              \
                             buf[h][i].q[g] = q[g];                                                 \
                         }                                                                          \
@@ -374,42 +493,18 @@ static inline void store8(__m256 acc, float *c, int rows) {
                     const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                             \
                     const int8_t *yq[4];                                                           \
                     int64_t jj[4];                                                                 \
+                    __m256 *acc0[4], *acc1[4];                                                     \
                     for (int j = 0; j < 4; j++) {                                                  \
                         jj[j] = j0 + (j < cols ? j : cols - 1);                                    \
                         yq[j] = (const int8_t *)((const AB *)(a + (size_t)jj[j] * lda) + i0)->qs;  \
-                    }                                                                              \
-                    if (pair) {                                                                    \
-                        __m256 *acc0 = accs[rg], *acc1 = accs[rg + 1];                             \
-                        for (int64_t i = 0; i < kb; i++) {                                         \
-                            __m256i is[8];                                                         \
-                            isum_x4x2(buf[0][i].q, buf[1][i].q, yq, i *(int64_t)sizeof(AB), is);   \
-                            const __m256 d0 = _mm256_loadu_ps(buf[0][i].d);                        \
-                            const __m256 m0 = _mm256_loadu_ps(buf[0][i].m);                        \
-                            const __m256 d1 = _mm256_loadu_ps(buf[1][i].d);                        \
-                            const __m256 m1 = _mm256_loadu_ps(buf[1][i].m);                        \
-                            for (int j = 0; j < cols; j++) {                                       \
-                                const x8ys *e = &ys[i][j0 + j];                                    \
-                                acc0[j0 + j] = T##_fold(acc0[j0 + j], is[j], d0, m0, e);           \
-                                acc1[j0 + j] = T##_fold(acc1[j0 + j], is[4 + j], d1, m1, e);       \
-                            }                                                                      \
-                        }                                                                          \
-                        continue;                                                                  \
-                    }                                                                              \
-                    __m256 acc[4];                                                                 \
-                    for (int j = 0; j < 4; j++) {                                                  \
-                        acc[j] = accs[rg][jj[j]];                                                  \
+                        acc0[j] = j < cols ? accs[rg][j0 + j] : spare[0];                          \
+                        acc1[j] = j < cols && pair ? accs[rg + 1][j0 + j] : spare[1];              \
                     }                                                                              \
                     for (int64_t i = 0; i < kb; i++) {                                             \
-                        __m256i is[4];                                                             \
-                        isum_x4(buf[0][i].q, yq, i *(int64_t)sizeof(AB), T##_span, is);            \
-                        const __m256 d = _mm256_loadu_ps(buf[0][i].d);                             \
-                        const __m256 m = _mm256_loadu_ps(buf[0][i].m);                             \
-                        for (int j = 0; j < 4; j++) {                                              \
-                            acc[j] = T##_fold(acc[j], is[j], d, m, &ys[i][jj[j]]);                 \
-                        }                                                                          \
-                    }                                                                              \
-                    for (int j = 0; j < cols; j++) {                                               \
-                        accs[rg][j0 + j] = acc[j];                                                 \
+                        const x8ys *e[4] = {&ys[i][jj[0]], &ys[i][jj[1]], &ys[i][jj[2]],           \
+                                            &ys[i][jj[3]]};                                        \
+                        const int64_t off = i * (int64_t)sizeof(AB);                               \
+                        X8_TILE_##PAIRS(T, pair, buf, i, yq, off, e, acc0, acc1);                  \
                     }                                                                              \
                 }                                                                                  \
                 rg += 1 + pair;                                                                    \
@@ -418,27 +513,19 @@ static inline void store8(__m256 acc, float *c, int rows) {
         for (int rg = 0; rg < groups; rg++) {                                                      \
             const int rows = nr - 8 * rg < 8 ? (int)(nr - 8 * rg) : 8;                             \
             for (int64_t j = 0; j < nc; j++) {                                                     \
-                store8(accs[rg][j], (float *)((char *)c + (size_t)j * ldc) + 8 * rg, rows);        \
+                store8(T##_finish(accs[rg][j]), (float *)((char *)c + (size_t)j * ldc) + 8 * rg,   \
+                       rows);                                                                      \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
     void ts_q_gemm_##T##_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,             \
                               const void *w, size_t ldw, const void *a, size_t lda) {              \
-        const int64_t nb = k / TS_QK;                                                              \
         if (nc == 1) {                                                                             \
-            for (int64_t r0 = 0; r0 < nr; r0 += 8) {                                               \
-                const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;                                 \
-                const void *wr[8];                                                                 \
-                for (int r = 0; r < 8; r++) {                                                      \
-                    wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;      \
-                }                                                                                  \
-                /* Prefetching past the matrix is harmless: prefetches never fault. */             \
-                T##_col1(nb, wr, a, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, c + r0,     \
-                         rows);                                                                    \
-            }                                                                                      \
+            T##_gemv(k, nr, c, w, ldw, a);                                                         \
             return;                                                                                \
         }                                                                                          \
+        const int64_t nb = k / TS_QK;                                                              \
         for (int64_t r0 = 0; r0 < nr; r0 += 8 * ROW_GROUPS) {                                      \
             const int64_t n_r = nr - r0 < 8 * ROW_GROUPS ? nr - r0 : 8 * ROW_GROUPS;               \
             for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {                                        \
@@ -450,9 +537,30 @@ static inline void store8(__m256 acc, float *c, int rows) {
         }                                                                                          \
     }
 
-X8_GEMM(q4_0, ts_block_q8_0)
-X8_GEMM(q4_1, ts_block_q8_1)
-X8_GEMM(q5_0, ts_block_q8_0)
+/* The tile step without and with the sixteen-row kernel. */
+#define X8_TILE_0(T, pair, buf, i, yq, off, e, acc0, acc1)                                         \
+    do {                                                                                           \
+        (void)(acc1);                                                                              \
+        T##_block4(&buf[0][i], yq, off, e, acc0);                                                  \
+    } while (0)
+#define X8_TILE_1(T, pair, buf, i, yq, off, e, acc0, acc1)                                         \
+    do {                                                                                           \
+        if (pair) {                                                                                \
+            T##_block4x2(&buf[0][i], &buf[1][i], yq, off, e, acc0, acc1);                          \
+        } else {                                                                                   \
+            T##_block4(&buf[0][i], yq, off, e, acc0);                                              \
+        }                                                                                          \
+    } while (0)
+
+#define q8_0_gemv ts_q_gemv_q8_0_avx2
+
+X8_GEMV(q4_0, ts_block_q8_0)
+X8_GEMV(q4_1, ts_block_q8_1)
+X8_GEMV(q5_0, ts_block_q8_0)
+X8_GEMM(q4_0, ts_block_q8_0, 1, 1)
+X8_GEMM(q4_1, ts_block_q8_1, 1, 1)
+X8_GEMM(q5_0, ts_block_q8_0, 1, 0)
+X8_GEMM(q8_0, ts_block_q8_0, 2, 0)
 
 /* ---- one row, one column: exact block sums, then the gemm's float operations ---- */
 
