@@ -1,17 +1,22 @@
 /*
  * cpu_attn_avx2.c — tiled ATTENTION for the CPU backend (AVX2 + FMA), flash-attention style.
  *
- * A work item is (tile of up to ATT_QT consecutive tokens of one sequence, kv head, range of
- * query heads of its GQA group). The item walks the union of its tokens' visible key ranges
- * in chunks of ATT_KC keys: each chunk's K and V rows are converted to f32 once and used by
- * every query row of the item (tokens x heads), which is what makes prefill cheap — the
- * per-token kernel in cpu_attn.c converted every key once per token. Per query row an online
- * softmax keeps the running max and sum; a chunk whose max exceeds the running max rescales
- * the accumulator once. Scores are computed 8 keys at a time (8 FMA chains, one transposing
- * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
+ * A work item is (tile of up to ATT_QT consecutive tokens of one sequence, range of kv heads,
+ * range of query heads of each GQA group). The item walks the union of its tokens' visible
+ * key ranges in chunks of ATT_KC keys. Prefill items (one kv head) convert each chunk's K and
+ * V rows to f32 once for every query row of the item (tokens x heads), which is what makes
+ * prefill cheap. Decoding items read f16 rows in place; with many sequences one item covers
+ * all kv heads of its token, so each key's rows of all heads are read as one contiguous run,
+ * and the next chunk's rows are prefetched while this one computes (paged keys are scattered
+ * over the cache; waiting on them dominated batched decoding). The query heads of a group
+ * share each pass over a key row (ATT_GH at a time). Per query row an online softmax keeps
+ * the running max and sum; a chunk whose max exceeds the running max rescales the
+ * accumulator once. Scores are computed 4 keys at a time (one transposing reduction); exp
+ * is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
  *
  * Numerics: all in f32 like the reference; only the summation order and exp's last bits
- * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error).
+ * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations do
+ * not depend on the item it is in, so prefill and decoding give the same bits.
  *
  * Items are dealt round-robin (item % nth) so that causal prefill, where later tiles see more
  * keys, spreads evenly over threads.
@@ -50,12 +55,46 @@ static void scale_row(float *a, int64_t hd, float f) {
     }
 }
 
+/* Online-softmax step of one query row over chunk keys [a, b] whose scaled scores are z[a..b]:
+ * a new running max rescales the accumulator and the sum once; then z <- exp(z - max) and
+ * the sum grows by sum(z). */
+static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a, int64_t b,
+                          int64_t hd) {
+    float cmax = z[a];
+    for (int64_t i = a + 1; i <= b; i++) {
+        cmax = z[i] > cmax ? z[i] : cmax;
+    }
+    if (cmax > *mx) {
+        float f = *mx == -INFINITY ? 0.0f : exp_neg1(*mx - cmax);
+        *sum *= f;
+        scale_row(acc, hd, f);
+        *mx = cmax;
+    }
+    const __m256 m = _mm256_set1_ps(*mx);
+    __m256 s = _mm256_setzero_ps();
+    int64_t i = a;
+    for (; i + 8 <= b + 1; i += 8) {
+        const __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(z + i), m));
+        _mm256_storeu_ps(z + i, e);
+        s = _mm256_add_ps(s, e);
+    }
+    float tail = 0.0f;
+    for (; i <= b; i++) {
+        z[i] = exp_neg1(z[i] - *mx);
+        tail += z[i];
+    }
+    *sum += hsum8(s) + tail;
+}
+
 /*
- * Score and value kernels over a chunk of keys, generated twice: for K/V rows converted to f32
- * in one contiguous buffer (KV_F32: src + i * hd), and for f16 rows read in place through a
- * pointer per key (KV_F16), which saves the conversion pass when few query rows share the
- * chunk (decoding). Both do the same float operations in the same order (f16 -> f32 is
- * exact), so which one runs does not change a result.
+ * Score and value kernels over a chunk of keys for gh <= ATT_GH query rows of one token (the
+ * heads of a GQA group), generated twice: for K/V rows converted to f32 in one contiguous
+ * buffer (KV_F32: src + i * hd), and for f16 rows read in place through a pointer per key
+ * (KV_F16), which saves the conversion pass when few query rows share the chunk (decoding).
+ * Each key row is loaded (and converted) once for all gh rows. Per row the float operations
+ * and their order do not depend on gh or on the source, so neither changes a result: a key
+ * in a group of 8 from the range start sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)), a key
+ * past the last such group as hsum8 does; values accumulate key by key per element.
  */
 #define KV_ROW_F32(src, i)  ((src) + (i)*hd)
 #define KV_LOAD_F32(row, d) _mm256_loadu_ps((row) + (d))
@@ -63,25 +102,30 @@ static void scale_row(float *a, int64_t hd, float f) {
 #define KV_LOAD_F16(row, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((row) + (d))))
 
 #define KV_KERNELS(SUF, SRC_T, ROW, LOAD)                                                          \
-    /* z[i] = dot(q, key a + i) * scale for 8 consecutive keys. hd % 8 == 0. */                    \
-    static inline void scores8_##SUF(const float *q, SRC_T k, int64_t a, int64_t hd, float scale,  \
-                                     float *z) {                                                   \
-        __m256 acc[8];                                                                             \
-        for (int i = 0; i < 8; i++) {                                                              \
-            acc[i] = _mm256_setzero_ps();                                                          \
-        }                                                                                          \
-        for (int64_t d = 0; d < hd; d += 8) {                                                      \
-            const __m256 qv = _mm256_loadu_ps(q + d);                                              \
-            for (int i = 0; i < 8; i++) {                                                          \
-                acc[i] = _mm256_fmadd_ps(qv, LOAD(ROW(k, a + i), d), acc[i]);                      \
+    /* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */          \
+    static inline __attribute__((always_inline)) void scores4_##SUF(                               \
+        int gh, const float *const *q, SRC_T k, int64_t a, int64_t hd, float scale,                \
+        float *const *z) {                                                                         \
+        __m256 acc[ATT_GH][4];                                                                     \
+        for (int h = 0; h < gh; h++) {                                                             \
+            for (int i = 0; i < 4; i++) {                                                          \
+                acc[h][i] = _mm256_setzero_ps();                                                   \
             }                                                                                      \
         }                                                                                          \
-        const __m256 h01 = _mm256_hadd_ps(acc[0], acc[1]), h23 = _mm256_hadd_ps(acc[2], acc[3]);   \
-        const __m256 h45 = _mm256_hadd_ps(acc[4], acc[5]), h67 = _mm256_hadd_ps(acc[6], acc[7]);   \
-        const __m256 h0 = _mm256_hadd_ps(h01, h23), h1 = _mm256_hadd_ps(h45, h67);                 \
-        const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),                       \
-                                       _mm256_permute2f128_ps(h0, h1, 0x31));                      \
-        _mm256_storeu_ps(z, _mm256_mul_ps(s, _mm256_set1_ps(scale)));                              \
+        for (int64_t d = 0; d < hd; d += 8) {                                                      \
+            for (int i = 0; i < 4; i++) {                                                          \
+                const __m256 kv = LOAD(ROW(k, a + i), d);                                          \
+                for (int h = 0; h < gh; h++) {                                                     \
+                    acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, acc[h][i]);         \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int h = 0; h < gh; h++) {                                                             \
+            const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),                  \
+                                            _mm256_hadd_ps(acc[h][2], acc[h][3]));                 \
+            const __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));   \
+            _mm_storeu_ps(z[h] + a, _mm_mul_ps(s, _mm_set1_ps(scale)));                            \
+        }                                                                                          \
     }                                                                                              \
                                                                                                    \
     static inline float dot1_##SUF(const float *q, SRC_T k, int64_t i, int64_t hd) {               \
@@ -92,69 +136,93 @@ static void scale_row(float *a, int64_t hd, float f) {
         return hsum8(acc);                                                                         \
     }                                                                                              \
                                                                                                    \
-    /* acc[d] += sum_i p[i] * v(a + i)[d] for i < nk. */                                           \
-    static void accumulate_##SUF(float *acc, const float *p, SRC_T v, int64_t a, int64_t nk,       \
-                                 int64_t hd) {                                                     \
+    /* acc[h][d] += sum_i p[h][i] * v(a + i)[d] for i < nk, h < gh. */                             \
+    static inline __attribute__((always_inline)) void accumulate_##SUF(                            \
+        int gh, float *const *acc, const float *const *p, SRC_T v, int64_t a, int64_t nk,          \
+        int64_t hd) {                                                                              \
         int64_t d = 0;                                                                             \
+        /* Four vectors of each row per pass (twelve chains for three rows: enough to keep the     \
+         * FMA units busy through their latency), one value vector live at a time. */              \
         for (; d + 32 <= hd; d += 32) {                                                            \
-            __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);               \
-            __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);         \
-            for (int64_t i = 0; i < nk; i++) {                                                     \
-                const __m256 w = _mm256_broadcast_ss(p + i);                                       \
-                a0 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d), a0);                               \
-                a1 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 8), a1);                           \
-                a2 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 16), a2);                          \
-                a3 = _mm256_fmadd_ps(w, LOAD(ROW(v, a + i), d + 24), a3);                          \
+            __m256 s[ATT_GH][4];                                                                   \
+            for (int h = 0; h < gh; h++) {                                                         \
+                for (int u = 0; u < 4; u++) {                                                      \
+                    s[h][u] = _mm256_loadu_ps(acc[h] + d + 8 * u);                                 \
+                }                                                                                  \
             }                                                                                      \
-            _mm256_storeu_ps(acc + d, a0);                                                         \
-            _mm256_storeu_ps(acc + d + 8, a1);                                                     \
-            _mm256_storeu_ps(acc + d + 16, a2);                                                    \
-            _mm256_storeu_ps(acc + d + 24, a3);                                                    \
+            for (int64_t i = 0; i < nk; i++) {                                                     \
+                __m256 w[ATT_GH];                                                                  \
+                for (int h = 0; h < gh; h++) {                                                     \
+                    w[h] = _mm256_broadcast_ss(p[h] + i);                                          \
+                }                                                                                  \
+                for (int u = 0; u < 4; u++) {                                                      \
+                    const __m256 vu = LOAD(ROW(v, a + i), d + 8 * u);                              \
+                    for (int h = 0; h < gh; h++) {                                                 \
+                        s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);                              \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            for (int h = 0; h < gh; h++) {                                                         \
+                for (int u = 0; u < 4; u++) {                                                      \
+                    _mm256_storeu_ps(acc[h] + d + 8 * u, s[h][u]);                                 \
+                }                                                                                  \
+            }                                                                                      \
         }                                                                                          \
         for (; d < hd; d += 8) {                                                                   \
-            __m256 a0 = _mm256_loadu_ps(acc + d);                                                  \
-            for (int64_t i = 0; i < nk; i++) {                                                     \
-                a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + i), LOAD(ROW(v, a + i), d), a0);      \
+            for (int h = 0; h < gh; h++) {                                                         \
+                __m256 s0 = _mm256_loadu_ps(acc[h] + d);                                           \
+                for (int64_t i = 0; i < nk; i++) {                                                 \
+                    s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i), LOAD(ROW(v, a + i), d),    \
+                                         s0);                                                      \
+                }                                                                                  \
+                _mm256_storeu_ps(acc[h] + d, s0);                                                  \
             }                                                                                      \
-            _mm256_storeu_ps(acc + d, a0);                                                         \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* One query row against keys [a, b] of the chunk (indices relative to the chunk). */          \
-    static void row_chunk_##SUF(float *acc, float *mx, float *sum, const float *q, SRC_T kc,       \
-                                SRC_T vc, int64_t a, int64_t b, int64_t hd, float scale,           \
-                                float *z) {                                                        \
-        int64_t i = a;                                                                             \
-        for (; i + 8 <= b + 1; i += 8) {                                                           \
-            scores8_##SUF(q, kc, i, hd, scale, z + i);                                             \
+    /* gh query rows of one token against keys [a, b] of the chunk (indices relative to it). */    \
+    static inline __attribute__((always_inline)) void rows_chunk_##SUF(                            \
+        int gh, float *const *acc, float *mx, float *sum, const float *const *q, SRC_T kc,         \
+        SRC_T vc, int64_t a, int64_t b, int64_t hd, float scale, float *const *z) {                \
+        const int64_t n8 = a + (b - a + 1) / 8 * 8;                                                \
+        for (int64_t i = a; i < n8; i += 4) {                                                      \
+            scores4_##SUF(gh, q, kc, i, hd, scale, z);                                             \
         }                                                                                          \
-        for (; i <= b; i++) {                                                                      \
-            z[i] = dot1_##SUF(q, kc, i, hd) * scale;                                               \
+        for (int64_t i = n8; i <= b; i++) {                                                        \
+            for (int h = 0; h < gh; h++) {                                                         \
+                z[h][i] = dot1_##SUF(q[h], kc, i, hd) * scale;                                     \
+            }                                                                                      \
         }                                                                                          \
-        float cmax = z[a];                                                                         \
-        for (i = a + 1; i <= b; i++) {                                                             \
-            cmax = z[i] > cmax ? z[i] : cmax;                                                      \
+        const float *p[ATT_GH];                                                                    \
+        for (int h = 0; h < gh; h++) {                                                             \
+            softmax_chunk(acc[h], &mx[h], &sum[h], z[h], a, b, hd);                                \
+            p[h] = z[h] + a;                                                                       \
         }                                                                                          \
-        if (cmax > *mx) {                                                                          \
-            float f = *mx == -INFINITY ? 0.0f : exp_neg1(*mx - cmax);                              \
-            *sum *= f;                                                                             \
-            scale_row(acc, hd, f);                                                                 \
-            *mx = cmax;                                                                            \
+        accumulate_##SUF(gh, acc, p, vc, a, b - a + 1, hd);                                        \
+    }                                                                                              \
+                                                                                                   \
+    /* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time. */            \
+    static void token_chunk_##SUF(int64_t ng, float *acc, float *mx, float *sum, const float *q,   \
+                                  SRC_T kc, SRC_T vc, int64_t a, int64_t b, int64_t hd,            \
+                                  float scale, float *z) {                                         \
+        for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {                                              \
+            const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;                             \
+            float *ar[ATT_GH], *zr[ATT_GH];                                                        \
+            const float *qr[ATT_GH];                                                               \
+            for (int h = 0; h < gh; h++) {                                                         \
+                ar[h] = acc + (g0 + h) * hd;                                                       \
+                qr[h] = q + (g0 + h) * hd;                                                         \
+                zr[h] = z + h * ATT_KC;                                                            \
+            }                                                                                      \
+            /* Constant gh per call so that the kernels' loops over rows unroll. */                \
+            if (gh == 3) {                                                                         \
+                rows_chunk_##SUF(3, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
+            } else if (gh == 2) {                                                                  \
+                rows_chunk_##SUF(2, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
+            } else {                                                                               \
+                rows_chunk_##SUF(1, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
+            }                                                                                      \
         }                                                                                          \
-        const __m256 m = _mm256_set1_ps(*mx);                                                      \
-        __m256 s = _mm256_setzero_ps();                                                            \
-        for (i = a; i + 8 <= b + 1; i += 8) {                                                      \
-            const __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(z + i), m));                 \
-            _mm256_storeu_ps(z + i, e);                                                            \
-            s = _mm256_add_ps(s, e);                                                               \
-        }                                                                                          \
-        float tail = 0.0f;                                                                         \
-        for (; i <= b; i++) {                                                                      \
-            z[i] = exp_neg1(z[i] - *mx);                                                           \
-            tail += z[i];                                                                          \
-        }                                                                                          \
-        *sum += hsum8(s) + tail;                                                                   \
-        accumulate_##SUF(acc, z + a, vc, a, b - a + 1, hd);                                        \
     }
 
 KV_KERNELS(f32, const float *, KV_ROW_F32, KV_LOAD_F32)
@@ -164,25 +232,37 @@ KV_KERNELS(f16, const uint16_t *const *, KV_ROW_F16, KV_LOAD_F16)
 #define ATT_DIRECT_ROWS 8
 
 typedef struct att_item {
-    int64_t t0, t1; /* tokens [t0, t1), all of sequence s */
-    int64_t kh, g0, g1;
+    int64_t t0, t1;   /* tokens [t0, t1), all of sequence s */
+    int64_t kh0, kh1; /* kv heads [kh0, kh1) */
+    int64_t g0, g1;   /* query heads [g0, g1) of each kv head's group */
     int32_t s;
 } att_item;
+
+/* Byte offset of key j's row of kv head 0 in the cache of sequence s. */
+static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t s, int64_t j) {
+    int64_t bs = k->ne[2];
+    int32_t blk = cpu_attn_geti(tab, j / bs, s);
+    return (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
+}
 
 static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
     const ts_tensor *pos = n->src[5];
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
-    int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1], bs = k->ne[2];
-    int64_t group = nh / nkv, ng = it->g1 - it->g0, nt = it->t1 - it->t0, nr = nt * ng;
+    int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1];
+    int64_t group = nh / nkv, ng = it->g1 - it->g0, nt = it->t1 - it->t0, nkh = it->kh1 - it->kh0;
     float scale = n->fp[0];
     int window = n->ip[0];
     float *kc = c->local, *vc = kc + ATT_KC * hd, *qb = vc + ATT_KC * hd;
-    /* Few query rows (decoding): read f16 K/V in place instead of converting each chunk. */
-    const bool direct = k->type == TS_TYPE_F16 && v->type == TS_TYPE_F16 && nr <= ATT_DIRECT_ROWS;
+    /* Few query rows per kv head (decoding): read f16 K/V in place instead of converting each
+     * chunk. Items of several kv heads are decoding items only (cpu_attention_tiled). */
+    const bool direct =
+        k->type == TS_TYPE_F16 && v->type == TS_TYPE_F16 && nt * ng <= ATT_DIRECT_ROWS;
     const uint16_t *kp[ATT_KC], *vp[ATT_KC];
+    size_t koff[ATT_KC];
+    /* Rows r = (ti * nkh + khi) * ng + g; nt * nkh <= ATT_QT. */
     float *acc = qb + ATT_QT * group * hd, *z = acc + ATT_QT * group * hd;
-    float *mx = z + ATT_KC, *sum = mx + ATT_QT * group;
+    float *mx = z + ATT_GH * ATT_KC, *sum = mx + ATT_QT * group;
     int64_t jlo[ATT_QT], jhi[ATT_QT];
     int32_t len = cpu_attn_geti(n->src[6], it->s, 0);
     int64_t J0 = INT64_MAX, J1 = -1;
@@ -194,59 +274,84 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
             J0 = jlo[ti] < J0 ? jlo[ti] : J0;
             J1 = jhi[ti] > J1 ? jhi[ti] : J1;
         }
-        for (int64_t g = 0; g < ng; g++) {
-            int64_t r = ti * ng + g;
-            const char *qr =
-                (const char *)q->data + (it->kh * group + it->g0 + g) * q->nb[1] + t * q->nb[2];
-            for (int64_t d = 0; d < hd; d++) {
-                memcpy(&qb[r * hd + d], qr + d * q->nb[0], sizeof(float));
+        for (int64_t khi = 0; khi < nkh; khi++) {
+            for (int64_t g = 0; g < ng; g++) {
+                int64_t r = (ti * nkh + khi) * ng + g;
+                const char *qr = (const char *)q->data +
+                                 ((it->kh0 + khi) * group + it->g0 + g) * q->nb[1] + t * q->nb[2];
+                if (q->nb[0] == sizeof(float)) {
+                    memcpy(&qb[r * hd], qr, (size_t)hd * sizeof(float));
+                } else {
+                    for (int64_t d = 0; d < hd; d++) {
+                        memcpy(&qb[r * hd + d], qr + d * q->nb[0], sizeof(float));
+                    }
+                }
+                mx[r] = -INFINITY;
+                sum[r] = 0.0f;
             }
-            mx[r] = -INFINITY;
-            sum[r] = 0.0f;
         }
     }
-    memset(acc, 0, (size_t)(nr * hd) * sizeof *acc);
+    memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
+    /* The row bytes of all the item's kv heads at one key (contiguous in the cache). */
+    size_t row_bytes = 0;
+    ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &row_bytes);
+    const size_t span = (size_t)(nkh - 1) * k->nb[1] + row_bytes;
     for (int64_t j0 = J0; j0 <= J1; j0 += ATT_KC) {
         int64_t nk = J1 - j0 + 1 < ATT_KC ? J1 - j0 + 1 : ATT_KC;
         for (int64_t i = 0; i < nk; i++) {
-            int64_t j = j0 + i;
-            int32_t blk = cpu_attn_geti(tab, j / bs, it->s);
-            size_t off =
-                (size_t)it->kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
-            if (direct) {
-                kp[i] = (const uint16_t *)((const char *)k->data + off);
-                vp[i] = (const uint16_t *)((const char *)v->data + off);
-            } else {
-                kops->to_float((const char *)k->data + off, kc + i * hd, hd);
-                kops->to_float((const char *)v->data + off, vc + i * hd, hd);
+            koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
+        }
+        if (direct) {
+            /* The next chunk's rows are read from memory while this one computes: its keys sit
+             * in blocks spread over the cache, and waiting on them dominated decoding. */
+            const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
+            for (int64_t j = j0 + ATT_KC; j <= e; j++) {
+                size_t off = kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1];
+                for (size_t l = 0; l < span; l += 64) {
+                    _mm_prefetch((const char *)k->data + off + l, _MM_HINT_T0);
+                    _mm_prefetch((const char *)v->data + off + l, _MM_HINT_T0);
+                }
             }
         }
-        for (int64_t ti = 0; ti < nt; ti++) {
-            int64_t a = (jlo[ti] > j0 ? jlo[ti] : j0) - j0;
-            int64_t b = (jhi[ti] < j0 + nk - 1 ? jhi[ti] : j0 + nk - 1) - j0;
-            if (a > b) {
-                continue;
-            }
-            for (int64_t g = 0; g < ng; g++) {
-                int64_t r = ti * ng + g;
+        for (int64_t khi = 0; khi < nkh; khi++) {
+            for (int64_t i = 0; i < nk; i++) {
+                size_t off = koff[i] + (size_t)khi * k->nb[1];
                 if (direct) {
-                    row_chunk_f16(acc + r * hd, &mx[r], &sum[r], qb + r * hd, kp, vp, a, b, hd,
-                                  scale, z);
+                    kp[i] = (const uint16_t *)((const char *)k->data + off);
+                    vp[i] = (const uint16_t *)((const char *)v->data + off);
                 } else {
-                    row_chunk_f32(acc + r * hd, &mx[r], &sum[r], qb + r * hd, kc, vc, a, b, hd,
-                                  scale, z);
+                    kops->to_float((const char *)k->data + off, kc + i * hd, hd);
+                    kops->to_float((const char *)v->data + off, vc + i * hd, hd);
+                }
+            }
+            for (int64_t ti = 0; ti < nt; ti++) {
+                int64_t a = (jlo[ti] > j0 ? jlo[ti] : j0) - j0;
+                int64_t b = (jhi[ti] < j0 + nk - 1 ? jhi[ti] : j0 + nk - 1) - j0;
+                if (a > b) {
+                    continue;
+                }
+                int64_t r = (ti * nkh + khi) * ng;
+                if (direct) {
+                    token_chunk_f16(ng, acc + r * hd, mx + r, sum + r, qb + r * hd, kp, vp, a, b,
+                                    hd, scale, z);
+                } else {
+                    token_chunk_f32(ng, acc + r * hd, mx + r, sum + r, qb + r * hd, kc, vc, a, b,
+                                    hd, scale, z);
                 }
             }
         }
     }
     for (int64_t ti = 0; ti < nt; ti++) {
-        for (int64_t g = 0; g < ng; g++) {
-            int64_t r = ti * ng + g;
-            float *out = (float *)((char *)n->data + (it->kh * group + it->g0 + g) * n->nb[1] +
-                                   (it->t0 + ti) * n->nb[2]);
-            float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
-            for (int64_t d = 0; d < hd; d++) {
-                out[d] = acc[r * hd + d] * inv;
+        for (int64_t khi = 0; khi < nkh; khi++) {
+            for (int64_t g = 0; g < ng; g++) {
+                int64_t r = (ti * nkh + khi) * ng + g;
+                float *out =
+                    (float *)((char *)n->data + ((it->kh0 + khi) * group + it->g0 + g) * n->nb[1] +
+                              (it->t0 + ti) * n->nb[2]);
+                float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
+                for (int64_t d = 0; d < hd; d++) {
+                    out[d] = acc[r * hd + d] * inv;
+                }
             }
         }
     }
@@ -272,17 +377,22 @@ void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n) {
     for (int64_t t = 0; t < n_tok; t = tile_end(seq, t, n_tok)) {
         n_tiles++;
     }
-    /* Few tiles (decode): one item per query head so that all threads get work. */
+    /* Few tiles (decode): one item per query head so that all threads get work. Many
+     * decoding tiles: one item per tile covering all kv heads, which reads each key's rows of
+     * all heads as one contiguous run. */
     int64_t gsplit = n_tiles * nkv < 4 * c->nth ? group : 1;
+    bool many = n_tiles >= 4 * c->nth;
     int64_t item = 0;
     for (int64_t t = 0; t < n_tok;) {
         int64_t e = tile_end(seq, t, n_tok);
-        for (int64_t kh = 0; kh < nkv; kh++) {
+        int64_t khstep =
+            many && (e - t) * group <= ATT_DIRECT_ROWS && (e - t) * nkv <= ATT_QT ? nkv : 1;
+        for (int64_t kh = 0; kh < nkv; kh += khstep) {
             for (int64_t gs = 0; gs < gsplit; gs++, item++) {
                 if (item % c->nth != c->ith) {
                     continue;
                 }
-                att_item it = {.t0 = t, .t1 = e, .kh = kh};
+                att_item it = {.t0 = t, .t1 = e, .kh0 = kh, .kh1 = kh + khstep};
                 it.g0 = gs * group / gsplit;
                 it.g1 = (gs + 1) * group / gsplit;
                 int32_t len = 0;

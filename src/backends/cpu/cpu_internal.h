@@ -80,9 +80,11 @@ void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n);
  * Per-thread scratch: cpu_attn_tiled_scratch floats. */
 #define ATT_QT 16 /* tokens per tile */
 #define ATT_KC 32 /* keys per chunk */
+#define ATT_GH 3  /* query rows of one token served by one pass over a key chunk */
 void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n);
 static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
-    return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_KC + 2 * ATT_QT * group);
+    return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_GH * ATT_KC +
+                    2 * ATT_QT * group);
 }
 /* Helpers shared by the two ATTENTION kernels (cpu_attn.c). */
 int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1);
