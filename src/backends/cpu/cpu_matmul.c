@@ -48,8 +48,9 @@ void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *pe
         }
         break;
     }
-    case TS_OP_ROPE:
-        *per_thread = (size_t)n->ip[0] * sizeof(float);
+    case TS_OP_ROPE: /* cos and sin (floats), then the frequencies (doubles) */
+        *per_thread =
+            (size_t)(n->ip[0] + 1) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
         break;
     case TS_OP_CPY:
     case TS_OP_CAST:

@@ -168,15 +168,19 @@ void cpu_rope(const cpu_op_ctx *c, ts_tensor *n) {
     bool neox = n->ip[1] == TS_ROPE_NEOX;
     double base = n->fp[0], fscale = n->fp[1];
     float *cs = c->local, *sn = cs + half;
+    double *freq = (double *)(sn + half); /* 8-byte aligned: local is 64-aligned */
     int64_t cached = -1;
     cpu_split(nh * n->ne[2], c->ith, c->nth, &lo, &hi);
+    for (int64_t i = 0; i < half && lo < hi; i++) {
+        freq[i] = pow(base, -2.0 * (double)i / (double)n_rot);
+    }
     for (int64_t r = lo; r < hi; r++) {
         int64_t h = r % nh, t = r / nh;
         if (t != cached) {
             int32_t p;
             memcpy(&p, (const char *)pos->data + t * pos->nb[0], sizeof p);
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)p * fscale * pow(base, -2.0 * (double)i / (double)n_rot);
+                double theta = (double)p * fscale * freq[i];
                 cs[i] = (float)cos(theta);
                 sn[i] = (float)sin(theta);
             }
