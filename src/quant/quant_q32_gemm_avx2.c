@@ -1,28 +1,22 @@
 /*
- * quant_q32_gemm_avx2.c — AVX2 gemm register tiles and dot product for Q8_0 weights (Q4_0,
- * Q4_1 and Q5_0 keep eight rows in lanes instead: quant_x8_avx2.c).
+ * quant_q32_gemm_avx2.c — Q8_0 with one activation row (gemv) and its dot product, AVX2. With
+ * several activation rows Q8_0 runs the rows-in-lanes gemm of quant_x8_avx2.c, as Q4_0, Q4_1
+ * and Q5_0 do.
  *
- * c[j][r] = dot(weight row r, activation row j). The weights are read where they lie (no
- * repacking). A tile is RM weight rows x 4 activation rows: each weight block is loaded once
- * per tile and each activation block is loaded from L1 once per weight row. For one weight
- * row the four 8-lane int32 block products are folded by a hadd tree into one vector
- * [c0 c1 c2 c3 | c0 c1 c2 c3] (two half sums per column), so converting to float, scaling by
- * d_w * d_a (one vector multiply for four columns) and accumulating cost one instruction each
- * per block and weight row, not one per column. A single activation row (generation) folds
- * four weight rows the same way, so the rows share one accumulator vector. The products use
- * the sign trick (Q8_0 quants are in -127..127, as every quantizer here and in llama.cpp
- * writes them).
+ * The gemv takes four weight rows per tile: the four 8-lane int32 block products are folded by
+ * a hadd tree into one vector [r0 r1 r2 r3 | r0 r1 r2 r3] (two half sums per row), so
+ * converting to float, scaling by d_w * d_a and accumulating cost one instruction each per
+ * block for four rows. The next tile's rows are prefetched meanwhile. The products use the
+ * sign trick (Q8_0 quants are in -127..127, as every quantizer here and in llama.cpp writes
+ * them).
  *
- * Numerics: every path (the 4 x 4 tile, the rows-in-lanes tile for one activation row and
- * vec_dot) computes each output element with the same float operations in the same order,
- * so a result does not depend on how rows and tokens are batched (chunked prefill must
- * match one-shot prefill bit for bit). Per (weight row, activation row) and block i, the
- * exact integer products of the block's two 16-element halves h_lo, h_hi are converted to
- * float and accumulated into two lanes: lo = fma(h_lo, d_w * d_a, lo), likewise hi. The
- * result is lo + hi. Only which lane of which register holds an element differs between the
- * paths (columns in lanes for the 4 x 4 tile, rows in lanes for one activation row, a
- * broadcast for vec_dot). tests/quant/test_gemm_invariance.c checks gemm == vec_dot bitwise
- * for every type.
+ * Numerics: every path (this gemv, the rows-in-lanes gemm and vec_dot) computes each output
+ * element with the same float operations in the same order, so a result does not depend on
+ * how rows and tokens are batched (chunked prefill must match one-shot prefill bit for bit).
+ * Per (weight row, activation row) and block i, the exact integer products of the block's two
+ * 16-element halves h_lo, h_hi are converted to float and accumulated into two lanes:
+ * lo = fma(h_lo, d_w * d_a, lo), likewise hi. The result is lo + hi.
+ * tests/quant/test_gemm_invariance.c checks gemm == vec_dot bitwise for every type.
  */
 #include <string.h>
 
@@ -66,7 +60,7 @@ static inline float finish1(__m256 acc) {
 }
 
 /* Software prefetch of the next weight tile, spread over the blocks of the current one.
- * A one-row pass reads ROWS1 rows side by side, a few cache lines from each, too short a
+ * A one-row pass reads four rows side by side, a few cache lines from each, too short a
  * stream per row for the hardware prefetcher to ramp up on; the next tile's rows are
  * contiguous, so fetching them in order while this tile computes hides the DRAM latency.
  * Prefetching past the matrix is harmless (prefetches never fault). */

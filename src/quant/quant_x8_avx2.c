@@ -1,21 +1,27 @@
 /*
  * quant_x8_avx2.c — Q4_0, Q4_1 and Q5_0 against 8-bit activations (AVX2): dot products, gemm
- * with eight weight rows in the lanes of one register, and Q5_0 dequantization.
+ * with eight weight rows in the lanes of one register, and Q5_0 dequantization; also Q8_0's
+ * gemm for several activation rows (its one-row path and dot product: quant_q32_gemm_avx2.c).
  *
  * The gemm keeps eight weight rows in the eight 32-bit lanes of a register: for each group
  * of four consecutive elements, lane r holds row r's four levels. One vpmaddubsw of such a
  * register with the activation's matching four bytes broadcast to every lane multiplies 32
  * weight-activation pairs, and the block's eight groups sum in place (int16, then vpmaddwd),
  * so a block costs no horizontal reduction: per activation row and block it is eight
- * multiplies, eight adds and a few float operations for eight weight rows.
+ * multiplies, seven adds and a few float operations for eight weight rows.
  *
  * Rows are interleaved on the fly (x8_transpose: eight rows' 16 quant bytes as a 4 x 4 table
  * of 32-bit words per register half) and unpacked to levels (nibbles, plus the fifth bit for
- * Q5_0). With several activation rows (prefill, batched decoding) each block of eight rows is
- * unpacked once into a small buffer and reused by every group of four activation rows; with
- * one activation row it is unpacked into registers and used at once, while the next eight
- * rows are prefetched (a one-row pass reads eight rows side by side, too short a stream per
- * row for the hardware prefetcher).
+ * Q5_0; Q8_0 keeps its signed bytes). With one activation row each block of eight rows is
+ * unpacked into registers and used at once, while the next eight rows are prefetched (a
+ * one-row pass reads eight rows side by side, too short a stream per row for the hardware
+ * prefetcher). With several, a call takes up to 32 weight rows: per pass of GATHER_KB blocks
+ * the activation scales are converted once (x8ys), each group of eight rows is unpacked once
+ * into a buffer, and block kernels run tiles of four activation rows against one group (8 x 4)
+ * or, for levels <= 15, two groups (16 x 4: every broadcast feeds two multiplies), while the
+ * next sixteen rows are prefetched. Q8_0 moves each weight's sign onto the activation
+ * (vpsignb) so that vpmaddubsw sees |w|; its pair sums reach 2 * 127 * 127, so every group
+ * widens to int32 at once.
  *
  * Numerics — every path (gemm at any batch, vec_dot) computes each output element with the
  * same float operations in the same order, so results do not depend on batching (chunked
@@ -23,6 +29,8 @@
  * weight row, activation row and block i, with isum_i = sum_j q_j y_j exact:
  *   Q4_1:         acc = acc + fma((float)isum_i, d_w * d_a, m_w * s_a)
  *   Q4_0, Q5_0:   acc = fma((float)(isum_i - o * sum_j y_j), d_w * d_a, acc),  o = 8, 16
+ *   Q8_0:         per half h of the block (elements 0..15, 16..31) with exact sum isum_ih,
+ *                 acc_h = fma((float)isum_ih, d_w * d_a, acc_h); the result is acc_0 + acc_1
  * The Q4_1 block value is formed before it meets the running sum: its two terms are large
  * and of opposite sign for centred weights (m ~ -8 d), and adding them to the sum one at a
  * time measurably hurt accuracy (tests/model/test_smollm.c: logit nrmse vs the reference
