@@ -422,24 +422,30 @@ static inline void store8(__m256 acc, float *c, int rows) {
  * reads sixteen short row pieces at once, a pattern the hardware prefetcher does not ramp up
  * on, and from DRAM its misses cost a third of the kernel's time. Prefetches never fault. */
 typedef struct x8_prefetch {
-    const char *p;
-    size_t ldw, lines_per_row, per_step, next, total;
+    const char *row; /* row being fetched */
+    size_t ldw, span, at, per_step;
+    int rows_left;
 } x8_prefetch;
 
 static inline void x8_prefetch_begin(x8_prefetch *pf, const char *p, size_t ldw, size_t span,
                                      int64_t steps) {
-    pf->p = p;
+    pf->row = p;
     pf->ldw = ldw;
-    pf->lines_per_row = (span + 63) / 64;
-    pf->total = 16 * pf->lines_per_row;
-    pf->per_step = (pf->total + (size_t)steps - 1) / (size_t)steps;
-    pf->next = 0;
+    pf->span = span;
+    pf->at = 0;
+    pf->rows_left = 16;
+    pf->per_step = (16 * ((span + 63) / 64) + (size_t)steps - 1) / (size_t)steps;
 }
 
 static inline void x8_prefetch_step(x8_prefetch *pf) {
-    for (size_t l = 0; l < pf->per_step && pf->next < pf->total; l++, pf->next++) {
-        const size_t row = pf->next / pf->lines_per_row, line = pf->next % pf->lines_per_row;
-        _mm_prefetch(pf->p + row * pf->ldw + line * 64, _MM_HINT_T0);
+    for (size_t l = 0; l < pf->per_step && pf->rows_left > 0; l++) {
+        _mm_prefetch(pf->row + pf->at, _MM_HINT_T0);
+        pf->at += 64;
+        if (pf->at >= pf->span) {
+            pf->at = 0;
+            pf->row += pf->ldw;
+            pf->rows_left--;
+        }
     }
 }
 
@@ -490,7 +496,9 @@ static inline void x8_prefetch_step(x8_prefetch *pf) {
         x8ys ys[GATHER_KB][MAX_COLS];                                                              \
         __m256 accs[ROW_GROUPS][MAX_COLS][NACC], spare[2][NACC];                                   \
         const int groups = (int)((nr + 7) / 8);                                                    \
-        memset(accs, 0, sizeof(accs));                                                             \
+        for (int rg = 0; rg < groups; rg++) {                                                      \
+            memset(accs[rg], 0, (size_t)nc * sizeof(accs[rg][0]));                                 \
+        }                                                                                          \
         for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {                                           \
             const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;                          \
             for (int64_t j = 0; j < nc; j++) {                                                     \
