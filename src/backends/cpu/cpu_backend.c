@@ -24,7 +24,8 @@ typedef struct cpu_ctx {
     char name[32];
     void *scratch; /* grown when a graph needs more; reused across runs */
     size_t scratch_size;
-    uint8_t *sched; /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
+    uint8_t *sched;   /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
+    atomic_int *work; /* per-node shared work counters (cpu_take), zeroed per run */
     int sched_cap;
 } cpu_ctx;
 
@@ -158,6 +159,7 @@ static void graph_task(void *arg, int ith, int nth) {
             }
         }
         c.reuse_conversion = cb == NULL && (ctx->sched[i] & CPU_SCHED_REUSE) != 0;
+        c.work = &ctx->work[i];
         run_kernel(&c, node);
         /* Without callbacks, only the barriers the schedule needs (cpu_sched.c); a failure
          * is seen by every thread at the same barrier. */
@@ -225,7 +227,15 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
             return ts_error_set(err, TS_ERR_NOMEM, "cpu: schedule of %d nodes", n_nodes);
         }
         ctx->sched = p;
+        atomic_int *w = realloc(ctx->work, (size_t)n_nodes * sizeof *w);
+        if (w == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "cpu: work counters of %d nodes", n_nodes);
+        }
+        ctx->work = w;
         ctx->sched_cap = n_nodes;
+    }
+    for (int i = 0; i < n_nodes; i++) {
+        atomic_init(&ctx->work[i], 0);
     }
     cpu_schedule(g, ctx->isa, ctx->sched);
     cpu_run r = {.ctx = ctx, .g = g, .cb = cb, .shared_size = shared, .local_size = local};
@@ -285,6 +295,7 @@ static void cpu_destroy(void *vctx) {
     ts_threadpool_destroy(ctx->pool);
     free(ctx->scratch);
     free(ctx->sched);
+    free(ctx->work);
     free(ctx);
 }
 

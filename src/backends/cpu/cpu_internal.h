@@ -27,7 +27,22 @@ typedef struct cpu_op_ctx {
     size_t local_size;
     cpu_run *run;
     bool reuse_conversion; /* MUL_MAT: the shared scratch already holds src[1] converted */
+    atomic_int *work;      /* this node's work counter, 0 when the node starts (cpu_take) */
 } cpu_op_ctx;
+
+/* Dynamic sharing of n items among the node's threads: claims the next chunk of up to `chunk`
+ * items as [*lo, *hi); false when none are left. Threads that run ahead (another program on
+ * the core slows its neighbour) take more, so a node ends when its work does. */
+static inline bool cpu_take(const cpu_op_ctx *c, int64_t n, int64_t chunk, int64_t *lo,
+                            int64_t *hi) {
+    int64_t at = atomic_fetch_add_explicit(c->work, (int)chunk, memory_order_relaxed);
+    if (at >= n) {
+        return false;
+    }
+    *lo = at;
+    *hi = at + chunk < n ? at + chunk : n;
+    return true;
+}
 
 /* Per-node schedule flags (cpu_sched.c). */
 enum {

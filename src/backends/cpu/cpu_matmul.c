@@ -118,26 +118,12 @@ static void convert_activations(const cpu_op_ctx *c, const ts_tensor *x, ts_type
     }
 }
 
-void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
+/* Items [lo, hi) of a MUL_MAT: (batch, block of blk weight rows) pairs. */
+static void mul_mat_items(const cpu_op_ctx *c, ts_tensor *n, const ts_quant_ops *ops, bool convert,
+                          size_t rb, int64_t blk, int64_t n_blk, int64_t lo, int64_t hi) {
     const ts_tensor *w = n->src[0], *x = n->src[1];
-    const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
-    int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
-    int64_t r2 = b2 / w->ne[2], r3 = b3 / w->ne[3];
-    bool convert = cpu_mul_mat_converts(ops, x);
-    size_t rb = row_bytes(ops->vec_dot_type, k);
-    if (convert && !c->reuse_conversion) {
-        convert_activations(c, x, ops->vec_dot_type, rb);
-        cpu_barrier(c);
-    }
-    /* Weight-row blocks: large enough to amortise the call, small enough that every
-     * thread gets several. */
-    int64_t blk = 32;
-    while (blk > 4 && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
-        blk /= 2;
-    }
-    int64_t n_blk = (rows + blk - 1) / blk;
-    int64_t lo, hi;
-    cpu_split(n_blk * b2 * b3, c->ith, c->nth, &lo, &hi);
+    int64_t rows = w->ne[1], m = x->ne[1], b2 = x->ne[2];
+    int64_t r2 = b2 / w->ne[2], r3 = x->ne[3] / w->ne[3], k = w->ne[0];
     for (int64_t item = lo; item < hi; item++) {
         int64_t bi = item / n_blk, i0 = (item % n_blk) * blk;
         int64_t i1 = i0 + blk < rows ? i0 + blk : rows;
@@ -158,6 +144,39 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
             int64_t nc = m - j0 < COL_BLOCK ? m - j0 : COL_BLOCK;
             ops->gemm(k, i1 - i0, nc, (float *)(out + j0 * n->nb[1]), n->nb[1], wrow, w->nb[1],
                       act + j0 * lda, lda);
+        }
+    }
+}
+
+void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *w = n->src[0], *x = n->src[1];
+    const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
+    int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
+    bool convert = cpu_mul_mat_converts(ops, x);
+    size_t rb = row_bytes(ops->vec_dot_type, k);
+    if (convert && !c->reuse_conversion) {
+        convert_activations(c, x, ops->vec_dot_type, rb);
+        cpu_barrier(c);
+    }
+    /* Weight-row blocks: large enough to amortise the call, small enough that every
+     * thread gets several. */
+    int64_t blk = 32;
+    while (blk > 4 && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
+        blk /= 2;
+    }
+    int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * b2 * b3;
+    /* One activation row (decoding): a fixed contiguous share per thread, so that the gemv's
+     * prefetch of the rows after its own is right. Several: chunks taken as threads get free
+     * (about eight per thread), so one slowed thread does not hold the others at the barrier. */
+    int64_t lo = 0, hi = 0, chunk = n_items / (8 * c->nth) > 1 ? n_items / (8 * c->nth) : 1;
+    bool dynamic = m > 1;
+    if (!dynamic) {
+        cpu_split(n_items, c->ith, c->nth, &lo, &hi);
+    }
+    while (dynamic ? cpu_take(c, n_items, chunk, &lo, &hi) : lo < hi) {
+        mul_mat_items(c, n, ops, convert, rb, blk, n_blk, lo, hi);
+        if (!dynamic) {
+            break;
         }
     }
 }
