@@ -106,7 +106,9 @@ static ts_status compute_layout(ts_gguf_writer *w, layout *l, ts_error *err) {
              add_sz(&l->info_end, strlen(t->name));
     }
     l->data_start = l->info_end;
-    ok = ok && align_up(&l->data_start, w->alignment);
+    /* Without tensors there is no data section to align (a file may declare any power-of-two
+     * alignment up to 2^31; padding an empty section to it would write gigabytes of zeros). */
+    ok = ok && (w->n_t == 0 || align_up(&l->data_start, w->alignment));
     size_t off = 0;
     for (size_t i = 0; i < w->n_t && ok; i++) {
         wtensor *t = &w->t[i];
