@@ -59,30 +59,6 @@ static inline float finish1(__m256 acc) {
     return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
-/* Software prefetch of the next weight tile, spread over the blocks of the current one.
- * A one-row pass reads four rows side by side, a few cache lines from each, too short a
- * stream per row for the hardware prefetcher to ramp up on; the next tile's rows are
- * contiguous, so fetching them in order while this tile computes hides the DRAM latency.
- * Prefetching past the matrix is harmless (prefetches never fault). */
-typedef struct prefetch_spread {
-    const char *p;
-    size_t bytes, per_block, next;
-} prefetch_spread;
-
-static inline void prefetch_spread_begin(prefetch_spread *pf, const char *p, size_t bytes,
-                                         int64_t nb) {
-    pf->p = p;
-    pf->bytes = bytes;
-    pf->per_block = (bytes / 64 + (size_t)nb) / (size_t)nb;
-    pf->next = 0;
-}
-
-static inline void prefetch_spread_step(prefetch_spread *pf) {
-    for (size_t l = 0; l < pf->per_block && pf->next < pf->bytes; l++, pf->next += 64) {
-        _mm_prefetch(pf->p + pf->next, _MM_HINT_T0);
-    }
-}
-
 /* ---- Q8_0 x Q8_0 ---- */
 
 static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
@@ -97,10 +73,10 @@ static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
 static inline __attribute__((always_inline)) void q8_0_tile1(int64_t nb,
                                                              const ts_block_q8_0 *const *w,
                                                              const ts_block_q8_0 *y, __m256 *acc,
-                                                             prefetch_spread *pf) {
+                                                             prefetch_rows *pf) {
     *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        prefetch_spread_step(pf);
+        prefetch_rows_step(pf);
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
         const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
@@ -130,7 +106,7 @@ void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) 
 void ts_q_gemv_q8_0_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                          const void *a) {
     const int64_t nb = k / TS_QK;
-    prefetch_spread pf;
+    prefetch_rows pf;
     for (int64_t r0 = 0; r0 < nr; r0 += 4) {
         const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;
         const ts_block_q8_0 *w1[4];
@@ -138,7 +114,7 @@ void ts_q_gemv_q8_0_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t 
             w1[r] = (const ts_block_q8_0 *)((const char *)w +
                                             (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);
         }
-        prefetch_spread_begin(&pf, (const char *)w + (size_t)(r0 + 4) * ldw, 4 * ldw, nb);
+        prefetch_rows_begin(&pf, (const char *)w + (size_t)(r0 + 4) * ldw, 4 * ldw, 4 * ldw, 1, nb);
         __m256 acc;
         q8_0_tile1(nb, w1, a, &acc, &pf);
         store_rows(acc, c, r0, rows);

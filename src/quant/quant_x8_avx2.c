@@ -418,49 +418,16 @@ static inline void store8(__m256 acc, float *c, int rows) {
 
 #define ROW_GROUPS 4 /* eight-row groups sharing one pass's activation scales */
 
-/* Software prefetch of sixteen rows' span of a pass, a few lines per tile step: the gather
- * reads sixteen short row pieces at once, a pattern the hardware prefetcher does not ramp up
- * on, and from DRAM its misses cost a third of the kernel's time. Prefetches never fault. */
-typedef struct x8_prefetch {
-    const char *row; /* row being fetched */
-    size_t ldw, span, at, per_step;
-    int rows_left;
-} x8_prefetch;
-
-static inline void x8_prefetch_begin(x8_prefetch *pf, const char *p, size_t ldw, size_t span,
-                                     int64_t steps) {
-    pf->row = p;
-    pf->ldw = ldw;
-    pf->span = span;
-    pf->at = 0;
-    pf->rows_left = 16;
-    pf->per_step = (16 * ((span + 63) / 64) + (size_t)steps - 1) / (size_t)steps;
-}
-
-static inline void x8_prefetch_step(x8_prefetch *pf) {
-    for (size_t l = 0; l < pf->per_step && pf->rows_left > 0; l++) {
-        _mm_prefetch(pf->row + pf->at, _MM_HINT_T0);
-        pf->at += 64;
-        if (pf->at >= pf->span) {
-            pf->at = 0;
-            pf->row += pf->ldw;
-            pf->rows_left--;
-        }
-    }
-}
-
 /* One activation row (Q4_0, Q4_1, Q5_0): blocks unpacked in registers, the next eight rows
  * prefetched meanwhile. */
 #define X8_GEMV(T, AB)                                                                             \
     static void T##_col1(int64_t nb, const void *const *w, const AB *y, const char *next,          \
                          size_t next_bytes, float *c, int rows) {                                  \
-        const size_t per = (next_bytes / 64 + (size_t)nb) / (size_t)nb;                            \
-        size_t pf = 0;                                                                             \
+        prefetch_rows pf;                                                                          \
+        prefetch_rows_begin(&pf, next, next_bytes, next_bytes, 1, nb);                             \
         __m256 acc = _mm256_setzero_ps();                                                          \
         for (int64_t i = 0; i < nb; i++) {                                                         \
-            for (size_t l = 0; l < per && pf < next_bytes; l++, pf += 64) {                        \
-                _mm_prefetch(next + pf, _MM_HINT_T0);                                              \
-            }                                                                                      \
+            prefetch_rows_step(&pf);                                                               \
             __m256 d, m;                                                                           \
             __m256i q[8];                                                                          \
             T##_gather(w, i, &d, &m, q);                                                           \
@@ -530,9 +497,10 @@ static inline void x8_prefetch_step(x8_prefetch *pf) {
                 }                                                                                  \
                 /* While these rows compute, prefetch the next sixteen rows' part of the pass      \
                  * (past this call's rows: the rows the thread most likely takes next). */         \
-                x8_prefetch pf;                                                                    \
-                x8_prefetch_begin(&pf, w + (size_t)(8 * (rg + 1 + pair)) * ldw + (size_t)i0 * WBS, \
-                                  ldw, (size_t)kb * WBS, ((nc + 3) / 4) * kb);                     \
+                prefetch_rows pf;                                                                  \
+                prefetch_rows_begin(&pf,                                                           \
+                                    w + (size_t)(8 * (rg + 1 + pair)) * ldw + (size_t)i0 * WBS,    \
+                                    ldw, (size_t)kb * WBS, 16, ((nc + 3) / 4) * kb);               \
                 for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                           \
                     const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                             \
                     const int8_t *yq[4];                                                           \
@@ -548,7 +516,7 @@ static inline void x8_prefetch_step(x8_prefetch *pf) {
                         const x8ys *e[4] = {&ys[i][jj[0]], &ys[i][jj[1]], &ys[i][jj[2]],           \
                                             &ys[i][jj[3]]};                                        \
                         const int64_t off = i * (int64_t)sizeof(AB);                               \
-                        x8_prefetch_step(&pf);                                                     \
+                        prefetch_rows_step(&pf);                                                   \
                         X8_TILE_##PAIRS(T, pair, buf, i, yq, off, e, acc0, acc1);                  \
                     }                                                                              \
                 }                                                                                  \

@@ -83,4 +83,37 @@ static inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* Software prefetch of `rows` pieces of `span` bytes (the first at p, then every `ldw` bytes),
+ * spread evenly over `steps` calls of prefetch_rows_step while the current work computes. The
+ * gemm kernels read several weight rows side by side, a few cache lines of each: too short a
+ * stream per row for the hardware prefetcher, so from DRAM the next rows are fetched this way.
+ * Prefetching past the matrix is harmless (prefetches never fault). */
+typedef struct prefetch_rows {
+    const char *row; /* piece being fetched */
+    size_t ldw, span, at, per_step;
+    int64_t rows_left;
+} prefetch_rows;
+
+static inline void prefetch_rows_begin(prefetch_rows *pf, const char *p, size_t ldw, size_t span,
+                                       int64_t rows, int64_t steps) {
+    pf->row = p;
+    pf->ldw = ldw;
+    pf->span = span;
+    pf->at = 0;
+    pf->rows_left = rows;
+    pf->per_step = ((size_t)rows * ((span + 63) / 64) + (size_t)steps - 1) / (size_t)steps;
+}
+
+static inline void prefetch_rows_step(prefetch_rows *pf) {
+    for (size_t l = 0; l < pf->per_step && pf->rows_left > 0; l++) {
+        _mm_prefetch(pf->row + pf->at, _MM_HINT_T0);
+        pf->at += 64;
+        if (pf->at >= pf->span) {
+            pf->at = 0;
+            pf->row += pf->ldw;
+            pf->rows_left--;
+        }
+    }
+}
+
 #endif /* TS_QUANT_SIMD_AVX2_H */

@@ -168,15 +168,14 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
     /* One activation row (decoding): a fixed contiguous share per thread, so that the gemv's
      * prefetch of the rows after its own is right. Several: chunks taken as threads get free
      * (about eight per thread), so one slowed thread does not hold the others at the barrier. */
-    int64_t lo = 0, hi = 0, chunk = n_items / (8 * c->nth) > 1 ? n_items / (8 * c->nth) : 1;
-    bool dynamic = m > 1;
-    if (!dynamic) {
+    int64_t lo, hi;
+    if (m == 1) {
         cpu_split(n_items, c->ith, c->nth, &lo, &hi);
-    }
-    while (dynamic ? cpu_take(c, n_items, chunk, &lo, &hi) : lo < hi) {
         mul_mat_items(c, n, ops, convert, rb, blk, n_blk, lo, hi);
-        if (!dynamic) {
-            break;
-        }
+        return;
+    }
+    int64_t chunk = n_items / (8 * c->nth) > 1 ? n_items / (8 * c->nth) : 1;
+    while (cpu_take(c, n_items, chunk, &lo, &hi)) {
+        mul_mat_items(c, n, ops, convert, rb, blk, n_blk, lo, hi);
     }
 }
