@@ -619,6 +619,28 @@ static void test_empty(void **state) {
     ts_gguf_writer_destroy(NULL);
 }
 
+/* A file without tensors may declare any power-of-two alignment, up to 2^31 (the reader
+ * accepts it: there is no data section to place). Writing it back pads nothing, so the
+ * re-emitted file stays a few bytes long instead of 2 GiB (a libFuzzer finding), and it
+ * reads back with the same alignment. */
+static void test_huge_alignment_no_tensors(void **state) {
+    (void)state;
+    ts_gguf_writer *w;
+    OK(ts_gguf_writer_create(&w, &e_));
+    OK(ts_gguf_writer_set_alignment(w, 1u << 31, &e_));
+    void *buf;
+    size_t size;
+    OK(ts_gguf_writer_write_mem(w, &buf, &size, &e_));
+    assert_true(size < 4096);
+    ts_gguf *g;
+    OK(ts_gguf_open_memory(buf, size, &g, &e_));
+    assert_int_equal(ts_gguf_tensor_count(g), 0);
+    assert_int_equal(ts_gguf_alignment(g), (size_t)1 << 31);
+    ts_gguf_close(g);
+    free(buf);
+    ts_gguf_writer_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_align32),
@@ -626,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_fill_callback),
         cmocka_unit_test(test_writer_rejects),
         cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_huge_alignment_no_tensors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
