@@ -1,98 +1,40 @@
 /*
- * cpu_attn.c — CPU kernels for the paged KV cache: KV_STORE, ATTENTION, ATTN_MASK.
+ * cpu_attn.c — ATTENTION on the CPU backend: its descriptor, the choice between the tiled
+ * AVX2 kernel (cpu_attn_avx2.c) and the scalar one here, and the scalar kernel.
  *
- * ATTENTION splits (token, kv head) pairs across threads. For one pair, the query heads
- * that share the kv head (GQA group) walk the visible keys together: each K and V row is
- * converted to f32 once and used by the whole group, and an online softmax (running max and
- * sum, rescaling the accumulator when the max grows) avoids a second pass over the keys.
+ * The scalar kernel splits (token, kv head) pairs across threads. For one pair, the query
+ * heads that share the kv head (GQA group) walk the visible keys together: each K and V row
+ * is converted to f32 once and used by the whole group, and an online softmax (running max
+ * and sum, rescaling the accumulator when the max grows) avoids a second pass over the keys.
+ * It serves ISA levels below AVX2, head sizes that are not a multiple of 8, and soft-capping.
  */
 #include <math.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 
-int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1) {
-    int32_t v;
-    memcpy(&v, (const char *)t->data + i0 * t->nb[0] + i1 * t->nb[1], sizeof v);
-    return v;
-}
-
-void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n) {
-    const ts_tensor *cache = n->src[0], *rows = n->src[1], *slots = n->src[2];
-    const ts_quant_ops *ops = ts_quant_ops_get(cache->type, c->isa);
-    int64_t hd = rows->ne[0], nkv = rows->ne[1], bs = cache->ne[2];
-    int64_t n_slots = bs * cache->ne[3], lo, hi;
-    cpu_split(rows->ne[2], c->ith, c->nth, &lo, &hi);
-    float *tmp = c->local;
-    for (int64_t t = lo; t < hi; t++) {
-        int32_t slot = cpu_attn_geti(slots, t, 0);
-        if (slot < 0) {
-            continue;
-        }
-        if (slot >= n_slots) {
-            cpu_fail(c, TS_ERR_RANGE, "token %lld slot %d is past the %lld slots of '%s'",
-                     (long long)t, (int)slot, (long long)n_slots, cache->name);
-            return;
-        }
-        for (int64_t h = 0; h < nkv; h++) {
-            const char *src = (const char *)rows->data + h * rows->nb[1] + t * rows->nb[2];
-            const float *row = (const float *)src;
-            if (rows->nb[0] != sizeof(float)) {
-                for (int64_t d = 0; d < hd; d++) {
-                    memcpy(&tmp[d], src + d * rows->nb[0], sizeof(float));
-                }
-                row = tmp;
-            }
-            char *dst =
-                (char *)n->data + h * n->nb[1] + (slot % bs) * n->nb[2] + (slot / bs) * n->nb[3];
-            ops->from_float(row, dst, hd);
-        }
-    }
-}
-
-/* Validates token t's sequence; returns false (after cpu_fail) when invalid. */
-bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
-                        int64_t cap, int32_t *s_out, int32_t *len_out) {
-    int32_t s = cpu_attn_geti(seq, t, 0);
-    if (s < 0 || s >= lens->ne[0]) {
-        cpu_fail(c, TS_ERR_RANGE, "token %lld has sequence %d (of %lld)", (long long)t, (int)s,
-                 (long long)lens->ne[0]);
-        return false;
-    }
-    int32_t len = cpu_attn_geti(lens, s, 0);
-    if (len < 0 || len > cap) {
-        cpu_fail(c, TS_ERR_RANGE, "sequence %d length %d outside 0..%lld", (int)s, (int)len,
-                 (long long)cap);
-        return false;
-    }
-    *s_out = s;
-    *len_out = len;
-    return true;
-}
-
-/* Every block holding one of the sequence's keys must be valid, visible or not (the same
- * rule as the reference). */
-bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len) {
-    const ts_tensor *k = n->src[1], *tab = n->src[3];
-    int64_t bs = k->ne[2];
-    for (int64_t b = 0; b < ((int64_t)len + bs - 1) / bs; b++) {
-        int32_t blk = cpu_attn_geti(tab, b, s);
-        if (blk < 0 || blk >= k->ne[3]) {
-            cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
-                     (long long)b, (int)blk, (long long)k->ne[3]);
-            return false;
-        }
-    }
-    return true;
-}
-
-bool cpu_attn_use_tiled(const ts_tensor *n, ts_isa isa) {
+/* The tiled kernel's preconditions (cpu_internal.h); the scalar kernel runs the rest. */
+static bool use_tiled(const ts_tensor *n, ts_isa isa) {
     return isa >= TS_ISA_AVX2 && n->src[0]->ne[0] % 8 == 0 && n->fp[1] <= 0.0f &&
            n->src[0]->ne[0] <= 1024;
 }
 
-void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
-    if (cpu_attn_use_tiled(n, c->isa)) {
+/* Per thread: the scalar kernel's K and V rows, the group's queries, accumulators, maxima
+ * and sums; or the tiled kernel's buffers. */
+static void attention_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
+    int64_t hd = n->src[0]->ne[0], group = n->src[0]->ne[1] / n->src[1]->ne[1];
+    *per_thread = (size_t)(2 * hd + 2 * group * hd + 2 * group) * sizeof(float);
+    if (use_tiled(n, isa)) {
+        *per_thread = cpu_attn_tiled_scratch(hd, group) * sizeof(float);
+    }
+}
+
+static bool attention_supports(const ts_tensor *n, ts_isa isa) {
+    return cpu_type_convertible(n->src[1]->type, isa);
+}
+
+static void attention(const cpu_op_ctx *c, ts_tensor *n) {
+    if (use_tiled(n, c->isa)) {
         cpu_attention_tiled(c, n);
         return;
     }
@@ -170,22 +112,10 @@ void cpu_attention(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n) {
-    const ts_tensor *seq = n->src[0], *pos = n->src[1], *lens = n->src[2];
-    int64_t cap = n->ip[0], lo, hi;
-    int window = n->ip[1];
-    cpu_split(n->ne[1], c->ith, c->nth, &lo, &hi);
-    for (int64_t t = lo; t < hi; t++) {
-        int32_t s, len;
-        if (!cpu_attn_token_seq(c, seq, lens, t, cap, &s, &len)) {
-            return;
-        }
-        int64_t p = cpu_attn_geti(pos, t, 0);
-        float *out = (float *)((char *)n->data + t * n->nb[1]);
-        for (int64_t i = 0; i < n->ne[0]; i++) {
-            int64_t ks = i / cap, j = i % cap;
-            bool ok = ks == s && j < len && j <= p && (window == 0 || p - j < window);
-            out[i] = ok ? 0.0f : -INFINITY;
-        }
-    }
-}
+static const cpu_op_desc k_ops[] = {
+    {.op = TS_OP_ATTENTION,
+     .run = attention,
+     .scratch = attention_scratch,
+     .supports = attention_supports},
+};
+const cpu_op_table cpu_attn_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

@@ -1,20 +1,22 @@
 /*
- * cpu_backend.c — the CPU backend's vtable, scratch sizing and the threaded graph loop.
+ * cpu_backend.c — the CPU backend's vtable, the op lookup, scratch sizing and the threaded
+ * graph loop.
  *
- * A graph run is one threadpool task: every thread walks the node list, runs its share of
- * each node and meets the others at a barrier after it. A failing kernel records the node
- * index; after a node's barrier all threads compare that index with the node they finished,
- * so they all stop at the same place (no thread can be left waiting at a barrier).
+ * Op knowledge lives in the op files' descriptor tables (cpu_internal.h); at creation the
+ * backend indexes them by op, and dispatch, scratch sizing and supports_op all go through
+ * that index. A graph run is one threadpool task: every thread walks the node list, runs its
+ * share of each node and meets the others at a barrier after it (only where the schedule
+ * needs one, cpu_sched.c). A failing kernel records its node (cpu_exec.c); after a node's
+ * barrier all threads compare the failed index with the node they finished, so they all stop
+ * at the same place (no thread can be left waiting at a barrier).
  */
-#include <limits.h>
-#include <stdarg.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/cpu/cpu_collective.h"
 #include "backends/cpu/cpu_internal.h"
 #include "util/error.h"
 
@@ -27,106 +29,44 @@ typedef struct cpu_ctx {
     uint8_t *sched;   /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
     atomic_int *work; /* per-node shared work counters (cpu_take), zeroed per run */
     int sched_cap;
+    const cpu_op_desc *ops[TS_OP_COUNT]; /* by op, into the static tables; NULL: no kernel */
 } cpu_ctx;
 
-struct cpu_run {
+typedef struct cpu_run {
+    cpu_exec exec; /* barrier, failure record and the graph */
     cpu_ctx *ctx;
-    ts_graph *g;
     const ts_eval_cb *cb;
     size_t shared_size, local_size;
-    atomic_int failed_node; /* INT_MAX while no failure */
-    atomic_flag err_lock;
-    ts_error err;
-    int cur_node; /* node index being executed (set by thread 0 before each barrier) */
+} cpu_run;
+
+/* The op files' tables; each op appears in one of them. */
+static const cpu_op_table *const k_tables[] = {
+    &cpu_rowwise_ops, &cpu_copy_ops, &cpu_matmul_ops,
+    &cpu_kv_ops,      &cpu_attn_ops, &cpu_collective_ops,
 };
 
-void cpu_barrier(const cpu_op_ctx *c) {
-    ts_threadpool_barrier(c->run->ctx->pool);
-}
-
-static void record_failure(cpu_run *r, int node, ts_status st, const char *msg) {
-    int cur = atomic_load(&r->failed_node);
-    while (node < cur && !atomic_compare_exchange_weak(&r->failed_node, &cur, node)) {
-    }
-    if (!atomic_flag_test_and_set(&r->err_lock)) {
-        r->err.status = st;
-        snprintf(r->err.msg, sizeof r->err.msg, "%s", msg);
-    }
-}
-
-static _Thread_local int tl_node; /* node index on this thread (for cpu_fail) */
-
-void cpu_fail(const cpu_op_ctx *c, ts_status st, const char *fmt, ...) {
-    char msg[TS_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    record_failure(c->run, tl_node, st, msg);
-}
-
-static void run_kernel(const cpu_op_ctx *c, ts_tensor *n) {
-    switch (n->op) {
-    case TS_OP_GET_ROWS:
-        cpu_get_rows(c, n);
-        break;
-    case TS_OP_MUL_MAT:
-        cpu_mul_mat(c, n);
-        break;
-    case TS_OP_ADD:
-    case TS_OP_MUL:
-        cpu_binary(c, n);
-        break;
-    case TS_OP_SCALE:
-    case TS_OP_SILU:
-    case TS_OP_GELU:
-        cpu_unary(c, n);
-        break;
-    case TS_OP_SWIGLU:
-    case TS_OP_GEGLU:
-        cpu_glu(c, n);
-        break;
-    case TS_OP_RMS_NORM:
-    case TS_OP_NORM:
-        cpu_norm(c, n);
-        break;
-    case TS_OP_ROPE:
-        cpu_rope(c, n);
-        break;
-    case TS_OP_SOFTMAX:
-        cpu_softmax(c, n);
-        break;
-    case TS_OP_CPY:
-    case TS_OP_CAST:
-    case TS_OP_CONT:
-        cpu_copy(c, n);
-        break;
-    case TS_OP_CONCAT:
-        cpu_concat(c, n);
-        break;
-    case TS_OP_ARGMAX:
-        cpu_argmax(c, n);
-        break;
-    case TS_OP_KV_STORE:
-        cpu_kv_store(c, n);
-        break;
-    case TS_OP_ATTENTION:
-        cpu_attention(c, n);
-        break;
-    case TS_OP_ATTN_MASK:
-        cpu_attn_mask(c, n);
-        break;
-    case TS_OP_ALL_REDUCE_SUM:
-    case TS_OP_ALL_GATHER:
-    case TS_OP_REDUCE_SCATTER_SUM:
-        cpu_collective(c, n, c->run->g);
-        break;
-    default:
-        if (c->ith == 0) {
-            cpu_fail(c, TS_ERR_UNSUPPORTED, "op %s has no CPU kernel", ts_op_name(n->op));
+static void index_ops(cpu_ctx *ctx) {
+    for (size_t t = 0; t < sizeof k_tables / sizeof k_tables[0]; t++) {
+        for (int i = 0; i < k_tables[t]->n_ops; i++) {
+            const cpu_op_desc *d = &k_tables[t]->ops[i];
+            assert(d->op > TS_OP_NONE && d->op < TS_OP_COUNT && ctx->ops[d->op] == NULL);
+            ctx->ops[d->op] = d;
         }
-        break;
     }
+}
+
+static const cpu_op_desc *op_desc(const cpu_ctx *ctx, ts_op op) {
+    return op > TS_OP_NONE && op < TS_OP_COUNT ? ctx->ops[op] : NULL;
+}
+
+/* Thread 0 asks the callback; a refusal fails node c->node for every thread. */
+static bool ask(const cpu_op_ctx *c, bool (*fn)(ts_tensor *, void *), ts_tensor *node, void *user,
+                const char *when) {
+    if (c->ith == 0 && !fn(node, user)) {
+        cpu_fail(c, TS_ERR_ABORTED, "stopped by callback %s '%s'", when, node->name);
+    }
+    cpu_barrier(c);
+    return !cpu_exec_failed_by(c->exec, c->node);
 }
 
 static void graph_task(void *arg, int ith, int nth) {
@@ -140,48 +80,33 @@ static void graph_task(void *arg, int ith, int nth) {
         .shared_size = r->shared_size,
         .local = (char *)ctx->scratch + r->shared_size + (size_t)ith * r->local_size,
         .local_size = r->local_size,
-        .run = r,
+        .exec = &r->exec,
     };
-    int n_nodes = ts_graph_n_nodes(r->g);
+    const ts_graph *g = r->exec.graph;
+    int n_nodes = ts_graph_n_nodes(g);
     const ts_eval_cb *cb = r->cb;
     for (int i = 0; i < n_nodes; i++) {
-        ts_tensor *node = ts_graph_node(r->g, i);
-        tl_node = i;
-        if (cb != NULL && cb->before != NULL) {
-            if (ith == 0 && !cb->before(node, cb->user)) {
-                char msg[TS_ERROR_MSG_MAX];
-                snprintf(msg, sizeof msg, "stopped by callback before '%s'", node->name);
-                record_failure(r, i, TS_ERR_ABORTED, msg);
-            }
-            ts_threadpool_barrier(ctx->pool);
-            if (atomic_load(&r->failed_node) <= i) {
-                return;
-            }
+        ts_tensor *node = ts_graph_node(g, i);
+        c.node = i;
+        if (cb != NULL && cb->before != NULL && !ask(&c, cb->before, node, cb->user, "before")) {
+            return;
         }
         c.reuse_conversion = cb == NULL && (ctx->sched[i] & CPU_SCHED_REUSE) != 0;
         c.work = &ctx->work[i];
-        run_kernel(&c, node);
+        ctx->ops[node->op]->run(&c, node);
         /* Without callbacks, only the barriers the schedule needs (cpu_sched.c); a failure
          * is seen by every thread at the same barrier. */
         if (cb == NULL && !(ctx->sched[i] & CPU_SCHED_BARRIER)) {
             continue;
         }
-        ts_threadpool_barrier(ctx->pool);
+        cpu_barrier(&c);
         /* Only failures of nodes up to i: a thread already past this barrier may be
          * recording one of a later node, which the others must not see yet. */
-        if (atomic_load(&r->failed_node) <= i) {
+        if (cpu_exec_failed_by(&r->exec, i)) {
             return;
         }
-        if (cb != NULL && cb->after != NULL) {
-            if (ith == 0 && !cb->after(node, cb->user)) {
-                char msg[TS_ERROR_MSG_MAX];
-                snprintf(msg, sizeof msg, "stopped by callback after '%s'", node->name);
-                record_failure(r, i, TS_ERR_ABORTED, msg);
-            }
-            ts_threadpool_barrier(ctx->pool);
-            if (atomic_load(&r->failed_node) <= i) {
-                return;
-            }
+        if (cb != NULL && cb->after != NULL && !ask(&c, cb->after, node, cb->user, "after")) {
+            return;
         }
     }
 }
@@ -201,10 +126,16 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
             return ts_error_set(err, TS_ERR_STATE, "cpu: node '%s' is not in host memory",
                                 node->name);
         }
+        const cpu_op_desc *d = op_desc(ctx, node->op);
+        if (d == NULL) {
+            const char *op = ts_op_name(node->op);
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "cpu: node %d '%s' (%s): op %s has no CPU kernel", i, node->name,
+                                op, op);
+        }
         size_t s = 0, l = 0;
-        cpu_scratch_need(node, ctx->isa, &s, &l);
-        if (ts_op_is_collective(node->op)) {
-            cpu_collective_scratch(node, &s);
+        if (d->scratch != NULL) {
+            d->scratch(node, ctx->isa, &s, &l);
         }
         shared = s > shared ? s : shared;
         local = l > local ? l : local;
@@ -238,17 +169,10 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
         atomic_init(&ctx->work[i], 0);
     }
     cpu_schedule(g, ctx->isa, ctx->sched);
-    cpu_run r = {.ctx = ctx, .g = g, .cb = cb, .shared_size = shared, .local_size = local};
-    atomic_init(&r.failed_node, INT_MAX);
-    atomic_flag_clear(&r.err_lock);
+    cpu_run r = {.ctx = ctx, .cb = cb, .shared_size = shared, .local_size = local};
+    cpu_exec_init(&r.exec, ctx->pool, g);
     ts_threadpool_run(ctx->pool, graph_task, &r);
-    int failed = atomic_load(&r.failed_node);
-    if (failed != INT_MAX) {
-        ts_tensor *node = ts_graph_node(g, failed);
-        return ts_error_set(err, r.err.status, "cpu: node %d '%s' (%s): %s", failed, node->name,
-                            ts_op_name(node->op), r.err.msg);
-    }
-    return TS_OK;
+    return cpu_exec_status(&r.exec, err);
 }
 
 static const char *cpu_name(void *vctx) {
@@ -283,8 +207,11 @@ static ts_status cpu_buffer_get(void *ctx, ts_buffer *buf, size_t offset, void *
     return ts_host_buffer_get(buf, offset, dst, size, err);
 }
 
+/* Ops without a descriptor (the view ops, which are never graph nodes) are not supported. */
 static bool cpu_supports_op(void *vctx, const ts_tensor *node) {
-    return cpu_supports(node, ((cpu_ctx *)vctx)->isa);
+    cpu_ctx *ctx = vctx;
+    const cpu_op_desc *d = op_desc(ctx, node->op);
+    return d != NULL && (d->supports == NULL || d->supports(node, ctx->isa));
 }
 
 static void cpu_destroy(void *vctx) {
@@ -389,6 +316,7 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
         return ts_error_prefix(err, "cpu: ");
     }
     ctx->isa = (ts_isa)p.isa;
+    index_ops(ctx);
     snprintf(ctx->name, sizeof ctx->name, "cpu");
     b->iface = &k_cpu_iface;
     b->ctx = ctx;

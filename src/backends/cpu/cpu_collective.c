@@ -1,18 +1,18 @@
 /*
- * cpu_collective.c — the collective ops on the CPU backend.
+ * cpu_collective.c — the collective ops on the CPU backend, and their descriptors.
  *
  * Thread 0 of the pool calls the graph's communicator (a collective is one call per rank,
  * not per thread); the other threads wait at the node's barrier. When the current elements
  * of input and output are dense prefixes of their buffers (the usual case: dynamic tokens
  * in the outermost dimension) and the chunks a rank contributes are contiguous, the
  * communicator works on the tensors' memory directly. Otherwise rows are staged through the
- * shared scratch (sized by cpu_collective_scratch before the run), in the rank-chunk order
- * the communicator expects. Results are identical to the reference kernels (same
- * communicator, same summation); tests/parallel compares them.
+ * shared scratch (collective_scratch sizes it before the run), in the rank-chunk order the
+ * communicator expects. Results are identical to the reference kernels (same communicator,
+ * same summation); tests/parallel compares them. Failures go through cpu_fail.
  */
 #include <string.h>
 
-#include "backends/cpu/cpu_collective.h"
+#include "backends/cpu/cpu_internal.h"
 #include "parallel/comm.h"
 
 /* The current elements form the first nelements of the buffer. */
@@ -46,7 +46,9 @@ static int64_t nelem_max(const ts_tensor *t) {
     return t->ne_max[0] * t->ne_max[1] * t->ne_max[2] * t->ne_max[3];
 }
 
-void cpu_collective_scratch(const ts_tensor *n, size_t *shared) {
+/* Shared: the staging buffers for input and output at their maximum extents (the output of
+ * ALL_GATHER holds every rank's input). */
+static void collective_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
     const ts_tensor *a = n->src[0];
     size_t es = ts_type_unit_bytes(a->type);
     size_t na = (size_t)nelem_max(a), nn = (size_t)nelem_max(n);
@@ -130,12 +132,14 @@ static ts_status reduce_scatter(ts_comm *comm, const ts_tensor *a, ts_tensor *n,
     return st;
 }
 
-void cpu_collective(const cpu_op_ctx *c, ts_tensor *n, ts_graph *g) {
+/* Thread 0 calls the communicator; the other threads return at once (the node's barrier
+ * holds them). */
+static void collective(const cpu_op_ctx *c, ts_tensor *n) {
     if (c->ith != 0) {
         return;
     }
     const ts_tensor *a = n->src[0];
-    ts_comm *comm = ts_graph_comm(g, n->ip[1]);
+    ts_comm *comm = ts_graph_comm(c->exec->graph, n->ip[1]);
     if (comm == NULL || comm->size != n->ip[2]) {
         cpu_fail(c, TS_ERR_STATE, "group %d has %s (the graph was built for %d ranks)", n->ip[1],
                  comm == NULL ? "no communicator" : "a communicator of another size", n->ip[2]);
@@ -161,3 +165,10 @@ void cpu_collective(const cpu_op_ctx *c, ts_tensor *n, ts_graph *g) {
         cpu_fail(c, st, "%s", err.msg);
     }
 }
+
+static const cpu_op_desc k_ops[] = {
+    {.op = TS_OP_ALL_REDUCE_SUM, .run = collective, .scratch = collective_scratch},
+    {.op = TS_OP_ALL_GATHER, .run = collective, .scratch = collective_scratch},
+    {.op = TS_OP_REDUCE_SCATTER_SUM, .run = collective, .scratch = collective_scratch},
+};
+const cpu_op_table cpu_collective_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

@@ -1,6 +1,7 @@
 /*
- * cpu_copy.c — CPU kernels that move data: GET_ROWS, CPY / CAST / CONT, CONCAT, ARGMAX.
- * Conversions between types go through the quant layer's to_float / from_float rows.
+ * cpu_copy.c — CPU kernels that move data: GET_ROWS, CPY / CAST / CONT, CONCAT, ARGMAX, and
+ * their descriptors. Conversions between types go through the quant layer's to_float /
+ * from_float rows, so a type is supported where those exist at the ISA level.
  */
 #include <string.h>
 
@@ -11,7 +12,12 @@ static char *row_at(const ts_tensor *t, int64_t r) {
     return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
 }
 
-void cpu_get_rows(const cpu_op_ctx *c, ts_tensor *n) {
+static bool get_rows_supports(const ts_tensor *n, ts_isa isa) {
+    const ts_quant_ops *ops = ts_quant_ops_get(n->src[0]->type, isa);
+    return ops != NULL && ops->to_float != NULL;
+}
+
+static void get_rows(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *idx = n->src[1];
     const ts_quant_ops *ops = ts_quant_ops_get(a->type, c->isa);
     int64_t ne0 = a->ne[0], lo, hi;
@@ -78,7 +84,20 @@ static void raw_row(const ts_tensor *dst, int64_t rd, const ts_tensor *src, int6
     }
 }
 
-void cpu_copy(const cpu_op_ctx *c, ts_tensor *n) {
+/* One f32 row of the longer of source and destination (a converted row in flight). */
+static void copy_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
+    const ts_tensor *a = n->src[0];
+    *per_thread = (size_t)(a->ne[0] > n->ne[0] ? a->ne[0] : n->ne[0]) * sizeof(float);
+}
+
+/* CPY and CAST (CONT keeps the type, so any type is copied as bytes). */
+static bool convert_supports(const ts_tensor *n, ts_isa isa) {
+    const ts_tensor *a = n->src[0];
+    return a->type == n->type ||
+           (cpu_type_convertible(a->type, isa) && cpu_type_convertible(n->type, isa));
+}
+
+static void copy(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0];
     int64_t lo, hi;
     bool same = a->type == n->type;
@@ -117,7 +136,7 @@ void cpu_copy(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_concat(const cpu_op_ctx *c, ts_tensor *n) {
+static void concat(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *b = n->src[1];
     int dim = n->ip[0];
     int64_t lo, hi;
@@ -151,7 +170,7 @@ void cpu_concat(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_argmax(const cpu_op_ctx *c, ts_tensor *n) {
+static void argmax(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0];
     int64_t lo, hi;
     cpu_split(ts_tensor_nrows(a), c->ith, c->nth, &lo, &hi);
@@ -172,3 +191,13 @@ void cpu_argmax(const cpu_op_ctx *c, ts_tensor *n) {
         memcpy((char *)n->data + i1 * n->nb[0] + i2 * n->nb[1] + i3 * n->nb[2], &bi, 4);
     }
 }
+
+static const cpu_op_desc k_ops[] = {
+    {.op = TS_OP_GET_ROWS, .run = get_rows, .supports = get_rows_supports},
+    {.op = TS_OP_CPY, .run = copy, .scratch = copy_scratch, .supports = convert_supports},
+    {.op = TS_OP_CAST, .run = copy, .scratch = copy_scratch, .supports = convert_supports},
+    {.op = TS_OP_CONT, .run = copy, .scratch = copy_scratch},
+    {.op = TS_OP_CONCAT, .run = concat},
+    {.op = TS_OP_ARGMAX, .run = argmax},
+};
+const cpu_op_table cpu_copy_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

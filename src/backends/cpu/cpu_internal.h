@@ -1,98 +1,53 @@
 /*
- * cpu_internal.h — the CPU backend's per-op execution context and kernel entry points.
+ * cpu_internal.h — the CPU backend's op files: their descriptor tables, and the few
+ * functions one CPU file lends another.
  *
- * A kernel is called on every thread with the same node; it does its share of the work
- * (by ith of nth) and may synchronise internally with cpu_barrier(). Scratch memory is
- * sized before the run (cpu_scratch_need) and never allocated inside a kernel.
+ * Files depend on each other in one direction only:
+ *   cpu_exec.c (barrier, failure, work sharing; see cpu_exec.h)
+ *     <- op files: cpu_ops.c (-> cpu_act_avx2.c), cpu_copy.c, cpu_matmul.c, cpu_kv.c,
+ *        cpu_attn.c (-> cpu_attn_avx2.c -> cpu_kv.c), cpu_collective.c
+ *     <- cpu_sched.c (-> cpu_matmul.c: which MUL_MATs convert their activations)
+ *     <- cpu_backend.c (vtable, graph loop; reaches the op files through their tables only)
+ * No op file calls into cpu_sched.c or cpu_backend.c.
  */
 #ifndef TS_BACKENDS_CPU_CPU_INTERNAL_H
 #define TS_BACKENDS_CPU_CPU_INTERNAL_H
 
-#include <stdatomic.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "backends/cpu/cpu_exec.h"
 
-#include "backends/cpu/threadpool.h"
-#include "ir/ir.h"
-#include "quant/quant.h"
+/* One table per op file; every op with a CPU kernel is in exactly one of them. */
+extern const cpu_op_table cpu_rowwise_ops;    /* cpu_ops.c: ADD MUL SCALE SILU GELU SWIGLU
+                                                 GEGLU RMS_NORM NORM ROPE SOFTMAX */
+extern const cpu_op_table cpu_copy_ops;       /* cpu_copy.c: GET_ROWS CPY CAST CONT CONCAT ARGMAX */
+extern const cpu_op_table cpu_matmul_ops;     /* cpu_matmul.c: MUL_MAT */
+extern const cpu_op_table cpu_kv_ops;         /* cpu_kv.c: KV_STORE ATTN_MASK */
+extern const cpu_op_table cpu_attn_ops;       /* cpu_attn.c: ATTENTION */
+extern const cpu_op_table cpu_collective_ops; /* cpu_collective.c: ALL_REDUCE_SUM ALL_GATHER
+                                                 REDUCE_SCATTER_SUM */
 
-typedef struct cpu_run cpu_run; /* one graph execution (shared by all threads) */
-
-typedef struct cpu_op_ctx {
-    int ith, nth;
-    ts_isa isa;
-    void *shared; /* scratch shared by all threads of a node */
-    size_t shared_size;
-    void *local; /* this thread's scratch */
-    size_t local_size;
-    cpu_run *run;
-    bool reuse_conversion; /* MUL_MAT: the shared scratch already holds src[1] converted */
-    atomic_int *work;      /* this node's work counter, 0 when the node starts (cpu_take) */
-} cpu_op_ctx;
-
-/* Dynamic sharing of n items among the node's threads: claims the next chunk of up to `chunk`
- * items as [*lo, *hi); false when none are left. Threads that run ahead (another program on
- * the core slows its neighbour) take more, so a node ends when its work does. */
-static inline bool cpu_take(const cpu_op_ctx *c, int64_t n, int64_t chunk, int64_t *lo,
-                            int64_t *hi) {
-    int64_t at = atomic_fetch_add_explicit(c->work, (int)chunk, memory_order_relaxed);
-    if (at >= n) {
-        return false;
-    }
-    *lo = at;
-    *hi = at + chunk < n ? at + chunk : n;
-    return true;
+/* Whether rows of type t convert to and from f32 at this ISA level. */
+static inline bool cpu_type_convertible(ts_type t, ts_isa isa) {
+    const ts_quant_ops *q = ts_quant_ops_get(t, isa);
+    return q != NULL && q->to_float != NULL && q->from_float != NULL;
 }
 
-/* Per-node schedule flags (cpu_sched.c). */
-enum {
-    CPU_SCHED_BARRIER = 1, /* all threads meet after this node */
-    CPU_SCHED_REUSE = 2,   /* MUL_MAT reusing the previous MUL_MAT's converted activations */
-};
-/* flags[i] for each node of g (resolved shapes, data set); flags has n_nodes entries. */
-void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags);
-/* Whether MUL_MAT converts activations x for weights of type ops into the shared scratch. */
+/* cpu_matmul.c: whether MUL_MAT converts activations x for weights of type ops into the
+ * shared scratch (the scheduler orders the scratch with it). */
 bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x);
 
-/* Scratch a node needs: bytes shared by all threads, and bytes per thread. */
-void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread);
-
-void cpu_barrier(const cpu_op_ctx *c);
-/* Records the first kernel failure of the run (later ones are dropped). */
-void cpu_fail(const cpu_op_ctx *c, ts_status st, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-/* [lo, hi) of n items for thread ith of nth. */
-static inline void cpu_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
-    *lo = n * ith / nth;
-    *hi = n * (ith + 1) / nth;
-}
-
-bool cpu_supports(const ts_tensor *n, ts_isa isa);
-
-void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_get_rows(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_binary(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_unary(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_glu(const cpu_op_ctx *c, ts_tensor *n);
 /* cpu_act_avx2.c: out = act(g) * u (u may be NULL) over a contiguous row; act is SiLU or, with
  * gelu, tanh-GELU. */
 void cpu_act_row_avx2(float *out, const float *g, const float *u, int64_t n, bool gelu);
-void cpu_norm(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_rope(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_copy(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_concat(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_argmax(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_kv_store(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_attention(const cpu_op_ctx *c, ts_tensor *n);
-void cpu_attn_mask(const cpu_op_ctx *c, ts_tensor *n);
 
-/* Tiled ATTENTION (cpu_attn_avx2.c): needs isa >= AVX2, head size % 8 == 0, no soft-cap.
- * Per-thread scratch: cpu_attn_tiled_scratch floats. */
+/* cpu_kv.c: reading the int32 inputs of the paged-attention ops, and the checks both
+ * ATTENTION kernels and ATTN_MASK make (each calls cpu_fail and returns false when invalid). */
+int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1);
+bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
+                        int64_t cap, int32_t *s_out, int32_t *len_out);
+bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len);
+
+/* cpu_attn_avx2.c: tiled ATTENTION; needs isa >= AVX2, head size % 8 == 0 and <= 1024, no
+ * soft-cap (cpu_attn.c decides). Per-thread scratch: cpu_attn_tiled_scratch floats. */
 #define ATT_QT 16 /* tokens per tile */
 #define ATT_KC 32 /* keys per chunk */
 #define ATT_GH 3  /* query rows of one token served by one pass over a key chunk */
@@ -101,11 +56,13 @@ static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
     return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_GH * ATT_KC +
                     2 * ATT_QT * group);
 }
-/* Helpers shared by the two ATTENTION kernels (cpu_attn.c). */
-int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1);
-bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
-                        int64_t cap, int32_t *s_out, int32_t *len_out);
-bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len);
-bool cpu_attn_use_tiled(const ts_tensor *n, ts_isa isa);
+
+/* cpu_sched.c: per-node schedule flags. */
+enum {
+    CPU_SCHED_BARRIER = 1, /* all threads meet after this node */
+    CPU_SCHED_REUSE = 2,   /* MUL_MAT reusing the previous MUL_MAT's converted activations */
+};
+/* flags[i] for each node of g (resolved shapes, data set); flags has n_nodes entries. */
+void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags);
 
 #endif /* TS_BACKENDS_CPU_CPU_INTERNAL_H */

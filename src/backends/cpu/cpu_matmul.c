@@ -1,5 +1,5 @@
 /*
- * cpu_matmul.c — threaded MUL_MAT, scratch sizing and op support for the CPU backend.
+ * cpu_matmul.c — threaded MUL_MAT for the CPU backend, with its scratch and support rules.
  *
  * MUL_MAT runs in two phases. (1) The activation rows are converted once into the shared
  * scratch as the weight type's vec_dot_type (Q8_0 for Q4_0, Q8_K for the k-quants, F16 for
@@ -23,78 +23,6 @@ static size_t row_bytes(ts_type t, int64_t n) {
 
 bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x) {
     return !(ops->vec_dot_type == TS_TYPE_F32 && ts_tensor_rows_contiguous(x));
-}
-
-void cpu_scratch_need(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
-    *shared = 0;
-    *per_thread = 0;
-    const ts_tensor *a = n->src[0];
-    switch (n->op) {
-    case TS_OP_MUL_MAT: {
-        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
-        const ts_tensor *x = n->src[1];
-        if (ops != NULL && cpu_mul_mat_converts(ops, x)) {
-            *shared = row_bytes(ops->vec_dot_type, a->ne[0]) *
-                      (size_t)(x->ne_max[1] * x->ne_max[2] * x->ne_max[3]);
-        }
-        *per_thread = (size_t)a->ne[0] * sizeof(float);
-        break;
-    }
-    case TS_OP_ATTENTION: {
-        int64_t hd = a->ne[0], group = a->ne[1] / n->src[1]->ne[1];
-        *per_thread = (size_t)(2 * hd + 2 * group * hd + 2 * group) * sizeof(float);
-        if (cpu_attn_use_tiled(n, isa)) {
-            *per_thread = cpu_attn_tiled_scratch(hd, group) * sizeof(float);
-        }
-        break;
-    }
-    case TS_OP_ROPE: /* cos and sin (floats), then the frequencies (doubles) */
-        *per_thread =
-            (size_t)(n->ip[0] + 1) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
-        break;
-    case TS_OP_CPY:
-    case TS_OP_CAST:
-    case TS_OP_CONT:
-        *per_thread = (size_t)(a->ne[0] > n->ne[0] ? a->ne[0] : n->ne[0]) * sizeof(float);
-        break;
-    case TS_OP_KV_STORE:
-        *per_thread = (size_t)a->ne[0] * sizeof(float);
-        break;
-    default:
-        break;
-    }
-}
-
-static bool convertible(ts_type t, ts_isa isa) {
-    const ts_quant_ops *q = ts_quant_ops_get(t, isa);
-    return q != NULL && q->to_float != NULL && q->from_float != NULL;
-}
-
-bool cpu_supports(const ts_tensor *n, ts_isa isa) {
-    const ts_tensor *a = n->src[0];
-    switch (n->op) {
-    case TS_OP_MUL_MAT: {
-        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
-        if (ops == NULL || ops->vec_dot == NULL || ops->gemm == NULL) {
-            return false;
-        }
-        const ts_quant_ops *vt = ts_quant_ops_get(ops->vec_dot_type, isa);
-        return vt != NULL && vt->from_float != NULL;
-    }
-    case TS_OP_GET_ROWS: {
-        const ts_quant_ops *ops = ts_quant_ops_get(a->type, isa);
-        return ops != NULL && ops->to_float != NULL;
-    }
-    case TS_OP_CPY:
-    case TS_OP_CAST:
-        return a->type == n->type || (convertible(a->type, isa) && convertible(n->type, isa));
-    case TS_OP_KV_STORE:
-        return convertible(a->type, isa);
-    case TS_OP_ATTENTION:
-        return convertible(n->src[1]->type, isa);
-    default:
-        return n->op > TS_OP_NONE && n->op < TS_OP_COUNT;
-    }
 }
 
 /* Phase 1: activation rows -> vec_dot_type rows in shared scratch. */
@@ -148,7 +76,7 @@ static void mul_mat_items(const cpu_op_ctx *c, ts_tensor *n, const ts_quant_ops 
     }
 }
 
-void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
+static void mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *w = n->src[0], *x = n->src[1];
     const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
     int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
@@ -179,3 +107,29 @@ void cpu_mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
         mul_mat_items(c, n, ops, convert, rb, blk, n_blk, lo, hi);
     }
 }
+
+/* Shared: the converted activation rows at their maximum count; per thread: one f32 row for
+ * gathering strided activations. */
+static void mul_mat_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
+    const ts_tensor *w = n->src[0], *x = n->src[1];
+    const ts_quant_ops *ops = ts_quant_ops_get(w->type, isa);
+    if (ops != NULL && cpu_mul_mat_converts(ops, x)) {
+        *shared = row_bytes(ops->vec_dot_type, w->ne[0]) *
+                  (size_t)(x->ne_max[1] * x->ne_max[2] * x->ne_max[3]);
+    }
+    *per_thread = (size_t)w->ne[0] * sizeof(float);
+}
+
+static bool mul_mat_supports(const ts_tensor *n, ts_isa isa) {
+    const ts_quant_ops *ops = ts_quant_ops_get(n->src[0]->type, isa);
+    if (ops == NULL || ops->vec_dot == NULL || ops->gemm == NULL) {
+        return false;
+    }
+    const ts_quant_ops *vt = ts_quant_ops_get(ops->vec_dot_type, isa);
+    return vt != NULL && vt->from_float != NULL;
+}
+
+static const cpu_op_desc k_ops[] = {
+    {.op = TS_OP_MUL_MAT, .run = mul_mat, .scratch = mul_mat_scratch, .supports = mul_mat_supports},
+};
+const cpu_op_table cpu_matmul_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

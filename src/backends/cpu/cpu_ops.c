@@ -1,5 +1,6 @@
 /*
- * cpu_ops.c — CPU kernels for elementwise and row-wise ops (threads split rows).
+ * cpu_ops.c — CPU kernels for elementwise and row-wise ops (threads split rows): ADD, MUL,
+ * SCALE, SILU, GELU, SWIGLU, GEGLU, RMS_NORM, NORM, ROPE, SOFTMAX, and their descriptors.
  *
  * Each output row is written only after the same row of the first source has been read at
  * that position, so these kernels are safe for the planner's in-place placement.
@@ -21,7 +22,7 @@ static inline float ld(const char *row, size_t nb0, int64_t i) {
     return v;
 }
 
-void cpu_binary(const cpu_op_ctx *c, ts_tensor *n) {
+static void binary(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *b = n->src[1];
     int64_t ne0 = n->ne[0], lo, hi;
     bool add = n->op == TS_OP_ADD;
@@ -64,7 +65,7 @@ static inline float gelu_f(float x, int approx) {
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 }
 
-void cpu_unary(const cpu_op_ctx *c, ts_tensor *n) {
+static void unary(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0];
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
@@ -102,7 +103,7 @@ void cpu_unary(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_glu(const cpu_op_ctx *c, ts_tensor *n) {
+static void glu(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *g = n->src[0], *u = n->src[1];
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
@@ -124,7 +125,7 @@ void cpu_glu(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_norm(const cpu_op_ctx *c, ts_tensor *n) {
+static void norm(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *w = n->src[1], *b = n->src[2];
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
@@ -162,7 +163,12 @@ void cpu_norm(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_rope(const cpu_op_ctx *c, ts_tensor *n) {
+/* cos and sin of one token (floats), then the frequencies (doubles). */
+static void rope_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
+    *per_thread = (size_t)(n->ip[0] + 1) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
+}
+
+static void rope(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *pos = n->src[1];
     int64_t n_rot = n->ip[0], half = n_rot / 2, nh = n->ne[1], lo, hi;
     bool neox = n->ip[1] == TS_ROPE_NEOX;
@@ -200,7 +206,7 @@ void cpu_rope(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n) {
+static void softmax(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *mask = n->src[1];
     int64_t ne0 = n->ne[0], lo, hi;
     float scale = n->fp[0], cap = n->fp[1];
@@ -238,3 +244,13 @@ void cpu_softmax(const cpu_op_ctx *c, ts_tensor *n) {
         }
     }
 }
+
+static const cpu_op_desc k_ops[] = {
+    {.op = TS_OP_ADD, .run = binary},      {.op = TS_OP_MUL, .run = binary},
+    {.op = TS_OP_SCALE, .run = unary},     {.op = TS_OP_SILU, .run = unary},
+    {.op = TS_OP_GELU, .run = unary},      {.op = TS_OP_SWIGLU, .run = glu},
+    {.op = TS_OP_GEGLU, .run = glu},       {.op = TS_OP_RMS_NORM, .run = norm},
+    {.op = TS_OP_NORM, .run = norm},       {.op = TS_OP_ROPE, .run = rope, .scratch = rope_scratch},
+    {.op = TS_OP_SOFTMAX, .run = softmax},
+};
+const cpu_op_table cpu_rowwise_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};
