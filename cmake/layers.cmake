@@ -20,7 +20,9 @@ function(ts_layer name dir)
     endif()
     ts_simd_flags("${srcs}")
     add_library(ts_${name} STATIC ${srcs})
-    target_include_directories(ts_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+    # src/ is private to the layers: a user of the libraries (the tools) sees only include/.
+    target_include_directories(ts_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include
+                                          PRIVATE ${CMAKE_SOURCE_DIR}/src)
     set(deps "")
     foreach(d ${ARGN})
         if(TARGET ${d} OR NOT d MATCHES "^ts_")

@@ -26,20 +26,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cpu/cpu.h"
-#include "backends/ref/ref.h"
 #include "commands.h"
-#include "ir/registry.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "engine/engine.h"
-#include "tokenizer/tokenizer.h"
-#include "tp_setup.h"
+#include "common.h"
 
 #define MAX_LIST 16
 
 typedef struct bench_opts {
-    const char *model;
+    ts_cli_opts co; /* the model options (backend, overrides, --tp, KV type, ...) */
     int64_t pp[MAX_LIST];
     int n_pp;
     int64_t tg[MAX_LIST];
@@ -50,11 +43,7 @@ typedef struct bench_opts {
     int threads[MAX_LIST];
     int n_threads;
     const char *format; /* md, json, csv */
-    const char *backend;
-    const char *overrides[8];
-    int n_overrides;
-    bool engine; /* --engine: batched runs through the scheduler */
-    int tp;      /* --tp N: in-process tensor-parallel shards (1: off) */
+    bool engine;        /* --engine: batched runs through the scheduler */
 } bench_opts;
 
 typedef struct result {
@@ -171,127 +160,93 @@ static double measure_bandwidth(int n_threads) {
     return best;
 }
 
-/* ---- one forward context for the benchmark ---- */
+/* ---- one context per test ---- */
 
-typedef struct runner {
-    ts_forward *fwd;
-    int64_t n_vocab;
-    int64_t blk_per_seq;
-    int64_t block_size;
-    int32_t *tokens, *pos, *seq, *slots, *table, *len, *outs;
-    float *logits;
+typedef struct bench_ctx {
+    ts_context *ctx;
+    int32_t *tokens, *seq; /* [max_tokens] one step's inputs */
+    int8_t *want;          /* [max_tokens] logits wanted */
+    int32_t n_vocab;
     uint64_t rng;
-} runner;
+} bench_ctx;
 
-static uint32_t next_rand(runner *r) {
-    r->rng ^= r->rng << 13;
-    r->rng ^= r->rng >> 7;
-    r->rng ^= r->rng << 17;
-    return (uint32_t)(r->rng >> 11);
+static uint32_t next_rand(uint64_t *rng) {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    return (uint32_t)(*rng >> 11);
 }
 
-/* Runs one pass: sequences first..first+n_seqs-1 (each owning its own run of blocks) each add
- * `per_seq` tokens at position start[s]. */
-static ts_status run_pass(runner *r, int64_t first, int64_t n_seqs, int64_t per_seq,
-                          const int64_t *start, ts_error *err) {
+/* A context for sequences of up to seq_len tokens, max_seqs of them, steps of max_tokens. The
+ * KV cache holds every sequence whole, so nothing is ever evicted. */
+static ts_status bench_ctx_create(bench_ctx *r, ts_llm *llm, const bench_opts *o, int threads,
+                                  int64_t max_tokens, int64_t max_seqs, int64_t seq_len,
+                                  ts_error *err) {
+    memset(r, 0, sizeof *r);
+    r->n_vocab = ts_llm_n_vocab(llm);
+    r->rng = 0x2545F4914F6CDD1Dull;
+    ts_context_params p = o->co.ctx;
+    p.n_threads = threads;
+    p.n_ctx = seq_len;
+    p.max_seqs = max_seqs;
+    p.max_batch_tokens = max_tokens;
+    p.max_outputs = max_seqs;
+    p.kv_tokens = (seq_len + 15) / 16 * 16 * max_seqs;
+    ts_status st = ts_context_create(llm, &p, &r->ctx, err);
+    r->tokens = malloc((size_t)max_tokens * sizeof *r->tokens);
+    r->seq = malloc((size_t)max_tokens * sizeof *r->seq);
+    r->want = malloc((size_t)max_tokens);
+    if (st == TS_OK && (!r->tokens || !r->seq || !r->want)) {
+        snprintf(err->msg, sizeof err->msg, "bench: out of memory");
+        st = TS_ERR_NOMEM;
+    }
+    return st;
+}
+
+static void bench_ctx_destroy(bench_ctx *r) {
+    ts_context_destroy(r->ctx);
+    free(r->tokens);
+    free(r->seq);
+    free(r->want);
+}
+
+/* One step: sequences first..first+n_seqs-1 each add `per_seq` random tokens; the logits of
+ * each sequence's last token are computed (as a sampler would need them). */
+static ts_status run_pass(bench_ctx *r, int64_t first, int64_t n_seqs, int64_t per_seq,
+                          ts_error *err) {
     int64_t T = n_seqs * per_seq;
     for (int64_t s = 0; s < n_seqs; s++) {
         for (int64_t t = 0; t < per_seq; t++) {
             int64_t i = s * per_seq + t;
-            int64_t p = start[s] + t;
-            r->tokens[i] = (int32_t)(next_rand(r) % (uint32_t)r->n_vocab);
-            r->pos[i] = (int32_t)p;
-            r->seq[i] = (int32_t)s;
-            int64_t blk = (first + s) * r->blk_per_seq + p / r->block_size;
-            r->slots[i] = (int32_t)(blk * r->block_size + p % r->block_size);
+            r->tokens[i] = (int32_t)(next_rand(&r->rng) % (uint32_t)r->n_vocab);
+            r->seq[i] = (int32_t)(first + s);
+            r->want[i] = t == per_seq - 1;
         }
-        r->len[s] = (int32_t)(start[s] + per_seq);
-        for (int64_t j = 0; j < r->blk_per_seq; j++) {
-            r->table[s * r->blk_per_seq + j] = (int32_t)((first + s) * r->blk_per_seq + j);
-        }
-        r->outs[s] = (int32_t)(s * per_seq + per_seq - 1);
     }
-    ts_batch b = {
-        .n_tokens = T,
-        .tokens = r->tokens,
-        .pos = r->pos,
-        .seq = r->seq,
-        .slots = r->slots,
-        .n_seqs = n_seqs,
-        .block_table = r->table,
-        .seq_len = r->len,
-        .n_outputs = n_seqs,
-        .outputs = r->outs,
-    };
-    return ts_forward_run(r->fwd, &b, r->logits, NULL, err);
+    ts_decode_batch b = {
+        .n_tokens = (int32_t)T, .tokens = r->tokens, .seq = r->seq, .logits = r->want};
+    return ts_context_decode(r->ctx, &b, err);
 }
 
-static ts_status runner_create(runner *r, const ts_model *m, ts_backend *b, ts_registry *reg,
-                               const ts_tp_config *tp, int64_t max_tokens, int64_t max_seqs,
-                               int64_t seq_len, ts_error *err) {
-    memset(r, 0, sizeof *r);
-    r->n_vocab = m->hp.n_vocab;
-    r->block_size = 16;
-    r->blk_per_seq = (seq_len + r->block_size - 1) / r->block_size;
-    r->rng = 0x2545F4914F6CDD1Dull;
-    ts_forward_config fc = {
-        .max_tokens = max_tokens,
-        .max_seqs = max_seqs,
-        .max_outputs = max_seqs,
-        .n_blocks = r->blk_per_seq * max_seqs,
-        .block_size = r->block_size,
-        .max_blocks_per_seq = r->blk_per_seq,
-        .kv_type = TS_TYPE_F16,
-        .tp = tp,
-    };
-    ts_status st = ts_forward_create(m, b, &fc, reg, &r->fwd, err);
-    if (st != TS_OK) {
-        return st;
-    }
-    size_t T = (size_t)max_tokens, S = (size_t)max_seqs;
-    r->tokens = malloc(T * 4);
-    r->pos = malloc(T * 4);
-    r->seq = malloc(T * 4);
-    r->slots = malloc(T * 4);
-    r->table = malloc(S * (size_t)r->blk_per_seq * 4);
-    r->len = malloc(S * 4);
-    r->outs = malloc(S * 4);
-    r->logits = malloc(S * (size_t)r->n_vocab * sizeof(float));
-    if (!r->tokens || !r->pos || !r->seq || !r->slots || !r->table || !r->len || !r->outs ||
-        !r->logits) {
-        return TS_ERR_NOMEM;
-    }
-    return TS_OK;
-}
-
-static void runner_destroy(runner *r) {
-    ts_forward_destroy(r->fwd);
-    free(r->tokens);
-    free(r->pos);
-    free(r->seq);
-    free(r->slots);
-    free(r->table);
-    free(r->len);
-    free(r->outs);
-    free(r->logits);
-}
-
-static void mean_sd(const double *v, int n, double *mean, double *sd) {
+static double mean_sd(const double *v, int n, double *sd) {
     double s = 0, s2 = 0;
     for (int i = 0; i < n; i++) {
         s += v[i];
     }
-    *mean = s / n;
+    double mean = s / n;
     for (int i = 0; i < n; i++) {
-        s2 += (v[i] - *mean) * (v[i] - *mean);
+        s2 += (v[i] - mean) * (v[i] - mean);
     }
     *sd = n > 1 ? sqrt(s2 / (n - 1)) : 0;
+    return mean;
 }
 
-/* Collective payload this rank contributed so far (0 without tensor parallelism). Taken
- * after a forward is made, so that the group's handshake is not counted. */
-static uint64_t coll_bytes(const ts_tp_config *tp) {
-    return tp != NULL ? tp->comm->stats.payload_bytes : 0;
+/* Collective payload rank 0 contributed so far (0 without tensor parallelism). Taken after a
+ * context is made, so that the group's handshake is not counted. */
+static uint64_t coll_bytes(const ts_context *ctx) {
+    ts_tp_stats s;
+    ts_context_get_tp_stats(ctx, &s);
+    return s.payload_bytes;
 }
 
 static double kib_per_token(uint64_t bytes, double tokens) {
@@ -299,23 +254,21 @@ static double kib_per_token(uint64_t bytes, double tokens) {
 }
 
 /* pp: one pass of n tokens. tg: n passes of one token. Returns t/s per repetition. */
-static ts_status bench_single(const ts_model *m, ts_backend *b, ts_registry *reg,
-                              const ts_tp_config *tp, const char *kind, int64_t n, int reps,
-                              result *out, ts_error *err) {
-    runner r;
+static ts_status bench_single(ts_llm *llm, const bench_opts *o, int threads, const char *kind,
+                              int64_t n, result *out, ts_error *err) {
+    bench_ctx r;
     bool pp = strcmp(kind, "pp") == 0;
-    ts_status st = runner_create(&r, m, b, reg, tp, pp ? n : 1, 1, n + 1, err);
-    uint64_t c0 = coll_bytes(tp);
+    ts_status st = bench_ctx_create(&r, llm, o, threads, pp ? n : 1, 1, n + 1, err);
+    uint64_t c0 = st == TS_OK ? coll_bytes(r.ctx) : 0;
     double ts[64];
-    for (int rep = -1; st == TS_OK && rep < reps; rep++) { /* rep -1: warm-up */
-        int64_t start = 0;
+    for (int rep = -1; st == TS_OK && rep < o->reps; rep++) { /* rep -1: warm-up */
+        ts_context_clear(r.ctx);
         double t0 = now_s();
         if (pp) {
-            st = run_pass(&r, 0, 1, n, &start, err);
+            st = run_pass(&r, 0, 1, n, err);
         } else {
             for (int64_t i = 0; i < n && st == TS_OK; i++) {
-                start = i;
-                st = run_pass(&r, 0, 1, 1, &start, err);
+                st = run_pass(&r, 0, 1, 1, err);
             }
         }
         double dt = now_s() - t0;
@@ -326,37 +279,29 @@ static ts_status bench_single(const ts_model *m, ts_backend *b, ts_registry *reg
     if (st == TS_OK) {
         out->test_kind = kind;
         out->n = n;
-        out->coll_kib = kib_per_token(coll_bytes(tp) - c0, (double)(reps + 1) * (double)n);
-        mean_sd(ts, reps, &out->mean, &out->sd);
+        out->coll_kib = kib_per_token(coll_bytes(r.ctx) - c0, (double)(o->reps + 1) * (double)n);
+        out->mean = mean_sd(ts, o->reps, &out->sd);
     }
-    runner_destroy(&r);
+    bench_ctx_destroy(&r);
     return st;
 }
 
-static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
-                             const ts_tp_config *tp, int64_t pp, int64_t tg, int64_t B, int reps,
-                             result *out, ts_error *err) {
-    runner r;
+static ts_status bench_batch(ts_llm *llm, const bench_opts *o, int threads, int64_t pp, int64_t tg,
+                             int64_t B, result *out, ts_error *err) {
+    bench_ctx r;
     int64_t max_tokens = pp > B ? pp : B;
-    ts_status st = runner_create(&r, m, b, reg, tp, max_tokens, B, pp + tg + 1, err);
-    uint64_t c0 = coll_bytes(tp);
+    ts_status st = bench_ctx_create(&r, llm, o, threads, max_tokens, B, pp + tg + 1, err);
+    uint64_t c0 = st == TS_OK ? coll_bytes(r.ctx) : 0;
     double pps[64], tgs[64], tot[64];
-    int64_t *start = calloc((size_t)B, sizeof *start);
-    for (int rep = -1; st == TS_OK && rep < reps; rep++) {
+    for (int rep = -1; st == TS_OK && rep < o->reps; rep++) {
+        ts_context_clear(r.ctx);
         double t0 = now_s();
         for (int64_t s = 0; s < B && st == TS_OK; s++) {
-            int64_t zero = 0;
-            st = run_pass(&r, s, 1, pp, &zero, err); /* one prefill pass per sequence */
+            st = run_pass(&r, s, 1, pp, err); /* one prefill pass per sequence */
         }
         double t1 = now_s();
-        for (int64_t s = 0; s < B; s++) {
-            start[s] = pp;
-        }
         for (int64_t i = 0; i < tg && st == TS_OK; i++) {
-            st = run_pass(&r, 0, B, 1, start, err);
-            for (int64_t s = 0; s < B; s++) {
-                start[s]++;
-            }
+            st = run_pass(&r, 0, B, 1, err);
         }
         double t2 = now_s();
         if (rep >= 0) {
@@ -371,14 +316,13 @@ static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
         out->tg = tg;
         out->b = B;
         out->coll_kib =
-            kib_per_token(coll_bytes(tp) - c0, (double)(reps + 1) * (double)(B * (pp + tg)));
-        mean_sd(pps, reps, &out->mean, &out->sd);
-        mean_sd(tgs, reps, &out->mean2, &out->sd2);
+            kib_per_token(coll_bytes(r.ctx) - c0, (double)(o->reps + 1) * (double)(B * (pp + tg)));
+        out->mean = mean_sd(pps, o->reps, &out->sd);
+        out->mean2 = mean_sd(tgs, o->reps, &out->sd2);
         double sd;
-        mean_sd(tot, reps, &out->total, &sd);
+        out->total = mean_sd(tot, o->reps, &sd);
     }
-    free(start);
-    runner_destroy(&r);
+    bench_ctx_destroy(&r);
     return st;
 }
 
@@ -387,91 +331,96 @@ static ts_status bench_batch(const ts_model *m, ts_backend *b, ts_registry *reg,
 typedef struct eng_state {
     int done;
     int first; /* requests that produced their first token */
-    double t_all_first;
 } eng_state;
 
 static void eng_event(const ts_engine_event *ev, void *user) {
     eng_state *st = user;
     if (ev->token >= 0 && ev->completion_tokens == 1) {
         st->first++;
-        if (st->t_all_first == 0) {
-            st->t_all_first = -1; /* set by the loop once every request has started */
-        }
     }
     if (ev->request_done) {
         st->done++;
     }
 }
 
-/* B requests of pp prompt tokens (the first half shared by all, as a common system prompt)
- * and tg generated tokens each, submitted together and run by the scheduler. */
-static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg,
-                              const ts_tp_config *tp, int64_t pp, int64_t tg, int64_t B, int reps,
-                              result *out, ts_error *err) {
-    ts_tokenizer *tok = NULL;
-    ts_status st = ts_tokenizer_create(m->gguf, &tok, err);
+/* One repetition: B requests of pp prompt tokens (the first half shared by all, as a common
+ * system prompt) and tg generated tokens each, submitted together and run by the scheduler on
+ * a fresh context (an empty prefix cache). */
+static ts_status engine_rep(ts_llm *llm, const bench_opts *o, int threads, int64_t pp, int64_t tg,
+                            int64_t B, int32_t *prompt, uint64_t *rng, double *t,
+                            ts_engine_stats *s, uint64_t *coll, ts_error *err) {
+    ts_context_params p = o->co.ctx;
+    p.n_threads = threads;
+    p.max_seqs = B;
+    p.n_ctx = pp + tg + 16;
+    p.kv_tokens = B * (pp + tg + 16);
+    p.max_batch_tokens = pp > B ? pp : B;
+    ts_context *ctx = NULL;
+    ts_status st = ts_context_create(llm, &p, &ctx, err);
     if (st != TS_OK) {
         return st;
     }
+    uint64_t c0 = coll_bytes(ctx);
+    ts_request_params rp = ts_request_params_default();
+    rp.sampling.temperature = 0;
+    rp.max_tokens = (int32_t)tg;
+    rp.ignore_eos = true;
+    eng_state es = {0};
+    uint32_t n_vocab = (uint32_t)ts_llm_n_vocab(llm);
+    t[0] = now_s();
+    t[1] = 0;
+    for (int64_t r = 0; r < B && st == TS_OK; r++) {
+        for (int64_t k = 0; k < pp; k++) {
+            if (k < pp / 2 && r > 0) {
+                continue; /* shared prefix: same ids as request 0 */
+            }
+            prompt[k] = (int32_t)(next_rand(rng) % n_vocab);
+        }
+        st = ts_context_submit(ctx, prompt, (int32_t)pp, &rp, eng_event, &es, NULL, err);
+    }
+    uint32_t peak = 0;
+    while (st == TS_OK && es.done < B) {
+        st = ts_context_step(ctx, NULL, err);
+        ts_context_get_stats(ctx, s);
+        peak = s->kv_blocks_used > peak ? s->kv_blocks_used : peak;
+        if (t[1] == 0 && es.first == B) {
+            t[1] = now_s();
+        }
+    }
+    t[2] = now_s();
+    ts_context_get_stats(ctx, s);
+    s->kv_blocks_used = peak;
+    *coll = coll_bytes(ctx) - c0;
+    ts_context_destroy(ctx);
+    return st;
+}
+
+static ts_status bench_engine(ts_llm *llm, const bench_opts *o, int threads, int64_t pp, int64_t tg,
+                              int64_t B, result *out, ts_error *err) {
     double pps[64], tgs[64], tot[64], hits[64];
     uint32_t peak = 0, total_blocks = 0;
     uint64_t coll = 0; /* collective payload bytes over all repetitions */
     double tokens = 0; /* tokens computed over all repetitions */
     int32_t *prompt = malloc((size_t)pp * sizeof(int32_t));
     uint64_t rng = 0x9E3779B97F4A7C15ull;
-    for (int rep = -1; st == TS_OK && rep < reps; rep++) {
-        ts_engine_config ec = ts_engine_config_default(m);
-        ec.max_seqs = B;
-        ec.n_ctx = pp + tg + 16;
-        ec.kv_tokens = B * (pp + tg + 16);
-        ec.max_batch_tokens = pp > B ? pp : B;
-        ec.tp = tp;
-        ts_engine *e = NULL;
-        st = ts_engine_create(m, tok, b, reg, &ec, &e, err);
-        if (st != TS_OK) {
-            break;
-        }
-        uint64_t c0 = coll_bytes(tp);
-        ts_request_params rp = ts_request_params_default();
-        rp.sampling.temperature = 0;
-        rp.max_tokens = (int32_t)tg;
-        rp.ignore_eos = true;
-        eng_state es = {0};
-        double t0 = now_s(), t_first = 0;
-        for (int64_t r = 0; r < B && st == TS_OK; r++) {
-            for (int64_t t = 0; t < pp; t++) {
-                if (t < pp / 2 && r > 0) {
-                    continue; /* shared prefix: same ids as request 0 */
-                }
-                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-                prompt[t] = (int32_t)(rng % (uint64_t)m->hp.n_vocab);
-            }
-            st = ts_engine_add_request(e, prompt, (int32_t)pp, &rp, eng_event, &es, NULL, err);
-        }
-        while (st == TS_OK && es.done < B) {
-            st = ts_engine_step(e, NULL, err);
-            ts_engine_stats s;
-            ts_engine_get_stats(e, &s);
-            peak = s.kv_blocks_used > peak ? s.kv_blocks_used : peak;
-            total_blocks = s.kv_blocks_total;
-            if (t_first == 0 && es.first == B) {
-                t_first = now_s();
-            }
-        }
-        double t2 = now_s();
-        ts_engine_stats s;
-        ts_engine_get_stats(e, &s);
+    ts_status st = prompt != NULL ? TS_OK : TS_ERR_NOMEM;
+    for (int rep = -1; st == TS_OK && rep < o->reps; rep++) {
+        double t[3] = {0};
+        ts_engine_stats s = {0};
+        uint64_t c = 0;
+        st = engine_rep(llm, o, threads, pp, tg, B, prompt, &rng, t, &s, &c, err);
         tokens += (double)(s.prompt_tokens + s.generated_tokens);
-        coll += coll_bytes(tp) - c0;
+        coll += c;
+        peak = s.kv_blocks_used > peak ? s.kv_blocks_used : peak;
+        total_blocks = s.kv_blocks_total;
         if (rep >= 0 && st == TS_OK) {
-            pps[rep] = B * pp / (t_first - t0);
-            tgs[rep] = B * (tg - 1) / (t2 - t_first);
-            tot[rep] = B * (pp + tg) / (t2 - t0);
+            pps[rep] = B * pp / (t[1] - t[0]);
+            tgs[rep] = B * (tg - 1) / (t[2] - t[1]);
+            tot[rep] = B * (pp + tg) / (t[2] - t[0]);
             hits[rep] = s.prefix_query_tokens
                             ? (double)s.prefix_hit_tokens / (double)s.prefix_query_tokens
                             : 0;
         }
-        ts_engine_destroy(e);
     }
     if (st == TS_OK) {
         out->test_kind = "engine";
@@ -479,24 +428,25 @@ static ts_status bench_engine(const ts_model *m, ts_backend *b, ts_registry *reg
         out->tg = tg;
         out->b = B;
         double sd;
-        mean_sd(pps, reps, &out->mean, &out->sd);
-        mean_sd(tgs, reps, &out->mean2, &out->sd2);
-        mean_sd(tot, reps, &out->total, &sd);
-        mean_sd(hits, reps, &out->hit_rate, &sd);
+        out->mean = mean_sd(pps, o->reps, &out->sd);
+        out->mean2 = mean_sd(tgs, o->reps, &out->sd2);
+        out->total = mean_sd(tot, o->reps, &sd);
+        out->hit_rate = mean_sd(hits, o->reps, &sd);
         out->kv_peak = peak;
         out->kv_total = total_blocks;
         out->coll_kib = kib_per_token(coll, tokens);
+    } else if (st == TS_ERR_NOMEM && prompt == NULL) {
+        snprintf(err->msg, sizeof err->msg, "bench: out of memory");
     }
     free(prompt);
-    ts_tokenizer_destroy(tok);
     return st;
 }
 
 static void print_header(const bench_opts *o, bool batch) {
     if (strcmp(o->format, "md") == 0) {
         /* With --tp two more columns: shards and collective KiB per token per rank. */
-        const char *tp_head = o->tp > 1 ? " tp | coll. KiB/token |" : "";
-        const char *tp_rule = o->tp > 1 ? "---:|---:|" : "";
+        const char *tp_head = o->co.ctx.tp > 1 ? " tp | coll. KiB/token |" : "";
+        const char *tp_rule = o->co.ctx.tp > 1 ? "---:|---:|" : "";
         if (batch && o->engine) {
             printf("| model | backend | threads | PP | TG | B | prompt t/s | generation t/s | "
                    "total t/s | prefix hit rate | KV blocks peak / allocated |%s\n"
@@ -523,8 +473,8 @@ static void print_header(const bench_opts *o, bool batch) {
     }
 }
 
-static void print_result(const bench_opts *o, const ts_model *m, const char *name, const result *r,
-                         bool *first_json) {
+static void print_result(const bench_opts *o, const ts_llm_info *m, const char *name,
+                         const result *r, bool *first_json) {
     double gib = m->weight_bytes / (1024.0 * 1024 * 1024);
     double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->weight_bytes / 1e9 : 0;
     char test[32];
@@ -533,39 +483,39 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
         if (strcmp(r->test_kind, "engine") == 0) {
             printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f | "
                    "%.1f%% | %u / %u |",
-                   name, o->backend, r->threads, (long long)r->pp, (long long)r->tg,
+                   name, o->co.ctx.backend, r->threads, (long long)r->pp, (long long)r->tg,
                    (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total, 100 * r->hit_rate,
                    r->kv_peak, r->kv_total);
         } else if (strcmp(r->test_kind, "batch") == 0) {
             printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f |", name,
-                   o->backend, r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b,
-                   r->mean, r->sd, r->mean2, r->sd2, r->total);
+                   o->co.ctx.backend, r->threads, (long long)r->pp, (long long)r->tg,
+                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
         } else {
             char gb[32] = "-";
             if (gbs > 0) {
                 snprintf(gb, sizeof gb, "%.1f", gbs);
             }
             printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s |", name, gib,
-                   m->n_params / 1e6, o->backend, r->threads, test, r->mean, r->sd, gb);
+                   m->n_params / 1e6, o->co.ctx.backend, r->threads, test, r->mean, r->sd, gb);
         }
-        if (o->tp > 1) {
+        if (o->co.ctx.tp > 1) {
             printf(" %d | %.1f |", r->tp, r->coll_kib);
         }
         printf("\n");
     } else if (strcmp(o->format, "csv") == 0) {
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
-            printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.3f\n", name, o->backend,
-                   r->threads, (long long)r->pp, (long long)r->tg, (long long)r->b, r->mean, r->sd,
-                   r->mean2, r->sd2, r->total, r->tp, r->coll_kib);
+            printf("%s,%s,%d,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.3f\n", name,
+                   o->co.ctx.backend, r->threads, (long long)r->pp, (long long)r->tg,
+                   (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total, r->tp, r->coll_kib);
         } else {
-            printf("%s,%zu,%llu,%s,%d,%s,%.3f,%.3f,%.3f,%d,%.3f\n", name, m->weight_bytes,
-                   (unsigned long long)m->n_params, o->backend, r->threads, test, r->mean, r->sd,
-                   gbs, r->tp, r->coll_kib);
+            printf("%s,%llu,%llu,%s,%d,%s,%.3f,%.3f,%.3f,%d,%.3f\n", name,
+                   (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params,
+                   o->co.ctx.backend, r->threads, test, r->mean, r->sd, gbs, r->tp, r->coll_kib);
         }
     } else {
         printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"tp\": %d, "
                "\"coll_kib_per_token\": %.3f, ",
-               *first_json ? "" : ",\n", name, o->backend, r->threads, r->tp, r->coll_kib);
+               *first_json ? "" : ",\n", name, o->co.ctx.backend, r->threads, r->tp, r->coll_kib);
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
                    "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f, "
@@ -575,44 +525,26 @@ static void print_result(const bench_opts *o, const ts_model *m, const char *nam
                    r->sd2, r->total, strcmp(r->test_kind, "engine") == 0 ? "true" : "false",
                    r->hit_rate, r->kv_peak, r->kv_total);
         } else {
-            printf("\"size_bytes\": %zu, \"params\": %llu, \"test\": \"%s\", \"ts\": %.3f, "
+            printf("\"size_bytes\": %llu, \"params\": %llu, \"test\": \"%s\", \"ts\": %.3f, "
                    "\"ts_sd\": %.3f, \"gbs\": %.3f}",
-                   m->weight_bytes, (unsigned long long)m->n_params, test, r->mean, r->sd, gbs);
+                   (unsigned long long)m->weight_bytes, (unsigned long long)m->n_params, test,
+                   r->mean, r->sd, gbs);
         }
         *first_json = false;
     }
     fflush(stdout);
 }
 
-static ts_status make_backend(const bench_opts *o, int threads, ts_backend **b, ts_error *err) {
-    if (strcmp(o->backend, "ref") == 0) {
-        return ts_ref_backend_create(b, err);
-    }
-    ts_cpu_params p = ts_cpu_params_default();
-    p.n_threads = threads;
-    return ts_cpu_backend_create(&p, b, err);
-}
-
-/* The follower shards' backends (tp_setup.h's factory). */
-typedef struct bench_backend_arg {
-    const bench_opts *o;
-} bench_backend_arg;
-
-static ts_status make_tp_backend(void *user, int n_threads, ts_backend **out, ts_error *err) {
-    return make_backend(((bench_backend_arg *)user)->o, n_threads, out, err);
-}
-
 int ts_cmd_bench(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
+    ts_cli_opts_init(&o.co);
     o.pp[0] = 512;
     o.n_pp = 1;
     o.tg[0] = 128;
     o.n_tg = 1;
     o.reps = 5;
     o.format = "md";
-    o.backend = "cpu";
-    o.tp = 1;
     int64_t bpp = 128, btg = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -632,14 +564,26 @@ int ts_cmd_bench(int argc, char **argv) {
                             "measure MPI with mpirun -np N tessera run ... --tp-mpi\n");
             return 2;
         }
+        bool own = strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--batch") == 0 ||
+                   strcmp(a, "--pp") == 0 || strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 ||
+                   strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
+        if (!own) {
+            int r = ts_cli_parse_common(&o.co, argc, argv, &i);
+            if (r < 0) {
+                return 2;
+            }
+            if (r == 0) {
+                fprintf(stderr, "error: unknown option: %s\n", a);
+                return 2;
+            }
+            continue;
+        }
         if (v == NULL) {
-            fprintf(stderr, "error: unknown option or missing value: %s\n", a);
+            fprintf(stderr, "error: %s needs a value\n", a);
             return 2;
         }
         i++;
-        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            o.model = v;
-        } else if (strcmp(a, "-p") == 0) {
+        if (strcmp(a, "-p") == 0) {
             n = o.n_pp = parse_list(v, o.pp, MAX_LIST);
         } else if (strcmp(a, "-n") == 0) {
             n = o.n_tg = parse_list(v, o.tg, MAX_LIST);
@@ -665,57 +609,32 @@ int ts_cmd_bench(int argc, char **argv) {
                     n = -1;
                 }
             }
-        } else if (strcmp(a, "-o") == 0) {
+        } else {
             o.format = v;
             n = strcmp(v, "md") == 0 || strcmp(v, "json") == 0 || strcmp(v, "csv") == 0 ? 1 : -1;
-        } else if (strcmp(a, "--backend") == 0) {
-            o.backend = v;
-            n = strcmp(v, "cpu") == 0 || strcmp(v, "ref") == 0 ? 1 : -1;
-        } else if (strcmp(a, "--tp") == 0) {
-            n = parse_list(v, tmp, 1);
-            o.tp = (int)tmp[0];
-            if (o.tp < 1 || o.tp > 64) {
-                n = -1;
-            }
-        } else if (strcmp(a, "--override") == 0) {
-            if (o.n_overrides < 8) {
-                o.overrides[o.n_overrides++] = v;
-            }
-            n = 1;
-        } else {
-            fprintf(stderr, "error: unknown option: %s\n", a);
-            return 2;
         }
         if (n <= 0) {
             fprintf(stderr, "error: %s: bad value '%s'\n", a, v);
             return 2;
         }
     }
-    if (o.model == NULL) {
+    if (o.co.model == NULL) {
         usage(stderr);
         return 2;
     }
-    if (o.n_threads == 0) {
-        o.threads[0] = ts_cpu_physical_cores();
-        o.n_threads = 1;
-    }
     ts_error err = {0};
-    ts_model *m = NULL;
-    ts_registry *reg = NULL;
-    ts_status st = ts_model_open(o.model, &m, &err);
-    if (st == TS_OK) {
-        st = ts_registry_create(&reg, &err);
-    }
-    for (int k = 0; st == TS_OK && k < o.n_overrides; k++) {
-        st = ts_registry_apply(reg, o.overrides[k], "--override", &err);
-    }
-    if (st != TS_OK) {
+    ts_llm *llm = NULL;
+    if (ts_llm_open(o.co.model, NULL, &llm, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
-        ts_registry_destroy(reg);
-        ts_model_close(m);
         return 1;
     }
-    const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    ts_llm_info mi;
+    ts_llm_get_info(llm, &mi);
+    if (o.n_threads == 0) {
+        o.threads[0] = ts_default_threads();
+        o.n_threads = 1;
+    }
+    const char *name = strrchr(o.co.model, '/') ? strrchr(o.co.model, '/') + 1 : o.co.model;
     bool batch = o.n_batch > 0;
     if (!batch && strcmp(o.format, "md") == 0) {
         int max_t = 1;
@@ -723,26 +642,14 @@ int ts_cmd_bench(int argc, char **argv) {
             max_t = o.threads[k] > max_t ? o.threads[k] : max_t;
         }
         printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n\n",
-               measure_bandwidth(max_t), max_t, m->weight_bytes / 1e6);
+               measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
     }
     print_header(&o, batch);
     bool first_json = true;
     int rc = 0;
     for (int k = 0; k < o.n_threads && rc == 0; k++) {
-        /* --tp N: N - 1 follower backends and the leader's, threads / N each. */
-        int shard_threads = ts_cli_tp_threads(o.threads[k], o.tp);
-        ts_cli_tp tp;
-        bool follower = false;
-        bench_backend_arg mk = {&o};
-        if (ts_cli_tp_open(&tp, o.tp, false, m, reg, make_tp_backend, &mk, shard_threads,
-                           &follower) != 0) {
-            rc = 1;
-            break;
-        }
-        const ts_tp_config *tpc = tp.size > 1 ? &tp.cfg : NULL;
-        ts_backend *b = NULL;
-        st = make_backend(&o, shard_threads, &b, &err);
         result r;
+        ts_status st = TS_OK;
         for (int j = 0; st == TS_OK && j < (batch ? o.n_batch : o.n_pp + o.n_tg); j++) {
             memset(&r, 0, sizeof r);
             bool is_pp = !batch && j < o.n_pp;
@@ -750,20 +657,19 @@ int ts_cmd_bench(int argc, char **argv) {
             if (!batch && n == 0) {
                 continue;
             }
+            int t = o.threads[k];
             if (batch) {
-                st = o.engine ? bench_engine(m, b, reg, tpc, bpp, btg, n, o.reps, &r, &err)
-                              : bench_batch(m, b, reg, tpc, bpp, btg, n, o.reps, &r, &err);
+                st = o.engine ? bench_engine(llm, &o, t, bpp, btg, n, &r, &err)
+                              : bench_batch(llm, &o, t, bpp, btg, n, &r, &err);
             } else {
-                st = bench_single(m, b, reg, tpc, is_pp ? "pp" : "tg", n, o.reps, &r, &err);
+                st = bench_single(llm, &o, t, is_pp ? "pp" : "tg", n, &r, &err);
             }
-            r.threads = o.threads[k];
-            r.tp = tp.size;
+            r.threads = t;
+            r.tp = o.co.ctx.tp > 1 ? o.co.ctx.tp : 1;
             if (st == TS_OK) {
-                print_result(&o, m, name, &r, &first_json);
+                print_result(&o, &mi, name, &r, &first_json);
             }
         }
-        ts_backend_destroy(b);
-        ts_cli_tp_close(&tp);
         if (st != TS_OK) {
             fprintf(stderr, "error: %s\n", err.msg);
             rc = 1;
@@ -772,7 +678,6 @@ int ts_cmd_bench(int argc, char **argv) {
     if (strcmp(o.format, "json") == 0) {
         printf("\n]\n");
     }
-    ts_registry_destroy(reg);
-    ts_model_close(m);
+    ts_llm_close(llm);
     return rc;
 }

@@ -64,7 +64,7 @@ static void on_event(const ts_engine_event *ev, void *user) {
 }
 
 typedef struct history {
-    ts_chat_message *msgs;
+    ts_message *msgs;
     char **owned; /* contents we allocated, parallel to msgs */
     size_t n, cap;
 } history;
@@ -72,7 +72,7 @@ typedef struct history {
 static bool history_push(history *h, const char *role, const char *content) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 8;
-        ts_chat_message *m = realloc(h->msgs, cap * sizeof *m);
+        ts_message *m = realloc(h->msgs, cap * sizeof *m);
         if (m == NULL) {
             return false;
         }
@@ -89,7 +89,7 @@ static bool history_push(history *h, const char *role, const char *content) {
         return false;
     }
     h->owned[h->n] = copy;
-    h->msgs[h->n] = (ts_chat_message){role, copy};
+    h->msgs[h->n] = (ts_message){role, copy};
     h->n++;
     return true;
 }
@@ -169,7 +169,7 @@ int ts_cmd_chat(int argc, char **argv) {
     if (rc != 0) {
         return rc;
     }
-    if (!cli.has_tmpl) {
+    if (cli.info.chat_template == NULL) {
         fprintf(stderr, "error: the model has no chat template tessera recognises; pass "
                         "--chat-template NAME\n");
         ts_cli_close(&cli);
@@ -180,12 +180,9 @@ int ts_cmd_chat(int argc, char **argv) {
         history_push(&h, "system", system);
     }
     size_t keep = h.n;
-    int64_t n_ctx = cli.model->hp.n_ctx_train < 4096 ? cli.model->hp.n_ctx_train : 4096;
-    if (co.n_ctx > 0) {
-        n_ctx = co.n_ctx;
-    }
+    int64_t n_ctx = cli.info.n_ctx; /* the engine's, after its defaults */
     fprintf(stderr, "tessera chat (%s template) — /reset clears, /exit quits\n",
-            ts_chat_family_name(cli.tmpl.family));
+            cli.info.chat_template);
     char *line = NULL;
     size_t lcap = 0;
     for (;;) {
@@ -220,13 +217,13 @@ int ts_cmd_chat(int argc, char **argv) {
         for (;;) {
             char *text = NULL;
             size_t tlen = 0;
-            st = ts_chat_apply(&cli.tmpl, h.msgs, h.n, true, &text, &tlen, &err);
+            st = ts_context_chat_prompt(cli.ctx, h.msgs, h.n, 1, &text, &tlen, &err);
             if (st == TS_OK) {
-                free(ids);
+                ts_free(ids);
                 ids = NULL;
                 st = ts_cli_tokenize(&cli, text, &ids, &n_ids, &err);
             }
-            free(text);
+            ts_free(text);
             if (st != TS_OK || (int64_t)n_ids * 4 < n_ctx * 3 || !history_drop_oldest(&h)) {
                 break;
             }
@@ -240,10 +237,9 @@ int ts_cmd_chat(int argc, char **argv) {
             st = TS_ERR_LIMIT;
         }
         if (st == TS_OK) {
-            st = ts_engine_add_request(cli.engine, ids, (int32_t)n_ids, &req, on_event, &t, NULL,
-                                       &err);
+            st = ts_context_submit(cli.ctx, ids, (int32_t)n_ids, &req, on_event, &t, NULL, &err);
         }
-        free(ids);
+        ts_free(ids);
         if (st != TS_OK) {
             fprintf(stderr, "error: %s\n", err.msg);
             history_clear(&h, h.n - 1); /* forget the message that failed */
@@ -253,7 +249,7 @@ int ts_cmd_chat(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
         while (!t.done) {
             bool busy = false;
-            if (ts_engine_step(cli.engine, &busy, &err) != TS_OK) {
+            if (ts_context_step(cli.ctx, &busy, &err) != TS_OK) {
                 fprintf(stderr, "\nerror: %s\n", err.msg);
                 break;
             }

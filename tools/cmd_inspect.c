@@ -10,6 +10,8 @@
  * 2 usage error.
  */
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "commands.h"
-#include "gguf/gguf.h"
+#include "tessera.h"
 
 #define ARRAY_SHOW    8    /* elements of an array shown before "... (N total)" */
 #define STR_SHOW      64   /* bytes of a scalar string shown */

@@ -13,17 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu.h"
-#include "backends/ref/ref.h"
 #include "commands.h"
-#include "ir/registry.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
+#include "common.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera perplexity -m MODEL -f TEXT_FILE [--ctx 512] [--batch 512] "
-               "[-t THREADS] [--chunks N] [--backend cpu|ref] [--override F=NAME]\n");
+               "[--chunks N] [options]\n\n"
+               "  -f, --file FILE           the text\n"
+               "  -c, --ctx N               window length in tokens (default 512)\n"
+               "  -b, --batch N             tokens per forward step (default: the window)\n"
+               "      --chunks N            score at most N windows (default: all)\n\n");
+    ts_cli_print_common_help(f);
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -79,12 +79,38 @@ static void progress(int done, int total, double ppl) {
     fflush(stderr);
 }
 
+/* Scores one window: computes it in steps of `batch` tokens from an empty cache and adds the
+ * NLL of every token of its second half to *sum, *sum2, *count. */
+static ts_status score_window(ts_context *ctx, const int32_t *win, int64_t n_ctx, int64_t batch,
+                              int64_t n_vocab, int8_t *want, double *sum, double *sum2,
+                              int64_t *count, ts_error *err) {
+    ts_status st = ts_context_seq_drop(ctx, 0, err);
+    for (int64_t start = 0; st == TS_OK && start < n_ctx; start += batch) {
+        int64_t n = n_ctx - start < batch ? n_ctx - start : batch;
+        for (int64_t t = 0; t < n; t++) {
+            int64_t p = start + t; /* logits at p predict token p + 1 */
+            want[t] = p >= n_ctx / 2 && p + 1 < n_ctx;
+        }
+        ts_decode_batch bt = {.n_tokens = (int32_t)n, .tokens = win + start, .logits = want};
+        st = ts_context_decode(ctx, &bt, err);
+        for (int64_t t = 0; st == TS_OK && t < n; t++) {
+            if (want[t]) {
+                double nll =
+                    nll_of(ts_context_logits(ctx, (int32_t)t), n_vocab, win[start + t + 1]);
+                *sum += nll;
+                *sum2 += nll * nll;
+                (*count)++;
+            }
+        }
+    }
+    return st;
+}
+
 int ts_cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *backend = "cpu";
-    const char *overrides[8];
-    int n_overrides = 0;
-    int64_t ctx = 512, batch = 512, max_chunks = 0;
-    int threads = 0;
+    ts_cli_opts co;
+    ts_cli_opts_init(&co);
+    const char *file = NULL;
+    int64_t max_chunks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,38 +118,37 @@ int ts_cmd_perplexity(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        if (v == NULL) {
-            fprintf(stderr, "error: unknown option or missing value: %s\n", a);
+        bool is_file = strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0;
+        bool is_chunks = strcmp(a, "--chunks") == 0, is_batch = strcmp(a, "--batch") == 0;
+        if (is_file || is_chunks || is_batch) {
+            int64_t n = 0;
+            if (v == NULL) {
+                fprintf(stderr, "error: %s needs a value\n", a);
+                return 2;
+            }
+            i++;
+            if (is_file) {
+                file = v;
+            } else if (!ts_cli_parse_i64(v, is_batch ? 1 : 0, 1 << 20, &n)) {
+                fprintf(stderr, "error: %s: bad value '%s'\n", a, v);
+                return 2;
+            } else if (is_chunks) {
+                max_chunks = n;
+            } else {
+                co.ctx.max_batch_tokens = n; /* the same as the common -b */
+            }
+            continue;
+        }
+        int r = ts_cli_parse_common(&co, argc, argv, &i);
+        if (r < 0) {
             return 2;
         }
-        i++;
-        char *end = NULL;
-        long long n = 0;
-        if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            model = v;
-        } else if (strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0) {
-            file = v;
-        } else if (strcmp(a, "--backend") == 0) {
-            backend = v;
-        } else if (strcmp(a, "--override") == 0 && n_overrides < 8) {
-            overrides[n_overrides++] = v;
-        } else if ((n = strtoll(v, &end, 10)), *end != '\0' || n < 0 || n > (1 << 20)) {
-            fprintf(stderr, "error: %s: bad value '%s'\n", a, v);
-            return 2;
-        } else if (strcmp(a, "--ctx") == 0 || strcmp(a, "-c") == 0) {
-            ctx = n;
-        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "-b") == 0) {
-            batch = n;
-        } else if (strcmp(a, "--chunks") == 0) {
-            max_chunks = n;
-        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
-            threads = (int)n;
-        } else {
+        if (r == 0) {
             fprintf(stderr, "error: unknown option: %s\n", a);
             return 2;
         }
     }
-    if (model == NULL || file == NULL || ctx < 16 || batch < 1) {
+    if (co.model == NULL || file == NULL) {
         usage(stderr);
         return 2;
     }
@@ -134,117 +159,57 @@ int ts_cmd_perplexity(int argc, char **argv) {
         return 1;
     }
     ts_error err = {0};
-    ts_model *m = NULL;
-    ts_tokenizer *tok = NULL;
-    ts_backend *b = NULL;
-    ts_registry *reg = NULL;
-    ts_forward *fwd = NULL;
+    ts_llm *llm = NULL;
+    ts_context *ctx = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    ts_status st = ts_model_open(model, &m, &err);
+    int8_t *want = NULL;
+    ts_llm_info mi = {0};
+    ts_status st = ts_llm_open(co.model, NULL, &llm, &err);
     if (st == TS_OK) {
-        st = ts_tokenizer_create(m->gguf, &tok, &err);
+        ts_llm_get_info(llm, &mi);
+        st = ts_llm_tokenize(llm, text, text_len, 1, 0, &ids, &n_ids, &err);
     }
-    if (st == TS_OK) {
-        st = ts_tokenizer_tokenize(tok, text, text_len, true, false, &ids, &n_ids, &err);
+    /* One sequence whose window is the context; every token of a step may be scored. */
+    int64_t n_ctx = co.ctx.n_ctx > 0 ? co.ctx.n_ctx : 512;
+    if (st == TS_OK && n_ctx > mi.n_ctx_train) {
+        n_ctx = mi.n_ctx_train;
     }
-    if (st == TS_OK && ctx > m->hp.n_ctx_train) {
-        ctx = m->hp.n_ctx_train;
-    }
-    int64_t n_windows = (int64_t)n_ids / ctx;
+    int64_t batch = co.ctx.max_batch_tokens > 0 && co.ctx.max_batch_tokens < n_ctx
+                        ? co.ctx.max_batch_tokens
+                        : n_ctx;
+    int64_t n_windows = (int64_t)n_ids / n_ctx;
     if (max_chunks > 0 && n_windows > max_chunks) {
         n_windows = max_chunks;
     }
     if (st == TS_OK && n_windows == 0) {
-        snprintf(err.msg, sizeof err.msg,
-                 "%s has %zu tokens: fewer than one window of --ctx %lld", file, n_ids,
-                 (long long)ctx);
+        snprintf(err.msg, sizeof err.msg, "%s has %zu tokens: fewer than one window of --ctx %lld",
+                 file, n_ids, (long long)n_ctx);
         st = TS_ERR_RANGE;
     }
-    if (batch > ctx) {
-        batch = ctx;
-    }
     if (st == TS_OK) {
-        if (strcmp(backend, "ref") == 0) {
-            st = ts_ref_backend_create(&b, &err);
-        } else {
-            ts_cpu_params p = ts_cpu_params_default();
-            if (threads > 0) {
-                p.n_threads = threads;
-            }
-            st = ts_cpu_backend_create(&p, &b, &err);
-        }
+        ts_context_params p = co.ctx;
+        p.n_ctx = n_ctx;
+        p.kv_tokens = n_ctx;
+        p.max_seqs = 1;
+        p.max_batch_tokens = batch;
+        p.max_outputs = batch;
+        st = ts_context_create(llm, &p, &ctx, &err);
     }
-    if (st == TS_OK) {
-        st = ts_registry_create(&reg, &err);
-    }
-    for (int k = 0; st == TS_OK && k < n_overrides; k++) {
-        st = ts_registry_apply(reg, overrides[k], "--override", &err);
-    }
-    int64_t bs = 16, blk = (ctx + bs - 1) / bs;
-    ts_forward_config fc = {
-        .max_tokens = batch,
-        .max_seqs = 1,
-        .max_outputs = batch,
-        .n_blocks = blk,
-        .block_size = bs,
-        .max_blocks_per_seq = blk,
-        .kv_type = TS_TYPE_F16,
-    };
-    if (st == TS_OK) {
-        st = ts_forward_create(m, b, &fc, reg, &fwd, &err);
-    }
-    int32_t *pos = malloc((size_t)batch * 4), *seq = calloc((size_t)batch, 4);
-    int32_t *slots = malloc((size_t)batch * 4), *outs = malloc((size_t)batch * 4);
-    int32_t *table = malloc((size_t)blk * 4);
-    float *logits = m ? malloc((size_t)batch * (size_t)m->hp.n_vocab * sizeof(float)) : NULL;
-    if (st == TS_OK && (!pos || !seq || !slots || !outs || !table || !logits)) {
+    want = malloc((size_t)batch);
+    if (st == TS_OK && want == NULL) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         st = TS_ERR_NOMEM;
     }
     double sum = 0, sum2 = 0;
     int64_t count = 0;
-    for (int64_t j = 0; j < blk && table; j++) {
-        table[j] = (int32_t)j;
-    }
     if (st == TS_OK) {
         fprintf(stderr, "perplexity: %zu tokens, %lld windows of %lld (scoring the second half)\n",
-                n_ids, (long long)n_windows, (long long)ctx);
+                n_ids, (long long)n_windows, (long long)n_ctx);
     }
     for (int64_t w = 0; st == TS_OK && w < n_windows; w++) {
-        const int32_t *win = ids + w * ctx;
-        for (int64_t start = 0; st == TS_OK && start < ctx; start += batch) {
-            int64_t n = ctx - start < batch ? ctx - start : batch;
-            int32_t len = (int32_t)(start + n);
-            for (int64_t t = 0; t < n; t++) {
-                pos[t] = (int32_t)(start + t);
-                slots[t] = (int32_t)(start + t);
-                outs[t] = (int32_t)t;
-            }
-            ts_batch bt = {
-                .n_tokens = n,
-                .tokens = win + start,
-                .pos = pos,
-                .seq = seq,
-                .slots = slots,
-                .n_seqs = 1,
-                .block_table = table,
-                .seq_len = &len,
-                .n_outputs = n,
-                .outputs = outs,
-            };
-            st = ts_forward_run(fwd, &bt, logits, NULL, &err);
-            for (int64_t t = 0; st == TS_OK && t < n; t++) {
-                int64_t p = start + t; /* logits at p predict token p + 1 */
-                if (p < ctx / 2 || p + 1 >= ctx) {
-                    continue;
-                }
-                double nll = nll_of(logits + t * m->hp.n_vocab, m->hp.n_vocab, win[p + 1]);
-                sum += nll;
-                sum2 += nll * nll;
-                count++;
-            }
-        }
+        st = score_window(ctx, ids + w * n_ctx, n_ctx, batch, mi.n_vocab, want, &sum, &sum2, &count,
+                          &err);
         if (st == TS_OK) {
             progress((int)(w + 1), (int)n_windows, exp(sum / (double)count));
         }
@@ -257,22 +222,15 @@ int ts_cmd_perplexity(int argc, char **argv) {
         double ppl = exp(mean);
         printf("PPL = %.4f +/- %.4f (%lld tokens scored, mean NLL %.5f)\n", ppl, ppl * se,
                (long long)count, mean);
+        ts_context_report(ctx, stderr);
     } else {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;
     }
-    free(pos);
-    free(seq);
-    free(slots);
-    free(outs);
-    free(table);
-    free(logits);
-    free(ids);
+    free(want);
+    ts_free(ids);
     free(text);
-    ts_forward_destroy(fwd);
-    ts_registry_destroy(reg);
-    ts_backend_destroy(b);
-    ts_tokenizer_destroy(tok);
-    ts_model_close(m);
+    ts_context_destroy(ctx);
+    ts_llm_close(llm);
     return rc;
 }

@@ -269,21 +269,21 @@ static char *render_prompt(const run_opts *o, const ts_cli *cli, const char *pro
     if (!o->chat) {
         return strdup(prompt);
     }
-    if (!cli->has_tmpl) {
+    if (cli->info.chat_template == NULL) {
         fprintf(stderr, "error: the model has no chat template it recognises; pass "
                         "--chat-template NAME\n");
         return NULL;
     }
-    ts_chat_message msgs[2];
+    ts_message msgs[2];
     size_t n = 0;
     if (o->system != NULL) {
-        msgs[n++] = (ts_chat_message){"system", o->system};
+        msgs[n++] = (ts_message){"system", o->system};
     }
-    msgs[n++] = (ts_chat_message){"user", prompt};
+    msgs[n++] = (ts_message){"user", prompt};
     char *text = NULL;
     size_t len = 0;
     ts_error err = {0};
-    if (ts_chat_apply(&cli->tmpl, msgs, n, true, &text, &len, &err) != TS_OK) {
+    if (ts_context_chat_prompt(cli->ctx, msgs, n, 1, &text, &len, &err) != TS_OK) {
         fprintf(stderr, "error: chat template: %s\n", err.msg);
         return NULL;
     }
@@ -337,8 +337,8 @@ int ts_cmd_run(int argc, char **argv) {
             rs.jobs[i].index = i;
             rs.jobs[i].n_prompt = (int32_t)n_ids;
             total_prompt += (int64_t)n_ids;
-            st = ts_engine_add_request(cli.engine, ids, (int32_t)n_ids, &o.req, on_event, &rs,
-                                       &rs.jobs[i].id, &err);
+            st = ts_context_submit(cli.ctx, ids, (int32_t)n_ids, &o.req, on_event, &rs,
+                                   &rs.jobs[i].id, &err);
         }
         if (st != TS_OK && n_jobs > 1) {
             /* One bad prompt of a file does not cost the others their answers. */
@@ -355,18 +355,18 @@ int ts_cmd_run(int argc, char **argv) {
             fputs(p, stdout);
             fflush(stdout);
         }
-        free(ids);
-        free(text);
+        ts_free(ids);
+        ts_free(text);
     }
     while (rc == 0 && rs.n_done < n_jobs) {
         ts_error err = {0};
         bool busy = false;
-        if (ts_engine_step(cli.engine, &busy, &err) != TS_OK) {
+        if (ts_context_step(cli.ctx, &busy, &err) != TS_OK) {
             fprintf(stderr, "\nerror: %s\n", err.msg);
             rc = 1;
         } else if (ts_cli_check_compare(&cli)) {
             rc = 1;
-        } else if (!busy && rs.n_done < n_jobs && !ts_engine_has_work(cli.engine)) {
+        } else if (!busy && rs.n_done < n_jobs && !ts_context_has_work(cli.ctx)) {
             break;
         }
     }
@@ -382,18 +382,18 @@ int ts_cmd_run(int argc, char **argv) {
         }
     }
     ts_engine_stats es;
-    ts_engine_get_stats(cli.engine, &es);
+    ts_context_get_stats(cli.ctx, &es);
     double t_prompt = (rs.t_first > 0 ? rs.t_first : t_end) - t_start;
     double t_gen = t_end - (rs.t_first > 0 ? rs.t_first : t_end);
     fprintf(stderr,
             "\nload: %.0f ms | prompt: %lld tokens in %.0f ms (%.1f t/s) | generation: %lld "
             "tokens in %.0f ms (%.1f t/s) | %lld sequence%s, %llu preemptions\n",
-            cli.load_ms, (long long)total_prompt, t_prompt,
+            cli.info.load_ms, (long long)total_prompt, t_prompt,
             t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated, t_gen,
             t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
             (long long)n_jobs, n_jobs == 1 ? "" : "s", (unsigned long long)es.n_preemptions);
     if (rc == 0) {
-        ts_cli_report(&cli);
+        ts_context_report(cli.ctx, stderr);
     }
     if (n_failed > 0) {
         fprintf(stderr, "error: %d of %d prompts were skipped\n", n_failed, n_jobs);

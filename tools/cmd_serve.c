@@ -15,7 +15,6 @@
 
 #include "commands.h"
 #include "common.h"
-#include "server/server.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -193,19 +192,10 @@ int ts_cmd_serve(int argc, char **argv) {
     }
     sc.api_key = key_owned ? key_owned : key;
     sc.model_name = model_name ? model_name : name_owned;
-    sc.n_ctx = cli.model->hp.n_ctx_train < 4096 ? cli.model->hp.n_ctx_train : 4096;
-    if (co.n_ctx > 0) {
-        sc.n_ctx = co.n_ctx;
-    }
-    sc.max_seqs = co.max_seqs > 0 ? (int)co.max_seqs : 16;
-    if (co.max_batch_tokens > 0 && co.max_batch_tokens < sc.max_seqs) {
-        sc.max_seqs = (int)co.max_batch_tokens; /* the engine caps it the same way */
-    }
     sc.log = quiet ? NULL : stderr;
     ts_server *srv = NULL;
     ts_error err = {0};
-    ts_status st =
-        ts_server_create(&sc, cli.engine, cli.tok, cli.has_tmpl ? &cli.tmpl : NULL, &srv, &err);
+    ts_status st = ts_server_create(&sc, cli.ctx, &srv, &err);
     if (st == TS_OK) {
         st = ts_server_start(srv, &err);
     }
@@ -219,11 +209,11 @@ int ts_cmd_serve(int argc, char **argv) {
     }
     const char *host = sc.host;
     bool v6 = strchr(host, ':') != NULL;
-    printf("tessera serve: listening on http://%s%s%s:%d (model %s, ctx %lld, max-seqs %d, "
+    printf("tessera serve: listening on http://%s%s%s:%d (model %s, ctx %lld, max-seqs %lld, "
            "chat template %s%s)\n",
            v6 ? "[" : "", host, v6 ? "]" : "", ts_server_port(srv), sc.model_name,
-           (long long)sc.n_ctx, sc.max_seqs,
-           cli.has_tmpl ? ts_chat_family_name(cli.tmpl.family) : "none",
+           (long long)cli.info.n_ctx, (long long)cli.info.max_seqs,
+           cli.info.chat_template != NULL ? cli.info.chat_template : "none",
            sc.api_key ? ", API key required" : "");
     fflush(stdout);
 

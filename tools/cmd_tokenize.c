@@ -7,15 +7,18 @@
  * the text are plain text. Output: with --ids, the ids on one line separated by spaces;
  * otherwise one "id<TAB>piece" line per token, the piece escaped so that control bytes,
  * backslashes and bytes that are not complete UTF-8 characters are visible (\n, \t, \\, \xNN).
+ * Only the model's tokenizer is read (the file is opened vocabulary-only), so this works on
+ * vocabulary files without tensors as well as on whole models.
  * Exit status: 0 success, 1 the model or input could not be read or tokenized, 2 usage error.
  */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
-#include "gguf/gguf.h"
-#include "tokenizer/tokenizer.h"
+#include "tessera.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera tokenize -m MODEL [-p TEXT | -f FILE] [--ids] [--parse-special]\n"
@@ -163,14 +166,17 @@ int ts_cmd_tokenize(int argc, char **argv) {
 
     int rc = 1;
     ts_error err = {0};
-    ts_gguf *g = NULL;
-    ts_tokenizer *t = NULL;
-    ts_token *ids = NULL;
+    ts_llm *llm = NULL;
+    int32_t *ids = NULL;
     size_t n = 0;
-    if (ts_gguf_open(model, &g, &err) != TS_OK || ts_tokenizer_create(g, &t, &err) != TS_OK ||
-        ts_tokenizer_tokenize(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n,
-                              &err) != TS_OK) {
-        fprintf(stderr, "tessera tokenize: %s: %s\n", model, err.msg);
+    if (ts_llm_open(model, &(ts_llm_params){.vocab_only = 1}, &llm, &err) != TS_OK) {
+        fprintf(stderr, "tessera tokenize: %s\n", err.msg);
+        goto done;
+    }
+    if (ts_llm_tokenize(llm, prompt ? prompt : text, len, add_special, parse_special, &ids, &n,
+                        &err) != TS_OK) {
+        const char *source = file != NULL ? file : prompt != NULL ? "-p TEXT" : "stdin";
+        fprintf(stderr, "tessera tokenize: %s: %s\n", source, err.msg);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -180,7 +186,7 @@ int ts_cmd_tokenize(int argc, char **argv) {
         }
         const char *piece;
         size_t plen;
-        if (ts_tokenizer_token_to_piece(t, ids[i], true, &piece, &plen, &err) != TS_OK) {
+        if (ts_llm_token_to_piece(llm, ids[i], 1, &piece, &plen, &err) != TS_OK) {
             fprintf(stderr, "tessera tokenize: %s\n", err.msg);
             goto done;
         }
@@ -193,9 +199,8 @@ int ts_cmd_tokenize(int argc, char **argv) {
     }
     rc = fflush(stdout) == 0 ? 0 : 1;
 done:
-    free(ids);
-    ts_tokenizer_destroy(t);
-    ts_gguf_close(g);
+    ts_free(ids);
+    ts_llm_close(llm);
     free(text);
     return rc;
 }

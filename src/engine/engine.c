@@ -66,12 +66,67 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
     return TS_OK;
 }
 
-ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backend *b,
-                           ts_registry *reg, const ts_engine_config *cfg, ts_engine **out,
-                           ts_error *err) {
+/* The configuration after defaults and checks (*c) and the runner bucket it needs (*fc). */
+static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, ts_engine_config *c,
+                                ts_forward_config *fc, ts_error *err) {
+    *c = *cfg;
+    ts_status st = check_config(m, c, err);
+    uint32_t n_blocks = 0;
+    if (st == TS_OK) {
+        st = ts_kv_blocks_for_context((uint64_t)c->kv_tokens, (uint32_t)c->block_size, &n_blocks,
+                                      err);
+    }
+    if (st != TS_OK) {
+        return st;
+    }
+    *fc = (ts_forward_config){
+        .max_tokens = c->max_batch_tokens,
+        .max_seqs = c->max_seqs,
+        .max_outputs = c->max_seqs,
+        .n_blocks = n_blocks,
+        .block_size = c->block_size,
+        .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,
+        .kv_type = c->kv_type,
+    };
+    return TS_OK;
+}
+
+ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cfg,
+                                   ts_forward_config *out, ts_error *err) {
+    ts_engine_config c;
+    return resolve_config(m, cfg, &c, out, err);
+}
+
+/* The runner must hold the engine's KV pool exactly (the block manager hands out its block
+ * ids) and take every batch the scheduler can make. */
+static ts_status check_runner(const ts_runner *r, const ts_forward_config *want, ts_error *err) {
+    const ts_forward_config *h = &r->cfg;
+    if (h->n_blocks != want->n_blocks || h->block_size != want->block_size ||
+        h->max_blocks_per_seq != want->max_blocks_per_seq || h->max_tokens < want->max_tokens ||
+        h->max_seqs < want->max_seqs || h->max_outputs < want->max_outputs) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "engine: the runner's bucket (tokens %lld, seqs %lld, outputs %lld, "
+                            "blocks %lld x %lld, table width %lld) does not cover the engine's "
+                            "(%lld, %lld, %lld, %lld x %lld, %lld)",
+                            (long long)h->max_tokens, (long long)h->max_seqs,
+                            (long long)h->max_outputs, (long long)h->n_blocks,
+                            (long long)h->block_size, (long long)h->max_blocks_per_seq,
+                            (long long)want->max_tokens, (long long)want->max_seqs,
+                            (long long)want->max_outputs, (long long)want->n_blocks,
+                            (long long)want->block_size, (long long)want->max_blocks_per_seq);
+    }
+    return TS_OK;
+}
+
+ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner *runner,
+                           const ts_engine_config *cfg, ts_engine **out, ts_error *err) {
     *out = NULL;
-    ts_engine_config c = *cfg;
-    ts_status st = check_config(m, &c, err);
+    ts_engine_config c;
+    ts_forward_config fc;
+    ts_status st = resolve_config(m, cfg, &c, &fc, err);
+    if (st == TS_OK) {
+        st = check_runner(runner, &fc, err);
+    }
     if (st != TS_OK) {
         return st;
     }
@@ -86,40 +141,23 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backen
     }
     e->model = m;
     e->tok = tok;
-    e->backend = b;
+    e->runner = runner;
     e->cfg = c;
     e->n_vocab = (int32_t)m->hp.n_vocab;
-    e->max_blk = (c.n_ctx + c.block_size - 1) / c.block_size;
+    e->max_blk = fc.max_blocks_per_seq;
     e->next_id = 1;
     e->seed_counter = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
 
-    uint32_t n_blocks = 0;
-    st = ts_kv_blocks_for_context((uint64_t)c.kv_tokens, (uint32_t)c.block_size, &n_blocks, err);
     ts_kv_config kc = {
-        .n_blocks = n_blocks,
+        .n_blocks = (uint32_t)fc.n_blocks,
         .block_size = (uint32_t)c.block_size,
         .max_seqs = (uint32_t)c.max_seqs,
         .max_seq_len = (uint32_t)c.n_ctx,
         .prefix_cache = c.prefix_cache,
     };
-    if (st == TS_OK) {
-        st = ts_kv_create(&kc, &e->kv, err);
-    }
-    ts_forward_config fc = {
-        .max_tokens = c.max_batch_tokens,
-        .max_seqs = c.max_seqs,
-        .max_outputs = c.max_seqs,
-        .n_blocks = n_blocks,
-        .block_size = c.block_size,
-        .max_blocks_per_seq = e->max_blk,
-        .kv_type = c.kv_type,
-        .tp = c.tp,
-    };
-    if (st == TS_OK) {
-        st = ts_forward_create(m, b, &fc, reg, &e->fwd, err);
-    }
+    st = ts_kv_create(&kc, &e->kv, err);
     size_t T = (size_t)c.max_batch_tokens, S = (size_t)c.max_seqs;
     if (st == TS_OK) {
         e->running = calloc(S, sizeof *e->running);
@@ -141,7 +179,7 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backen
         ts_engine_destroy(e);
         return st;
     }
-    e->stats.kv_blocks_total = n_blocks;
+    e->stats.kv_blocks_total = (uint32_t)fc.n_blocks;
     *out = e;
     return TS_OK;
 }
@@ -184,7 +222,6 @@ void ts_engine_destroy(ts_engine *e) {
         n = r->next;
         request_free(r);
     }
-    ts_forward_destroy(e->fwd);
     ts_kv_destroy(e->kv);
     free(e->running);
     free(e->b_seqs);
@@ -258,8 +295,9 @@ static ts_status prime_detok(ts_engine *e, seq *s, ts_error *err) {
     }
     const char *piece = NULL;
     size_t len = 0;
+    ts_error ignored;
     if (ts_tokenizer_token_type(e->tok, last) == TS_TOKEN_TYPE_BYTE &&
-        (ts_tokenizer_token_to_piece(e->tok, last, false, &piece, &len, NULL) != TS_OK ||
+        (ts_tokenizer_token_to_piece(e->tok, last, false, &piece, &len, &ignored) != TS_OK ||
          len != 1 || (unsigned char)piece[0] >= 0x80)) {
         return TS_OK;
     }
@@ -374,7 +412,7 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
     if (st == TS_OK) {
         r->seqs[0] = ts_engine_seq_new(e, r, 0, prompt, n_prompt, err);
         if (r->seqs[0] == NULL) {
-            st = err ? err->status : TS_ERR_NOMEM;
+            st = err->status;
         }
     }
     r->params.sampling.logit_bias = NULL;
@@ -467,7 +505,9 @@ void ts_engine_get_stats(ts_engine *e, ts_engine_stats *out) {
 
 void ts_engine_release_kv(ts_engine *e, seq *s) {
     if (s->has_kv) {
-        ts_kv_seq_close(e->kv, s->kv_id, NULL);
+        /* Closing a sequence the engine holds cannot fail. */
+        ts_error ignored;
+        ts_kv_seq_close(e->kv, s->kv_id, &ignored);
         s->has_kv = false;
     }
     s->n_computed = 0;

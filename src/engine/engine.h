@@ -1,7 +1,8 @@
 /*
  * engine.h — requests in, tokens out: the continuous-batching generation engine.
  *
- * An engine runs one model on one backend. Requests (prompt token ids + sampling parameters +
+ * An engine runs one model through a runner (model/runner.h: one device or a tensor-parallel
+ * group; the engine cannot tell which). Requests (prompt token ids + sampling parameters +
  * stop conditions + n) may be added and aborted from any thread; one thread calls
  * ts_engine_step repeatedly. Each step the scheduler packs the decode tokens of running
  * sequences and prefill chunks of waiting ones under a token budget (max_batch_tokens) and a
@@ -30,8 +31,8 @@
 #include <stdint.h>
 
 #include "engine/sampler.h"
-#include "ir/backend.h"
 #include "model/model.h"
+#include "model/runner.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct ts_engine_config {
@@ -40,85 +41,34 @@ typedef struct ts_engine_config {
     int64_t max_seqs;         /* sequences running at once (default 16) */
     int64_t max_batch_tokens; /* tokens per step (default 512) */
     int64_t block_size;       /* tokens per KV block (default 16) */
-    ts_type kv_type;          /* TS_TYPE_F16 (default) or TS_TYPE_F32 */
+    ts_type kv_type;          /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
     bool prefix_cache;        /* automatic prefix caching (default on) */
     int64_t max_queue;        /* requests waiting before add_request says TS_ERR_LIMIT (0: no
                                  limit) */
-    const struct ts_tp_config *tp; /* tensor parallelism (model/tp.h; borrowed), NULL: none */
 } ts_engine_config;
 
 /* Defaults for a model: n_ctx = min(n_ctx_train, 4096), the rest as documented above. */
 ts_engine_config ts_engine_config_default(const ts_model *m);
 
-typedef enum ts_finish_reason {
-    TS_FINISH_NONE = 0,   /* still generating */
-    TS_FINISH_STOP = 1,   /* end-of-generation token or a stop string */
-    TS_FINISH_LENGTH = 2, /* max_tokens or the context was reached */
-    TS_FINISH_ABORT = 3,  /* ts_engine_abort */
-    TS_FINISH_ERROR = 4,  /* see the event's message */
-} ts_finish_reason;
-
-const char *ts_finish_reason_name(ts_finish_reason r); /* "stop", "length", ... */
-
-/* What a request's callback receives. Pointers are valid during the callback only. */
-typedef struct ts_engine_event {
-    uint64_t request_id;
-    int32_t index;       /* which of the request's n sequences (0..n-1) */
-    int32_t token;       /* the token generated, or -1 for a final event without one */
-    const char *text;    /* new text of this sequence (UTF-8, never a partial character,
-                            held back while it could begin a stop string); may be empty */
-    size_t text_len;
-    const ts_sample_info *logprobs; /* when the request asked for logprobs, else NULL */
-    ts_finish_reason finish;        /* set on the last event of this sequence */
-    bool request_done;              /* last event of the whole request */
-    int32_t prompt_tokens;          /* usage: prompt length */
-    int32_t cached_tokens;          /* prompt tokens the prefix cache supplied */
-    int32_t completion_tokens;      /* tokens generated so far by this sequence */
-    const char *message;            /* error text when finish == TS_FINISH_ERROR */
-} ts_engine_event;
-
-typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);
-
-#define TS_ENGINE_MAX_STOP 16
-
-typedef struct ts_request_params {
-    ts_sampler_params sampling;
-    uint64_t seed;          /* used when has_seed; otherwise a fresh seed per request */
-    bool has_seed;
-    int32_t max_tokens;     /* 0: up to the context */
-    int32_t n;              /* parallel samples, >= 1 */
-    bool ignore_eos;        /* keep generating past end-of-generation tokens */
-    bool render_special;    /* include special tokens' text in the output text */
-    const char *const *stop; /* stop strings (copied at add time), n_stop <= TS_ENGINE_MAX_STOP */
-    int32_t n_stop;
-    bool logprobs;          /* report ts_sample_info with each token */
-    const void *cache_salt; /* prefix-cache namespace (copied), may be NULL */
-    size_t cache_salt_len;
-} ts_request_params;
-
-ts_request_params ts_request_params_default(void);
-
-typedef struct ts_engine_stats {
-    int64_t n_running;         /* sequences in the running set */
-    int64_t n_waiting;         /* sequences waiting (new or preempted) */
-    int64_t n_requests;        /* requests not finished */
-    uint64_t n_steps;
-    uint64_t n_preemptions;
-    uint64_t prompt_tokens;    /* prompt tokens computed (excluding prefix-cache hits) */
-    uint64_t generated_tokens;
-    uint32_t kv_blocks_total;
-    uint32_t kv_blocks_used;
-    uint64_t prefix_query_tokens;
-    uint64_t prefix_hit_tokens;
-} ts_engine_stats;
+/* ts_finish_reason, ts_engine_event, ts_engine_callback, ts_request_params and
+ * ts_engine_stats are public (include/tessera.h): the runtime hands them through unchanged. */
 
 typedef struct ts_engine ts_engine;
 
+/* Checks cfg against the model (TS_ERR_INVALID_ARG with the numbers) and gives the shape
+ * bucket a runner for an engine of this configuration needs: max_tokens = max_batch_tokens,
+ * max_seqs (at most max_batch_tokens), max_outputs = max_seqs, the KV pool of kv_tokens
+ * (0: n_ctx) in blocks of block_size (0: the default), max_blocks_per_seq covering n_ctx,
+ * kv_type. A runner may be made for a larger bucket (more tokens, sequences or outputs). */
+ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cfg,
+                                   ts_forward_config *out, ts_error *err);
+
 /* Creates an engine for a model (borrowed, must outlive it), its tokenizer (borrowed) and a
- * backend (borrowed). reg (borrowed, may be NULL) selects functional implementations. */
-ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_backend *b,
-                           ts_registry *reg, const ts_engine_config *cfg, ts_engine **out,
-                           ts_error *err);
+ * runner (borrowed, must outlive it; made for at least ts_engine_forward_config's bucket: the
+ * same KV pool, blocks and table width, at least as many tokens, sequences and outputs, else
+ * TS_ERR_INVALID_ARG). The engine computes every step and block copy through the runner. */
+ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner *runner,
+                           const ts_engine_config *cfg, ts_engine **out, ts_error *err);
 /* Finishes nothing: pending callbacks are not called. Call after the step thread stopped. */
 void ts_engine_destroy(ts_engine *e);
 

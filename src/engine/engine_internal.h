@@ -6,7 +6,7 @@
 
 #include "engine/engine.h"
 #include "kv/kv.h"
-#include "model/forward.h"
+#include "model/runner.h"
 
 typedef struct request request;
 
@@ -55,11 +55,10 @@ struct request {
 struct ts_engine {
     const ts_model *model;
     const ts_tokenizer *tok;
-    ts_backend *backend;
+    ts_runner *runner; /* borrowed */
     ts_engine_config cfg;
     int32_t n_vocab;
     int64_t max_blk; /* block-table width */
-    ts_forward *fwd;
     ts_kv *kv;
 
     /* Shared with other threads, under mu. */

@@ -65,62 +65,8 @@
 
 #include "tessera.h"
 
-/* Temperatures below this are greedy (as in vLLM, whose threshold is the same 1e-5). */
-#define TS_SAMPLER_GREEDY_TEMP 1e-5f
-/* Most alternatives ts_sample_info reports (OpenAI's top_logprobs allows 0..20). */
-#define TS_SAMPLER_MAX_LOGPROBS 20
-/* Longest penalty window; a window is a ring buffer of this many int32 at most. */
-#define TS_SAMPLER_MAX_WINDOW (1 << 20)
-/* Presence and frequency penalties are limited to OpenAI's range [-2, 2]. */
-#define TS_SAMPLER_MAX_PENALTY 2.0f
-
-typedef enum ts_logprobs_mode {
-    TS_LOGPROBS_PROCESSED = 0, /* after bias and penalties, before temperature and filters */
-    TS_LOGPROBS_RAW = 1,       /* the logits as passed in */
-} ts_logprobs_mode;
-
-/* One logit bias entry. Entries for the same token add up; -inf bans the token. */
-typedef struct ts_logit_bias {
-    int32_t token; /* in [0, n_vocab) */
-    float bias;    /* finite, or -INFINITY */
-} ts_logit_bias;
-
-typedef struct ts_sampler_params {
-    float temperature;        /* >= 0, finite; < TS_SAMPLER_GREEDY_TEMP is greedy. Default 1 */
-    int32_t top_k;            /* >= 0; 0 or >= n_vocab is off. Default 0 */
-    float top_p;              /* (0, 1]; 1 is off. Default 1 */
-    float min_p;              /* [0, 1]; 0 is off. Default 0 */
-    float typical_p;          /* (0, 1]; 1 is off. Default 1 */
-    float repetition_penalty; /* > 0, finite; 1 is off. Default 1 */
-    float presence_penalty;   /* [-2, 2]; 0 is off. Default 0 */
-    float frequency_penalty;  /* [-2, 2]; 0 is off. Default 0 */
-    /* Penalty window: -1 or 0 = every accepted token, N > 0 = the last N accepted tokens
-     * (at most TS_SAMPLER_MAX_WINDOW). Default 0. Which tokens count as history is the
-     * caller's choice: OpenAI penalises generated tokens only, llama.cpp also the prompt. */
-    int32_t penalty_last_n;
-    /* Sparse bias, borrowed only during ts_sampler_create (which copies it). May be NULL
-     * when n_logit_bias is 0. */
-    const ts_logit_bias *logit_bias; /* [n_logit_bias] */
-    int32_t n_logit_bias;
-    int32_t n_logprobs;             /* alternatives to report, 0..TS_SAMPLER_MAX_LOGPROBS */
-    ts_logprobs_mode logprobs_mode; /* default TS_LOGPROBS_PROCESSED */
-    bool temperature_last;          /* true: llama.cpp order (filters, then temperature) */
-} ts_sampler_params;
-
-typedef struct ts_token_logprob {
-    int32_t token;
-    float logprob; /* natural log, <= 0 */
-} ts_token_logprob;
-
-/* What ts_sampler_sample reports besides the token (see the header comment for which
- * distribution the logprobs come from). */
-typedef struct ts_sample_info {
-    int32_t token; /* the chosen token (same as the out-parameter) */
-    float logprob; /* its logprob */
-    int32_t rank;  /* 1 + number of tokens with a strictly larger logit (vLLM's rank) */
-    int32_t n_top; /* entries in top: min(n_logprobs, tokens with finite logit) */
-    ts_token_logprob top[TS_SAMPLER_MAX_LOGPROBS]; /* by logprob descending, then id */
-} ts_sample_info;
+/* ts_sampler_params, ts_sample_info, ts_logit_bias and the TS_SAMPLER_* limits are public
+ * (include/tessera.h). */
 
 /* Counters of the last ts_sampler_sample / ts_sampler_distribution call. */
 typedef struct ts_sampler_stats {
@@ -130,9 +76,6 @@ typedef struct ts_sampler_stats {
 } ts_sampler_stats;
 
 typedef struct ts_sampler ts_sampler;
-
-/* The defaults listed above (vLLM/OpenAI neutral settings: plain sampling at temperature 1). */
-ts_sampler_params ts_sampler_params_default(void);
 
 /* Checks every parameter against its range for a vocabulary of n_vocab tokens; on failure
  * returns TS_ERR_INVALID_ARG (or TS_ERR_RANGE for a bias token id) with a message naming the

@@ -10,7 +10,7 @@
  *  2. Waiting sequences, first come first served, while the budget, the sequence limit and
  *     the KV pool allow: open a KV sequence, take the longest cached prefix, schedule the
  *     first chunk of the rest.
- *  3. Forward pass over all scheduled tokens; commit their K/V; sequences that reached the
+ *  3. One runner step over all scheduled tokens; commit their K/V; sequences that reached the
  *     end of their known tokens sample one token (a request with n > 1 forks its n - 1
  *     siblings at its first sample, sharing the prompt's blocks).
  */
@@ -63,7 +63,7 @@ static ts_status do_copies(ts_engine *e, ts_error *err) {
     uint32_t n = 0;
     const ts_kv_copy *c = ts_kv_copies(e->kv, &n);
     for (uint32_t i = 0; i < n; i++) {
-        ts_status st = ts_forward_copy_block(e->fwd, c[i].src, c[i].dst, err);
+        ts_status st = ts_runner_copy_block(e->runner, c[i].src, c[i].dst, err);
         if (st != TS_OK) {
             return st;
         }
@@ -215,7 +215,7 @@ static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
     for (int32_t i = 1; i < r->n; i++) {
         seq *c = ts_engine_seq_new(e, r, i, parent->tokens, parent->n_tokens, err);
         if (c == NULL) {
-            return err ? err->status : TS_ERR_NOMEM;
+            return err->status;
         }
         r->seqs[i] = c;
         ts_status st = ts_kv_seq_fork(e->kv, parent->kv_id, &c->kv_id, err);
@@ -319,7 +319,7 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
             batch.n_outputs = 1;
             e->b_out[0] = (int32_t)(b.nb - 1);
         }
-        st = ts_forward_run(e->fwd, &batch, e->logits, NULL, err);
+        st = ts_runner_run(e->runner, &batch, e->logits, NULL, err);
     }
     if (st != TS_OK) {
         /* Every sequence of this step fails; the engine itself goes on. */
@@ -335,8 +335,7 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
                 bool done = false;
                 for (int32_t i = 0; !done && i < r->n; i++) {
                     if (r->seqs[i] != NULL && r->seqs[i]->finish == TS_FINISH_NONE) {
-                        done = ts_engine_finish_seq(e, r->seqs[i], TS_FINISH_ERROR,
-                                                    err ? err->msg : "step failed");
+                        done = ts_engine_finish_seq(e, r->seqs[i], TS_FINISH_ERROR, err->msg);
                     }
                 }
             }
@@ -346,7 +345,9 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
     e->n_steps++;
     for (int64_t si = 0; si < b.ns; si++) {
         seq *s = e->b_seqs[si];
-        ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)s->batch_chunk, NULL);
+        /* The chunk was appended this step, so committing it cannot fail. */
+        ts_error ignored;
+        ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)s->batch_chunk, &ignored);
         s->n_computed += s->batch_chunk;
         if (s->n_generated == 0) {
             e->prompt_computed += (uint64_t)s->batch_chunk;

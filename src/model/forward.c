@@ -5,7 +5,7 @@
  *
  *   x = GET_ROWS(token_embd, tokens) (* sqrt(n_embd)) (+ GET_ROWS(position_embd, pos))
  *   per layer: x += [post_norm] attn(norm(x));  x += [post_norm] ffn(norm(x))
- *   logits = output · norm(GET_ROWS(x, outputs))
+ *   embd = norm(GET_ROWS(x, outputs));  logits = output · embd
  *
  * attn: Q/K/V projections (fused or separate, optional bias), optional per-head Q/K RMS norm,
  * RoPE (layout, base and scaling from hparams; sliding-window layers may have their own base),
@@ -13,11 +13,18 @@
  * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
  * separate or fused gate/up, or GELU MLP with biases (GPT-2).
  *
- * Tensor parallelism (shard.h, tp.h): the graph of shard (rank, size) is the same wiring over
- * the slices the plan gives — its query and KV heads, its FFN units, its vocabulary rows —
- * read through views into the mapped weights. A row-parallel projection (attention output,
- * FFN down) is followed by an ALL_REDUCE_SUM before its bias; vocab-parallel logits are
- * ALL_GATHERed. With size 1 every slice is the whole tensor and the graph has no collective.
+ * Weights: every tensor the model has becomes a graph parameter bound to the mapping before
+ * the wiring starts, so the wiring only looks weights up; a NULL lookup means the model lacks
+ * that (optional) weight, never a failure. Builders record failures in the graph (sticky).
+ *
+ * Both embd and logits are graph outputs: the planner keeps them readable after the run.
+ *
+ * Shards (shard.h): the graph of shard (rank, size) is the same wiring over the slices the plan
+ * gives — its query and KV heads, its FFN units, its vocabulary rows — read through views into
+ * the mapped weights. A row-parallel projection (attention output, FFN down) is followed by an
+ * ALL_REDUCE_SUM before its bias; vocab-parallel logits are ALL_GATHERed. The residual stream,
+ * and so embd, is complete on every shard. With size 1 every slice is the whole tensor and the
+ * graph has no collective. Which shards run together, and how, is model/tp.c's business.
  */
 #include "model/forward.h"
 
@@ -27,8 +34,9 @@
 
 #include "ir/functional.h"
 #include "ir/plan.h"
+#include "model/runner.h"
 #include "model/shard.h"
-#include "model/tp_internal.h"
+#include "parallel/comm.h"
 #include "util/error.h"
 
 struct ts_forward {
@@ -40,42 +48,56 @@ struct ts_forward {
     int32_t *table_buf; /* [max_seqs, max_blocks_per_seq]: this step's tables, -1 padded */
     int32_t *len_buf;   /* [max_seqs]: this step's lengths, 0 padded */
     ts_tensor *tokens, *pos, *seq, *slots, *table, *len, *outputs; /* inputs */
-    ts_tensor *logits;                                              /* [n_vocab, n_out] */
-    ts_tensor **params; /* [(n_layer + 1) * TS_ROLE_COUNT]: weight tensors made so far */
+    ts_tensor *embd;                                               /* [n_embd, n_out] */
+    ts_tensor *logits;                                             /* [n_vocab, n_out] */
+    ts_tensor **params; /* [(n_layer + 1) * TS_ROLE_COUNT]: the model's weights, NULL where
+                           it has none */
     ts_tensor **cache;  /* [2 * n_layer]: K then V pool of each layer */
     ts_buffer *weights; /* wraps the mapped file */
     ts_buffer *kv;      /* every layer's K and V pools */
     size_t kv_pool_bytes;
     ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
-    ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for one device */
-    ts_tp_lead *lead;   /* owned: the followers, when this forward leads a group */
+    ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for the whole model */
 };
 
 #define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
-/* The graph parameter for a weight, made on first use and bound to the mapping. */
-static ts_tensor *weight(ts_forward *f, ts_role role, int64_t il) {
-    const ts_gguf_tensor *gt = ts_model_tensor(f->m, role, il);
-    if (gt == NULL) {
-        return NULL;
+static size_t param_slot(ts_role role, int64_t il) {
+    return role < TS_ROLE_FIRST_LAYER ? (size_t)role
+                                      : (size_t)(il + 1) * TS_ROLE_COUNT + (size_t)role;
+}
+
+/* Makes a graph parameter for every tensor the model has, bound where it lies in the
+ * mapping. */
+static ts_status make_params(ts_forward *f, ts_error *err) {
+    size_t data = ts_gguf_data_offset(f->m->gguf);
+    for (int r = 0; r < TS_ROLE_COUNT; r++) {
+        ts_role role = (ts_role)r;
+        int64_t n = role < TS_ROLE_FIRST_LAYER ? 1 : f->m->hp.n_layer;
+        for (int64_t il = 0; il < n; il++) {
+            const ts_gguf_tensor *gt = ts_model_tensor(f->m, role, il);
+            if (gt == NULL) {
+                continue;
+            }
+            ts_tensor *t = ts_graph_param(f->g, gt->name, gt->type, (int)gt->n_dims, gt->ne);
+            if (t == NULL) {
+                return ts_graph_status(f->g, err);
+            }
+            ts_status st = ts_tensor_bind(t, f->weights, data + gt->offset, err);
+            if (st != TS_OK) {
+                return st;
+            }
+            f->params[param_slot(role, il)] = t;
+        }
     }
-    size_t slot = role < TS_ROLE_FIRST_LAYER ? (size_t)role
-                                             : (size_t)(il + 1) * TS_ROLE_COUNT + (size_t)role;
-    if (f->params[slot] != NULL) {
-        return f->params[slot];
-    }
-    ts_tensor *t = ts_graph_param(f->g, gt->name, gt->type, (int)gt->n_dims, gt->ne);
-    if (t == NULL) {
-        return NULL;
-    }
-    size_t offset = ts_gguf_data_offset(f->m->gguf) + gt->offset;
-    if (ts_tensor_bind(t, f->weights, offset, NULL) != TS_OK) {
-        return NULL;
-    }
-    f->params[slot] = t;
-    return t;
+    return TS_OK;
+}
+
+/* The parameter of a weight, or NULL when the model has no such tensor. */
+static ts_tensor *weight(const ts_forward *f, ts_role role, int64_t il) {
+    return f->params[param_slot(role, il)];
 }
 
 /* This shard's slice [first, first + n) of weight t along axis: rows (ne[1]) for COL — or the
@@ -305,6 +327,9 @@ static ts_status build(ts_forward *f, ts_error *err) {
         }
     }
     ts_status st = ts_graph_status(g, err);
+    if (st == TS_OK) {
+        st = make_params(f, err);
+    }
     if (st != TS_OK) {
         return st;
     }
@@ -324,6 +349,11 @@ static ts_status build(ts_forward *f, ts_error *err) {
     }
     x = ts_op_get_rows(g, x, f->outputs);
     x = norm(f, x, TS_ROLE_OUTPUT_NORM, TS_ROLE_OUTPUT_NORM_B, 0);
+    f->embd = x;
+    if (f->embd != NULL) {
+        ts_tensor_set_name(f->embd, "embd");
+        ts_graph_output(g, f->embd);
+    }
     ts_role out_role = f->m->tied_output ? TS_ROLE_TOKEN_EMBD : TS_ROLE_OUTPUT;
     ts_split vocab = f->plan.vocab_parallel ? TS_SPLIT_COL : TS_SPLIT_NONE;
     ts_tensor *w_out = slice(f, weight(f, out_role, 0), vocab, f->plan.vocab0, f->plan.n_vocab);
@@ -384,9 +414,9 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
     return TS_OK;
 }
 
-ts_status ts_forward_create_rank(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
-                                 ts_registry *reg, ts_comm *comm, ts_forward **out,
-                                 ts_error *err) {
+ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                                  ts_registry *reg, ts_comm *comm, ts_forward **out,
+                                  ts_error *err) {
     *out = NULL;
     ts_status st = check_config(m, cfg, err);
     if (st != TS_OK) {
@@ -399,7 +429,6 @@ ts_status ts_forward_create_rank(const ts_model *m, ts_backend *b, const ts_forw
     f->m = m;
     f->b = b;
     f->cfg = *cfg;
-    f->cfg.tp = NULL;
     f->comm = comm;
     ts_shard shard = {comm != NULL ? comm->rank : 0, comm != NULL ? comm->size : 1};
     st = ts_shard_plan_make(m, shard, &f->plan, err);
@@ -450,24 +479,13 @@ ts_status ts_forward_create_rank(const ts_model *m, ts_backend *b, const ts_forw
 
 ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
                             ts_registry *reg, ts_forward **out, ts_error *err) {
-    if (cfg->tp == NULL || cfg->tp->size == 1) {
-        ts_comm *comm = cfg->tp != NULL ? cfg->tp->comm : NULL;
-        return ts_forward_create_rank(m, b, cfg, reg, comm, out, err);
-    }
-    /* The group's handshake makes this rank's shard between the others'. */
-    ts_tp_lead *lead = NULL;
-    ts_status st = ts_tp_lead_start(m, b, cfg, reg, out, &lead, err);
-    if (st == TS_OK) {
-        (*out)->lead = lead;
-    }
-    return st;
+    return ts_forward_create_shard(m, b, cfg, reg, NULL, out, err);
 }
 
 void ts_forward_destroy(ts_forward *f) {
     if (f == NULL) {
         return;
     }
-    ts_tp_lead_stop(f->lead);
     ts_graph_destroy(f->g);
     if (f->kv != NULL) {
         ts_backend_buffer_free(f->b, f->kv);
@@ -483,7 +501,7 @@ void ts_forward_destroy(ts_forward *f) {
 }
 
 /* Checks every index a kernel will follow, so a bad batch is an error, not a wild read. */
-static ts_status check_batch(const ts_forward *f, const ts_batch *bt, ts_error *err) {
+ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_error *err) {
     const ts_forward_config *c = &f->cfg;
     if (bt->n_tokens < 1 || bt->n_tokens > c->max_tokens || bt->n_seqs < 1 ||
         bt->n_seqs > c->max_seqs || bt->n_outputs < 1 || bt->n_outputs > c->max_outputs) {
@@ -533,21 +551,12 @@ static ts_status check_batch(const ts_forward *f, const ts_batch *bt, ts_error *
     return TS_OK;
 }
 
-ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, const ts_eval_cb *cb,
+ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, float *embd,
                          ts_error *err) {
-    ts_status st = check_batch(f, bt, err);
-    if (st == TS_OK && f->lead != NULL) {
-        st = ts_tp_lead_send_run(f->lead, bt, err);
-    }
+    ts_status st = ts_forward_check_batch(f, bt, err);
     if (st != TS_OK) {
         return st;
     }
-    return ts_forward_run_rank(f, bt, logits, cb, err);
-}
-
-ts_status ts_forward_run_rank(ts_forward *f, const ts_batch *bt, float *logits,
-                              const ts_eval_cb *cb, ts_error *err) {
-    ts_status st;
     size_t T = (size_t)bt->n_tokens;
     size_t S = (size_t)bt->n_seqs, S_max = (size_t)f->cfg.max_seqs;
     size_t O = (size_t)bt->n_outputs;
@@ -568,17 +577,16 @@ ts_status ts_forward_run_rank(ts_forward *f, const ts_batch *bt, float *logits,
         (st = ts_backend_tensor_set(f->b, f->slots, 0, bt->slots, T * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->len, 0, f->len_buf, S_max * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->table, 0, f->table_buf, S_max * width * 4, err)) ||
-        (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err))) {
+        (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err)) ||
+        (st = ts_graph_compute(f->g, f->b, NULL, err))) {
         return st;
     }
-    if ((st = ts_graph_compute(f->g, f->b, cb, err)) != TS_OK) {
-        if (f->comm != NULL) {
-            ts_comm_fail(f->comm, err != NULL ? err->msg : "forward step failed");
-        }
-        return st;
+    if (embd != NULL) {
+        size_t n_embd = (size_t)f->m->hp.n_embd;
+        st = ts_backend_tensor_get(f->b, f->embd, 0, embd, O * n_embd * sizeof(float), err);
     }
-    if (logits == NULL) {
-        return TS_OK; /* a follower: the leader reads the logits */
+    if (st != TS_OK || logits == NULL) {
+        return st;
     }
     size_t n_vocab = (size_t)f->m->hp.n_vocab;
     st = ts_backend_tensor_get(f->b, f->logits, 0, logits, O * n_vocab * sizeof(float), err);
@@ -597,16 +605,6 @@ ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_erro
         return ts_error_set(err, TS_ERR_RANGE, "forward: copy of block %d to %d (pool %lld)", src,
                             dst, (long long)f->cfg.n_blocks);
     }
-    if (f->lead != NULL) {
-        ts_status st = ts_tp_lead_send_copy(f->lead, src, dst, err);
-        if (st != TS_OK) {
-            return st;
-        }
-    }
-    return ts_forward_copy_block_rank(f, src, dst, err);
-}
-
-ts_status ts_forward_copy_block_rank(ts_forward *f, int32_t src, int32_t dst, ts_error *err) {
     size_t block_bytes = f->cache[0]->nb[3];
     void *tmp = malloc(block_bytes);
     if (tmp == NULL) {
@@ -645,4 +643,53 @@ size_t ts_forward_kv_bytes(const ts_forward *f) {
 size_t ts_forward_arena_bytes(const ts_forward *f) {
     const ts_plan *p = ts_graph_plan(f->g);
     return p != NULL ? p->peak_bytes : 0;
+}
+
+/* ---- the runner of one forward (runner.h) ---- */
+
+typedef struct forward_runner {
+    ts_runner base; /* first: the runner is this struct */
+    ts_forward *f;  /* owned */
+} forward_runner;
+
+static ts_status fr_run(ts_runner *r, const ts_batch *batch, float *logits, float *embd,
+                        ts_error *err) {
+    return ts_forward_run(((forward_runner *)r)->f, batch, logits, embd, err);
+}
+
+static ts_status fr_copy_block(ts_runner *r, int32_t src, int32_t dst, ts_error *err) {
+    return ts_forward_copy_block(((forward_runner *)r)->f, src, dst, err);
+}
+
+static void fr_destroy(ts_runner *r) {
+    ts_forward_destroy(((forward_runner *)r)->f);
+    free(r);
+}
+
+static const ts_runner_vtable k_forward_runner = {
+    .run = fr_run,
+    .copy_block = fr_copy_block,
+    .destroy = fr_destroy,
+};
+
+ts_status ts_forward_runner_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                                   ts_registry *reg, ts_runner **out, ts_error *err) {
+    *out = NULL;
+    forward_runner *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
+    }
+    ts_status st = ts_forward_create(m, b, cfg, reg, &r->f, err);
+    if (st != TS_OK) {
+        free(r);
+        return st;
+    }
+    r->base = (ts_runner){
+        .vt = &k_forward_runner,
+        .cfg = r->f->cfg,
+        .kv_bytes = ts_forward_kv_bytes(r->f),
+        .n_shards = 1,
+    };
+    *out = &r->base;
+    return TS_OK;
 }

@@ -4,11 +4,16 @@
  * ts_forward_create builds the graph once for a shape bucket (at most max_tokens tokens from
  * at most max_seqs sequences per step, logits for at most max_outputs of them), binds the
  * weights where they lie in the mapped file, allocates the KV cache (one K and one V block pool
- * per layer, [head_dim, n_kv, block_size, n_blocks] each, n_kv = n_head_kv on one device and
- * the shard's own KV heads under tensor parallelism) and the activation arena. Each
- * step (ts_forward_run) only binds inputs — token ids, positions, sequence index and KV slot
- * of every token, each sequence's block table and length, the rows whose logits are wanted —
+ * per layer, [head_dim, n_kv, block_size, n_blocks] each, n_kv = n_head_kv for the whole model
+ * and the shard's own KV heads for a shard) and the activation arena. Each step
+ * (ts_forward_run) only binds inputs — token ids, positions, sequence index and KV slot of
+ * every token, each sequence's block table and length, the rows whose outputs are wanted —
  * and runs the graph. Attention reads K/V only through the block tables.
+ *
+ * A forward computes the whole model, or one shard of it (shard.h) with a communicator whose
+ * collectives the graph's ALL_REDUCE_SUM / ALL_GATHER ops call (ts_forward_create_shard). How
+ * the shards of a group step together is not this object's business: model/tp.h runs the
+ * group, and model/runner.h is what the engine drives either way.
  *
  * Block bookkeeping (which blocks a sequence owns) is the caller's (src/kv/); this object owns
  * the K/V storage and copies blocks on request (copy-on-write).
@@ -31,10 +36,7 @@ typedef struct ts_forward_config {
     int64_t n_blocks;           /* KV blocks in the pool */
     int64_t block_size;         /* tokens per block (16 by default) */
     int64_t max_blocks_per_seq; /* width of a block table row */
-    ts_type kv_type;            /* TS_TYPE_F16 (default) or TS_TYPE_F32 */
-    /* NULL: the whole model on b. Else tensor parallelism (model/tp.h): this forward is rank 0
-     * of the group (borrowed; must outlive the forward) and holds shard 0 on b. */
-    const struct ts_tp_config *tp;
+    ts_type kv_type;            /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
 } ts_forward_config;
 
 /* One step's inputs. Arrays are borrowed for the duration of the call. */
@@ -48,20 +50,32 @@ typedef struct ts_batch {
     const int32_t *block_table; /* [n_seqs][max_blocks_per_seq], -1 for unused entries */
     const int32_t *seq_len;     /* [n_seqs] tokens in the cache after this step */
     int64_t n_outputs;
-    const int32_t *outputs; /* [n_outputs] token indices whose logits are wanted */
+    const int32_t *outputs; /* [n_outputs] token indices whose logits (embeddings) are wanted */
 } ts_batch;
 
 typedef struct ts_forward ts_forward;
 
-/* reg (borrowed, may be NULL) chooses functional implementations while building. */
+/* The whole model on backend b (borrowed; must outlive the forward). reg (borrowed, may be
+ * NULL) chooses functional implementations while building. */
 ts_status ts_forward_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
                             ts_registry *reg, ts_forward **out, ts_error *err);
+/* Shard comm->rank of comm->size of the model (shard.h), with comm (borrowed; must outlive the
+ * forward) attached to the graph's collectives; comm NULL is ts_forward_create. Every shard of
+ * a group must run each step, or the collectives wait; a failed step does not mark comm
+ * broken (the group's runner does, model/tp.h). */
+ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                                  ts_registry *reg, ts_comm *comm, ts_forward **out, ts_error *err);
 void ts_forward_destroy(ts_forward *f);
 
-/* Runs one step; writes logits [n_outputs][n_vocab] (f32) into `logits`. cb (may be NULL) is
- * handed to the graph compute (hooks). */
-ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits,
-                         const ts_eval_cb *cb, ts_error *err);
+/* Checks every index of a batch against the bucket, the vocabulary and the block pool
+ * (TS_ERR_RANGE naming the first bad entry). ts_forward_run checks too; a group's leader checks
+ * before handing a batch to the other shards. */
+ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *batch, ts_error *err);
+
+/* Runs one step. logits: [n_outputs][n_vocab] f32, or NULL when not wanted (a follower shard).
+ * embd: [n_outputs][n_embd] f32, the final hidden state after the output norm, or NULL. */
+ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits, float *embd,
+                         ts_error *err);
 
 /* Copies KV block src to block dst in every layer (copy-on-write). */
 ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err);

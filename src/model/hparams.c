@@ -150,7 +150,9 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     ts_gguf_str scaling_type;
     bool linear = true;
-    if (ts_gguf_get_str(g, key, &scaling_type, NULL) == TS_OK) {
+    /* The key is optional: absent (or not a string) means linear scaling by the factor. */
+    ts_error absent;
+    if (ts_gguf_get_str(g, key, &scaling_type, &absent) == TS_OK) {
         linear = scaling_type.len == 6 && memcmp(scaling_type.ptr, "linear", 6) == 0;
         bool none = scaling_type.len == 4 && memcmp(scaling_type.ptr, "none", 4) == 0;
         if (!linear && !none) {

@@ -1,13 +1,18 @@
 /*
- * tp.c — the tensor-parallel group protocol (tp.h): handshake, step and copy commands from
- * the leader, the follower loop, in-process follower threads, and the model hash.
+ * tp.c — the tensor-parallel group (tp.h): the leader's runner (handshake, step and copy
+ * commands, in-process follower threads), the follower loop, and the model hash. Every rank's
+ * shard is a plain forward (forward.h); this file only makes the ranks step together.
  *
  * Wire format (host byte order: all ranks run the same build on one kind of machine):
  *   hello   tp_hello: magic, version, group size, the forward configuration, model hash.
- *   status  tp_status from every rank (all-gather) after each rank built its shard.
+ *   status  tp_status from every rank (all-gather) after each rank built its shard: its
+ *           status, message and KV bytes.
  *   command tp_cmd; RUN is followed by one int32 payload: tokens, pos, seq, slots [n_tokens
  *           each], seq_len [n_seqs], block_table [n_seqs * max_blocks_per_seq],
  *           outputs [n_outputs].
+ *
+ * Invariant: once a batch or a copy went out, every failure on any rank marks the
+ * communicator broken, so no rank waits for one that gave up.
  */
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -15,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/tp_internal.h"
+#include "model/tp.h"
 #include "util/error.h"
 
 #define TP_MAGIC    0x70747374u /* "tstp" */
-#define TP_VERSION  1
+#define TP_VERSION  2
 #define TP_END      0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
@@ -38,8 +43,9 @@ typedef struct tp_cmd {
 } tp_cmd;
 
 typedef struct tp_status {
-    int32_t status;
-    char msg[TS_ERROR_MSG_MAX - 4];
+    int32_t status, pad;
+    uint64_t kv_bytes; /* KV storage of the rank's shard (0 when it failed) */
+    char msg[TS_ERROR_MSG_MAX - 16];
 } tp_status;
 
 typedef struct follower {
@@ -51,15 +57,17 @@ typedef struct follower {
     ts_error err;
 } follower;
 
-struct ts_tp_lead {
-    ts_comm *comm; /* borrowed */
-    int64_t max_blk;
+/* The leader's runner. */
+typedef struct tp_runner {
+    ts_runner base;   /* first: the runner is this struct */
+    ts_forward *f;    /* owned: shard 0 */
+    ts_comm *comm;    /* borrowed */
     int32_t *payload; /* [payload_cap] */
     size_t payload_cap;
     pthread_t *threads; /* [n_threads] in-process followers */
-    follower *args;
+    follower *args;     /* [size - 1] */
     int n_threads;
-};
+} tp_runner;
 
 /* ---- model hash ---- */
 
@@ -101,11 +109,13 @@ static void hash_hex(const uint8_t h[32], char out[17]) {
 
 /* ---- status exchange ---- */
 
-/* Every rank contributes its status; returns the first failure (this rank's own first), as
- * "rank k: message", or TS_OK when all succeeded. */
+/* Every rank contributes its status and its shard's KV bytes; returns the first failure (this
+ * rank's own first), as "rank k: message", or TS_OK when all succeeded, with *kv_total the KV
+ * bytes of all ranks together. */
 static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *my_err,
-                                 ts_error *err) {
-    tp_status s = {.status = mine};
+                                 uint64_t my_kv, uint64_t *kv_total, ts_error *err) {
+    *kv_total = 0;
+    tp_status s = {.status = mine, .kv_bytes = my_kv};
     if (mine != TS_OK) {
         memcpy(s.msg, my_err->msg, sizeof s.msg - 1);
     }
@@ -126,6 +136,7 @@ static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *
                 all[k].msg[sizeof all[k].msg - 1] = '\0';
                 st = ts_error_set(err, (ts_status)all[k].status, "tp: rank %d: %s", k, all[k].msg);
             }
+            *kv_total += all[k].kv_bytes;
         }
     }
     free(all);
@@ -158,6 +169,8 @@ static ts_batch unpack(const tp_cmd *c, const int32_t *p, int64_t max_blk) {
 
 /* ---- follower ---- */
 
+/* Executes the leader's commands until quit (TS_OK) or a failure, which marks the group
+ * broken (the leader and the other followers may be waiting in a collective). */
 static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_error *err) {
     int32_t *payload = NULL;
     size_t cap = 0;
@@ -169,35 +182,32 @@ static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_e
             break;
         }
         if (c.kind == CMD_COPY) {
-            if ((st = ts_forward_copy_block_rank(f, c.src, c.dst, err)) != TS_OK) {
-                ts_comm_fail(comm, err->msg);
-                break;
-            }
-            continue;
-        }
-        if (c.kind != CMD_RUN || c.n_tokens < 1 || c.n_seqs < 1 || c.n_outputs < 1) {
+            st = ts_forward_copy_block(f, c.src, c.dst, err);
+        } else if (c.kind != CMD_RUN || c.n_tokens < 1 || c.n_seqs < 1 || c.n_outputs < 1) {
             st = ts_error_set(err, TS_ERR_FORMAT, "tp rank %d: bad command %d from the leader",
                               comm->rank, c.kind);
+        } else {
+            size_t n = payload_len(&c, max_blk);
+            if (n > cap) {
+                int32_t *p = realloc(payload, n * sizeof *p);
+                if (p == NULL) {
+                    st = ts_error_set(err, TS_ERR_NOMEM, "tp rank %d: out of memory", comm->rank);
+                } else {
+                    payload = p;
+                    cap = n;
+                }
+            }
+            if (st == TS_OK) {
+                st = ts_comm_broadcast(comm, payload, n * sizeof *payload, 0, 0, err);
+            }
+            if (st == TS_OK) {
+                ts_batch b = unpack(&c, payload, max_blk);
+                st = ts_forward_run(f, &b, NULL, NULL, err);
+            }
+        }
+        if (st != TS_OK) {
             ts_comm_fail(comm, err->msg);
             break;
-        }
-        size_t n = payload_len(&c, max_blk);
-        if (n > cap) {
-            int32_t *p = realloc(payload, n * sizeof *p);
-            if (p == NULL) {
-                st = ts_error_set(err, TS_ERR_NOMEM, "tp rank %d: out of memory", comm->rank);
-                ts_comm_fail(comm, err->msg);
-                break;
-            }
-            payload = p;
-            cap = n;
-        }
-        if ((st = ts_comm_broadcast(comm, payload, n * sizeof *payload, 0, 0, err)) != TS_OK) {
-            break;
-        }
-        ts_batch b = unpack(&c, payload, max_blk);
-        if ((st = ts_forward_run_rank(f, &b, NULL, NULL, err)) != TS_OK) {
-            break; /* run_rank marked the group broken */
         }
     }
     free(payload);
@@ -249,6 +259,7 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
                              a, c);
     }
     ts_forward *f = NULL;
+    uint64_t my_kv = 0, kv_total = 0;
     if (my_st == TS_OK) {
         ts_forward_config cfg = {
             .max_tokens = h.max_tokens,
@@ -259,9 +270,12 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
             .max_blocks_per_seq = h.max_blocks_per_seq,
             .kv_type = (ts_type)h.kv_type,
         };
-        my_st = ts_forward_create_rank(m, b, &cfg, reg, comm, &f, &mine);
+        my_st = ts_forward_create_shard(m, b, &cfg, reg, comm, &f, &mine);
     }
-    st = exchange_status(comm, my_st, &mine, err);
+    if (my_st == TS_OK) {
+        my_kv = ts_forward_kv_bytes(f);
+    }
+    st = exchange_status(comm, my_st, &mine, my_kv, &kv_total, err);
     if (st == TS_OK) {
         st = follow_loop(f, comm, h.max_blocks_per_seq, err);
     }
@@ -271,65 +285,154 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
 
 static void *follower_main(void *arg) {
     follower *a = arg;
-    a->st = ts_tp_follow(a->m, a->b, a->reg, a->comm, NULL, &a->err);
+    bool ended = false;
+    a->st = ts_tp_follow(a->m, a->b, a->reg, a->comm, &ended, &a->err);
     return NULL;
 }
 
 /* ---- leader ---- */
 
-static void join_followers(ts_tp_lead *l) {
-    for (int i = 0; i < l->n_threads; i++) {
-        pthread_join(l->threads[i], NULL);
+static void join_followers(tp_runner *r) {
+    for (int i = 0; i < r->n_threads; i++) {
+        pthread_join(r->threads[i], NULL);
     }
-    l->n_threads = 0;
+    r->n_threads = 0;
 }
 
-static void lead_free(ts_tp_lead *l) {
-    join_followers(l);
-    free(l->threads);
-    free(l->args);
-    free(l->payload);
-    free(l);
+static void runner_free(tp_runner *r) {
+    join_followers(r);
+    ts_forward_destroy(r->f);
+    free(r->threads);
+    free(r->args);
+    free(r->payload);
+    free(r);
 }
 
-ts_status ts_tp_lead_start(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
-                           ts_registry *reg, ts_forward **out, ts_tp_lead **lead, ts_error *err) {
-    const ts_tp_config *tp = cfg->tp;
+static ts_status send_run(tp_runner *r, const ts_batch *bt, ts_error *err) {
+    int64_t max_blk = r->base.cfg.max_blocks_per_seq;
+    tp_cmd c = {.kind = CMD_RUN,
+                .n_tokens = bt->n_tokens,
+                .n_seqs = bt->n_seqs,
+                .n_outputs = bt->n_outputs};
+    size_t n = payload_len(&c, max_blk);
+    if (n > r->payload_cap) {
+        int32_t *p = realloc(r->payload, n * sizeof *p);
+        if (p == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "tp: out of memory for a batch");
+        }
+        r->payload = p;
+        r->payload_cap = n;
+    }
+    size_t T = (size_t)bt->n_tokens, S = (size_t)bt->n_seqs;
+    int32_t *p = r->payload;
+    memcpy(p, bt->tokens, T * 4);
+    memcpy(p + T, bt->pos, T * 4);
+    memcpy(p + 2 * T, bt->seq, T * 4);
+    memcpy(p + 3 * T, bt->slots, T * 4);
+    memcpy(p + 4 * T, bt->seq_len, S * 4);
+    memcpy(p + 4 * T + S, bt->block_table, S * (size_t)max_blk * 4);
+    memcpy(p + 4 * T + S + S * (size_t)max_blk, bt->outputs, (size_t)bt->n_outputs * 4);
+    ts_status st = ts_comm_broadcast(r->comm, &c, sizeof c, 0, 0, err);
+    if (st == TS_OK) {
+        st = ts_comm_broadcast(r->comm, p, n * sizeof *p, 0, 0, err);
+    }
+    return st;
+}
+
+static ts_status tp_run(ts_runner *base, const ts_batch *bt, float *logits, float *embd,
+                        ts_error *err) {
+    tp_runner *r = (tp_runner *)base;
+    /* A bad batch is refused before the followers see it: the group stays usable. */
+    ts_status st = ts_forward_check_batch(r->f, bt, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    st = send_run(r, bt, err);
+    if (st == TS_OK) {
+        st = ts_forward_run(r->f, bt, logits, embd, err);
+    }
+    if (st != TS_OK) {
+        ts_comm_fail(r->comm, err->msg);
+    }
+    return st;
+}
+
+static ts_status tp_copy_block(ts_runner *base, int32_t src, int32_t dst, ts_error *err) {
+    tp_runner *r = (tp_runner *)base;
+    int64_t n = r->base.cfg.n_blocks;
+    if (src < 0 || dst < 0 || src >= n || dst >= n) {
+        return ts_error_set(err, TS_ERR_RANGE, "tp: copy of block %d to %d (pool %lld)", src, dst,
+                            (long long)n);
+    }
+    tp_cmd c = {.kind = CMD_COPY, .src = src, .dst = dst};
+    ts_status st = ts_comm_broadcast(r->comm, &c, sizeof c, 0, 0, err);
+    if (st == TS_OK) {
+        st = ts_forward_copy_block(r->f, src, dst, err);
+    }
+    if (st != TS_OK) {
+        ts_comm_fail(r->comm, err->msg);
+    }
+    return st;
+}
+
+static void tp_destroy(ts_runner *base) {
+    tp_runner *r = (tp_runner *)base;
+    tp_cmd c = {.kind = CMD_QUIT};
+    ts_error e = {0};
+    if (ts_comm_broadcast(r->comm, &c, sizeof c, 0, 0, &e) != TS_OK) {
+        /* A broken group: make sure every follower stops waiting. */
+        ts_comm_fail(r->comm, "leader stopped");
+    }
+    runner_free(r);
+}
+
+static const ts_runner_vtable k_tp_runner = {
+    .run = tp_run,
+    .copy_block = tp_copy_block,
+    .destroy = tp_destroy,
+};
+
+/* Starts one thread per in-process follower. */
+static ts_status start_followers(tp_runner *r, const ts_model *m, ts_registry *reg,
+                                 const ts_tp_config *tp, ts_error *err) {
+    r->threads = calloc((size_t)tp->size, sizeof *r->threads);
+    r->args = calloc((size_t)tp->size, sizeof *r->args);
+    if (r->threads == NULL || r->args == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "tp: out of memory");
+    }
+    for (int k = 1; k < tp->size; k++) {
+        follower *a = &r->args[k - 1];
+        *a = (follower){.m = m, .b = tp->peers[k - 1], .reg = reg, .comm = tp->peer_comms[k - 1]};
+        if (pthread_create(&r->threads[r->n_threads], NULL, follower_main, a) != 0) {
+            return ts_error_set(err, TS_ERR_INTERNAL, "tp: cannot start follower thread %d", k);
+        }
+        r->n_threads++;
+    }
+    return TS_OK;
+}
+
+ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward_config *cfg,
+                              ts_registry *reg, const ts_tp_config *tp, ts_runner **out,
+                              ts_error *err) {
     *out = NULL;
-    *lead = NULL;
-    if (tp->comm == NULL || tp->comm->rank != 0 || tp->comm->size != tp->size) {
+    if (tp->size == 1) {
+        return ts_forward_runner_create(m, b, cfg, reg, out, err);
+    }
+    if (tp->size < 1 || tp->comm == NULL || tp->comm->rank != 0 || tp->comm->size != tp->size ||
+        (tp->peers != NULL && tp->peer_comms == NULL)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "tp: the leader needs the communicator of rank 0 of %d ranks",
+                            "tp: the leader needs the communicator of rank 0 of %d ranks (and "
+                            "one per in-process follower)",
                             tp->size);
     }
     ts_comm *comm = tp->comm;
-    ts_tp_lead *l = calloc(1, sizeof *l);
-    if (l == NULL) {
+    tp_runner *r = calloc(1, sizeof *r);
+    if (r == NULL) {
         ts_comm_fail(comm, "leader out of memory");
         return ts_error_set(err, TS_ERR_NOMEM, "tp: out of memory");
     }
-    l->comm = comm;
-    l->max_blk = cfg->max_blocks_per_seq;
-    if (tp->peers != NULL) {
-        l->threads = calloc((size_t)tp->size, sizeof *l->threads);
-        l->args = calloc((size_t)tp->size, sizeof *l->args);
-        if (l->threads == NULL || l->args == NULL) {
-            ts_comm_fail(comm, "leader out of memory");
-            lead_free(l);
-            return ts_error_set(err, TS_ERR_NOMEM, "tp: out of memory");
-        }
-        for (int k = 1; k < tp->size; k++) {
-            follower *a = &l->args[k - 1];
-            *a = (follower){
-                .m = m, .b = tp->peers[k - 1], .reg = reg, .comm = tp->peer_comms[k - 1]};
-            if (pthread_create(&l->threads[l->n_threads], NULL, follower_main, a) != 0) {
-                ts_comm_fail(comm, "cannot start a follower thread");
-                lead_free(l);
-                return ts_error_set(err, TS_ERR_INTERNAL, "tp: cannot start follower thread %d", k);
-            }
-            l->n_threads++;
-        }
-    }
+    r->comm = comm;
+    ts_status st = tp->peers != NULL ? start_followers(r, m, reg, tp, err) : TS_OK;
     tp_hello h = {
         .magic = TP_MAGIC,
         .version = TP_VERSION,
@@ -342,74 +445,34 @@ ts_status ts_tp_lead_start(const ts_model *m, ts_backend *b, const ts_forward_co
         .block_size = cfg->block_size,
         .max_blocks_per_seq = cfg->max_blocks_per_seq,
     };
-    ts_status st = ts_tp_model_hash(m, h.hash, err);
+    if (st == TS_OK) {
+        st = ts_tp_model_hash(m, h.hash, err);
+    }
     if (st == TS_OK) {
         st = ts_comm_broadcast(comm, &h, sizeof h, 0, 0, err);
     }
     if (st != TS_OK) {
         ts_comm_fail(comm, err->msg);
-        lead_free(l);
+        runner_free(r);
         return st;
     }
-    ts_forward *f = NULL;
     ts_error mine = {0};
-    ts_status my_st = ts_forward_create_rank(m, b, cfg, reg, comm, &f, &mine);
-    st = exchange_status(comm, my_st, &mine, err);
+    ts_status my_st = ts_forward_create_shard(m, b, cfg, reg, comm, &r->f, &mine);
+    uint64_t kv_total = 0;
+    st = exchange_status(comm, my_st, &mine, my_st == TS_OK ? ts_forward_kv_bytes(r->f) : 0,
+                         &kv_total, err);
     if (st != TS_OK) {
-        ts_forward_destroy(f);
         ts_comm_fail(comm, err->msg);
-        lead_free(l);
+        runner_free(r);
         return st;
     }
-    *out = f;
-    *lead = l;
+    r->base = (ts_runner){
+        .vt = &k_tp_runner,
+        .cfg = *cfg,
+        /* Other processes' shards are theirs to count. */
+        .kv_bytes = tp->peers != NULL ? (size_t)kv_total : ts_forward_kv_bytes(r->f),
+        .n_shards = tp->size,
+    };
+    *out = &r->base;
     return TS_OK;
-}
-
-ts_status ts_tp_lead_send_run(ts_tp_lead *l, const ts_batch *bt, ts_error *err) {
-    tp_cmd c = {.kind = CMD_RUN,
-                .n_tokens = bt->n_tokens,
-                .n_seqs = bt->n_seqs,
-                .n_outputs = bt->n_outputs};
-    size_t n = payload_len(&c, l->max_blk);
-    if (n > l->payload_cap) {
-        int32_t *p = realloc(l->payload, n * sizeof *p);
-        if (p == NULL) {
-            return ts_error_set(err, TS_ERR_NOMEM, "tp: out of memory for a batch");
-        }
-        l->payload = p;
-        l->payload_cap = n;
-    }
-    size_t T = (size_t)bt->n_tokens, S = (size_t)bt->n_seqs;
-    int32_t *p = l->payload;
-    memcpy(p, bt->tokens, T * 4);
-    memcpy(p + T, bt->pos, T * 4);
-    memcpy(p + 2 * T, bt->seq, T * 4);
-    memcpy(p + 3 * T, bt->slots, T * 4);
-    memcpy(p + 4 * T, bt->seq_len, S * 4);
-    memcpy(p + 4 * T + S, bt->block_table, S * (size_t)l->max_blk * 4);
-    memcpy(p + 4 * T + S + S * (size_t)l->max_blk, bt->outputs, (size_t)bt->n_outputs * 4);
-    ts_status st = ts_comm_broadcast(l->comm, &c, sizeof c, 0, 0, err);
-    if (st == TS_OK) {
-        st = ts_comm_broadcast(l->comm, p, n * sizeof *p, 0, 0, err);
-    }
-    return st;
-}
-
-ts_status ts_tp_lead_send_copy(ts_tp_lead *l, int32_t src, int32_t dst, ts_error *err) {
-    tp_cmd c = {.kind = CMD_COPY, .src = src, .dst = dst};
-    return ts_comm_broadcast(l->comm, &c, sizeof c, 0, 0, err);
-}
-
-void ts_tp_lead_stop(ts_tp_lead *l) {
-    if (l == NULL) {
-        return;
-    }
-    tp_cmd c = {.kind = CMD_QUIT};
-    ts_error e = {0};
-    if (ts_comm_broadcast(l->comm, &c, sizeof c, 0, 0, &e) != TS_OK) {
-        /* A broken group: make sure every follower stops waiting. */
-        ts_comm_fail(l->comm, "leader stopped");
-    }
-    lead_free(l);
 }

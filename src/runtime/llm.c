@@ -1,55 +1,125 @@
 /*
- * api.c — the public C API of include/tessera.h, on top of the model, tokenizer, backends and
- * engine layers. Nothing here computes: it wires the layers together and translates types.
+ * llm.c — models in the public API: opening a file (whole model or vocabulary only), what a
+ * model is (ts_llm_info), text <-> tokens, chat templates, and ts_free.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "backends/cpu/cpu.h"
-#include "backends/ref/ref.h"
-#include "engine/engine.h"
-#include "model/model.h"
-#include "tessera.h"
-#include "tokenizer/tokenizer.h"
+#include "runtime/runtime.h"
 #include "util/error.h"
 
-struct ts_llm {
-    ts_model *model;
-    ts_tokenizer *tok;
-    char arch[32];
+/* llama.cpp's general.file_type values and the names users know them by. */
+static const struct {
+    uint32_t id;
+    const char *name;
+} k_file_types[] = {
+    {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+    {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+    {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {25, "IQ4_NL"}, {32, "BF16"},
 };
 
-struct ts_session {
-    ts_llm *llm;
-    ts_backend *backend;
-    ts_engine *engine;
-};
+/* The file's general.file_type when we know its name, else the type holding most bytes. */
+static void find_file_type(const ts_model *m, char *out, size_t size) {
+    ts_error e = {0};
+    uint32_t ft = 0;
+    if (ts_gguf_get_u32(m->gguf, "general.file_type", &ft, &e) == TS_OK) {
+        for (size_t i = 0; i < sizeof k_file_types / sizeof k_file_types[0]; i++) {
+            if (k_file_types[i].id == ft) {
+                snprintf(out, size, "%s", k_file_types[i].name);
+                return;
+            }
+        }
+    }
+    uint64_t bytes[TS_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(m->gguf); i++) {
+        const ts_gguf_tensor *t = ts_gguf_tensor_at(m->gguf, i);
+        if ((uint32_t)t->type < TS_TYPE_COUNT) {
+            bytes[t->type] += t->nbytes;
+        }
+    }
+    uint32_t best = 0;
+    for (uint32_t t = 1; t < TS_TYPE_COUNT; t++) {
+        best = bytes[t] > bytes[best] ? t : best;
+    }
+    snprintf(out, size, "%s", ts_type_name(best));
+}
 
-ts_status ts_llm_open(const char *path, ts_llm **out, ts_error *err) {
+static void find_name(const ts_gguf *g, const char *path, char *out, size_t size) {
+    ts_error e = {0};
+    ts_gguf_str s;
+    if (ts_gguf_get_str(g, "general.name", &s, &e) == TS_OK && s.len > 0) {
+        snprintf(out, size, "%.*s", (int)(s.len < size ? s.len : size - 1), s.ptr);
+        return;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf(out, size, "%s", base != NULL ? base + 1 : path);
+}
+
+static void fill_info(ts_llm *llm) {
+    ts_llm_info *in = &llm->info;
+    memset(in, 0, sizeof *in);
+    in->name = llm->name;
+    in->file_type = llm->file_type;
+    in->arch = "";
+    in->n_vocab = (int32_t)ts_tokenizer_n_vocab(llm->tok);
+    if (llm->model == NULL) {
+        in->file_bytes = ts_gguf_file_size(llm->vocab_gguf);
+        return;
+    }
+    const ts_hparams *hp = &llm->model->hp;
+    in->arch = hp->arch->name;
+    in->n_params = llm->model->n_params;
+    in->weight_bytes = llm->model->weight_bytes;
+    in->file_bytes = ts_gguf_file_size(llm->model->gguf);
+    in->n_vocab = (int32_t)hp->n_vocab;
+    in->n_ctx_train = hp->n_ctx_train;
+    in->n_embd = hp->n_embd;
+    in->n_layer = hp->n_layer;
+    in->n_head = hp->n_head;
+    in->n_head_kv = hp->n_head_kv;
+    in->head_dim = hp->head_dim;
+    in->n_ff = hp->n_ff;
+}
+
+static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm **out,
+                          ts_error *err) {
+    if (out != NULL) {
+        *out = NULL; /* on every failure, including a NULL path */
+    }
     if (path == NULL || out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_open: path and out are required");
     }
-    *out = NULL;
     ts_llm *llm = calloc(1, sizeof *llm);
     if (llm == NULL) {
         return ts_error_set(err, TS_ERR_NOMEM, "ts_llm_open: out of memory");
     }
-    ts_status st = ts_model_open(path, &llm->model, err);
+    bool vocab_only = params != NULL && params->vocab_only;
+    ts_status st = vocab_only ? ts_gguf_open(path, &llm->vocab_gguf, err)
+                              : ts_model_open(path, &llm->model, err);
+    const ts_gguf *g = vocab_only ? llm->vocab_gguf : (llm->model ? llm->model->gguf : NULL);
     if (st == TS_OK) {
-        st = ts_tokenizer_create(llm->model->gguf, &llm->tok, err);
-        if (st != TS_OK) {
-            ts_error_prefix(err, "%s: ", path);
-        }
+        st = ts_tokenizer_create(g, &llm->tok, err);
+    }
+    if (st != TS_OK && strstr(err->msg, path) == NULL) {
+        ts_error_prefix(err, "%s: ", path); /* every error names the file */
     }
     if (st != TS_OK) {
         ts_llm_close(llm);
         return st;
     }
-    snprintf(llm->arch, sizeof llm->arch, "%s", llm->model->hp.arch->name);
+    find_name(g, path, llm->name, sizeof llm->name);
+    if (llm->model != NULL) {
+        find_file_type(llm->model, llm->file_type, sizeof llm->file_type);
+    }
+    fill_info(llm);
     *out = llm;
     return TS_OK;
+}
+
+ts_status ts_llm_open(const char *path, const ts_llm_params *params, ts_llm **out, ts_error *err) {
+    ts_error local = {0};
+    return llm_open(path, params, out, err != NULL ? err : &local);
 }
 
 void ts_llm_close(ts_llm *llm) {
@@ -58,23 +128,30 @@ void ts_llm_close(ts_llm *llm) {
     }
     ts_tokenizer_destroy(llm->tok);
     ts_model_close(llm->model);
+    ts_gguf_close(llm->vocab_gguf);
     free(llm);
 }
 
+void ts_llm_get_info(const ts_llm *llm, ts_llm_info *out) {
+    *out = llm->info;
+}
+
 int32_t ts_llm_n_vocab(const ts_llm *llm) {
-    return (int32_t)llm->model->hp.n_vocab;
+    return llm->info.n_vocab;
 }
 
 int64_t ts_llm_n_ctx_train(const ts_llm *llm) {
-    return llm->model->hp.n_ctx_train;
+    return llm->info.n_ctx_train;
 }
 
 const char *ts_llm_arch(const ts_llm *llm) {
-    return llm->arch;
+    return llm->info.arch;
 }
 
 ts_status ts_llm_tokenize(const ts_llm *llm, const char *text, size_t len, int add_special,
                           int parse_special, int32_t **ids, size_t *n_ids, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (llm == NULL || (text == NULL && len > 0) || ids == NULL || n_ids == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_tokenize: NULL argument");
     }
@@ -82,14 +159,37 @@ ts_status ts_llm_tokenize(const ts_llm *llm, const char *text, size_t len, int a
                                  parse_special != 0, ids, n_ids, err);
 }
 
-ts_status ts_llm_detokenize(const ts_llm *llm, const int32_t *ids, size_t n_ids,
-                            int render_special, char **text, size_t *len, ts_error *err) {
+ts_status ts_llm_detokenize(const ts_llm *llm, const int32_t *ids, size_t n_ids, int render_special,
+                            char **text, size_t *len, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (llm == NULL || (ids == NULL && n_ids > 0) || text == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_detokenize: NULL argument");
     }
     size_t n = 0;
-    ts_status st = ts_tokenizer_detokenize(llm->tok, ids, n_ids, render_special != 0, text, &n,
-                                           err);
+    ts_status st =
+        ts_tokenizer_detokenize(llm->tok, ids, n_ids, render_special != 0, text, &n, err);
+    if (st == TS_OK && len != NULL) {
+        *len = n;
+    }
+    return st;
+}
+
+ts_status ts_llm_token_to_piece(const ts_llm *llm, int32_t token, int render_special,
+                                const char **piece, size_t *len, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (llm == NULL || piece == NULL || len == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_token_to_piece: NULL argument");
+    }
+    return ts_tokenizer_token_to_piece(llm->tok, token, render_special != 0, piece, len, err);
+}
+
+/* Renders msgs with tmpl (shared by ts_llm_chat_prompt and ts_context_chat_prompt). */
+ts_status rt_chat_render(const ts_chat_template *tmpl, const ts_message *msgs, size_t n_msgs,
+                         int add_generation_prompt, char **text, size_t *len, ts_error *err) {
+    size_t n = 0;
+    ts_status st = ts_chat_apply(tmpl, msgs, n_msgs, add_generation_prompt != 0, text, &n, err);
     if (st == TS_OK && len != NULL) {
         *len = n;
     }
@@ -97,7 +197,10 @@ ts_status ts_llm_detokenize(const ts_llm *llm, const int32_t *ids, size_t n_ids,
 }
 
 ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_message *msgs,
-                             size_t n_msgs, char **text, ts_error *err) {
+                             size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
+                             ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (llm == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_chat_prompt: NULL argument");
     }
@@ -107,183 +210,7 @@ ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_messa
     if (st != TS_OK) {
         return st;
     }
-    /* ts_message and ts_chat_message have the same members; copy to keep the layers apart. */
-    ts_chat_message *cm = calloc(n_msgs ? n_msgs : 1, sizeof *cm);
-    if (cm == NULL) {
-        return ts_error_set(err, TS_ERR_NOMEM, "ts_llm_chat_prompt: out of memory");
-    }
-    for (size_t i = 0; i < n_msgs; i++) {
-        cm[i].role = msgs[i].role;
-        cm[i].content = msgs[i].content;
-    }
-    size_t len = 0;
-    st = ts_chat_apply(&tmpl, cm, n_msgs, true, text, &len, err);
-    free(cm);
-    return st;
-}
-
-ts_session_params ts_session_params_default(void) {
-    ts_session_params p = {0};
-    p.max_seqs = 16;
-    p.max_batch_tokens = 512;
-    return p;
-}
-
-ts_status ts_session_create(ts_llm *llm, const ts_session_params *params, ts_session **out,
-                            ts_error *err) {
-    if (llm == NULL || out == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_session_create: NULL argument");
-    }
-    *out = NULL;
-    ts_session_params p = params != NULL ? *params : ts_session_params_default();
-    ts_session *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        return ts_error_set(err, TS_ERR_NOMEM, "ts_session_create: out of memory");
-    }
-    s->llm = llm;
-    ts_status st;
-    if (p.reference_backend) {
-        st = ts_ref_backend_create(&s->backend, err);
-    } else {
-        ts_cpu_params cp = ts_cpu_params_default();
-        if (p.n_threads > 0) {
-            cp.n_threads = p.n_threads;
-        }
-        st = ts_cpu_backend_create(&cp, &s->backend, err);
-    }
-    ts_engine_config ec = ts_engine_config_default(llm->model);
-    if (p.n_ctx > 0) {
-        ec.n_ctx = p.n_ctx;
-    }
-    if (p.kv_tokens > 0) {
-        ec.kv_tokens = p.kv_tokens;
-    }
-    if (p.max_seqs > 0) {
-        ec.max_seqs = p.max_seqs;
-    }
-    if (p.max_batch_tokens > 0) {
-        ec.max_batch_tokens = p.max_batch_tokens;
-    }
-    if (st == TS_OK) {
-        st = ts_engine_create(llm->model, llm->tok, s->backend, NULL, &ec, &s->engine, err);
-    }
-    if (st != TS_OK) {
-        ts_session_destroy(s);
-        return st;
-    }
-    *out = s;
-    return TS_OK;
-}
-
-void ts_session_destroy(ts_session *s) {
-    if (s == NULL) {
-        return;
-    }
-    ts_engine_destroy(s->engine);
-    ts_backend_destroy(s->backend);
-    free(s);
-}
-
-ts_generate_params ts_generate_params_default(void) {
-    ts_generate_params g = {0};
-    g.top_p = 1.0f;
-    g.repetition_penalty = 1.0f;
-    return g;
-}
-
-typedef struct gen_state {
-    ts_token_callback cb;
-    void *user;
-    ts_engine *engine;
-    uint64_t id;
-    bool done, stopped;
-    int32_t prompt_tokens, completion_tokens;
-    ts_finish_reason finish;
-    char message[256];
-    struct timespec t0, t_first, t_last;
-} gen_state;
-
-static double ms_between(struct timespec a, struct timespec b) {
-    return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-}
-
-static void on_event(const ts_engine_event *ev, void *user) {
-    gen_state *g = user;
-    if (ev->token >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &g->t_last);
-        if (ev->completion_tokens == 1) {
-            g->t_first = g->t_last;
-        }
-        if (g->cb != NULL && !g->stopped && g->cb(g->user, ev->token, ev->text, ev->text_len)) {
-            g->stopped = true;
-            ts_engine_abort(g->engine, ev->request_id);
-        }
-    }
-    g->prompt_tokens = ev->prompt_tokens;
-    g->completion_tokens = ev->completion_tokens;
-    if (ev->finish != TS_FINISH_NONE) {
-        g->finish = ev->finish;
-        if (ev->message != NULL) {
-            snprintf(g->message, sizeof g->message, "%s", ev->message);
-        }
-    }
-    if (ev->request_done) {
-        g->done = true;
-    }
-}
-
-ts_status ts_session_generate(ts_session *s, const char *prompt, const ts_generate_params *gp,
-                              ts_token_callback cb, void *user, ts_generate_result *result,
-                              ts_error *err) {
-    if (s == NULL || prompt == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_session_generate: NULL argument");
-    }
-    ts_generate_params g = gp != NULL ? *gp : ts_generate_params_default();
-    ts_request_params rp = ts_request_params_default();
-    rp.max_tokens = g.max_tokens;
-    rp.sampling.temperature = g.temperature;
-    rp.sampling.top_k = g.top_k;
-    rp.sampling.top_p = g.top_p;
-    rp.sampling.min_p = g.min_p;
-    rp.sampling.repetition_penalty = g.repetition_penalty;
-    rp.seed = g.seed;
-    rp.has_seed = g.has_seed != 0;
-    rp.stop = g.stop;
-    rp.n_stop = g.n_stop;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    ts_status st = ts_tokenizer_tokenize(s->llm->tok, prompt, strlen(prompt), true,
-                                         g.parse_special != 0, &ids, &n_ids, err);
-    if (st != TS_OK) {
-        return st;
-    }
-    if (n_ids > INT32_MAX) {
-        free(ids);
-        return ts_error_set(err, TS_ERR_LIMIT, "ts_session_generate: prompt of %zu tokens",
-                            n_ids);
-    }
-    gen_state state = {.cb = cb, .user = user, .engine = s->engine};
-    clock_gettime(CLOCK_MONOTONIC, &state.t0);
-    st = ts_engine_add_request(s->engine, ids, (int32_t)n_ids, &rp, on_event, &state, &state.id,
-                               err);
-    free(ids);
-    while (st == TS_OK && !state.done) {
-        st = ts_engine_step(s->engine, NULL, err);
-    }
-    if (st == TS_OK && state.finish == TS_FINISH_ERROR) {
-        st = ts_error_set(err, TS_ERR_INTERNAL, "generation failed: %s", state.message);
-    }
-    if (result != NULL) {
-        memset(result, 0, sizeof *result);
-        result->prompt_tokens = state.prompt_tokens;
-        result->completion_tokens = state.completion_tokens;
-        result->finish_reason = state.stopped ? "abort" : ts_finish_reason_name(state.finish);
-        if (state.completion_tokens > 0) {
-            result->prompt_ms = ms_between(state.t0, state.t_first);
-            result->generate_ms = ms_between(state.t_first, state.t_last);
-        }
-    }
-    return st;
+    return rt_chat_render(&tmpl, msgs, n_msgs, add_generation_prompt, text, len, err);
 }
 
 void ts_free(void *p) {

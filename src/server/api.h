@@ -27,8 +27,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/engine.h"
-#include "tokenizer/tokenizer.h"
+#include "tessera.h"
 
 #define TS_API_MAX_DEPTH        32   /* JSON nesting */
 #define TS_API_MAX_PROMPTS      16   /* prompts in one /v1/completions body */
@@ -77,7 +76,7 @@ typedef struct ts_api_request {
     int32_t n_prompts;
 
     /* chat and tokenize (messages form); contents are views or owned joins of text parts */
-    ts_chat_message *messages; /* [n_messages], owned */
+    ts_message *messages; /* [n_messages], owned */
     int32_t n_messages;
     char **owned_texts;         /* [n_messages] joined multi-part contents (NULL entries: views) */
     bool add_generation_prompt; /* chat template: open the assistant turn (default true) */

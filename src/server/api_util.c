@@ -8,16 +8,14 @@
 
 ts_status ts_api_error_set(ts_api_error *err, int status, const char *type, const char *param,
                            const char *code, const char *fmt, ...) {
-    if (err != NULL) {
-        err->status = status;
-        snprintf(err->type, sizeof err->type, "%s", type ? type : "invalid_request_error");
-        snprintf(err->param, sizeof err->param, "%s", param ? param : "");
-        snprintf(err->code, sizeof err->code, "%s", code ? code : "");
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
+    err->status = status;
+    snprintf(err->type, sizeof err->type, "%s", type ? type : "invalid_request_error");
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    snprintf(err->code, sizeof err->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
     return status == 404 ? TS_ERR_NOT_FOUND : TS_ERR_INVALID_ARG;
 }
 

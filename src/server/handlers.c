@@ -4,8 +4,8 @@
  *
  * Order of checks for a generation request: body (400/404), chat template present (400),
  * prompt + max_tokens within the context (400 context_length_exceeded, with the counts),
- * admission (503 with Retry-After), then the engine's own checks (400 when the KV cache could
- * never hold the request). Only then is anything queued.
+ * admission (503 with Retry-After), then the context's own checks at submit (400 when the KV
+ * cache could never hold the request). Only then is anything queued.
  */
 #include "server/server_internal.h"
 
@@ -17,29 +17,32 @@
 ts_api_limits ts_server_limits(const ts_server *s) {
     ts_api_limits lim = {
         .n_vocab = s->n_vocab,
-        .n_ctx = s->cfg.n_ctx,
-        .max_n = s->cfg.max_seqs < 16 ? s->cfg.max_seqs : 16,
+        .n_ctx = s->n_ctx,
+        .max_n = s->max_seqs < 16 ? (int32_t)s->max_seqs : 16,
         .model_name = s->model_name,
     };
     return lim;
 }
 
-ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, int32_t **ids,
-                               int32_t *n_ids, ts_api_error *err) {
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
+                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
+                               ts_api_error *err) {
     *ids = NULL;
     *n_ids = 0;
+    *owned = NULL;
     const char *text = NULL;
     char *rendered = NULL;
     size_t len = 0;
     ts_error e = {0};
     if (r->kind == TS_API_CHAT || (r->kind == TS_API_TOKENIZE && r->n_messages > 0)) {
-        if (!s->has_tmpl) {
+        ts_status st = ts_context_chat_prompt(s->ctx, r->messages, (size_t)r->n_messages,
+                                              r->add_generation_prompt, &rendered, &len, &e);
+        if (st == TS_ERR_NOT_FOUND) {
             return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
                                     "the model has no chat template this server recognises "
                                     "(start the server with --chat-template NAME)");
         }
-        if (ts_chat_apply(&s->tmpl, r->messages, (size_t)r->n_messages, r->add_generation_prompt,
-                          &rendered, &len, &e) != TS_OK) {
+        if (st != TS_OK) {
             return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
                                     "cannot apply the chat template: %s", e.msg);
         }
@@ -48,31 +51,27 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
         text = r->prompts[k].text;
         len = strlen(text);
     } else {
-        *ids = malloc((size_t)r->prompts[k].n_ids * sizeof **ids);
-        if (*ids == NULL) {
-            return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-        }
-        memcpy(*ids, r->prompts[k].ids, (size_t)r->prompts[k].n_ids * sizeof **ids);
+        *ids = r->prompts[k].ids;
         *n_ids = r->prompts[k].n_ids;
         return TS_OK;
     }
-    ts_token *out = NULL;
+    int32_t *out = NULL;
     size_t n = 0;
-    ts_status st =
-        ts_tokenizer_tokenize(s->tok, text, len, r->add_special_tokens, true, &out, &n, &e);
-    free(rendered);
+    ts_status st = ts_llm_tokenize(s->llm, text, len, r->add_special_tokens, 1, &out, &n, &e);
+    ts_free(rendered);
     if (st != TS_OK) {
         return ts_api_error_set(err, 400, "invalid_request_error",
                                 r->kind == TS_API_CHAT ? "messages" : "prompt", NULL,
                                 "cannot tokenize the prompt: %s", e.msg);
     }
     if (n > (size_t)INT32_MAX) {
-        free(out);
+        ts_free(out);
         return ts_api_error_set(err, 400, "invalid_request_error", "prompt", NULL,
                                 "the prompt is too long (%zu tokens)", n);
     }
     *ids = out;
     *n_ids = (int32_t)n;
+    *owned = out;
     return TS_OK;
 }
 
@@ -127,9 +126,9 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64
                 }
                 if (r->kind == TS_API_CHAT) {
                     cJSON_AddItemToArray(c->logprobs,
-                                         ts_server_chat_logprob(s->tok, &ev->logprobs));
+                                         ts_server_chat_logprob(s->llm, &ev->logprobs));
                 } else {
-                    ts_server_cmpl_logprobs_add(c->logprobs, s->tok, &ev->logprobs,
+                    ts_server_cmpl_logprobs_add(c->logprobs, s->llm, &ev->logprobs,
                                                 c->len - ev->text_len);
                 }
             }
@@ -227,7 +226,8 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64
     return ts_reply_json(200, text);
 }
 
-static ts_reply engine_error(ts_status st, const ts_error *err) {
+/* A refusal from ts_context_submit. */
+static ts_reply submit_error(ts_status st, const ts_error *err) {
     ts_api_error e;
     if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
@@ -248,14 +248,15 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         return ts_reply_error(&e);
     }
     int32_t n_subs = kind == TS_API_CHAT ? 1 : r.n_prompts;
-    int32_t *ids[TS_API_MAX_PROMPTS] = {0};
+    const int32_t *ids[TS_API_MAX_PROMPTS] = {0};
+    int32_t *owned[TS_API_MAX_PROMPTS] = {0};
     int32_t n_ids[TS_API_MAX_PROMPTS] = {0};
     int32_t max_tokens[TS_API_MAX_PROMPTS] = {0};
     uint64_t prompt_tokens = 0;
     ts_status st = TS_OK;
-    int64_t n_ctx = s->cfg.n_ctx;
+    int64_t n_ctx = s->n_ctx;
     for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
-        st = ts_server_prompt_ids(s, &r, k, &ids[k], &n_ids[k], &e);
+        st = ts_server_prompt_ids(s, &r, k, &ids[k], &n_ids[k], &owned[k], &e);
         if (st != TS_OK) {
             break;
         }
@@ -309,14 +310,14 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         if (est != TS_OK) {
             st = est;
             ts_job_release(j);
-            reply = engine_error(est, &err);
+            reply = submit_error(est, &err);
         }
     }
     if (st == TS_OK) {
         reply = r.stream ? ts_stream_start(s, j, &r, sock) : collect(s, j, &r, prompt_tokens, sock);
     }
     for (int32_t k = 0; k < n_subs; k++) {
-        free(ids[k]);
+        ts_free(owned[k]);
     }
     ts_api_request_free(&r);
     return reply;
@@ -332,20 +333,21 @@ ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, si
     cJSON *root = cJSON_CreateObject();
     ts_status st = TS_OK;
     if (kind == TS_API_TOKENIZE) {
-        int32_t *ids = NULL, n = 0;
-        st = ts_server_prompt_ids(s, &r, 0, &ids, &n, &e);
+        const int32_t *ids = NULL;
+        int32_t *owned = NULL, n = 0;
+        st = ts_server_prompt_ids(s, &r, 0, &ids, &n, &owned, &e);
         if (st == TS_OK) {
             cJSON_AddNumberToObject(root, "count", n);
-            cJSON_AddNumberToObject(root, "max_model_len", (double)s->cfg.n_ctx);
+            cJSON_AddNumberToObject(root, "max_model_len", (double)s->n_ctx);
             cJSON_AddItemToObject(root, "tokens", cJSON_CreateIntArray(ids, n));
         }
-        free(ids);
+        ts_free(owned);
     } else {
         char *text = NULL;
         size_t tlen = 0;
         ts_error err = {0};
-        if (ts_tokenizer_detokenize(s->tok, r.tokens, (size_t)r.n_tokens, false, &text, &tlen,
-                                    &err) != TS_OK) {
+        if (ts_llm_detokenize(s->llm, r.tokens, (size_t)r.n_tokens, 0, &text, &tlen, &err) !=
+            TS_OK) {
             st = ts_api_error_set(&e, 400, "invalid_request_error", "tokens", NULL,
                                   "cannot detokenize: %s", err.msg);
         } else {
@@ -356,7 +358,7 @@ ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, si
             }
             cJSON_AddStringToObject(root, "prompt", text);
         }
-        free(text);
+        ts_free(text);
     }
     ts_api_request_free(&r);
     if (st != TS_OK) {

@@ -95,7 +95,7 @@ static ts_reply reply_models(ts_server *s) {
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->created);
     cJSON_AddStringToObject(m, "owned_by", "tessera");
-    cJSON_AddNumberToObject(m, "max_model_len", (double)s->cfg.n_ctx);
+    cJSON_AddNumberToObject(m, "max_model_len", (double)s->n_ctx);
     cJSON_AddItemToArray(data, m);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -112,7 +112,7 @@ static ts_reply reply_health(ts_server *s) {
 
 static ts_reply reply_metrics(ts_server *s) {
     ts_engine_stats es;
-    ts_engine_get_stats(s->engine, &es);
+    ts_context_get_stats(s->ctx, &es);
     pthread_mutex_lock(&s->mu);
     int64_t in_flight = s->in_flight;
     pthread_mutex_unlock(&s->mu);

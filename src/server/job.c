@@ -1,12 +1,13 @@
 /*
  * job.c — the queue between the engine thread and one HTTP request.
  *
- * The engine callback (engine thread) copies each event into the job's list, records latency
- * metrics and writes the job's eventfd; the HTTP thread polls that eventfd together with its
- * client socket, so it wakes for new tokens and for a disconnect alike. The callback never
- * blocks on the client: it takes one short mutex and appends.
+ * The request callback (on the engine thread, inside ts_context_step) copies each event into
+ * the job's list, records latency metrics and writes the job's eventfd; the HTTP thread polls
+ * that eventfd together with its client socket, so it wakes for new tokens and for a
+ * disconnect alike. The callback never blocks on the client: it takes one short mutex and
+ * appends.
  *
- * "Finished" (all engine requests reported request_done) is decided once, by whichever side
+ * "Finished" (all context requests reported request_done) is decided once, by whichever side
  * sees it last, and releases the job's admission slot.
  */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -83,7 +84,7 @@ static void wake(ts_job *j) {
     (void)r; /* EAGAIN means the counter is already non-zero: the reader wakes anyway */
 }
 
-/* Releases the admission slot once every engine request has finished. */
+/* Releases the admission slot once every context request has finished. */
 static void job_finalize(ts_job *j, bool aborted) {
     ts_server *s = j->srv;
     ts_metrics_observe(&s->metrics, TS_HIST_E2E, ts_server_now() - j->t_arrival);
@@ -166,7 +167,7 @@ static void on_event(const ts_engine_event *ev, void *user) {
     }
     wake(j);
     if (ev->request_done) {
-        job_unref(j); /* the engine request's reference */
+        job_unref(j); /* the context request's reference */
     }
 }
 
@@ -176,8 +177,8 @@ ts_status ts_job_add(ts_job *j, int32_t k, const int32_t *ids, int32_t n_ids,
     j->refs++;
     pthread_mutex_unlock(&j->mu);
     ts_job_sub *sub = &j->subs[k];
-    ts_status st = ts_engine_add_request(j->srv->engine, ids, n_ids, params, on_event, sub,
-                                         &sub->engine_id, err);
+    ts_status st =
+        ts_context_submit(j->srv->ctx, ids, n_ids, params, on_event, sub, &sub->request_id, err);
     pthread_mutex_lock(&j->mu);
     if (st == TS_OK) {
         sub->added = true;
@@ -239,7 +240,7 @@ void ts_job_release(ts_job *j) {
     j->abandoned = true;
     ts_job_events_free(j->head);
     j->head = j->tail = NULL;
-    /* Prompts that never reached the engine count as finished. */
+    /* Prompts that never reached the context count as finished. */
     bool finalize = false;
     if (j->n_subs != j->n_added) {
         j->n_subs = j->n_added;
@@ -247,12 +248,12 @@ void ts_job_release(ts_job *j) {
     }
     for (int32_t k = 0; k < TS_API_MAX_PROMPTS; k++) {
         if (j->subs[k].added && !j->subs[k].done) {
-            abort_ids[n_abort++] = j->subs[k].engine_id;
+            abort_ids[n_abort++] = j->subs[k].request_id;
         }
     }
     pthread_mutex_unlock(&j->mu);
     for (int i = 0; i < n_abort; i++) {
-        ts_engine_abort(j->srv->engine, abort_ids[i]);
+        ts_context_abort(j->srv->ctx, abort_ids[i]);
     }
     if (finalize) {
         job_finalize(j, n_abort > 0);
@@ -265,7 +266,7 @@ bool ts_server_admit(ts_server *s, ts_job *j, const char **why) {
     bool ok = false;
     if (s->draining) {
         *why = "the server is shutting down";
-    } else if (s->in_flight >= (int64_t)s->cfg.max_seqs + s->cfg.max_queue) {
+    } else if (s->in_flight >= s->max_seqs + s->cfg.max_queue) {
         *why = "the server is overloaded: the request queue is full";
     } else {
         ok = true;

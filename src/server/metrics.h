@@ -4,7 +4,7 @@
  * HTTP threads count requests by endpoint and status; the engine thread observes
  * time-to-first-token, inter-token latency and request duration. The engine's own gauges
  * (running / waiting sequences, KV blocks, prefix-cache hits) are read from a
- * ts_engine_stats snapshot when the page is rendered.
+ * ts_engine_stats snapshot (ts_context_get_stats) when the page is rendered.
  *
  * Thread safety: every function may be called from any thread (one mutex per ts_metrics).
  */
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
+#include "tessera.h"
 
 typedef enum ts_route {
     TS_ROUTE_COMPLETIONS = 0,

@@ -15,10 +15,13 @@ void ts_server_make_id(ts_server *s, const char *prefix, char *buf, size_t size)
              (unsigned long long)(atomic_load(&s->id_counter) & 0xffffffffu));
 }
 
-cJSON *ts_server_token_string(const ts_tokenizer *tok, int32_t token, cJSON **bytes_out) {
+cJSON *ts_server_token_string(const ts_llm *llm, int32_t token, cJSON **bytes_out) {
     const char *piece = "";
     size_t len = 0;
-    if (ts_tokenizer_token_to_piece(tok, token, true, &piece, &len, NULL) != TS_OK) {
+    ts_error e = {0};
+    /* Ids come from the context's own sampler, so a failure here would be a bug elsewhere;
+     * the entry then shows an empty token rather than failing the whole response. */
+    if (ts_llm_token_to_piece(llm, token, 1, &piece, &len, &e) != TS_OK) {
         piece = "", len = 0;
     }
     /* Pieces of byte-level vocabularies can hold part of a character; JSON strings cannot. */
@@ -51,20 +54,20 @@ cJSON *ts_server_token_string(const ts_tokenizer *tok, int32_t token, cJSON **by
     return str;
 }
 
-static cJSON *chat_top_entry(const ts_tokenizer *tok, int32_t token, double logprob) {
+static cJSON *chat_top_entry(const ts_llm *llm, int32_t token, double logprob) {
     cJSON *o = cJSON_CreateObject();
     cJSON *bytes = NULL;
-    cJSON_AddItemToObject(o, "token", ts_server_token_string(tok, token, &bytes));
+    cJSON_AddItemToObject(o, "token", ts_server_token_string(llm, token, &bytes));
     cJSON_AddNumberToObject(o, "logprob", logprob);
     cJSON_AddItemToObject(o, "bytes", bytes);
     return o;
 }
 
-cJSON *ts_server_chat_logprob(const ts_tokenizer *tok, const ts_sample_info *info) {
-    cJSON *o = chat_top_entry(tok, info->token, info->logprob);
+cJSON *ts_server_chat_logprob(const ts_llm *llm, const ts_sample_info *info) {
+    cJSON *o = chat_top_entry(llm, info->token, info->logprob);
     cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
     for (int32_t i = 0; i < info->n_top && top != NULL; i++) {
-        cJSON_AddItemToArray(top, chat_top_entry(tok, info->top[i].token, info->top[i].logprob));
+        cJSON_AddItemToArray(top, chat_top_entry(llm, info->top[i].token, info->top[i].logprob));
     }
     return o;
 }
@@ -78,18 +81,18 @@ cJSON *ts_server_cmpl_logprobs_new(void) {
     return lp;
 }
 
-void ts_server_cmpl_logprobs_add(cJSON *lp, const ts_tokenizer *tok, const ts_sample_info *info,
+void ts_server_cmpl_logprobs_add(cJSON *lp, const ts_llm *llm, const ts_sample_info *info,
                                  size_t text_offset) {
     if (lp == NULL) {
         return;
     }
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"),
-                         ts_server_token_string(tok, info->token, NULL));
+                         ts_server_token_string(llm, info->token, NULL));
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"),
                          cJSON_CreateNumber(info->logprob));
     cJSON *top = cJSON_CreateObject();
     for (int32_t i = 0; i < info->n_top && top != NULL; i++) {
-        cJSON *name = ts_server_token_string(tok, info->top[i].token, NULL);
+        cJSON *name = ts_server_token_string(llm, info->top[i].token, NULL);
         if (name != NULL && cJSON_GetObjectItemCaseSensitive(top, name->valuestring) == NULL) {
             cJSON_AddNumberToObject(top, name->valuestring, info->top[i].logprob);
         }

@@ -17,8 +17,6 @@ ts_server_config ts_server_config_default(void) {
         .model_name = "model",
         .max_body = 1u << 20,
         .max_queue = 256,
-        .max_seqs = 16,
-        .n_ctx = 4096,
         .conn_timeout_s = 60,
         .max_connections = 512,
         .log = NULL,
@@ -30,17 +28,27 @@ static char *dup_or_null(const char *s) {
     return s != NULL ? strdup(s) : NULL;
 }
 
-ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine, const ts_tokenizer *tok,
-                           const ts_chat_template *tmpl, ts_server **out, ts_error *err) {
+ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_server **out,
+                           ts_error *err) {
+    if (out == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "server: NULL out");
+    }
     *out = NULL;
+    if (cfg == NULL || ctx == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "server: %s is NULL",
+                            cfg == NULL ? "the configuration" : "the context");
+    }
+    /* The limits that bound admission and requests are the context's own. */
+    ts_context_info info;
+    ts_context_get_info(ctx, &info);
     if (cfg->port < 0 || cfg->port > 65535 || cfg->max_body < 64 || cfg->max_queue < 0 ||
-        cfg->max_seqs < 1 || cfg->n_ctx < 1 || cfg->conn_timeout_s < 0 ||
+        info.max_seqs < 1 || info.n_ctx < 1 || cfg->conn_timeout_s < 0 ||
         cfg->max_connections < 1 || cfg->model_name == NULL || cfg->model_name[0] == '\0') {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "server: invalid configuration (port %d, max body %zu, max queue %d, "
-                            "max seqs %d, ctx %lld, timeout %d s, connections %d)",
-                            cfg->port, cfg->max_body, cfg->max_queue, cfg->max_seqs,
-                            (long long)cfg->n_ctx, cfg->conn_timeout_s, cfg->max_connections);
+                            "max seqs %lld, ctx %lld, timeout %d s, connections %d)",
+                            cfg->port, cfg->max_body, cfg->max_queue, (long long)info.max_seqs,
+                            (long long)info.n_ctx, cfg->conn_timeout_s, cfg->max_connections);
     }
     if (cfg->api_key != NULL && cfg->api_key[0] == '\0') {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "server: the API key is empty");
@@ -61,13 +69,11 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine, const
     s->cfg.api_key = s->api_key;
     s->cfg.model_name = s->model_name;
     s->api_key_len = s->api_key ? strlen(s->api_key) : 0;
-    s->engine = engine;
-    s->tok = tok;
-    if (tmpl != NULL) {
-        s->tmpl = *tmpl;
-        s->has_tmpl = true;
-    }
-    s->n_vocab = (int32_t)ts_tokenizer_n_vocab(tok);
+    s->ctx = ctx;
+    s->llm = ts_context_llm(ctx);
+    s->n_ctx = info.n_ctx;
+    s->max_seqs = info.max_seqs;
+    s->n_vocab = ts_llm_n_vocab(s->llm);
     s->created = (int64_t)time(NULL);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -87,13 +93,13 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_engine *engine, const
 static void *engine_main(void *arg) {
     ts_server *s = arg;
     while (!atomic_load(&s->engine_stop)) {
-        if (!ts_engine_has_work(s->engine)) {
-            ts_engine_wait(s->engine, 100);
+        if (!ts_context_has_work(s->ctx)) {
+            ts_context_wait(s->ctx, 100);
             continue;
         }
         bool busy = false;
         ts_error err = {0};
-        if (ts_engine_step(s->engine, &busy, &err) != TS_OK && s->cfg.log != NULL) {
+        if (ts_context_step(s->ctx, &busy, &err) != TS_OK && s->cfg.log != NULL) {
             fprintf(s->cfg.log, "engine: step failed: %s\n", err.msg);
             fflush(s->cfg.log);
         }
@@ -125,7 +131,7 @@ ts_status ts_server_start(ts_server *s, ts_error *err) {
     freeaddrinfo(res);
     if (s->daemon == NULL) {
         atomic_store(&s->engine_stop, true);
-        ts_engine_wake(s->engine);
+        ts_context_wake(s->ctx);
         pthread_join(s->engine_thread, NULL);
         s->engine_started = false;
         return ts_error_set(err, TS_ERR_IO,
@@ -182,7 +188,7 @@ void ts_server_shutdown(ts_server *s, int grace_ms) {
             j->shutdown = true;
             for (int32_t k = 0; k < TS_API_MAX_PROMPTS; k++) {
                 if (j->subs[k].added && !j->subs[k].done) {
-                    ts_engine_abort(s->engine, j->subs[k].engine_id);
+                    ts_context_abort(s->ctx, j->subs[k].request_id);
                 }
             }
             pthread_mutex_unlock(&j->mu);
@@ -194,7 +200,7 @@ void ts_server_shutdown(ts_server *s, int grace_ms) {
     pthread_mutex_unlock(&s->mu);
     if (s->engine_started) {
         atomic_store(&s->engine_stop, true);
-        ts_engine_wake(s->engine);
+        ts_context_wake(s->ctx);
         pthread_join(s->engine_thread, NULL);
         s->engine_started = false;
     }

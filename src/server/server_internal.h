@@ -1,11 +1,30 @@
 /*
  * server_internal.h — what the server's files share: the server object, per-request jobs
- * (the queue between the engine thread and an HTTP thread) and the response builders.
+ * (the queue between the engine thread and an HTTP thread) and the response builders. The
+ * server's public face (ts_server_config, ts_server_create ... ts_server_destroy) is in
+ * include/tessera.h; the server reaches the model only through that API (a ts_context for
+ * requests, its ts_llm for tokens and text).
  *
- * A job is one HTTP generation request: one engine request per prompt (completions accept up
- * to TS_API_MAX_PROMPTS), each with n sequences; choice index = prompt * n + sequence. It is
- * reference-counted: the HTTP side holds one reference until its response is finished or
- * abandoned, and each engine request holds one until its request_done event, so whichever
+ * Threads: libmicrohttpd runs one thread per connection (plus its listening thread). Those
+ * threads parse, validate, tokenize and submit requests, then wait on their request's own
+ * event queue; they never run the model. ONE engine thread, owned by the server, calls
+ * ts_context_step for all requests together (continuous batching). The context's callbacks
+ * run on the engine thread and only append to a request's queue and wake its HTTP thread (an
+ * eventfd), so a slow or stalled client never delays the engine: its events pile up in its
+ * own queue (bounded by its max_tokens) while the others keep going.
+ *
+ * A waiting HTTP thread also watches its socket: when the client disconnects (while queued,
+ * generating or streaming), the request is aborted with ts_context_abort and its KV blocks
+ * are freed at the next step.
+ *
+ * Shutdown stops accepting connections, lets admitted requests finish for up to grace_ms,
+ * then aborts the rest (their clients get an error event or a 503 body), stops the engine
+ * thread and closes every connection. The context is borrowed and outlives the server.
+ *
+ * A job is one HTTP generation request: one context request per prompt (completions accept
+ * up to TS_API_MAX_PROMPTS), each with n sequences; choice index = prompt * n + sequence. It
+ * is reference-counted: the HTTP side holds one reference until its response is finished or
+ * abandoned, and each context request holds one until its request_done event, so whichever
  * side finishes last frees it. Both sides touch the job under job->mu only.
  */
 #ifndef TS_SERVER_INTERNAL_H
@@ -22,7 +41,7 @@
 
 #include "server/api.h"
 #include "server/metrics.h"
-#include "server/server.h"
+#include "tessera.h"
 
 typedef struct ts_job ts_job;
 
@@ -30,12 +49,13 @@ struct ts_server {
     ts_server_config cfg; /* strings point to the copies below */
     char *host, *api_key, *model_name;
     size_t api_key_len;
-    ts_engine *engine;
-    const ts_tokenizer *tok;
-    ts_chat_template tmpl;
-    bool has_tmpl;
+    ts_context *ctx;   /* borrowed: submit, abort, step, stats, chat template (chat requests
+                          are 400 when it has none) */
+    const ts_llm *llm; /* the context's model: tokenize, detokenize, token pieces */
     int32_t n_vocab;
-    int64_t created; /* unix time at create, for /v1/models */
+    int64_t n_ctx;    /* tokens per sequence (the context's n_ctx) */
+    int64_t max_seqs; /* sequences the context computes together (admission, n's limit) */
+    int64_t created;  /* unix time at create, for /v1/models */
     uint64_t id_salt;
     atomic_uint_fast64_t id_counter;
 
@@ -49,16 +69,16 @@ struct ts_server {
 
     pthread_mutex_t mu; /* guards the fields below */
     pthread_cond_t cv;  /* signalled when in_flight drops */
-    int64_t in_flight;  /* jobs admitted whose engine requests have not all finished */
+    int64_t in_flight;  /* jobs admitted whose context requests have not all finished */
     bool draining;      /* shutdown started: no new requests */
-    ts_job *jobs;       /* admitted jobs not yet finished by the engine (for shutdown) */
+    ts_job *jobs;       /* admitted jobs whose requests have not all finished (for shutdown) */
     bool shut_down;
     int64_t n_requests_open; /* HTTP requests between their first call and on_completed */
 
     ts_metrics metrics;
 };
 
-/* One event copied out of an engine callback. */
+/* One event copied out of a request's callback. */
 typedef struct ts_job_event {
     struct ts_job_event *next;
     int32_t choice; /* prompt * n + sequence index */
@@ -74,8 +94,8 @@ typedef struct ts_job_event {
 
 typedef struct ts_job_sub {
     ts_job *job;
-    int32_t index; /* which prompt */
-    uint64_t engine_id;
+    int32_t index;       /* which prompt */
+    uint64_t request_id; /* the context's id for this prompt's request */
     bool added;
     bool done; /* request_done seen */
 } ts_job_sub;
@@ -109,7 +129,7 @@ double ts_server_now(void);
 /* A job for n_subs prompts of n_per sequences each; the caller holds one reference. */
 ts_job *ts_job_create(ts_server *s, int32_t n_subs, int32_t n_per);
 
-/* Queues prompt k with the engine. */
+/* Submits prompt k to the context. */
 ts_status ts_job_add(ts_job *j, int32_t k, const int32_t *ids, int32_t n_ids,
                      const ts_request_params *params, ts_error *err);
 
@@ -117,20 +137,20 @@ ts_status ts_job_add(ts_job *j, int32_t k, const int32_t *ids, int32_t n_ids,
  * (or completion) may be ready, 0 on timeout, -1 when the client went away. */
 int ts_job_wait(ts_job *j, int sock, int timeout_ms);
 
-/* Takes every queued event (oldest first; free each with free() after ts_job_event_free_msg)
- * and tells whether every engine request has finished. */
+/* Takes every queued event (oldest first; free the list with ts_job_events_free) and tells
+ * whether every context request has finished. */
 ts_job_event *ts_job_take(ts_job *j, bool *all_done);
 void ts_job_events_free(ts_job_event *ev);
 
 /* True when the job was aborted by server shutdown. */
 bool ts_job_was_shutdown(ts_job *j);
 
-/* The HTTP side is done with the job: aborts unfinished engine requests (when any) and drops
+/* The HTTP side is done with the job: aborts unfinished context requests (when any) and drops
  * its reference. */
 void ts_job_release(ts_job *j);
 
-/* Admission: false (and *status 503) when draining or the queue is full. On success the job
- * counts as in flight until its engine requests finish. */
+/* Admission: false (and *why says why; the caller answers 503) when draining or the queue is
+ * full. On success the job counts as in flight until its context requests finish. */
 bool ts_server_admit(ts_server *s, ts_job *j, const char **why);
 
 /* ---- respond.c: JSON bodies ------------------------------------------------------------ */
@@ -140,15 +160,15 @@ void ts_server_make_id(ts_server *s, const char *prefix, char *buf, size_t size)
 
 /* A token's text as JSON wants it: invalid UTF-8 bytes become U+FFFD. *bytes_out gets the
  * raw bytes as a cJSON array when not NULL. */
-cJSON *ts_server_token_string(const ts_tokenizer *tok, int32_t token, cJSON **bytes_out);
+cJSON *ts_server_token_string(const ts_llm *llm, int32_t token, cJSON **bytes_out);
 
 /* One entry of chat logprobs.content for an event. */
-cJSON *ts_server_chat_logprob(const ts_tokenizer *tok, const ts_sample_info *info);
+cJSON *ts_server_chat_logprob(const ts_llm *llm, const ts_sample_info *info);
 
 /* Completions logprobs accumulator ({"tokens", "token_logprobs", "top_logprobs",
  * "text_offset"}). */
 cJSON *ts_server_cmpl_logprobs_new(void);
-void ts_server_cmpl_logprobs_add(cJSON *lp, const ts_tokenizer *tok, const ts_sample_info *info,
+void ts_server_cmpl_logprobs_add(cJSON *lp, const ts_llm *llm, const ts_sample_info *info,
                                  size_t text_offset);
 
 cJSON *ts_server_usage(uint64_t prompt, uint64_t completion, uint64_t cached);
@@ -169,9 +189,13 @@ ts_reply ts_reply_error(const ts_api_error *err);
 ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len, int sock);
 ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len);
 
-/* Renders a request's prompts into token ids (chat template for chat). */
-ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, int32_t **ids,
-                               int32_t *n_ids, ts_api_error *err);
+/* Renders prompt k of a request into token ids (the context's chat template for chat). *ids
+ * points either into r (ids the body gave; valid while r is) or to *owned, the buffer
+ * ts_llm_tokenize returned, which the caller releases with ts_free (*owned is NULL when
+ * nothing was allocated). */
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
+                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
+                               ts_api_error *err);
 
 /* The server's limits for ts_api_parse. */
 ts_api_limits ts_server_limits(const ts_server *s);

@@ -4,7 +4,7 @@
  * Each event is `data: <json>\n\n`; the stream ends with `data: [DONE]\n\n`. Chat streams open
  * with one chunk per choice carrying the assistant role, then content deltas; the chunk that
  * ends a choice carries its finish_reason. With stream_options.include_usage, a last chunk
- * with empty choices carries usage. An engine error or a shutdown mid-stream becomes
+ * with empty choices carries usage. A generation error or a shutdown mid-stream becomes
  * `data: {"error": {...}}` followed by [DONE], which OpenAI clients raise as an APIError.
  *
  * libmicrohttpd runs one thread per connection and calls the content reader below on it; the
@@ -120,7 +120,7 @@ static void put_event(stream *st, const ts_job_event *ev) {
         if (lp) {
             cJSON *l = cJSON_AddObjectToObject(ch, "logprobs");
             cJSON *content = cJSON_AddArrayToObject(l, "content");
-            cJSON_AddItemToArray(content, ts_server_chat_logprob(st->s->tok, &ev->logprobs));
+            cJSON_AddItemToArray(content, ts_server_chat_logprob(st->s->llm, &ev->logprobs));
         } else {
             cJSON_AddNullToObject(ch, "logprobs");
         }
@@ -128,7 +128,7 @@ static void put_event(stream *st, const ts_job_event *ev) {
         cJSON_AddStringToObject(ch, "text", ev->text);
         if (lp) {
             cJSON *l = ts_server_cmpl_logprobs_new();
-            ts_server_cmpl_logprobs_add(l, st->s->tok, &ev->logprobs, st->text_off[ev->choice]);
+            ts_server_cmpl_logprobs_add(l, st->s->llm, &ev->logprobs, st->text_off[ev->choice]);
             cJSON_AddItemToObject(ch, "logprobs", l);
         } else {
             cJSON_AddNullToObject(ch, "logprobs");
@@ -200,7 +200,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
         }
         int w = ts_job_wait(st->j, st->sock, KEEPALIVE_MS);
         if (w < 0) {
-            ts_job_release(st->j); /* aborts the engine requests */
+            ts_job_release(st->j); /* aborts the context requests */
             st->j = NULL;
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }

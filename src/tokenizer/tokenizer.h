@@ -168,10 +168,8 @@ typedef struct ts_chat_template {
     size_t default_system_len;
 } ts_chat_template;
 
-typedef struct ts_chat_message {
-    const char *role;    /* "system", "user" or "assistant" (NUL-terminated) */
-    const char *content; /* NUL-terminated */
-} ts_chat_message;
+/* A conversation turn: the public ts_message (role "system", "user" or "assistant"). */
+typedef ts_message ts_chat_message;
 
 /* Built-in template by name: chatml, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip,
  * llama3, mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, gemma, phi3, zephyr,

@@ -1,9 +1,10 @@
 /*
  * engine_util.h — helpers for the engine tests: a tiny model with its tokenizer and a CPU
- * backend, an event collector that checks the event protocol (ids, indices, nothing after a
- * sequence's final event or the request's last event), a step loop with a step limit, and
- * an idle check (no request, no running or waiting sequence, no KV block in use, and the
- * block manager's own invariants, read through the engine's internal header).
+ * backend, an engine over a single-device runner made for its configuration, an event collector
+ * that checks the event protocol (ids, indices, nothing after a sequence's final event or the
+ * request's last event), a step loop with a step limit, and an idle check (no request, no running
+ * or waiting sequence, no KV block in use, and the block manager's own invariants, read through the
+ * engine's internal header).
  *
  * Header-only static helpers: each test program is one translation unit.
  */
@@ -168,10 +169,40 @@ static inline ts_engine_config eu_config(const eu_fx *fx) {
     return c;
 }
 
+/* An engine of configuration c over a runner made for it (the engine's to destroy with
+ * eu_destroy). */
+static inline ts_status eu_create(const eu_fx *fx, const ts_engine_config *c, ts_engine **out,
+                                  ts_error *err) {
+    *out = NULL;
+    ts_forward_config fc;
+    ts_runner *r = NULL;
+    ts_status st = ts_engine_forward_config(fx->m, c, &fc, err);
+    if (st == TS_OK) {
+        st = ts_forward_runner_create(fx->m, fx->b, &fc, NULL, &r, err);
+    }
+    if (st == TS_OK) {
+        st = ts_engine_create(fx->m, fx->tok, r, c, out, err);
+    }
+    if (st != TS_OK) {
+        ts_runner_destroy(r);
+    }
+    return st;
+}
+
+/* Destroys an engine made by eu_create and its runner. */
+static inline void eu_destroy(ts_engine *e) {
+    if (e == NULL) {
+        return;
+    }
+    ts_runner *r = e->runner;
+    ts_engine_destroy(e);
+    ts_runner_destroy(r);
+}
+
 static inline ts_engine *eu_engine(const eu_fx *fx, const ts_engine_config *c) {
     ts_engine *e = NULL;
     ts_error err = {0};
-    if (ts_engine_create(fx->m, fx->tok, fx->b, NULL, c, &e, &err) != TS_OK) {
+    if (eu_create(fx, c, &e, &err) != TS_OK) {
         fprintf(stderr, "engine: %s\n", err.msg);
         return NULL;
     }

@@ -12,7 +12,9 @@
  *    end-of-generation token finishes with "stop";
  *  - prefix caching: shared prompt prefixes are served from the cache (hit counters grow,
  *    cached_tokens reported) with the outputs of cold runs;
- *  - add_request rejects bad requests with a message.
+ *  - add_request rejects bad requests with a message;
+ *  - the runner: ts_engine_forward_config's bucket, a runner that does not cover it is refused,
+ *    one made for a larger bucket gives the same tokens.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -46,7 +48,7 @@ static void run_one(const eu_fx *fx, const ts_engine_config *c, const int32_t *p
         fail_msg("protocol: %s", out->first_error);
     }
     assert_idle(e);
-    ts_engine_destroy(e);
+    eu_destroy(e);
 }
 
 static void test_abort(void **state) {
@@ -123,7 +125,7 @@ static void test_abort(void **state) {
     assert_int_equal(r[1].errors, 0);
     assert_idle(e);
     assert_false(busy && ts_engine_has_work(e));
-    ts_engine_destroy(e);
+    eu_destroy(e);
     eu_close(fx);
 }
 
@@ -188,7 +190,7 @@ static void test_parallel_sampling(void **state) {
            (unsigned long long)st.n_preemptions);
     assert_true(st.n_preemptions > 0);
     assert_idle(e);
-    ts_engine_destroy(e);
+    eu_destroy(e);
     free(a);
     free(b);
     free(one);
@@ -370,7 +372,7 @@ static void test_prefix_cache(void **state) {
     assert_true(eu_run(e, got, 1, 1000) >= 0);
     assert_int_equal(got[0].cached_tokens, 0);
     assert_memory_equal(got[0].seq[0].tok, want[1].seq[0].tok, 4 * sizeof(int32_t));
-    ts_engine_destroy(e);
+    eu_destroy(e);
     free(want);
     free(got);
     eu_close(fx);
@@ -489,18 +491,16 @@ static void test_bad_requests(void **state) {
     expect_add_error(e, prompt, 5, &p, TS_ERR_LIMIT, "queue is full");
     assert_true(eu_run(e, r, 2, 100) >= 0);
     assert_idle(e);
-    ts_engine_destroy(e);
+    eu_destroy(e);
 
     /* Configurations. */
     ts_engine *x = NULL;
     c = eu_config(fx);
     c.n_ctx = fx->m->hp.n_ctx_train * 4 + 1;
-    assert_int_equal(ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err),
-                     TS_ERR_INVALID_ARG);
+    assert_int_equal(eu_create(fx, &c, &x, &err), TS_ERR_INVALID_ARG);
     c = eu_config(fx);
     c.kv_tokens = 8; /* less than one block */
-    assert_int_equal(ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err),
-                     TS_ERR_INVALID_ARG);
+    assert_int_equal(eu_create(fx, &c, &x, &err), TS_ERR_INVALID_ARG);
     assert_null(x);
     eu_close(fx);
 
@@ -512,13 +512,76 @@ static void test_bad_requests(void **state) {
     c.n_ctx = fx->m->hp.n_ctx_train + 16;
     c.kv_tokens = 4096;
     err = (ts_error){0};
-    ts_status st = ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err);
+    ts_status st = eu_create(fx, &c, &x, &err);
     if (st != TS_ERR_INVALID_ARG || strstr(err.msg, "256") == NULL) {
         fail_msg("gpt2 with ctx %lld: status %d '%s'", (long long)c.n_ctx, st, err.msg);
     }
     c.n_ctx = fx->m->hp.n_ctx_train;
-    assert_int_equal(ts_engine_create(fx->m, fx->tok, fx->b, NULL, &c, &x, &err), TS_OK);
-    ts_engine_destroy(x);
+    assert_int_equal(eu_create(fx, &c, &x, &err), TS_OK);
+    eu_destroy(x);
+    eu_close(fx);
+}
+
+/* The bucket an engine asks for, and what it accepts as a runner. */
+static void test_runner_bucket(void **state) {
+    (void)state;
+    eu_fx *fx = eu_open_arch("llama");
+    assert_non_null(fx);
+    ts_engine_config c = eu_config(fx); /* ctx 128, KV 2048 tokens, 16 seqs, 256 tokens */
+    ts_forward_config fc;
+    ts_error err = {0};
+    assert_int_equal(ts_engine_forward_config(fx->m, &c, &fc, &err), TS_OK);
+    assert_int_equal(fc.max_tokens, 256);
+    assert_int_equal(fc.max_seqs, 16);
+    assert_int_equal(fc.max_outputs, 16);
+    assert_int_equal(fc.n_blocks, 2048 / 16);
+    assert_int_equal(fc.block_size, 16);
+    assert_int_equal(fc.max_blocks_per_seq, 128 / 16);
+    assert_int_equal(fc.kv_type, TS_TYPE_F16);
+    ts_engine_config bad = c;
+    bad.kv_tokens = 8;
+    assert_int_equal(ts_engine_forward_config(fx->m, &bad, &fc, &err), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_engine_forward_config(fx->m, &c, &fc, &err), TS_OK);
+
+    /* Runners that do not cover the bucket. */
+    ts_forward_config wrong[4] = {fc, fc, fc, fc};
+    wrong[0].n_blocks--;
+    wrong[1].max_blocks_per_seq++;
+    wrong[2].max_outputs--;
+    wrong[3].max_tokens--;
+    for (int i = 0; i < 4; i++) {
+        ts_runner *r = NULL;
+        ts_engine *e = NULL;
+        assert_int_equal(ts_forward_runner_create(fx->m, fx->b, &wrong[i], NULL, &r, &err), TS_OK);
+        assert_int_equal(ts_engine_create(fx->m, fx->tok, r, &c, &e, &err), TS_ERR_INVALID_ARG);
+        assert_null(e);
+        assert_non_null(strstr(err.msg, "does not cover the engine's"));
+        ts_runner_destroy(r);
+    }
+
+    /* A larger bucket (outputs for every token, more sequences): the same greedy tokens. */
+    int32_t prompt[40];
+    eu_prompt(prompt, 40, V, 17);
+    ts_request_params p = eu_greedy(24);
+    eu_req want, got;
+    ts_engine *e = eu_engine(fx, &c);
+    assert_non_null(e);
+    assert_int_equal(eu_add(e, prompt, 40, &p, &want, &err), TS_OK);
+    assert_true(eu_run(e, &want, 1, 1000) >= 0);
+    eu_destroy(e);
+    ts_forward_config big = fc;
+    big.max_outputs = big.max_tokens;
+    big.max_seqs = 32;
+    ts_runner *r = NULL;
+    assert_int_equal(ts_forward_runner_create(fx->m, fx->b, &big, NULL, &r, &err), TS_OK);
+    assert_int_equal(ts_engine_create(fx->m, fx->tok, r, &c, &e, &err), TS_OK);
+    assert_int_equal(eu_add(e, prompt, 40, &p, &got, &err), TS_OK);
+    assert_true(eu_run(e, &got, 1, 1000) >= 0);
+    assert_idle(e);
+    ts_engine_destroy(e);
+    ts_runner_destroy(r);
+    assert_int_equal(got.seq[0].n_tok, 24);
+    assert_true(eu_same_tokens(&got.seq[0], &want.seq[0]));
     eu_close(fx);
 }
 
@@ -528,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),   cmocka_unit_test(test_length_and_eos),
         cmocka_unit_test(test_prefix_cache),   cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_text_continues_prompt),
+        cmocka_unit_test(test_runner_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,7 +57,7 @@ static void run_alone(const eu_fx *fx, const ts_engine_config *c, const job *job
     if (!eu_idle(e, why, sizeof why)) {
         fail_msg("after single runs: %s", why);
     }
-    ts_engine_destroy(e);
+    eu_destroy(e);
 }
 
 /* All jobs added at once; returns the engine's stats after they finished. */
@@ -79,7 +79,7 @@ static ts_engine_stats run_together(const eu_fx *fx, const ts_engine_config *c, 
     }
     ts_engine_stats st;
     ts_engine_get_stats(e, &st);
-    ts_engine_destroy(e);
+    eu_destroy(e);
     return st;
 }
 
@@ -228,7 +228,7 @@ static void test_too_large_rejected(void **state) {
     if (!eu_idle(e, why, sizeof why)) {
         fail_msg("%s", why);
     }
-    ts_engine_destroy(e);
+    eu_destroy(e);
     eu_close(fx);
 }
 
@@ -297,7 +297,7 @@ static void test_concurrent_add(void **state) {
     if (!eu_idle(e, why, sizeof why)) {
         fail_msg("%s", why);
     }
-    ts_engine_destroy(e);
+    eu_destroy(e);
     eu_close(fx);
     free(alone);
     free(got);

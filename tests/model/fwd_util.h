@@ -1,8 +1,8 @@
 /*
  * fwd_util.h — helpers for the forward-pass tests: open a tiny model, make backends and
- * forward contexts, run one step of several sequences over hand-built block tables, compare
- * logits. Header-only static helpers shared by the tests/model programs (each program is
- * one translation unit).
+ * forward contexts, run one step of several sequences over hand-built block tables (on a
+ * forward or on a runner), compare logits. Header-only static helpers shared by the tests/model
+ * programs (each program is one translation unit).
  */
 #ifndef TS_TESTS_MODEL_FWD_UTIL_H
 #define TS_TESTS_MODEL_FWD_UTIL_H
@@ -19,6 +19,7 @@
 #include "ir/registry.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/runner.h"
 
 #define FU_BLOCK 16
 #define FU_MAX_BLK 8 /* 128 tokens per sequence */
@@ -94,42 +95,61 @@ typedef struct fu_part {
     int32_t table[FU_MAX_BLK]; /* block ids; entries past the length are ignored */
 } fu_part;
 
-/* Runs one step over n parts (sequence i = part i); logits of every token, in batch order,
- * go to logits [sum(count)][n_vocab]. */
-static inline ts_status fu_step(ts_forward *f, const fu_part *parts, int n, float *logits,
-                                ts_error *err) {
+/* One step's batch and the arrays it points into. */
+typedef struct fu_batch {
     int32_t tok[512], pos[512], seq[512], slots[512], out[512];
     int32_t table[4 * FU_MAX_BLK], len[4];
+    ts_batch b;
+} fu_batch;
+
+/* The batch of n parts (sequence i = part i) with every token an output, in batch order. */
+static inline void fu_make_batch(const fu_part *parts, int n, fu_batch *fb) {
     int64_t nt = 0;
     for (int s = 0; s < n; s++) {
         for (int32_t i = 0; i < parts[s].count; i++) {
             int32_t p = parts[s].start + i;
-            tok[nt] = parts[s].tokens[i];
-            pos[nt] = p;
-            seq[nt] = s;
-            slots[nt] = parts[s].table[p / FU_BLOCK] * FU_BLOCK + p % FU_BLOCK;
-            out[nt] = (int32_t)nt;
+            fb->tok[nt] = parts[s].tokens[i];
+            fb->pos[nt] = p;
+            fb->seq[nt] = s;
+            fb->slots[nt] = parts[s].table[p / FU_BLOCK] * FU_BLOCK + p % FU_BLOCK;
+            fb->out[nt] = (int32_t)nt;
             nt++;
         }
         int32_t l = parts[s].start + parts[s].count;
-        len[s] = l;
+        fb->len[s] = l;
         for (int j = 0; j < FU_MAX_BLK; j++) {
-            table[s * FU_MAX_BLK + j] = j * FU_BLOCK < l ? parts[s].table[j] : -1;
+            fb->table[s * FU_MAX_BLK + j] = j * FU_BLOCK < l ? parts[s].table[j] : -1;
         }
     }
-    ts_batch b = {
+    fb->b = (ts_batch){
         .n_tokens = nt,
-        .tokens = tok,
-        .pos = pos,
-        .seq = seq,
-        .slots = slots,
+        .tokens = fb->tok,
+        .pos = fb->pos,
+        .seq = fb->seq,
+        .slots = fb->slots,
         .n_seqs = n,
-        .block_table = table,
-        .seq_len = len,
+        .block_table = fb->table,
+        .seq_len = fb->len,
         .n_outputs = nt,
-        .outputs = out,
+        .outputs = fb->out,
     };
-    return ts_forward_run(f, &b, logits, NULL, err);
+}
+
+/* Runs one step over n parts; logits of every token, in batch order, go to logits
+ * [sum(count)][n_vocab]. */
+static inline ts_status fu_step(ts_forward *f, const fu_part *parts, int n, float *logits,
+                                ts_error *err) {
+    fu_batch fb;
+    fu_make_batch(parts, n, &fb);
+    return ts_forward_run(f, &fb.b, logits, NULL, err);
+}
+
+/* The same on a runner; embd (may be NULL) gets every token's embedding [sum(count)][n_embd]. */
+static inline ts_status fu_run(ts_runner *r, const fu_part *parts, int n, float *logits,
+                               float *embd, ts_error *err) {
+    fu_batch fb;
+    fu_make_batch(parts, n, &fb);
+    return ts_runner_run(r, &fb.b, logits, embd, err);
 }
 
 /* Deterministic prompt of n ids in [3, n_vocab) (no special tokens). */

@@ -11,6 +11,9 @@
  *  - a prompt fed in 3 chunks over 3 steps, and token by token, vs one-shot prefill;
  *  - two sequences in one step vs each alone; copy-on-write block copies; f32 and q8_0 vs
  *    f16 cache;
+ *  - embeddings (the final hidden state after the output norm) through the single-device
+ *    runner: CPU vs reference, logits = output weight x embeddings (+ soft-capping), and
+ *    asking for them changes no logit;
  *  - bad batches and configurations are errors, not wild reads.
  */
 #include <setjmp.h>
@@ -360,6 +363,93 @@ static void test_kv_q8_0(void **state) {
     ts_backend_destroy(ref);
 }
 
+/* Host-side logits of one embedding row: W (F32 [n_embd, n_vocab]) x e, soft-capped as the
+ * forward does. */
+static void host_logits(const ts_model *m, const float *e, float *out) {
+    const ts_gguf_tensor *w = m->tied_output ? ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0)
+                                             : ts_model_tensor(m, TS_ROLE_OUTPUT, 0);
+    assert_int_equal(w->type, TS_TYPE_F32);
+    int64_t n_embd = m->hp.n_embd;
+    float cap = m->hp.final_softcap;
+    for (int64_t v = 0; v < m->hp.n_vocab; v++) {
+        const float *row = (const float *)w->data + v * n_embd;
+        double acc = 0;
+        for (int64_t i = 0; i < n_embd; i++) {
+            acc += (double)row[i] * (double)e[i];
+        }
+        out[v] = cap > 0.0f ? cap * tanhf((float)acc / cap) : (float)acc;
+    }
+}
+
+/* Embeddings through a runner on both backends, for every architecture (F32 weights). */
+static void test_embeddings(void **state) {
+    (void)state;
+    ts_backend *be[2] = {fu_backend(false), fu_backend(true)};
+    assert_non_null(be[0]);
+    assert_non_null(be[1]);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 9);
+    fu_part p = {.tokens = prompt, .start = 0, .count = N_PROMPT};
+    memcpy(p.table, k_table, sizeof p.table);
+    for (int ai = 0; ts_tiny_archs[ai] != NULL; ai++) {
+        ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
+        ts_model *m = fu_open_tiny(&s);
+        assert_non_null(m);
+        size_t ne = (size_t)N_PROMPT * (size_t)m->hp.n_embd, nl = (size_t)N_PROMPT * V;
+        float *embd[2], *logits[2];
+        float *plain = malloc(nl * sizeof *plain), *host = malloc(V * sizeof *host);
+        ts_forward_config c = fu_config(64, 16);
+        for (int k = 0; k < 2; k++) {
+            embd[k] = malloc(ne * sizeof *embd[k]);
+            logits[k] = malloc(nl * sizeof *logits[k]);
+            ts_runner *r = NULL;
+            ts_error err = {0};
+            assert_int_equal(ts_forward_runner_create(m, be[k], &c, NULL, &r, &err), TS_OK);
+            assert_int_equal(r->n_shards, 1);
+            assert_int_equal(r->cfg.n_blocks, c.n_blocks);
+            assert_int_equal(r->cfg.max_outputs, c.max_outputs);
+            assert_true(r->kv_bytes > 0);
+            if (fu_run(r, &p, 1, logits[k], embd[k], &err) != TS_OK) {
+                fail_msg("%s: %s", s.arch, err.msg);
+            }
+            ts_runner_destroy(r);
+            /* The same step on a fresh runner without embeddings: the same logits, bit for
+             * bit (keeping the hidden state readable changes no computation). */
+            assert_int_equal(ts_forward_runner_create(m, be[k], &c, NULL, &r, &err), TS_OK);
+            assert_int_equal(fu_run(r, &p, 1, plain, NULL, &err), TS_OK);
+            assert_memory_equal(plain, logits[k], nl * sizeof *plain);
+            ts_runner_destroy(r);
+        }
+        /* The CPU's F32 products round nothing: as close as its logits (cpu_tol). */
+        double e_cpu = fu_nrmse(embd[1], embd[0], ne);
+        double spread = fu_nrmse(embd[0], embd[0] + m->hp.n_embd, ne - (size_t)m->hp.n_embd);
+        /* The reference's logits are the output matrix times its embeddings, up to f32
+         * summation order. */
+        double e_out = 0;
+        for (int t = 0; t < N_PROMPT; t++) {
+            host_logits(m, embd[0] + (size_t)t * (size_t)m->hp.n_embd, host);
+            double et = fu_nrmse(logits[0] + (size_t)t * V, host, V);
+            e_out = et > e_out ? et : e_out;
+        }
+        printf("  %-7s embeddings cpu vs ref nrmse %.2e (rows differ by %.2f), logits vs "
+               "W x embd %.2e\n",
+               s.arch, e_cpu, spread, e_out);
+        if (!(e_cpu < cpu_tol(TS_TYPE_F32)) || !(spread > 0.1) || !(e_out < 1e-5)) {
+            fail_msg("%s: embeddings cpu vs ref %g, row spread %g, logits vs W x embd %g", s.arch,
+                     e_cpu, spread, e_out);
+        }
+        for (int k = 0; k < 2; k++) {
+            free(embd[k]);
+            free(logits[k]);
+        }
+        free(plain);
+        free(host);
+        ts_model_close(m);
+    }
+    ts_backend_destroy(be[0]);
+    ts_backend_destroy(be[1]);
+}
+
 static void expect_bad_batch(ts_forward *f, const ts_batch *b, const char *part) {
     float logits[2 * V];
     ts_error err = {0};
@@ -446,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_chunked_prefill), cmocka_unit_test(test_two_sequences),
         cmocka_unit_test(test_copy_block),      cmocka_unit_test(test_kv_types),
         cmocka_unit_test(test_kv_q8_0),         cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_embeddings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

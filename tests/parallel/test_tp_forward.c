@@ -5,12 +5,17 @@
  * biases, GELU MLP, Q/K norms, tied output, quantized weights) a prefill step of two
  * sequences and three greedy decode steps run with tp = 1 and tp = 2, 3, 4 where the heads
  * allow (KV heads split and replicated; vocab-parallel and replicated output), in-process, on
- * the CPU and reference backends. Uneven shards too: 3 KV heads over 2 shards (the SmolLM2
+ * the CPU and reference backends, through the group's runner (ts_tp_runner_create) against the
+ * single-device runner. Uneven shards too: 3 KV heads over 2 shards (the SmolLM2
  * shape), 2 KV heads over 3 shards and 6 heads in 2 groups over 4 shards (replicated KV heads,
  * groups cut unevenly), FFN blocks that do not divide by the shard count. Logits must agree
- * with tp = 1 within a relative RMS error of 5e-5 (only the order of f32 additions differs)
- * and the greedy tokens must be equal. The real SmolLM2-135M (9 heads, 3 KV) runs with tp = 2
- * (uneven: 6 + 3 heads) and tp = 3 when it is cached.
+ * with tp = 1 within a relative RMS error of 5e-5 (only the order of f32 additions differs),
+ * and so must the prefill's embeddings (read from the leader); the greedy tokens must be equal,
+ * and the runner's KV bytes are the sum of its shards' (uneven shards hold different KV heads).
+ * The real SmolLM2-135M (9 heads, 3 KV) runs with tp = 2 (uneven: 6 + 3 heads) and tp = 3 when
+ * it is cached.
+ *
+ * A group of one is a single-device runner; a leader without its communicator is refused.
  *
  * Error paths: a zero-width shard (more shards than heads or FFN blocks), a quantized
  * row-parallel weight whose shard would split a block (with the tensor, shard and numbers), a
@@ -50,7 +55,7 @@ typedef struct tp_group {
     ts_comm *c[MAXR];
     ts_backend *b[MAXR];
     ts_tp_config cfg;
-    ts_forward *f;
+    ts_runner *r;
 } tp_group;
 
 static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_error *err) {
@@ -63,15 +68,16 @@ static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_
     }
     ts_forward_config c = fu_config(32, 16);
     t->cfg = (ts_tp_config){.size = n, .comm = t->c[0], .peers = t->b + 1, .peer_comms = t->c + 1};
-    c.tp = n > 1 ? &t->cfg : NULL;
-    if (st == TS_OK) {
-        st = ts_forward_create(m, t->b[0], &c, NULL, &t->f, err);
+    if (st == TS_OK && n == 1) {
+        st = ts_forward_runner_create(m, t->b[0], &c, NULL, &t->r, err);
+    } else if (st == TS_OK) {
+        st = ts_tp_runner_create(m, t->b[0], &c, NULL, &t->cfg, &t->r, err);
     }
     return st;
 }
 
 static void group_close(tp_group *t) {
-    ts_forward_destroy(t->f);
+    ts_runner_destroy(t->r);
     for (int k = 0; k < t->n; k++) {
         ts_backend_destroy(t->b[k]);
         ts_comm_destroy(t->c[k]);
@@ -79,23 +85,24 @@ static void group_close(tp_group *t) {
 }
 
 /* Prefill of two sequences (12 and 7 tokens), then N_DECODE decode steps. logits gets the
- * prefill rows then each decode step's two rows; tokens the two tokens each decode step fed:
- * the greedy picks of the step before, or those of `force` when given (so that two runs whose
- * greedy picks part at a near-tie still compute the same positions). */
-static ts_status run_script(ts_forward *f, int32_t n_vocab, float *logits, int32_t *tokens,
-                            const int32_t *force, ts_error *err) {
+ * prefill rows then each decode step's two rows, embd (may be NULL) the prefill rows'
+ * embeddings; tokens the two tokens each decode step fed: the greedy picks of the step before,
+ * or those of `force` when given (so that two runs whose greedy picks part at a near-tie still
+ * compute the same positions). */
+static ts_status run_script(ts_runner *r, int32_t n_vocab, float *logits, float *embd,
+                            int32_t *tokens, const int32_t *force, ts_error *err) {
     int32_t p0[12], p1[7];
     fu_prompt(p0, 12, n_vocab, 1);
     fu_prompt(p1, 7, n_vocab, 2);
     fu_part parts[2] = {{p0, 0, 12, {0, 1}}, {p1, 0, 7, {2, 3}}};
-    ts_status st = fu_step(f, parts, 2, logits, err);
+    ts_status st = fu_run(r, parts, 2, logits, embd, err);
     float *at = logits + 19 * (size_t)n_vocab;
     int32_t last[2] = {fu_argmax(logits + 11 * (size_t)n_vocab, n_vocab),
                        fu_argmax(logits + 18 * (size_t)n_vocab, n_vocab)};
     for (int s = 0; st == TS_OK && s < N_DECODE; s++) {
         int32_t t0 = force ? force[2 * s] : last[0], t1 = force ? force[2 * s + 1] : last[1];
         fu_part d[2] = {{&t0, 12 + s, 1, {0, 1}}, {&t1, 7 + s, 1, {2, 3}}};
-        st = fu_step(f, d, 2, at, err);
+        st = fu_run(r, d, 2, at, NULL, err);
         tokens[2 * s] = t0;
         tokens[2 * s + 1] = t1;
         last[0] = fu_argmax(at, n_vocab);
@@ -107,36 +114,68 @@ static ts_status run_script(ts_forward *f, int32_t n_vocab, float *logits, int32
 
 #define ROWS (19 + 2 * N_DECODE)
 
+/* KV bytes of the n shards of m made for bucket c, each as its own forward. */
+static size_t shard_kv_bytes(const ts_model *m, int n, bool cpu) {
+    ts_comm *c[MAXR];
+    ts_error err = {0};
+    assert_int_equal(ts_comm_local_create(n, c, &err), TS_OK);
+    ts_backend *b = fu_backend(cpu);
+    ts_forward_config fc = fu_config(32, 16);
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        ts_forward *f = NULL;
+        assert_int_equal(ts_forward_create_shard(m, b, &fc, NULL, c[k], &f, &err), TS_OK);
+        total += ts_forward_kv_bytes(f);
+        ts_forward_destroy(f);
+    }
+    ts_backend_destroy(b);
+    for (int k = 0; k < n; k++) {
+        ts_comm_destroy(c[k]);
+    }
+    return total;
+}
+
+#define EMBD_ROWS 19 /* the prefill's */
+
 /* Runs the script with tp 1 and each tp in tps on backend cpu/ref and compares. */
 static void check_parity(const ts_tiny_spec *spec, const int *tps, int n_tps, bool cpu) {
     ts_model *m = fu_open_tiny(spec);
     assert_non_null(m);
     int32_t V = (int32_t)m->hp.n_vocab;
+    size_t n_embd = (size_t)m->hp.n_embd;
     float *want = malloc(ROWS * (size_t)V * sizeof(float));
     float *got = malloc(ROWS * (size_t)V * sizeof(float));
+    float *want_e = malloc(EMBD_ROWS * n_embd * sizeof(float));
+    float *got_e = malloc(EMBD_ROWS * n_embd * sizeof(float));
     int32_t want_tok[2 * N_DECODE], got_tok[2 * N_DECODE];
     ts_error err = {0};
     tp_group t;
     if (group_open(m, 1, cpu, &t, &err) != TS_OK ||
-        run_script(t.f, V, want, want_tok, NULL, &err)) {
+        run_script(t.r, V, want, want_e, want_tok, NULL, &err)) {
         fail_msg("%s tp 1: %s", spec->arch, err.msg);
     }
     group_close(&t);
     for (int i = 0; i < n_tps; i++) {
         if (group_open(m, tps[i], cpu, &t, &err) != TS_OK ||
-            run_script(t.f, V, got, got_tok, NULL, &err) != TS_OK) {
+            run_script(t.r, V, got, got_e, got_tok, NULL, &err) != TS_OK) {
             fail_msg("%s tp %d: %s", spec->arch, tps[i], err.msg);
         }
         double e = fu_nrmse(got, want, ROWS * (size_t)V);
-        if (!(e < 5e-5)) {
-            fail_msg("%s %s tp %d: logits differ from tp 1 (relative RMS %.3g)", spec->arch,
-                     cpu ? "cpu" : "ref", tps[i], e);
+        double ee = fu_nrmse(got_e, want_e, EMBD_ROWS * n_embd);
+        if (!(e < 5e-5) || !(ee < 5e-5)) {
+            fail_msg("%s %s tp %d: logits / embeddings differ from tp 1 (relative RMS %.3g / "
+                     "%.3g)",
+                     spec->arch, cpu ? "cpu" : "ref", tps[i], e, ee);
         }
         assert_memory_equal(got_tok, want_tok, sizeof want_tok);
+        assert_int_equal(t.r->n_shards, tps[i]);
+        assert_int_equal(t.r->kv_bytes, shard_kv_bytes(m, tps[i], cpu));
         group_close(&t);
     }
     free(want);
     free(got);
+    free(want_e);
+    free(got_e);
     ts_model_close(m);
 }
 
@@ -236,13 +275,13 @@ static void smollm2_parity(const ts_model *m, bool cpu, double tol) {
     ts_error err = {0};
     tp_group t;
     if (group_open(m, 1, cpu, &t, &err) != TS_OK ||
-        run_script(t.f, V, want, want_tok, NULL, &err) != TS_OK) {
+        run_script(t.r, V, want, NULL, want_tok, NULL, &err) != TS_OK) {
         fail_msg("SmolLM2 tp 1: %s", err.msg);
     }
     group_close(&t);
     for (int n = 2; n <= 3; n++) {
         if (group_open(m, n, cpu, &t, &err) != TS_OK ||
-            run_script(t.f, V, got, got_tok, want_tok, &err) != TS_OK) {
+            run_script(t.r, V, got, NULL, got_tok, want_tok, &err) != TS_OK) {
             fail_msg("SmolLM2 tp %d: %s", n, err.msg);
         }
         group_close(&t);
@@ -454,11 +493,10 @@ static void test_model_mismatch(void **state) {
     ts_backend *b = fu_backend(true);
     ts_tp_config cfg = {.size = 2, .comm = c[0]};
     ts_forward_config fc = fu_config(32, 16);
-    fc.tp = &cfg;
-    ts_forward *f = NULL;
-    assert_int_not_equal(ts_forward_create(ma, b, &fc, NULL, &f, &err), TS_OK);
+    ts_runner *r = NULL;
+    assert_int_not_equal(ts_tp_runner_create(ma, b, &fc, NULL, &cfg, &r, &err), TS_OK);
     pthread_join(th, NULL);
-    assert_null(f);
+    assert_null(r);
     assert_non_null(strstr(err.msg, "rank 1: model file differs from rank 0's"));
     assert_int_not_equal(fo.st, TS_OK);
     ts_backend_destroy(b);
@@ -480,13 +518,46 @@ static void test_missing_rank(void **state) {
     ts_backend *b = fu_backend(true);
     ts_tp_config cfg = {.size = 2, .comm = c[0]}; /* nobody runs rank 1 */
     ts_forward_config fc = fu_config(32, 16);
-    fc.tp = &cfg;
-    ts_forward *f = NULL;
-    assert_int_equal(ts_forward_create(m, b, &fc, NULL, &f, &err), TS_ERR_ABORTED);
+    ts_runner *r = NULL;
+    assert_int_equal(ts_tp_runner_create(m, b, &fc, NULL, &cfg, &r, &err), TS_ERR_ABORTED);
+    assert_null(r);
     assert_non_null(strstr(err.msg, "timed out after 300 ms"));
     ts_backend_destroy(b);
     ts_comm_destroy(c[0]);
     ts_comm_destroy(c[1]);
+    ts_model_close(m);
+}
+
+static void test_group_of_one(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    ts_model *m = fu_open_tiny(&s);
+    ts_backend *b = fu_backend(true);
+    ts_forward_config fc = fu_config(32, 16);
+    size_t V = (size_t)m->hp.n_vocab;
+    float *a = malloc(4 * V * sizeof(float)), *c = malloc(4 * V * sizeof(float));
+    int32_t tok[4] = {5, 6, 7, 8};
+    fu_part p = {tok, 0, 4, {0}};
+    ts_error err = {0};
+    ts_runner *one = NULL, *single = NULL;
+    ts_tp_config tp = {.size = 1};
+    assert_int_equal(ts_tp_runner_create(m, b, &fc, NULL, &tp, &one, &err), TS_OK);
+    assert_int_equal(ts_forward_runner_create(m, b, &fc, NULL, &single, &err), TS_OK);
+    assert_int_equal(one->n_shards, 1);
+    assert_int_equal(one->kv_bytes, single->kv_bytes);
+    assert_int_equal(fu_run(one, &p, 1, a, NULL, &err), TS_OK);
+    assert_int_equal(fu_run(single, &p, 1, c, NULL, &err), TS_OK);
+    assert_memory_equal(a, c, 4 * V * sizeof(float));
+    ts_runner_destroy(one);
+    ts_runner_destroy(single);
+    ts_runner *r = NULL;
+    tp.size = 2; /* no communicator */
+    assert_int_equal(ts_tp_runner_create(m, b, &fc, NULL, &tp, &r, &err), TS_ERR_INVALID_ARG);
+    assert_null(r);
+    assert_non_null(strstr(err.msg, "communicator of rank 0 of 2 ranks"));
+    free(a);
+    free(c);
+    ts_backend_destroy(b);
     ts_model_close(m);
 }
 
@@ -557,20 +628,26 @@ static void test_rank_fails_mid_run(void **state) {
     ts_backend *b = fu_backend(true);
     ts_tp_config cfg = {.size = 2, .comm = c[0], .peers = &bad, .peer_comms = &c[1]};
     ts_forward_config fc = fu_config(32, 16);
-    fc.tp = &cfg;
-    ts_forward *f = NULL;
-    assert_int_equal(ts_forward_create(m, b, &fc, NULL, &f, &err), TS_OK);
+    ts_runner *r = NULL;
+    assert_int_equal(ts_tp_runner_create(m, b, &fc, NULL, &cfg, &r, &err), TS_OK);
     float *logits = malloc(32 * (size_t)m->hp.n_vocab * sizeof(float));
     int32_t tok[4] = {5, 6, 7, 8};
     fu_part p = {tok, 0, 4, {0}};
-    assert_int_equal(fu_step(f, &p, 1, logits, &err), TS_OK);
+    assert_int_equal(fu_run(r, &p, 1, logits, NULL, &err), TS_OK);
+    /* A bad batch is refused by the leader before the followers see it: the group goes on. */
+    int32_t bad_tok[4] = {5, 6, 7, (int32_t)m->hp.n_vocab};
+    fu_part pb = {bad_tok, 4, 4, {0}};
+    assert_int_equal(fu_run(r, &pb, 1, logits, NULL, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_runner_copy_block(r, 0, 16, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_runner_copy_block(r, 0, 5, &err), TS_OK);
     fu_part p2 = {tok, 4, 4, {0}};
-    ts_status st = fu_step(f, &p2, 1, logits, &err);
+    ts_status st = fu_run(r, &p2, 1, logits, NULL, &err);
     assert_int_equal(st, TS_ERR_ABORTED);
     assert_non_null(strstr(err.msg, "injected device failure"));
-    /* The group stays broken: the next step fails at once. */
-    assert_int_not_equal(fu_step(f, &p2, 1, logits, &err), TS_OK);
-    ts_forward_destroy(f);
+    /* The group stays broken: the next step and copy fail at once. */
+    assert_int_not_equal(fu_run(r, &p2, 1, logits, NULL, &err), TS_OK);
+    assert_int_not_equal(ts_runner_copy_block(r, 0, 5, &err), TS_OK);
+    ts_runner_destroy(r);
     free(logits);
     ts_backend_destroy(b);
     ts_backend_destroy(bad);
@@ -586,7 +663,7 @@ int main(void) {
         cmocka_unit_test(test_families),     cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
         cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
-        cmocka_unit_test(test_smollm2),
+        cmocka_unit_test(test_group_of_one), cmocka_unit_test(test_smollm2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

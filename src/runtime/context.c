@@ -1,0 +1,463 @@
+/*
+ * context.c — making a context (backend by name, hooks, functional overrides, tensor-parallel
+ * shards, KV cache sizing, runner, engine), tearing it down in reverse order, and what it
+ * reports (info, chat template, hooks' findings, collectives' traffic).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/cpu/cpu.h"
+#include "backends/ref/ref.h"
+#include "ir/hooks.h"
+#include "model/shard.h"
+#include "runtime/runtime.h"
+#include "util/error.h"
+
+ts_context_params ts_context_params_default(void) {
+    ts_context_params p;
+    memset(&p, 0, sizeof p);
+    p.backend = "cpu";
+    p.kv_type = "f16";
+    p.compare_tol = 0.05;
+    return p;
+}
+
+int ts_default_threads(void) {
+    return ts_cpu_physical_cores();
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Checks the parameters that need no model and fills the defaults of the strings. */
+static ts_status check_params(ts_context_params *p, ts_error *err) {
+    if (p->backend == NULL) {
+        p->backend = "cpu";
+    }
+    if (p->kv_type == NULL) {
+        p->kv_type = "f16";
+    }
+    if (p->compare_tol == 0) {
+        p->compare_tol = 0.05;
+    }
+    if (p->n_threads < 0 || p->n_threads > 1024 || p->tp < 0 || p->tp > 64 || p->n_ctx < 0 ||
+        p->kv_tokens < 0 || p->kv_bytes < 0 || p->max_seqs < 0 || p->max_batch_tokens < 0 ||
+        p->max_outputs < 0 || p->max_queue < 0 || p->dump_values < 0 || !(p->compare_tol > 0)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "context: a parameter is out of range (threads %d, tp %d, ctx %lld, "
+                            "kv tokens %lld, kv bytes %lld, max-seqs %lld, max-batch-tokens "
+                            "%lld, max-outputs %lld, compare tolerance %g)",
+                            p->n_threads, p->tp, (long long)p->n_ctx, (long long)p->kv_tokens,
+                            (long long)p->kv_bytes, (long long)p->max_seqs,
+                            (long long)p->max_batch_tokens, (long long)p->max_outputs,
+                            p->compare_tol);
+    }
+    if (p->tp > 1 && p->tp_mpi) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "tp and tp-mpi exclude each other (mpirun -np sets the shard count)");
+    }
+    if (p->compare != NULL && strcmp(p->compare, "ref") != 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "compare: only 'ref' can be compared against, not '%s'", p->compare);
+    }
+    if (p->compare != NULL && (p->tp > 1 || p->tp_mpi)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "compare runs one device; it cannot check a tensor-parallel run");
+    }
+    return TS_OK;
+}
+
+/* The compute backend wrapped in the hooks asked for: compare, then profile, then dump. */
+static ts_status make_backends(ts_context *ctx, const ts_context_params *p, int threads,
+                               ts_error *err) {
+    ts_status st = rt_backend_create(p->backend, threads, &ctx->compute, err);
+    ctx->backend = ctx->compute;
+    if (st == TS_OK && p->compare != NULL) {
+        st = ts_ref_backend_create(&ctx->oracle, err);
+        if (st == TS_OK) {
+            st = ts_hook_compare_create(ctx->backend, ctx->oracle, p->compare_tol,
+                                        &ctx->hook_compare, err);
+        }
+        if (st == TS_OK) {
+            ctx->backend = ctx->hook_compare;
+        }
+    }
+    if (st == TS_OK && p->profile) {
+        st = ts_hook_profile_create(ctx->backend, &ctx->hook_profile, err);
+        if (st == TS_OK) {
+            ctx->backend = ctx->hook_profile;
+        }
+    }
+    if (st == TS_OK && p->dump != NULL) {
+        ctx->dump_file = strcmp(p->dump, "-") == 0 ? stdout : fopen(p->dump, "w");
+        if (ctx->dump_file == NULL) {
+            return ts_error_set(err, TS_ERR_IO, "dump: cannot open '%s'", p->dump);
+        }
+        st =
+            ts_hook_dump_create(ctx->backend, ctx->dump_file, p->dump_values, &ctx->hook_dump, err);
+        if (st == TS_OK) {
+            ctx->backend = ctx->hook_dump;
+        }
+    }
+    return st;
+}
+
+/* The model's own overrides (GGUF key tessera.overrides), then the caller's. */
+static ts_status apply_overrides(ts_context *ctx, const ts_context_params *p, ts_error *err) {
+    const ts_model *m = ctx->llm->model;
+    ts_error absent = {0};
+    ts_gguf_str spec;
+    if (ts_gguf_get_str(m->gguf, "tessera.overrides", &spec, &absent) == TS_OK) {
+        char buf[512];
+        if (spec.len >= sizeof buf) {
+            return ts_error_set(err, TS_ERR_FORMAT, "tessera.overrides is too long (%llu bytes)",
+                                (unsigned long long)spec.len);
+        }
+        memcpy(buf, spec.ptr, spec.len);
+        buf[spec.len] = '\0';
+        ts_status st = ts_registry_apply(ctx->reg, buf, "GGUF tessera.overrides", err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    for (int i = 0; i < p->n_overrides; i++) {
+        if (p->overrides == NULL || p->overrides[i] == NULL) {
+            return ts_error_set(err, TS_ERR_INVALID_ARG, "override %d is NULL", i);
+        }
+        ts_status st = ts_registry_apply(ctx->reg, p->overrides[i], "override", err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    return TS_OK;
+}
+
+static ts_status choose_template(ts_context *ctx, const ts_context_params *p, ts_error *err) {
+    if (p->chat_template != NULL) {
+        ts_status st = ts_chat_template_from_name(p->chat_template, &ctx->tmpl, err);
+        ctx->has_tmpl = st == TS_OK;
+        return st;
+    }
+    ts_error absent = {0};
+    ctx->has_tmpl = ts_tokenizer_chat_template(ctx->llm->tok, &ctx->tmpl, &absent) == TS_OK;
+    return TS_OK;
+}
+
+/* The engine configuration: the engine's defaults for the model, then the parameters. */
+static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_error *err) {
+    ts_engine_config *ec = &ctx->ec;
+    *ec = ts_engine_config_default(ctx->llm->model);
+    if (p->n_ctx > 0) {
+        ec->n_ctx = p->n_ctx;
+    }
+    if (p->kv_tokens > 0) {
+        ec->kv_tokens = p->kv_tokens;
+    }
+    if (p->max_seqs > 0) {
+        ec->max_seqs = p->max_seqs;
+    }
+    if (p->max_batch_tokens > 0) {
+        ec->max_batch_tokens = p->max_batch_tokens;
+    }
+    ec->max_queue = p->max_queue;
+    ec->prefix_cache = !p->no_prefix_cache;
+    static const struct {
+        const char *name;
+        ts_type type;
+    } kv_types[] = {{"f16", TS_TYPE_F16}, {"f32", TS_TYPE_F32}, {"q8_0", TS_TYPE_Q8_0}};
+    for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++) {
+        if (strcmp(p->kv_type, kv_types[i].name) == 0) {
+            ec->kv_type = kv_types[i].type;
+            snprintf(ctx->kv_type, sizeof ctx->kv_type, "%s", kv_types[i].name);
+            return TS_OK;
+        }
+    }
+    return ts_error_set(err, TS_ERR_INVALID_ARG, "kv-type '%s' is not supported (f16, f32, q8_0)",
+                        p->kv_type);
+}
+
+/* kv_bytes -> KV tokens. Under tensor parallelism the budget is for all shards' caches
+ * together: each shard holds its own KV heads (shards may hold different numbers; a
+ * replicated head counts per copy). */
+static ts_status kv_tokens_for_bytes(ts_context *ctx, int64_t bytes, ts_error *err) {
+    const ts_hparams *hp = &ctx->llm->model->hp;
+    int64_t heads = hp->n_head_kv, most = 0;
+    if (ctx->tp.size > 1) {
+        ts_status st = ts_shard_kv_heads(ctx->llm->model, ctx->tp.size, &heads, &most, err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    /* One K and one V row of head_dim elements per head and layer. */
+    size_t row = 0;
+    if (!ts_type_row_bytes(ctx->ec.kv_type, (uint64_t)hp->head_dim, &row)) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "kv-type %s needs head_dim a multiple of %lld, but the model's "
+                            "head_dim is %lld",
+                            ctx->kv_type, (long long)ts_type_block_size(ctx->ec.kv_type),
+                            (long long)hp->head_dim);
+    }
+    int64_t per_token = hp->n_layer * 2 * heads * (int64_t)row;
+    int64_t block = ctx->ec.block_size > 0 ? ctx->ec.block_size : TS_KV_DEFAULT_BLOCK_SIZE;
+    int64_t tokens = bytes / per_token;
+    if (tokens < block) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "kv memory of %lld bytes holds %lld tokens (%lld bytes each): less "
+                            "than one block of %lld",
+                            (long long)bytes, (long long)tokens, (long long)per_token,
+                            (long long)block);
+    }
+    ctx->ec.kv_tokens = tokens;
+    return TS_OK;
+}
+
+/* The runner for the engine's bucket (raised to max_outputs rows of logits) and the engine. */
+static ts_status make_runner_and_engine(ts_context *ctx, const ts_context_params *p,
+                                        ts_error *err) {
+    const ts_model *m = ctx->llm->model;
+    ts_forward_config fc;
+    ts_status st = ts_engine_forward_config(m, &ctx->ec, &fc, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    if (p->max_outputs > fc.max_outputs) {
+        fc.max_outputs = p->max_outputs < fc.max_tokens ? p->max_outputs : fc.max_tokens;
+    }
+    st = ctx->tp.size > 1
+             ? ts_tp_runner_create(m, ctx->backend, &fc, ctx->reg, &ctx->tp.cfg, &ctx->runner, err)
+             : ts_forward_runner_create(m, ctx->backend, &fc, ctx->reg, &ctx->runner, err);
+    if (st == TS_OK) {
+        st = ts_engine_create(m, ctx->llm->tok, ctx->runner, &ctx->ec, &ctx->engine, err);
+    }
+    return st;
+}
+
+static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) {
+    const ts_forward_config *fc = &ctx->runner->cfg;
+    ts_context_info *in = &ctx->info;
+    in->backend = ts_backend_name(ctx->compute);
+    in->tp = ctx->tp.size;
+    in->n_threads = threads * (ctx->tp.mpi ? 1 : ctx->tp.size);
+    in->n_ctx = ctx->ec.n_ctx;
+    in->kv_tokens = fc->n_blocks * fc->block_size;
+    in->max_seqs = fc->max_seqs;
+    in->max_batch_tokens = fc->max_tokens;
+    in->max_outputs = fc->max_outputs;
+    in->block_size = fc->block_size;
+    in->kv_type = ctx->kv_type;
+    in->kv_bytes = ctx->runner->kv_bytes;
+    in->chat_template = ctx->has_tmpl ? ts_chat_family_name(ctx->tmpl.family) : NULL;
+}
+
+static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts_context **out,
+                                ts_error *err) {
+    if (out != NULL) {
+        *out = NULL; /* on every failure, including a NULL llm */
+    }
+    if (llm == NULL || out == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_create: llm and out are required");
+    }
+    if (llm->model == NULL) {
+        return ts_error_set(err, TS_ERR_STATE,
+                            "ts_context_create: the model was opened vocabulary-only");
+    }
+    double t0 = now_ms();
+    ts_context_params p = params != NULL ? *params : ts_context_params_default();
+    ts_status st = check_params(&p, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    ts_context *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "ts_context_create: out of memory");
+    }
+    ctx->llm = llm;
+    int threads = p.n_threads > 0 ? p.n_threads : ts_cpu_physical_cores();
+    int shard_threads = threads;
+    if (p.tp > 1) {
+        shard_threads = threads / p.tp > 0 ? threads / p.tp : 1;
+    }
+    st = make_backends(ctx, &p, shard_threads, err);
+    if (st == TS_OK) {
+        st = ts_registry_create(&ctx->reg, err);
+    }
+    if (st == TS_OK) {
+        st = apply_overrides(ctx, &p, err);
+    }
+    if (st == TS_OK) {
+        st = choose_template(ctx, &p, err);
+    }
+    if (st == TS_OK) {
+        st = engine_config(ctx, &p, err);
+    }
+    bool follower = false;
+    if (st == TS_OK) {
+        st = tp_group_open(&ctx->tp, &p, llm->model, ctx->reg, shard_threads, &follower, err);
+    }
+    if (follower) {
+        /* An MPI rank > 0 whose group has ended: nothing is left to do in this process. */
+        ts_context_destroy(ctx);
+        return st;
+    }
+    if (st == TS_OK && p.kv_bytes > 0) {
+        st = kv_tokens_for_bytes(ctx, p.kv_bytes, err);
+    }
+    if (st == TS_OK) {
+        st = make_runner_and_engine(ctx, &p, err);
+    }
+    if (st != TS_OK) {
+        tp_group_abort(&ctx->tp, err->msg);
+        ts_context_destroy(ctx);
+        return st;
+    }
+    fill_info(ctx, &p, shard_threads);
+    ctx->info.load_ms = now_ms() - t0;
+    *out = ctx;
+    return TS_OK;
+}
+
+ts_status ts_context_create(ts_llm *llm, const ts_context_params *params, ts_context **out,
+                            ts_error *err) {
+    ts_error local = {0};
+    return context_create(llm, params, out, err != NULL ? err : &local);
+}
+
+void ts_context_destroy(ts_context *ctx) {
+    if (ctx == NULL) {
+        return;
+    }
+    rt_batch_free(&ctx->b);
+    ts_engine_destroy(ctx->engine);
+    ts_runner_destroy(ctx->runner); /* ends the group's forward: followers stop */
+    tp_group_close(&ctx->tp);
+    ts_registry_destroy(ctx->reg);
+    ts_backend_destroy(ctx->hook_dump);
+    ts_backend_destroy(ctx->hook_profile);
+    ts_backend_destroy(ctx->hook_compare);
+    ts_backend_destroy(ctx->oracle);
+    ts_backend_destroy(ctx->compute);
+    if (ctx->dump_file != NULL && ctx->dump_file != stdout) {
+        fclose(ctx->dump_file);
+    }
+    free(ctx);
+}
+
+void ts_context_get_info(const ts_context *ctx, ts_context_info *out) {
+    *out = ctx->info;
+}
+
+const ts_llm *ts_context_llm(const ts_context *ctx) {
+    return ctx->llm;
+}
+
+ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,
+                                 int add_generation_prompt, char **text, size_t *len,
+                                 ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (ctx == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_prompt: NULL argument");
+    }
+    if (!ctx->has_tmpl) {
+        return ts_error_set(err, TS_ERR_NOT_FOUND,
+                            "the model has no chat template that tessera knows (choose a "
+                            "built-in one by name)");
+    }
+    return rt_chat_render(&ctx->tmpl, msgs, n_msgs, add_generation_prompt, text, len, err);
+}
+
+ts_status rt_use_mode(ts_context *ctx, int mode, const char *fn, bool *claimed, ts_error *err) {
+    int was = MODE_NONE;
+    *claimed = atomic_compare_exchange_strong(&ctx->mode, &was, mode);
+    if (*claimed || was == mode) {
+        return TS_OK;
+    }
+    return ts_error_set(err, TS_ERR_STATE,
+                        "%s: this context is used for %s; a context serves either requests or "
+                        "batches (ts_context_clear ends batch use)",
+                        fn, was == MODE_REQUESTS ? "requests" : "batches");
+}
+
+void rt_unclaim_mode(ts_context *ctx) {
+    ctx->mode = MODE_NONE;
+}
+
+void rt_latch_compare(ts_context *ctx) {
+    if (ctx->hook_compare == NULL || ctx->diverged) {
+        return;
+    }
+    const ts_compare_result *r = ts_hook_compare_result(ctx->hook_compare);
+    if (r == NULL || !r->diverged) {
+        return;
+    }
+    ts_divergence *d = &ctx->divergence;
+    memset(d, 0, sizeof *d);
+    d->node = r->node;
+    snprintf(d->name, sizeof d->name, "%s", r->name);
+    d->op = ts_op_name(r->op);
+    d->max_abs = r->max_abs;
+    d->max_rel = r->max_rel;
+    d->index = r->index;
+    d->compared = r->compared;
+    ctx->diverged = true;
+}
+
+bool ts_context_diverged(const ts_context *ctx, ts_divergence *out) {
+    if (ctx->diverged && out != NULL) {
+        *out = ctx->divergence;
+    }
+    return ctx->diverged;
+}
+
+void ts_context_get_tp_stats(const ts_context *ctx, ts_tp_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->size = ctx->tp.size > 0 ? ctx->tp.size : 1;
+    if (ctx->tp.size <= 1 || ctx->tp.comms == NULL) {
+        return;
+    }
+    const ts_comm *c = ctx->tp.comms[0];
+    out->transport = ts_comm_name(c);
+    out->all_reduce_calls = c->stats.calls[TS_COLL_ALL_REDUCE];
+    out->all_gather_calls = c->stats.calls[TS_COLL_ALL_GATHER];
+    out->payload_bytes = c->stats.payload_bytes;
+    out->wire_bytes = c->stats.wire_bytes;
+}
+
+void ts_context_report(const ts_context *ctx, FILE *f) {
+    ts_tp_stats tp;
+    ts_context_get_tp_stats(ctx, &tp);
+    double per = (double)ctx->tokens_computed;
+    if (ctx->engine != NULL && ctx->mode == MODE_REQUESTS) {
+        ts_engine_stats es;
+        ts_engine_get_stats(ctx->engine, &es);
+        per = (double)(es.prompt_tokens + es.generated_tokens);
+    }
+    if (tp.size > 1 && per > 0) {
+        fprintf(f,
+                "tp: %d ranks over %s: %llu all-reduce and %llu all-gather calls; %.1f KiB "
+                "payload and %.1f KiB ring traffic per token per rank\n",
+                tp.size, tp.transport, (unsigned long long)tp.all_reduce_calls,
+                (unsigned long long)tp.all_gather_calls, (double)tp.payload_bytes / per / 1024.0,
+                (double)tp.wire_bytes / per / 1024.0);
+    }
+    if (ctx->hook_profile != NULL) {
+        ts_hook_profile_report(ctx->hook_profile, f);
+    }
+    if (ctx->hook_compare != NULL) {
+        ts_divergence d;
+        if (ts_context_diverged(ctx, &d)) {
+            fprintf(f,
+                    "compare: node %d '%s' (%s) differs from the reference: max abs error %.6g, "
+                    "max rel error %.6g (element %lld) after %d nodes agreed\n",
+                    d.node, d.name, d.op, d.max_abs, d.max_rel, (long long)d.index, d.node);
+        } else {
+            const ts_compare_result *r = ts_hook_compare_result(ctx->hook_compare);
+            fprintf(f, "compare: every node matched the reference (%d nodes in the last step)\n",
+                    r ? r->compared : 0);
+        }
+    }
+}

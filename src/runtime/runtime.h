@@ -1,0 +1,126 @@
+/*
+ * runtime.h — what the files of the runtime layer share: the structures behind the public
+ * handles of include/tessera.h.
+ *
+ * The runtime is the layer behind the public API. It owns the wiring that every user of a model
+ * needs and that used to live in the tools: model and tokenizer (ts_llm), compute backend by
+ * name, debugging hooks, functional overrides, the tensor-parallel group, the runner, the KV
+ * cache sizing and the engine (ts_context). Nothing here computes.
+ *
+ * Files: llm.c (models, tokens, chat), context.c (making and tearing down a context, reports),
+ * tp_group.c (the shards of --tp / --tp-mpi), requests.c (the engine's request API and
+ * ts_context_generate), decode.c (the batch API over the KV block manager), quantize.c.
+ *
+ * Error rule: the public functions accept a NULL ts_error and substitute a local one, so inside
+ * src/ an error buffer is never NULL.
+ */
+#ifndef TS_RUNTIME_RUNTIME_H
+#define TS_RUNTIME_RUNTIME_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "ir/backend.h"
+#include "ir/registry.h"
+#include "kv/kv.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "model/tp.h"
+#include "tessera.h"
+#include "tokenizer/tokenizer.h"
+
+struct ts_llm {
+    ts_gguf *vocab_gguf; /* vocabulary-only open: the file (owned); NULL otherwise */
+    ts_model *model;     /* owned; NULL when vocabulary-only */
+    ts_tokenizer *tok;   /* owned */
+    char name[128];
+    char file_type[32];
+    ts_llm_info info; /* strings point into this struct */
+};
+
+/* The shards of a tensor-parallel context (tp_group.c). */
+typedef struct tp_group {
+    int size; /* 1 when tensor parallelism is off */
+    bool mpi;
+    ts_comm **comms;    /* [size] in-process, or [1] this process's MPI communicator */
+    ts_backend **peers; /* [size - 1] in-process follower backends */
+    ts_tp_config cfg;   /* what the leader's runner gets */
+} tp_group;
+
+/* Makes a compute backend by name with n_threads threads ("cpu", "ref"). */
+ts_status rt_backend_create(const char *name, int n_threads, ts_backend **out, ts_error *err);
+
+/* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
+ * rank 0 ends the group and sets *follower. threads: per shard. */
+ts_status tp_group_open(tp_group *g, const ts_context_params *p, const ts_model *m,
+                        ts_registry *reg, int threads, bool *follower, ts_error *err);
+/* Ends the group (MPI: tells the followers there will be no more forwards). */
+void tp_group_close(tp_group *g);
+/* A leader that fails: ends an MPI job at once (no-op in-process). */
+void tp_group_abort(tp_group *g, const char *why);
+
+enum { MODE_NONE = 0, MODE_REQUESTS, MODE_BATCH };
+
+/* The batch API's state (decode.c). */
+typedef struct rt_batch {
+    ts_kv *kv;       /* block books of batch use; NULL until the first batch call */
+    int32_t *kv_id;  /* [max_seqs] caller sequence id -> KV sequence, -1 when none */
+    int32_t *bidx;   /* [max_seqs] caller sequence -> index in the step, -1 outside it */
+    int32_t *users;  /* [max_seqs] the step's sequences in order of first appearance */
+    int32_t *counts; /* [max_seqs] new tokens of each of them */
+    uint8_t *opened; /* [max_seqs] this call opened the step's sequence u */
+    int32_t *tokens, *pos, *seq, *slots, *outs; /* [max_batch_tokens] step inputs */
+    int32_t *order;           /* [max_batch_tokens] token indices grouped by sequence */
+    int32_t *gather, *gslots; /* [max_batch_tokens] one sequence's tokens and slots */
+    int32_t *table, *len;     /* [max_seqs * max_blocks_per_seq], [max_seqs] */
+    int32_t *out_row;         /* [max_batch_tokens] output row of each token of the last batch */
+    int32_t n_last;           /* tokens of the last batch */
+    float *logits;            /* [max_outputs][n_vocab] */
+    float *embd;              /* [max_outputs][n_embd] */
+} rt_batch;
+
+struct ts_context {
+    ts_llm *llm;         /* borrowed */
+    ts_backend *compute; /* the compute backend itself */
+    ts_backend *oracle;  /* compare: the reference backend */
+    ts_backend *hook_compare, *hook_profile, *hook_dump;
+    ts_backend *backend; /* what runs: compute or its outermost hook */
+    FILE *dump_file;
+    ts_registry *reg;
+    tp_group tp;
+    ts_runner *runner;
+    ts_engine *engine;
+    ts_engine_config ec; /* after defaults */
+    ts_chat_template tmpl;
+    bool has_tmpl;
+    ts_context_info info;
+    char kv_type[8];
+    atomic_int mode;          /* MODE_*: requests or batches, chosen by the first call (atomic:
+                                 HTTP threads submit while the stepping thread reads it) */
+    uint64_t tokens_computed; /* batch use: tokens decoded (for per-token traffic) */
+    bool diverged;            /* compare: a step has diverged; divergence holds the first */
+    ts_divergence divergence;
+    rt_batch b;
+};
+
+/* Sets up / frees the batch API's state (decode.c); called by context.c. */
+ts_status rt_batch_init(ts_context *ctx, ts_error *err);
+void rt_batch_free(rt_batch *b);
+
+/* Renders msgs with a chat template (llm.c). */
+ts_status rt_chat_render(const ts_chat_template *tmpl, const ts_message *msgs, size_t n_msgs,
+                         int add_generation_prompt, char **text, size_t *len, ts_error *err);
+
+/* Picks the context's mode for this call: TS_ERR_STATE when the other one is in use.
+ * *claimed tells whether this call chose it (so that a call that then fails can give it back
+ * with rt_unclaim_mode, leaving a fresh context fresh). */
+ts_status rt_use_mode(ts_context *ctx, int mode, const char *fn, bool *claimed, ts_error *err);
+void rt_unclaim_mode(ts_context *ctx);
+
+/* After a step: keeps the first divergence the compare hook reports (the hook itself only
+ * knows the last step). */
+void rt_latch_compare(ts_context *ctx);
+
+#endif /* TS_RUNTIME_RUNTIME_H */
