@@ -44,9 +44,7 @@ ts_status ts_gguf_writer_add_tensor(ts_gguf_writer *w, const char *name, ts_type
     ts_status st = gguf_tensor_shape(what, (uint32_t)type, n_dims, dims, &n, &nbytes, err);
     if (st == TS_ERR_FORMAT) {
         /* A bad shape handed to the writer is the caller's argument, not a malformed file. */
-        if (err != NULL) {
-            err->status = TS_ERR_INVALID_ARG;
-        }
+        err->status = TS_ERR_INVALID_ARG;
         return TS_ERR_INVALID_ARG;
     }
     if (st != TS_OK) {
@@ -192,7 +190,7 @@ static ts_status put_tensor_data(ts_gguf_writer *w, sink *s, size_t i) {
     uint8_t *dst = s->buf != NULL ? s->buf + s->pos : s->scratch;
     ts_status st = w->fill(w->fill_ctx, i, dst, t->nbytes, s->err);
     if (st != TS_OK) {
-        if (s->err != NULL && s->err->status != st) {
+        if (s->err->status != st) {
             ts_error_set(s->err, st, "the fill callback failed without a message");
         }
         ts_error_prefix(s->err, "gguf writer: tensor %zu '%s': ", i, t->name);

@@ -4,6 +4,9 @@
  * Values were validated at open, so reading them here only decodes little-endian bytes.
  * Type mismatches are reported, never coerced silently, except by the documented lenient
  * getters (ts_gguf_get_int / ts_gguf_get_float) and the array number accessors.
+ *
+ * The getters are public: each accepts a NULL ts_error and substitutes a local one, so the
+ * helpers below always have a buffer to write into.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -59,46 +62,58 @@ static ts_status get_scalar(const ts_gguf *g, const char *key, ts_gguf_type type
 }
 
 ts_status ts_gguf_get_u8(const ts_gguf *g, const char *key, uint8_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_UINT8, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_UINT8, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_i8(const ts_gguf *g, const char *key, int8_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_INT8, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_INT8, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_u16(const ts_gguf *g, const char *key, uint16_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_UINT16, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_UINT16, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_i16(const ts_gguf *g, const char *key, int16_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_INT16, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_INT16, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_u32(const ts_gguf *g, const char *key, uint32_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_UINT32, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_UINT32, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_i32(const ts_gguf *g, const char *key, int32_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_INT32, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_INT32, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_u64(const ts_gguf *g, const char *key, uint64_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_UINT64, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_UINT64, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_i64(const ts_gguf *g, const char *key, int64_t *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_INT64, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_INT64, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_f32(const ts_gguf *g, const char *key, float *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_FLOAT32, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_FLOAT32, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_f64(const ts_gguf *g, const char *key, double *out, ts_error *err) {
-    return get_scalar(g, key, TS_GGUF_FLOAT64, out, err);
+    ts_error local = {0};
+    return get_scalar(g, key, TS_GGUF_FLOAT64, out, err != NULL ? err : &local);
 }
 
 ts_status ts_gguf_get_bool(const ts_gguf *g, const char *key, bool *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = lookup_typed(g, key, TS_GGUF_BOOL, &kv, err);
     if (st == TS_OK) {
@@ -120,6 +135,8 @@ static void arr_out(const gguf_arr *a, ts_gguf_array *out) {
 }
 
 ts_status ts_gguf_get_str(const ts_gguf *g, const char *key, ts_gguf_str *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = lookup_typed(g, key, TS_GGUF_STRING, &kv, err);
     if (st == TS_OK) {
@@ -129,6 +146,8 @@ ts_status ts_gguf_get_str(const ts_gguf *g, const char *key, ts_gguf_str *out, t
 }
 
 ts_status ts_gguf_get_array(const ts_gguf *g, const char *key, ts_gguf_array *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = lookup_typed(g, key, TS_GGUF_ARRAY, &kv, err);
     if (st == TS_OK) {
@@ -192,6 +211,8 @@ static bool decode_float(uint32_t type, const uint8_t *p, double *out) {
 }
 
 ts_status ts_gguf_get_int(const ts_gguf *g, const char *key, int64_t *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = lookup(g, key, &kv, err);
     if (st != TS_OK) {
@@ -210,6 +231,8 @@ ts_status ts_gguf_get_int(const ts_gguf *g, const char *key, int64_t *out, ts_er
 }
 
 ts_status ts_gguf_get_float(const ts_gguf *g, const char *key, double *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = lookup(g, key, &kv, err);
     if (st == TS_OK && !decode_float(kv->type, kv->value, out)) {
@@ -235,6 +258,8 @@ static ts_status entry(const ts_gguf *g, uint64_t i, ts_gguf_type want, const gg
 }
 
 ts_status ts_gguf_kv_str(const ts_gguf *g, uint64_t i, ts_gguf_str *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = entry(g, i, TS_GGUF_STRING, &kv, err);
     if (st == TS_OK) {
@@ -244,6 +269,8 @@ ts_status ts_gguf_kv_str(const ts_gguf *g, uint64_t i, ts_gguf_str *out, ts_erro
 }
 
 ts_status ts_gguf_kv_array(const ts_gguf *g, uint64_t i, ts_gguf_array *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     const gguf_kv *kv = NULL;
     ts_status st = entry(g, i, TS_GGUF_ARRAY, &kv, err);
     if (st == TS_OK) {
@@ -253,6 +280,8 @@ ts_status ts_gguf_kv_array(const ts_gguf *g, uint64_t i, ts_gguf_array *out, ts_
 }
 
 ts_status ts_gguf_kv_scalar(const ts_gguf *g, uint64_t i, const void **bytes, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (i >= g->n_kv) {
         return ts_error_set(err, TS_ERR_RANGE,
                             "gguf: kv index %" PRIu64 " out of range (%" PRIu64 " entries)", i,
@@ -287,6 +316,8 @@ static ts_status wrong_elem(const ts_gguf_array *a, const char *want, ts_error *
 }
 
 ts_status ts_gguf_array_str(const ts_gguf_array *a, uint64_t i, ts_gguf_str *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     ts_status st = check_elem(a, i, err);
     if (st != TS_OK) {
         return st;
@@ -303,6 +334,8 @@ ts_status ts_gguf_array_str(const ts_gguf_array *a, uint64_t i, ts_gguf_str *out
 }
 
 ts_status ts_gguf_array_arr(const ts_gguf_array *a, uint64_t i, ts_gguf_array *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     ts_status st = check_elem(a, i, err);
     if (st != TS_OK) {
         return st;
@@ -319,6 +352,8 @@ ts_status ts_gguf_array_arr(const ts_gguf_array *a, uint64_t i, ts_gguf_array *o
 }
 
 ts_status ts_gguf_array_int(const ts_gguf_array *a, uint64_t i, int64_t *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     ts_status st = check_elem(a, i, err);
     if (st != TS_OK) {
         return st;
@@ -336,6 +371,8 @@ ts_status ts_gguf_array_int(const ts_gguf_array *a, uint64_t i, int64_t *out, ts
 }
 
 ts_status ts_gguf_array_float(const ts_gguf_array *a, uint64_t i, double *out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     ts_status st = check_elem(a, i, err);
     if (st != TS_OK) {
         return st;

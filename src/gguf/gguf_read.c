@@ -344,6 +344,8 @@ static ts_status parse(ts_gguf *g, ts_error *err) {
 }
 
 ts_status ts_gguf_open_memory(const void *data, size_t size, ts_gguf **out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (out == NULL || (data == NULL && size != 0)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "gguf: open_memory: NULL argument");
     }
@@ -364,6 +366,8 @@ ts_status ts_gguf_open_memory(const void *data, size_t size, ts_gguf **out, ts_e
 }
 
 ts_status ts_gguf_open(const char *path, ts_gguf **out, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (path == NULL || out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "gguf: open: NULL argument");
     }

@@ -67,7 +67,7 @@ ts_tensor *ts_graph_fail(ts_graph *g, ts_status st, const char *fmt, ...) {
 }
 
 ts_status ts_graph_status(const ts_graph *g, ts_error *err) {
-    if (g->err.status != TS_OK && err != NULL) {
+    if (g->err.status != TS_OK) {
         *err = g->err;
     }
     return g->err.status;
@@ -354,9 +354,7 @@ ts_status ts_graph_build(ts_graph *g, ts_error *err) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "graph: build: NULL graph");
     }
     if (g->err.status != TS_OK) {
-        if (err != NULL) {
-            *err = g->err;
-        }
+        *err = g->err;
         return g->err.status;
     }
     if (g->built) {

@@ -266,7 +266,7 @@ static ts_status h_compute(void *ctx, ts_graph *g, const ts_eval_cb *cb, ts_erro
         st = h->other->iface->graph_compute(h->other->ctx, g, &oracle, err);
         if (st != TS_OK) {
             h->outer = NULL;
-            if (h->cb_status != TS_OK && err != NULL) {
+            if (h->cb_status != TS_OK) {
                 *err = h->cb_err;
                 return h->cb_status;
             }
@@ -277,7 +277,7 @@ static ts_status h_compute(void *ctx, ts_graph *g, const ts_eval_cb *cb, ts_erro
         st = h->inner->iface->graph_compute(h->inner->ctx, g, &mine, err);
     }
     h->outer = NULL;
-    if (st != TS_OK && h->cb_status != TS_OK && err != NULL) {
+    if (st != TS_OK && h->cb_status != TS_OK) {
         *err = h->cb_err;
         return h->cb_status;
     }

@@ -30,8 +30,9 @@
  * sequence's salt. A block hash therefore names the whole prefix up to and including the
  * block, so equal tokens after a different history (or under a different salt) never match.
  *
- * Errors: every fallible call returns ts_status and fills err (may be NULL) with what, where
- * and why; a failed call leaves the manager unchanged. Running out of blocks is TS_ERR_LIMIT.
+ * Errors: every fallible call returns ts_status and fills err (required: only the public API
+ * accepts a NULL buffer) with what, where and why; a failed call leaves the manager unchanged.
+ * Running out of blocks is TS_ERR_LIMIT.
  *
  * Thread safety: none. The manager is owned by one thread (the engine's step thread); callers
  * that need it elsewhere must serialise access themselves.

@@ -238,6 +238,8 @@ static ts_status describe_output(ts_gguf_writer *w, const ts_gguf *in, const tar
 
 ts_status ts_quantize_file(const char *in_path, const char *out_path,
                            const ts_quantize_params *params, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (in_path == NULL || out_path == NULL || params == NULL || params->type == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "quantize: in_path, out_path, params and params->type are required");

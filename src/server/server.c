@@ -30,6 +30,8 @@ static char *dup_or_null(const char *s) {
 
 ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_server **out,
                            ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     if (out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "server: NULL out");
     }
@@ -112,6 +114,8 @@ static void *engine_main(void *arg) {
 }
 
 ts_status ts_server_start(ts_server *s, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;

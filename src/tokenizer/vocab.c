@@ -384,7 +384,9 @@ static void mark_eog(ts_tokenizer *t) {
  * GGUF does not record this, so it is recognised by the model name as the reference does. */
 static void phi3_strip_flags(ts_tokenizer *t, const ts_gguf *g) {
     ts_gguf_str name;
-    if (ts_gguf_get_str(g, "general.name", &name, NULL) != TS_OK) {
+    /* Absent (or not a string) means the name says nothing about Phi-3. */
+    ts_error ignored = {0};
+    if (ts_gguf_get_str(g, "general.name", &name, &ignored) != TS_OK) {
         return;
     }
     char low[256];

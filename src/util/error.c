@@ -1,6 +1,7 @@
 /* error.c — status names and error-message formatting. */
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,9 +38,7 @@ static void mark_truncated(char *msg, int written) {
 }
 
 ts_status ts_error_set(ts_error *err, ts_status status, const char *fmt, ...) {
-    if (err == NULL) {
-        return status;
-    }
+    assert(err != NULL);
     err->status = status;
     va_list ap;
     va_start(ap, fmt);
@@ -53,9 +52,7 @@ ts_status ts_error_set(ts_error *err, ts_status status, const char *fmt, ...) {
 }
 
 ts_status ts_error_prefix(ts_error *err, const char *fmt, ...) {
-    if (err == NULL) {
-        return TS_ERR_INTERNAL;
-    }
+    assert(err != NULL);
     char prefix[TS_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
@@ -72,8 +69,7 @@ ts_status ts_error_prefix(ts_error *err, const char *fmt, ...) {
 }
 
 void ts_error_clear(ts_error *err) {
-    if (err != NULL) {
-        err->status = TS_OK;
-        err->msg[0] = '\0';
-    }
+    assert(err != NULL);
+    err->status = TS_OK;
+    err->msg[0] = '\0';
 }

@@ -37,11 +37,12 @@ typedef struct fuzz_vocab {
 static fuzz_vocab g_vocab[3];
 
 static void finish(ts_gguf_writer *w, fuzz_vocab *v) {
+    ts_error err = {0};
     size_t size = 0;
-    CHECK(ts_gguf_writer_write_mem(w, &v->mem, &size, NULL) == TS_OK);
+    CHECK(ts_gguf_writer_write_mem(w, &v->mem, &size, &err) == TS_OK);
     ts_gguf_writer_destroy(w);
-    CHECK(ts_gguf_open_memory(v->mem, size, &v->g, NULL) == TS_OK);
-    CHECK(ts_tokenizer_create(v->g, &v->t, NULL) == TS_OK);
+    CHECK(ts_gguf_open_memory(v->mem, size, &v->g, &err) == TS_OK);
+    CHECK(ts_tokenizer_create(v->g, &v->t, &err) == TS_OK);
 }
 
 static void build_spm(fuzz_vocab *v) {
@@ -62,14 +63,15 @@ static void build_spm(fuzz_vocab *v) {
         types[259 + i] = i == 7 ? TS_TOKEN_TYPE_USER_DEFINED : TS_TOKEN_TYPE_NORMAL;
         scores[259 + i] = (float)i;
     }
+    ts_error err = {0};
     ts_gguf_writer *w = NULL;
-    CHECK(ts_gguf_writer_create(&w, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 267, NULL) == TS_OK);
+    CHECK(ts_gguf_writer_create(&w, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 267, &err) == TS_OK);
     CHECK(ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32, scores, 267,
-                                   NULL) == TS_OK);
+                                   &err) == TS_OK);
     CHECK(ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, types, 267,
-                                   NULL) == TS_OK);
+                                   &err) == TS_OK);
     finish(w, v);
 }
 
@@ -99,30 +101,32 @@ static void build_bpe(fuzz_vocab *v) {
                                   : TS_TOKEN_TYPE_NORMAL;
     }
     const char *merges[] = {"Ġ a", "a b", "Ġa b", "1 1"};
+    ts_error err = {0};
     ts_gguf_writer *w = NULL;
-    CHECK(ts_gguf_writer_create(&w, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "gpt2", NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.pre", "llama3", NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 262, NULL) == TS_OK);
+    CHECK(ts_gguf_writer_create(&w, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "gpt2", &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.pre", "llama3", &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 262, &err) == TS_OK);
     CHECK(ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, types, 262,
-                                   NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.merges", merges, 4, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 260, NULL) == TS_OK);
+                                   &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.merges", merges, 4, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 260, &err) == TS_OK);
     finish(w, v);
 }
 
 static void build_wpm(fuzz_vocab *v) {
     const char *toks[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁a", "▁ab", "b", "▁é", "▁,", "▁中"};
     int32_t types[] = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1};
+    ts_error err = {0};
     ts_gguf_writer *w = NULL;
-    CHECK(ts_gguf_writer_create(&w, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "bert", NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 10, NULL) == TS_OK);
+    CHECK(ts_gguf_writer_create(&w, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "bert", &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", toks, 10, &err) == TS_OK);
     CHECK(ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, types, 10,
-                                   NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 1, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.cls_token_id", 2, NULL) == TS_OK);
-    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.seperator_token_id", 3, NULL) == TS_OK);
+                                   &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 1, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.cls_token_id", 2, &err) == TS_OK);
+    CHECK(ts_gguf_writer_add_u32(w, "tokenizer.ggml.seperator_token_id", 3, &err) == TS_OK);
     finish(w, v);
 }
 
@@ -161,14 +165,15 @@ static bool has_escape_char(const char *s, size_t n) {
 }
 
 static void fuzz_chat(const uint8_t *data, size_t size) {
+    ts_error err = {0};
     ts_chat_template tp;
-    if (ts_chat_template_detect((const char *)data, size, &tp, NULL) != TS_OK) {
+    if (ts_chat_template_detect((const char *)data, size, &tp, &err) != TS_OK) {
         return;
     }
     const ts_chat_message msgs[] = {{"system", "s"}, {"user", "u"}, {"assistant", "a"}};
     char *text = NULL;
     size_t len = 0;
-    CHECK(ts_chat_apply(&tp, msgs, 3, true, &text, &len, NULL) == TS_OK);
+    CHECK(ts_chat_apply(&tp, msgs, 3, true, &text, &len, &err) == TS_OK);
     CHECK(strlen(text) == len);
     free(text);
 }
@@ -188,15 +193,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
 
+    ts_error err = {0};
     ts_token *ids = NULL;
     size_t n = 0;
-    CHECK(ts_tokenizer_tokenize(t, text, len, add_special, parse_special, &ids, &n, NULL) == TS_OK);
+    CHECK(ts_tokenizer_tokenize(t, text, len, add_special, parse_special, &ids, &n, &err) == TS_OK);
     for (size_t i = 0; i < n; i++) {
         CHECK(ids[i] >= 0 && (uint32_t)ids[i] < ts_tokenizer_n_vocab(t));
     }
     char *back = NULL;
     size_t back_len = 0;
-    CHECK(ts_tokenizer_detokenize(t, ids, n, parse_special, &back, &back_len, NULL) == TS_OK);
+    CHECK(ts_tokenizer_detokenize(t, ids, n, parse_special, &back, &back_len, &err) == TS_OK);
     ts_tokenizer_kind kind = ts_tokenizer_get_kind(t);
     bool exact = !add_special && (kind == TS_TOKENIZER_BPE ||
                                   (kind == TS_TOKENIZER_SPM && !has_escape_char(text, len)));
@@ -205,21 +211,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     ts_detok_stream *s = NULL;
-    CHECK(ts_detok_stream_create(t, parse_special, &s, NULL) == TS_OK);
+    CHECK(ts_detok_stream_create(t, parse_special, &s, &err) == TS_OK);
     char *streamed = malloc(back_len * 3 + 16);
     size_t sl = 0;
     CHECK(streamed != NULL);
     for (size_t i = 0; i < n; i++) {
         const char *piece;
         size_t pl;
-        CHECK(ts_detok_stream_push(s, ids[i], &piece, &pl, NULL) == TS_OK);
+        CHECK(ts_detok_stream_push(s, ids[i], &piece, &pl, &err) == TS_OK);
         CHECK(valid_utf8(piece, pl));
         memcpy(streamed + sl, piece, pl);
         sl += pl;
     }
     const char *rest;
     size_t rl;
-    CHECK(ts_detok_stream_flush(s, &rest, &rl, NULL) == TS_OK);
+    CHECK(ts_detok_stream_flush(s, &rest, &rl, &err) == TS_OK);
     memcpy(streamed + sl, rest, rl);
     sl += rl;
     CHECK(valid_utf8(streamed, sl));

@@ -43,7 +43,7 @@ static inline ts_kv_stats kvt_stats(const ts_kv *kv) {
 /* Opens a sequence without salt or fails the test. */
 static inline uint32_t kvt_open(ts_kv *kv) {
     uint32_t seq = UINT32_MAX;
-    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &seq, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &seq, &(ts_error){0}), TS_OK);
     return seq;
 }
 

@@ -71,7 +71,7 @@ static void test_append_slots(void **state) {
     for (uint32_t pos = 0; pos < 10; pos++) {
         assert_int_equal(slots[pos], tbl[pos / bs] * (int32_t)bs + (int32_t)(pos % bs));
         int32_t slot = -1;
-        assert_int_equal(ts_kv_seq_slot(kv, a, pos, &slot, NULL), TS_OK);
+        assert_int_equal(ts_kv_seq_slot(kv, a, pos, &slot, &(ts_error){0}), TS_OK);
         assert_int_equal(slot, slots[pos]);
     }
     int32_t slot;
@@ -84,7 +84,7 @@ static void test_append_slots(void **state) {
     assert_int_equal(s.n_used, 3);
     assert_int_equal(s.n_free, 5);
     ts_kv_seq_info info;
-    assert_int_equal(ts_kv_seq_get_info(kv, a, &info, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_get_info(kv, a, &info, &(ts_error){0}), TS_OK);
     assert_int_equal(info.n_tokens, 10);
     assert_int_equal(info.n_committed, 0);
     assert_int_equal(info.n_blocks, 3);
@@ -109,7 +109,7 @@ static void test_alloc_free_cycles(void **state) {
         }
         kvt_check(kv);
         for (int i = 0; i < 4; i++) {
-            assert_int_equal(ts_kv_seq_close(kv, seqs[i], NULL), TS_OK);
+            assert_int_equal(ts_kv_seq_close(kv, seqs[i], &(ts_error){0}), TS_OK);
         }
         ts_kv_stats s = kvt_stats(kv);
         assert_int_equal(s.n_free, 16);
@@ -143,7 +143,7 @@ static void test_out_of_blocks(void **state) {
     assert_non_null(strstr(err.msg, "needs 2 blocks"));
     assert_non_null(strstr(err.msg, "only 1 are available"));
     ts_kv_seq_info info;
-    assert_int_equal(ts_kv_seq_get_info(kv, b, &info, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_get_info(kv, b, &info, &(ts_error){0}), TS_OK);
     assert_int_equal(info.n_tokens, 0);
     assert_int_equal(kvt_stats(kv).n_free, 1);
     kvt_check(kv);
@@ -157,13 +157,13 @@ static void test_out_of_blocks(void **state) {
     assert_non_null(strstr(err.msg, "max_seqs"));
     assert_int_equal(ts_kv_seq_fork(kv, a, &d, &err), TS_ERR_LIMIT);
     /* Preemption frees a's blocks for b. */
-    assert_int_equal(ts_kv_seq_reset(kv, a, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_reset(kv, a, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_free, 3);
     kvt_append(kv, b, toks, 12, NULL);
-    assert_int_equal(ts_kv_seq_get_info(kv, a, &info, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_get_info(kv, a, &info, &(ts_error){0}), TS_OK);
     assert_int_equal(info.n_tokens, 0);
     kvt_check(kv);
-    assert_int_equal(ts_kv_seq_close(kv, c, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c, &(ts_error){0}), TS_OK);
     ts_kv_destroy(kv);
 }
 
@@ -190,13 +190,13 @@ static void test_commit(void **state) {
     ts_kv *kv = kvt_create(8, 4, 2, 0, false);
     uint32_t a = kvt_open(kv);
     kvt_append(kv, a, toks, 6, NULL);
-    assert_int_equal(ts_kv_seq_commit(kv, a, 4, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, a, 4, &(ts_error){0}), TS_OK);
     ts_error err = {0};
     assert_int_equal(ts_kv_seq_commit(kv, a, 3, &err), TS_ERR_RANGE);
     assert_non_null(strstr(err.msg, "2 uncommitted"));
-    assert_int_equal(ts_kv_seq_commit(kv, a, 2, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, a, 2, &(ts_error){0}), TS_OK);
     ts_kv_seq_info info;
-    ts_kv_seq_get_info(kv, a, &info, NULL);
+    ts_kv_seq_get_info(kv, a, &info, &(ts_error){0});
     assert_int_equal(info.n_committed, 6);
     kvt_check(kv);
     ts_kv_destroy(kv);
@@ -210,20 +210,20 @@ static void test_fork_cow(void **state) {
     ts_kv *kv = kvt_create(16, bs, 4, 0, false);
     uint32_t p = kvt_open(kv);
     kvt_append(kv, p, toks, 6, NULL); /* blocks: [full, 2 of 4] */
-    ts_kv_seq_commit(kv, p, 6, NULL);
+    ts_kv_seq_commit(kv, p, 6, &(ts_error){0});
     uint32_t nb;
     const int32_t *pt = ts_kv_seq_block_table(kv, p, &nb);
     int32_t b0 = pt[0], b1 = pt[1];
 
     uint32_t c1 = UINT32_MAX, c2 = UINT32_MAX;
-    assert_int_equal(ts_kv_seq_fork(kv, p, &c1, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_fork(kv, p, &c2, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_fork(kv, p, &c1, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_fork(kv, p, &c2, &(ts_error){0}), TS_OK);
     const int32_t *t1 = ts_kv_seq_block_table(kv, c1, &nb);
     assert_int_equal(nb, 2);
     assert_int_equal(t1[0], b0);
     assert_int_equal(t1[1], b1);
     ts_kv_seq_info info;
-    ts_kv_seq_get_info(kv, c1, &info, NULL);
+    ts_kv_seq_get_info(kv, c1, &info, &(ts_error){0});
     assert_int_equal(info.n_tokens, 6);
     assert_int_equal(info.n_committed, 6);
     assert_int_equal(kvt_stats(kv).n_used, 2);
@@ -232,7 +232,7 @@ static void test_fork_cow(void **state) {
     /* Three sequences hold b1 (ref 3): exactly two copies will be needed for all to append. */
     uint32_t three[3] = {p, c1, c2}, ones[3] = {1, 1, 1}, need = 0;
     bool ok = false;
-    assert_int_equal(ts_kv_can_append(kv, three, ones, 3, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, three, ones, 3, &ok, &need, &(ts_error){0}), TS_OK);
     assert_true(ok);
     assert_int_equal(need, 2);
     kvt_check(kv); /* scratch left clean */
@@ -270,19 +270,19 @@ static void test_fork_cow(void **state) {
     /* A fork at a block boundary shares only full blocks: appends never copy. */
     uint32_t c3;
     kvt_append(kv, p, toks + 7, 1, NULL); /* p: 8 tokens, 2 full blocks */
-    assert_int_equal(ts_kv_seq_fork(kv, p, &c3, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_fork(kv, p, &c3, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_append(kv, c3, toks, 1, NULL), 0);
     assert_int_equal(kvt_append(kv, p, toks, 1, NULL), 0);
     kvt_check(kv);
 
     /* Closing the parent keeps blocks the children still hold. */
-    assert_int_equal(ts_kv_seq_close(kv, p, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, p, &(ts_error){0}), TS_OK);
     kvt_check(kv);
     t1 = ts_kv_seq_block_table(kv, c1, &nb);
     assert_int_equal(t1[0], b0);
-    assert_int_equal(ts_kv_seq_close(kv, c1, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, c2, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, c3, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c1, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c2, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c3, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_free, 16);
     kvt_check(kv);
     ts_kv_destroy(kv);
@@ -294,10 +294,10 @@ static void test_cow_out_of_blocks(void **state) {
     ts_kv *kv = kvt_create(2, 4, 2, 0, false);
     uint32_t p = kvt_open(kv), c;
     kvt_append(kv, p, toks, 6, NULL);
-    assert_int_equal(ts_kv_seq_fork(kv, p, &c, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_fork(kv, p, &c, &(ts_error){0}), TS_OK);
     uint32_t one = 1, need = 0;
     bool ok = true;
-    assert_int_equal(ts_kv_can_append(kv, &c, &one, 1, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, &c, &one, 1, &ok, &need, &(ts_error){0}), TS_OK);
     assert_false(ok);
     assert_int_equal(need, 1);
     ts_error err = {0};
@@ -307,8 +307,8 @@ static void test_cow_out_of_blocks(void **state) {
     assert_int_equal(n_copies, 0);
     kvt_check(kv);
     /* Once the parent is gone the child owns the block and writes in place. */
-    assert_int_equal(ts_kv_seq_close(kv, p, NULL), TS_OK);
-    assert_int_equal(ts_kv_can_append(kv, &c, &one, 1, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, p, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, &c, &one, 1, &ok, &need, &(ts_error){0}), TS_OK);
     assert_true(ok);
     assert_int_equal(need, 0);
     assert_int_equal(kvt_append(kv, c, toks, 2, NULL), 0);
@@ -325,16 +325,16 @@ static void test_can_append(void **state) {
     kvt_append(kv, b, toks, 4, NULL);
     uint32_t seqs[2] = {a, b}, n[2] = {1, 1}, need = 0;
     bool ok = false;
-    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, &(ts_error){0}), TS_OK);
     assert_true(ok);
     assert_int_equal(need, 1); /* a fits in its block, b starts a new one */
     n[0] = 6;
     n[1] = 12; /* a: 9 tokens -> 3 blocks (+2); b: 16 -> 4 blocks (+3) */
-    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, &(ts_error){0}), TS_OK);
     assert_false(ok);
     assert_int_equal(need, 5);
     n[1] = 8; /* b: 12 -> 3 blocks (+2): 4 needed, 4 free */
-    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(kv, seqs, n, 2, &ok, &need, &(ts_error){0}), TS_OK);
     assert_true(ok);
     assert_int_equal(need, 4);
     kvt_append(kv, a, toks, 6, NULL);

@@ -21,10 +21,10 @@ static void run(int32_t *out, int k, uint32_t n) {
 static uint32_t prefill(ts_kv *kv, const void *salt, size_t salt_len, const int32_t *tokens,
                         uint32_t n, uint32_t *n_cached) {
     uint32_t seq, cached = 0;
-    assert_int_equal(ts_kv_seq_open(kv, salt, salt_len, &seq, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_match_prefix(kv, seq, tokens, n, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, salt, salt_len, &seq, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, seq, tokens, n, &cached, &(ts_error){0}), TS_OK);
     kvt_append(kv, seq, tokens + cached, n - cached, NULL);
-    assert_int_equal(ts_kv_seq_commit(kv, seq, n - cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, seq, n - cached, &(ts_error){0}), TS_OK);
     if (n_cached != NULL) {
         *n_cached = cached;
     }
@@ -60,8 +60,8 @@ static void test_hit_reuses_blocks(void **state) {
     assert_int_equal(s.n_cached, 3); /* b's third block is full and new */
 
     /* After both close, the cached blocks are evictable and still hit. */
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, b, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, b, &(ts_error){0}), TS_OK);
     s = kvt_stats(kv);
     assert_int_equal(s.n_evictable, 3);
     assert_int_equal(s.n_used, 0);
@@ -75,7 +75,7 @@ static void test_hit_reuses_blocks(void **state) {
     assert_int_equal(kvt_stats(kv).n_evictable, 0);
     assert_int_equal(kvt_stats(kv).prefix_hit_tokens, 20);
     ts_kv_seq_info info;
-    ts_kv_seq_get_info(kv, c, &info, NULL);
+    ts_kv_seq_get_info(kv, c, &info, &(ts_error){0});
     assert_int_equal(info.n_tokens, 16);
     assert_int_equal(info.n_committed, 16);
     /* Prefix reuse needs an empty sequence. */
@@ -97,16 +97,16 @@ static void test_last_token_and_duplicates(void **state) {
     assert_int_equal(cached, 4); /* 8 tokens: only the first block, the second is recomputed */
     assert_int_equal(kvt_stats(kv).n_cached, 2);
     assert_int_equal(kvt_stats(kv).n_used, 3);
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, b, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, b, &(ts_error){0}), TS_OK);
     ts_kv_stats s = kvt_stats(kv);
     assert_int_equal(s.n_evictable, 2);
     assert_int_equal(s.n_free, 6); /* b's private duplicate went back to the free stack */
     uint32_t one;
-    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &one, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_match_prefix(kv, one, t, 1, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &one, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, one, t, 1, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0);
-    assert_int_equal(ts_kv_seq_match_prefix(kv, one, t, 0, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, one, t, 0, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0);
     kvt_check(kv);
     ts_kv_destroy(kv);
@@ -197,9 +197,9 @@ static void test_lru_eviction(void **state) {
     uint32_t a = prefill(kv, NULL, 0, ta, 4, &cached);
     uint32_t b = prefill(kv, NULL, 0, tb, 4, &cached);
     uint32_t c = prefill(kv, NULL, 0, tc, 4, &cached);
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, b, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, c, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, b, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_evictable, 3);
     assert_int_equal(kvt_stats(kv).n_free, 1);
     /* d needs two blocks: the free one, then the oldest cached (a's). */
@@ -208,41 +208,41 @@ static void test_lru_eviction(void **state) {
     assert_int_equal(s.n_evictions, 1);
     assert_int_equal(s.n_evictable, 2);
     bool ok;
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, ta, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, ta, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0); /* a's block is gone */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4);
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tc, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tc, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4);
     /* Closing d releases its tail block first: LRU is now b, c, d[1], d[0]. */
-    assert_int_equal(ts_kv_seq_close(kv, d, NULL), TS_OK);
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, d, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 8);
     /* A hit on b's block and its release moves it to the tail: c, d[1], d[0], b. */
     uint32_t b2;
-    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &b2, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_match_prefix(kv, b2, tb, 5, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, NULL, 0, &b2, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, b2, tb, 5, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4);
     assert_int_equal(kvt_stats(kv).n_evictable, 3);
-    assert_int_equal(ts_kv_seq_close(kv, b2, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, b2, &(ts_error){0}), TS_OK);
     kvt_check(kv);
     /* Fresh tokens take blocks one at a time and evict in exactly that order. */
     int32_t te[16];
     run(te, 24, 16);
     uint32_t e = prefill(kv, NULL, 0, te, 6, &cached); /* evicts c, then d[1] */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tc, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tc, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0);
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4); /* d's prefix block outlived its tail */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4);
     kvt_append(kv, e, te + 6, 3, NULL); /* third block: evicts d[0] */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, td, 9, 9, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0);
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 4);
     kvt_append(kv, e, te + 9, 4, NULL); /* fourth block: evicts b */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, tb, 5, 5, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 0);
     assert_int_equal(kvt_stats(kv).n_evictions, 5);
     ts_error err = {0};
@@ -260,15 +260,15 @@ static void test_can_admit(void **state) {
     run(u, 31, 16);
     uint32_t cached;
     uint32_t a = prefill(kv, NULL, 0, t, 12, &cached);
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK); /* 3 evictable + 1 free */
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK); /* 3 evictable + 1 free */
     ts_kv_stats before = kvt_stats(kv);
     bool ok = false;
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, t, 13, 16, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, t, 13, 16, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_true(ok); /* 3 hits + 1 new block of the 1 left */
     assert_int_equal(cached, 12);
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, t, 13, 20, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, t, 13, 20, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_false(ok); /* 2 new blocks, but the 3 hits are not available to evict */
-    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, u, 16, 16, &ok, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_admit(kv, NULL, 0, u, 16, 16, &ok, &cached, &(ts_error){0}), TS_OK);
     assert_true(ok); /* 4 new blocks: 1 free + 3 evictions */
     assert_int_equal(cached, 0);
     ts_error err = {0};
@@ -295,7 +295,7 @@ static void test_clear_and_off(void **state) {
     uint32_t cached;
     uint32_t a = prefill(kv, NULL, 0, t, 9, &cached);
     uint32_t b = prefill(kv, NULL, 0, t, 9, &cached);
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK);
     ts_kv_prefix_clear(kv);
     ts_kv_stats s = kvt_stats(kv);
     assert_int_equal(s.n_cached, 0);
@@ -308,13 +308,13 @@ static void test_clear_and_off(void **state) {
 
     kv = kvt_create(8, 4, 4, 0, false);
     a = prefill(kv, NULL, 0, t, 9, &cached);
-    assert_int_equal(ts_kv_seq_close(kv, a, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, a, &(ts_error){0}), TS_OK);
     b = prefill(kv, NULL, 0, t, 9, &cached);
     assert_int_equal(cached, 0);
     s = kvt_stats(kv);
     assert_int_equal(s.n_cached, 0);
     assert_int_equal(s.prefix_queries, 0);
-    assert_int_equal(ts_kv_seq_close(kv, b, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, b, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_free, 8);
     kvt_check(kv);
     ts_kv_destroy(kv);
@@ -327,27 +327,28 @@ static void test_fork_commit(void **state) {
     int32_t t[12];
     run(t, 50, 12);
     uint32_t p, c, cached;
-    assert_int_equal(ts_kv_seq_open(kv, "s", 1, &p, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, "s", 1, &p, &(ts_error){0}), TS_OK);
     kvt_append(kv, p, t, 10, NULL);
-    assert_int_equal(ts_kv_seq_commit(kv, p, 3, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_fork(kv, p, &c, NULL), TS_OK); /* 7 uncommitted tokens shared */
-    assert_int_equal(ts_kv_seq_commit(kv, c, 7, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, p, 3, &(ts_error){0}), TS_OK);
+    /* 7 uncommitted tokens shared. */
+    assert_int_equal(ts_kv_seq_fork(kv, p, &c, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, c, 7, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_cached, 2);
-    assert_int_equal(ts_kv_seq_commit(kv, p, 7, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, p, 7, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_cached, 2);
     kvt_check(kv);
     /* Both write token 11: the first copies the shared partial block. */
     assert_int_equal(kvt_append(kv, c, t + 10, 2, NULL), 1);
     assert_int_equal(kvt_append(kv, p, t + 10, 2, NULL), 0);
-    assert_int_equal(ts_kv_seq_commit(kv, c, 2, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_commit(kv, p, 2, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, c, 2, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(kv, p, 2, &(ts_error){0}), TS_OK);
     assert_int_equal(kvt_stats(kv).n_cached, 3); /* same tokens: p's block is a duplicate */
-    assert_int_equal(ts_kv_seq_close(kv, p, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_close(kv, c, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, p, &(ts_error){0}), TS_OK);
+    assert_int_equal(ts_kv_seq_close(kv, c, &(ts_error){0}), TS_OK);
     uint32_t q;
-    assert_int_equal(ts_kv_seq_open(kv, "s", 1, &q, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(kv, "s", 1, &q, &(ts_error){0}), TS_OK);
     t[11] = 0;
-    assert_int_equal(ts_kv_seq_match_prefix(kv, q, t, 12, &cached, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, q, t, 12, &cached, &(ts_error){0}), TS_OK);
     assert_int_equal(cached, 8); /* the third block's tokens differ now */
     kvt_check(kv);
     ts_kv_destroy(kv);

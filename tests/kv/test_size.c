@@ -48,7 +48,7 @@ static void test_bytes_per_token_errors(void **state) {
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_UNSUPPORTED);
     s = (ts_kv_shape){.n_layer = 0, .n_kv_head = 2, .head_dim = 64, .dtype = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_INVALID_ARG);
-    assert_int_equal(ts_kv_bytes_per_token(NULL, &b, NULL), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_kv_bytes_per_token(NULL, &b, &err), TS_ERR_INVALID_ARG);
     s = (ts_kv_shape){
         .n_layer = UINT32_MAX, .n_kv_head = UINT32_MAX, .head_dim = UINT32_MAX, .dtype = TS_KV_F32};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_OVERFLOW);

@@ -89,7 +89,7 @@ static ts_status try_append(sim *s, uint32_t seq, uint32_t n) {
 }
 
 static void commit(sim *s, uint32_t seq, uint32_t n) {
-    assert_int_equal(ts_kv_seq_commit(s->kv, seq, n, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_commit(s->kv, seq, n, &(ts_error){0}), TS_OK);
     s->seqs[seq].committed += n;
 }
 
@@ -130,14 +130,16 @@ static void refill(sim *s, uint32_t seq, uint32_t n) {
     bool ok = false;
     uint32_t predicted = 0, cached = 0;
     assert_int_equal(
-        ts_kv_can_admit(s->kv, salt, salt_len, sh->tokens, n, n, &ok, &predicted, NULL), TS_OK);
-    assert_int_equal(ts_kv_seq_match_prefix(s->kv, seq, sh->tokens, n, &cached, NULL), TS_OK);
+        ts_kv_can_admit(s->kv, salt, salt_len, sh->tokens, n, n, &ok, &predicted, &(ts_error){0}),
+        TS_OK);
+    assert_int_equal(ts_kv_seq_match_prefix(s->kv, seq, sh->tokens, n, &cached, &(ts_error){0}),
+                     TS_OK);
     assert_int_equal(cached, predicted);
     assert_true(cached % s->bs == 0 && (n == 0 || cached < n));
     assert_true(s->prefix || cached == 0);
     for (uint32_t pos = 0; pos < cached; pos++) {
         int32_t slot;
-        assert_int_equal(ts_kv_seq_slot(s->kv, seq, pos, &slot, NULL), TS_OK);
+        assert_int_equal(ts_kv_seq_slot(s->kv, seq, pos, &slot, &(ts_error){0}), TS_OK);
         assert_int_equal(s->kvbuf[slot], sh->tokens[pos]);
     }
     sh->n = sh->committed = cached;
@@ -152,14 +154,14 @@ static void refill(sim *s, uint32_t seq, uint32_t n) {
 static void op_open(sim *s) {
     if (free_id(s) < 0) {
         uint32_t seq;
-        assert_int_equal(ts_kv_seq_open(s->kv, NULL, 0, &seq, NULL), TS_ERR_LIMIT);
+        assert_int_equal(ts_kv_seq_open(s->kv, NULL, 0, &seq, &(ts_error){0}), TS_ERR_LIMIT);
         return;
     }
     int salt_kind = rnd(s, 4) == 0;
     size_t salt_len;
     const char *salt = salt_bytes(salt_kind, &salt_len);
     uint32_t seq = UINT32_MAX;
-    assert_int_equal(ts_kv_seq_open(s->kv, salt, salt_len, &seq, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_open(s->kv, salt, salt_len, &seq, &(ts_error){0}), TS_OK);
     assert_true(seq < MAX_SEQS && !s->seqs[seq].open);
     shadow_seq *sh = &s->seqs[seq];
     memset(sh, 0, sizeof *sh);
@@ -193,7 +195,8 @@ static void op_append_batch(sim *s) {
     }
     bool ok = false;
     uint32_t need = 0;
-    assert_int_equal(ts_kv_can_append(s->kv, seqs, n_new, count, &ok, &need, NULL), TS_OK);
+    assert_int_equal(ts_kv_can_append(s->kv, seqs, n_new, count, &ok, &need, &(ts_error){0}),
+                     TS_OK);
     kvt_check(s->kv); /* the query leaves nothing behind */
     bool all = true;
     for (uint32_t i = 0; i < count; i++) {
@@ -223,7 +226,7 @@ static void op_fork(sim *s) {
         return;
     }
     uint32_t child = UINT32_MAX;
-    assert_int_equal(ts_kv_seq_fork(s->kv, (uint32_t)p, &child, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_fork(s->kv, (uint32_t)p, &child, &(ts_error){0}), TS_OK);
     assert_true(child < MAX_SEQS && !s->seqs[child].open);
     s->seqs[child] = s->seqs[p];
 }
@@ -233,7 +236,7 @@ static void op_preempt(sim *s) {
     if (id < 0) {
         return;
     }
-    assert_int_equal(ts_kv_seq_reset(s->kv, (uint32_t)id, NULL), TS_OK);
+    assert_int_equal(ts_kv_seq_reset(s->kv, (uint32_t)id, &(ts_error){0}), TS_OK);
     shadow_seq *sh = &s->seqs[id];
     uint32_t n = sh->n;
     sh->n = sh->committed = 0;
@@ -245,7 +248,7 @@ static void op_preempt(sim *s) {
 static void op_close(sim *s) {
     int id = pick_open(s);
     if (id >= 0) {
-        assert_int_equal(ts_kv_seq_close(s->kv, (uint32_t)id, NULL), TS_OK);
+        assert_int_equal(ts_kv_seq_close(s->kv, (uint32_t)id, &(ts_error){0}), TS_OK);
         s->seqs[id].open = false;
     }
 }
@@ -261,12 +264,12 @@ static void verify(sim *s) {
         }
         open++;
         ts_kv_seq_info info;
-        assert_int_equal(ts_kv_seq_get_info(s->kv, id, &info, NULL), TS_OK);
+        assert_int_equal(ts_kv_seq_get_info(s->kv, id, &info, &(ts_error){0}), TS_OK);
         assert_int_equal(info.n_tokens, sh->n);
         assert_int_equal(info.n_committed, sh->committed);
         for (uint32_t pos = 0; pos < sh->n; pos++) {
             int32_t slot;
-            assert_int_equal(ts_kv_seq_slot(s->kv, id, pos, &slot, NULL), TS_OK);
+            assert_int_equal(ts_kv_seq_slot(s->kv, id, pos, &slot, &(ts_error){0}), TS_OK);
             if (s->kvbuf[slot] != sh->tokens[pos]) {
                 fail_msg("op %llu: sequence %u position %u reads token %d, wrote %d",
                          (unsigned long long)s->n_ops, id, pos, s->kvbuf[slot], sh->tokens[pos]);
@@ -310,7 +313,7 @@ static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool pr
     }
     for (uint32_t id = 0; id < MAX_SEQS; id++) {
         if (s->seqs[id].open) {
-            assert_int_equal(ts_kv_seq_close(s->kv, id, NULL), TS_OK);
+            assert_int_equal(ts_kv_seq_close(s->kv, id, &(ts_error){0}), TS_OK);
         }
     }
     kvt_check(s->kv);
