@@ -286,6 +286,8 @@ typedef struct ts_context_params {
     /* compute */
     const char *backend;      /* "cpu" (default) or "ref" (the scalar reference) */
     int n_threads;            /* CPU threads, all shards together; 0: physical cores */
+    int retune;               /* nonzero: measure the CPU's matrix kernels again instead of
+                                 reading the cached choice (see ts_context_info.kernels) */
     const char *const *overrides; /* [n_overrides] "family=name", applied after the model's own
                                      tessera.overrides (borrowed during create) */
     int n_overrides;
@@ -341,6 +343,15 @@ typedef struct ts_context_info {
     uint64_t kv_bytes;          /* KV cache memory of all shards this process holds */
     const char *chat_template;  /* the template family's name, or NULL when there is none */
     double load_ms;             /* time ts_context_create took */
+    /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
+     * with one activation row / with several, e.g. "Q4_1 avx2/avx512, Q6_K avx512/avx512"
+     * (chosen by measurement, cached per CPU model under the cache directory, TS_CACHE_DIR or
+     * XDG_CACHE_HOME/tessera or ~/.cache/tessera; TS_ISA forces one level); "" on other
+     * backends. Owned by the context. */
+    const char *kernels;
+    const char *kernel_notice;  /* why the kernel cache file was ignored or not written, one
+                                   line; "" when nothing went wrong. Owned by the context. */
+    double tune_ms;             /* time spent measuring kernels (0 when all came from cache) */
 } ts_context_info;
 
 void ts_context_get_info(const ts_context *ctx, ts_context_info *out);

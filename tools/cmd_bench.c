@@ -44,6 +44,7 @@ typedef struct bench_opts {
     int n_threads;
     const char *format; /* md, json, csv */
     bool engine;        /* --engine: batched runs through the scheduler */
+    char kernels[512];  /* the CPU kernel choice (ts_context_info.kernels) */
 } bench_opts;
 
 typedef struct result {
@@ -442,6 +443,33 @@ static ts_status bench_engine(ts_llm *llm, const bench_opts *o, int threads, int
     return st;
 }
 
+/* Makes a small context once before the tests, so that measuring the CPU kernels (first load
+ * or --retune) is not timed as part of a test, and reports the choice. The tests' contexts then
+ * read the cached choice; --retune applies to this one only. */
+static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, ts_error *err) {
+    ts_context_params p = o->co.ctx;
+    p.n_threads = o->threads[0];
+    p.n_ctx = 64;
+    p.max_seqs = 1;
+    p.max_batch_tokens = 64;
+    p.max_outputs = 1;
+    p.kv_tokens = 64;
+    ts_context *ctx = NULL;
+    ts_status st = ts_context_create(llm, &p, &ctx, err);
+    if (st == TS_OK && ctx != NULL) {
+        ts_context_info info;
+        ts_context_get_info(ctx, &info);
+        snprintf(o->kernels, sizeof o->kernels, "%s", info.kernels);
+        *tune_ms = info.tune_ms;
+        if (info.kernel_notice[0] != '\0') {
+            fprintf(stderr, "notice: %s\n", info.kernel_notice);
+        }
+    }
+    ts_context_destroy(ctx);
+    o->co.ctx.retune = 0;
+    return st;
+}
+
 static void print_header(const bench_opts *o, bool batch) {
     if (strcmp(o->format, "md") == 0) {
         /* With --tp two more columns: shards and collective KiB per token per rank. */
@@ -513,9 +541,10 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
                    o->co.ctx.backend, r->threads, test, r->mean, r->sd, gbs, r->tp, r->coll_kib);
         }
     } else {
-        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"tp\": %d, "
-               "\"coll_kib_per_token\": %.3f, ",
-               *first_json ? "" : ",\n", name, o->co.ctx.backend, r->threads, r->tp, r->coll_kib);
+        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, "
+               "\"tp\": %d, \"coll_kib_per_token\": %.3f, ",
+               *first_json ? "" : ",\n", name, o->co.ctx.backend, o->kernels, r->threads, r->tp,
+               r->coll_kib);
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
                    "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f, "
@@ -641,8 +670,21 @@ int ts_cmd_bench(int argc, char **argv) {
         for (int k = 0; k < o.n_threads; k++) {
             max_t = o.threads[k] > max_t ? o.threads[k] : max_t;
         }
-        printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n\n",
+        printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n",
                measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
+    }
+    double tune_ms = 0;
+    if (probe_kernels(llm, &o, &tune_ms, &err) != TS_OK) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        ts_llm_close(llm);
+        return 1;
+    }
+    if (strcmp(o.format, "md") == 0) {
+        if (o.kernels[0] != '\0') {
+            printf("kernels (one row / several): %s (measured %.0f ms this run)\n", o.kernels,
+                   tune_ms);
+        }
+        printf("\n");
     }
     print_header(&o, batch);
     bool first_json = true;

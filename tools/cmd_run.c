@@ -392,6 +392,10 @@ int ts_cmd_run(int argc, char **argv) {
             t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated, t_gen,
             t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
             (long long)n_jobs, n_jobs == 1 ? "" : "s", (unsigned long long)es.n_preemptions);
+    if (rc == 0 && o.cli.ctx.profile && cli.info.kernels[0] != '\0') {
+        fprintf(stderr, "kernels (one row / several): %s (measured in %.0f ms this load)\n",
+                cli.info.kernels, cli.info.tune_ms);
+    }
     if (rc == 0) {
         ts_context_report(cli.ctx, stderr);
     }

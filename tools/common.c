@@ -135,6 +135,8 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
         o->ctx.dump_values = v;
     } else if (strcmp(a, "--profile") == 0) {
         o->ctx.profile = 1;
+    } else if (strcmp(a, "--retune") == 0) {
+        o->ctx.retune = 1;
     } else if (strcmp(a, "--compare") == 0) {
         NEED_VALUE();
         if (strcmp(val, "ref") != 0) {
@@ -185,6 +187,10 @@ void ts_cli_print_common_help(FILE *f) {
             "      --chat-template NAME  use a built-in chat template instead of the model's\n"
             "      --tp N                tensor parallelism: N shards in this process\n"
             "      --tp-mpi              one shard per MPI process (mpirun -np N tessera ...)\n"
+            "      --retune              measure which CPU kernel is fastest per weight type\n"
+            "                            again instead of using the cached choice (kept in\n"
+            "                            $TS_CACHE_DIR, else ~/.cache/tessera; TS_ISA=avx2|\n"
+            "                            avx512|scalar forces one instruction set)\n"
             "debugging:\n"
             "      --dump FILE|-         print every graph node (name, op, shape, checksum)\n"
             "      --dump-values N       ... and its first N values\n"
@@ -218,7 +224,14 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         return 1;
     }
     ts_context_get_info(cli->ctx, &cli->info);
+    ts_cli_print_kernel_notice(&cli->info);
     return 0;
+}
+
+void ts_cli_print_kernel_notice(const ts_context_info *info) {
+    if (info->kernel_notice != NULL && info->kernel_notice[0] != '\0') {
+        fprintf(stderr, "notice: %s\n", info->kernel_notice);
+    }
 }
 
 void ts_cli_close(ts_cli *cli) {

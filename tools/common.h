@@ -42,6 +42,8 @@ void ts_cli_print_common_help(FILE *f);
  * exits the process. */
 int ts_cli_open(const ts_cli_opts *o, ts_cli *cli);
 void ts_cli_close(ts_cli *cli);
+/* Prints the context's kernel cache notice (a bad or unwritable cache file) to stderr, if any. */
+void ts_cli_print_kernel_notice(const ts_context_info *info);
 
 /* After a step: prints the first divergence the compare hook found (once) and returns true
  * when there was one. */

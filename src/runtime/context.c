@@ -71,11 +71,48 @@ static ts_status check_params(ts_context_params *p, ts_error *err) {
     return TS_OK;
 }
 
+static void note_type(const char *name, const ts_gguf_tensor *t, void *user) {
+    (void)name;
+    bool *used = user;
+    if (t->n_dims >= 2 && (unsigned)t->type < TS_TYPE_COUNT) {
+        used[t->type] = true;
+    }
+}
+
+/* A CPU compute backend measures (or finds in its cache) the kernels of the model's matrix
+ * types now, before the shards are made (they then read the fresh cache) and so that the
+ * first request does not pay for it; info.kernels names the choice. */
+static ts_status tune_kernels(ts_context *ctx, ts_error *err) {
+    bool used[TS_TYPE_COUNT] = {false};
+    ts_model_each_param(ctx->llm->model, note_type, used);
+    ts_type types[TS_TYPE_COUNT];
+    int n = 0;
+    for (int t = 0; t < TS_TYPE_COUNT; t++) {
+        if (used[t]) {
+            types[n++] = (ts_type)t;
+        }
+    }
+    const char *notice = "";
+    if (!ts_cpu_backend_kernels(ctx->compute, NULL, 0, NULL, 0, NULL, NULL)) {
+        return TS_OK;
+    }
+    ts_status st = ts_cpu_backend_tune(ctx->compute, types, n, err);
+    if (st == TS_OK) {
+        ts_cpu_backend_kernels(ctx->compute, types, n, ctx->kernels, sizeof ctx->kernels, &notice,
+                               &ctx->info.tune_ms);
+        snprintf(ctx->kernel_notice, sizeof ctx->kernel_notice, "%s", notice);
+    }
+    return st;
+}
+
 /* The compute backend wrapped in the hooks asked for: compare, then profile, then dump. */
 static ts_status make_backends(ts_context *ctx, const ts_context_params *p, int threads,
                                ts_error *err) {
-    ts_status st = rt_backend_create(p->backend, threads, &ctx->compute, err);
+    ts_status st = rt_backend_create(p->backend, threads, p->retune != 0, &ctx->compute, err);
     ctx->backend = ctx->compute;
+    if (st == TS_OK) {
+        st = tune_kernels(ctx, err);
+    }
     if (st == TS_OK && p->compare != NULL) {
         st = ts_ref_backend_create(&ctx->oracle, err);
         if (st == TS_OK) {
@@ -251,6 +288,8 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_type = ctx->kv_type;
     in->kv_bytes = ctx->runner->kv_bytes;
     in->chat_template = ctx->has_tmpl ? ts_chat_family_name(ctx->tmpl.family) : NULL;
+    in->kernels = ctx->kernels;
+    in->kernel_notice = ctx->kernel_notice;
 }
 
 static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts_context **out,

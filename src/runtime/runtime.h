@@ -49,8 +49,10 @@ typedef struct tp_group {
     ts_tp_config cfg;   /* what the leader's runner gets */
 } tp_group;
 
-/* Makes a compute backend by name with n_threads threads ("cpu", "ref"). */
-ts_status rt_backend_create(const char *name, int n_threads, ts_backend **out, ts_error *err);
+/* Makes a compute backend by name with n_threads threads ("cpu", "ref"); retune: a CPU backend
+ * measures its kernels again instead of reading the cached choice. */
+ts_status rt_backend_create(const char *name, int n_threads, bool retune, ts_backend **out,
+                            ts_error *err);
 
 /* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
  * rank 0 ends the group and sets *follower. threads: per shard. */
@@ -97,6 +99,8 @@ struct ts_context {
     bool has_tmpl;
     ts_context_info info;
     char kv_type[8];
+    char kernels[512];        /* info.kernels */
+    char kernel_notice[512];  /* info.kernel_notice */
     atomic_int mode;          /* MODE_*: requests or batches, chosen by the first call (atomic:
                                  HTTP threads submit while the stepping thread reads it) */
     uint64_t tokens_computed; /* batch use: tokens decoded (for per-token traffic) */

@@ -2,8 +2,8 @@
  * run_cli.c — `tessera run -f PROMPTS` as a user runs it, on a tiny random-weight model: every
  * prompt of the file gets its own answer block; a prompt the engine rejects (longer than the
  * context) is reported on stderr and marked skipped, the others still run, and the exit status
- * says that something was skipped. A missing or empty prompts file is an error. Skips when
- * TS_BIN is unset.
+ * says that something was skipped. A missing or empty prompts file is an error. `--retune` is
+ * accepted and `--profile` names the chosen CPU kernels. Skips when TS_BIN is unset.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -101,9 +101,35 @@ static void test_prompts_file_skips_rejected(void **state) {
     unlink(model);
 }
 
+/* --retune measures the CPU kernels again (into TS_CACHE_DIR, set by CTest) and --profile
+ * prints the choice. */
+static void test_retune_profile(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char model[400], out[512], err[512], cmd[2000];
+    assert_non_null(ts_tiny_temp_path(model, sizeof model, "retune"));
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    ts_error e = {0};
+    assert_int_equal(ts_tiny_write(&spec, model, &e), TS_OK);
+    snprintf(out, sizeof out, "%s.out", model);
+    snprintf(err, sizeof err, "%s.err", model);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 2 --temp 0 --ctx 64 --retune --profile",
+             bin(), model);
+    assert_int_equal(run(cmd, out, err), 0);
+    const char *r = slurp(err);
+    assert_non_null(strstr(r, "kernels (one row / several): "));
+    assert_null(strstr(r, "notice:"));
+    unlink(out);
+    unlink(err);
+    unlink(model);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompts_file_skips_rejected),
+        cmocka_unit_test(test_retune_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 typedef struct cpu_ctx {
     ts_threadpool *pool;
     ts_isa isa;
+    cpu_kernels kernels; /* MUL_MAT's gemm level per weight type and shape class */
     char name[32];
     void *scratch; /* grown when a graph needs more; reused across runs */
     size_t scratch_size;
@@ -76,6 +77,7 @@ static void graph_task(void *arg, int ith, int nth) {
         .ith = ith,
         .nth = nth,
         .isa = ctx->isa,
+        .kernels = &ctx->kernels,
         .shared = ctx->scratch,
         .shared_size = r->shared_size,
         .local = (char *)ctx->scratch + r->shared_size + (size_t)ith * r->local_size,
@@ -113,6 +115,21 @@ static void graph_task(void *arg, int ith, int nth) {
 
 static size_t align64(size_t n) {
     return (n + 63) / 64 * 64;
+}
+
+/* Measures the kernel choice of the weight types of g's MUL_MATs not chosen yet (once per
+ * type for the backend's life, or never with a usable cache file), or stale (retune). */
+static ts_status tune_graph(cpu_ctx *ctx, const ts_graph *g, ts_error *err) {
+    bool want[TS_TYPE_COUNT] = {false};
+    int n_nodes = ts_graph_n_nodes(g);
+    for (int i = 0; i < n_nodes; i++) {
+        const ts_tensor *node = ts_graph_node(g, i);
+        ts_type t = node->op == TS_OP_MUL_MAT ? node->src[0]->type : TS_TYPE_COUNT;
+        if (cpu_kernels_needs(&ctx->kernels, t)) {
+            want[t] = true;
+        }
+    }
+    return cpu_kernels_tune(&ctx->kernels, want, err);
 }
 
 static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb, ts_error *err) {
@@ -167,6 +184,10 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
     }
     for (int i = 0; i < n_nodes; i++) {
         atomic_init(&ctx->work[i], 0);
+    }
+    ts_status st = tune_graph(ctx, g, err);
+    if (st != TS_OK) {
+        return st;
     }
     cpu_schedule(g, ctx->isa, ctx->sched);
     cpu_run r = {.ctx = ctx, .cb = cb, .shared_size = shared, .local_size = local};
@@ -282,7 +303,7 @@ int ts_cpu_physical_cores(void) {
 }
 
 ts_cpu_params ts_cpu_params_default(void) {
-    ts_cpu_params p = {.n_threads = ts_cpu_physical_cores(), .isa = (int)ts_quant_detect_isa()};
+    ts_cpu_params p = {.n_threads = ts_cpu_physical_cores(), .isa = -1, .retune = false};
     return p;
 }
 
@@ -291,10 +312,12 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
         return ts_error_set(err, TS_ERR_INVALID_ARG, "cpu: create: out is NULL");
     }
     *out = NULL;
-    ts_cpu_params p = params != NULL ? *params : (ts_cpu_params){0, -1};
+    ts_cpu_params p = params != NULL ? *params : (ts_cpu_params){0, -1, false};
     if (p.n_threads == 0) {
         p.n_threads = ts_cpu_physical_cores();
     }
+    /* An explicit level, or TS_ISA, fixes every kernel; otherwise MUL_MAT's are measured. */
+    bool forced = p.isa >= 0 || getenv("TS_ISA") != NULL;
     if (p.isa < 0) {
         p.isa = (int)ts_quant_detect_isa();
     }
@@ -316,10 +339,55 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
         return ts_error_prefix(err, "cpu: ");
     }
     ctx->isa = (ts_isa)p.isa;
+    cpu_kernels_init(&ctx->kernels, ctx->isa, forced, p.retune);
     index_ops(ctx);
     snprintf(ctx->name, sizeof ctx->name, "cpu");
     b->iface = &k_cpu_iface;
     b->ctx = ctx;
     *out = b;
     return TS_OK;
+}
+
+static cpu_ctx *cpu_of(const ts_backend *b) {
+    return b != NULL && b->iface == &k_cpu_iface ? b->ctx : NULL;
+}
+
+ts_status ts_cpu_backend_tune(ts_backend *b, const ts_type *types, int n_types, ts_error *err) {
+    cpu_ctx *ctx = cpu_of(b);
+    if (ctx == NULL || (types == NULL && n_types > 0) || n_types < 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "cpu: tune: not a CPU backend, or %d types without a list", n_types);
+    }
+    bool want[TS_TYPE_COUNT] = {false};
+    for (int i = 0; i < n_types; i++) {
+        if ((unsigned)types[i] < TS_TYPE_COUNT) {
+            want[types[i]] = true;
+        }
+    }
+    return cpu_kernels_tune(&ctx->kernels, want, err);
+}
+
+bool ts_cpu_backend_kernels(const ts_backend *b, const ts_type *types, int n_types, char *buf,
+                            size_t size, const char **notice, double *tune_ms) {
+    const cpu_ctx *ctx = cpu_of(b);
+    if (size > 0) {
+        buf[0] = '\0';
+    }
+    if (notice != NULL) {
+        *notice = ctx != NULL ? ctx->kernels.notice : "";
+    }
+    if (tune_ms != NULL) {
+        *tune_ms = ctx != NULL ? ctx->kernels.tune_ms : 0;
+    }
+    if (ctx == NULL || size == 0) {
+        return ctx != NULL;
+    }
+    bool want[TS_TYPE_COUNT] = {false};
+    for (int i = 0; types != NULL && i < n_types; i++) {
+        if ((unsigned)types[i] < TS_TYPE_COUNT) {
+            want[types[i]] = true;
+        }
+    }
+    cpu_kernels_describe(&ctx->kernels, types != NULL ? want : NULL, buf, size);
+    return true;
 }

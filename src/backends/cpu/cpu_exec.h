@@ -9,7 +9,8 @@
  *
  * Op files describe their ops with cpu_op_desc tables; the backend (cpu_backend.c) indexes
  * them by op and calls nothing else of an op file. This header and cpu_exec.c depend on no
- * other CPU file except the thread pool, so the files above them form no cycle.
+ * other CPU file except the thread pool and the kernel choice table (cpu_tune.h, which itself
+ * depends on no CPU file), so the files above them form no cycle.
  *
  * Thread safety: one cpu_exec per graph run, shared by all threads of the run; cpu_fail may
  * be called from any of them at once.
@@ -22,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/cpu/cpu_tune.h"
 #include "backends/cpu/threadpool.h"
 #include "ir/ir.h"
 #include "quant/quant.h"
@@ -41,8 +43,9 @@ typedef struct cpu_exec {
  * work before each node; the rest is fixed for the run. */
 typedef struct cpu_op_ctx {
     int ith, nth;
-    ts_isa isa;
-    void *shared; /* scratch shared by all threads of a node */
+    ts_isa isa;                 /* the backend's level: conversions, attention, row-wise ops */
+    const cpu_kernels *kernels; /* MUL_MAT's gemm level per weight type and shape class */
+    void *shared;               /* scratch shared by all threads of a node */
     size_t shared_size;
     void *local; /* this thread's scratch */
     size_t local_size;

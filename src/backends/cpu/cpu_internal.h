@@ -3,7 +3,8 @@
  * functions one CPU file lends another.
  *
  * Files depend on each other in one direction only:
- *   cpu_exec.c (barrier, failure, work sharing; see cpu_exec.h)
+ *   cpu_tune.c, cpu_tune_cache.c (which level's gemm MUL_MAT runs; see cpu_tune.h)
+ *   <- cpu_exec.c (barrier, failure, work sharing; see cpu_exec.h)
  *     <- op files: cpu_ops.c (-> cpu_act_avx2.c), cpu_copy.c, cpu_matmul.c, cpu_kv.c,
  *        cpu_attn.c (-> cpu_attn_avx2.c -> cpu_kv.c), cpu_collective.c
  *     <- cpu_sched.c (-> cpu_matmul.c: which MUL_MATs convert their activations)

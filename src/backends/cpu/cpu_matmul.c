@@ -8,6 +8,12 @@
  * split across threads; each block is multiplied with all activation rows by the quant
  * layer's gemm (which reuses each loaded weight block across activation rows and, for a
  * single activation row, runs several weight rows as independent chains).
+ *
+ * The gemm runs at the level chosen for the weight type and the number of activation rows
+ * (cpu_tune.h); the conversion always runs at the backend's level. Every level's table of a
+ * type has the same vec_dot_type and every level's activation quantizer gives the same bytes,
+ * so the converted rows (and the scheduler's reuse of them, cpu_sched.c) do not depend on the
+ * choice.
  */
 #include <string.h>
 
@@ -78,8 +84,8 @@ static void mul_mat_items(const cpu_op_ctx *c, ts_tensor *n, const ts_quant_ops 
 
 static void mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *w = n->src[0], *x = n->src[1];
-    const ts_quant_ops *ops = ts_quant_ops_get(w->type, c->isa);
     int64_t k = w->ne[0], rows = w->ne[1], m = x->ne[1], b2 = x->ne[2], b3 = x->ne[3];
+    const ts_quant_ops *ops = ts_quant_ops_get(w->type, cpu_kernels_isa(c->kernels, w->type, m));
     bool convert = cpu_mul_mat_converts(ops, x);
     size_t rb = row_bytes(ops->vec_dot_type, k);
     if (convert && !c->reuse_conversion) {

@@ -15,8 +15,10 @@
  * threads at an internal barrier. A MUL_MAT whose activation tensor is the same as that of
  * the previous converting MUL_MAT (same bytes, shape, strides and conversion type, not
  * written in between) reuses that conversion: no conversion and no internal barrier. The
- * shared scratch is modelled as one more byte range (written by converting MUL_MATs, read
- * by all of them), so the rules above also order the scratch.
+ * conversion runs at the backend's level whichever gemm level each MUL_MAT chose (cpu_tune.h),
+ * so equal conversion types mean equal bytes. The shared scratch is modelled as one more byte
+ * range (written by converting MUL_MATs, read by all of them), so the rules above also order
+ * the scratch.
  */
 #include <stdint.h>
 #include <string.h>
