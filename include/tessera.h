@@ -344,7 +344,7 @@ typedef struct ts_context_info {
     const char *chat_template;  /* the template family's name, or NULL when there is none */
     double load_ms;             /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
-     * with one activation row / with several, e.g. "Q4_1 avx2/avx512, Q6_K avx512/avx512"
+     * with one activation row / with several (one level per type), e.g. "Q4_1 avx2/avx2"
      * (chosen by measurement, cached per CPU model under the cache directory, TS_CACHE_DIR or
      * XDG_CACHE_HOME/tessera or ~/.cache/tessera; TS_ISA forces one level); "" on other
      * backends. Owned by the context. */
