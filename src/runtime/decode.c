@@ -123,9 +123,11 @@ static ts_status plan_batch(ts_context *ctx, const ts_decode_batch *in, int32_t 
             if (b->bidx[s] < 0) {
                 b->bidx[s] = U;
                 b->users[U] = s;
+                b->len[U] = (int32_t)seq_tokens(b, s); /* append_all sets the new length */
                 b->counts[U++] = 0;
             }
-            int32_t expect = (int32_t)seq_tokens(b, s) + b->counts[b->bidx[s]]++;
+            int32_t u = b->bidx[s];
+            int32_t expect = b->len[u] + b->counts[u]++;
             if (in->pos != NULL && in->pos[t] != expect) {
                 st = ts_error_set(err, TS_ERR_INVALID_ARG,
                                   "decode: token %d has position %d, but sequence %d continues "
