@@ -3,10 +3,10 @@ set(TS_ALL_LAYERS "" CACHE INTERNAL "")
 
 function(ts_simd_flags srcs)
     foreach(src ${srcs})
-        if(src MATCHES "_avx512\\.c$")
+        if(src MATCHES "(_avx512\\.c|/avx512/[^/]*\\.c)$")
             set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
                 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c")
-        elseif(src MATCHES "_avx2\\.c$")
+        elseif(src MATCHES "(_avx2\\.c|/avx2/[^/]*\\.c)$")
             set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
                 "-mavx2;-mfma;-mf16c;-mbmi2")
         endif()
@@ -14,7 +14,10 @@ function(ts_simd_flags srcs)
 endfunction()
 
 function(ts_layer name dir)
-    file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.c)
+    # A layer's kernels for one instruction set may sit in a folder named after it
+    # (src/quant/avx512/q32.c); files there get that set's flags like *_avx512.c files.
+    file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.c
+         ${CMAKE_SOURCE_DIR}/src/${dir}/avx2/*.c ${CMAKE_SOURCE_DIR}/src/${dir}/avx512/*.c)
     if(NOT srcs)
         return()
     endif()

@@ -1,10 +1,11 @@
 /*
- * quant_q_avx512.c — AVX-512 (BW/VL + VNNI) kernels of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K.
+ * quant_q_avx512.c — AVX-512 (BW/VL + VNNI) dequantization of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+ * Q6_K, and the K-quant dot products (the 32-element block types' gemm and dots:
+ * avx512/q32.c).
  *
- * 32-element block types use 256-bit VNNI (vpdpbusd: u8 x s8 -> s32 in one instruction,
- * no int16 saturation); the K-quants use 512-bit registers to handle two sub-blocks per
- * instruction. Dequantization is bit-exact with the scalar reference; dot products have
- * exact integer sums per block and differ only in float accumulation order.
+ * The K-quants use 512-bit registers to handle two sub-blocks per instruction. Dequantization
+ * is bit-exact with the scalar reference; dot products have exact integer sums per block and
+ * differ only in float accumulation order.
  */
 #include "quant/simd_avx2.h"
 
@@ -149,72 +150,6 @@ void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* ---- 32-element block dots and gemm tiles (256-bit VNNI) ---- */
-
-static inline void q4_0_tile(int64_t nb, const ts_block_q4_0 *x, const ts_block_q8_0 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_sub_epi8(unpack_nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p =
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, _mm256_sign_epi8(yv, q));
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]);
-    }
-}
-
-static inline void q4_1_tile(int64_t nb, const ts_block_q4_1 *x, const ts_block_q8_1 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = unpack_nibbles32(x[i].qs);
-        const float dx = fp16_hw(x[i].d);
-        const float mx = fp16_hw(x[i].m);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, yv);
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-            mins[j] += mx * fp16_hw(y[j][i].s);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]) + mins[j];
-    }
-}
-
-static inline void q8_0_tile(int64_t nb, const ts_block_q8_0 *x, const ts_block_q8_0 *const *y,
-                             int nc, float *out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float dx = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const __m256i yv = _mm256_loadu_si256((const __m256i *)y[j][i].qs);
-            const __m256i p =
-                _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, _mm256_sign_epi8(yv, q));
-            const __m256 s = _mm256_set1_ps(dx * fp16_hw(y[j][i].d));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]);
-    }
-}
-
 /* ---- K-quant dots and gemm tiles (512-bit: two sub-blocks per instruction) ---- */
 
 static inline int32_t k4_min_sum(const ts_block_q4_k *unused, const uint8_t m[8],
@@ -339,21 +274,6 @@ static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_
     }
 }
 
-void ts_q_dot_q4_0_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_0 *yp[1] = {y};
-    q4_0_tile(n / TS_QK, x, yp, 1, result);
-}
-
-void ts_q_dot_q4_1_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_1 *yp[1] = {y};
-    q4_1_tile(n / TS_QK, x, yp, 1, result);
-}
-
-void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_0 *yp[1] = {y};
-    q8_0_tile(n / TS_QK, x, yp, 1, result);
-}
-
 void ts_q_dot_q4_k_avx512(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_q8_k *yp[1] = {y};
     q4_k_tile(n / TS_QK_K, x, yp, 1, result);
@@ -367,8 +287,5 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
 #define GEMM512(T, WBLOCK, ABLOCK, QK)                                                             \
     TS_Q_ROW_TILE_GEMM(ts_q_gemm_##T##_avx512, T##_tile, WBLOCK, ABLOCK, QK)
 
-GEMM512(q4_0, ts_block_q4_0, ts_block_q8_0, TS_QK)
-GEMM512(q4_1, ts_block_q4_1, ts_block_q8_1, TS_QK)
-GEMM512(q8_0, ts_block_q8_0, ts_block_q8_0, TS_QK)
 GEMM512(q4_k, ts_block_q4_k, ts_block_q8_k, TS_QK_K)
 GEMM512(q6_k, ts_block_q6_k, ts_block_q8_k, TS_QK_K)

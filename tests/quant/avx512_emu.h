@@ -21,7 +21,9 @@
 #include <simde/x86/f16c.h>
 #include <simde/x86/fma.h>
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* SIMDe 0.7.4 defines the alias of the unmasked _mm512_madd_epi16 with the masked form's
  * four parameters; the function it names, simde_mm512_madd_epi16, takes two. */
@@ -126,6 +128,51 @@ static inline float ts_emu_mm512_reduce_add_ps(simde__m512 a) {
 #endif
 
 #include "avx512_emu_rename.h"
+
+/* The 16-bit mask type under its Intel name. */
+typedef simde__mmask16 __mmask16;
+
+/* VPGATHERDD (512-bit, no mask): lane i = the int32 at base + idx[i] * scale. */
+#ifndef _mm512_i32gather_epi32
+static inline simde__m512i ts_emu_mm512_i32gather_epi32(simde__m512i idx, const void *base,
+                                                        int scale) {
+    int32_t off[16], r[16];
+    simde_mm512_storeu_si512(off, idx);
+    for (int i = 0; i < 16; i++) {
+        memcpy(&r[i], (const char *)base + (ptrdiff_t)off[i] * scale, sizeof r[i]);
+    }
+    return simde_mm512_loadu_si512(r);
+}
+#define _mm512_i32gather_epi32(idx, base, scale) ts_emu_mm512_i32gather_epi32(idx, base, scale)
+#endif
+
+/* VPMOVDW: 16 int32 -> 16 int16, truncated. */
+#ifndef _mm512_cvtepi32_epi16
+static inline simde__m256i ts_emu_mm512_cvtepi32_epi16(simde__m512i a) {
+    int32_t v[16];
+    int16_t r[16];
+    simde_mm512_storeu_si512(v, a);
+    for (int i = 0; i < 16; i++) {
+        r[i] = (int16_t)(uint16_t)(uint32_t)v[i];
+    }
+    return simde_mm256_loadu_si256(r);
+}
+#define _mm512_cvtepi32_epi16(a) ts_emu_mm512_cvtepi32_epi16(a)
+#endif
+
+/* VMOVUPS with a write mask: stores the lanes whose mask bit is set, nothing else. */
+#ifndef _mm512_mask_storeu_ps
+static inline void ts_emu_mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
+    float v[16];
+    simde_mm512_storeu_ps(v, a);
+    for (int i = 0; i < 16; i++) {
+        if (k & (1u << i)) {
+            memcpy((char *)p + 4 * i, &v[i], sizeof v[i]);
+        }
+    }
+}
+#define _mm512_mask_storeu_ps(p, k, a) ts_emu_mm512_mask_storeu_ps(p, k, a)
+#endif
 
 /* Tells src/quant/simd_isa.h that the intrinsics are already declared. */
 #define TS_SIMD_EMULATE 1

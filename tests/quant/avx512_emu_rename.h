@@ -23,15 +23,13 @@
 #define ts_q_gemm_f32_avx512      ts_q_gemm_f32_avx512_emu
 #define ts_q_gemm_f16_avx512      ts_q_gemm_f16_avx512_emu
 
-/* quant_q_avx512.c */
+/* quant_q_avx512.c, avx512/q32.c */
 #define ts_q_to_float_q4_0_avx512 ts_q_to_float_q4_0_avx512_emu
 #define ts_q_to_float_q4_1_avx512 ts_q_to_float_q4_1_avx512_emu
 #define ts_q_to_float_q8_0_avx512 ts_q_to_float_q8_0_avx512_emu
 #define ts_q_to_float_q4_k_avx512 ts_q_to_float_q4_k_avx512_emu
 #define ts_q_to_float_q5_k_avx512 ts_q_to_float_q5_k_avx512_emu
 #define ts_q_to_float_q6_k_avx512 ts_q_to_float_q6_k_avx512_emu
-#define ts_q_dot_q4_0_avx512      ts_q_dot_q4_0_avx512_emu
-#define ts_q_dot_q4_1_avx512      ts_q_dot_q4_1_avx512_emu
 #define ts_q_dot_q8_0_avx512      ts_q_dot_q8_0_avx512_emu
 #define ts_q_dot_q4_k_avx512      ts_q_dot_q4_k_avx512_emu
 #define ts_q_dot_q5_k_avx512      ts_q_dot_q5_k_avx512_emu
@@ -39,6 +37,7 @@
 #define ts_q_gemm_q4_0_avx512     ts_q_gemm_q4_0_avx512_emu
 #define ts_q_gemm_q4_1_avx512     ts_q_gemm_q4_1_avx512_emu
 #define ts_q_gemm_q8_0_avx512     ts_q_gemm_q8_0_avx512_emu
+#define ts_q_gemm_q5_0_avx512     ts_q_gemm_q5_0_avx512_emu
 #define ts_q_gemm_q4_k_avx512     ts_q_gemm_q4_k_avx512_emu
 #define ts_q_gemm_q6_k_avx512     ts_q_gemm_q6_k_avx512_emu
 

@@ -1,0 +1,477 @@
+/*
+ * avx512/q32.c — Q4_0, Q4_1, Q5_0 and Q8_0 (32-element blocks) against 8-bit activations,
+ * AVX-512 with VNNI: gemm and gemv with sixteen weight rows in the lanes of one register, and
+ * Q8_0's dot product.
+ *
+ * Layout in registers (rows in lanes): for each group g of four consecutive elements
+ * (4g .. 4g + 3) of a block, lane r of register q[g] holds row r's four levels as unsigned
+ * bytes. One vpdpbusd of q[g] with the activation's four bytes broadcast to every lane (an
+ * embedded {1to16} memory operand) adds sixteen rows' four products to sixteen int32 sums, so
+ * a block costs eight instructions per activation row for sixteen weight rows, with no int16
+ * intermediate and no horizontal reduction. Levels: Q4_0, Q4_1 nibbles (0..15), Q5_0 nibble
+ * plus fifth bit (0..31), Q8_0 the signed byte plus 128 (0..255; vpdpbusd multiplies unsigned
+ * by signed bytes, and AVX-512 has no vpsignb for the sign trick of the AVX2 kernels).
+ *
+ * Rows are interleaved on the fly: four 16-byte row pieces per register (rows r, r + 4, r + 8,
+ * r + 12 in its four 128-bit lanes), then a 4 x 4 transpose of 32-bit words inside each
+ * 128-bit lane puts row 4L + p in lane 4L + p. The weight scales of sixteen rows come with
+ * one gather. With one activation row (decoding) each block of sixteen rows is unpacked in
+ * registers and used at once, while the next sixteen rows are prefetched. With several, a
+ * call takes up to 32 weight rows: per pass of PASS_KB blocks the activation terms are
+ * computed once (x16ys), each group of sixteen rows is unpacked once into a buffer, and tiles
+ * of 32 weight rows x 4 activation rows run over it (every broadcast feeds two vpdpbusd).
+ *
+ * Numerics — each output element gets the same float operations in the same order on every
+ * path (gemv, gemm at any batch, the level's vec_dot), so results do not depend on batching
+ * (tests/quant/test_gemm_invariance.c). Per weight row, activation row and block, with
+ * isum = sum_j q_j y_j over the block's levels (exact int32):
+ *   Q4_0, Q5_0, Q8_0:  acc = fma((float)(isum - o * sum_j y_j), d_w * d_a, acc),
+ *                      o = 8, 16, 128 (the level offset; the int32 starts at -o * sum y)
+ *   Q4_1:              acc = acc + fma((float)isum, d_w * d_a, m_w * s_a)
+ * These are the AVX2 level's formulas for Q4_0, Q4_1 and Q5_0 (quant_x8_avx2.c), whose dot
+ * products this level therefore shares; Q8_0 uses one exact sum per block where the AVX2 level
+ * keeps two half sums, so it has its own dot product here.
+ */
+#include <assert.h>
+#include <string.h>
+
+#include "quant/simd_avx2.h"
+
+#define PASS_KB  32  /* blocks unpacked per pass (2 x 32 x 640 bytes = 40 KiB) */
+#define MAX_COLS 64  /* activation rows whose accumulators one pass keeps */
+#define GROUPS   2   /* sixteen-row groups per gemm call (32 rows) */
+#define GEMV_KB  128 /* activation blocks whose terms a gemv pass computes first */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Block i of sixteen weight rows, unpacked. */
+typedef struct x16blk {
+    __m512i q[8];       /* group g: lane r = levels of elements 4g .. 4g + 3 of row r */
+    float d[16], m[16]; /* m: Q4_1 only */
+} x16blk;
+
+/* What the fold needs of one activation block: its scale d, Q4_1's s = d * sum(y) (an f16
+ * in the block), and the int32 the block's sums start from (-o * sum(y); Q4_1: 0). */
+typedef struct x16ys {
+    float d, s;
+    int32_t init;
+} x16ys;
+
+/* Sixteen rows' pointers to the start of their data (row r at p[r]) and the f16 fields at a
+ * byte offset of block i. */
+typedef struct x16rows {
+    const uint8_t *p[16];
+    __m512i off; /* lane r: p[r] - p[0], for the scale gathers */
+} x16rows;
+
+/* Per-type pieces of the drivers. All are inlined into the named wrappers at the end. */
+typedef struct x16_type {
+    size_t wbytes; /* weight block bytes */
+    size_t abytes; /* activation block bytes */
+    size_t aqs;    /* offset of its quants */
+    void (*unpack)(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m);
+    x16ys (*yscale)(const void *ab);
+    __m512 (*fold)(__m512 acc, __m512i isum, __m512 d, __m512 m, const x16ys *e);
+} x16_type;
+
+/* ---- shared pieces ---- */
+
+static inline void rows_init(x16rows *rows, const char *w, size_t ldw, int n) {
+    assert(ldw <= (size_t)INT32_MAX / 16);
+    int32_t off[16];
+    for (int r = 0; r < 16; r++) {
+        /* Rows past n repeat the last one (their results are not stored). */
+        const int rr = r < n ? r : n - 1;
+        rows->p[r] = (const uint8_t *)w + (size_t)rr * ldw;
+        off[r] = (int32_t)((size_t)rr * ldw);
+    }
+    rows->off = _mm512_loadu_si512(off);
+}
+
+/* Lane r of register k = bytes 4k .. 4k + 3 of the 16 bytes at p[r] + at. */
+ALWAYS_INLINE void x16_transpose(const x16rows *rows, size_t at, __m512i g[4]) {
+    __m512i v[4];
+    for (int r = 0; r < 4; r++) {
+        __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(rows->p[r] + at)));
+        x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rows->p[r + 4] + at)), 1);
+        x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rows->p[r + 8] + at)), 2);
+        v[r] = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(rows->p[r + 12] + at)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(v[2], v[3]), t3 = _mm512_unpackhi_epi32(v[2], v[3]);
+    g[0] = _mm512_unpacklo_epi64(t0, t2);
+    g[1] = _mm512_unpackhi_epi64(t0, t2);
+    g[2] = _mm512_unpacklo_epi64(t1, t3);
+    g[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* The 32-bit words at byte `at` of sixteen rows. */
+ALWAYS_INLINE __m512i x16_gather32(const x16rows *rows, size_t at) {
+    return _mm512_i32gather_epi32(rows->off, (const void *)(rows->p[0] + at), 1);
+}
+
+/* Sixteen f16 values (the low halves of the words) as floats. */
+ALWAYS_INLINE __m512 f16_lo(__m512i v) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+/* Nibble registers -> level groups: group k = low nibbles (elements 4k ..), 4 + k = high. */
+ALWAYS_INLINE void x16_nibbles(const __m512i g[4], __m512i q[8]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm512_and_si512(g[k], m4);
+        q[4 + k] = _mm512_and_si512(_mm512_srli_epi16(g[k], 4), m4);
+    }
+}
+
+/* Broadcast of the four activation bytes at y. */
+ALWAYS_INLINE __m512i y4(const int8_t *y) {
+    int32_t v;
+    memcpy(&v, y, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Sum of 32 signed bytes, exact: sum(y + 128) by vpsadbw, minus 32 * 128. */
+static inline int32_t sum_i8x32(const int8_t *y) {
+    const __m256i u =
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return _mm_cvtsi128_si32(t) - 32 * 128;
+}
+
+/* ---- per type: unpack sixteen rows' block i, the activation terms, the fold ---- */
+
+ALWAYS_INLINE void q4_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
+    const size_t at = (size_t)i * sizeof(ts_block_q4_0);
+    __m512i g[4];
+    x16_transpose(rows, at + offsetof(ts_block_q4_0, qs), g);
+    x16_nibbles(g, q);
+    *d = f16_lo(x16_gather32(rows, at));
+    *m = _mm512_setzero_ps();
+}
+
+ALWAYS_INLINE void q4_1_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
+    const size_t at = (size_t)i * sizeof(ts_block_q4_1);
+    __m512i g[4];
+    x16_transpose(rows, at + offsetof(ts_block_q4_1, qs), g);
+    x16_nibbles(g, q);
+    const __m512i dm = x16_gather32(rows, at); /* (d, m) */
+    *d = f16_lo(dm);
+    *m = f16_lo(_mm512_srli_epi32(dm, 16));
+}
+
+ALWAYS_INLINE void q5_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
+    const size_t at = (size_t)i * sizeof(ts_block_q5_0);
+    __m512i g[4];
+    x16_transpose(rows, at + offsetof(ts_block_q5_0, qs), g);
+    x16_nibbles(g, q);
+    /* Element j's fifth bit is bit j of the row's qh (lane r). Group k covers elements
+     * 4k .. 4k + 3, whose bits sit in byte k / 2 of qh at offset 4 (k % 2): copy that byte to
+     * the lane's four bytes, test one bit per byte, and add 16 where set. */
+    const __m512i qh = x16_gather32(rows, at + offsetof(ts_block_q5_0, qh));
+    const __m512i lane0 = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000);
+    const __m512i sixteen = _mm512_set1_epi8(0x10);
+    for (int k = 0; k < 8; k++) {
+        const __m512i spread =
+            _mm512_shuffle_epi8(qh, _mm512_add_epi8(lane0, _mm512_set1_epi8((char)(k / 2))));
+        const __m512i bit = _mm512_set1_epi32(k % 2 ? (int)0x80402010 : 0x08040201);
+        q[k] = _mm512_mask_add_epi8(q[k], _mm512_test_epi8_mask(spread, bit), q[k], sixteen);
+    }
+    *d = f16_lo(x16_gather32(rows, at));
+    *m = _mm512_setzero_ps();
+}
+
+ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
+    const size_t at = (size_t)i * sizeof(ts_block_q8_0);
+    x16_transpose(rows, at + offsetof(ts_block_q8_0, qs), q);
+    x16_transpose(rows, at + offsetof(ts_block_q8_0, qs) + 16, q + 4);
+    const __m512i bias = _mm512_set1_epi8((char)0x80); /* signed -> signed + 128 */
+    for (int k = 0; k < 8; k++) {
+        q[k] = _mm512_xor_si512(q[k], bias);
+    }
+    *d = f16_lo(x16_gather32(rows, at));
+    *m = _mm512_setzero_ps();
+}
+
+ALWAYS_INLINE x16ys q4_1_yscale(const void *ab) {
+    const ts_block_q8_1 *y = ab;
+    return (x16ys){.d = fp16_hw(y->d), .s = fp16_hw(y->s), .init = 0};
+}
+
+ALWAYS_INLINE x16ys q4_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x16ys){.d = fp16_hw(y->d), .init = -8 * sum_i8x32(y->qs)};
+}
+
+ALWAYS_INLINE x16ys q5_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x16ys){.d = fp16_hw(y->d), .init = -16 * sum_i8x32(y->qs)};
+}
+
+ALWAYS_INLINE x16ys q8_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x16ys){.d = fp16_hw(y->d), .init = -128 * sum_i8x32(y->qs)};
+}
+
+/* acc = fma((float)t, d_w * d_a, acc), t = isum - o * sum(y) already. */
+ALWAYS_INLINE __m512 fold_offset(__m512 acc, __m512i t, __m512 d, __m512 m, const x16ys *e) {
+    (void)m;
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, _mm512_set1_ps(e->d)), acc);
+}
+
+/* acc = acc + fma((float)isum, d_w * d_a, m_w * s_a). */
+ALWAYS_INLINE __m512 fold_min(__m512 acc, __m512i isum, __m512 d, __m512 m, const x16ys *e) {
+    const __m512 ms = _mm512_mul_ps(m, _mm512_set1_ps(e->s));
+    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(e->d));
+    return _mm512_add_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, ms));
+}
+
+#define A8_0 sizeof(ts_block_q8_0), offsetof(ts_block_q8_0, qs)
+#define A8_1 sizeof(ts_block_q8_1), offsetof(ts_block_q8_1, qs)
+static const x16_type k_q4_0 = {sizeof(ts_block_q4_0), A8_0, q4_0_unpack, q4_0_yscale, fold_offset};
+static const x16_type k_q4_1 = {sizeof(ts_block_q4_1), A8_1, q4_1_unpack, q4_1_yscale, fold_min};
+static const x16_type k_q5_0 = {sizeof(ts_block_q5_0), A8_0, q5_0_unpack, q5_0_yscale, fold_offset};
+static const x16_type k_q8_0 = {sizeof(ts_block_q8_0), A8_0, q8_0_unpack, q8_0_yscale, fold_offset};
+
+/* The activation quants of block i of the row at a. */
+ALWAYS_INLINE const int8_t *aq(const x16_type *t, const char *a, int64_t i) {
+    return (const int8_t *)(a + (size_t)i * t->abytes + t->aqs);
+}
+
+/* ---- block sums ---- */
+
+/* One unpacked block against one activation row (its quants at y), from `init`: two chains
+ * of four, so that consecutive vpdpbusd do not wait on each other. */
+ALWAYS_INLINE __m512i isum1(const __m512i q[8], const int8_t *y, int32_t init) {
+    __m512i s0 = _mm512_set1_epi32(init), s1 = _mm512_setzero_si512();
+    for (int g = 0; g < 4; g++) {
+        s0 = _mm512_dpbusd_epi32(s0, q[g], y4(y + 4 * g));
+        s1 = _mm512_dpbusd_epi32(s1, q[4 + g], y4(y + 16 + 4 * g));
+    }
+    return _mm512_add_epi32(s0, s1);
+}
+
+/* ---- gemv: one activation row ---- */
+
+/* Rows [0, nr) (nr <= 16 at a time) against the activation blocks [i0, i0 + kb), whose
+ * terms are ys; the next `next_bytes` of rows after these are prefetched meanwhile. */
+ALWAYS_INLINE __m512 x16_gemv_pass(const x16_type *t, const x16rows *rows, int64_t i0, int64_t kb,
+                                   const char *a, const x16ys *ys, __m512 acc, prefetch_rows *pf) {
+    for (int64_t i = 0; i < kb; i++) {
+        prefetch_rows_step(pf);
+        __m512i q[8];
+        __m512 d, m;
+        t->unpack(rows, i0 + i, q, &d, &m);
+        acc = t->fold(acc, isum1(q, aq(t, a, i0 + i), ys[i].init), d, m, &ys[i]);
+    }
+    return acc;
+}
+
+ALWAYS_INLINE void store16(__m512 v, float *c, int rows) {
+    _mm512_mask_storeu_ps(c, (__mmask16)((1u << rows) - 1), v);
+}
+
+ALWAYS_INLINE void x16_gemv(const x16_type *t, int64_t k, int64_t nr, float *c, const char *w,
+                            size_t ldw, const char *a) {
+    const int64_t nb = k / TS_QK;
+    x16ys ys[GEMV_KB];
+    for (int64_t r0 = 0; r0 < nr; r0 += 16) {
+        const int rows = nr - r0 < 16 ? (int)(nr - r0) : 16;
+        x16rows rw;
+        rows_init(&rw, w + (size_t)r0 * ldw, ldw, rows);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i0 = 0; i0 < nb; i0 += GEMV_KB) {
+            const int64_t kb = nb - i0 < GEMV_KB ? nb - i0 : GEMV_KB;
+            for (int64_t i = 0; i < kb; i++) {
+                ys[i] = t->yscale(a + (size_t)(i0 + i) * t->abytes);
+            }
+            /* The next sixteen rows' part of this pass (prefetches never fault). */
+            prefetch_rows pf;
+            prefetch_rows_begin(&pf, w + (size_t)(r0 + 16) * ldw + (size_t)i0 * t->wbytes, ldw,
+                                (size_t)kb * t->wbytes, 16, kb);
+            acc = x16_gemv_pass(t, &rw, i0, kb, a, ys, acc, &pf);
+        }
+        store16(acc, c + r0, rows);
+    }
+}
+
+/* ---- gemm: several activation rows ---- */
+
+/* One block of G sixteen-row groups against four activation rows (quants at y[j], terms
+ * e[j]); acc[h][j] is group h's accumulator of column j. */
+ALWAYS_INLINE void x16_tile(const x16_type *t, int G, const x16blk *const *b,
+                            const int8_t *const *y, const x16ys *const *e, __m512 acc[][4]) {
+    __m512i s[GROUPS][4];
+    for (int h = 0; h < G; h++) {
+        for (int j = 0; j < 4; j++) {
+            s[h][j] = _mm512_set1_epi32(e[j]->init);
+        }
+    }
+    for (int g = 0; g < 8; g++) {
+        __m512i wq[GROUPS];
+        for (int h = 0; h < G; h++) {
+            wq[h] = _mm512_load_si512(&b[h]->q[g]);
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m512i yb = y4(y[j] + 4 * g);
+            for (int h = 0; h < G; h++) {
+                s[h][j] = _mm512_dpbusd_epi32(s[h][j], wq[h], yb);
+            }
+        }
+    }
+    for (int h = 0; h < G; h++) {
+        const __m512 d = _mm512_load_ps(b[h]->d), m = _mm512_load_ps(b[h]->m);
+        for (int j = 0; j < 4; j++) {
+            acc[h][j] = t->fold(acc[h][j], s[h][j], d, m, e[j]);
+        }
+    }
+}
+
+/* Columns [j0, j0 + 4) (the last ones repeated where fewer remain) over one pass of kb
+ * unpacked blocks, for G groups. */
+ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16blk (*buf)[PASS_KB], int64_t kb,
+                             const char *a, size_t lda, int64_t i0, const x16ys (*ys)[MAX_COLS],
+                             int64_t j0, int cols, __m512 (*accs)[MAX_COLS], prefetch_rows *pf) {
+    const char *ac[4];
+    int64_t jj[4];
+    __m512 acc[GROUPS][4];
+    for (int j = 0; j < 4; j++) {
+        jj[j] = j0 + (j < cols ? j : cols - 1);
+        ac[j] = a + (size_t)jj[j] * lda;
+        for (int h = 0; h < G; h++) {
+            acc[h][j] = accs[h][jj[j]];
+        }
+    }
+    for (int64_t i = 0; i < kb; i++) {
+        prefetch_rows_step(pf);
+        const int8_t *y[4];
+        const x16ys *e[4];
+        const x16blk *b[GROUPS];
+        for (int j = 0; j < 4; j++) {
+            y[j] = aq(t, ac[j], i0 + i);
+            e[j] = &ys[i][jj[j]];
+        }
+        for (int h = 0; h < G; h++) {
+            b[h] = &buf[h][i];
+        }
+        x16_tile(t, G, b, y, e, acc);
+    }
+    for (int j = 0; j < cols; j++) {
+        for (int h = 0; h < G; h++) {
+            accs[h][j0 + j] = acc[h][j];
+        }
+    }
+}
+
+/* nr <= 16 * GROUPS weight rows against nc <= MAX_COLS activation rows. */
+ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, size_t ldw,
+                                 int64_t nr, const char *a, size_t lda, int64_t nc, float *c,
+                                 size_t ldc) {
+    _Alignas(64) x16blk buf[GROUPS][PASS_KB];
+    x16ys ys[PASS_KB][MAX_COLS];
+    __m512 accs[GROUPS][MAX_COLS];
+    const int groups = (int)((nr + 15) / 16);
+    for (int h = 0; h < groups; h++) {
+        for (int64_t j = 0; j < nc; j++) {
+            accs[h][j] = _mm512_setzero_ps();
+        }
+    }
+    for (int64_t i0 = 0; i0 < nb; i0 += PASS_KB) {
+        const int64_t kb = nb - i0 < PASS_KB ? nb - i0 : PASS_KB;
+        for (int64_t j = 0; j < nc; j++) {
+            const char *y = a + (size_t)j * lda;
+            for (int64_t i = 0; i < kb; i++) {
+                ys[i][j] = t->yscale(y + (size_t)(i0 + i) * t->abytes);
+            }
+        }
+        for (int h = 0; h < groups; h++) {
+            const int64_t base = 16 * h;
+            x16rows rw;
+            rows_init(&rw, w + (size_t)base * ldw, ldw, nr - base < 16 ? (int)(nr - base) : 16);
+            for (int64_t i = 0; i < kb; i++) {
+                __m512 d, m;
+                t->unpack(&rw, i0 + i, buf[h][i].q, &d, &m);
+                _mm512_store_ps(buf[h][i].d, d);
+                _mm512_store_ps(buf[h][i].m, m);
+            }
+        }
+        /* While these rows compute, prefetch the next 32 rows' part of the pass (past this
+         * call's rows: the rows the thread most likely takes next). */
+        prefetch_rows pf;
+        prefetch_rows_begin(&pf, w + (size_t)(16 * GROUPS) * ldw + (size_t)i0 * t->wbytes, ldw,
+                            (size_t)kb * t->wbytes, 16 * GROUPS, ((nc + 3) / 4) * kb);
+        for (int64_t j0 = 0; j0 < nc; j0 += 4) {
+            const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
+            if (groups == 2) {
+                x16_cols4(t, 2, buf, kb, a, lda, i0, (const x16ys(*)[MAX_COLS])ys, j0, cols, accs,
+                          &pf);
+            } else {
+                x16_cols4(t, 1, buf, kb, a, lda, i0, (const x16ys(*)[MAX_COLS])ys, j0, cols, accs,
+                          &pf);
+            }
+        }
+    }
+    for (int h = 0; h < groups; h++) {
+        const int rows = nr - 16 * h < 16 ? (int)(nr - 16 * h) : 16;
+        for (int64_t j = 0; j < nc; j++) {
+            store16(accs[h][j], (float *)((char *)c + (size_t)j * ldc) + 16 * h, rows);
+        }
+    }
+}
+
+ALWAYS_INLINE void x16_gemm(const x16_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+                            size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        x16_gemv(t, k, nr, c, w, ldw, a);
+        return;
+    }
+    const int64_t nb = k / TS_QK;
+    for (int64_t r0 = 0; r0 < nr; r0 += 16 * GROUPS) {
+        const int64_t n_r = nr - r0 < 16 * GROUPS ? nr - r0 : 16 * GROUPS;
+        for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {
+            const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;
+            x16_gemm_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
+                          (const char *)a + (size_t)j0 * lda, lda, n,
+                          (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
+        }
+    }
+}
+
+void ts_q_gemm_q4_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q4_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q4_1_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q4_1, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q5_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q5_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q8_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q8_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+/* ---- Q8_0's dot product: one exact sum per block, then the gemm's float operations ---- */
+
+void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_0 *w = x;
+    const ts_block_q8_0 *b = y;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m512i p =
+            _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)w[i].qs)),
+                              _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b[i].qs)));
+        const int32_t t = hsum_epi32_256(
+            _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)));
+        acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(b[i].d), acc);
+    }
+    *result = acc;
+}
