@@ -127,9 +127,8 @@ static void test_round_trip(void **state) {
     assert_true(ms > 0 && ms < 1000); /* four types, well under a second */
     ts_backend_destroy(b);
     read_text(text, sizeof text);
-    char id[128], head[200];
-    cpu_id(id, sizeof id);
-    snprintf(head, sizeof head, "tessera-kernels %d\ncpu %s\n", CPU_TUNE_FORMAT, id);
+    char head[384];
+    cpu_cache_head(head, sizeof head);
     assert_memory_equal(text, head, strlen(head));
     assert_string_equal(text + strlen(text) - 4, "end\n");
     /* A second backend takes the same choice from the file without measuring. */
@@ -196,10 +195,13 @@ static void test_bad_files(void **state) {
     expect_ignored(bad, "cut before 'end'");
     expect_ignored("", "empty");
 
-    const char *entries = strchr(strchr(good, '\n') + 1, '\n') + 1;
+    const char *build = strchr(strchr(good, '\n') + 1, '\n') + 1;
+    const char *entries = strchr(build, '\n') + 1;
     snprintf(bad, sizeof bad, "tessera-kernels %d\ncpu OtherVendor-1-2-3-avx512\n%s",
-             CPU_TUNE_FORMAT, entries);
+             CPU_TUNE_FORMAT, build);
     expect_ignored(bad, "another CPU");
+    snprintf(bad, sizeof bad, "%.*sbuild 0123abcd\n%s", (int)(build - good), good, entries);
+    expect_ignored(bad, "another build");
     snprintf(bad, sizeof bad, "tessera-kernels %d\n%s", CPU_TUNE_FORMAT + 1,
              strchr(good, '\n') + 1);
     expect_ignored(bad, "another format version");
@@ -224,13 +226,11 @@ static void test_bad_files(void **state) {
     expect_ignored(bad, "text after end");
 
     /* One level per type (batch invariance): two levels for a type, or a half entry. */
-    char id[128];
-    cpu_id(id, sizeof id);
-    snprintf(bad, sizeof bad, "tessera-kernels %d\ncpu %s\nQ4_0 row scalar\nQ4_0 rows avx2\nend\n",
-             CPU_TUNE_FORMAT, id);
+    char head[384];
+    cpu_cache_head(head, sizeof head);
+    snprintf(bad, sizeof bad, "%sQ4_0 row scalar\nQ4_0 rows avx2\nend\n", head);
     expect_ignored(bad, "two levels for one type");
-    snprintf(bad, sizeof bad, "tessera-kernels %d\ncpu %s\nQ4_0 row scalar\nend\n", CPU_TUNE_FORMAT,
-             id);
+    snprintf(bad, sizeof bad, "%sQ4_0 row scalar\nend\n", head);
     expect_ignored(bad, "one shape class only");
 
     static const unsigned char garbage[] = {0x7f, 'E', 'L', 'F', 0, 1, 2, 0xff, '\n', 0};
@@ -246,11 +246,9 @@ static void test_lacking_level(void **state) {
     if (ts_quant_cpu_isa() < TS_ISA_AVX2) {
         skip();
     }
-    char id[128], text[512];
-    cpu_id(id, sizeof id);
-    snprintf(text, sizeof text,
-             "tessera-kernels %d\ncpu %s\nQ4_0 row avx512\nQ4_0 rows avx2\nend\n", CPU_TUNE_FORMAT,
-             id);
+    char head[384], text[768];
+    cpu_cache_head(head, sizeof head);
+    snprintf(text, sizeof text, "%sQ4_0 row avx512\nQ4_0 rows avx2\nend\n", head);
     write_text(text);
     cpu_kernels k;
     cpu_kernels_init(&k, TS_ISA_AVX2, false, false);
@@ -322,12 +320,12 @@ static void test_unwritable_cache(void **state) {
 static void test_mixed_levels(void **state) {
     (void)state;
     const char *hi = ts_isa_name(ts_quant_cpu_isa());
-    char id[128], text[512];
-    cpu_id(id, sizeof id);
+    char head[384], text[768];
+    cpu_cache_head(head, sizeof head);
     snprintf(text, sizeof text,
-             "tessera-kernels %d\ncpu %s\nQ4_0 row scalar\nQ4_0 rows scalar\nQ4_1 row %s\n"
-             "Q4_1 rows %s\nQ8_0 row scalar\nQ8_0 rows scalar\nend\n",
-             CPU_TUNE_FORMAT, id, hi, hi);
+             "%sQ4_0 row scalar\nQ4_0 rows scalar\nQ4_1 row %s\nQ4_1 rows %s\nQ8_0 row scalar\n"
+             "Q8_0 rows scalar\nend\n",
+             head, hi, hi);
     write_text(text);
     ts_backend *ref = NULL, *cpu = make_cpu(-1, false);
     ts_error err = {0};

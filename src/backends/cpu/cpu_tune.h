@@ -32,7 +32,7 @@
 /* Shape classes: one activation row (decoding) or several (prefill, batched decoding). */
 enum { CPU_SHAPE_ROW = 0, CPU_SHAPE_ROWS = 1, CPU_SHAPE_COUNT = 2 };
 
-#define CPU_TUNE_FORMAT 1 /* cache file version; bump when the kernels change */
+#define CPU_TUNE_FORMAT 2 /* cache file layout version */
 
 typedef struct cpu_kernels {
     ts_isa top;                                 /* no entry is above this level */
@@ -83,5 +83,11 @@ bool cpu_cache_dir(char *buf, size_t size);
 /* Names this CPU: vendor, family, model, stepping and the ISA level it runs
  * ("GenuineIntel-6-143-8-avx512"). */
 void cpu_id(char *buf, size_t size);
+/* Names this build of the kernels: the GNU build ID (hex) of the binary or library holding
+ * them, which changes with every relink, so choices measured by another build (whose kernels
+ * may differ) are not reused; "unknown" when the binary has none. */
+void cpu_build_id(char *buf, size_t size);
+/* The first lines of a valid cache file for this CPU and build (format, cpu, build). */
+void cpu_cache_head(char *buf, size_t size);
 
 #endif /* TS_BACKENDS_CPU_CPU_TUNE_H */
