@@ -17,9 +17,10 @@
  * 128-bit lane puts row 4L + p in lane 4L + p. The weight scales of sixteen rows come with
  * one gather. With one activation row (decoding) each block of sixteen rows is unpacked in
  * registers and used at once, while the next sixteen rows are prefetched. With several, a
- * call takes up to 32 weight rows: per pass of PASS_KB blocks the activation terms are
- * computed once (x16ys), each group of sixteen rows is unpacked once into a buffer, and tiles
- * of 32 weight rows x 4 activation rows run over it (every broadcast feeds two vpdpbusd).
+ * call takes up to 32 weight rows: per pass of PASS_KB blocks each activation row is prepared
+ * once (its quants + 128, its scales), each group of sixteen rows is unpacked once into a
+ * buffer as signed values with their sum (see "gemm" below for why), and tiles of 32 weight
+ * rows x 4 activation rows run over it (every broadcast feeds two vpdpbusd).
  *
  * Numerics — each output element gets the same float operations in the same order on every
  * path (gemv, gemm at any batch, the level's vec_dot), so results do not depend on batching
@@ -69,6 +70,7 @@ typedef struct x16_type {
     size_t wbytes; /* weight block bytes */
     size_t abytes; /* activation block bytes */
     size_t aqs;    /* offset of its quants */
+    int offset;    /* unpacked level - offset = the weight's value (Q8_0: levels are w + 128) */
     void (*unpack)(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m);
     x16ys (*yscale)(const void *ab);
     __m512 (*fold)(__m512 acc, __m512i isum, __m512 d, __m512 m, const x16ys *e);
@@ -195,24 +197,15 @@ ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m
     *m = _mm512_setzero_ps();
 }
 
-ALWAYS_INLINE x16ys q4_1_yscale(const void *ab) {
+/* The activation block's scale terms; `init` is filled by the gemv (x16_gemv). */
+ALWAYS_INLINE x16ys q8_1_yscale(const void *ab) {
     const ts_block_q8_1 *y = ab;
     return (x16ys){.d = fp16_hw(y->d), .s = fp16_hw(y->s), .init = 0};
 }
 
-ALWAYS_INLINE x16ys q4_0_yscale(const void *ab) {
-    const ts_block_q8_0 *y = ab;
-    return (x16ys){.d = fp16_hw(y->d), .init = -8 * sum_i8x32(y->qs)};
-}
-
-ALWAYS_INLINE x16ys q5_0_yscale(const void *ab) {
-    const ts_block_q8_0 *y = ab;
-    return (x16ys){.d = fp16_hw(y->d), .init = -16 * sum_i8x32(y->qs)};
-}
-
 ALWAYS_INLINE x16ys q8_0_yscale(const void *ab) {
     const ts_block_q8_0 *y = ab;
-    return (x16ys){.d = fp16_hw(y->d), .init = -128 * sum_i8x32(y->qs)};
+    return (x16ys){.d = fp16_hw(y->d), .s = 0.0f, .init = 0};
 }
 
 /* acc = fma((float)t, d_w * d_a, acc), t = isum - o * sum(y) already. */
@@ -228,12 +221,32 @@ ALWAYS_INLINE __m512 fold_min(__m512 acc, __m512i isum, __m512 d, __m512 m, cons
     return _mm512_add_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, ms));
 }
 
-#define A8_0 sizeof(ts_block_q8_0), offsetof(ts_block_q8_0, qs)
-#define A8_1 sizeof(ts_block_q8_1), offsetof(ts_block_q8_1, qs)
-static const x16_type k_q4_0 = {sizeof(ts_block_q4_0), A8_0, q4_0_unpack, q4_0_yscale, fold_offset};
-static const x16_type k_q4_1 = {sizeof(ts_block_q4_1), A8_1, q4_1_unpack, q4_1_yscale, fold_min};
-static const x16_type k_q5_0 = {sizeof(ts_block_q5_0), A8_0, q5_0_unpack, q5_0_yscale, fold_offset};
-static const x16_type k_q8_0 = {sizeof(ts_block_q8_0), A8_0, q8_0_unpack, q8_0_yscale, fold_offset};
+#define A8_0 .abytes = sizeof(ts_block_q8_0), .aqs = offsetof(ts_block_q8_0, qs)
+#define A8_1 .abytes = sizeof(ts_block_q8_1), .aqs = offsetof(ts_block_q8_1, qs)
+static const x16_type k_q4_0 = {.wbytes = sizeof(ts_block_q4_0),
+                                A8_0,
+                                .offset = 8,
+                                .unpack = q4_0_unpack,
+                                .yscale = q8_0_yscale,
+                                .fold = fold_offset};
+static const x16_type k_q4_1 = {.wbytes = sizeof(ts_block_q4_1),
+                                A8_1,
+                                .offset = 0,
+                                .unpack = q4_1_unpack,
+                                .yscale = q8_1_yscale,
+                                .fold = fold_min};
+static const x16_type k_q5_0 = {.wbytes = sizeof(ts_block_q5_0),
+                                A8_0,
+                                .offset = 16,
+                                .unpack = q5_0_unpack,
+                                .yscale = q8_0_yscale,
+                                .fold = fold_offset};
+static const x16_type k_q8_0 = {.wbytes = sizeof(ts_block_q8_0),
+                                A8_0,
+                                .offset = 128,
+                                .unpack = q8_0_unpack,
+                                .yscale = q8_0_yscale,
+                                .fold = fold_offset};
 
 /* The activation quants of block i of the row at a. */
 ALWAYS_INLINE const int8_t *aq(const x16_type *t, const char *a, int64_t i) {
@@ -286,6 +299,8 @@ ALWAYS_INLINE void x16_gemv(const x16_type *t, int64_t k, int64_t nr, float *c, 
             const int64_t kb = nb - i0 < GEMV_KB ? nb - i0 : GEMV_KB;
             for (int64_t i = 0; i < kb; i++) {
                 ys[i] = t->yscale(a + (size_t)(i0 + i) * t->abytes);
+                /* The levels are w + o: start each block's sum at -o * sum(y). */
+                ys[i].init = t->offset != 0 ? -(int32_t)t->offset * sum_i8x32(aq(t, a, i0 + i)) : 0;
             }
             /* The next sixteen rows' part of this pass (prefetches never fault). */
             prefetch_rows pf;
@@ -297,16 +312,72 @@ ALWAYS_INLINE void x16_gemv(const x16_type *t, int64_t k, int64_t nr, float *c, 
     }
 }
 
-/* ---- gemm: several activation rows ---- */
+/* ---- gemm: several activation rows ----
+ *
+ * Here the roles of the operands swap: per pass each activation row's quants are copied once
+ * as y + 128 (unsigned), and each unpacked weight block holds signed values w = level - o
+ * (o = 8, 16, 0 and, for Q8_0 whose levels are w + 128, 128), so vpdpbusd sums
+ * (y + 128) * w. Starting the sum at -128 * sum(w), computed per row when the block is
+ * unpacked, leaves exactly sum(y * w) = isum - o * sum(y): the integer the gemv and the dot
+ * product reach through the activation's sum, so the fold sees the same value. The correction
+ * is paid once per weight block and pass instead of once per activation block and weight-row
+ * group, which is what would otherwise dominate (an exact byte sum per block and column). */
 
-/* One block of G sixteen-row groups against four activation rows (quants at y[j], terms
- * e[j]); acc[h][j] is group h's accumulator of column j. */
-ALWAYS_INLINE void x16_tile(const x16_type *t, int G, const x16blk *const *b,
-                            const int8_t *const *y, const x16ys *const *e, __m512 acc[][4]) {
+/* Block i of sixteen weight rows for the gemm: signed values and the sums' start. */
+typedef struct x16wblk {
+    __m512i q[8];       /* group g: lane r = w of elements 4g .. 4g + 3 of row r */
+    __m512i init;       /* lane r: -128 * sum of row r's w */
+    float d[16], m[16]; /* m: Q4_1 only */
+} x16wblk;
+
+/* One pass of one activation row: its quants + 128 and its scales. */
+typedef struct x16ablk {
+    uint8_t q[PASS_KB][TS_QK];
+    float d[PASS_KB], s[PASS_KB];
+} x16ablk;
+
+/* Unpacks block i of sixteen rows into signed values (level - o) and their start. */
+ALWAYS_INLINE void x16_unpack_signed(const x16_type *t, const x16rows *rows, int64_t i,
+                                     x16wblk *b) {
+    __m512i q[8];
+    __m512 d, m;
+    t->unpack(rows, i, q, &d, &m);
+    const __m512i o = _mm512_set1_epi8((char)t->offset), ones = _mm512_set1_epi8(1);
+    __m512i sum = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g++) {
+        const __m512i w = _mm512_sub_epi8(q[g], o);
+        sum = _mm512_dpbusd_epi32(sum, ones, w);
+        _mm512_store_si512(&b->q[g], w);
+    }
+    _mm512_store_si512(&b->init,
+                       _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+    _mm512_store_ps(b->d, d);
+    _mm512_store_ps(b->m, m);
+}
+
+/* Activation blocks [i0, i0 + kb) of the row at a, prepared for the tiles. */
+ALWAYS_INLINE void x16_prep_act(const x16_type *t, const char *a, int64_t i0, int64_t kb,
+                                x16ablk *out) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < kb; i++) {
+        const char *blk = a + (size_t)(i0 + i) * t->abytes;
+        const __m256i y = _mm256_loadu_si256((const __m256i *)(blk + t->aqs));
+        _mm256_store_si256((__m256i *)out->q[i], _mm256_xor_si256(y, bias));
+        const x16ys e = t->yscale(blk);
+        out->d[i] = e.d;
+        out->s[i] = e.s;
+    }
+}
+
+/* One block of G sixteen-row groups against four activation rows (prepared blocks y[j] at
+ * index i); acc[h][j] is group h's accumulator of column j. */
+ALWAYS_INLINE void x16_tile(const x16_type *t, int G, const x16wblk *const *b,
+                            const x16ablk *const *y, int64_t i, __m512 acc[][4]) {
     __m512i s[GROUPS][4];
     for (int h = 0; h < G; h++) {
+        const __m512i init = _mm512_load_si512(&b[h]->init);
         for (int j = 0; j < 4; j++) {
-            s[h][j] = _mm512_set1_epi32(e[j]->init);
+            s[h][j] = init;
         }
     }
     for (int g = 0; g < 8; g++) {
@@ -315,48 +386,44 @@ ALWAYS_INLINE void x16_tile(const x16_type *t, int G, const x16blk *const *b,
             wq[h] = _mm512_load_si512(&b[h]->q[g]);
         }
         for (int j = 0; j < 4; j++) {
-            const __m512i yb = y4(y[j] + 4 * g);
+            int32_t v;
+            memcpy(&v, y[j]->q[i] + 4 * g, 4);
+            const __m512i yb = _mm512_set1_epi32(v);
             for (int h = 0; h < G; h++) {
-                s[h][j] = _mm512_dpbusd_epi32(s[h][j], wq[h], yb);
+                s[h][j] = _mm512_dpbusd_epi32(s[h][j], yb, wq[h]);
             }
         }
     }
     for (int h = 0; h < G; h++) {
         const __m512 d = _mm512_load_ps(b[h]->d), m = _mm512_load_ps(b[h]->m);
         for (int j = 0; j < 4; j++) {
-            acc[h][j] = t->fold(acc[h][j], s[h][j], d, m, e[j]);
+            const x16ys e = {.d = y[j]->d[i], .s = y[j]->s[i]};
+            acc[h][j] = t->fold(acc[h][j], s[h][j], d, m, &e);
         }
     }
 }
 
-/* Columns [j0, j0 + 4) (the last ones repeated where fewer remain) over one pass of kb
+/* Columns [j0, j0 + 4) (the last one repeated where fewer remain) over one pass of kb
  * unpacked blocks, for G groups. */
-ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16blk (*buf)[PASS_KB], int64_t kb,
-                             const char *a, size_t lda, int64_t i0, const x16ys (*ys)[MAX_COLS],
-                             int64_t j0, int cols, __m512 (*accs)[MAX_COLS], prefetch_rows *pf) {
-    const char *ac[4];
-    int64_t jj[4];
+ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16wblk (*buf)[PASS_KB], int64_t kb,
+                             const x16ablk *ya, int64_t j0, int cols, __m512 (*accs)[MAX_COLS],
+                             prefetch_rows *pf) {
+    const x16ablk *y[4];
     __m512 acc[GROUPS][4];
     for (int j = 0; j < 4; j++) {
-        jj[j] = j0 + (j < cols ? j : cols - 1);
-        ac[j] = a + (size_t)jj[j] * lda;
+        const int64_t jj = j0 + (j < cols ? j : cols - 1);
+        y[j] = &ya[jj];
         for (int h = 0; h < G; h++) {
-            acc[h][j] = accs[h][jj[j]];
+            acc[h][j] = accs[h][jj];
         }
     }
     for (int64_t i = 0; i < kb; i++) {
         prefetch_rows_step(pf);
-        const int8_t *y[4];
-        const x16ys *e[4];
-        const x16blk *b[GROUPS];
-        for (int j = 0; j < 4; j++) {
-            y[j] = aq(t, ac[j], i0 + i);
-            e[j] = &ys[i][jj[j]];
-        }
+        const x16wblk *b[GROUPS];
         for (int h = 0; h < G; h++) {
             b[h] = &buf[h][i];
         }
-        x16_tile(t, G, b, y, e, acc);
+        x16_tile(t, G, b, y, i, acc);
     }
     for (int j = 0; j < cols; j++) {
         for (int h = 0; h < G; h++) {
@@ -369,8 +436,8 @@ ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16blk (*buf)[PASS_KB], i
 ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, size_t ldw,
                                  int64_t nr, const char *a, size_t lda, int64_t nc, float *c,
                                  size_t ldc) {
-    _Alignas(64) x16blk buf[GROUPS][PASS_KB];
-    x16ys ys[PASS_KB][MAX_COLS];
+    _Alignas(64) x16wblk buf[GROUPS][PASS_KB];
+    _Alignas(64) x16ablk ya[MAX_COLS];
     __m512 accs[GROUPS][MAX_COLS];
     const int groups = (int)((nr + 15) / 16);
     for (int h = 0; h < groups; h++) {
@@ -381,20 +448,14 @@ ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, s
     for (int64_t i0 = 0; i0 < nb; i0 += PASS_KB) {
         const int64_t kb = nb - i0 < PASS_KB ? nb - i0 : PASS_KB;
         for (int64_t j = 0; j < nc; j++) {
-            const char *y = a + (size_t)j * lda;
-            for (int64_t i = 0; i < kb; i++) {
-                ys[i][j] = t->yscale(y + (size_t)(i0 + i) * t->abytes);
-            }
+            x16_prep_act(t, a + (size_t)j * lda, i0, kb, &ya[j]);
         }
         for (int h = 0; h < groups; h++) {
-            const int64_t base = 16 * h;
             x16rows rw;
-            rows_init(&rw, w + (size_t)base * ldw, ldw, nr - base < 16 ? (int)(nr - base) : 16);
+            rows_init(&rw, w + (size_t)(16 * h) * ldw, ldw,
+                      nr - 16 * h < 16 ? (int)(nr - 16 * h) : 16);
             for (int64_t i = 0; i < kb; i++) {
-                __m512 d, m;
-                t->unpack(&rw, i0 + i, buf[h][i].q, &d, &m);
-                _mm512_store_ps(buf[h][i].d, d);
-                _mm512_store_ps(buf[h][i].m, m);
+                x16_unpack_signed(t, &rw, i0 + i, &buf[h][i]);
             }
         }
         /* While these rows compute, prefetch the next 32 rows' part of the pass (past this
@@ -405,11 +466,9 @@ ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, s
         for (int64_t j0 = 0; j0 < nc; j0 += 4) {
             const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
             if (groups == 2) {
-                x16_cols4(t, 2, buf, kb, a, lda, i0, (const x16ys(*)[MAX_COLS])ys, j0, cols, accs,
-                          &pf);
+                x16_cols4(t, 2, buf, kb, ya, j0, cols, accs, &pf);
             } else {
-                x16_cols4(t, 1, buf, kb, a, lda, i0, (const x16ys(*)[MAX_COLS])ys, j0, cols, accs,
-                          &pf);
+                x16_cols4(t, 1, buf, kb, ya, j0, cols, accs, &pf);
             }
         }
     }
