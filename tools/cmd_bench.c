@@ -446,7 +446,8 @@ static ts_status bench_engine(ts_llm *llm, const bench_opts *o, int threads, int
 /* Makes a small context once before the tests, so that measuring the CPU kernels (first load
  * or --retune) is not timed as part of a test, and reports the choice. The tests' contexts then
  * read the cached choice; --retune applies to this one only. */
-static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, ts_error *err) {
+static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, double *load_ms,
+                               ts_error *err) {
     ts_context_params p = o->co.ctx;
     p.n_threads = o->threads[0];
     p.n_ctx = 64;
@@ -461,6 +462,7 @@ static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, ts_e
         ts_context_get_info(ctx, &info);
         snprintf(o->kernels, sizeof o->kernels, "%s", info.kernels);
         *tune_ms = info.tune_ms;
+        *load_ms = info.load_ms;
         if (info.kernel_notice[0] != '\0') {
             fprintf(stderr, "notice: %s\n", info.kernel_notice);
         }
@@ -653,10 +655,12 @@ int ts_cmd_bench(int argc, char **argv) {
     }
     ts_error err = {0};
     ts_llm *llm = NULL;
+    double t_open = ts_cli_now_ms();
     if (ts_llm_open(o.co.model, NULL, &llm, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }
+    t_open = ts_cli_now_ms() - t_open;
     ts_llm_info mi;
     ts_llm_get_info(llm, &mi);
     if (o.n_threads == 0) {
@@ -673,8 +677,8 @@ int ts_cmd_bench(int argc, char **argv) {
         printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n",
                measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
     }
-    double tune_ms = 0;
-    if (probe_kernels(llm, &o, &tune_ms, &err) != TS_OK) {
+    double tune_ms = 0, load_ms = 0;
+    if (probe_kernels(llm, &o, &tune_ms, &load_ms, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         ts_llm_close(llm);
         return 1;
@@ -684,6 +688,10 @@ int ts_cmd_bench(int argc, char **argv) {
             printf("kernels (one row / several): %s (measured %.0f ms this run)\n", o.kernels,
                    tune_ms);
         }
+        /* The context here is the small one made to measure the kernels, so its load time
+         * is mostly that measurement (when there was one). */
+        printf("load: model %.0f ms, context %.0f ms; resident memory %.0f MB\n", t_open,
+               load_ms, ts_cli_rss_mb(false));
         printf("\n");
     }
     print_header(&o, batch);

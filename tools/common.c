@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void ts_cli_opts_init(ts_cli_opts *o) {
     memset(o, 0, sizeof *o);
@@ -208,7 +209,9 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
     ts_error err = {0};
     ts_context_params p = o->ctx;
     p.overrides = o->overrides;
+    double t0 = ts_cli_now_ms();
     ts_status st = ts_llm_open(o->model, NULL, &cli->llm, &err);
+    cli->open_ms = ts_cli_now_ms() - t0;
     if (st == TS_OK) {
         ts_llm_get_info(cli->llm, &cli->model);
         st = ts_context_create(cli->llm, &p, &cli->ctx, &err);
@@ -226,6 +229,30 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
     ts_context_get_info(cli->ctx, &cli->info);
     ts_cli_print_kernel_notice(&cli->info);
     return 0;
+}
+
+double ts_cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double ts_cli_rss_mb(bool peak) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL) {
+        return 0.0;
+    }
+    const char *key = peak ? "VmHWM:" : "VmRSS:";
+    char line[256];
+    double kb = 0.0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, key, strlen(key)) == 0) {
+            kb = strtod(line + strlen(key), NULL);
+            break;
+        }
+    }
+    fclose(f);
+    return kb / 1024.0;
 }
 
 void ts_cli_print_kernel_notice(const ts_context_info *info) {

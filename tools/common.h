@@ -26,6 +26,7 @@ typedef struct ts_cli {
     ts_context *ctx;
     ts_llm_info model;    /* what the model is */
     ts_context_info info; /* what the context was made with */
+    double open_ms;       /* time ts_llm_open took (the context's own: info.load_ms) */
 } ts_cli;
 
 void ts_cli_opts_init(ts_cli_opts *o);
@@ -53,6 +54,12 @@ bool ts_cli_check_compare(ts_cli *cli);
  * tokens in the text parsed). *ids is released with ts_free. */
 ts_status ts_cli_tokenize(const ts_cli *cli, const char *text, int32_t **ids, size_t *n,
                           ts_error *err);
+
+/* Milliseconds on a monotonic clock. */
+double ts_cli_now_ms(void);
+/* This process's resident memory in MB: now, or (peak) its high-water mark; 0 where the
+ * system does not say (/proc/self/status). */
+double ts_cli_rss_mb(bool peak);
 
 /* Parses "123", "4k", "2M", "1G" (bytes); false on junk. */
 bool ts_cli_parse_size(const char *s, int64_t *out);
