@@ -690,8 +690,8 @@ int ts_cmd_bench(int argc, char **argv) {
         }
         /* The context here is the small one made to measure the kernels, so its load time
          * is mostly that measurement (when there was one). */
-        printf("load: model %.0f ms, context %.0f ms; resident memory %.0f MB\n", t_open,
-               load_ms, ts_cli_rss_mb(false));
+        printf("load: model %.0f ms, context %.0f ms; resident memory %.0f MB\n", t_open, load_ms,
+               ts_cli_rss_mb(false));
         printf("\n");
     }
     print_header(&o, batch);
