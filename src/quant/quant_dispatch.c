@@ -200,7 +200,7 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX512),
     ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
-          ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX512),
+          ts_q_dot_iq4_nl_avx512, ts_q_gemm_iq4_nl_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,

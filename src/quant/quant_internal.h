@@ -291,6 +291,7 @@ void ts_q_to_float_q4_0_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q4_1_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q8_0_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_iq4_nl_avx512(int64_t n, float *result, const void *x, const void *y);
 void ts_q_to_float_q4_k_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q5_k_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n);
@@ -300,6 +301,7 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
 TS_Q_DECLARE_GEMM(q4_0, avx512);
 TS_Q_DECLARE_GEMM(q4_1, avx512);
 TS_Q_DECLARE_GEMM(q5_0, avx512);
+TS_Q_DECLARE_GEMM(iq4_nl, avx512);
 TS_Q_DECLARE_GEMM(q8_0, avx512);
 TS_Q_DECLARE_GEMM(q4_k, avx512);
 TS_Q_DECLARE_GEMM(q6_k, avx512);

@@ -38,6 +38,8 @@
 #define ts_q_gemm_q4_1_avx512     ts_q_gemm_q4_1_avx512_emu
 #define ts_q_gemm_q8_0_avx512     ts_q_gemm_q8_0_avx512_emu
 #define ts_q_gemm_q5_0_avx512     ts_q_gemm_q5_0_avx512_emu
+#define ts_q_gemm_iq4_nl_avx512   ts_q_gemm_iq4_nl_avx512_emu
+#define ts_q_dot_iq4_nl_avx512    ts_q_dot_iq4_nl_avx512_emu
 #define ts_q_gemm_q4_k_avx512     ts_q_gemm_q4_k_avx512_emu
 #define ts_q_gemm_q6_k_avx512     ts_q_gemm_q6_k_avx512_emu
 

@@ -65,6 +65,7 @@ static const emu_type k_emu[] = {
     {TS_TYPE_Q4_0, ts_q_to_float_q4_0_avx512_emu, ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512_emu},
     {TS_TYPE_Q4_1, ts_q_to_float_q4_1_avx512_emu, ts_q_dot_q4_1_avx2, ts_q_gemm_q4_1_avx512_emu},
     {TS_TYPE_Q5_0, NULL, ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx512_emu},
+    {TS_TYPE_IQ4_NL, NULL, ts_q_dot_iq4_nl_avx512_emu, ts_q_gemm_iq4_nl_avx512_emu},
     {TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx512_emu, ts_q_dot_q8_0_avx512_emu,
      ts_q_gemm_q8_0_avx512_emu},
     {TS_TYPE_Q4_K, ts_q_to_float_q4_k_avx512_emu, ts_q_dot_q4_k_avx512_emu,
@@ -131,6 +132,7 @@ static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
         switch (type) {
         case TS_TYPE_Q4_0:
         case TS_TYPE_Q5_0:
+        case TS_TYPE_IQ4_NL:
             put_u16(b, offsetof(ts_block_q4_0, d), rand_half(r));
             break;
         case TS_TYPE_Q4_1:

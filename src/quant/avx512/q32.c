@@ -1,7 +1,7 @@
 /*
- * avx512/q32.c — Q4_0, Q4_1, Q5_0 and Q8_0 (32-element blocks) against 8-bit activations,
- * AVX-512 with VNNI: gemm and gemv with sixteen weight rows in the lanes of one register, and
- * Q8_0's dot product.
+ * avx512/q32.c — Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL (32-element blocks) against 8-bit
+ * activations, AVX-512 with VNNI: gemm and gemv with sixteen weight rows in the lanes of one
+ * register, and the dot products of Q8_0 and IQ4_NL.
  *
  * Layout in registers (rows in lanes): for each group g of four consecutive elements
  * (4g .. 4g + 3) of a block, lane r of register q[g] holds row r's four levels as unsigned
@@ -10,7 +10,8 @@
  * a block costs eight instructions per activation row for sixteen weight rows, with no int16
  * intermediate and no horizontal reduction. Levels: Q4_0, Q4_1 nibbles (0..15), Q5_0 nibble
  * plus fifth bit (0..31), Q8_0 the signed byte plus 128 (0..255; vpdpbusd multiplies unsigned
- * by signed bytes, and AVX-512 has no vpsignb for the sign trick of the AVX2 kernels).
+ * by signed bytes, and AVX-512 has no vpsignb for the sign trick of the AVX2 kernels), IQ4_NL
+ * its table value plus 128.
  *
  * Rows are interleaved on the fly: four 16-byte row pieces per register (rows r, r + 4, r + 8,
  * r + 12 in its four 128-bit lanes), then a 4 x 4 transpose of 32-bit words inside each
@@ -26,12 +27,14 @@
  * path (gemv, gemm at any batch, the level's vec_dot), so results do not depend on batching
  * (tests/quant/test_gemm_invariance.c). Per weight row, activation row and block, with
  * isum = sum_j q_j y_j over the block's levels (exact int32):
- *   Q4_0, Q5_0, Q8_0:  acc = fma((float)(isum - o * sum_j y_j), d_w * d_a, acc),
- *                      o = 8, 16, 128 (the level offset; the int32 starts at -o * sum y)
+ *   Q4_0, Q5_0, Q8_0, IQ4_NL:
+ *                      acc = fma((float)(isum - o * sum_j y_j), d_w * d_a, acc),
+ *                      o = 8, 16, 128, 128 (the level offset; the int32 starts at -o * sum y)
  *   Q4_1:              acc = acc + fma((float)isum, d_w * d_a, m_w * s_a)
  * These are the AVX2 level's formulas for Q4_0, Q4_1 and Q5_0 (quant_x8_avx2.c), whose dot
  * products this level therefore shares; Q8_0 uses one exact sum per block where the AVX2 level
- * keeps two half sums, so it has its own dot product here.
+ * keeps two half sums, and IQ4_NL's AVX2 dot accumulates per lane, so these two have their own
+ * dot products here.
  */
 #include <assert.h>
 #include <string.h>
@@ -185,6 +188,23 @@ ALWAYS_INLINE void q5_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m
     *m = _mm512_setzero_ps();
 }
 
+/* IQ4_NL: each nibble indexes a table of 16 signed values; levels are value + 128. */
+ALWAYS_INLINE void iq4_nl_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d,
+                                 __m512 *m) {
+    const size_t at = (size_t)i * sizeof(ts_block_iq4_nl);
+    __m512i g[4];
+    x16_transpose(rows, at + offsetof(ts_block_iq4_nl, qs), g);
+    x16_nibbles(g, q);
+    const __m512i table =
+        _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ts_iq4nl_values)),
+                         _mm512_set1_epi8((char)0x80));
+    for (int k = 0; k < 8; k++) {
+        q[k] = _mm512_shuffle_epi8(table, q[k]);
+    }
+    *d = f16_lo(x16_gather32(rows, at));
+    *m = _mm512_setzero_ps();
+}
+
 ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
     const size_t at = (size_t)i * sizeof(ts_block_q8_0);
     x16_transpose(rows, at + offsetof(ts_block_q8_0, qs), q);
@@ -247,6 +267,13 @@ static const x16_type k_q8_0 = {.wbytes = sizeof(ts_block_q8_0),
                                 .unpack = q8_0_unpack,
                                 .yscale = q8_0_yscale,
                                 .fold = fold_offset};
+
+static const x16_type k_iq4_nl = {.wbytes = sizeof(ts_block_iq4_nl),
+                                  A8_0,
+                                  .offset = 128,
+                                  .unpack = iq4_nl_unpack,
+                                  .yscale = q8_0_yscale,
+                                  .fold = fold_offset};
 
 /* The activation quants of block i of the row at a. */
 ALWAYS_INLINE const int8_t *aq(const x16_type *t, const char *a, int64_t i) {
@@ -518,18 +545,41 @@ void ts_q_gemm_q8_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t l
     x16_gemm(&k_q8_0, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
-/* ---- Q8_0's dot product: one exact sum per block, then the gemm's float operations ---- */
+void ts_q_gemm_iq4_nl_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                             size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_iq4_nl, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+/* ---- Q8_0's and IQ4_NL's dot products: one exact sum per block, then the gemm's float
+ * operations ---- */
+
+/* Exact sum of the products of 32 signed bytes. */
+static inline int32_t dot_i8x32(__m256i w, const int8_t *y) {
+    const __m512i p = _mm512_madd_epi16(
+        _mm512_cvtepi8_epi16(w), _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)y)));
+    return hsum_epi32_256(
+        _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)));
+}
 
 void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_q8_0 *w = x;
     const ts_block_q8_0 *b = y;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / TS_QK; i++) {
-        const __m512i p =
-            _mm512_madd_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)w[i].qs)),
-                              _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)b[i].qs)));
-        const int32_t t = hsum_epi32_256(
-            _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)));
+        const int32_t t = dot_i8x32(_mm256_loadu_si256((const __m256i *)w[i].qs), b[i].qs);
+        acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(b[i].d), acc);
+    }
+    *result = acc;
+}
+
+void ts_q_dot_iq4_nl_avx512(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_iq4_nl *w = x;
+    const ts_block_q8_0 *b = y;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_iq4nl_values));
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const int32_t t = dot_i8x32(_mm256_shuffle_epi8(table, unpack_nibbles32(w[i].qs)), b[i].qs);
         acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(b[i].d), acc);
     }
     *result = acc;
