@@ -189,9 +189,46 @@ static inline void ts_q3k_scales(const uint8_t *packed, int8_t out[16]) {
     void ts_q_gemm_##T##_##ISA(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,            \
                                const void *w, size_t ldw, const void *a, size_t lda)
 
-/* gemm for kernels whose tile is one weight row against up to four activation rows:
- * TILE(k / KDIV, weight row, activation rows[4], cols, out[4]). Full and single-column tiles
- * get their own calls so the compiler specialises them (decoding runs the single one). */
+/* gemm for kernels whose tile is one weight row against up to four activation rows: a type's
+ * tile and its block size, and the driver over them. The driver is always inlined into a
+ * named gemm per type (ts_q_gemm_q4_k_avx2 calls it with a constant table), so the call
+ * through the table is a direct call there. Full and single-column tiles get their own calls
+ * so the compiler specialises them (decoding runs the single one). */
+typedef struct ts_q_row_tile {
+    int64_t kdiv; /* elements per weight block: a tile gets n = k / kdiv */
+    /* out[j] = dot(weight row w, activation row a[j]) for j < nc <= 4, over n blocks. */
+    void (*tile)(int64_t n, const void *w, const void *const *a, int nc, float *out);
+} ts_q_row_tile;
+
+static inline __attribute__((always_inline)) void
+ts_q_row_tile_gemm(const ts_q_row_tile *t, int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                   const void *w, size_t ldw, const void *a, size_t lda) {
+    const int64_t n = k / t->kdiv;
+    for (int64_t r = 0; r < nr; r++) {
+        const void *wr = (const char *)w + (size_t)r * ldw;
+        for (int64_t j0 = 0; j0 < nc; j0 += 4) {
+            const void *ap[4];
+            float out[4];
+            const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
+            for (int j = 0; j < cols; j++) {
+                ap[j] = (const char *)a + (size_t)(j0 + j) * lda;
+            }
+            if (cols == 4) {
+                t->tile(n, wr, ap, 4, out);
+            } else if (cols == 1) {
+                t->tile(n, wr, ap, 1, out);
+            } else {
+                t->tile(n, wr, ap, cols, out);
+            }
+            for (int j = 0; j < cols; j++) {
+                *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];
+            }
+        }
+    }
+}
+
+/* The same as a macro that defines the function FN, for the files not yet moved to
+ * ts_q_row_tile_gemm: TILE(k / KDIV, weight row, activation rows[4], cols, out[4]). */
 #define TS_Q_ROW_TILE_GEMM(FN, TILE, WBLOCK, ABLOCK, KDIV)                                         \
     void FN(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w, size_t ldw,    \
             const void *a, size_t lda) {                                                           \
@@ -275,10 +312,6 @@ TS_Q_DECLARE_GEMM(q4_0, avx2);
 TS_Q_DECLARE_GEMM(q4_1, avx2);
 TS_Q_DECLARE_GEMM(q5_0, avx2);
 TS_Q_DECLARE_GEMM(q8_0, avx2);
-/* Q8_0 gemm with one activation row (quant_q32_gemm_avx2.c; the rows-in-lanes gemm for several
- * rows is in quant_x8_avx2.c): c[r] = dot(weight row r, a). */
-void ts_q_gemv_q8_0_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                         const void *a);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 

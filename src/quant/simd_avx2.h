@@ -1,6 +1,6 @@
 /*
- * simd_avx2.h — small AVX2 helpers shared by the *_avx2.c kernel files (and usable from the
- * *_avx512.c ones, which are compiled with a superset of the flags). Include only from
+ * simd_avx2.h — small AVX2 helpers shared by the AVX2 kernel files in quant/avx2/ (and usable
+ * from the AVX-512 ones, which are compiled with a superset of the flags). Include only from
  * files compiled with -mavx2 -mfma -mf16c, or from the test build that emulates them
  * (simd_isa.h).
  */

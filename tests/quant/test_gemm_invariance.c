@@ -7,7 +7,7 @@
  * on how the backend batches tokens or cuts rows into tiles (chunked prefill equals one-shot
  * prefill bit for bit; a 1-ulp difference flips later 8-bit activation roundings).
  * A second case runs one long shape (k = 4352, 52 rows, 70 columns) so that kernels which
- * cut k into passes, the columns into chunks and the rows into groups (quant_x8_avx2.c: 64
+ * cut k into passes, the columns into chunks and the rows into groups (quant/avx2/q32.c: 64
  * blocks, 64 columns, 32 rows as pairs of eight-row groups, here also a lone and a partial
  * group) are checked across those cuts too.
  */

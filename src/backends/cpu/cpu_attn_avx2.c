@@ -28,6 +28,8 @@
 #include "backends/cpu/cpu_avx2.h"
 #include "backends/cpu/cpu_internal.h"
 
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /* exp(x) for 8 lanes, x <= 0 (callers pass differences to a running max); below the
  * smallest normal result it gives 0, as expf underflows there too. */
 static inline __m256 exp256_neg(__m256 x) {
@@ -88,145 +90,180 @@ static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a
 
 /*
  * Score and value kernels over a chunk of keys for gh <= ATT_GH query rows of one token (the
- * heads of a GQA group), generated twice: for K/V rows converted to f32 in one contiguous
- * buffer (KV_F32: src + i * hd), and for f16 rows read in place through a pointer per key
- * (KV_F16), which saves the conversion pass when few query rows share the chunk (decoding).
+ * heads of a GQA group), for two sources of K/V rows: rows converted to f32 in one contiguous
+ * buffer (k_kv_f32: src + i * hd), and f16 rows read in place through a pointer per key
+ * (k_kv_f16), which saves the conversion pass when few query rows share the chunk (decoding).
+ * The kernels are written once over a constant table of the source (kv_src: where key i's
+ * row is, how eight of its elements load as floats) and always inlined into the named
+ * functions token_chunk_f32 and token_chunk_f16, where the table is a constant.
  * Each key row is loaded (and converted) once for all gh rows. Per row the float operations
  * and their order do not depend on gh or on the source, so neither changes a result: a key
  * in a group of 8 from the range start sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)), a key
  * past the last such group as hsum8 does; values accumulate key by key per element.
  */
-#define KV_ROW_F32(src, i)  ((src) + (i)*hd)
-#define KV_LOAD_F32(row, d) _mm256_loadu_ps((row) + (d))
-#define KV_ROW_F16(src, i)  ((src)[i])
-#define KV_LOAD_F16(row, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((row) + (d))))
+typedef struct kv_src {
+    /* Row i of the chunk's rows at src (hd elements per row). */
+    const void *(*row)(const void *src, int64_t i, int64_t hd);
+    /* Elements d .. d + 7 of a row, as floats. */
+    __m256 (*load)(const void *row, int64_t d);
+} kv_src;
 
-#define KV_KERNELS(SUF, SRC_T, ROW, LOAD)                                                          \
-    /* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */          \
-    static inline __attribute__((always_inline)) void scores4_##SUF(                               \
-        int gh, const float *const *q, SRC_T k, int64_t a, int64_t hd, float scale,                \
-        float *const *z) {                                                                         \
-        __m256 acc[ATT_GH][4];                                                                     \
-        for (int h = 0; h < gh; h++) {                                                             \
-            for (int i = 0; i < 4; i++) {                                                          \
-                acc[h][i] = _mm256_setzero_ps();                                                   \
-            }                                                                                      \
-        }                                                                                          \
-        for (int64_t d = 0; d < hd; d += 8) {                                                      \
-            for (int i = 0; i < 4; i++) {                                                          \
-                const __m256 kv = LOAD(ROW(k, a + i), d);                                          \
-                for (int h = 0; h < gh; h++) {                                                     \
-                    acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, acc[h][i]);         \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        for (int h = 0; h < gh; h++) {                                                             \
-            const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),                  \
-                                            _mm256_hadd_ps(acc[h][2], acc[h][3]));                 \
-            const __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));   \
-            _mm_storeu_ps(z[h] + a, _mm_mul_ps(s, _mm_set1_ps(scale)));                            \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    static inline float dot1_##SUF(const float *q, SRC_T k, int64_t i, int64_t hd) {               \
-        __m256 acc = _mm256_setzero_ps();                                                          \
-        for (int64_t d = 0; d < hd; d += 8) {                                                      \
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LOAD(ROW(k, i), d), acc);                \
-        }                                                                                          \
-        return hsum8(acc);                                                                         \
-    }                                                                                              \
-                                                                                                   \
-    /* acc[h][d] += sum_i p[h][i] * v(a + i)[d] for i < nk, h < gh. */                             \
-    static inline __attribute__((always_inline)) void accumulate_##SUF(                            \
-        int gh, float *const *acc, const float *const *p, SRC_T v, int64_t a, int64_t nk,          \
-        int64_t hd) {                                                                              \
-        int64_t d = 0;                                                                             \
-        /* Four vectors of each row per pass (twelve chains for three rows: enough to keep the     \
-         * FMA units busy through their latency), one value vector live at a time. */              \
-        for (; d + 32 <= hd; d += 32) {                                                            \
-            __m256 s[ATT_GH][4];                                                                   \
-            for (int h = 0; h < gh; h++) {                                                         \
-                for (int u = 0; u < 4; u++) {                                                      \
-                    s[h][u] = _mm256_loadu_ps(acc[h] + d + 8 * u);                                 \
-                }                                                                                  \
-            }                                                                                      \
-            for (int64_t i = 0; i < nk; i++) {                                                     \
-                __m256 w[ATT_GH];                                                                  \
-                for (int h = 0; h < gh; h++) {                                                     \
-                    w[h] = _mm256_broadcast_ss(p[h] + i);                                          \
-                }                                                                                  \
-                for (int u = 0; u < 4; u++) {                                                      \
-                    const __m256 vu = LOAD(ROW(v, a + i), d + 8 * u);                              \
-                    for (int h = 0; h < gh; h++) {                                                 \
-                        s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);                              \
-                    }                                                                              \
-                }                                                                                  \
-            }                                                                                      \
-            for (int h = 0; h < gh; h++) {                                                         \
-                for (int u = 0; u < 4; u++) {                                                      \
-                    _mm256_storeu_ps(acc[h] + d + 8 * u, s[h][u]);                                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        for (; d < hd; d += 8) {                                                                   \
-            for (int h = 0; h < gh; h++) {                                                         \
-                __m256 s0 = _mm256_loadu_ps(acc[h] + d);                                           \
-                for (int64_t i = 0; i < nk; i++) {                                                 \
-                    s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i), LOAD(ROW(v, a + i), d),    \
-                                         s0);                                                      \
-                }                                                                                  \
-                _mm256_storeu_ps(acc[h] + d, s0);                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    /* gh query rows of one token against keys [a, b] of the chunk (indices relative to it). */    \
-    static inline __attribute__((always_inline)) void rows_chunk_##SUF(                            \
-        int gh, float *const *acc, float *mx, float *sum, const float *const *q, SRC_T kc,         \
-        SRC_T vc, int64_t a, int64_t b, int64_t hd, float scale, float *const *z) {                \
-        const int64_t n8 = a + (b - a + 1) / 8 * 8;                                                \
-        for (int64_t i = a; i < n8; i += 4) {                                                      \
-            scores4_##SUF(gh, q, kc, i, hd, scale, z);                                             \
-        }                                                                                          \
-        for (int64_t i = n8; i <= b; i++) {                                                        \
-            for (int h = 0; h < gh; h++) {                                                         \
-                z[h][i] = dot1_##SUF(q[h], kc, i, hd) * scale;                                     \
-            }                                                                                      \
-        }                                                                                          \
-        const float *p[ATT_GH];                                                                    \
-        for (int h = 0; h < gh; h++) {                                                             \
-            softmax_chunk(acc[h], &mx[h], &sum[h], z[h], a, b, hd);                                \
-            p[h] = z[h] + a;                                                                       \
-        }                                                                                          \
-        accumulate_##SUF(gh, acc, p, vc, a, b - a + 1, hd);                                        \
-    }                                                                                              \
-                                                                                                   \
-    /* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time. */            \
-    static void token_chunk_##SUF(int64_t ng, float *acc, float *mx, float *sum, const float *q,   \
-                                  SRC_T kc, SRC_T vc, int64_t a, int64_t b, int64_t hd,            \
-                                  float scale, float *z) {                                         \
-        for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {                                              \
-            const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;                             \
-            float *ar[ATT_GH], *zr[ATT_GH];                                                        \
-            const float *qr[ATT_GH];                                                               \
-            for (int h = 0; h < gh; h++) {                                                         \
-                ar[h] = acc + (g0 + h) * hd;                                                       \
-                qr[h] = q + (g0 + h) * hd;                                                         \
-                zr[h] = z + h * ATT_KC;                                                            \
-            }                                                                                      \
-            /* Constant gh per call so that the kernels' loops over rows unroll. */                \
-            if (gh == 3) {                                                                         \
-                rows_chunk_##SUF(3, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
-            } else if (gh == 2) {                                                                  \
-                rows_chunk_##SUF(2, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
-            } else {                                                                               \
-                rows_chunk_##SUF(1, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);       \
-            }                                                                                      \
-        }                                                                                          \
+/* src: const float * to the chunk's first row, rows hd floats apart. */
+ALWAYS_INLINE const void *row_f32(const void *src, int64_t i, int64_t hd) {
+    return (const float *)src + i * hd;
+}
+
+ALWAYS_INLINE __m256 load_f32(const void *row, int64_t d) {
+    return _mm256_loadu_ps((const float *)row + d);
+}
+
+/* src: const uint16_t *const *, the chunk's rows one pointer per key. */
+ALWAYS_INLINE const void *row_f16(const void *src, int64_t i, int64_t hd) {
+    (void)hd;
+    return ((const uint16_t *const *)src)[i];
+}
+
+ALWAYS_INLINE __m256 load_f16(const void *row, int64_t d) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+}
+
+static const kv_src k_kv_f32 = {.row = row_f32, .load = load_f32};
+static const kv_src k_kv_f16 = {.row = row_f16, .load = load_f16};
+
+/* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */
+ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
+                           int64_t hd, float scale, float *const *z) {
+    __m256 acc[ATT_GH][4];
+    for (int h = 0; h < gh; h++) {
+        for (int i = 0; i < 4; i++) {
+            acc[h][i] = _mm256_setzero_ps();
+        }
     }
+    for (int64_t d = 0; d < hd; d += 8) {
+        for (int i = 0; i < 4; i++) {
+            const __m256 kv = t->load(t->row(k, a + i, hd), d);
+            for (int h = 0; h < gh; h++) {
+                acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, acc[h][i]);
+            }
+        }
+    }
+    for (int h = 0; h < gh; h++) {
+        const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),
+                                        _mm256_hadd_ps(acc[h][2], acc[h][3]));
+        const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        _mm_storeu_ps(z[h] + a, _mm_mul_ps(r, _mm_set1_ps(scale)));
+    }
+}
 
-KV_KERNELS(f32, const float *, KV_ROW_F32, KV_LOAD_F32)
-KV_KERNELS(f16, const uint16_t *const *, KV_ROW_F16, KV_LOAD_F16)
+ALWAYS_INLINE float dot1(const kv_src *t, const float *q, const void *k, int64_t i, int64_t hd) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; d += 8) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), t->load(t->row(k, i, hd), d), acc);
+    }
+    return hsum8(acc);
+}
+
+/* acc[h][d] += sum_i p[h][i] * v(a + i)[d] for i < nk, h < gh. */
+ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const float *const *p,
+                              const void *v, int64_t a, int64_t nk, int64_t hd) {
+    int64_t d = 0;
+    /* Four vectors of each row per pass (twelve chains for three rows: enough to keep the
+     * FMA units busy through their latency), one value vector live at a time. */
+    for (; d + 32 <= hd; d += 32) {
+        __m256 s[ATT_GH][4];
+        for (int h = 0; h < gh; h++) {
+            for (int u = 0; u < 4; u++) {
+                s[h][u] = _mm256_loadu_ps(acc[h] + d + 8 * u);
+            }
+        }
+        for (int64_t i = 0; i < nk; i++) {
+            __m256 w[ATT_GH];
+            for (int h = 0; h < gh; h++) {
+                w[h] = _mm256_broadcast_ss(p[h] + i);
+            }
+            for (int u = 0; u < 4; u++) {
+                const __m256 vu = t->load(t->row(v, a + i, hd), d + 8 * u);
+                for (int h = 0; h < gh; h++) {
+                    s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);
+                }
+            }
+        }
+        for (int h = 0; h < gh; h++) {
+            for (int u = 0; u < 4; u++) {
+                _mm256_storeu_ps(acc[h] + d + 8 * u, s[h][u]);
+            }
+        }
+    }
+    for (; d < hd; d += 8) {
+        for (int h = 0; h < gh; h++) {
+            __m256 s0 = _mm256_loadu_ps(acc[h] + d);
+            for (int64_t i = 0; i < nk; i++) {
+                s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i),
+                                     t->load(t->row(v, a + i, hd), d), s0);
+            }
+            _mm256_storeu_ps(acc[h] + d, s0);
+        }
+    }
+}
+
+/* gh query rows of one token against keys [a, b] of the chunk (indices relative to it). */
+ALWAYS_INLINE void rows_chunk(const kv_src *t, int gh, float *const *acc, float *mx, float *sum,
+                              const float *const *q, const void *kc, const void *vc, int64_t a,
+                              int64_t b, int64_t hd, float scale, float *const *z) {
+    const int64_t n8 = a + (b - a + 1) / 8 * 8;
+    for (int64_t i = a; i < n8; i += 4) {
+        scores4(t, gh, q, kc, i, hd, scale, z);
+    }
+    for (int64_t i = n8; i <= b; i++) {
+        for (int h = 0; h < gh; h++) {
+            z[h][i] = dot1(t, q[h], kc, i, hd) * scale;
+        }
+    }
+    const float *p[ATT_GH];
+    for (int h = 0; h < gh; h++) {
+        softmax_chunk(acc[h], &mx[h], &sum[h], z[h], a, b, hd);
+        p[h] = z[h] + a;
+    }
+    accumulate(t, gh, acc, p, vc, a, b - a + 1, hd);
+}
+
+/* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time. */
+ALWAYS_INLINE void token_chunk(const kv_src *t, int64_t ng, float *acc, float *mx, float *sum,
+                               const float *q, const void *kc, const void *vc, int64_t a, int64_t b,
+                               int64_t hd, float scale, float *z) {
+    for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {
+        const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;
+        float *ar[ATT_GH], *zr[ATT_GH];
+        const float *qr[ATT_GH];
+        for (int h = 0; h < gh; h++) {
+            ar[h] = acc + (g0 + h) * hd;
+            qr[h] = q + (g0 + h) * hd;
+            zr[h] = z + h * ATT_KC;
+        }
+        /* Constant gh per call so that the kernels' loops over rows unroll. */
+        if (gh == 3) {
+            rows_chunk(t, 3, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
+        } else if (gh == 2) {
+            rows_chunk(t, 2, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
+        } else {
+            rows_chunk(t, 1, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
+        }
+    }
+}
+
+/* K/V rows converted to f32: row i of the chunk at kc + i * hd (likewise vc). */
+static void token_chunk_f32(int64_t ng, float *acc, float *mx, float *sum, const float *q,
+                            const float *kc, const float *vc, int64_t a, int64_t b, int64_t hd,
+                            float scale, float *z) {
+    token_chunk(&k_kv_f32, ng, acc, mx, sum, q, kc, vc, a, b, hd, scale, z);
+}
+
+/* f16 K/V rows in place: row i of the chunk at kc[i] (likewise vc). */
+static void token_chunk_f16(int64_t ng, float *acc, float *mx, float *sum, const float *q,
+                            const uint16_t *const *kc, const uint16_t *const *vc, int64_t a,
+                            int64_t b, int64_t hd, float scale, float *z) {
+    token_chunk(&k_kv_f16, ng, acc, mx, sum, q, kc, vc, a, b, hd, scale, z);
+}
 
 /* Query rows per item up to which f16 K/V are read in place (a GQA group of decoding). */
 #define ATT_DIRECT_ROWS 8

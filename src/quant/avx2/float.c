@@ -1,9 +1,11 @@
 /*
- * quant_float_avx2.c — AVX2/FMA/F16C kernels of F32, F16 and BF16: conversions (bit-exact
- * with the scalar ones for all non-NaN inputs), dot products and gemm tiles (f32
- * accumulation with FMA; equal to the double-accumulating reference within rounding).
+ * avx2/float.c — AVX2/FMA/F16C kernels of F32, F16 and BF16: conversions (bit-exact with the
+ * scalar ones for all non-NaN inputs), dot products and gemm tiles (f32 accumulation with FMA;
+ * equal to the double-accumulating reference within rounding).
  */
 #include "quant/simd_avx2.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 static inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
@@ -125,36 +127,81 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
  * computed with the operations of the dot product above, in its order (two accumulators
  * over alternating 8-element chunks, one hsum, a scalar tail), so gemm equals vec_dot bit for
  * bit however rows and columns are batched (tests/quant/test_gemm_invariance.c).
+ *
+ * The tile is written once over a table of the element type (float_type: its size and how to
+ * load eight elements or one as floats); each type's tile and gemm are the named functions at
+ * the end, with the table a constant there.
  */
-#define FLOAT_GEMM(NAME, ELEM, LOADW, LOADA, SCALAR)                                               \
-    static inline void NAME##_tile(int64_t k, const ELEM *w, const ELEM *const *a, int nc,         \
-                                   float *out) {                                                   \
-        __m256 acc0[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
-                          _mm256_setzero_ps()};                                                    \
-        __m256 acc1[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),           \
-                          _mm256_setzero_ps()};                                                    \
-        int64_t i = 0;                                                                             \
-        for (; i + 16 <= k; i += 16) {                                                             \
-            const __m256 w0 = LOADW(w + i);                                                        \
-            const __m256 w1 = LOADW(w + i + 8);                                                    \
-            for (int j = 0; j < nc; j++) {                                                         \
-                acc0[j] = _mm256_fmadd_ps(w0, LOADA(a[j] + i), acc0[j]);                           \
-                acc1[j] = _mm256_fmadd_ps(w1, LOADA(a[j] + i + 8), acc1[j]);                       \
-            }                                                                                      \
-        }                                                                                          \
-        for (int j = 0; j < nc; j++) {                                                             \
-            float s = hsum_ps256(_mm256_add_ps(acc0[j], acc1[j]));                                 \
-            for (int64_t t = i; t < k; t++) {                                                      \
-                s += SCALAR(w[t]) * SCALAR(a[j][t]);                                               \
-            }                                                                                      \
-            out[j] = s;                                                                            \
-        }                                                                                          \
-    }                                                                                              \
-    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##NAME##_avx2, NAME##_tile, ELEM, ELEM, 1)
+typedef struct float_type {
+    size_t esize;                   /* bytes per element */
+    __m256 (*load8)(const void *p); /* the eight elements at p, as floats */
+    float (*load1)(const void *p);  /* the element at p, as a float */
+} float_type;
 
-static inline float f32_id(float v) {
-    return v;
+ALWAYS_INLINE __m256 load8_f32(const void *p) {
+    return _mm256_loadu_ps(p);
 }
 
-FLOAT_GEMM(f32, float, _mm256_loadu_ps, _mm256_loadu_ps, f32_id)
-FLOAT_GEMM(f16, uint16_t, load_f16x8, load_f16x8, ts_f16_to_f32)
+ALWAYS_INLINE float load1_f32(const void *p) {
+    return *(const float *)p;
+}
+
+ALWAYS_INLINE __m256 load8_f16(const void *p) {
+    return load_f16x8(p);
+}
+
+ALWAYS_INLINE float load1_f16(const void *p) {
+    return ts_f16_to_f32(*(const uint16_t *)p);
+}
+
+static const float_type k_f32 = {.esize = sizeof(float), .load8 = load8_f32, .load1 = load1_f32};
+static const float_type k_f16 = {.esize = sizeof(uint16_t), .load8 = load8_f16, .load1 = load1_f16};
+
+/* out[j] = dot(w, a[j]) over k elements for j < nc <= 4. */
+ALWAYS_INLINE void float_tile(const float_type *t, int64_t k, const void *w, const void *const *a,
+                              int nc, float *out) {
+    const char *wb = w;
+    __m256 acc0[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps()};
+    __m256 acc1[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        const __m256 w0 = t->load8(wb + (size_t)i * t->esize);
+        const __m256 w1 = t->load8(wb + (size_t)(i + 8) * t->esize);
+        for (int j = 0; j < nc; j++) {
+            const char *aj = a[j];
+            acc0[j] = _mm256_fmadd_ps(w0, t->load8(aj + (size_t)i * t->esize), acc0[j]);
+            acc1[j] = _mm256_fmadd_ps(w1, t->load8(aj + (size_t)(i + 8) * t->esize), acc1[j]);
+        }
+    }
+    for (int j = 0; j < nc; j++) {
+        const char *aj = a[j];
+        float s = hsum_ps256(_mm256_add_ps(acc0[j], acc1[j]));
+        for (int64_t e = i; e < k; e++) {
+            s += t->load1(wb + (size_t)e * t->esize) * t->load1(aj + (size_t)e * t->esize);
+        }
+        out[j] = s;
+    }
+}
+
+ALWAYS_INLINE void f32_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
+    float_tile(&k_f32, k, w, a, nc, out);
+}
+
+ALWAYS_INLINE void f16_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
+    float_tile(&k_f16, k, w, a, nc, out);
+}
+
+static const ts_q_row_tile k_f32_rows = {.kdiv = 1, .tile = f32_tile};
+static const ts_q_row_tile k_f16_rows = {.kdiv = 1, .tile = f16_tile};
+
+void ts_q_gemm_f32_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                        size_t ldw, const void *a, size_t lda) {
+    ts_q_row_tile_gemm(&k_f32_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_f16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                        size_t ldw, const void *a, size_t lda) {
+    ts_q_row_tile_gemm(&k_f16_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}

@@ -1,8 +1,13 @@
 /*
- * quant_k_avx2.c — AVX2 kernels of the K-quants: Q8_K activation quantization (bit-exact
- * with the scalar one), Q4_K / Q5_K / Q6_K dequantization (bit-exact) and dot products
- * against Q8_K (exact integer sums per super-block; only the float accumulation order
- * differs from the reference), plus 1x4 gemm tiles for Q4_K and Q6_K.
+ * avx2/k.c — AVX2 kernels of the K-quants: Q8_K activation quantization (bit-exact with the
+ * scalar one), Q4_K / Q5_K / Q6_K dequantization (bit-exact) and dot products against Q8_K
+ * (exact integer sums per super-block; only the float accumulation order differs from the
+ * reference), plus 1x4 gemm tiles for Q4_K and Q6_K.
+ *
+ * The gemm of Q4_K and Q6_K is the row-tile driver of quant_internal.h (ts_q_row_tile_gemm)
+ * over the type's tile (one weight row against up to four activation rows), inlined into the
+ * named gemm of each type; the dot product is the tile with one activation row, so the two
+ * give the same bits.
  */
 #include <math.h>
 #include <string.h>
@@ -202,8 +207,9 @@ static inline void k4_scale_vectors(const uint8_t sc[8], __m256i out[8]) {
     }
 }
 
-static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_q8_k *const *y,
-                             int nc, float *out) {
+static inline void q4_k_tile(int64_t nb, const void *w, const void *const *a, int nc, float *out) {
+    const ts_block_q4_k *x = w;
+    const ts_block_q8_k *const *y = (const ts_block_q8_k *const *)a;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -245,7 +251,7 @@ static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_
 }
 
 void ts_q_dot_q4_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_k *yp[1] = {y};
+    const void *yp[1] = {y};
     q4_k_tile(n / TS_QK_K, x, yp, 1, result);
 }
 
@@ -279,8 +285,9 @@ void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) 
     *result = hsum_ps256(acc) - mins;
 }
 
-static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_q8_k *const *y,
-                             int nc, float *out) {
+static inline void q6_k_tile(int64_t nb, const void *w, const void *const *a, int nc, float *out) {
+    const ts_block_q6_k *x = w;
+    const ts_block_q8_k *const *y = (const ts_block_q8_k *const *)a;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                      _mm256_setzero_ps()};
     float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -321,12 +328,21 @@ static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_
 }
 
 void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_k *yp[1] = {y};
+    const void *yp[1] = {y};
     q6_k_tile(n / TS_QK_K, x, yp, 1, result);
 }
 
-#define K_GEMM(T, WBLOCK)                                                                          \
-    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##T##_avx2, T##_tile, WBLOCK, ts_block_q8_k, TS_QK_K)
+/* ---- gemm: the row-tile driver over each type's tile ---- */
 
-K_GEMM(q4_k, ts_block_q4_k)
-K_GEMM(q6_k, ts_block_q6_k)
+static const ts_q_row_tile k_q4_k = {.kdiv = TS_QK_K, .tile = q4_k_tile};
+static const ts_q_row_tile k_q6_k = {.kdiv = TS_QK_K, .tile = q6_k_tile};
+
+void ts_q_gemm_q4_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    ts_q_row_tile_gemm(&k_q4_k, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q6_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    ts_q_row_tile_gemm(&k_q6_k, k, nr, nc, c, ldc, w, ldw, a, lda);
+}

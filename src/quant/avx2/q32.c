@@ -1,0 +1,958 @@
+/*
+ * avx2/q32.c — AVX2 kernels of the 32-element block types: Q4_0, Q4_1, Q5_0 and Q8_0 against
+ * 8-bit activations (gemm with eight weight rows in the lanes of one register, Q8_0's one-row
+ * gemv, the dot products), IQ4_NL's dot product, dequantization and the Q8_0 / Q8_1
+ * activation quantizers.
+ *
+ * The gemm keeps eight weight rows in the eight 32-bit lanes of a register: for each group
+ * of four consecutive elements, lane r holds row r's four levels. One vpmaddubsw of such a
+ * register with the activation's matching four bytes broadcast to every lane multiplies 32
+ * weight-activation pairs, and the block's eight groups sum in place (int16, then vpmaddwd),
+ * so a block costs no horizontal reduction: per activation row and block it is eight
+ * multiplies, seven adds and a few float operations for eight weight rows.
+ *
+ * Rows are interleaved on the fly (x8_transpose: eight rows' 16 quant bytes as a 4 x 4 table
+ * of 32-bit words per register half) and unpacked to levels (nibbles, plus the fifth bit for
+ * Q5_0; Q8_0 keeps its signed bytes). With one activation row each block of eight rows is
+ * unpacked into registers and used at once, while the next eight rows are prefetched (a
+ * one-row pass reads eight rows side by side, too short a stream per row for the hardware
+ * prefetcher). With several, a call takes up to 32 weight rows: per pass of GATHER_KB blocks
+ * the activation scales are converted once (x8ys), each group of eight rows is unpacked once
+ * into a buffer, and block kernels run tiles of four activation rows against one group (8 x 4)
+ * or, for levels <= 15, two groups (16 x 4: every broadcast feeds two multiplies), while the
+ * next sixteen rows are prefetched. Q8_0 moves each weight's sign onto the activation
+ * (vpsignb) so that vpmaddubsw sees |w|; its pair sums reach 2 * 127 * 127, so every group
+ * widens to int32 at once.
+ *
+ * Q8_0 with one activation row (q8_0_gemv) takes four weight rows per tile instead: the four
+ * 8-lane int32 block products are folded by a hadd tree into one vector [r0 r1 r2 r3 | r0 r1
+ * r2 r3] (two half sums per row), so converting to float, scaling by d_w * d_a and
+ * accumulating cost one instruction each per block for four rows. The next tile's rows are
+ * prefetched meanwhile. The products use the sign trick (Q8_0 quants are in -127..127, as
+ * every quantizer here and in llama.cpp writes them).
+ *
+ * Code shape: the gemm and gemv drivers (x8_gemm, x8_gemv) are written once and take a
+ * constant table of the type's pieces (x8_type: block sizes, how to gather eight rows' block,
+ * the activation terms, the float fold; Q8_0's own block kernel). They are always inlined into
+ * the named functions at the end (ts_q_gemm_<type>_avx2 and its one-row <type>_gemv), where
+ * the table is a constant, so every call through it becomes a direct, inlined call: each is
+ * the kernel specialised for its type, with no indirect call left.
+ *
+ * Numerics — every path (gemm at any batch, gemv, vec_dot) computes each output element with
+ * the same float operations in the same order, so results do not depend on batching (chunked
+ * prefill equals one-shot prefill bit for bit; tests/quant/test_gemm_invariance.c). Per
+ * weight row, activation row and block i, with isum_i = sum_j q_j y_j exact:
+ *   Q4_1:         acc = acc + fma((float)isum_i, d_w * d_a, m_w * s_a)
+ *   Q4_0, Q5_0:   acc = fma((float)(isum_i - o * sum_j y_j), d_w * d_a, acc),  o = 8, 16
+ *   Q8_0:         per half h of the block (elements 0..15, 16..31) with exact sum isum_ih,
+ *                 acc_h = fma((float)isum_ih, d_w * d_a, acc_h); the result is acc_0 + acc_1
+ * The Q4_1 block value is formed before it meets the running sum: its two terms are large
+ * and of opposite sign for centred weights (m ~ -8 d), and adding them to the sum one at a
+ * time measurably hurt accuracy (tests/model/test_smollm.c: logit nrmse vs the reference
+ * 0.12 instead of 0.04). int16 partial sums: levels <= 15 give pair sums <= 3810 and eight
+ * groups <= 30480; Q5_0 levels <= 31 give 7874, so its groups are summed four at a time.
+ *
+ * Dequantization and activation quantization are bit-exact with the scalar reference (the
+ * same single roundings in the same order; rounding half away from zero done exactly).
+ * IQ4_NL's dot product computes each block's integer sum exactly and differs from the scalar
+ * reference only in the order the per-block float terms are added.
+ */
+#include <string.h>
+
+#include "quant/simd_avx2.h"
+
+#define GATHER_KB  64 /* blocks unpacked per pass (64 * 320 bytes = 20 KiB) */
+#define MAX_COLS   64 /* activation rows whose accumulators one pass keeps */
+#define ROW_GROUPS 4  /* eight-row groups sharing one pass's activation scales */
+#define MAX_NACC   2  /* accumulators per activation row (Q8_0: one per block half) */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* The one-row paths are functions of their own, not inlined into the gemm: sharing a function
+ * with the multi-row path, their loops kept the prefetch state and loop counters in memory
+ * (measured 10-25% slower gemv). */
+#define NOINLINE static __attribute__((noinline))
+
+/* Block i of eight weight rows, unpacked. */
+typedef struct x8blk {
+    float d[8], m[8]; /* m: Q4_1 only */
+    __m256i q[8];     /* group g: lane r = levels of elements 4g..4g+3 of row r */
+} x8blk;
+
+/* What the fold needs of activation block i: its scale d and, for Q4_1, s = d * sum(y) (an f16
+ * in the block), for Q4_0 and Q5_0 the exact offset correction o * sum(y). The multi-row
+ * gemm converts these once per pass for all its weight rows. */
+typedef struct x8ys {
+    float d;
+    union {
+        float s;      /* Q4_1 */
+        int32_t corr; /* Q4_0, Q5_0 */
+    };
+} x8ys;
+
+/* Per-type pieces of the drivers; all are inlined into the named wrappers at the end. */
+typedef struct x8_type x8_type;
+struct x8_type {
+    size_t wbytes; /* weight block bytes */
+    size_t abytes; /* activation block bytes */
+    size_t aqs;    /* offset of the activation block's quants */
+    int span;      /* level groups summed in int16 before vpmaddwd: 8 (levels <= 15), 4 (<= 31) */
+    int nacc;      /* accumulators per activation row (<= MAX_NACC), added up at the end */
+    bool pairs;    /* sixteen-row tiles (block4x2_sum): levels <= 15 only */
+    /* Block i of the eight rows at w[0..7]: levels q, scales d and (Q4_1) offsets m. */
+    void (*gather)(const void *const *w, int64_t i, __m256 *d, __m256 *m, __m256i q[8]);
+    /* The terms of one activation block. */
+    x8ys (*yscale)(const void *ab);
+    /* acc with one block's exact isums (per lane) folded in. */
+    __m256 (*fold)(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e);
+    /* The type's own kernel of one unpacked block against four activation rows (quants at
+     * y[j] + off, terms e[j]), folding into acc[j][0 .. nacc - 1]; NULL: block4_sum, the
+     * exact isums of `span` groups at a time, then fold. */
+    void (*block4)(const x8blk *b, const int8_t *const *y, int64_t off, const x8ys *const *e,
+                   __m256 *const *acc);
+};
+
+/* ---- shared pieces ---- */
+
+/* Lane r of register k = bytes 4k..4k+3 of the 16 bytes at p[r]. Rows r and r + 4 share a
+ * register ([row r | row r + 4]), then a 4 x 4 transpose of 32-bit words per half. */
+static inline void x8_transpose(const uint8_t *const *p, __m256i g[4]) {
+    __m256i v[4];
+    for (int r = 0; r < 4; r++) {
+        v[r] = _mm256_loadu2_m128i((const __m128i *)p[r + 4], (const __m128i *)p[r]);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    g[0] = _mm256_unpacklo_epi64(t0, t2);
+    g[1] = _mm256_unpackhi_epi64(t0, t2);
+    g[2] = _mm256_unpacklo_epi64(t1, t3);
+    g[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* Nibble registers -> level groups: group k = low nibbles (elements 4k..), 4 + k = high. */
+static inline void x8_nibbles(const __m256i g[4], __m256i q[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm256_and_si256(g[k], m4);
+        q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(g[k], 4), m4);
+    }
+}
+
+/* Eight f16 values (one per row) as floats in row order. */
+static inline __m256 x8_f16(const uint16_t *const *h) {
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)*h[0], (short)*h[1], (short)*h[2], (short)*h[3],
+                                          (short)*h[4], (short)*h[5], (short)*h[6], (short)*h[7]));
+}
+
+/* Broadcast of the four activation bytes at y[at]. */
+static inline __m256i y4(const int8_t *y, int at) {
+    int32_t v;
+    memcpy(&v, y + at, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Exact isum per lane for levels <= 15: the eight groups in int16, then one vpmaddwd. */
+static inline __m256i isum_u4(const __m256i *q, const int8_t *y) {
+    __m256i s = _mm256_setzero_si256();
+    for (int g = 0; g < 8; g++) {
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[g], y4(y, 4 * g)));
+    }
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+/* Exact isum per lane for levels <= 31: two int16 sums of four groups. */
+static inline __m256i isum_u5(const __m256i *q, const int8_t *y) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++) {
+        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(q[g], y4(y, 4 * g)));
+        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(q[4 + g], y4(y, 16 + 4 * g)));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
+}
+
+/* sum of 32 signed bytes, exact: sum(y + 128) by vpsadbw, minus 32 * 128. */
+static inline int32_t sum_i8x32(const int8_t *y) {
+    const __m256i u =
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return _mm_cvtsi128_si32(t) - 32 * 128;
+}
+
+/* ---- per type: gather eight rows' block i, the activation terms, the fold ---- */
+
+ALWAYS_INLINE void q4_1_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+                               __m256i q[8]) {
+    const ts_block_q4_1 *b[8];
+    const uint8_t *qs[8];
+    int32_t dm[8];
+    for (int r = 0; r < 8; r++) {
+        b[r] = (const ts_block_q4_1 *)w[r] + i;
+        qs[r] = b[r]->qs;
+        memcpy(&dm[r], b[r], 4); /* (d, m) */
+    }
+    __m256i g[4];
+    x8_transpose(qs, g);
+    x8_nibbles(g, q);
+    /* [d0 m0 .. d3 m3], [d4 m4 .. d7 m7]; shuffle_ps works per half, so reorder after. */
+    const __m256 lo = _mm256_cvtph_ps(_mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]));
+    const __m256 hi = _mm256_cvtph_ps(_mm_setr_epi32(dm[4], dm[5], dm[6], dm[7]));
+    *d = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))),
+                              _MM_SHUFFLE(3, 1, 2, 0)));
+    *m = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))),
+                              _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+ALWAYS_INLINE void q4_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+                               __m256i q[8]) {
+    const uint8_t *qs[8];
+    const uint16_t *h[8];
+    for (int r = 0; r < 8; r++) {
+        const ts_block_q4_0 *b = (const ts_block_q4_0 *)w[r] + i;
+        qs[r] = b->qs;
+        h[r] = &b->d;
+    }
+    __m256i g[4];
+    x8_transpose(qs, g);
+    x8_nibbles(g, q);
+    *d = x8_f16(h);
+    *m = _mm256_setzero_ps();
+}
+
+ALWAYS_INLINE void q5_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+                               __m256i q[8]) {
+    const uint8_t *qs[8];
+    const uint16_t *h[8];
+    int32_t qh[8];
+    for (int r = 0; r < 8; r++) {
+        const ts_block_q5_0 *b = (const ts_block_q5_0 *)w[r] + i;
+        qs[r] = b->qs;
+        h[r] = &b->d;
+        memcpy(&qh[r], b->qh, 4);
+    }
+    __m256i g[4];
+    x8_transpose(qs, g);
+    x8_nibbles(g, q);
+    /* Element j's fifth bit is bit j of row r's qh (lane r). Group k covers elements 4k..4k+3,
+     * whose bits sit in byte k / 2 of qh at offset 4 (k % 2): copy that byte to the lane's four
+     * bytes, test one bit per byte, and add 16 where set. */
+    const __m256i qhv = _mm256_setr_epi32(qh[0], qh[1], qh[2], qh[3], qh[4], qh[5], qh[6], qh[7]);
+    const __m256i lane0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
+                                           0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+    for (int k = 0; k < 8; k++) {
+        const __m256i spread =
+            _mm256_shuffle_epi8(qhv, _mm256_add_epi8(lane0, _mm256_set1_epi8((char)(k / 2))));
+        const __m256i bit = _mm256_set1_epi32(k % 2 ? (int)0x80402010 : 0x08040201);
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+        q[k] = _mm256_or_si256(q[k], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+    }
+    *d = x8_f16(h);
+    *m = _mm256_setzero_ps();
+}
+
+/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. */
+ALWAYS_INLINE void q8_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+                               __m256i q[8]) {
+    const uint8_t *lo[8], *hi[8];
+    const uint16_t *h[8];
+    for (int r = 0; r < 8; r++) {
+        const ts_block_q8_0 *b = (const ts_block_q8_0 *)w[r] + i;
+        lo[r] = (const uint8_t *)b->qs;
+        hi[r] = lo[r] + 16;
+        h[r] = &b->d;
+    }
+    x8_transpose(lo, q);
+    x8_transpose(hi, q + 4);
+    *d = x8_f16(h);
+    *m = _mm256_setzero_ps();
+}
+
+ALWAYS_INLINE x8ys q4_1_yscale(const void *ab) {
+    const ts_block_q8_1 *y = ab;
+    return (x8ys){.d = fp16_hw(y->d), .s = fp16_hw(y->s)};
+}
+
+ALWAYS_INLINE x8ys q4_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x8ys){.d = fp16_hw(y->d), .corr = 8 * sum_i8x32(y->qs)};
+}
+
+ALWAYS_INLINE x8ys q5_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x8ys){.d = fp16_hw(y->d), .corr = 16 * sum_i8x32(y->qs)};
+}
+
+ALWAYS_INLINE x8ys q8_0_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x8ys){.d = fp16_hw(y->d)};
+}
+
+/* Float fold of one block's exact isums (per lane) into the accumulator; the same operations
+ * on every path. Q4_1: acc + fma(isum, d_w * d_a, m_w * s_a). */
+ALWAYS_INLINE __m256 fold_min(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e) {
+    const __m256 ms = _mm256_mul_ps(m, _mm256_broadcast_ss(&e->s));
+    const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e->d));
+    return _mm256_add_ps(acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, ms));
+}
+
+/* Q4_0, Q5_0: fma(isum - o * sum(y), d_w * d_a, acc). */
+ALWAYS_INLINE __m256 fold_offset(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e) {
+    (void)m;
+    const __m256i t = _mm256_sub_epi32(isum, _mm256_set1_epi32(e->corr));
+    const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e->d));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), dd, acc);
+}
+
+/* ---- block kernels: one unpacked block (or two, sixteen rows) against four activation rows,
+ * folded into acc[j][0 .. nacc - 1] with column j's scales e[j] ---- */
+
+/* One block against four activation rows: each level register is loaded once and multiplied
+ * with the four rows' broadcasts; `span` groups are summed in int16 before vpmaddwd (8 for
+ * levels <= 15, 4 for levels <= 31). */
+ALWAYS_INLINE void isum_x4(const __m256i *q, const int8_t *const *y, int64_t off, int span,
+                           __m256i out[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = 0; j < 4; j++) {
+        out[j] = _mm256_setzero_si256();
+    }
+    for (int g0 = 0; g0 < 8; g0 += span) {
+        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        for (int g = g0; g < g0 + span; g++) {
+            const __m256i qg = _mm256_load_si256(&q[g]);
+            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(qg, y4(y[0], (int)off + 4 * g)));
+            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(qg, y4(y[1], (int)off + 4 * g)));
+            s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(qg, y4(y[2], (int)off + 4 * g)));
+            s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(qg, y4(y[3], (int)off + 4 * g)));
+            /* Keep the sums as running chains: left alone, GCC rebalances them into trees
+             * over all 32 products and spills them. */
+            __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+        }
+        out[0] = _mm256_add_epi32(out[0], _mm256_madd_epi16(s0, ones));
+        out[1] = _mm256_add_epi32(out[1], _mm256_madd_epi16(s1, ones));
+        out[2] = _mm256_add_epi32(out[2], _mm256_madd_epi16(s2, ones));
+        out[3] = _mm256_add_epi32(out[3], _mm256_madd_epi16(s3, ones));
+    }
+}
+
+/* One block of sixteen weight rows (two unpacked eight-row blocks) against four activation
+ * rows: each broadcast feeds two multiplies. For levels <= 15 only (span 8): the sixteen
+ * running sums of a span of four would not fit in the registers. */
+ALWAYS_INLINE void isum_x4x2(const __m256i *q0, const __m256i *q1, const int8_t *const *y,
+                             int64_t off, __m256i out[8]) {
+    __m256i s[8];
+    for (int j = 0; j < 8; j++) {
+        s[j] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 8; g++) {
+        const __m256i a = _mm256_load_si256(&q0[g]), b = _mm256_load_si256(&q1[g]);
+        for (int j = 0; j < 4; j++) {
+            const __m256i yb = y4(y[j], (int)off + 4 * g);
+            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(a, yb));
+            s[4 + j] = _mm256_add_epi16(s[4 + j], _mm256_maddubs_epi16(b, yb));
+        }
+        __asm__(""
+                : "+x"(s[0]), "+x"(s[1]), "+x"(s[2]), "+x"(s[3]), "+x"(s[4]), "+x"(s[5]),
+                  "+x"(s[6]), "+x"(s[7]));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = 0; j < 8; j++) {
+        out[j] = _mm256_madd_epi16(s[j], ones);
+    }
+}
+
+/* Unsigned levels (Q4_0, Q4_1, Q5_0): exact isums, then the type's fold; one accumulator per
+ * column. */
+ALWAYS_INLINE void block4_sum(const x8_type *t, const x8blk *b, const int8_t *const *y, int64_t off,
+                              const x8ys *const *e, __m256 *const *acc) {
+    __m256i is[4];
+    isum_x4(b->q, y, off, t->span, is);
+    const __m256 d = _mm256_load_ps(b->d), m = _mm256_load_ps(b->m);
+    for (int j = 0; j < 4; j++) {
+        acc[j][0] = t->fold(acc[j][0], is[j], d, m, e[j]);
+    }
+}
+
+/* Sixteen rows, levels <= 15. */
+ALWAYS_INLINE void block4x2_sum(const x8_type *t, const x8blk *b0, const x8blk *b1,
+                                const int8_t *const *y, int64_t off, const x8ys *const *e,
+                                __m256 *const *acc0, __m256 *const *acc1) {
+    __m256i is[8];
+    isum_x4x2(b0->q, b1->q, y, off, is);
+    const __m256 d0 = _mm256_load_ps(b0->d), m0 = _mm256_load_ps(b0->m);
+    const __m256 d1 = _mm256_load_ps(b1->d), m1 = _mm256_load_ps(b1->m);
+    for (int j = 0; j < 4; j++) {
+        acc0[j][0] = t->fold(acc0[j][0], is[j], d0, m0, e[j]);
+        acc1[j][0] = t->fold(acc1[j][0], is[4 + j], d1, m1, e[j]);
+    }
+}
+
+/* Q8_0: per half (elements 0..15, 16..31) the exact sum of |w| * (y with w's sign) per lane,
+ * then acc[j][h] = fma(sum, d_w * d_a, acc[j][h]); the result is acc[j][0] + acc[j][1]. The
+ * int16 pair sums reach 2 * 127 * 127, so each group goes to int32 at once. */
+ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t *y, int at) {
+    const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(y4(y, at), wg));
+    return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+ALWAYS_INLINE void q8_0_half4(const __m256i *q, const int8_t *const *y, int off, __m256i out[4]) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int g = 0; g < 4; g++) {
+        const __m256i wg = _mm256_load_si256(&q[g]);
+        const __m256i aw = _mm256_sign_epi8(wg, wg);
+        s0 = q8_0_step(s0, aw, wg, y[0], off + 4 * g);
+        s1 = q8_0_step(s1, aw, wg, y[1], off + 4 * g);
+        s2 = q8_0_step(s2, aw, wg, y[2], off + 4 * g);
+        s3 = q8_0_step(s3, aw, wg, y[3], off + 4 * g);
+        __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
+ALWAYS_INLINE void q8_0_block4(const x8blk *b, const int8_t *const *y, int64_t off,
+                               const x8ys *const *e, __m256 *const *acc) {
+    const __m256 d = _mm256_load_ps(b->d);
+    __m256 dd[4];
+    for (int j = 0; j < 4; j++) {
+        dd[j] = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256i s[4];
+        q8_0_half4(b->q + 4 * h, y, (int)off + 16 * h, s);
+        for (int j = 0; j < 4; j++) {
+            acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd[j], acc[j][h]);
+        }
+    }
+}
+
+/* The type tables. */
+static const x8_type k_q4_0 = {
+    .wbytes = sizeof(ts_block_q4_0),
+    .abytes = sizeof(ts_block_q8_0),
+    .aqs = offsetof(ts_block_q8_0, qs),
+    .span = 8,
+    .nacc = 1,
+    .pairs = true,
+    .gather = q4_0_gather,
+    .yscale = q4_0_yscale,
+    .fold = fold_offset,
+};
+static const x8_type k_q4_1 = {
+    .wbytes = sizeof(ts_block_q4_1),
+    .abytes = sizeof(ts_block_q8_1),
+    .aqs = offsetof(ts_block_q8_1, qs),
+    .span = 8,
+    .nacc = 1,
+    .pairs = true,
+    .gather = q4_1_gather,
+    .yscale = q4_1_yscale,
+    .fold = fold_min,
+};
+static const x8_type k_q5_0 = {
+    .wbytes = sizeof(ts_block_q5_0),
+    .abytes = sizeof(ts_block_q8_0),
+    .aqs = offsetof(ts_block_q8_0, qs),
+    .span = 4,
+    .nacc = 1,
+    .pairs = false,
+    .gather = q5_0_gather,
+    .yscale = q5_0_yscale,
+    .fold = fold_offset,
+};
+/* Q8_0: its own block kernel (signed levels, two half sums); no fold, and its one-row path is
+ * q8_0_gemv. */
+static const x8_type k_q8_0 = {
+    .wbytes = sizeof(ts_block_q8_0),
+    .abytes = sizeof(ts_block_q8_0),
+    .aqs = offsetof(ts_block_q8_0, qs),
+    .nacc = 2,
+    .pairs = false,
+    .gather = q8_0_gather,
+    .yscale = q8_0_yscale,
+    .block4 = q8_0_block4,
+};
+
+/* ---- gemm drivers ---- */
+
+static inline void store8(__m256 acc, float *c, int rows) {
+    if (rows == 8) {
+        _mm256_storeu_ps(c, acc);
+        return;
+    }
+    float v[8];
+    _mm256_storeu_ps(v, acc);
+    memcpy(c, v, (size_t)rows * sizeof(float));
+}
+
+/* Exact isum of one unpacked block against one activation row (quants at y). */
+ALWAYS_INLINE __m256i x8_isum(const x8_type *t, const __m256i *q, const int8_t *y) {
+    return t->span == 8 ? isum_u4(q, y) : isum_u5(q, y);
+}
+
+/* Final value of a column's accumulators. */
+ALWAYS_INLINE __m256 x8_finish(const x8_type *t, const __m256 *acc) {
+    return t->nacc == 2 ? _mm256_add_ps(acc[0], acc[1]) : acc[0];
+}
+
+/* Eight rows (w[0..7]) against one activation row a: blocks unpacked in registers, the
+ * `next_bytes` at next (the next eight rows) prefetched meanwhile. */
+ALWAYS_INLINE void x8_col1(const x8_type *t, int64_t nb, const void *const *w, const char *a,
+                           const char *next, size_t next_bytes, float *c, int rows) {
+    prefetch_rows pf;
+    prefetch_rows_begin(&pf, next, next_bytes, next_bytes, 1, nb);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_rows_step(&pf);
+        __m256 d, m;
+        __m256i q[8];
+        t->gather(w, i, &d, &m, q);
+        const char *ab = a + (size_t)i * t->abytes;
+        const x8ys e = t->yscale(ab);
+        acc = t->fold(acc, x8_isum(t, q, (const int8_t *)(ab + t->aqs)), d, m, &e);
+    }
+    store8(acc, c, rows);
+}
+
+/* One activation row (Q4_0, Q4_1, Q5_0), eight weight rows at a time. */
+ALWAYS_INLINE void x8_gemv(const x8_type *t, int64_t k, int64_t nr, float *c, const void *w,
+                           size_t ldw, const void *a) {
+    const int64_t nb = k / TS_QK;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;
+        const void *wr[8];
+        for (int r = 0; r < 8; r++) {
+            wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;
+        }
+        /* Prefetching past the matrix is harmless: prefetches never fault. */
+        x8_col1(t, nb, wr, a, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, c + r0, rows);
+    }
+}
+
+/* Several activation rows (nc <= MAX_COLS) against up to ROW_GROUPS groups of eight weight
+ * rows. Per pass of GATHER_KB blocks the activation scales are converted once; then each
+ * group's blocks are unpacked once (two groups at a time where the type has a sixteen-row
+ * kernel) and every four activation rows run over them. A last tile of fewer than four
+ * columns repeats its final column into spare accumulators. t->nacc accumulators per column:
+ * column j of group rg at accs[(rg * MAX_COLS + j) * nacc]. */
+ALWAYS_INLINE void x8_gemm_cols(const x8_type *t, int64_t nb, const char *w, size_t ldw, int64_t nr,
+                                const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
+    x8blk buf[2][GATHER_KB];
+    x8ys ys[GATHER_KB][MAX_COLS];
+    __m256 accs[ROW_GROUPS * MAX_COLS * MAX_NACC], spare[2][MAX_NACC];
+    const int nacc = t->nacc;
+    const int groups = (int)((nr + 7) / 8);
+    for (int rg = 0; rg < groups; rg++) {
+        memset(&accs[rg * MAX_COLS * nacc], 0, (size_t)(nc * nacc) * sizeof(__m256));
+    }
+    for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {
+        const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;
+        for (int64_t j = 0; j < nc; j++) {
+            const char *y = a + (size_t)j * lda + (size_t)i0 * t->abytes;
+            for (int64_t i = 0; i < kb; i++) {
+                ys[i][j] = t->yscale(y + (size_t)i * t->abytes);
+            }
+        }
+        for (int rg = 0; rg < groups;) {
+            const int pair = t->pairs && rg + 1 < groups;
+            for (int h = 0; h <= pair; h++) {
+                const int64_t base = 8 * (rg + h);
+                const int rows = nr - base < 8 ? (int)(nr - base) : 8;
+                /* Rows past nr repeat the last one (their results are not stored). */
+                const void *wr[8];
+                for (int r = 0; r < 8; r++) {
+                    wr[r] = w + (size_t)(base + (r < rows ? r : rows - 1)) * ldw;
+                }
+                for (int64_t i = 0; i < kb; i++) {
+                    __m256 d, m;
+                    __m256i q[8];
+                    t->gather(wr, i0 + i, &d, &m, q);
+                    _mm256_store_ps(buf[h][i].d, d);
+                    _mm256_store_ps(buf[h][i].m, m);
+                    for (int g = 0; g < 8; g++) {
+                        buf[h][i].q[g] = q[g];
+                    }
+                }
+            }
+            /* While these rows compute, prefetch the next sixteen rows' part of the pass
+             * (past this call's rows: the rows the thread most likely takes next). */
+            prefetch_rows pf;
+            prefetch_rows_begin(&pf,
+                                w + (size_t)(8 * (rg + 1 + pair)) * ldw + (size_t)i0 * t->wbytes,
+                                ldw, (size_t)kb * t->wbytes, 16, ((nc + 3) / 4) * kb);
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {
+                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
+                const int8_t *yq[4];
+                int64_t jj[4];
+                __m256 *acc0[4], *acc1[4];
+                for (int j = 0; j < 4; j++) {
+                    jj[j] = j0 + (j < cols ? j : cols - 1);
+                    yq[j] =
+                        (const int8_t *)(a + (size_t)jj[j] * lda + (size_t)i0 * t->abytes + t->aqs);
+                    acc0[j] = j < cols ? &accs[(rg * MAX_COLS + j0 + j) * nacc] : spare[0];
+                    acc1[j] =
+                        j < cols && pair ? &accs[((rg + 1) * MAX_COLS + j0 + j) * nacc] : spare[1];
+                }
+                for (int64_t i = 0; i < kb; i++) {
+                    const x8ys *e[4] = {&ys[i][jj[0]], &ys[i][jj[1]], &ys[i][jj[2]], &ys[i][jj[3]]};
+                    const int64_t off = i * (int64_t)t->abytes;
+                    prefetch_rows_step(&pf);
+                    if (t->block4 != NULL) {
+                        t->block4(&buf[0][i], yq, off, e, acc0);
+                    } else if (pair) {
+                        block4x2_sum(t, &buf[0][i], &buf[1][i], yq, off, e, acc0, acc1);
+                    } else {
+                        block4_sum(t, &buf[0][i], yq, off, e, acc0);
+                    }
+                }
+            }
+            rg += 1 + pair;
+        }
+    }
+    for (int rg = 0; rg < groups; rg++) {
+        const int rows = nr - 8 * rg < 8 ? (int)(nr - 8 * rg) : 8;
+        for (int64_t j = 0; j < nc; j++) {
+            store8(x8_finish(t, &accs[(rg * MAX_COLS + j) * nacc]),
+                   (float *)((char *)c + (size_t)j * ldc) + 8 * rg, rows);
+        }
+    }
+}
+
+/* Several activation rows: calls of up to 8 * ROW_GROUPS weight rows and MAX_COLS columns. */
+ALWAYS_INLINE void x8_gemm(const x8_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+                           size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+    const int64_t nb = k / TS_QK;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8 * ROW_GROUPS) {
+        const int64_t n_r = nr - r0 < 8 * ROW_GROUPS ? nr - r0 : 8 * ROW_GROUPS;
+        for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {
+            const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;
+            x8_gemm_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
+                         (const char *)a + (size_t)j0 * lda, lda, n,
+                         (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
+        }
+    }
+}
+
+/* ---- Q8_0 with one activation row: four weight rows per tile ---- */
+
+/* [c0..c3 | c0..c3]: lane c of each half is a half-sum of p_c. */
+static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+}
+
+static inline __m256i madd1(__m256i v) {
+    return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
+}
+
+/* Single-column output: c[r0 + r] = low half + high half of acc lane r (rows in lanes). */
+static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    float v[4];
+    _mm_storeu_ps(v, s);
+    for (int r = 0; r < rows; r++) {
+        c[r0 + r] = v[r];
+    }
+}
+
+/* Weight scales of 4 rows as [d0..d3 | d0..d3] (the block's first field). */
+static inline __m256 w_d4(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
+    const __m128 d =
+        _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0));
+    return _mm256_set_m128(d, d);
+}
+
+/* [h_lo x4 | h_hi x4]: the two half sums of one product vector in every lane of its half. */
+static inline __m256i halves1(__m256i p) {
+    const __m256i h = _mm256_hadd_epi32(p, p);
+    return _mm256_hadd_epi32(h, h);
+}
+
+/* Result of a one-row, one-column accumulator laid out as halves1: lane 0 + lane 4. */
+static inline float finish1(__m256 acc) {
+    return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+}
+
+static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
+    return madd1(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(yv, w)));
+}
+
+static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
+    const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+    return sdot(_mm256_sign_epi8(q, q), q, yv);
+}
+
+ALWAYS_INLINE void q8_0_tile1(int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y,
+                              __m256 *acc, prefetch_rows *pf) {
+    *acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_rows_step(pf);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
+        const __m256i t = fold4(sdot_row(&w[0][i], yv), sdot_row(&w[1][i], yv),
+                                sdot_row(&w[2][i], yv), sdot_row(&w[3][i], yv));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
+    }
+}
+
+/* One activation row: tiles of four weight rows (rows in lanes 0..3 of each half), the next
+ * tile prefetched meanwhile. Not inlined into the gemm (see NOINLINE). */
+NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
+    const int64_t nb = k / TS_QK;
+    prefetch_rows pf;
+    for (int64_t r0 = 0; r0 < nr; r0 += 4) {
+        const int rows = nr - r0 < 4 ? (int)(nr - r0) : 4;
+        const ts_block_q8_0 *w1[4];
+        for (int r = 0; r < 4; r++) {
+            w1[r] = (const ts_block_q8_0 *)((const char *)w +
+                                            (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);
+        }
+        prefetch_rows_begin(&pf, (const char *)w + (size_t)(r0 + 4) * ldw, 4 * ldw, 4 * ldw, 1, nb);
+        __m256 acc;
+        q8_0_tile1(nb, w1, a, &acc, &pf);
+        store_rows(acc, c, r0, rows);
+    }
+}
+
+/* ---- the gemm of each type: a named one-row function and the gemm ---- */
+
+NOINLINE void q4_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
+    x8_gemv(&k_q4_0, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void q4_1_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
+    x8_gemv(&k_q4_1, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void q5_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
+    x8_gemv(&k_q5_0, k, nr, c, w, ldw, a);
+}
+
+void ts_q_gemm_q4_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q4_0_gemv(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q4_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q4_1_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q4_1_gemv(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q4_1, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q5_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q5_0_gemv(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q5_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q8_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q8_0_gemv(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q8_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+/* ---- one row, one column: exact block sums, then the gemm's float operations ---- */
+
+/* The 32 five-bit levels of a Q5_0 block, element j in byte j. */
+static inline __m256i unpack_q5_0(const ts_block_q5_0 *b) {
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    /* Byte j gets byte j / 8 of qh, then keeps bit j % 8 of it. */
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_or_si256(unpack_nibbles32(b->qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+}
+
+/* Exact sum of 32 products of unsigned levels (<= 31) with signed activation bytes. */
+static inline int32_t isum1(__m256i q, const int8_t *y) {
+    const __m256i p = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y)), _mm256_set1_epi16(1));
+    return hsum_epi32_256(p);
+}
+
+void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q4_1 *w = x;
+    const ts_block_q8_1 *a = y;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const float isum = (float)isum1(unpack_nibbles32(w[i].qs), a[i].qs);
+        const float ms = fp16_hw(w[i].m) * fp16_hw(a[i].s);
+        acc += __builtin_fmaf(isum, fp16_hw(w[i].d) * fp16_hw(a[i].d), ms);
+    }
+    *result = acc;
+}
+
+void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q4_0 *w = x;
+    const ts_block_q8_0 *a = y;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const int32_t t = isum1(unpack_nibbles32(w[i].qs), a[i].qs) - 8 * sum_i8x32(a[i].qs);
+        acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(a[i].d), acc);
+    }
+    *result = acc;
+}
+
+void ts_q_dot_q5_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q5_0 *w = x;
+    const ts_block_q8_0 *a = y;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const int32_t t = isum1(unpack_q5_0(&w[i]), a[i].qs) - 16 * sum_i8x32(a[i].qs);
+        acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(a[i].d), acc);
+    }
+    *result = acc;
+}
+
+/* Q8_0: the two half sums of each block in the lanes of halves1, as q8_0_gemv keeps them. */
+void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q8_0 *w = x;
+    const ts_block_q8_0 *a = y;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
+        const __m256 s =
+            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(halves1(sdot_row(&w[i], yv))), s, acc);
+    }
+    *result = finish1(acc);
+}
+
+void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_iq4_nl *bx = x;
+    const ts_block_q8_0 *by = y;
+    const __m128i table = _mm_loadu_si128((const __m128i *)ts_iq4nl_values);
+    const __m256i table2 = _mm256_set_m128i(table, table);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i q = _mm256_shuffle_epi8(table2, unpack_nibbles32(bx[i].qs));
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)by[i].qs);
+        const __m256 s = _mm256_set1_ps(fp16_hw(bx[i].d) * fp16_hw(by[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_i8_i8(q, yv)), s, acc);
+    }
+    *result = hsum_ps256(acc);
+}
+
+/* ---- dequantization ---- */
+
+void ts_q_to_float_q4_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q4_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles32(b[i].qs), _mm256_set1_epi8(8));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
+    }
+}
+
+void ts_q_to_float_q4_1_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q4_1 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        const __m256 m = _mm256_set1_ps(fp16_hw(b[i].m));
+        const __m256i q = unpack_nibbles32(b[i].qs);
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        /* Multiply then add, not FMA: the scalar reference rounds twice. */
+        _mm256_storeu_ps(dst + 0, _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(lo), d), m));
+        _mm256_storeu_ps(dst + 8,
+                         _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d), m));
+        _mm256_storeu_ps(dst + 16, _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(hi), d), m));
+        _mm256_storeu_ps(dst + 24,
+                         _mm256_add_ps(_mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d), m));
+    }
+}
+
+/* Q5_0: x = d * (q - 16), one rounding as in the scalar reference. */
+void ts_q_to_float_q5_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        const __m256i q = _mm256_sub_epi8(unpack_q5_0(&b[i]), _mm256_set1_epi8(16));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
+    }
+}
+
+void ts_q_to_float_q8_0_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
+        for (int k = 0; k < 4; k++) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k));
+            _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(i8x8_to_ps(q), d));
+        }
+    }
+}
+
+/* ---- activation quantization (exact) ---- */
+
+/* Quantizes 32 floats with scale 1/id; returns the int8 vector. */
+static inline __m256i quantize32(const float *x, float *d_out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    const float d = hmax_ps256(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i r[4];
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_cvttps_epi32(round_away_ps256(_mm256_mul_ps(v[k], idv)));
+    }
+    *d_out = d;
+    return pack_i32x32_to_i8(r[0], r[1], r[2], r[3]);
+}
+
+void ts_q_from_float_q8_0_avx2(const float *src, void *dst, int64_t n) {
+    ts_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / TS_QK; i++, src += TS_QK) {
+        float d;
+        __m256i q = quantize32(src, &d);
+        b[i].d = ts_f32_to_f16(d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+    }
+}
+
+void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
+    ts_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / TS_QK; i++, src += TS_QK) {
+        float d;
+        __m256i q = quantize32(src, &d);
+        b[i].d = ts_f32_to_f16(d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+        /* Sum of the 32 quants: widen through maddubs with ones (|q| <= 127). */
+        const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+        const int32_t sum = hsum_epi32_256(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+        b[i].s = ts_f32_to_f16((float)sum * d);
+    }
+}
