@@ -83,9 +83,10 @@ bool cpu_cache_dir(char *buf, size_t size);
 /* Names this CPU: vendor, family, model, stepping and the ISA level it runs
  * ("GenuineIntel-6-143-8-avx512"). */
 void cpu_id(char *buf, size_t size);
-/* Names this build of the kernels: the GNU build ID (hex) of the binary or library holding
- * them, which changes with every relink, so choices measured by another build (whose kernels
- * may differ) are not reused; "unknown" when the binary has none. */
+/* Names this build of the kernels: a hash of the kernel sources and the compiler, made by the
+ * build (cmake/kernels_id.cmake). Every program built from the same sources (the tools, the
+ * tests, an embedder) shares it, so they share the cache file; a change to any kernel changes
+ * it, so choices measured with other kernels are not reused. */
 void cpu_build_id(char *buf, size_t size);
 /* The first lines of a valid cache file for this CPU and build (format, cpu, build). */
 void cpu_cache_head(char *buf, size_t size);

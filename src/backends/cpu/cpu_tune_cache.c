@@ -6,22 +6,21 @@
  *
  *     tessera-kernels 2                  format version (CPU_TUNE_FORMAT)
  *     cpu GenuineIntel-6-143-8-avx512    the CPU it was measured on (cpu_id)
- *     build 5f1c...                      the build whose kernels were measured (cpu_build_id)
+ *     build 5f1c...                      the kernels measured (cpu_build_id: a hash of their
+ *                                        sources and the compiler)
  *     Q4_1 row avx2                      type, shape class (row | rows), level
  *     ...
  *     end                                written last: a file without it was cut short
  *
  * The file is untrusted (it may be truncated, copied from another machine or edited by hand),
- * so every line is checked, and any fault discards the whole file: another CPU or build (a new
- * tessera build may have other kernels, so its choices are measured afresh), a type this build has
- * no kernels for, a shape class or level that does not exist, a level above what this CPU runs, a
- * duplicate entry, or anything after `end`. A discarded file is rewritten after the next
- * measurement. Writes go to a temporary file renamed over the old one, so processes sharing
- * the cache (tests running in parallel) never read half a file.
+ * so every line is checked, and any fault discards the whole file: another CPU or build (kernels
+ * built from other sources may be faster or slower, so their choices are measured afresh), a type
+ * this build has no kernels for, a shape class or level that does not exist, a level above what
+ * this CPU runs, a duplicate entry, or anything after `end`. A discarded file is rewritten after
+ * the next measurement. Writes go to a temporary file renamed over the old one, so processes
+ * sharing the cache (tests running in parallel) never read half a file.
  */
-#define _GNU_SOURCE /* dl_iterate_phdr */
 #include <errno.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +33,7 @@
 #endif
 
 #include "backends/cpu/cpu_tune.h"
+#include "ts_kernels_id.h" /* generated: cmake/kernels_id.cmake */
 
 #define CACHE_MAX_BYTES 8192 /* far above the largest file this writes (~2 KiB) */
 
@@ -142,70 +142,8 @@ static const char *parse_entry(cpu_kernels *k, char *line, int8_t (*isa)[CPU_SHA
     return NULL;
 }
 
-/* What cpu_build_id looks for: the object whose segments hold `addr`, and its build ID. */
-typedef struct build_search {
-    uintptr_t addr;
-    char *buf;
-    size_t size;
-    bool found;
-} build_search;
-
-/* Copies an NT_GNU_BUILD_ID note of one PT_NOTE segment as hex, if there is one. */
-static bool note_build_id(const char *p, size_t len, char *buf, size_t size) {
-    while (len >= 12) {
-        uint32_t namesz, descsz, type;
-        memcpy(&namesz, p, 4);
-        memcpy(&descsz, p + 4, 4);
-        memcpy(&type, p + 8, 4);
-        size_t name_al = ((size_t)namesz + 3) & ~(size_t)3,
-               desc_al = ((size_t)descsz + 3) & ~(size_t)3;
-        if (name_al > len - 12 || desc_al > len - 12 - name_al) {
-            return false;
-        }
-        if (type == 3 /* NT_GNU_BUILD_ID */ && namesz == 4 && memcmp(p + 12, "GNU", 4) == 0 &&
-            descsz > 0 && 2 * (size_t)descsz < size) {
-            const unsigned char *d = (const unsigned char *)p + 12 + name_al;
-            for (uint32_t i = 0; i < descsz; i++) {
-                snprintf(buf + 2 * i, 3, "%02x", d[i]);
-            }
-            return true;
-        }
-        p += 12 + name_al + desc_al;
-        len -= 12 + name_al + desc_al;
-    }
-    return false;
-}
-
-static int find_build_id(struct dl_phdr_info *info, size_t info_size, void *data) {
-    (void)info_size;
-    build_search *s = data;
-    bool mine = false;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && s->addr >= lo && s->addr - lo < ph->p_memsz) {
-            mine = true;
-        }
-    }
-    if (!mine) {
-        return 0;
-    }
-    for (int i = 0; i < info->dlpi_phnum && !s->found; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_NOTE) {
-            s->found = note_build_id((const char *)(info->dlpi_addr + ph->p_vaddr),
-                                     (size_t)ph->p_memsz, s->buf, s->size);
-        }
-    }
-    return 1;
-}
-
 void cpu_build_id(char *buf, size_t size) {
-    build_search s = {(uintptr_t)(void *)&ts_quant_ops_get, buf, size, false};
-    dl_iterate_phdr(find_build_id, &s);
-    if (!s.found) {
-        snprintf(buf, size, "unknown");
-    }
+    snprintf(buf, size, "%s", TS_KERNELS_ID);
 }
 
 void cpu_cache_head(char *buf, size_t size) {
