@@ -31,7 +31,7 @@
  *                      acc = fma((float)(isum - o * sum_j y_j), d_w * d_a, acc),
  *                      o = 8, 16, 128, 128 (the level offset; the int32 starts at -o * sum y)
  *   Q4_1:              acc = acc + fma((float)isum, d_w * d_a, m_w * s_a)
- * These are the AVX2 level's formulas for Q4_0, Q4_1 and Q5_0 (quant_x8_avx2.c), whose dot
+ * These are the AVX2 level's formulas for Q4_0, Q4_1 and Q5_0 (avx2/q32.c), whose dot
  * products this level therefore shares; Q8_0 uses one exact sum per block where the AVX2 level
  * keeps two half sums, and IQ4_NL's AVX2 dot accumulates per lane, so these two have their own
  * dot products here.
