@@ -18,7 +18,7 @@
  * 128-bit lane puts row 4L + p in lane 4L + p. The weight scales of sixteen rows come with
  * one gather. With one activation row (decoding) each block of sixteen rows is unpacked in
  * registers and used at once, while the next sixteen rows are prefetched. With several, a
- * call takes up to 32 weight rows: per pass of PASS_KB blocks each activation row is prepared
+ * call takes up to 128 weight rows: per pass of PASS_KB blocks each activation row is prepared
  * once (its quants + 128, its scales), each group of sixteen rows is unpacked once into a
  * buffer as signed values with their sum (see "gemm" below for why), and tiles of 32 weight
  * rows x 4 activation rows run over it (every broadcast feeds two vpdpbusd).
@@ -41,10 +41,11 @@
 
 #include "quant/simd_avx2.h"
 
-#define PASS_KB  32  /* blocks unpacked per pass (2 x 32 x 640 bytes = 40 KiB) */
-#define MAX_COLS 64  /* activation rows whose accumulators one pass keeps */
-#define GROUPS   2   /* sixteen-row groups per gemm call (32 rows) */
-#define GEMV_KB  128 /* activation blocks whose terms a gemv pass computes first */
+#define PASS_KB     32  /* blocks unpacked per pass (2 x 32 x 640 bytes = 40 KiB) */
+#define MAX_COLS    64  /* activation rows whose accumulators one pass keeps */
+#define GROUPS      2   /* sixteen-row groups per gemm tile (32 rows) */
+#define CALL_GROUPS 8   /* sixteen-row groups sharing one pass's prepared activations */
+#define GEMV_KB     128 /* activation blocks whose terms a gemv pass computes first */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -459,13 +460,16 @@ ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16wblk (*buf)[PASS_KB], 
     }
 }
 
-/* nr <= 16 * GROUPS weight rows against nc <= MAX_COLS activation rows. */
+/* nr <= 16 * CALL_GROUPS weight rows against nc <= MAX_COLS activation rows. Each pass
+ * prepares the activation rows once for all the call's rows (re-reading them per 32 rows made
+ * the activations, not the weights, the bulk of the memory traffic), then runs the groups in
+ * pairs. */
 ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, size_t ldw,
                                  int64_t nr, const char *a, size_t lda, int64_t nc, float *c,
                                  size_t ldc) {
     _Alignas(64) x16wblk buf[GROUPS][PASS_KB];
     _Alignas(64) x16ablk ya[MAX_COLS];
-    __m512 accs[GROUPS][MAX_COLS];
+    __m512 accs[CALL_GROUPS][MAX_COLS];
     const int groups = (int)((nr + 15) / 16);
     for (int h = 0; h < groups; h++) {
         for (int64_t j = 0; j < nc; j++) {
@@ -477,25 +481,30 @@ ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, s
         for (int64_t j = 0; j < nc; j++) {
             x16_prep_act(t, a + (size_t)j * lda, i0, kb, &ya[j]);
         }
-        for (int h = 0; h < groups; h++) {
-            x16rows rw;
-            rows_init(&rw, w + (size_t)(16 * h) * ldw, ldw,
-                      nr - 16 * h < 16 ? (int)(nr - 16 * h) : 16);
-            for (int64_t i = 0; i < kb; i++) {
-                x16_unpack_signed(t, &rw, i0 + i, &buf[h][i]);
+        for (int h0 = 0; h0 < groups; h0 += GROUPS) {
+            const int g = groups - h0 < GROUPS ? groups - h0 : GROUPS;
+            for (int h = 0; h < g; h++) {
+                const int64_t base = 16 * (int64_t)(h0 + h);
+                x16rows rw;
+                rows_init(&rw, w + (size_t)base * ldw, ldw, nr - base < 16 ? (int)(nr - base) : 16);
+                for (int64_t i = 0; i < kb; i++) {
+                    x16_unpack_signed(t, &rw, i0 + i, &buf[h][i]);
+                }
             }
-        }
-        /* While these rows compute, prefetch the next 32 rows' part of the pass (past this
-         * call's rows: the rows the thread most likely takes next). */
-        prefetch_rows pf;
-        prefetch_rows_begin(&pf, w + (size_t)(16 * GROUPS) * ldw + (size_t)i0 * t->wbytes, ldw,
-                            (size_t)kb * t->wbytes, 16 * GROUPS, ((nc + 3) / 4) * kb);
-        for (int64_t j0 = 0; j0 < nc; j0 += 4) {
-            const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
-            if (groups == 2) {
-                x16_cols4(t, 2, buf, kb, ya, j0, cols, accs, &pf);
-            } else {
-                x16_cols4(t, 1, buf, kb, ya, j0, cols, accs, &pf);
+            /* While these rows compute, prefetch the next 32 rows' part of the pass (after
+             * the last pair, rows past this call: the rows the thread most likely takes
+             * next). */
+            prefetch_rows pf;
+            prefetch_rows_begin(&pf,
+                                w + (size_t)(16 * (h0 + GROUPS)) * ldw + (size_t)i0 * t->wbytes,
+                                ldw, (size_t)kb * t->wbytes, 16 * GROUPS, ((nc + 3) / 4) * kb);
+            for (int64_t j0 = 0; j0 < nc; j0 += 4) {
+                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
+                if (g == 2) {
+                    x16_cols4(t, 2, buf, kb, ya, j0, cols, accs + h0, &pf);
+                } else {
+                    x16_cols4(t, 1, buf, kb, ya, j0, cols, accs + h0, &pf);
+                }
             }
         }
     }
@@ -514,8 +523,8 @@ ALWAYS_INLINE void x16_gemm(const x16_type *t, int64_t k, int64_t nr, int64_t nc
         return;
     }
     const int64_t nb = k / TS_QK;
-    for (int64_t r0 = 0; r0 < nr; r0 += 16 * GROUPS) {
-        const int64_t n_r = nr - r0 < 16 * GROUPS ? nr - r0 : 16 * GROUPS;
+    for (int64_t r0 = 0; r0 < nr; r0 += 16 * CALL_GROUPS) {
+        const int64_t n_r = nr - r0 < 16 * CALL_GROUPS ? nr - r0 : 16 * CALL_GROUPS;
         for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {
             const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;
             x16_gemm_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
