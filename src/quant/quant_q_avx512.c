@@ -1,7 +1,7 @@
 /*
  * quant_q_avx512.c — AVX-512 (BW/VL + VNNI) dequantization of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
- * Q6_K, and the K-quant dot products (the 32-element block types' gemm and dots:
- * avx512/q32.c).
+ * Q6_K, and Q5_K's dot product (the 32-element block types' gemm and dots: avx512/q32.c;
+ * Q4_K's and Q6_K's: avx512/k.c).
  *
  * The K-quants use 512-bit registers to handle two sub-blocks per instruction. Dequantization
  * is bit-exact with the scalar reference; dot products have exact integer sums per block and
@@ -150,7 +150,7 @@ void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* ---- K-quant dots and gemm tiles (512-bit: two sub-blocks per instruction) ---- */
+/* ---- Q5_K's dot product (512-bit: two sub-blocks per instruction) ---- */
 
 static inline int32_t k4_min_sum(const ts_block_q4_k *unused, const uint8_t m[8],
                                  const int16_t *bsums) {
@@ -166,39 +166,6 @@ static inline int32_t k4_min_sum(const ts_block_q4_k *unused, const uint8_t m[8]
 static inline __m512i scale_pair(int s0, int s1) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((int16_t)s0)),
                               _mm256_set1_epi16((int16_t)s1), 1);
-}
-
-static inline void q4_k_tile(int64_t nb, const ts_block_q4_k *x, const ts_block_q8_k *const *y,
-                             int nc, float *out) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; j++) {
-            ts_k4_scale_min(j, x[i].scales, &sc[j], &m[j]);
-        }
-        __m512i q[4], scv[4];
-        for (int c = 0; c < 4; c++) {
-            q[c] = split_nibbles64(x[i].qs + 32 * c);
-            scv[c] = scale_pair(sc[2 * c], sc[2 * c + 1]);
-        }
-        const float d = fp16_hw(x[i].d), dmin = fp16_hw(x[i].dmin);
-        for (int j = 0; j < nc; j++) {
-            const ts_block_q8_k *yb = &y[j][i];
-            __m512i sumi = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++) {
-                const __m512i yv = _mm512_loadu_si512((const void *)(yb->qs + 64 * c));
-                const __m512i p16 = _mm512_maddubs_epi16(q[c], yv);
-                sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p16, scv[c]));
-            }
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(d * yb->d), acc[j]);
-            mins[j] += dmin * yb->d * (float)k4_min_sum(&x[i], m, yb->bsums);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = _mm512_reduce_add_ps(acc[j]) - mins[j];
-    }
 }
 
 void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y) {
@@ -226,66 +193,3 @@ void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y
     }
     *result = _mm512_reduce_add_ps(acc) - mins;
 }
-
-/* int16 scales for 4 consecutive 16-element sub-blocks: after maddubs, int16 lane i holds
- * elements 2i and 2i+1, so lanes 0-7 belong to sub-block 0, 8-15 to 1, 16-23 to 2, 24-31
- * to 3. */
-static inline __m512i scale_quad(const int8_t *sc) {
-    int16_t lanes[32];
-    for (int k = 0; k < 32; k++) {
-        lanes[k] = sc[k / 8];
-    }
-    return _mm512_loadu_si512((const void *)lanes);
-}
-
-static inline void q6_k_tile(int64_t nb, const ts_block_q6_k *x, const ts_block_q8_k *const *y,
-                             int nc, float *out) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t i = 0; i < nb; i++) {
-        __m512i q[4], scv[4];
-        for (int h = 0; h < 2; h++) {
-            for (int p = 0; p < 2; p++) {
-                q[2 * h + p] = q6_levels64(&x[i], h, p);
-                scv[2 * h + p] = scale_quad(x[i].scales + 8 * h + 4 * p);
-            }
-        }
-        const float d = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const ts_block_q8_k *yb = &y[j][i];
-            __m512i sumi = _mm512_setzero_si512();
-            for (int k = 0; k < 4; k++) {
-                const __m512i yv = _mm512_loadu_si512((const void *)(yb->qs + 64 * k));
-                sumi = _mm512_add_epi32(sumi,
-                                        _mm512_madd_epi16(_mm512_maddubs_epi16(q[k], yv), scv[k]));
-            }
-            int32_t corr = 0;
-            for (int g = 0; g < 16; g++) {
-                corr += x[i].scales[g] * yb->bsums[g];
-            }
-            const float s = d * yb->d;
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_set1_ps(s), acc[j]);
-            bias[j] += s * (float)(32 * corr);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = _mm512_reduce_add_ps(acc[j]) - bias[j];
-    }
-}
-
-void ts_q_dot_q4_k_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_k *yp[1] = {y};
-    q4_k_tile(n / TS_QK_K, x, yp, 1, result);
-}
-
-void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q8_k *yp[1] = {y};
-    q6_k_tile(n / TS_QK_K, x, yp, 1, result);
-}
-
-#define GEMM512(T, WBLOCK, ABLOCK, QK)                                                             \
-    TS_Q_ROW_TILE_GEMM(ts_q_gemm_##T##_avx512, T##_tile, WBLOCK, ABLOCK, QK)
-
-GEMM512(q4_k, ts_block_q4_k, ts_block_q8_k, TS_QK_K)
-GEMM512(q6_k, ts_block_q6_k, ts_block_q8_k, TS_QK_K)

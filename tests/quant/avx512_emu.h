@@ -1,11 +1,11 @@
 /*
  * avx512_emu.h — force-included (-include) into the test-only emulated build of the
- * AVX-512 kernel files (src/quant, *_avx512.c): the Intel intrinsics they use, implemented
- * portably by SIMDe (libsimde-dev), and _emu names for the functions they export
- * (avx512_emu_rename.h).
+ * AVX-512 kernel files (src/quant: *_avx512.c and the files in avx512/): the Intel
+ * intrinsics they use, implemented portably by SIMDe (libsimde-dev), and _emu names for the
+ * functions they export (avx512_emu_rename.h).
  *
  * The kernel files are compiled unchanged, without any -mavx512 flag; src/quant/simd_isa.h
- * sees TS_SIMD_EMULATE and skips <immintrin.h>. SIMDe 0.7.4 lacks seven of the intrinsics
+ * sees TS_SIMD_EMULATE and skips <immintrin.h>. SIMDe 0.7.4 lacks eleven of the intrinsics
  * the kernels use; each is defined below from SIMDe primitives or element by element, with
  * the operation the instruction performs, and only where SIMDe does not define it itself
  * (a newer SIMDe's own version then takes over). The f16 conversions go through SIMDe's
@@ -172,6 +172,22 @@ static inline void ts_emu_mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde_
     }
 }
 #define _mm512_mask_storeu_ps(p, k, a) ts_emu_mm512_mask_storeu_ps(p, k, a)
+#endif
+
+/* VPSRAD (512-bit, immediate): each int32 shifted right by n, filled with its sign bit (all
+ * sign bits from n = 32 on). Written on non-negative values so it does not rely on C's
+ * implementation-defined right shift of negative ones. */
+#ifndef _mm512_srai_epi32
+static inline simde__m512i ts_emu_mm512_srai_epi32(simde__m512i a, unsigned n) {
+    int32_t v[16];
+    simde_mm512_storeu_si512(v, a);
+    const unsigned s = n > 31 ? 31 : n;
+    for (int i = 0; i < 16; i++) {
+        v[i] = v[i] < 0 ? ~(~v[i] >> s) : v[i] >> s;
+    }
+    return simde_mm512_loadu_si512(v);
+}
+#define _mm512_srai_epi32(a, n) ts_emu_mm512_srai_epi32(a, (unsigned)(n))
 #endif
 
 /* Tells src/quant/simd_isa.h that the intrinsics are already declared. */
