@@ -4,7 +4,7 @@
  *
  * Three constant tables (scalar, AVX2, AVX-512) map a type to its kernels. A SIMD table
  * names the fastest kernel available at its level for each function and falls back to a
- * lower level where none exists. The *_avx512.c files are compiled with F/BW/VL/DQ + VNNI
+ * lower level where none exists. The avx512/ files are compiled with F/BW/VL/DQ + VNNI
  * + BF16 enabled, so the compiler may use any of them anywhere in those files; the AVX-512
  * level therefore requires all six.
  */

@@ -227,35 +227,6 @@ ts_q_row_tile_gemm(const ts_q_row_tile *t, int64_t k, int64_t nr, int64_t nc, fl
     }
 }
 
-/* The same as a macro that defines the function FN, for the files not yet moved to
- * ts_q_row_tile_gemm: TILE(k / KDIV, weight row, activation rows[4], cols, out[4]). */
-#define TS_Q_ROW_TILE_GEMM(FN, TILE, WBLOCK, ABLOCK, KDIV)                                         \
-    void FN(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w, size_t ldw,    \
-            const void *a, size_t lda) {                                                           \
-        const int64_t n_ = k / (KDIV);                                                             \
-        for (int64_t r = 0; r < nr; r++) {                                                         \
-            const WBLOCK *wr = (const WBLOCK *)((const char *)w + (size_t)r * ldw);                \
-            for (int64_t j0 = 0; j0 < nc; j0 += 4) {                                               \
-                const ABLOCK *ap[4];                                                               \
-                float out[4];                                                                      \
-                const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;                                 \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    ap[j] = (const ABLOCK *)((const char *)a + (size_t)(j0 + j) * lda);            \
-                }                                                                                  \
-                if (cols == 4) {                                                                   \
-                    TILE(n_, wr, ap, 4, out);                                                      \
-                } else if (cols == 1) {                                                            \
-                    TILE(n_, wr, ap, 1, out);                                                      \
-                } else {                                                                           \
-                    TILE(n_, wr, ap, cols, out);                                                   \
-                }                                                                                  \
-                for (int j = 0; j < cols; j++) {                                                   \
-                    *((float *)((char *)c + (size_t)(j0 + j) * ldc) + r) = out[j];                 \
-                }                                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
 #define TS_Q_DECLARE_ALL(ISA)                                                                      \
     TS_Q_DECLARE_TYPE(f32, ISA);                                                                   \
     TS_Q_DECLARE_TYPE(f16, ISA);                                                                   \

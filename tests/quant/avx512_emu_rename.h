@@ -1,5 +1,5 @@
 /*
- * avx512_emu_rename.h — gives every function the *_avx512.c kernel files export a name ending
+ * avx512_emu_rename.h — gives every function the AVX-512 kernel files (src/quant/avx512/) export a name ending
  * in _emu (test-only).
  *
  * The emulated build of those files (tests/quant/CMakeLists.txt, through avx512_emu.h) links
@@ -14,7 +14,7 @@
 #ifndef TS_TESTS_QUANT_AVX512_EMU_RENAME_H
 #define TS_TESTS_QUANT_AVX512_EMU_RENAME_H
 
-/* quant_float_avx512.c */
+/* avx512/float.c */
 #define ts_q_to_float_f16_avx512  ts_q_to_float_f16_avx512_emu
 #define ts_q_to_float_bf16_avx512 ts_q_to_float_bf16_avx512_emu
 #define ts_q_dot_f32_avx512       ts_q_dot_f32_avx512_emu
@@ -23,7 +23,7 @@
 #define ts_q_gemm_f32_avx512      ts_q_gemm_f32_avx512_emu
 #define ts_q_gemm_f16_avx512      ts_q_gemm_f16_avx512_emu
 
-/* quant_q_avx512.c, avx512/q32.c */
+/* avx512/dequant.c, avx512/q32.c, avx512/k.c */
 #define ts_q_to_float_q4_0_avx512 ts_q_to_float_q4_0_avx512_emu
 #define ts_q_to_float_q4_1_avx512 ts_q_to_float_q4_1_avx512_emu
 #define ts_q_to_float_q8_0_avx512 ts_q_to_float_q8_0_avx512_emu

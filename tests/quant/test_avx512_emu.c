@@ -1,5 +1,5 @@
 /*
- * test_avx512_emu.c — the AVX-512 kernels (src/quant, *_avx512.c) against the scalar
+ * test_avx512_emu.c — the AVX-512 kernels (src/quant/avx512/) against the scalar
  * reference, on any x86-64 CPU: tests/quant/CMakeLists.txt compiles those files a second
  * time, unchanged, against SIMDe's portable intrinsics (avx512_emu.h), with every exported
  * function renamed to *_emu (avx512_emu_rename.h, included here so quant_internal.h declares

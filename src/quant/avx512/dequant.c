@@ -1,5 +1,5 @@
 /*
- * quant_q_avx512.c — AVX-512 (BW/VL + VNNI) dequantization of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
+ * avx512/dequant.c — AVX-512 (BW/VL + VNNI) dequantization of Q4_0, Q4_1, Q8_0, Q4_K, Q5_K,
  * Q6_K, and Q5_K's dot product (the 32-element block types' gemm and dots: avx512/q32.c;
  * Q4_K's and Q6_K's: avx512/k.c).
  *
