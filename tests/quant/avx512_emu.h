@@ -133,7 +133,7 @@ static inline float ts_emu_mm512_reduce_add_ps(simde__m512 a) {
 typedef simde__mmask16 __mmask16;
 
 /* VPGATHERDD (512-bit, no mask): lane i = the int32 at base + idx[i] * scale. */
-#ifndef _mm512_i32gather_epi32
+#undef _mm512_i32gather_epi32 /* a native macro at -O0: see _mm512_srai_epi32 below */
 static inline simde__m512i ts_emu_mm512_i32gather_epi32(simde__m512i idx, const void *base,
                                                         int scale) {
     int32_t off[16], r[16];
@@ -144,7 +144,6 @@ static inline simde__m512i ts_emu_mm512_i32gather_epi32(simde__m512i idx, const 
     return simde_mm512_loadu_si512(r);
 }
 #define _mm512_i32gather_epi32(idx, base, scale) ts_emu_mm512_i32gather_epi32(idx, base, scale)
-#endif
 
 /* VPMOVDW: 16 int32 -> 16 int16, truncated. */
 #ifndef _mm512_cvtepi32_epi16
@@ -177,7 +176,9 @@ static inline void ts_emu_mm512_mask_storeu_ps(void *p, simde__mmask16 k, simde_
 /* VPSRAD (512-bit, immediate): each int32 shifted right by n, filled with its sign bit (all
  * sign bits from n = 32 on). Written on non-negative values so it does not rely on C's
  * implementation-defined right shift of negative ones. */
-#ifndef _mm512_srai_epi32
+/* Defined whatever is there: with -mavx2 SIMDe includes <immintrin.h>, and at -O0 GCC's
+ * header defines the native AVX-512 intrinsic as a macro, which this file must not use. */
+#undef _mm512_srai_epi32
 static inline simde__m512i ts_emu_mm512_srai_epi32(simde__m512i a, unsigned n) {
     int32_t v[16];
     simde_mm512_storeu_si512(v, a);
@@ -188,7 +189,6 @@ static inline simde__m512i ts_emu_mm512_srai_epi32(simde__m512i a, unsigned n) {
     return simde_mm512_loadu_si512(v);
 }
 #define _mm512_srai_epi32(a, n) ts_emu_mm512_srai_epi32(a, (unsigned)(n))
-#endif
 
 /* Tells src/quant/simd_isa.h that the intrinsics are already declared. */
 #define TS_SIMD_EMULATE 1
