@@ -373,7 +373,9 @@ ALWAYS_INLINE void x16_unpack_signed(const x16_type *t, const x16rows *rows, int
     const __m512i o = _mm512_set1_epi8((char)t->offset), ones = _mm512_set1_epi8(1);
     __m512i sum = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
-        const __m512i w = _mm512_sub_epi8(q[g], o);
+        /* Offset 128 as a flip of the top bit (levels up to 255 would wrap a signed byte
+         * subtraction, which is fine in hardware but not in the emulated build's C). */
+        const __m512i w = t->offset == 128 ? _mm512_xor_si512(q[g], o) : _mm512_sub_epi8(q[g], o);
         sum = _mm512_dpbusd_epi32(sum, ones, w);
         _mm512_store_si512(&b->q[g], w);
     }
