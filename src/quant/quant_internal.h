@@ -227,6 +227,28 @@ ts_q_row_tile_gemm(const ts_q_row_tile *t, int64_t k, int64_t nr, int64_t nc, fl
     }
 }
 
+/* How the several-activation-rows gemm drivers (avx2/q32.c, avx512/q32.c, avx512/k.c) cut a
+ * call: `cols` runs at most max_rows weight rows against at most max_cols activation rows
+ * (its type's table `type`, nb blocks per row); this walks the call in such pieces. Always
+ * inlined with constant arguments, so `cols` is inlined too. */
+typedef void (*ts_q_cols_fn)(const void *type, int64_t nb, const char *w, size_t ldw, int64_t nr,
+                             const char *a, size_t lda, int64_t nc, float *c, size_t ldc);
+
+static inline __attribute__((always_inline)) void
+ts_q_gemm_pieces(ts_q_cols_fn cols, const void *type, int64_t nb, int64_t max_rows,
+                 int64_t max_cols, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                 size_t ldw, const void *a, size_t lda) {
+    for (int64_t r0 = 0; r0 < nr; r0 += max_rows) {
+        const int64_t n_r = nr - r0 < max_rows ? nr - r0 : max_rows;
+        for (int64_t j0 = 0; j0 < nc; j0 += max_cols) {
+            const int64_t n = nc - j0 < max_cols ? nc - j0 : max_cols;
+            cols(type, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
+                 (const char *)a + (size_t)j0 * lda, lda, n,
+                 (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
+        }
+    }
+}
+
 #define TS_Q_DECLARE_ALL(ISA)                                                                      \
     TS_Q_DECLARE_TYPE(f32, ISA);                                                                   \
     TS_Q_DECLARE_TYPE(f16, ISA);                                                                   \

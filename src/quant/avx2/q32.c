@@ -539,8 +539,9 @@ ALWAYS_INLINE void x8_gemv(const x8_type *t, int64_t k, int64_t nr, float *c, co
  * kernel) and every four activation rows run over them. A last tile of fewer than four
  * columns repeats its final column into spare accumulators. t->nacc accumulators per column:
  * column j of group rg at accs[(rg * MAX_COLS + j) * nacc]. */
-ALWAYS_INLINE void x8_gemm_cols(const x8_type *t, int64_t nb, const char *w, size_t ldw, int64_t nr,
+ALWAYS_INLINE void x8_gemm_cols(const void *type, int64_t nb, const char *w, size_t ldw, int64_t nr,
                                 const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
+    const x8_type *t = type;
     x8blk buf[2][GATHER_KB];
     x8ys ys[GATHER_KB][MAX_COLS];
     __m256 accs[ROW_GROUPS * MAX_COLS * MAX_NACC], spare[2][MAX_NACC];
@@ -626,15 +627,7 @@ ALWAYS_INLINE void x8_gemm_cols(const x8_type *t, int64_t nb, const char *w, siz
 ALWAYS_INLINE void x8_gemm(const x8_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
                            size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
     const int64_t nb = k / TS_QK;
-    for (int64_t r0 = 0; r0 < nr; r0 += 8 * ROW_GROUPS) {
-        const int64_t n_r = nr - r0 < 8 * ROW_GROUPS ? nr - r0 : 8 * ROW_GROUPS;
-        for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {
-            const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;
-            x8_gemm_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
-                         (const char *)a + (size_t)j0 * lda, lda, n,
-                         (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
-        }
-    }
+    ts_q_gemm_pieces(x8_gemm_cols, t, nb, 8 * ROW_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 /* ---- Q8_0 with one activation row: four weight rows per tile ---- */

@@ -44,10 +44,10 @@
  * terms (d_a, the bsum pairs or -32 * bsums) are converted once, each group is unpacked once
  * into an aligned buffer, and tiles of four activation rows run over it (per group of four
  * levels: one load, four broadcasts of activation bytes, which are loads only, and four
- * vpdpbusd) while the next sixteen rows are prefetched. With one activation row (decoding) each super-block of sixteen rows is
- * unpacked in registers and used at once, and the next sixteen rows are prefetched. Both
- * drivers are written once and take a constant table of the type's inline block functions,
- * which GCC inlines through (the exported wrappers contain no indirect call).
+ * vpdpbusd) while the next sixteen rows are prefetched. With one activation row (decoding) each
+ * super-block of sixteen rows is unpacked in registers and used at once, and the next sixteen rows
+ * are prefetched. Both drivers are written once and take a constant table of the type's inline
+ * block functions, which GCC inlines through (the exported wrappers contain no indirect call).
  */
 #include <stddef.h>
 #include <string.h>
@@ -153,10 +153,10 @@ K16_INLINE void t16x8(const char *const *p, size_t off, __m512i out[8]) {
 
 /* The f16 in the low (hi = 0) or high (hi = 1) half of each lane, as floats. */
 K16_INLINE __m512 f16_lanes(__m512i v, int hi) {
-    const __m512i idx = _mm512_setr_epi32(
-        0x00020000, 0x00060004, 0x000A0008, 0x000E000C, 0x00120010, 0x00160014, 0x001A0018,
-        0x001E001C, 0x00220020, 0x00260024, 0x002A0028, 0x002E002C, 0x00320030, 0x00360034,
-        0x003A0038, 0x003E003C);
+    const __m512i idx =
+        _mm512_setr_epi32(0x00020000, 0x00060004, 0x000A0008, 0x000E000C, 0x00120010, 0x00160014,
+                          0x001A0018, 0x001E001C, 0x00220020, 0x00260024, 0x002A0028, 0x002E002C,
+                          0x00320030, 0x00360034, 0x003A0038, 0x003E003C);
     const __m512i sel = _mm512_add_epi16(idx, _mm512_set1_epi16((short)hi));
     return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sel, v)));
 }
@@ -233,8 +233,8 @@ K16_INLINE void q4_k_unpack(const char *const *w, int64_t i, k16blk *b) {
 
 /* The activation's bsum pairs: x[t] = (bsum 2t, bsum 2t+1), |bsum| <= 32 * 127. */
 K16_INLINE void q4_k_yprep(const ts_block_q8_k *y, k16ys *e) {
-    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
-                                        _mm256_set1_epi16(1));
+    const __m256i s =
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
     const __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     _mm_storeu_si128((__m128i *)e->x, p);
     e->d = y->d;
@@ -500,8 +500,9 @@ K16_INLINE void k16_gemv(const k16_type *t, int64_t k, int64_t nr, float *c, con
 }
 
 /* Several activation rows (nc <= K16_COLS) against nr <= 16 * K16_GROUPS weight rows. */
-K16_INLINE void k16_cols(const k16_type *t, int64_t nb, const char *w, size_t ldw, int64_t nr,
+K16_INLINE void k16_cols(const void *type, int64_t nb, const char *w, size_t ldw, int64_t nr,
                          const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
+    const k16_type *t = type;
     k16blk buf[K16_KB];
     k16ys ys[K16_KB][K16_COLS];
     __m512 accs[K16_GROUPS][K16_COLS];
@@ -565,22 +566,14 @@ K16_INLINE void k16_cols(const k16_type *t, int64_t nb, const char *w, size_t ld
     }
 }
 
-K16_INLINE void k16_gemm(const k16_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
-                         size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+K16_INLINE void k16_gemm(const k16_type *t, int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                         const void *w, size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
         k16_gemv(t, k, nr, c, w, ldw, a);
         return;
     }
     const int64_t nb = k / TS_QK_K;
-    for (int64_t r0 = 0; r0 < nr; r0 += 16 * K16_GROUPS) {
-        const int64_t n_r = nr - r0 < 16 * K16_GROUPS ? nr - r0 : 16 * K16_GROUPS;
-        for (int64_t j0 = 0; j0 < nc; j0 += K16_COLS) {
-            const int64_t n = nc - j0 < K16_COLS ? nc - j0 : K16_COLS;
-            k16_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
-                     (const char *)a + (size_t)j0 * lda, lda, n,
-                     (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
-        }
-    }
+    ts_q_gemm_pieces(k16_cols, t, nb, 16 * K16_GROUPS, K16_COLS, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_q4_k_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
@@ -597,8 +590,8 @@ void ts_q_gemm_q6_k_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t l
 
 /* Sum of the sixteen int32 lanes (exact). */
 static inline int32_t hsum_epi32_512(__m512i v) {
-    return hsum_epi32_256(_mm256_add_epi32(_mm512_castsi512_si256(v),
-                                           _mm512_extracti64x4_epi64(v, 1)));
+    return hsum_epi32_256(
+        _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
 /* 64 bytes: the low nibbles of the 32 bytes at qs, then their high nibbles. */
@@ -658,11 +651,10 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
             for (int s = 0; s < 4; s += 2) {
                 __m256i q[2];
                 for (int u = 0; u < 2; u++) {
-                    const __m256i ql = _mm256_loadu_si256(
-                        (const __m256i *)(b->ql + 64 * h + 32 * ((s + u) & 1)));
-                    const __m256i lo = s + u < 2
-                                           ? _mm256_and_si256(ql, m4)
-                                           : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                    const __m256i ql =
+                        _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * ((s + u) & 1)));
+                    const __m256i lo = s + u < 2 ? _mm256_and_si256(ql, m4)
+                                                 : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
                     const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * (s + u)), m3);
                     q[u] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
                 }
@@ -671,8 +663,8 @@ void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y
                 /* int16 lane l covers elements 2l, 2l + 1: sub-block 8h + 2s + l / 8. */
                 const int8_t *sc = b->scales + 8 * h + 2 * s;
                 const __m512i scv = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(sc[1]),
-                                                            _mm_set1_epi16(sc[0]))),
+                    _mm512_castsi256_si512(
+                        _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]))),
                     _mm256_set_m128i(_mm_set1_epi16(sc[3]), _mm_set1_epi16(sc[2])), 1);
                 sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(_mm512_maddubs_epi16(qv, yv), scv));
             }

@@ -466,9 +466,10 @@ ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16wblk (*buf)[PASS_KB], 
  * prepares the activation rows once for all the call's rows (re-reading them per 32 rows made
  * the activations, not the weights, the bulk of the memory traffic), then runs the groups in
  * pairs. */
-ALWAYS_INLINE void x16_gemm_cols(const x16_type *t, int64_t nb, const char *w, size_t ldw,
+ALWAYS_INLINE void x16_gemm_cols(const void *type, int64_t nb, const char *w, size_t ldw,
                                  int64_t nr, const char *a, size_t lda, int64_t nc, float *c,
                                  size_t ldc) {
+    const x16_type *t = type;
     _Alignas(64) x16wblk buf[GROUPS][PASS_KB];
     _Alignas(64) x16ablk ya[MAX_COLS];
     __m512 accs[CALL_GROUPS][MAX_COLS];
@@ -525,15 +526,8 @@ ALWAYS_INLINE void x16_gemm(const x16_type *t, int64_t k, int64_t nr, int64_t nc
         return;
     }
     const int64_t nb = k / TS_QK;
-    for (int64_t r0 = 0; r0 < nr; r0 += 16 * CALL_GROUPS) {
-        const int64_t n_r = nr - r0 < 16 * CALL_GROUPS ? nr - r0 : 16 * CALL_GROUPS;
-        for (int64_t j0 = 0; j0 < nc; j0 += MAX_COLS) {
-            const int64_t n = nc - j0 < MAX_COLS ? nc - j0 : MAX_COLS;
-            x16_gemm_cols(t, nb, (const char *)w + (size_t)r0 * ldw, ldw, n_r,
-                          (const char *)a + (size_t)j0 * lda, lda, n,
-                          (float *)((char *)c + (size_t)j0 * ldc) + r0, ldc);
-        }
-    }
+    ts_q_gemm_pieces(x16_gemm_cols, t, nb, 16 * CALL_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a,
+                     lda);
 }
 
 void ts_q_gemm_q4_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
