@@ -95,7 +95,7 @@ static void mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
     /* Weight-row blocks: large enough to amortise the call, small enough that every
      * thread gets several. With several activation rows a call prepares them once for all
      * its weight rows (quant/avx512/q32.c), so those calls take up to 128. */
-    int64_t blk = m > 1 ? 128 : 32;
+    int64_t blk = m > 1 ? CPU_MM_ROWS_SEVERAL : CPU_MM_ROWS_ONE;
     while (blk > 4 && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
         blk /= 2;
     }

@@ -5,7 +5,8 @@
  * from scalar up to the backend's (a level that falls back to a lower level's kernel is the
  * same candidate, kept under the lower name). Each runs over a weight matrix of up to 256
  * rows x 1024 elements that fits in L2 (so the comparison is of the kernels, not of the
- * memory), in calls of 32 weight rows as MUL_MAT makes them, against 1 or 32 activation rows.
+ * memory), in calls of weight rows as MUL_MAT makes them (32 against 1 activation row, 128
+ * against 32).
  * A first timed call of one block drops candidates more than three times slower than the
  * best (the scalar ones, which would otherwise dominate the cost); the rest alternate for
  * five rounds of about 0.2 ms each, and the smallest time per pass decides, so a burst of
@@ -22,10 +23,10 @@
 
 #include "backends/cpu/cpu_tune.h"
 
-#define TUNE_K        1024         /* elements per row */
-#define TUNE_BLK      32           /* weight rows per gemm call (MUL_MAT's largest block) */
-#define TUNE_NC       32           /* activation rows of the several-rows class */
-#define TUNE_W_BYTES  (256 * 1024) /* weight matrix budget: fits in L2 */
+#define TUNE_K        1024                /* elements per row */
+#define TUNE_BLK      CPU_MM_ROWS_SEVERAL /* the matrix is a whole number of these */
+#define TUNE_NC       32                  /* activation rows of the several-rows class */
+#define TUNE_W_BYTES  (256 * 1024)        /* weight matrix budget: fits in L2 */
 #define TUNE_MAX_ROWS 256
 #define TUNE_DISTINCT 8 /* distinct weight rows, repeated over the matrix */
 #define TUNE_ROUNDS   5
@@ -41,7 +42,7 @@ typedef struct tune_mem {
 } tune_mem;
 
 typedef struct tune_case {
-    int64_t rows, nc;
+    int64_t rows, nc, blk; /* blk: weight rows per gemm call, as MUL_MAT makes them */
     size_t ldw, lda;
     const tune_mem *m;
 } tune_case;
@@ -70,9 +71,9 @@ static void fill_row(float *f, uint64_t seed) {
 
 /* One pass over the matrix (first_only: its first block only), as MUL_MAT calls gemm. */
 static void run_pass(ts_gemm_fn gemm, const tune_case *tc, bool first_only) {
-    int64_t end = first_only ? TUNE_BLK : tc->rows;
-    for (int64_t r0 = 0; r0 < end; r0 += TUNE_BLK) {
-        gemm(TUNE_K, TUNE_BLK, tc->nc, tc->m->c + r0, (size_t)TUNE_MAX_ROWS * sizeof(float),
+    int64_t end = first_only ? tc->blk : tc->rows;
+    for (int64_t r0 = 0; r0 < end; r0 += tc->blk) {
+        gemm(TUNE_K, tc->blk, tc->nc, tc->m->c + r0, (size_t)TUNE_MAX_ROWS * sizeof(float),
              tc->m->w + (size_t)r0 * tc->ldw, tc->ldw, tc->m->a, tc->lda);
     }
 }
@@ -101,7 +102,7 @@ static void measure(const ts_quant_ops *const *cand, int n, const tune_case *tc,
             if (first[i] > TUNE_DROP * fastest_first) {
                 continue;
             }
-            double per_pass = first[i] * (double)(tc->rows / TUNE_BLK);
+            double per_pass = first[i] * (double)(tc->rows / tc->blk);
             int reps =
                 per_pass > 0 && per_pass < TUNE_SLICE_NS ? (int)(TUNE_SLICE_NS / per_pass) : 1;
             double t = time_passes(cand[i]->gemm, tc, false, reps);
@@ -180,7 +181,12 @@ static bool tune_type(cpu_kernels *k, ts_type t, const tune_mem *m) {
     }
     double best[CPU_SHAPE_COUNT][TS_ISA_AVX512 + 1];
     for (int s = 0; s < CPU_SHAPE_COUNT && n > 1; s++) {
-        tune_case tc = {rows, s == CPU_SHAPE_ROW ? 1 : TUNE_NC, ldw, lda, m};
+        tune_case tc = {rows,
+                        s == CPU_SHAPE_ROW ? 1 : TUNE_NC,
+                        s == CPU_SHAPE_ROW ? CPU_MM_ROWS_ONE : CPU_MM_ROWS_SEVERAL,
+                        ldw,
+                        lda,
+                        m};
         measure(cand, n, &tc, best[s]);
     }
     int pick = n > 1 ? pick_level(best, n) : 0;

@@ -34,6 +34,11 @@ enum { CPU_SHAPE_ROW = 0, CPU_SHAPE_ROWS = 1, CPU_SHAPE_COUNT = 2 };
 
 #define CPU_TUNE_FORMAT 2 /* cache file layout version */
 
+/* The most weight rows MUL_MAT hands one gemm call (cpu_matmul.c), with one activation row and
+ * with several; the measurement calls the kernels the same way. */
+#define CPU_MM_ROWS_ONE     32
+#define CPU_MM_ROWS_SEVERAL 128
+
 typedef struct cpu_kernels {
     ts_isa top;                                 /* no entry is above this level */
     bool forced;                                /* every entry is `top`, nothing is measured */
