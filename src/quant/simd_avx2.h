@@ -46,6 +46,16 @@ static inline __m256i unpack_nibbles32(const uint8_t *qs) {
     return _mm256_set_m128i(hi, lo);
 }
 
+/* Sum of 32 signed bytes, exact: sum(y + 128) by vpsadbw, minus 32 * 128. */
+static inline int32_t sum_i8x32(const int8_t *y) {
+    const __m256i u =
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y), _mm256_set1_epi8((char)0x80));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    return _mm_cvtsi128_si32(t) - 32 * 128;
+}
+
 /* Sum of products of 32 signed bytes with 32 signed bytes, as 8 int32 lanes. Neither
  * operand may hold -128 (the sign trick needs |x| <= 127). */
 static inline __m256i dot_i8_i8(__m256i x, __m256i y) {

@@ -170,16 +170,6 @@ static inline __m256i isum_u5(const __m256i *q, const int8_t *y) {
     return _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
 }
 
-/* sum of 32 signed bytes, exact: sum(y + 128) by vpsadbw, minus 32 * 128. */
-static inline int32_t sum_i8x32(const int8_t *y) {
-    const __m256i u =
-        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y), _mm256_set1_epi8((char)0x80));
-    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
-    return _mm_cvtsi128_si32(t) - 32 * 128;
-}
-
 /* ---- per type: gather eight rows' block i, the activation terms, the fold ---- */
 
 ALWAYS_INLINE void q4_1_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
