@@ -6,7 +6,8 @@
  * the _emu names). What runs is the kernels' own logic — lane layouts, nibble and high-bit
  * unpacking, scale vectors, tails, tile remainders — with each instruction emulated.
  *
- * Every function the two files export is covered: 8 to_float, 9 vec_dot, 7 gemm.
+ * Every function the avx512/ files export is covered (k_emu below); for Q4_0, Q4_1 and Q5_0
+ * the gemm is compared with the native AVX2 dot product, whose float operations it shares.
  *
  * Tolerances (those of test_kernels.c's SIMD-vs-scalar test):
  *   - to_float: bit-identical to the scalar to_float (the same single roundings in order),

@@ -49,12 +49,6 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Block i of sixteen weight rows, unpacked. */
-typedef struct x16blk {
-    __m512i q[8];       /* group g: lane r = levels of elements 4g .. 4g + 3 of row r */
-    float d[16], m[16]; /* m: Q4_1 only */
-} x16blk;
-
 /* What the fold needs of one activation block: its scale d, Q4_1's s = d * sum(y) (an f16
  * in the block), and the int32 the block's sums start from (-o * sum(y); Q4_1: 0). */
 typedef struct x16ys {
