@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
                 }
                 float *want = run_read(&c, ref, &err);
                 for (int th = 0; th < n_threads; th++) {
-                    ts_cpu_params p = {threads[th], -1, false};
+                    ts_cpu_params p = {.n_threads = threads[th], .isa = -1};
                     ts_backend *cpu = NULL;
                     if (want == NULL || ts_cpu_backend_create(&p, &cpu, &err) != TS_OK) {
                         fprintf(stderr, "matmul_bench: %s\n", err.msg);

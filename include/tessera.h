@@ -288,6 +288,9 @@ typedef struct ts_context_params {
     int n_threads;            /* CPU threads, all shards together; 0: physical cores */
     int retune;               /* nonzero: measure the CPU's matrix kernels again instead of
                                  reading the cached choice (see ts_context_info.kernels) */
+    int no_repack;            /* nonzero: never repack weights into the layout the CPU's fast
+                                 kernels read; they stay in the file mapping (less load time,
+                                 same results, slower where repacking measured faster) */
     const char *const *overrides; /* [n_overrides] "family=name", applied after the model's own
                                      tessera.overrides (borrowed during create) */
     int n_overrides;
@@ -352,6 +355,8 @@ typedef struct ts_context_info {
     const char *kernel_notice;  /* why the kernel cache file was ignored or not written, one
                                    line; "" when nothing went wrong. Owned by the context. */
     double tune_ms;             /* time spent measuring kernels (0 when all came from cache) */
+    uint64_t repacked_bytes;    /* weights repacked at load (all shards; 0: none) */
+    double repack_ms;           /* time spent repacking them */
 } ts_context_info;
 
 void ts_context_get_info(const ts_context *ctx, ts_context_info *out);

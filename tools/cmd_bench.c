@@ -447,7 +447,7 @@ static ts_status bench_engine(ts_llm *llm, const bench_opts *o, int threads, int
  * or --retune) is not timed as part of a test, and reports the choice. The tests' contexts then
  * read the cached choice; --retune applies to this one only. */
 static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, double *load_ms,
-                               ts_error *err) {
+                               ts_context_info *out, ts_error *err) {
     ts_context_params p = o->co.ctx;
     p.n_threads = o->threads[0];
     p.n_ctx = 64;
@@ -463,6 +463,7 @@ static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, doub
         snprintf(o->kernels, sizeof o->kernels, "%s", info.kernels);
         *tune_ms = info.tune_ms;
         *load_ms = info.load_ms;
+        *out = info;
         if (info.kernel_notice[0] != '\0') {
             fprintf(stderr, "notice: %s\n", info.kernel_notice);
         }
@@ -678,7 +679,8 @@ int ts_cmd_bench(int argc, char **argv) {
                measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
     }
     double tune_ms = 0, load_ms = 0;
-    if (probe_kernels(llm, &o, &tune_ms, &load_ms, &err) != TS_OK) {
+    ts_context_info probe = {0};
+    if (probe_kernels(llm, &o, &tune_ms, &load_ms, &probe, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         ts_llm_close(llm);
         return 1;
@@ -690,7 +692,9 @@ int ts_cmd_bench(int argc, char **argv) {
         }
         /* The context here is the small one made to measure the kernels, so its load time
          * is mostly that measurement (when there was one). */
-        printf("load: model %.0f ms, context %.0f ms; resident memory %.0f MB\n", t_open, load_ms,
+        printf("load: model %.0f ms, context %.0f ms (of which repacking %.0f MB of weights: "
+               "%.0f ms); resident memory %.0f MB\n",
+               t_open, load_ms, (double)probe.repacked_bytes / 1e6, probe.repack_ms,
                ts_cli_rss_mb(false));
         printf("\n");
     }

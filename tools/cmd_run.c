@@ -386,10 +386,12 @@ int ts_cmd_run(int argc, char **argv) {
     double t_prompt = (rs.t_first > 0 ? rs.t_first : t_end) - t_start;
     double t_gen = t_end - (rs.t_first > 0 ? rs.t_first : t_end);
     fprintf(stderr,
-            "\nload: %.0f ms (model %.0f + context %.0f), resident %.0f MB | prompt: %lld tokens "
+            "\nload: %.0f ms (model %.0f + context %.0f, of which repacking %.0f MB: %.0f ms), "
+            "resident %.0f MB | prompt: %lld tokens "
             "in %.0f ms (%.1f t/s) | generation: %lld tokens in %.0f ms (%.1f t/s) | %lld "
             "sequence%s, %llu preemptions\n",
-            cli.open_ms + cli.info.load_ms, cli.open_ms, cli.info.load_ms, ts_cli_rss_mb(true),
+            cli.open_ms + cli.info.load_ms, cli.open_ms, cli.info.load_ms,
+            (double)cli.info.repacked_bytes / 1e6, cli.info.repack_ms, ts_cli_rss_mb(true),
             (long long)total_prompt, t_prompt,
             t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated, t_gen,
             t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,

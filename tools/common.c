@@ -138,6 +138,8 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
         o->ctx.profile = 1;
     } else if (strcmp(a, "--retune") == 0) {
         o->ctx.retune = 1;
+    } else if (strcmp(a, "--no-repack") == 0) {
+        o->ctx.no_repack = 1;
     } else if (strcmp(a, "--compare") == 0) {
         NEED_VALUE();
         if (strcmp(val, "ref") != 0) {
@@ -192,6 +194,10 @@ void ts_cli_print_common_help(FILE *f) {
             "                            again instead of using the cached choice (kept in\n"
             "                            $TS_CACHE_DIR, else ~/.cache/tessera; TS_ISA=avx2|\n"
             "                            avx512|scalar forces one instruction set)\n"
+            "      --no-repack           keep weights where they lie in the model file instead\n"
+            "                            of repacking them at load into the layout the fast\n"
+            "                            CPU kernels read (same results; less load time and\n"
+            "                            memory traffic, slower where repacking measured faster)\n"
             "debugging:\n"
             "      --dump FILE|-         print every graph node (name, op, shape, checksum)\n"
             "      --dump-values N       ... and its first N values\n"

@@ -39,6 +39,9 @@
 /* First byte of the file (the mapping, or the caller's buffer). The model loader wraps the
  * whole mapping as one backend buffer, so weights are views into it. */
 const void *ts_gguf_base(const ts_gguf *g);
+/* Whether the bytes are a read-only private mapping of the file (ts_gguf_open), not memory
+ * handed in by the caller. */
+bool ts_gguf_mapped(const ts_gguf *g);
 
 /* ---- writer ------------------------------------------------------------------------------ */
 

@@ -453,3 +453,7 @@ size_t ts_gguf_data_offset(const ts_gguf *g) {
 const void *ts_gguf_base(const ts_gguf *g) {
     return g->base;
 }
+
+bool ts_gguf_mapped(const ts_gguf *g) {
+    return g->mapped;
+}

@@ -86,6 +86,17 @@ ts_status ts_backend_synchronize(ts_backend *b, ts_error *err) {
     return b->iface->synchronize != NULL ? b->iface->synchronize(b->ctx, err) : TS_OK;
 }
 
+ts_status ts_backend_graph_prepare(ts_backend *b, ts_graph *g, ts_error *err) {
+    if (b == NULL || g == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "backend: graph_prepare: NULL argument");
+    }
+    if (b->iface->graph_prepare == NULL) {
+        return TS_OK;
+    }
+    ts_status st = ts_graph_resolve(g, err);
+    return st == TS_OK ? b->iface->graph_prepare(b->ctx, g, err) : st;
+}
+
 /* Resolves t's storage (buffer, byte offset) through its view chain. */
 static ts_status storage_of(ts_tensor *t, ts_buffer **buf, size_t *off, ts_error *err) {
     size_t o = 0;
@@ -131,8 +142,8 @@ ts_status ts_backend_tensor_set(ts_backend *b, ts_tensor *t, size_t offset, cons
     return tensor_io(b, t, offset, (void *)src, size, true, err);
 }
 
-ts_status ts_backend_tensor_get(ts_backend *b, ts_tensor *t, size_t offset, void *dst,
-                                size_t size, ts_error *err) {
+ts_status ts_backend_tensor_get(ts_backend *b, ts_tensor *t, size_t offset, void *dst, size_t size,
+                                ts_error *err) {
     return tensor_io(b, t, offset, dst, size, false, err);
 }
 
@@ -156,8 +167,8 @@ ts_status ts_backend_tensor_get_f32(ts_backend *b, ts_tensor *t, float *dst, int
     }
     const ts_quant_ops *q = NULL;
     bool block = ts_type_block_size(t->type) > 1;
-    if (block || (t->type != TS_TYPE_F32 && t->type != TS_TYPE_F16 &&
-                  t->type != TS_TYPE_BF16 && t->type != TS_TYPE_I32)) {
+    if (block || (t->type != TS_TYPE_F32 && t->type != TS_TYPE_F16 && t->type != TS_TYPE_BF16 &&
+                  t->type != TS_TYPE_I32)) {
         q = ts_quant_ops_get(t->type, TS_ISA_SCALAR);
         if (q == NULL || q->to_float == NULL || !ts_tensor_rows_contiguous(t)) {
             return ts_error_set(err, TS_ERR_UNSUPPORTED, "backend: tensor '%s': cannot read %s",
@@ -184,15 +195,23 @@ ts_status ts_backend_tensor_get_f32(ts_backend *b, ts_tensor *t, float *dst, int
                     const char *p = row + i0 * t->nb[0];
                     uint16_t h;
                     switch (t->type) {
-                    case TS_TYPE_F32: memcpy(&dst[k], p, 4); break;
+                    case TS_TYPE_F32:
+                        memcpy(&dst[k], p, 4);
+                        break;
                     case TS_TYPE_I32: {
                         int32_t v;
                         memcpy(&v, p, 4);
                         dst[k] = (float)v;
                         break;
                     }
-                    case TS_TYPE_F16: memcpy(&h, p, 2); dst[k] = ts_f16_to_f32(h); break;
-                    default: memcpy(&h, p, 2); dst[k] = ts_bf16_to_f32(h); break;
+                    case TS_TYPE_F16:
+                        memcpy(&h, p, 2);
+                        dst[k] = ts_f16_to_f32(h);
+                        break;
+                    default:
+                        memcpy(&h, p, 2);
+                        dst[k] = ts_bf16_to_f32(h);
+                        break;
                     }
                     k++;
                 }
@@ -242,14 +261,22 @@ ts_status ts_backend_tensor_set_f32(ts_backend *b, ts_tensor *t, const float *sr
                     char *p = row + i0 * t->nb[0];
                     uint16_t h;
                     switch (t->type) {
-                    case TS_TYPE_F32: memcpy(p, &src[k], 4); break;
+                    case TS_TYPE_F32:
+                        memcpy(p, &src[k], 4);
+                        break;
                     case TS_TYPE_I32: {
                         int32_t v = (int32_t)lrintf(src[k]);
                         memcpy(p, &v, 4);
                         break;
                     }
-                    case TS_TYPE_F16: h = ts_f32_to_f16(src[k]); memcpy(p, &h, 2); break;
-                    default: h = ts_f32_to_bf16(src[k]); memcpy(p, &h, 2); break;
+                    case TS_TYPE_F16:
+                        h = ts_f32_to_f16(src[k]);
+                        memcpy(p, &h, 2);
+                        break;
+                    default:
+                        h = ts_f32_to_bf16(src[k]);
+                        memcpy(p, &h, 2);
+                        break;
                     }
                     k++;
                 }
@@ -290,14 +317,13 @@ ts_status ts_host_buffer_alloc(size_t size, const char *backend_name, ts_buffer 
     }
     void *mem = aligned_alloc(64, rounded ? rounded : 64);
     if (mem == NULL) {
-        return ts_error_set(err, TS_ERR_NOMEM, "%s: cannot allocate %zu bytes", backend_name,
-                            size);
+        return ts_error_set(err, TS_ERR_NOMEM, "%s: cannot allocate %zu bytes", backend_name, size);
     }
     return host_new(mem, size, true, backend_name, out, err);
 }
 
-ts_status ts_host_buffer_wrap(void *host, size_t size, const char *backend_name,
-                              ts_buffer **out, ts_error *err) {
+ts_status ts_host_buffer_wrap(void *host, size_t size, const char *backend_name, ts_buffer **out,
+                              ts_error *err) {
     return host_new(host, size, false, backend_name, out, err);
 }
 
@@ -320,8 +346,7 @@ ts_status ts_host_buffer_set(ts_buffer *buf, size_t offset, const void *src, siz
     return TS_OK;
 }
 
-ts_status ts_host_buffer_get(ts_buffer *buf, size_t offset, void *dst, size_t size,
-                             ts_error *err) {
+ts_status ts_host_buffer_get(ts_buffer *buf, size_t offset, void *dst, size_t size, ts_error *err) {
     (void)err;
     if (size > 0) {
         memcpy(dst, (char *)buf->host + offset, size);

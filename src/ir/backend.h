@@ -32,6 +32,13 @@ struct ts_buffer {
     size_t size;  /* bytes */
     void *priv;   /* backend-private handle (device pointer, ...) */
     bool owned;   /* false when the memory is the caller's (wrapped) and not freed here */
+    /* Set by the creator after making the buffer (both default to false):
+     * constant: its bytes never change while it exists (a model's weights), so a backend may
+     *   keep copies derived from them (the CPU backend's repacked weights, cpu_pack.h);
+     * file_mapped: its host memory is a read-only private mapping of a file, so whole pages may
+     *   be handed back to the kernel (madvise) and are read again from the file when touched. */
+    bool constant;
+    bool file_mapped;
     const char *backend_name; /* name of the backend that made it (static string) */
 };
 
@@ -71,6 +78,10 @@ typedef struct ts_backend_iface {
     ts_status (*graph_compute)(void *ctx, ts_graph *g, const ts_eval_cb *cb, ts_error *err);
     /* optional: waits for outstanding work; absent for synchronous backends. */
     ts_status (*synchronize)(void *ctx, ts_error *err);
+    /* optional: called once the graph is built and its parameters bound, before its first
+     * compute: the backend may prepare what its runs will read (the CPU backend repacks
+     * weights), so that the first compute does not pay for it. */
+    ts_status (*graph_prepare)(void *ctx, ts_graph *g, ts_error *err);
     /* required: frees the context (not buffers the caller still holds). */
     void (*destroy)(void *ctx);
 } ts_backend_iface;
@@ -94,6 +105,9 @@ ts_status ts_backend_buffer_get(ts_backend *b, ts_buffer *buf, size_t offset, vo
                                 size_t size, ts_error *err);
 bool ts_backend_supports_op(ts_backend *b, const ts_tensor *node);
 ts_status ts_backend_synchronize(ts_backend *b, ts_error *err);
+/* Lets b prepare for running g (see graph_prepare; a no-op for backends without it). Call
+ * after ts_graph_alloc with every parameter bound. */
+ts_status ts_backend_graph_prepare(ts_backend *b, ts_graph *g, ts_error *err);
 
 /* Writes / reads `size` bytes at byte `offset` within tensor t's span (views included: the
  * bytes are those of the owner at the view's offset). The tensor must have storage. */

@@ -70,6 +70,9 @@ static bool h_supports(void *ctx, const ts_tensor *node) {
 static ts_status h_sync(void *ctx, ts_error *err) {
     return ts_backend_synchronize(((hook *)ctx)->inner, err);
 }
+static ts_status h_prepare(void *ctx, ts_graph *g, ts_error *err) {
+    return ts_backend_graph_prepare(((hook *)ctx)->inner, g, err);
+}
 
 static void free_snaps(hook *h) {
     for (int32_t i = 0; i < h->n_snap; i++) {
@@ -294,6 +297,7 @@ static const ts_backend_iface k_hook_iface = {
     .supports_op = h_supports,
     .graph_compute = h_compute,
     .synchronize = h_sync,
+    .graph_prepare = h_prepare,
     .destroy = h_destroy,
 };
 
@@ -326,8 +330,8 @@ static ts_status make(hook_kind kind, ts_backend *inner, ts_backend *other, ts_b
     return TS_OK;
 }
 
-ts_status ts_hook_dump_create(ts_backend *inner, FILE *out, int64_t max_values,
-                              ts_backend **hookp, ts_error *err) {
+ts_status ts_hook_dump_create(ts_backend *inner, FILE *out, int64_t max_values, ts_backend **hookp,
+                              ts_error *err) {
     if (out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "dump hook: NULL stream");
     }

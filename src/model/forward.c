@@ -62,7 +62,7 @@ struct ts_forward {
 
 #define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */
 
-#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
 static size_t param_slot(ts_role role, int64_t il) {
     return role < TS_ROLE_FIRST_LAYER ? (size_t)role
@@ -152,8 +152,7 @@ static ts_tensor *norm(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_ro
 }
 
 /* y = W x (+ b) */
-static ts_tensor *linear(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role,
-                         int64_t il) {
+static ts_tensor *linear(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role, int64_t il) {
     return ts_linear(f->g, x, weight(f, w_role, il), weight(f, b_role, il));
 }
 
@@ -196,17 +195,17 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         ts_role w = TS_ROLE_ATTN_QKV, b = TS_ROLE_ATTN_QKV_B;
         q = heads(f, linear_col(f, h, w, b, il, p->head0 * hd, p->n_head * hd), p->n_head);
         k = heads(f, linear_col(f, h, w, b, il, n_q + p->kv0 * hd, p->n_kv * hd), p->n_kv);
-        v = heads(f, linear_col(f, h, w, b, il, n_q + n_kv + p->kv0 * hd, p->n_kv * hd),
-                  p->n_kv);
+        v = heads(f, linear_col(f, h, w, b, il, n_q + n_kv + p->kv0 * hd, p->n_kv * hd), p->n_kv);
     } else {
-        q = heads(f, linear_col(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il, p->head0 * hd,
-                                p->n_head * hd),
-                  p->n_head);
-        k = heads(f, linear_col(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il, p->kv0 * hd,
-                                p->n_kv * hd),
+        q = heads(
+            f,
+            linear_col(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il, p->head0 * hd, p->n_head * hd),
+            p->n_head);
+        k = heads(f,
+                  linear_col(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il, p->kv0 * hd, p->n_kv * hd),
                   p->n_kv);
-        v = heads(f, linear_col(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il, p->kv0 * hd,
-                                p->n_kv * hd),
+        v = heads(f,
+                  linear_col(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il, p->kv0 * hd, p->n_kv * hd),
                   p->n_kv);
     }
     ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
@@ -317,8 +316,8 @@ static ts_status build(ts_forward *f, ts_error *err) {
     int64_t cache_ne[4] = {hp->head_dim, f->plan.n_kv, c->block_size, c->n_blocks};
     for (int64_t il = 0; il < hp->n_layer; il++) {
         for (int kv = 0; kv < 2; kv++) {
-            ts_tensor *t = ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4,
-                                          cache_ne);
+            ts_tensor *t =
+                ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4, cache_ne);
             if (t == NULL) {
                 break;
             }
@@ -448,6 +447,12 @@ ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_for
     st = ts_backend_buffer_wrap(b, (void *)ts_gguf_base(m->gguf), ts_gguf_file_size(m->gguf),
                                 &f->weights, err);
     if (st == TS_OK) {
+        /* The model's bytes never change; backends may keep derived copies (repacked weights)
+         * and, for a file mapping, hand back the pages those copies replace. */
+        f->weights->constant = true;
+        f->weights->file_mapped = ts_gguf_mapped(m->gguf);
+    }
+    if (st == TS_OK) {
         st = ts_graph_create(&f->g, reg, err);
     }
     if (st == TS_OK && comm != NULL) {
@@ -468,6 +473,9 @@ ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_for
     }
     if (st == TS_OK) {
         st = ts_graph_alloc(f->g, b, err);
+    }
+    if (st == TS_OK) {
+        st = ts_backend_graph_prepare(b, f->g, err);
     }
     if (st != TS_OK) {
         ts_forward_destroy(f);
@@ -520,8 +528,7 @@ ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_err
                                 (long long)t, bt->tokens[t], (long long)n_vocab);
         }
         if (bt->seq[t] < 0 || bt->seq[t] >= bt->n_seqs || bt->pos[t] < 0 ||
-            bt->pos[t] >= bt->seq_len[bt->seq[t]] || bt->slots[t] < -1 ||
-            bt->slots[t] >= n_slots) {
+            bt->pos[t] >= bt->seq_len[bt->seq[t]] || bt->slots[t] < -1 || bt->slots[t] >= n_slots) {
             return ts_error_set(err, TS_ERR_RANGE,
                                 "forward: token %lld has seq %d, pos %d, slot %d out of range",
                                 (long long)t, bt->seq[t], bt->pos[t], bt->slots[t]);
@@ -613,8 +620,8 @@ ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_erro
     ts_status st = TS_OK;
     for (int64_t i = 0; st == TS_OK && i < 2 * f->m->hp.n_layer; i++) {
         size_t base = (size_t)i * f->kv_pool_bytes;
-        st = ts_backend_buffer_get(f->b, f->kv, base + (size_t)src * block_bytes, tmp,
-                                   block_bytes, err);
+        st = ts_backend_buffer_get(f->b, f->kv, base + (size_t)src * block_bytes, tmp, block_bytes,
+                                   err);
         if (st == TS_OK) {
             st = ts_backend_buffer_set(f->b, f->kv, base + (size_t)dst * block_bytes, tmp,
                                        block_bytes, err);

@@ -60,7 +60,10 @@ typedef struct ts_quant_ops {
     ts_from_float_fn from_float; /* quantize_row (reference rounding, bit-exact with llama.cpp) */
     ts_vec_dot_fn vec_dot;
     ts_gemm_fn gemm; /* tile kernel; a scalar loop over vec_dot at worst */
-    ts_isa isa;      /* level this table was built for (after any lowering) */
+    /* The same kernel reading a packed matrix (ts_quant_pack): w at packed row r0, r0 and ldw
+     * as for gemm, r0 a multiple of TS_PACK_ROWS; gives gemm's bits. NULL: none at this level. */
+    ts_gemm_fn gemm_packed;
+    ts_isa isa; /* level this table was built for (after any lowering) */
 } ts_quant_ops;
 
 /* Kernels of `type` at instruction level `isa` (falling back to lower levels per function
@@ -70,6 +73,23 @@ typedef struct ts_quant_ops {
  * program. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL.
  * Q8_0, Q8_1 and Q8_K are also the activation types; their from_float is the fast one. */
 const ts_quant_ops *ts_quant_ops_get(ts_type type, ts_isa isa);
+
+/*
+ * Packed weights: the interleaved layout the rows-in-lanes kernels read (quant_pack.c). Rows
+ * go in groups of TS_PACK_ROWS; a group holds exactly its rows' bytes, reordered so that each
+ * 32-bit word of a block comes as sixteen rows' copies side by side. A packed matrix has the
+ * size of the original and row r0 (a multiple of 16) at the same byte offset.
+ */
+#define TS_PACK_ROWS 16
+
+/* Whether nr rows of k elements of `type` can be packed (a layout exists for the type, nr is
+ * a multiple of TS_PACK_ROWS). */
+bool ts_quant_packable(ts_type type, int64_t k, int64_t nr);
+/* nr dense rows of k elements at src -> the packed layout at dst (same size; no overlap).
+ * False, writing nothing, when !ts_quant_packable. */
+bool ts_quant_pack(ts_type type, void *dst, const void *src, int64_t k, int64_t nr);
+/* The inverse: packed src -> dense rows at dst. */
+bool ts_quant_unpack(ts_type type, void *dst, const void *src, int64_t k, int64_t nr);
 
 /* Highest level this CPU could run, ignoring TS_ISA (for tests and benchmarks). */
 ts_isa ts_quant_cpu_isa(void);

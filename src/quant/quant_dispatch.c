@@ -111,7 +111,24 @@ SCALAR_GEMM(q5_k)
 SCALAR_GEMM(q6_k)
 SCALAR_GEMM(q8_k)
 
-#define ENTRY(TYPE, VD, TF, FF, DOT, GEMM, ISA) [TYPE] = {TYPE, VD, TF, FF, DOT, GEMM, ISA}
+#define ENTRY(TYPE, VD, TF, FF, DOT, GEMM, ISA)                                                    \
+    [TYPE] = {.type = TYPE,                                                                        \
+              .vec_dot_type = VD,                                                                  \
+              .to_float = TF,                                                                      \
+              .from_float = FF,                                                                    \
+              .vec_dot = DOT,                                                                      \
+              .gemm = GEMM,                                                                        \
+              .isa = ISA}
+/* A type whose gemm also reads packed weights (GP). */
+#define ENTRY_PACKED(TYPE, VD, TF, FF, DOT, GEMM, GP, ISA)                                         \
+    [TYPE] = {.type = TYPE,                                                                        \
+              .vec_dot_type = VD,                                                                  \
+              .to_float = TF,                                                                      \
+              .from_float = FF,                                                                    \
+              .vec_dot = DOT,                                                                      \
+              .gemm = GEMM,                                                                        \
+              .gemm_packed = GP,                                                                   \
+              .isa = ISA}
 
 #define SCALAR_ENTRY(TYPE, VD, T)                                                                  \
     ENTRY(TYPE, VD, ts_q_to_float_##T##_scalar, ts_q_from_float_##T##_scalar,                      \
@@ -187,30 +204,37 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx512, ts_q_from_float_bf16_avx2,
           ts_q_dot_bf16_avx512, gemm_bf16_avx512, TS_ISA_AVX512),
     /* Q4_0, Q4_1, Q5_0: the AVX-512 gemm does the AVX2 dot's float operations (avx512/q32.c) */
-    ENTRY(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx512, ts_q_from_float_q4_0_scalar,
-          ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_Q4_1, TS_TYPE_Q8_1, ts_q_to_float_q4_1_avx512, ts_q_from_float_q4_1_scalar,
-          ts_q_dot_q4_1_avx2, ts_q_gemm_q4_1_avx512, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_Q5_0, TS_TYPE_Q8_0, ts_q_to_float_q5_0_avx2, ts_q_from_float_q5_0_scalar,
-          ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx512, ts_q_from_float_q4_0_scalar,
+                 ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512, ts_q_gemm_q4_0_packed_avx512,
+                 TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q4_1, TS_TYPE_Q8_1, ts_q_to_float_q4_1_avx512, ts_q_from_float_q4_1_scalar,
+                 ts_q_dot_q4_1_avx2, ts_q_gemm_q4_1_avx512, ts_q_gemm_q4_1_packed_avx512,
+                 TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q5_0, TS_TYPE_Q8_0, ts_q_to_float_q5_0_avx2, ts_q_from_float_q5_0_scalar,
+                 ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx512, ts_q_gemm_q5_0_packed_avx512,
+                 TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q5_1, TS_TYPE_Q8_1, ts_q_to_float_q5_1_scalar, ts_q_from_float_q5_1_scalar,
           ts_q_dot_q5_1_scalar, gemm_q5_1_scalar, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx512, ts_q_from_float_q8_0_avx2,
-          ts_q_dot_q8_0_avx512, ts_q_gemm_q8_0_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx512, ts_q_from_float_q8_0_avx2,
+                 ts_q_dot_q8_0_avx512, ts_q_gemm_q8_0_avx512, ts_q_gemm_q8_0_packed_avx512,
+                 TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
-          ts_q_dot_iq4_nl_avx512, ts_q_gemm_iq4_nl_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar,
+                 ts_q_from_float_iq4_nl_scalar, ts_q_dot_iq4_nl_avx512, ts_q_gemm_iq4_nl_avx512,
+                 ts_q_gemm_iq4_nl_packed_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
           ts_q_dot_q3_k_scalar, gemm_q3_k_scalar, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx512, ts_q_from_float_q4_k_scalar,
-          ts_q_dot_q4_k_avx512, ts_q_gemm_q4_k_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx512, ts_q_from_float_q4_k_scalar,
+                 ts_q_dot_q4_k_avx512, ts_q_gemm_q4_k_avx512, ts_q_gemm_q4_k_packed_avx512,
+                 TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx512, ts_q_from_float_q5_k_scalar,
           ts_q_dot_q5_k_avx512, gemm_q5_k_avx512, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx512, ts_q_from_float_q6_k_scalar,
-          ts_q_dot_q6_k_avx512, ts_q_gemm_q6_k_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx512, ts_q_from_float_q6_k_scalar,
+                 ts_q_dot_q6_k_avx512, ts_q_gemm_q6_k_avx512, ts_q_gemm_q6_k_packed_avx512,
+                 TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX512),
 };

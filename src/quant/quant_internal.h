@@ -325,12 +325,19 @@ void ts_q_dot_q4_k_avx512(int64_t n, float *result, const void *x, const void *y
 void ts_q_dot_q5_k_avx512(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q6_k_avx512(int64_t n, float *result, const void *x, const void *y);
 TS_Q_DECLARE_GEMM(q4_0, avx512);
+TS_Q_DECLARE_GEMM(q4_0_packed, avx512);
 TS_Q_DECLARE_GEMM(q4_1, avx512);
+TS_Q_DECLARE_GEMM(q4_1_packed, avx512);
 TS_Q_DECLARE_GEMM(q5_0, avx512);
+TS_Q_DECLARE_GEMM(q5_0_packed, avx512);
 TS_Q_DECLARE_GEMM(iq4_nl, avx512);
+TS_Q_DECLARE_GEMM(iq4_nl_packed, avx512);
 TS_Q_DECLARE_GEMM(q8_0, avx512);
+TS_Q_DECLARE_GEMM(q8_0_packed, avx512);
 TS_Q_DECLARE_GEMM(q4_k, avx512);
+TS_Q_DECLARE_GEMM(q4_k_packed, avx512);
 TS_Q_DECLARE_GEMM(q6_k, avx512);
+TS_Q_DECLARE_GEMM(q6_k_packed, avx512);
 TS_Q_DECLARE_GEMM(f32, avx512);
 TS_Q_DECLARE_GEMM(f16, avx512);
 

@@ -108,7 +108,8 @@ static ts_status tune_kernels(ts_context *ctx, ts_error *err) {
 /* The compute backend wrapped in the hooks asked for: compare, then profile, then dump. */
 static ts_status make_backends(ts_context *ctx, const ts_context_params *p, int threads,
                                ts_error *err) {
-    ts_status st = rt_backend_create(p->backend, threads, p->retune != 0, &ctx->compute, err);
+    ts_status st = rt_backend_create(p->backend, threads, p->retune != 0, p->no_repack == 0,
+                                     &ctx->compute, err);
     ctx->backend = ctx->compute;
     if (st == TS_OK) {
         st = tune_kernels(ctx, err);
@@ -290,6 +291,19 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->chat_template = ctx->has_tmpl ? ts_chat_family_name(ctx->tmpl.family) : NULL;
     in->kernels = ctx->kernels;
     in->kernel_notice = ctx->kernel_notice;
+    /* The in-process shards' repacked weights too (an MPI rank's are its own). */
+    for (int k = 0; k < ctx->tp.size && !ctx->tp.mpi; k++) {
+        size_t bytes = 0;
+        double ms = 0;
+        ts_cpu_backend_repacked(k == 0 ? ctx->compute : ctx->tp.peers[k - 1], &bytes, &ms);
+        in->repacked_bytes += bytes;
+        in->repack_ms += ms;
+    }
+    if (ctx->tp.mpi) {
+        size_t bytes = 0;
+        ts_cpu_backend_repacked(ctx->compute, &bytes, &in->repack_ms);
+        in->repacked_bytes = bytes;
+    }
 }
 
 static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts_context **out,

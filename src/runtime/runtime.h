@@ -50,9 +50,10 @@ typedef struct tp_group {
 } tp_group;
 
 /* Makes a compute backend by name with n_threads threads ("cpu", "ref"); retune: a CPU backend
- * measures its kernels again instead of reading the cached choice. */
-ts_status rt_backend_create(const char *name, int n_threads, bool retune, ts_backend **out,
-                            ts_error *err);
+ * measures its kernels again instead of reading the cached choice; repack: a CPU backend may
+ * repack weights where that measured faster (false: it reads them where they lie). */
+ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool repack,
+                            ts_backend **out, ts_error *err);
 
 /* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
  * rank 0 ends the group and sets *follower. threads: per shard. */

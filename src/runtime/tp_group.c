@@ -17,14 +17,15 @@
 #include "runtime/runtime.h"
 #include "util/error.h"
 
-ts_status rt_backend_create(const char *name, int n_threads, bool retune, ts_backend **out,
-                            ts_error *err) {
+ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool repack,
+                            ts_backend **out, ts_error *err) {
     if (strcmp(name, "cpu") == 0) {
         ts_cpu_params p = ts_cpu_params_default();
         if (n_threads > 0) {
             p.n_threads = n_threads;
         }
         p.retune = retune;
+        p.no_repack = !repack;
         return ts_cpu_backend_create(&p, out, err);
     }
     if (strcmp(name, "ref") == 0) {
@@ -37,7 +38,7 @@ ts_status rt_backend_create(const char *name, int n_threads, bool retune, ts_bac
 static ts_status follow_mpi(tp_group *g, const ts_context_params *p, const ts_model *m,
                             ts_registry *reg, int threads, ts_error *err) {
     ts_backend *b = NULL;
-    ts_status st = rt_backend_create(p->backend, threads, false, &b, err);
+    ts_status st = rt_backend_create(p->backend, threads, false, p->no_repack == 0, &b, err);
     bool ended = false;
     while (st == TS_OK && !ended) {
         st = ts_tp_follow(m, b, reg, g->comms[0], &ended, err);
@@ -75,7 +76,8 @@ ts_status tp_group_open(tp_group *g, const ts_context_params *p, const ts_model 
         st = g->comms == NULL || g->peers == NULL ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
                                                   : ts_comm_local_create(p->tp, g->comms, err);
         for (int k = 1; st == TS_OK && k < p->tp; k++) {
-            st = rt_backend_create(p->backend, threads, false, &g->peers[k - 1], err);
+            st = rt_backend_create(p->backend, threads, false, p->no_repack == 0, &g->peers[k - 1],
+                                   err);
         }
         if (st != TS_OK) {
             return ts_error_prefix(err, "tp %d: ", p->tp);

@@ -104,7 +104,7 @@ static void test_fused_vs_decomposed(void **state) {
     ts_backend *ref = NULL, *cpu = NULL;
     ts_registry *reg = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     assert_int_equal(ts_registry_create(&reg, &err), TS_OK);
     for (size_t vi = 0; vi < sizeof k_variants / sizeof k_variants[0]; vi++) {
@@ -221,7 +221,7 @@ static void test_dynamic_tokens(void **state) {
     (void)state;
     ts_error err = {0};
     ts_backend *cpu = NULL;
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     float *results[2] = {NULL, NULL};
     for (int dyn = 0; dyn < 2; dyn++) {
@@ -311,7 +311,7 @@ static void test_bad_inputs(void **state) {
     ts_error err = {0};
     ts_backend *ref = NULL, *cpu = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     ts_backend *bes[2] = {ref, cpu};
     for (int bi = 0; bi < 2; bi++) {
@@ -412,7 +412,7 @@ static void test_large_shapes(void **state) {
     ts_error err = {0};
     ts_backend *ref = NULL, *cpu = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     for (size_t vi = 0; vi < sizeof k_big_variants / sizeof k_big_variants[0]; vi++) {
         const big_variant *v = &k_big_variants[vi];
@@ -510,7 +510,7 @@ static void test_q8_0_cache(void **state) {
     ts_error err = {0};
     ts_backend *ref = NULL, *cpu = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     const big_variant qv[] = {{64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
                               {128, 6, 3, TS_TYPE_Q8_0, 1.5f, 20}};
@@ -626,7 +626,7 @@ static void test_many_decoding(void **state) {
     ts_error err = {0};
     ts_backend *ref = NULL, *cpu = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
     const int shapes[2][3] = {{64, 6, 3}, {64, 8, 2}};
     for (int si = 0; si < 2; si++) {

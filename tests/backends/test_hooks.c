@@ -100,7 +100,7 @@ typedef struct fx {
 static int setup(void **state) {
     fx *f = calloc(1, sizeof *f);
     ts_error err = {0};
-    ts_cpu_params p = {2, -1, false};
+    ts_cpu_params p = {.n_threads = 2, .isa = -1};
     if (ts_ref_backend_create(&f->ref, &err) != TS_OK ||
         ts_cpu_backend_create(&p, &f->cpu, &err) != TS_OK) {
         return -1;

@@ -37,7 +37,7 @@ static int setup(void **state) {
     }
     int threads[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
-        ts_cpu_params p = {threads[i], -1, false};
+        ts_cpu_params p = {.n_threads = threads[i], .isa = -1};
         if (ts_cpu_backend_create(&p, &F->cpu[i], &err) != TS_OK) {
             fprintf(stderr, "cpu: %s\n", err.msg);
             return -1;

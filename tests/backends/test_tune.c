@@ -78,7 +78,7 @@ static void remove_cache(void) {
 }
 
 static ts_backend *make_cpu(int isa, bool retune) {
-    ts_cpu_params p = {2, isa, retune};
+    ts_cpu_params p = {.n_threads = 2, .isa = isa, .retune = retune};
     ts_backend *b = NULL;
     ts_error err = {0};
     if (ts_cpu_backend_create(&p, &b, &err) != TS_OK) {
@@ -98,7 +98,7 @@ static void describe(ts_backend *b, char *buf, size_t size, const char **notice,
     int entries = 0;
     for (char *tok = strtok(copy, " ,/"); tok != NULL; tok = strtok(NULL, " ,/")) {
         ts_type t;
-        if (ts_type_from_name(tok, &t)) {
+        if (ts_type_from_name(tok, &t) || strcmp(tok, "packed") == 0) {
             continue;
         }
         int l = strcmp(tok, "scalar") == 0 ? 0 : strcmp(tok, "avx2") == 0 ? 1 : 2;
@@ -232,6 +232,15 @@ static void test_bad_files(void **state) {
     expect_ignored(bad, "two levels for one type");
     snprintf(bad, sizeof bad, "%sQ4_0 row scalar\nend\n", head);
     expect_ignored(bad, "one shape class only");
+    /* Repacked weights: a level without a packed kernel, two layouts for one type, a word
+     * other than "packed". */
+    snprintf(bad, sizeof bad, "%sQ4_0 row scalar packed\nQ4_0 rows scalar packed\nend\n", head);
+    expect_ignored(bad, "a packed kernel the level lacks");
+    snprintf(bad, sizeof bad, "%sQ4_0 row %s packed\nQ4_0 rows %s\nend\n", head,
+             ts_isa_name(ts_quant_cpu_isa()), ts_isa_name(ts_quant_cpu_isa()));
+    expect_ignored(bad, "two layouts for one type");
+    snprintf(bad, sizeof bad, "%sQ4_0 row scalar unpacked\nQ4_0 rows scalar unpacked\nend\n", head);
+    expect_ignored(bad, "an unknown layout word");
 
     static const unsigned char garbage[] = {0x7f, 'E', 'L', 'F', 0, 1, 2, 0xff, '\n', 0};
     memcpy(bad, garbage, sizeof garbage);
@@ -251,7 +260,7 @@ static void test_lacking_level(void **state) {
     snprintf(text, sizeof text, "%sQ4_0 row avx512\nQ4_0 rows avx2\nend\n", head);
     write_text(text);
     cpu_kernels k;
-    cpu_kernels_init(&k, TS_ISA_AVX2, false, false);
+    cpu_kernels_init(&k, TS_ISA_AVX2, false, false, true);
     assert_non_null(strstr(k.notice, "does not run"));
     bool want[TS_TYPE_COUNT] = {false};
     want[TS_TYPE_Q4_0] = want[TS_TYPE_Q8_0] = true;
@@ -285,11 +294,25 @@ static void test_forced(void **state) {
     b = make_cpu((int)ts_quant_cpu_isa(), false);
     tune(b);
     describe(b, desc, sizeof desc, &notice, &ms);
+    /* A forced level reads repacked weights where it has a kernel for them. */
     const char *top = ts_isa_name(ts_quant_cpu_isa());
     char want[256];
-    snprintf(want, sizeof want, "Q4_0 %s/%s, Q4_1 %s/%s, Q8_0 %s/%s, Q4_K %s/%s", top, top, top,
-             top, top, top, top, top);
+    const char *pk[N_TYPES];
+    for (int i = 0; i < N_TYPES; i++) {
+        const ts_quant_ops *o = ts_quant_ops_get(k_types[i], ts_quant_cpu_isa());
+        pk[i] = o != NULL && o->gemm_packed != NULL ? " packed" : "";
+    }
+    snprintf(want, sizeof want, "Q4_0 %s/%s%s, Q4_1 %s/%s%s, Q8_0 %s/%s%s, Q4_K %s/%s%s", top, top,
+             pk[0], top, top, pk[1], top, top, pk[2], top, top, pk[3]);
     assert_string_equal(desc, want);
+    ts_backend_destroy(b);
+    /* Without repacking, the same levels read the rows where they lie. */
+    ts_cpu_params p = {.n_threads = 2, .isa = (int)ts_quant_cpu_isa(), .no_repack = true};
+    ts_error err = {0};
+    assert_int_equal(ts_cpu_backend_create(&p, &b, &err), TS_OK);
+    tune(b);
+    describe(b, desc, sizeof desc, &notice, &ms);
+    assert_null(strstr(desc, "packed"));
     ts_backend_destroy(b);
 }
 

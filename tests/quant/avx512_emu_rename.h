@@ -42,5 +42,12 @@
 #define ts_q_dot_iq4_nl_avx512    ts_q_dot_iq4_nl_avx512_emu
 #define ts_q_gemm_q4_k_avx512     ts_q_gemm_q4_k_avx512_emu
 #define ts_q_gemm_q6_k_avx512     ts_q_gemm_q6_k_avx512_emu
+#define ts_q_gemm_q4_0_packed_avx512       ts_q_gemm_q4_0_packed_avx512_emu
+#define ts_q_gemm_q4_1_packed_avx512       ts_q_gemm_q4_1_packed_avx512_emu
+#define ts_q_gemm_q5_0_packed_avx512       ts_q_gemm_q5_0_packed_avx512_emu
+#define ts_q_gemm_q8_0_packed_avx512       ts_q_gemm_q8_0_packed_avx512_emu
+#define ts_q_gemm_iq4_nl_packed_avx512     ts_q_gemm_iq4_nl_packed_avx512_emu
+#define ts_q_gemm_q4_k_packed_avx512       ts_q_gemm_q4_k_packed_avx512_emu
+#define ts_q_gemm_q6_k_packed_avx512       ts_q_gemm_q6_k_packed_avx512_emu
 
 #endif /* TS_TESTS_QUANT_AVX512_EMU_RENAME_H */

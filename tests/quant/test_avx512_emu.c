@@ -56,24 +56,30 @@ typedef struct emu_type {
     ts_to_float_fn to_float;
     ts_vec_dot_fn vec_dot;
     ts_gemm_fn gemm;
+    ts_gemm_fn gemm_packed; /* the gemm on packed weights (ts_quant_pack); NULL: none */
 } emu_type;
 
 static const emu_type k_emu[] = {
-    {TS_TYPE_F32, NULL, ts_q_dot_f32_avx512_emu, ts_q_gemm_f32_avx512_emu},
-    {TS_TYPE_F16, ts_q_to_float_f16_avx512_emu, ts_q_dot_f16_avx512_emu, ts_q_gemm_f16_avx512_emu},
-    {TS_TYPE_BF16, ts_q_to_float_bf16_avx512_emu, ts_q_dot_bf16_avx512_emu, NULL},
+    {TS_TYPE_F32, NULL, ts_q_dot_f32_avx512_emu, ts_q_gemm_f32_avx512_emu, NULL},
+    {TS_TYPE_F16, ts_q_to_float_f16_avx512_emu, ts_q_dot_f16_avx512_emu, ts_q_gemm_f16_avx512_emu,
+     NULL},
+    {TS_TYPE_BF16, ts_q_to_float_bf16_avx512_emu, ts_q_dot_bf16_avx512_emu, NULL, NULL},
     /* The AVX-512 gemm of Q4_0, Q4_1 and Q5_0 matches the AVX2 dot (native here). */
-    {TS_TYPE_Q4_0, ts_q_to_float_q4_0_avx512_emu, ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512_emu},
-    {TS_TYPE_Q4_1, ts_q_to_float_q4_1_avx512_emu, ts_q_dot_q4_1_avx2, ts_q_gemm_q4_1_avx512_emu},
-    {TS_TYPE_Q5_0, NULL, ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx512_emu},
-    {TS_TYPE_IQ4_NL, NULL, ts_q_dot_iq4_nl_avx512_emu, ts_q_gemm_iq4_nl_avx512_emu},
+    {TS_TYPE_Q4_0, ts_q_to_float_q4_0_avx512_emu, ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512_emu,
+     ts_q_gemm_q4_0_packed_avx512_emu},
+    {TS_TYPE_Q4_1, ts_q_to_float_q4_1_avx512_emu, ts_q_dot_q4_1_avx2, ts_q_gemm_q4_1_avx512_emu,
+     ts_q_gemm_q4_1_packed_avx512_emu},
+    {TS_TYPE_Q5_0, NULL, ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx512_emu,
+     ts_q_gemm_q5_0_packed_avx512_emu},
+    {TS_TYPE_IQ4_NL, NULL, ts_q_dot_iq4_nl_avx512_emu, ts_q_gemm_iq4_nl_avx512_emu,
+     ts_q_gemm_iq4_nl_packed_avx512_emu},
     {TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx512_emu, ts_q_dot_q8_0_avx512_emu,
-     ts_q_gemm_q8_0_avx512_emu},
+     ts_q_gemm_q8_0_avx512_emu, ts_q_gemm_q8_0_packed_avx512_emu},
     {TS_TYPE_Q4_K, ts_q_to_float_q4_k_avx512_emu, ts_q_dot_q4_k_avx512_emu,
-     ts_q_gemm_q4_k_avx512_emu},
-    {TS_TYPE_Q5_K, ts_q_to_float_q5_k_avx512_emu, ts_q_dot_q5_k_avx512_emu, NULL},
+     ts_q_gemm_q4_k_avx512_emu, ts_q_gemm_q4_k_packed_avx512_emu},
+    {TS_TYPE_Q5_K, ts_q_to_float_q5_k_avx512_emu, ts_q_dot_q5_k_avx512_emu, NULL, NULL},
     {TS_TYPE_Q6_K, ts_q_to_float_q6_k_avx512_emu, ts_q_dot_q6_k_avx512_emu,
-     ts_q_gemm_q6_k_avx512_emu},
+     ts_q_gemm_q6_k_avx512_emu, ts_q_gemm_q6_k_packed_avx512_emu},
 };
 #define N_EMU (sizeof k_emu / sizeof k_emu[0])
 
@@ -513,6 +519,62 @@ static void test_gemm(void **state) {
     }
 }
 
+enum { PACK_ROWS = 48 };
+
+/* The gemm on packed weights gives the gemm's bits on the same rows, for whole groups of
+ * sixteen rows starting at any group, every column count across the tiles' remainders. */
+static void test_gemm_packed(void **state) {
+    (void)state;
+    static const int wkinds[] = {QGEN_NORMAL, QGEN_OUTLIER, KIND_RAW,  QGEN_HUGE,   QGEN_CONST_NEG,
+                                 QGEN_ZEROS,  QGEN_TINY,    QGEN_GRID, QGEN_NORMAL, KIND_RAW};
+    for (size_t t = 0; t < N_EMU; t++) {
+        const emu_type *e = &k_emu[t];
+        if (e->gemm_packed == NULL) {
+            continue;
+        }
+        const ts_quant_ops *ref = scalar_ops(e->type);
+        int64_t lens[4];
+        const int nl = lengths(e->type, lens);
+        for (int l = 0; l < nl; l++) {
+            const int64_t n = lens[l];
+            rows w, a;
+            make_rows(e->type, n, PACK_ROWS, wkinds, (int)(sizeof wkinds / sizeof wkinds[0]),
+                      500 + t, &w);
+            make_rows(ref->vec_dot_type, n, GEMM_COLS, k_act_kinds,
+                      (int)(sizeof k_act_kinds / sizeof k_act_kinds[0]), 600 + t, &a);
+            const size_t rb = row_bytes(e->type, n);
+            uint8_t *dense = malloc(rb * PACK_ROWS), *packed = malloc(rb * PACK_ROWS);
+            assert_non_null(dense);
+            assert_non_null(packed);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                memcpy(dense + (size_t)r * rb, w.data + (size_t)r * w.ld, rb);
+            }
+            assert_true(ts_quant_pack(e->type, packed, dense, n, PACK_ROWS));
+            float want[GEMM_COLS * PACK_ROWS], got[GEMM_COLS * PACK_ROWS];
+            const size_t ldc = sizeof(float) * PACK_ROWS;
+            for (int r0 = 0; r0 < PACK_ROWS; r0 += 16) {
+                for (int nr = 16; r0 + nr <= PACK_ROWS; nr += 16) {
+                    for (int nc = 1; nc <= GEMM_COLS; nc++) {
+                        memset(want, 0, sizeof want);
+                        memset(got, 0, sizeof got);
+                        e->gemm(n, nr, nc, want, ldc, dense + (size_t)r0 * rb, rb, a.data, a.ld);
+                        e->gemm_packed(n, nr, nc, got, ldc, packed + (size_t)r0 * rb, rb, a.data,
+                                       a.ld);
+                        if (memcmp(want, got, sizeof want) != 0) {
+                            fail_msg("packed gemm %s n=%lld rows %d..%d nc=%d: bits differ",
+                                     ts_type_name(e->type), (long long)n, r0, r0 + nr - 1, nc);
+                        }
+                    }
+                }
+            }
+            free(dense);
+            free(packed);
+            free_rows(&w);
+            free_rows(&a);
+        }
+    }
+}
+
 int main(void) {
     if (ts_quant_cpu_isa() < TS_ISA_AVX2) {
         /* Some types' reference dot here is the native AVX2 one. */
@@ -524,6 +586,7 @@ int main(void) {
         cmocka_unit_test(test_to_float_block_types),
         cmocka_unit_test(test_vec_dot),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_packed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

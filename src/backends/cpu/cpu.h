@@ -26,9 +26,11 @@ typedef struct ts_cpu_params {
                       (cpu_tune.h), unless TS_ISA is set, which forces its level everywhere */
     bool retune;   /* with isa -1: measure the types this backend uses again although the
                       kernel cache file has them, and rewrite it (other types' entries stay) */
+    bool no_repack; /* never repack weights (cpu_pack.h): MUL_MAT reads them where they lie */
 } ts_cpu_params;
 
-/* Parameters with defaults filled in: physical cores, isa -1 (measured choice), no retune. */
+/* Parameters with defaults filled in: physical cores, isa -1 (measured choice), no retune,
+ * weights repacked where the measured choice says so. */
 ts_cpu_params ts_cpu_params_default(void);
 /* Creates a CPU backend (params NULL = defaults); free with ts_backend_destroy. Reads the
  * kernel cache file (cpu_tune.h); nothing is measured until a graph or
@@ -45,6 +47,9 @@ ts_status ts_cpu_backend_tune(ts_backend *b, const ts_type *types, int n_types, 
  * backend (buf "", notice "", 0 ms). */
 bool ts_cpu_backend_kernels(const ts_backend *b, const ts_type *types, int n_types, char *buf,
                             size_t size, const char **notice, double *tune_ms);
+/* The repacked weights b holds: bytes and the time spent making them. False when b is not a
+ * CPU backend (0, 0). */
+bool ts_cpu_backend_repacked(const ts_backend *b, size_t *bytes, double *ms);
 /* Number of physical cores (distinct core ids) of this machine; at least 1. */
 int ts_cpu_physical_cores(void);
 

@@ -18,6 +18,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/cpu_pack.h"
 #include "util/error.h"
 
 typedef struct cpu_ctx {
@@ -27,9 +28,11 @@ typedef struct cpu_ctx {
     char name[32];
     void *scratch; /* grown when a graph needs more; reused across runs */
     size_t scratch_size;
-    uint8_t *sched;   /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
-    atomic_int *work; /* per-node shared work counters (cpu_take), zeroed per run */
+    uint8_t *sched;      /* per-node CPU_SCHED_* flags of the running graph; grown as needed */
+    atomic_int *work;    /* per-node shared work counters (cpu_take), zeroed per run */
+    const void **packed; /* per-node repacked weight of a MUL_MAT, or NULL */
     int sched_cap;
+    cpu_pack_store pack;                 /* repacked weights (cpu_pack.h) */
     const cpu_op_desc *ops[TS_OP_COUNT]; /* by op, into the static tables; NULL: no kernel */
 } cpu_ctx;
 
@@ -94,6 +97,7 @@ static void graph_task(void *arg, int ith, int nth) {
             return;
         }
         c.reuse_conversion = cb == NULL && (ctx->sched[i] & CPU_SCHED_REUSE) != 0;
+        c.packed = ctx->packed[i];
         c.work = &ctx->work[i];
         ctx->ops[node->op]->run(&c, node);
         /* Without callbacks, only the barriers the schedule needs (cpu_sched.c); a failure
@@ -130,6 +134,41 @@ static ts_status tune_graph(cpu_ctx *ctx, const ts_graph *g, ts_error *err) {
         }
     }
     return cpu_kernels_tune(&ctx->kernels, want, err);
+}
+
+/* The repacked copy of each MUL_MAT's weights where the kernel choice reads repacked weights
+ * (made on first sight, cpu_pack.h), into packed[i] when packed is not NULL. A copy that cannot
+ * be made (out of memory) leaves the node on the original rows, which gives the same bits. */
+static void pack_graph(cpu_ctx *ctx, const ts_graph *g, const void **packed) {
+    int n_nodes = ts_graph_n_nodes(g);
+    for (int i = 0; i < n_nodes; i++) {
+        const ts_tensor *node = ts_graph_node(g, i);
+        const void *p = NULL;
+        if (node->op == TS_OP_MUL_MAT && cpu_kernels_packed(&ctx->kernels, node->src[0]->type) &&
+            cpu_pack_eligible(node->src[0])) {
+            /* One level per type for both shape classes, so either tells whether it has a
+             * packed gemm. */
+            const ts_quant_ops *ops = ts_quant_ops_get(
+                node->src[0]->type, cpu_kernels_isa(&ctx->kernels, node->src[0]->type, 1));
+            ts_error ignored = {0};
+            if (ops != NULL && ops->gemm_packed != NULL &&
+                cpu_pack_get(&ctx->pack, node->src[0], &p, &ignored) != TS_OK) {
+                p = NULL;
+            }
+        }
+        if (packed != NULL) {
+            packed[i] = p;
+        }
+    }
+}
+
+static ts_status cpu_graph_prepare(void *vctx, ts_graph *g, ts_error *err) {
+    cpu_ctx *ctx = vctx;
+    ts_status st = tune_graph(ctx, g, err);
+    if (st == TS_OK) {
+        pack_graph(ctx, g, NULL);
+    }
+    return st;
 }
 
 static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb, ts_error *err) {
@@ -180,6 +219,11 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
             return ts_error_set(err, TS_ERR_NOMEM, "cpu: work counters of %d nodes", n_nodes);
         }
         ctx->work = w;
+        const void **pk = realloc(ctx->packed, (size_t)n_nodes * sizeof *pk);
+        if (pk == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "cpu: packed weights of %d nodes", n_nodes);
+        }
+        ctx->packed = pk;
         ctx->sched_cap = n_nodes;
     }
     for (int i = 0; i < n_nodes; i++) {
@@ -189,6 +233,7 @@ static ts_status cpu_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb
     if (st != TS_OK) {
         return st;
     }
+    pack_graph(ctx, g, ctx->packed);
     cpu_schedule(g, ctx->isa, ctx->sched);
     cpu_run r = {.ctx = ctx, .cb = cb, .shared_size = shared, .local_size = local};
     cpu_exec_init(&r.exec, ctx->pool, g);
@@ -211,8 +256,8 @@ static ts_status cpu_buffer_wrap(void *ctx, void *host, size_t size, ts_buffer *
     return ts_host_buffer_wrap(host, size, "cpu", out, err);
 }
 
-static void cpu_buffer_free(void *ctx, ts_buffer *buf) {
-    (void)ctx;
+static void cpu_buffer_free(void *vctx, ts_buffer *buf) {
+    cpu_pack_forget(&((cpu_ctx *)vctx)->pack, buf);
     ts_host_buffer_free(buf);
 }
 
@@ -244,6 +289,8 @@ static void cpu_destroy(void *vctx) {
     free(ctx->scratch);
     free(ctx->sched);
     free(ctx->work);
+    free(ctx->packed);
+    cpu_pack_store_free(&ctx->pack);
     free(ctx);
 }
 
@@ -257,6 +304,7 @@ static const ts_backend_iface k_cpu_iface = {
     .supports_op = cpu_supports_op,
     .graph_compute = cpu_graph_compute,
     .synchronize = NULL,
+    .graph_prepare = cpu_graph_prepare,
     .destroy = cpu_destroy,
 };
 
@@ -303,7 +351,7 @@ int ts_cpu_physical_cores(void) {
 }
 
 ts_cpu_params ts_cpu_params_default(void) {
-    ts_cpu_params p = {.n_threads = ts_cpu_physical_cores(), .isa = -1, .retune = false};
+    ts_cpu_params p = {.n_threads = ts_cpu_physical_cores(), .isa = -1};
     return p;
 }
 
@@ -312,7 +360,7 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
         return ts_error_set(err, TS_ERR_INVALID_ARG, "cpu: create: out is NULL");
     }
     *out = NULL;
-    ts_cpu_params p = params != NULL ? *params : (ts_cpu_params){0, -1, false};
+    ts_cpu_params p = params != NULL ? *params : (ts_cpu_params){.n_threads = 0, .isa = -1};
     if (p.n_threads == 0) {
         p.n_threads = ts_cpu_physical_cores();
     }
@@ -339,7 +387,7 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
         return ts_error_prefix(err, "cpu: ");
     }
     ctx->isa = (ts_isa)p.isa;
-    cpu_kernels_init(&ctx->kernels, ctx->isa, forced, p.retune);
+    cpu_kernels_init(&ctx->kernels, ctx->isa, forced, p.retune, !p.no_repack);
     index_ops(ctx);
     snprintf(ctx->name, sizeof ctx->name, "cpu");
     b->iface = &k_cpu_iface;
@@ -390,4 +438,11 @@ bool ts_cpu_backend_kernels(const ts_backend *b, const ts_type *types, int n_typ
     }
     cpu_kernels_describe(&ctx->kernels, types != NULL ? want : NULL, buf, size);
     return true;
+}
+
+bool ts_cpu_backend_repacked(const ts_backend *b, size_t *bytes, double *ms) {
+    const cpu_ctx *ctx = cpu_of(b);
+    *bytes = ctx != NULL ? ctx->pack.bytes : 0;
+    *ms = ctx != NULL ? ctx->pack.ms : 0;
+    return ctx != NULL;
 }

@@ -39,8 +39,8 @@ typedef struct cpu_exec {
     char msg[TS_ERROR_MSG_MAX];
 } cpu_exec;
 
-/* What one thread sees while it runs one node. The executor sets node, reuse_conversion and
- * work before each node; the rest is fixed for the run. */
+/* What one thread sees while it runs one node. The executor sets node, reuse_conversion,
+ * packed and work before each node; the rest is fixed for the run. */
 typedef struct cpu_op_ctx {
     int ith, nth;
     ts_isa isa;                 /* the backend's level: conversions, attention, row-wise ops */
@@ -52,6 +52,7 @@ typedef struct cpu_op_ctx {
     cpu_exec *exec;        /* the run (barrier, failure record, graph) */
     int node;              /* index of the node being run in exec->graph (cpu_fail names it) */
     bool reuse_conversion; /* MUL_MAT: the shared scratch already holds src[1] converted */
+    const void *packed;    /* MUL_MAT: src[0] repacked (cpu_pack.h), or NULL: read src[0] */
     atomic_int *work;      /* this node's work counter, 0 when the node starts (cpu_take) */
 } cpu_op_ctx;
 

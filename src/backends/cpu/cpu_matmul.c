@@ -56,14 +56,16 @@ static void convert_activations(const cpu_op_ctx *c, const ts_tensor *x, ts_type
 static void mul_mat_items(const cpu_op_ctx *c, ts_tensor *n, const ts_quant_ops *ops, bool convert,
                           size_t rb, int64_t blk, int64_t n_blk, int64_t lo, int64_t hi) {
     const ts_tensor *w = n->src[0], *x = n->src[1];
+    /* Repacked weights have the original's strides (quant.h), read by the packed gemm. */
+    const char *wdata = c->packed != NULL ? c->packed : w->data;
+    const ts_gemm_fn gemm = c->packed != NULL ? ops->gemm_packed : ops->gemm;
     int64_t rows = w->ne[1], m = x->ne[1], b2 = x->ne[2];
     int64_t r2 = b2 / w->ne[2], r3 = x->ne[3] / w->ne[3], k = w->ne[0];
     for (int64_t item = lo; item < hi; item++) {
         int64_t bi = item / n_blk, i0 = (item % n_blk) * blk;
         int64_t i1 = i0 + blk < rows ? i0 + blk : rows;
         int64_t c2 = bi % b2, c3 = bi / b2;
-        const char *wrow =
-            (const char *)w->data + i0 * w->nb[1] + (c2 / r2) * w->nb[2] + (c3 / r3) * w->nb[3];
+        const char *wrow = wdata + i0 * w->nb[1] + (c2 / r2) * w->nb[2] + (c3 / r3) * w->nb[3];
         const char *act;
         size_t lda;
         if (convert) {
@@ -76,8 +78,8 @@ static void mul_mat_items(const cpu_op_ctx *c, ts_tensor *n, const ts_quant_ops 
         char *out = (char *)n->data + i0 * sizeof(float) + c2 * n->nb[2] + c3 * n->nb[3];
         for (int64_t j0 = 0; j0 < m; j0 += COL_BLOCK) {
             int64_t nc = m - j0 < COL_BLOCK ? m - j0 : COL_BLOCK;
-            ops->gemm(k, i1 - i0, nc, (float *)(out + j0 * n->nb[1]), n->nb[1], wrow, w->nb[1],
-                      act + j0 * lda, lda);
+            gemm(k, i1 - i0, nc, (float *)(out + j0 * n->nb[1]), n->nb[1], wrow, w->nb[1],
+                 act + j0 * lda, lda);
         }
     }
 }
@@ -96,7 +98,8 @@ static void mul_mat(const cpu_op_ctx *c, ts_tensor *n) {
      * thread gets several. With several activation rows a call prepares them once for all
      * its weight rows (quant/avx512/q32.c), so those calls take up to 128. */
     int64_t blk = m > 1 ? CPU_MM_ROWS_SEVERAL : CPU_MM_ROWS_ONE;
-    while (blk > 4 && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
+    const int64_t min_blk = c->packed != NULL ? TS_PACK_ROWS : 4; /* packed: whole groups */
+    while (blk > min_blk && ((rows + blk - 1) / blk) * b2 * b3 < 4 * c->nth) {
         blk /= 2;
     }
     int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * b2 * b3;

@@ -36,6 +36,7 @@
 /* Working memory of one tune call, sized for the largest row type (F32). */
 typedef struct tune_mem {
     char *w;  /* [TUNE_MAX_ROWS or fewer rows][ldw] */
+    char *wp; /* the same rows packed (ts_quant_pack), for the packed candidates */
     char *a;  /* [TUNE_NC][lda] */
     float *c; /* [TUNE_NC][TUNE_MAX_ROWS] */
     float *f; /* [TUNE_K] */
@@ -46,6 +47,15 @@ typedef struct tune_case {
     size_t ldw, lda;
     const tune_mem *m;
 } tune_case;
+
+/* One candidate: a level's gemm, on the rows or on the packed rows. */
+typedef struct tune_cand {
+    ts_gemm_fn gemm;
+    ts_isa level;
+    bool packed;
+} tune_cand;
+
+#define TUNE_MAX_CAND (2 * (TS_ISA_AVX512 + 1))
 
 static double now_ns(void) {
     struct timespec ts;
@@ -70,30 +80,31 @@ static void fill_row(float *f, uint64_t seed) {
 }
 
 /* One pass over the matrix (first_only: its first block only), as MUL_MAT calls gemm. */
-static void run_pass(ts_gemm_fn gemm, const tune_case *tc, bool first_only) {
+static void run_pass(const tune_cand *cd, const tune_case *tc, bool first_only) {
     int64_t end = first_only ? tc->blk : tc->rows;
+    const char *w = cd->packed ? tc->m->wp : tc->m->w;
     for (int64_t r0 = 0; r0 < end; r0 += tc->blk) {
-        gemm(TUNE_K, tc->blk, tc->nc, tc->m->c + r0, (size_t)TUNE_MAX_ROWS * sizeof(float),
-             tc->m->w + (size_t)r0 * tc->ldw, tc->ldw, tc->m->a, tc->lda);
+        cd->gemm(TUNE_K, tc->blk, tc->nc, tc->m->c + r0, (size_t)TUNE_MAX_ROWS * sizeof(float),
+                 w + (size_t)r0 * tc->ldw, tc->ldw, tc->m->a, tc->lda);
     }
 }
 
-static double time_passes(ts_gemm_fn gemm, const tune_case *tc, bool first_only, int reps) {
+static double time_passes(const tune_cand *cd, const tune_case *tc, bool first_only, int reps) {
     double t0 = now_ns();
     for (int i = 0; i < reps; i++) {
-        run_pass(gemm, tc, first_only);
+        run_pass(cd, tc, first_only);
     }
     return (now_ns() - t0) / reps;
 }
 
 /* Times every candidate for one shape class: best[i] is candidate i's best time per call, or
  * -1 for a candidate dropped for being far slower on its first call. */
-static void measure(const ts_quant_ops *const *cand, int n, const tune_case *tc, double *best) {
-    double first[TS_ISA_AVX512 + 1];
+static void measure(const tune_cand *cand, int n, const tune_case *tc, double *best) {
+    double first[TUNE_MAX_CAND];
     double fastest_first = 0;
     for (int i = 0; i < n; i++) {
-        run_pass(cand[i]->gemm, tc, true); /* warm the code and the data */
-        first[i] = time_passes(cand[i]->gemm, tc, true, 1);
+        run_pass(&cand[i], tc, true); /* warm the code and the data */
+        first[i] = time_passes(&cand[i], tc, true, 1);
         fastest_first = i == 0 || first[i] < fastest_first ? first[i] : fastest_first;
         best[i] = -1;
     }
@@ -105,7 +116,7 @@ static void measure(const ts_quant_ops *const *cand, int n, const tune_case *tc,
             double per_pass = first[i] * (double)(tc->rows / tc->blk);
             int reps =
                 per_pass > 0 && per_pass < TUNE_SLICE_NS ? (int)(TUNE_SLICE_NS / per_pass) : 1;
-            double t = time_passes(cand[i]->gemm, tc, false, reps);
+            double t = time_passes(&cand[i], tc, false, reps);
             best[i] = best[i] < 0 || t < best[i] ? t : best[i];
         }
     }
@@ -115,7 +126,7 @@ static void measure(const ts_quant_ops *const *cand, int n, const tune_case *tc,
  * of its class, add up to the least. A type never runs two levels at once because the levels'
  * kernels agree only within rounding: a token's logits would depend on whether it was batched
  * (the batch-invariance contract, docs/quant.md). */
-static int pick_level(const double best[CPU_SHAPE_COUNT][TS_ISA_AVX512 + 1], int n) {
+static int pick_level(const double best[CPU_SHAPE_COUNT][TUNE_MAX_CAND], int n) {
     double fastest[CPU_SHAPE_COUNT] = {0};
     for (int s = 0; s < CPU_SHAPE_COUNT; s++) {
         for (int i = 0; i < n; i++) {
@@ -153,19 +164,21 @@ static bool tune_type(cpu_kernels *k, ts_type t, const tune_mem *m) {
     }
     int64_t rows = (int64_t)(TUNE_W_BYTES / ldw) / TUNE_BLK * TUNE_BLK;
     rows = rows < TUNE_BLK ? TUNE_BLK : rows > TUNE_MAX_ROWS ? TUNE_MAX_ROWS : rows;
-    /* The candidates: distinct gemm kernels, each under the lowest level that has it. */
-    const ts_quant_ops *cand[TS_ISA_AVX512 + 1];
-    ts_isa lvl[TS_ISA_AVX512 + 1];
+    /* The candidates: distinct gemm kernels, each under the lowest level that has it, and
+     * their packed forms. */
+    tune_cand cand[TUNE_MAX_CAND];
     int n = 0;
     for (int l = TS_ISA_SCALAR; l <= (int)k->top; l++) {
         const ts_quant_ops *o = ts_quant_ops_get(t, (ts_isa)l);
         bool seen = o == NULL || o->gemm == NULL || o->vec_dot_type != top->vec_dot_type;
         for (int i = 0; i < n && !seen; i++) {
-            seen = cand[i]->gemm == o->gemm;
+            seen = cand[i].gemm == o->gemm;
         }
         if (!seen) {
-            cand[n] = o;
-            lvl[n++] = (ts_isa)l;
+            cand[n++] = (tune_cand){o->gemm, (ts_isa)l, false};
+            if (o->gemm_packed != NULL && ts_quant_packable(t, TUNE_K, rows)) {
+                cand[n++] = (tune_cand){o->gemm_packed, (ts_isa)l, true};
+            }
         }
     }
     for (int64_t r = 0; r < TUNE_DISTINCT; r++) {
@@ -175,11 +188,12 @@ static bool tune_type(cpu_kernels *k, ts_type t, const tune_mem *m) {
     for (int64_t r = TUNE_DISTINCT; r < rows; r++) {
         memcpy(m->w + (size_t)r * ldw, m->w + (size_t)(r % TUNE_DISTINCT) * ldw, ldw);
     }
+    ts_quant_pack(t, m->wp, m->w, TUNE_K, rows); /* false (nothing to do) for unpacked types */
     for (int64_t j = 0; j < TUNE_NC; j++) {
         fill_row(m->f, (uint64_t)j + 100);
         act->from_float(m->f, m->a + (size_t)j * lda, TUNE_K);
     }
-    double best[CPU_SHAPE_COUNT][TS_ISA_AVX512 + 1];
+    double best[CPU_SHAPE_COUNT][TUNE_MAX_CAND];
     for (int s = 0; s < CPU_SHAPE_COUNT && n > 1; s++) {
         tune_case tc = {rows,
                         s == CPU_SHAPE_ROW ? 1 : TUNE_NC,
@@ -191,8 +205,9 @@ static bool tune_type(cpu_kernels *k, ts_type t, const tune_mem *m) {
     }
     int pick = n > 1 ? pick_level(best, n) : 0;
     for (int s = 0; s < CPU_SHAPE_COUNT; s++) {
-        k->isa[t][s] = (int8_t)lvl[pick];
+        k->isa[t][s] = (int8_t)cand[pick].level;
     }
+    k->packed[t] = cand[pick].packed;
     return true;
 }
 
@@ -207,12 +222,13 @@ ts_status cpu_kernels_tune(cpu_kernels *k, const bool want[TS_TYPE_COUNT], ts_er
     double t0 = now_ns();
     tune_mem m = {
         .w = aligned_alloc(64, TUNE_W_BYTES + (size_t)TUNE_BLK * TUNE_K * sizeof(float)),
+        .wp = aligned_alloc(64, TUNE_W_BYTES + (size_t)TUNE_BLK * TUNE_K * sizeof(float)),
         .a = aligned_alloc(64, (size_t)TUNE_NC * TUNE_K * sizeof(float)),
         .c = aligned_alloc(64, (size_t)TUNE_NC * TUNE_MAX_ROWS * sizeof(float)),
         .f = aligned_alloc(64, (size_t)TUNE_K * sizeof(float)),
     };
     ts_status st = TS_OK;
-    if (m.w == NULL || m.a == NULL || m.c == NULL || m.f == NULL) {
+    if (m.w == NULL || m.wp == NULL || m.a == NULL || m.c == NULL || m.f == NULL) {
         st = ts_error_set(err, TS_ERR_NOMEM, "cpu: kernel measurement: out of memory");
     }
     bool measured = false;
@@ -223,6 +239,7 @@ ts_status cpu_kernels_tune(cpu_kernels *k, const bool want[TS_TYPE_COUNT], ts_er
         }
     }
     free(m.w);
+    free(m.wp);
     free(m.a);
     free(m.c);
     free(m.f);
@@ -233,12 +250,17 @@ ts_status cpu_kernels_tune(cpu_kernels *k, const bool want[TS_TYPE_COUNT], ts_er
     return st;
 }
 
-void cpu_kernels_init(cpu_kernels *k, ts_isa top, bool forced, bool retune) {
+void cpu_kernels_init(cpu_kernels *k, ts_isa top, bool forced, bool retune, bool repack) {
     memset(k, 0, sizeof *k);
     k->top = top;
+    k->repack = repack;
     k->forced = forced;
     memset(k->isa, forced ? (int)top : -1, sizeof k->isa);
     if (forced) {
+        for (int t = 0; t < TS_TYPE_COUNT; t++) {
+            const ts_quant_ops *o = ts_quant_ops_get((ts_type)t, top);
+            k->packed[t] = o != NULL && o->gemm_packed != NULL;
+        }
         return;
     }
     char dir[sizeof k->path - 160], id[128];
@@ -264,9 +286,10 @@ void cpu_kernels_describe(const cpu_kernels *k, const bool *want, char *buf, siz
             ts_quant_ops_get((ts_type)t, k->top) == NULL) {
             continue;
         }
-        int n = snprintf(buf + at, size - at, "%s%s %s/%s", at > 0 ? ", " : "",
+        int n = snprintf(buf + at, size - at, "%s%s %s/%s%s", at > 0 ? ", " : "",
                          ts_type_name((uint32_t)t), ts_isa_name((ts_isa)k->isa[t][0]),
-                         ts_isa_name((ts_isa)k->isa[t][1]));
+                         ts_isa_name((ts_isa)k->isa[t][1]),
+                         cpu_kernels_packed(k, (ts_type)t) ? " packed" : "");
         if (n < 0 || (size_t)n >= size - at) {
             buf[at] = '\0';
             return;

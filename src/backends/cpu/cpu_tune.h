@@ -32,7 +32,7 @@
 /* Shape classes: one activation row (decoding) or several (prefill, batched decoding). */
 enum { CPU_SHAPE_ROW = 0, CPU_SHAPE_ROWS = 1, CPU_SHAPE_COUNT = 2 };
 
-#define CPU_TUNE_FORMAT 2 /* cache file layout version */
+#define CPU_TUNE_FORMAT 3 /* cache file layout version */
 
 /* The most weight rows MUL_MAT hands one gemm call (cpu_matmul.c), with one activation row and
  * with several; the measurement calls the kernels the same way. */
@@ -43,6 +43,10 @@ typedef struct cpu_kernels {
     ts_isa top;                                 /* no entry is above this level */
     bool forced;                                /* every entry is `top`, nothing is measured */
     int8_t isa[TS_TYPE_COUNT][CPU_SHAPE_COUNT]; /* chosen ts_isa; -1: not chosen yet */
+    bool packed[TS_TYPE_COUNT]; /* the chosen level's gemm on repacked weights (cpu_pack.h) */
+    bool repack;                /* false: never repack (--no-repack); `packed` is still kept
+                                   (and cached) as measured, and runs use the level's gemm on
+                                   the original rows, which gives the same bits */
     bool stale[TS_TYPE_COUNT];                  /* retune: measure again though chosen */
     double tune_ms;                             /* wall time spent measuring so far */
     char path[1024];                            /* cache file; "" when there is none */
@@ -53,7 +57,7 @@ typedef struct cpu_kernels {
  * notice) and, with retune, marks every type stale, so that the types tuned during this
  * backend's life are measured again while the file keeps the entries of the others. Never
  * fails: without a usable cache, entries are measured. */
-void cpu_kernels_init(cpu_kernels *k, ts_isa top, bool forced, bool retune);
+void cpu_kernels_init(cpu_kernels *k, ts_isa top, bool forced, bool retune, bool repack);
 
 /* Measures the unchosen entries of the types with want[type] set (all of a forced table are
  * chosen) and rewrites the cache file when any were measured. Fails only on memory. */
@@ -65,6 +69,12 @@ static inline bool cpu_kernels_needs(const cpu_kernels *k, ts_type t) {
            (k->isa[t][0] < 0 || k->isa[t][1] < 0 || k->stale[t]);
 }
 
+/* Whether MUL_MATs of weight type t read repacked weights: the measured choice, or with a
+ * forced level, whether that level has a gemm for them. */
+static inline bool cpu_kernels_packed(const cpu_kernels *k, ts_type t) {
+    return k->repack && (unsigned)t < TS_TYPE_COUNT && k->packed[t];
+}
+
 /* The level to run a MUL_MAT of weight type t with `rows` activation rows at; the backend's
  * level for an entry not chosen yet. */
 static inline ts_isa cpu_kernels_isa(const cpu_kernels *k, ts_type t, int64_t rows) {
@@ -72,8 +82,9 @@ static inline ts_isa cpu_kernels_isa(const cpu_kernels *k, ts_type t, int64_t ro
     return v < 0 ? k->top : (ts_isa)v;
 }
 
-/* "Q4_1 avx2/avx512, Q8_0 avx512/avx512": level per shape class (one row / several) of the
- * chosen types with want[type] set (NULL: all chosen), in type order; "" when none. */
+/* "Q4_1 avx512/avx512 packed, Q8_0 avx2/avx2": level per shape class (one row / several) of
+ * the chosen types with want[type] set (NULL: all chosen), in type order, "packed" where the
+ * gemm reads repacked weights; "" when none. */
 void cpu_kernels_describe(const cpu_kernels *k, const bool *want, char *buf, size_t size);
 
 /* cpu_tune_cache.c: reads k->path into the entries (a missing file is no error; a bad one

@@ -9,6 +9,7 @@
  *     build 5f1c...                      the kernels measured (cpu_build_id: a hash of their
  *                                        sources and the compiler)
  *     Q4_1 row avx2                      type, shape class (row | rows), level
+ *     Q4_1 rows avx512 packed            ... and "packed": the level's gemm on repacked weights
  *     ...
  *     end                                written last: a file without it was cut short
  *
@@ -106,13 +107,16 @@ static void note(cpu_kernels *k, const char *fmt, ...) {
 }
 
 /* Checks one entry line and stores it; NULL when valid, else what is wrong. */
-static const char *parse_entry(cpu_kernels *k, char *line, int8_t (*isa)[CPU_SHAPE_COUNT]) {
+static const char *parse_entry(cpu_kernels *k, char *line, int8_t (*isa)[CPU_SHAPE_COUNT],
+                               int8_t (*packed)[CPU_SHAPE_COUNT]) {
     char *save = NULL;
     char *tname = strtok_r(line, " ", &save);
     char *shape = strtok_r(NULL, " ", &save);
     char *level = strtok_r(NULL, " ", &save);
-    if (tname == NULL || shape == NULL || level == NULL || strtok_r(NULL, " ", &save) != NULL) {
-        return "not 'TYPE row|rows LEVEL'";
+    char *layout = strtok_r(NULL, " ", &save);
+    if (tname == NULL || shape == NULL || level == NULL ||
+        (layout != NULL && strcmp(layout, "packed") != 0) || strtok_r(NULL, " ", &save) != NULL) {
+        return "not 'TYPE row|rows LEVEL [packed]'";
     }
     ts_type t;
     if (!ts_type_from_name(tname, &t) || ts_quant_ops_get(t, TS_ISA_SCALAR) == NULL) {
@@ -135,10 +139,17 @@ static const char *parse_entry(cpu_kernels *k, char *line, int8_t (*isa)[CPU_SHA
     if (l > (int)ts_quant_cpu_isa() || l > (int)k->top) {
         return "a level this CPU does not run";
     }
+    if (layout != NULL) {
+        const ts_quant_ops *o = ts_quant_ops_get(t, (ts_isa)l);
+        if (o == NULL || o->isa != (ts_isa)l || o->gemm_packed == NULL) {
+            return "a packed kernel this build does not have";
+        }
+    }
     if (isa[t][s] >= 0) {
         return "duplicate entry";
     }
     isa[t][s] = (int8_t)l;
+    packed[t][s] = layout != NULL;
     return NULL;
 }
 
@@ -154,7 +165,8 @@ void cpu_cache_head(char *buf, size_t size) {
 }
 
 /* Parses the whole file into isa; NULL when valid, else what is wrong at *line_no. */
-static const char *parse(cpu_kernels *k, char *text, int8_t (*isa)[CPU_SHAPE_COUNT], int *line_no) {
+static const char *parse(cpu_kernels *k, char *text, int8_t (*isa)[CPU_SHAPE_COUNT],
+                         int8_t (*packed)[CPU_SHAPE_COUNT], int *line_no) {
     char id[128], build[128], want_head[32];
     cpu_id(id, sizeof id);
     cpu_build_id(build, sizeof build);
@@ -187,7 +199,7 @@ static const char *parse(cpu_kernels *k, char *text, int8_t (*isa)[CPU_SHAPE_COU
         } else if (strcmp(line, "end") == 0) {
             ended = true;
         } else {
-            const char *why = parse_entry(k, line, isa);
+            const char *why = parse_entry(k, line, isa, packed);
             if (why != NULL) {
                 return why;
             }
@@ -213,8 +225,9 @@ void cpu_tune_load(cpu_kernels *k) {
         note(k, "kernel cache %s ignored: out of memory", k->path);
         return;
     }
-    int8_t isa[TS_TYPE_COUNT][CPU_SHAPE_COUNT];
+    int8_t isa[TS_TYPE_COUNT][CPU_SHAPE_COUNT], packed[TS_TYPE_COUNT][CPU_SHAPE_COUNT];
     memset(isa, -1, sizeof isa);
+    memset(packed, 0, sizeof packed);
     int line_no = 0;
     const char *why = NULL;
     if (read_err) {
@@ -225,13 +238,15 @@ void cpu_tune_load(cpu_kernels *k) {
         why = "not text";
     } else {
         text[len] = '\0';
-        why = parse(k, text, isa, &line_no);
+        why = parse(k, text, isa, packed, &line_no);
     }
     for (int t = 0; why == NULL && t < TS_TYPE_COUNT; t++) {
-        if (isa[t][CPU_SHAPE_ROW] != isa[t][CPU_SHAPE_ROWS]) {
+        if (isa[t][CPU_SHAPE_ROW] != isa[t][CPU_SHAPE_ROWS] ||
+            packed[t][CPU_SHAPE_ROW] != packed[t][CPU_SHAPE_ROWS]) {
             /* One level per type (cpu_tune.c): a half entry or two levels would make a
-             * token's result depend on its batch. */
-            why = "a type with two levels, or one shape class only";
+             * token's result depend on its batch; one layout per type, since a weight has
+             * one copy. */
+            why = "a type with two levels or layouts, or one shape class only";
         }
     }
     free(text);
@@ -244,6 +259,9 @@ void cpu_tune_load(cpu_kernels *k) {
         return;
     }
     memcpy(k->isa, isa, sizeof isa);
+    for (int t = 0; t < TS_TYPE_COUNT; t++) {
+        k->packed[t] = packed[t][CPU_SHAPE_ROW] != 0;
+    }
 }
 
 /* mkdir -p of the directory part of path. */
@@ -288,8 +306,8 @@ void cpu_tune_save(cpu_kernels *k) {
     for (int t = 0; t < TS_TYPE_COUNT; t++) {
         for (int s = 0; s < CPU_SHAPE_COUNT; s++) {
             if (k->isa[t][s] >= 0) {
-                fprintf(f, "%s %s %s\n", ts_type_name((uint32_t)t), k_shape_names[s],
-                        ts_isa_name((ts_isa)k->isa[t][s]));
+                fprintf(f, "%s %s %s%s\n", ts_type_name((uint32_t)t), k_shape_names[s],
+                        ts_isa_name((ts_isa)k->isa[t][s]), k->packed[t] ? " packed" : "");
             }
         }
     }

@@ -49,6 +49,7 @@
  * are prefetched. Both drivers are written once and take a constant table of the type's inline
  * block functions, which GCC inlines through (the exported wrappers contain no indirect call).
  */
+#include <assert.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -82,16 +83,17 @@ typedef struct k16ys {
 /* A type's block functions; the drivers below are instantiated per table by inlining. */
 typedef struct k16_type {
     size_t wbs; /* bytes per weight super-block */
-    /* Super-block i of the sixteen rows at w[0..15] into *b. */
-    void (*unpack)(const char *const *w, int64_t i, k16blk *b);
+    /* Super-block i of the sixteen rows at w[0..15] (packed: of the group at w[0]) into *b. */
+    void (*unpack)(const char *const *w, bool packed, int64_t i, k16blk *b);
     /* The activation terms of one Q8_K super-block. */
     void (*yprep)(const ts_block_q8_k *y, k16ys *e);
     /* One unpacked super-block against four activation rows (their quants y[j], terms e[j]),
      * folded into acc[j]. */
     void (*tile4)(const k16blk *b, const int8_t *const *y, const k16ys *const *e, __m512 *acc);
-    /* Super-block i of the sixteen rows at w against one activation row, unpacked in
-     * registers, folded into acc. */
-    __m512 (*col1)(const char *const *w, int64_t i, const int8_t *y, const k16ys *e, __m512 acc);
+    /* Super-block i of the sixteen rows at w (as for unpack) against one activation row,
+     * unpacked in registers, folded into acc. */
+    __m512 (*col1)(const char *const *w, bool packed, int64_t i, const int8_t *y, const k16ys *e,
+                   __m512 acc);
 } k16_type;
 
 /* ---- shared pieces ---- */
@@ -148,6 +150,34 @@ K16_INLINE void t16x8(const char *const *p, size_t off, __m512i out[8]) {
     for (int d = 0; d < 4; d++) {
         out[d] = _mm512_shuffle_i32x4(v[0][d], v[1][d], _MM_SHUFFLE(2, 0, 2, 0));
         out[d + 4] = _mm512_shuffle_i32x4(v[0][d], v[1][d], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Super-block i of sixteen rows: each row's block, or the packed block (quant_pack.c). */
+typedef struct k16src {
+    const char *p[16];
+    const char *pk;
+} k16src;
+
+K16_INLINE k16src k16_src(const char *const *w, bool packed, size_t bs, int64_t i) {
+    k16src s = {.pk = packed ? w[0] + (size_t)i * 16 * bs : NULL};
+    for (int r = 0; r < 16 && !packed; r++) {
+        s.p[r] = w[r] + (size_t)i * bs;
+    }
+    return s;
+}
+
+/* Lane r of out[k] = dword k of the 4n bytes at byte b of row r's block (n = 4 or 8). Packed,
+ * dword b / 4 + k of the sixteen rows is the 64 bytes at 16 * b + 64 * k. */
+K16_INLINE void k16_words(const k16src *s, bool packed, size_t b, int n, __m512i *out) {
+    if (packed) {
+        for (int k = 0; k < n; k++) {
+            out[k] = _mm512_loadu_si512(s->pk + 16 * b + 64 * (size_t)k);
+        }
+    } else if (n == 4) {
+        t16x4(s->p, b, out);
+    } else {
+        t16x8(s->p, b, out);
     }
 }
 
@@ -211,19 +241,16 @@ K16_INLINE void q4_k_header(const __m512i h[4], __m512i sc[8], __m512i m[4], __m
     *dmin = f16_lanes(h[0], 1);
 }
 
-K16_INLINE void q4_k_unpack(const char *const *w, int64_t i, k16blk *b) {
-    const char *p[16];
-    for (int r = 0; r < 16; r++) {
-        p[r] = w[r] + (size_t)i * sizeof(ts_block_q4_k);
-    }
+K16_INLINE void q4_k_unpack(const char *const *w, bool packed, int64_t i, k16blk *b) {
+    const k16src src = k16_src(w, packed, sizeof(ts_block_q4_k), i);
     __m512i h[4];
-    t16x4(p, 0, h);
+    k16_words(&src, packed, 0, 4, h);
     q4_k_header(h, b->sc, b->m, &b->d, &b->dmin);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int c = 0; c < 4; c++) {
         /* qs bytes 32c..32c+31: low nibbles are elements 64c.., high ones 64c + 32.. */
         __m512i t[8];
-        t16x8(p, offsetof(ts_block_q4_k, qs) + 32 * (size_t)c, t);
+        k16_words(&src, packed, offsetof(ts_block_q4_k, qs) + 32 * (size_t)c, 8, t);
         for (int k = 0; k < 8; k++) {
             b->q[16 * c + k] = _mm512_and_si512(t[k], m4);
             b->q[16 * c + 8 + k] = _mm512_and_si512(_mm512_srli_epi16(t[k], 4), m4);
@@ -286,21 +313,18 @@ K16_INLINE void q4_k_tile4(const k16blk *b, const int8_t *const *y, const k16ys 
     }
 }
 
-K16_INLINE __m512 q4_k_col1(const char *const *w, int64_t i, const int8_t *y, const k16ys *e,
-                            __m512 acc) {
-    const char *p[16];
-    for (int r = 0; r < 16; r++) {
-        p[r] = w[r] + (size_t)i * sizeof(ts_block_q4_k);
-    }
+K16_INLINE __m512 q4_k_col1(const char *const *w, bool packed, int64_t i, const int8_t *y,
+                            const k16ys *e, __m512 acc) {
+    const k16src src = k16_src(w, packed, sizeof(ts_block_q4_k), i);
     __m512i h[4], sc[8], m[4];
     __m512 d, dmin;
-    t16x4(p, 0, h);
+    k16_words(&src, packed, 0, 4, h);
     q4_k_header(h, sc, m, &d, &dmin);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
     for (int c = 0; c < 4; c++) {
         __m512i t[8];
-        t16x8(p, offsetof(ts_block_q4_k, qs) + 32 * (size_t)c, t);
+        k16_words(&src, packed, offsetof(ts_block_q4_k, qs) + 32 * (size_t)c, 8, t);
         /* Four independent chains: each sub-block's two halves. */
         __m512i lo[2], hi[2];
         for (int half = 0; half < 2; half++) {
@@ -337,17 +361,28 @@ K16_INLINE __m512 q6_k_fold(__m512 acc, __m512i t, __m512 d, float da) {
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, _mm512_set1_ps(da)), acc);
 }
 
-/* The 16 int8 scales (as int32) and d of sixteen rows, from each block's last 32 bytes (qh
- * 50..63, scales at bytes 14..29, d at 30..31). */
-K16_INLINE void q6_k_header(const char *const *p, __m512i sc[16], __m512 *d) {
-    enum { TAIL = sizeof(ts_block_q6_k) - 32, SC = offsetof(ts_block_q6_k, scales) - TAIL };
+/* The 16 int8 scales (as int32) and d of sixteen rows. From the rows: each block's last 32
+ * bytes (qh 50..63, scales at bytes 14..29, d at 30..31) in one transpose. Packed: the scales'
+ * four dwords and the run of sixteen d. */
+K16_INLINE void q6_k_header(const k16src *s, bool packed, __m512i sc[16], __m512 *d) {
+    enum {
+        TAIL = sizeof(ts_block_q6_k) - 32,
+        SC = offsetof(ts_block_q6_k, scales),
+        D = offsetof(ts_block_q6_k, d)
+    };
     __m512i t[8];
-    t16x8(p, TAIL, t);
+    const int base = packed ? 0 : SC - TAIL; /* byte of t (dword 0, byte 0 on) holding scale 0 */
+    if (packed) {
+        k16_words(s, true, SC, 4, t);
+        *d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s->pk + 16 * D)));
+    } else {
+        t16x8(s->p, TAIL, t);
+        *d = f16_lanes(t[7], 1);
+    }
     for (int j = 0; j < 16; j++) {
-        const int at = SC + j; /* byte at % 4 of dword at / 4 */
+        const int at = base + j; /* byte at % 4 of dword at / 4 */
         sc[j] = _mm512_srai_epi32(_mm512_slli_epi32(t[at / 4], 24 - 8 * (at % 4)), 24);
     }
-    *d = f16_lanes(t[7], 1);
 }
 
 /* Levels of groups 32h + 8s + k: the low nibbles of ql (s < 2) or its high nibbles (s >= 2),
@@ -364,21 +399,18 @@ K16_INLINE __m512i q6_k_level(__m512i ql, __m512i qh, int s) {
 }
 
 /* The transposed ql (two chunks) and qh of half h of sixteen rows' super-blocks. */
-K16_INLINE void q6_k_half(const char *const *p, int h, __m512i ql[2][8], __m512i qh[8]) {
-    t16x8(p, offsetof(ts_block_q6_k, ql) + 64 * (size_t)h, ql[0]);
-    t16x8(p, offsetof(ts_block_q6_k, ql) + 64 * (size_t)h + 32, ql[1]);
-    t16x8(p, offsetof(ts_block_q6_k, qh) + 32 * (size_t)h, qh);
+K16_INLINE void q6_k_half(const k16src *s, bool packed, int h, __m512i ql[2][8], __m512i qh[8]) {
+    k16_words(s, packed, offsetof(ts_block_q6_k, ql) + 64 * (size_t)h, 8, ql[0]);
+    k16_words(s, packed, offsetof(ts_block_q6_k, ql) + 64 * (size_t)h + 32, 8, ql[1]);
+    k16_words(s, packed, offsetof(ts_block_q6_k, qh) + 32 * (size_t)h, 8, qh);
 }
 
-K16_INLINE void q6_k_unpack(const char *const *w, int64_t i, k16blk *b) {
-    const char *p[16];
-    for (int r = 0; r < 16; r++) {
-        p[r] = w[r] + (size_t)i * sizeof(ts_block_q6_k);
-    }
-    q6_k_header(p, b->sc, &b->d);
+K16_INLINE void q6_k_unpack(const char *const *w, bool packed, int64_t i, k16blk *b) {
+    const k16src src = k16_src(w, packed, sizeof(ts_block_q6_k), i);
+    q6_k_header(&src, packed, b->sc, &b->d);
     for (int h = 0; h < 2; h++) {
         __m512i ql[2][8], qh[8];
-        q6_k_half(p, h, ql, qh);
+        q6_k_half(&src, packed, h, ql, qh);
         for (int s = 0; s < 4; s++) {
             for (int k = 0; k < 8; k++) {
                 b->q[32 * h + 8 * s + k] = q6_k_level(ql[s & 1][k], qh[k], s);
@@ -433,19 +465,16 @@ K16_INLINE void q6_k_tile4(const k16blk *b, const int8_t *const *y, const k16ys 
     }
 }
 
-K16_INLINE __m512 q6_k_col1(const char *const *w, int64_t i, const int8_t *y, const k16ys *e,
-                            __m512 acc) {
-    const char *p[16];
-    for (int r = 0; r < 16; r++) {
-        p[r] = w[r] + (size_t)i * sizeof(ts_block_q6_k);
-    }
+K16_INLINE __m512 q6_k_col1(const char *const *w, bool packed, int64_t i, const int8_t *y,
+                            const k16ys *e, __m512 acc) {
+    const k16src src = k16_src(w, packed, sizeof(ts_block_q6_k), i);
     __m512i sc[16];
     __m512 d;
-    q6_k_header(p, sc, &d);
+    q6_k_header(&src, packed, sc, &d);
     __m512i t0 = _mm512_setzero_si512(), t1 = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
         __m512i ql[2][8], qh[8];
-        q6_k_half(p, h, ql, qh);
+        q6_k_half(&src, packed, h, ql, qh);
         for (int s = 0; s < 4; s++) {
             /* Sub-blocks 8h + 2s (k < 4) and 8h + 2s + 1 (k >= 4). */
             const int j = 8 * h + 2 * s;
@@ -474,8 +503,8 @@ static const k16_type k_q6_k = {
 /* ---- drivers ---- */
 
 /* One activation row: c[r] = dot(weight row r, a) for r < nr. */
-K16_INLINE void k16_gemv(const k16_type *t, int64_t k, int64_t nr, float *c, const char *w,
-                         size_t ldw, const ts_block_q8_k *a) {
+K16_INLINE void k16_gemv(const k16_type *t, bool packed, int64_t k, int64_t nr, float *c,
+                         const char *w, size_t ldw, const ts_block_q8_k *a) {
     const int64_t nb = k / TS_QK_K;
     for (int64_t r0 = 0; r0 < nr; r0 += 16) {
         const int rows = nr - r0 < 16 ? (int)(nr - r0) : 16;
@@ -493,16 +522,23 @@ K16_INLINE void k16_gemv(const k16_type *t, int64_t k, int64_t nr, float *c, con
             prefetch_rows_step(&pf);
             k16ys e;
             t->yprep(&a[i], &e);
-            acc = t->col1(wr, i, a[i].qs, &e, acc);
+            acc = t->col1(wr, packed, i, a[i].qs, &e, acc);
         }
         store16(acc, c + r0, rows);
     }
 }
 
 /* Several activation rows (nc <= K16_COLS) against nr <= 16 * K16_GROUPS weight rows. */
-K16_INLINE void k16_cols(const void *type, int64_t nb, const char *w, size_t ldw, int64_t nr,
+/* What a gemm call runs: the type, and whether its weights are packed. */
+typedef struct k16_call {
+    const k16_type *t;
+    bool packed;
+} k16_call;
+
+K16_INLINE void k16_cols(const void *call, int64_t nb, const char *w, size_t ldw, int64_t nr,
                          const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
-    const k16_type *t = type;
+    const k16_type *t = ((const k16_call *)call)->t;
+    const bool packed = ((const k16_call *)call)->packed;
     k16blk buf[K16_KB];
     k16ys ys[K16_KB][K16_COLS];
     __m512 accs[K16_GROUPS][K16_COLS];
@@ -528,12 +564,20 @@ K16_INLINE void k16_cols(const void *type, int64_t nb, const char *w, size_t ldw
                 wr[r] = w + (size_t)(base + (r < rows ? r : rows - 1)) * ldw;
             }
             for (int i = 0; i < kb; i++) {
-                t->unpack(wr, i0 + i, &buf[i]);
+                t->unpack(wr, packed, i0 + i, &buf[i]);
             }
-            /* While these rows compute, prefetch the next sixteen rows' part of the pass. */
+            /* While these rows compute, prefetch the next sixteen rows' part of the pass (packed:
+             * one contiguous piece). */
             prefetch_rows pf;
-            prefetch_rows_begin(&pf, w + (size_t)(base + 16) * ldw + (size_t)i0 * t->wbs, ldw,
-                                (size_t)kb * t->wbs, 16, ((nc + 3) / 4) * kb);
+            const char *next = w + (size_t)(base + 16) * ldw;
+            const int64_t steps = ((nc + 3) / 4) * kb;
+            if (packed) {
+                prefetch_rows_begin(&pf, next + (size_t)i0 * 16 * t->wbs, 0,
+                                    (size_t)kb * 16 * t->wbs, 1, steps);
+            } else {
+                prefetch_rows_begin(&pf, next + (size_t)i0 * t->wbs, ldw, (size_t)kb * t->wbs, 16,
+                                    steps);
+            }
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 /* A last tile of fewer than four columns repeats its final column. */
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
@@ -566,24 +610,41 @@ K16_INLINE void k16_cols(const void *type, int64_t nb, const char *w, size_t ldw
     }
 }
 
-K16_INLINE void k16_gemm(const k16_type *t, int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
-                         const void *w, size_t ldw, const void *a, size_t lda) {
+/* Packed weights (call->packed) come in whole groups: nr is a multiple of 16. */
+K16_INLINE void k16_gemm(const k16_call *call, int64_t k, int64_t nr, int64_t nc, float *c,
+                         size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+    assert(!call->packed || nr % 16 == 0);
     if (nc == 1) {
-        k16_gemv(t, k, nr, c, w, ldw, a);
+        k16_gemv(call->t, call->packed, k, nr, c, w, ldw, a);
         return;
     }
     const int64_t nb = k / TS_QK_K;
-    ts_q_gemm_pieces(k16_cols, t, nb, 16 * K16_GROUPS, K16_COLS, nr, nc, c, ldc, w, ldw, a, lda);
+    ts_q_gemm_pieces(k16_cols, call, nb, 16 * K16_GROUPS, K16_COLS, nr, nc, c, ldc, w, ldw, a, lda);
 }
+
+static const k16_call k_q4_k_rows = {&k_q4_k, false};
+static const k16_call k_q4_k_pk = {&k_q4_k, true};
+static const k16_call k_q6_k_rows = {&k_q6_k, false};
+static const k16_call k_q6_k_pk = {&k_q6_k, true};
 
 void ts_q_gemm_q4_k_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    k16_gemm(&k_q4_k, k, nr, nc, c, ldc, w, ldw, a, lda);
+    k16_gemm(&k_q4_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q4_k_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    k16_gemm(&k_q4_k_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_q6_k_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    k16_gemm(&k_q6_k, k, nr, nc, c, ldc, w, ldw, a, lda);
+    k16_gemm(&k_q6_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q6_k_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    k16_gemm(&k_q6_k_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 /* ---- dot products: the same integers, elements in lanes, and the same folds ---- */

@@ -56,11 +56,12 @@ typedef struct x16ys {
     int32_t init;
 } x16ys;
 
-/* Sixteen rows' pointers to the start of their data (row r at p[r]) and the f16 fields at a
- * byte offset of block i. */
+/* Where sixteen rows' blocks come from: the rows themselves (row r at p[r]), or a group of a
+ * packed matrix (quant_pack.c) at pk. */
 typedef struct x16rows {
     const uint8_t *p[16];
     __m512i off; /* lane r: p[r] - p[0], for the scale gathers */
+    const uint8_t *pk;
 } x16rows;
 
 /* Per-type pieces of the drivers. All are inlined into the named wrappers at the end. */
@@ -69,14 +70,19 @@ typedef struct x16_type {
     size_t abytes; /* activation block bytes */
     size_t aqs;    /* offset of its quants */
     int offset;    /* unpacked level - offset = the weight's value (Q8_0: levels are w + 128) */
-    void (*unpack)(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m);
+    void (*unpack)(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d, __m512 *m);
     x16ys (*yscale)(const void *ab);
     __m512 (*fold)(__m512 acc, __m512i isum, __m512 d, __m512 m, const x16ys *e);
 } x16_type;
 
 /* ---- shared pieces ---- */
 
-static inline void rows_init(x16rows *rows, const char *w, size_t ldw, int n) {
+/* The n <= 16 rows at w (ldw bytes apart); packed: the group at w (n is 16). */
+ALWAYS_INLINE void rows_init(x16rows *rows, bool packed, const char *w, size_t ldw, int n) {
+    if (packed) {
+        rows->pk = (const uint8_t *)w;
+        return;
+    }
     assert(ldw <= (size_t)INT32_MAX / 16);
     int32_t off[16];
     for (int r = 0; r < 16; r++) {
@@ -131,36 +137,74 @@ ALWAYS_INLINE __m512i y4(const int8_t *y) {
     return _mm512_set1_epi32(v);
 }
 
-/* ---- per type: unpack sixteen rows' block i, the activation terms, the fold ---- */
+/* ---- reading sixteen rows' words: from the rows (transposes, gathers) or packed ---- */
 
-ALWAYS_INLINE void q4_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
-    const size_t at = (size_t)i * sizeof(ts_block_q4_0);
+/* Lane r of g[k] (k < n, n = 4 or 8) = the 32-bit word at byte b + 4k of row r's block i
+ * (bs bytes a block). Packed, that is one load per register (quant_pack.c: the word's run
+ * starts at byte 16 * b of the packed block). */
+ALWAYS_INLINE void x16_words(const x16rows *rows, bool packed, size_t bs, int64_t i, size_t b,
+                             int n, __m512i *g) {
+    if (packed) {
+        const uint8_t *p = rows->pk + (size_t)i * 16 * bs + 16 * b;
+        for (int k = 0; k < n; k++) {
+            g[k] = _mm512_loadu_si512(p + 64 * k);
+        }
+        return;
+    }
+    for (int k = 0; k < n; k += 4) {
+        x16_transpose(rows, (size_t)i * bs + b + 4 * (size_t)k, g + k);
+    }
+}
+
+/* The word at byte b of sixteen rows' block i, lane r = row r. */
+ALWAYS_INLINE __m512i x16_word(const x16rows *rows, bool packed, size_t bs, int64_t i, size_t b) {
+    if (packed) {
+        return _mm512_loadu_si512(rows->pk + (size_t)i * 16 * bs + 16 * b);
+    }
+    return x16_gather32(rows, (size_t)i * bs + b);
+}
+
+/* The f16 at byte b of sixteen rows' block i, as floats. */
+ALWAYS_INLINE __m512 x16_f16(const x16rows *rows, bool packed, size_t bs, int64_t i, size_t b) {
+    if (packed) {
+        const uint8_t *p = rows->pk + (size_t)i * 16 * bs + 16 * b;
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    }
+    return f16_lo(x16_gather32(rows, (size_t)i * bs + b));
+}
+
+/* ---- per type: unpack sixteen rows' block i (from either source), the activation terms,
+ * the fold ---- */
+
+ALWAYS_INLINE void q4_0_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d,
+                               __m512 *m) {
     __m512i g[4];
-    x16_transpose(rows, at + offsetof(ts_block_q4_0, qs), g);
+    x16_words(rows, packed, sizeof(ts_block_q4_0), i, offsetof(ts_block_q4_0, qs), 4, g);
     x16_nibbles(g, q);
-    *d = f16_lo(x16_gather32(rows, at));
+    *d = x16_f16(rows, packed, sizeof(ts_block_q4_0), i, 0);
     *m = _mm512_setzero_ps();
 }
 
-ALWAYS_INLINE void q4_1_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
-    const size_t at = (size_t)i * sizeof(ts_block_q4_1);
+ALWAYS_INLINE void q4_1_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d,
+                               __m512 *m) {
     __m512i g[4];
-    x16_transpose(rows, at + offsetof(ts_block_q4_1, qs), g);
+    x16_words(rows, packed, sizeof(ts_block_q4_1), i, offsetof(ts_block_q4_1, qs), 4, g);
     x16_nibbles(g, q);
-    const __m512i dm = x16_gather32(rows, at); /* (d, m) */
+    const __m512i dm = x16_word(rows, packed, sizeof(ts_block_q4_1), i, 0); /* (d, m) */
     *d = f16_lo(dm);
     *m = f16_lo(_mm512_srli_epi32(dm, 16));
 }
 
-ALWAYS_INLINE void q5_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
-    const size_t at = (size_t)i * sizeof(ts_block_q5_0);
+ALWAYS_INLINE void q5_0_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d,
+                               __m512 *m) {
     __m512i g[4];
-    x16_transpose(rows, at + offsetof(ts_block_q5_0, qs), g);
+    x16_words(rows, packed, sizeof(ts_block_q5_0), i, offsetof(ts_block_q5_0, qs), 4, g);
     x16_nibbles(g, q);
     /* Element j's fifth bit is bit j of the row's qh (lane r). Group k covers elements
      * 4k .. 4k + 3, whose bits sit in byte k / 2 of qh at offset 4 (k % 2): copy that byte to
      * the lane's four bytes, test one bit per byte, and add 16 where set. */
-    const __m512i qh = x16_gather32(rows, at + offsetof(ts_block_q5_0, qh));
+    const __m512i qh =
+        x16_word(rows, packed, sizeof(ts_block_q5_0), i, offsetof(ts_block_q5_0, qh));
     const __m512i lane0 = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000);
     const __m512i sixteen = _mm512_set1_epi8(0x10);
     for (int k = 0; k < 8; k++) {
@@ -169,16 +213,15 @@ ALWAYS_INLINE void q5_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m
         const __m512i bit = _mm512_set1_epi32(k % 2 ? (int)0x80402010 : 0x08040201);
         q[k] = _mm512_mask_add_epi8(q[k], _mm512_test_epi8_mask(spread, bit), q[k], sixteen);
     }
-    *d = f16_lo(x16_gather32(rows, at));
+    *d = x16_f16(rows, packed, sizeof(ts_block_q5_0), i, 0);
     *m = _mm512_setzero_ps();
 }
 
 /* IQ4_NL: each nibble indexes a table of 16 signed values; levels are value + 128. */
-ALWAYS_INLINE void iq4_nl_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d,
-                                 __m512 *m) {
-    const size_t at = (size_t)i * sizeof(ts_block_iq4_nl);
+ALWAYS_INLINE void iq4_nl_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8],
+                                 __m512 *d, __m512 *m) {
     __m512i g[4];
-    x16_transpose(rows, at + offsetof(ts_block_iq4_nl, qs), g);
+    x16_words(rows, packed, sizeof(ts_block_iq4_nl), i, offsetof(ts_block_iq4_nl, qs), 4, g);
     x16_nibbles(g, q);
     const __m512i table =
         _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ts_iq4nl_values)),
@@ -186,19 +229,18 @@ ALWAYS_INLINE void iq4_nl_unpack(const x16rows *rows, int64_t i, __m512i q[8], _
     for (int k = 0; k < 8; k++) {
         q[k] = _mm512_shuffle_epi8(table, q[k]);
     }
-    *d = f16_lo(x16_gather32(rows, at));
+    *d = x16_f16(rows, packed, sizeof(ts_block_iq4_nl), i, 0);
     *m = _mm512_setzero_ps();
 }
 
-ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, int64_t i, __m512i q[8], __m512 *d, __m512 *m) {
-    const size_t at = (size_t)i * sizeof(ts_block_q8_0);
-    x16_transpose(rows, at + offsetof(ts_block_q8_0, qs), q);
-    x16_transpose(rows, at + offsetof(ts_block_q8_0, qs) + 16, q + 4);
+ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d,
+                               __m512 *m) {
+    x16_words(rows, packed, sizeof(ts_block_q8_0), i, offsetof(ts_block_q8_0, qs), 8, q);
     const __m512i bias = _mm512_set1_epi8((char)0x80); /* signed -> signed + 128 */
     for (int k = 0; k < 8; k++) {
         q[k] = _mm512_xor_si512(q[k], bias);
     }
-    *d = f16_lo(x16_gather32(rows, at));
+    *d = x16_f16(rows, packed, sizeof(ts_block_q8_0), i, 0);
     *m = _mm512_setzero_ps();
 }
 
@@ -282,13 +324,14 @@ ALWAYS_INLINE __m512i isum1(const __m512i q[8], const int8_t *y, int32_t init) {
 
 /* Rows [0, nr) (nr <= 16 at a time) against the activation blocks [i0, i0 + kb), whose
  * terms are ys; the next `next_bytes` of rows after these are prefetched meanwhile. */
-ALWAYS_INLINE __m512 x16_gemv_pass(const x16_type *t, const x16rows *rows, int64_t i0, int64_t kb,
-                                   const char *a, const x16ys *ys, __m512 acc, prefetch_rows *pf) {
+ALWAYS_INLINE __m512 x16_gemv_pass(const x16_type *t, bool packed, const x16rows *rows, int64_t i0,
+                                   int64_t kb, const char *a, const x16ys *ys, __m512 acc,
+                                   prefetch_rows *pf) {
     for (int64_t i = 0; i < kb; i++) {
         prefetch_rows_step(pf);
         __m512i q[8];
         __m512 d, m;
-        t->unpack(rows, i0 + i, q, &d, &m);
+        t->unpack(rows, packed, i0 + i, q, &d, &m);
         acc = t->fold(acc, isum1(q, aq(t, a, i0 + i), ys[i].init), d, m, &ys[i]);
     }
     return acc;
@@ -298,14 +341,28 @@ ALWAYS_INLINE void store16(__m512 v, float *c, int rows) {
     _mm512_mask_storeu_ps(c, (__mmask16)((1u << rows) - 1), v);
 }
 
-ALWAYS_INLINE void x16_gemv(const x16_type *t, int64_t k, int64_t nr, float *c, const char *w,
-                            size_t ldw, const char *a) {
+/* Packed, the next group's part of a pass is one contiguous piece: the rows "row" of the
+ * prefetch are then groups. */
+ALWAYS_INLINE void x16_prefetch(prefetch_rows *pf, const x16_type *t, bool packed, const char *w,
+                                size_t ldw, int64_t r0, int64_t i0, int64_t kb, int64_t rows,
+                                int64_t steps) {
+    if (packed) {
+        prefetch_rows_begin(pf, w + (size_t)r0 * ldw + (size_t)i0 * 16 * t->wbytes, 16 * ldw,
+                            (size_t)kb * 16 * t->wbytes, rows / 16, steps);
+    } else {
+        prefetch_rows_begin(pf, w + (size_t)r0 * ldw + (size_t)i0 * t->wbytes, ldw,
+                            (size_t)kb * t->wbytes, rows, steps);
+    }
+}
+
+ALWAYS_INLINE void x16_gemv(const x16_type *t, bool packed, int64_t k, int64_t nr, float *c,
+                            const char *w, size_t ldw, const char *a) {
     const int64_t nb = k / TS_QK;
     x16ys ys[GEMV_KB];
     for (int64_t r0 = 0; r0 < nr; r0 += 16) {
         const int rows = nr - r0 < 16 ? (int)(nr - r0) : 16;
         x16rows rw;
-        rows_init(&rw, w + (size_t)r0 * ldw, ldw, rows);
+        rows_init(&rw, packed, w + (size_t)r0 * ldw, ldw, rows);
         __m512 acc = _mm512_setzero_ps();
         for (int64_t i0 = 0; i0 < nb; i0 += GEMV_KB) {
             const int64_t kb = nb - i0 < GEMV_KB ? nb - i0 : GEMV_KB;
@@ -316,9 +373,8 @@ ALWAYS_INLINE void x16_gemv(const x16_type *t, int64_t k, int64_t nr, float *c, 
             }
             /* The next sixteen rows' part of this pass (prefetches never fault). */
             prefetch_rows pf;
-            prefetch_rows_begin(&pf, w + (size_t)(r0 + 16) * ldw + (size_t)i0 * t->wbytes, ldw,
-                                (size_t)kb * t->wbytes, 16, kb);
-            acc = x16_gemv_pass(t, &rw, i0, kb, a, ys, acc, &pf);
+            x16_prefetch(&pf, t, packed, w, ldw, r0 + 16, i0, kb, 16, kb);
+            acc = x16_gemv_pass(t, packed, &rw, i0, kb, a, ys, acc, &pf);
         }
         store16(acc, c + r0, rows);
     }
@@ -349,11 +405,11 @@ typedef struct x16ablk {
 } x16ablk;
 
 /* Unpacks block i of sixteen rows into signed values (level - o) and their start. */
-ALWAYS_INLINE void x16_unpack_signed(const x16_type *t, const x16rows *rows, int64_t i,
+ALWAYS_INLINE void x16_unpack_signed(const x16_type *t, bool packed, const x16rows *rows, int64_t i,
                                      x16wblk *b) {
     __m512i q[8];
     __m512 d, m;
-    t->unpack(rows, i, q, &d, &m);
+    t->unpack(rows, packed, i, q, &d, &m);
     const __m512i o = _mm512_set1_epi8((char)t->offset), ones = _mm512_set1_epi8(1);
     __m512i sum = _mm512_setzero_si512();
     for (int g = 0; g < 8; g++) {
@@ -450,10 +506,17 @@ ALWAYS_INLINE void x16_cols4(const x16_type *t, int G, x16wblk (*buf)[PASS_KB], 
  * prepares the activation rows once for all the call's rows (re-reading them per 32 rows made
  * the activations, not the weights, the bulk of the memory traffic), then runs the groups in
  * pairs. */
-ALWAYS_INLINE void x16_gemm_cols(const void *type, int64_t nb, const char *w, size_t ldw,
+/* What a gemm call runs: the type, and whether its weights are packed. */
+typedef struct x16_call {
+    const x16_type *t;
+    bool packed;
+} x16_call;
+
+ALWAYS_INLINE void x16_gemm_cols(const void *call, int64_t nb, const char *w, size_t ldw,
                                  int64_t nr, const char *a, size_t lda, int64_t nc, float *c,
                                  size_t ldc) {
-    const x16_type *t = type;
+    const x16_type *t = ((const x16_call *)call)->t;
+    const bool packed = ((const x16_call *)call)->packed;
     _Alignas(64) x16wblk buf[GROUPS][PASS_KB];
     _Alignas(64) x16ablk ya[MAX_COLS];
     __m512 accs[CALL_GROUPS][MAX_COLS];
@@ -473,18 +536,18 @@ ALWAYS_INLINE void x16_gemm_cols(const void *type, int64_t nb, const char *w, si
             for (int h = 0; h < g; h++) {
                 const int64_t base = 16 * (int64_t)(h0 + h);
                 x16rows rw;
-                rows_init(&rw, w + (size_t)base * ldw, ldw, nr - base < 16 ? (int)(nr - base) : 16);
+                rows_init(&rw, packed, w + (size_t)base * ldw, ldw,
+                          nr - base < 16 ? (int)(nr - base) : 16);
                 for (int64_t i = 0; i < kb; i++) {
-                    x16_unpack_signed(t, &rw, i0 + i, &buf[h][i]);
+                    x16_unpack_signed(t, packed, &rw, i0 + i, &buf[h][i]);
                 }
             }
             /* While these rows compute, prefetch the next 32 rows' part of the pass (after
              * the last pair, rows past this call: the rows the thread most likely takes
              * next). */
             prefetch_rows pf;
-            prefetch_rows_begin(&pf,
-                                w + (size_t)(16 * (h0 + GROUPS)) * ldw + (size_t)i0 * t->wbytes,
-                                ldw, (size_t)kb * t->wbytes, 16 * GROUPS, ((nc + 3) / 4) * kb);
+            x16_prefetch(&pf, t, packed, w, ldw, 16 * (h0 + GROUPS), i0, kb, 16 * GROUPS,
+                         ((nc + 3) / 4) * kb);
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
                 if (g == 2) {
@@ -503,40 +566,78 @@ ALWAYS_INLINE void x16_gemm_cols(const void *type, int64_t nb, const char *w, si
     }
 }
 
-ALWAYS_INLINE void x16_gemm(const x16_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+/* Packed weights (call->packed) come in whole groups: nr is a multiple of 16. */
+ALWAYS_INLINE void x16_gemm(const x16_call *call, int64_t k, int64_t nr, int64_t nc, float *c,
                             size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+    assert(!call->packed || nr % 16 == 0);
     if (nc == 1) {
-        x16_gemv(t, k, nr, c, w, ldw, a);
+        x16_gemv(call->t, call->packed, k, nr, c, w, ldw, a);
         return;
     }
     const int64_t nb = k / TS_QK;
-    ts_q_gemm_pieces(x16_gemm_cols, t, nb, 16 * CALL_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a,
+    ts_q_gemm_pieces(x16_gemm_cols, call, nb, 16 * CALL_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a,
                      lda);
 }
 
+static const x16_call k_q4_0_rows = {&k_q4_0, false};
+static const x16_call k_q4_0_pk = {&k_q4_0, true};
+static const x16_call k_q4_1_rows = {&k_q4_1, false};
+static const x16_call k_q4_1_pk = {&k_q4_1, true};
+static const x16_call k_q5_0_rows = {&k_q5_0, false};
+static const x16_call k_q5_0_pk = {&k_q5_0, true};
+static const x16_call k_q8_0_rows = {&k_q8_0, false};
+static const x16_call k_q8_0_pk = {&k_q8_0, true};
+static const x16_call k_iq4_nl_rows = {&k_iq4_nl, false};
+static const x16_call k_iq4_nl_pk = {&k_iq4_nl, true};
+
 void ts_q_gemm_q4_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    x16_gemm(&k_q4_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    x16_gemm(&k_q4_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q4_0_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q4_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_q4_1_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    x16_gemm(&k_q4_1, k, nr, nc, c, ldc, w, ldw, a, lda);
+    x16_gemm(&k_q4_1_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q4_1_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q4_1_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_q5_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    x16_gemm(&k_q5_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    x16_gemm(&k_q5_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q5_0_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q5_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_q8_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
-    x16_gemm(&k_q8_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+    x16_gemm(&k_q8_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_q8_0_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                  const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_q8_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_iq4_nl_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                              size_t ldw, const void *a, size_t lda) {
-    x16_gemm(&k_iq4_nl, k, nr, nc, c, ldc, w, ldw, a, lda);
+    x16_gemm(&k_iq4_nl_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_iq4_nl_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                    const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_iq4_nl_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 /* ---- Q8_0's and IQ4_NL's dot products: one exact sum per block, then the gemm's float
