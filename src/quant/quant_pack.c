@@ -73,25 +73,36 @@ bool ts_quant_packable(ts_type type, int64_t k, int64_t nr) {
     return p != NULL && k > 0 && k % p->qk == 0 && nr > 0 && nr % TS_PACK_ROWS == 0;
 }
 
+/* Copies one field's words of sixteen rows between the layouts (ws bytes a word, a constant
+ * after inlining, so each copy is one move): run w of the packed field <-> word w of each row. */
+static inline __attribute__((always_inline)) void
+move_field(char *run, char *row0, size_t ldw, size_t size, size_t ws, bool to_packed) {
+    for (size_t w = 0; w < size; w += ws) {
+        char *dst_run = run + TS_PACK_ROWS * w;
+        for (int r = 0; r < TS_PACK_ROWS; r++) {
+            char *rw = row0 + (size_t)r * ldw + w;
+            if (to_packed) {
+                memcpy(dst_run + ws * (size_t)r, rw, ws);
+            } else {
+                memcpy(rw, dst_run + ws * (size_t)r, ws);
+            }
+        }
+    }
+}
+
 /* Moves one group's blocks between the two layouts: to_packed copies row-major rows (row r
  * at rows + r * ldw) into the group at grp, else back. */
 static void move_group(const pack_type *p, int64_t nb, char *grp, char *rows, size_t ldw,
                        bool to_packed) {
     for (int64_t i = 0; i < nb; i++) {
         char *pb = grp + (size_t)i * TS_PACK_ROWS * p->bs;
+        char *rb = rows + (size_t)i * p->bs;
         size_t at = 0;
         for (int f = 0; f < p->n; f++) {
-            const size_t ws = p->field[f].ws;
-            for (size_t w = 0; w < p->field[f].size; w += ws) {
-                char *run = pb + TS_PACK_ROWS * (at + w);
-                for (int r = 0; r < TS_PACK_ROWS; r++) {
-                    char *src = rows + (size_t)r * ldw + (size_t)i * p->bs + at + w;
-                    if (to_packed) {
-                        memcpy(run + ws * (size_t)r, src, ws);
-                    } else {
-                        memcpy(src, run + ws * (size_t)r, ws);
-                    }
-                }
+            if (p->field[f].ws == 4) {
+                move_field(pb + TS_PACK_ROWS * at, rb + at, ldw, p->field[f].size, 4, to_packed);
+            } else {
+                move_field(pb + TS_PACK_ROWS * at, rb + at, ldw, p->field[f].size, 2, to_packed);
             }
             at += p->field[f].size;
         }

@@ -152,7 +152,7 @@ static void pack_graph(cpu_ctx *ctx, const ts_graph *g, const void **packed) {
                 node->src[0]->type, cpu_kernels_isa(&ctx->kernels, node->src[0]->type, 1));
             ts_error ignored = {0};
             if (ops != NULL && ops->gemm_packed != NULL &&
-                cpu_pack_get(&ctx->pack, node->src[0], &p, &ignored) != TS_OK) {
+                cpu_pack_get(&ctx->pack, ctx->pool, node->src[0], &p, &ignored) != TS_OK) {
                 p = NULL;
             }
         }

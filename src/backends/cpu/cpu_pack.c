@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_pack.h"
+#include "backends/cpu/threadpool.h"
 #include "util/error.h"
 
 static double now_ms(void) {
@@ -70,6 +71,25 @@ static bool grow(cpu_pack_store *s) {
     return true;
 }
 
+/* One packing job, split over the pool's threads by groups of rows. */
+typedef struct pack_job {
+    ts_type type;
+    void *dst;
+    const void *src;
+    int64_t k, groups;
+    size_t group_bytes;
+} pack_job;
+
+static void pack_task(void *arg, int ith, int nth) {
+    const pack_job *j = arg;
+    const int64_t lo = j->groups * ith / nth, hi = j->groups * (ith + 1) / nth;
+    if (hi > lo) {
+        ts_quant_pack(j->type, (char *)j->dst + (size_t)lo * j->group_bytes,
+                      (const char *)j->src + (size_t)lo * j->group_bytes, j->k,
+                      (hi - lo) * TS_PACK_ROWS);
+    }
+}
+
 /* Hands the whole pages of [p, p + n) of a file mapping back to the kernel. */
 static void drop_pages(const void *p, size_t n) {
     const long page = sysconf(_SC_PAGESIZE);
@@ -83,7 +103,8 @@ static void drop_pages(const void *p, size_t n) {
     }
 }
 
-ts_status cpu_pack_get(cpu_pack_store *s, const ts_tensor *w, const void **out, ts_error *err) {
+ts_status cpu_pack_get(cpu_pack_store *s, ts_threadpool *pool, const ts_tensor *w, const void **out,
+                       ts_error *err) {
     *out = NULL;
     const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
     if (s->cap > 0) {
@@ -104,10 +125,8 @@ ts_status cpu_pack_get(cpu_pack_store *s, const ts_tensor *w, const void **out, 
     if (data == NULL) {
         return ts_error_set(err, TS_ERR_NOMEM, "cpu: repacking '%s': %zu bytes", w->name, bytes);
     }
-    if (!ts_quant_pack(w->type, data, w->data, w->ne[0], rows)) {
-        free(data); /* not reached: the caller checked cpu_pack_eligible */
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "cpu: '%s' cannot be repacked", w->name);
-    }
+    pack_job job = {w->type, data, w->data, w->ne[0], rows / TS_PACK_ROWS, TS_PACK_ROWS * w->nb[1]};
+    ts_threadpool_run(pool, pack_task, &job);
     if (w->res_buffer->file_mapped) {
         drop_pages(w->data, bytes);
     }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/cpu/threadpool.h"
 #include "ir/backend.h"
 #include "quant/quant.h"
 
@@ -42,9 +43,11 @@ typedef struct cpu_pack_store {
  * count that packs (whole groups of TS_PACK_ROWS per matrix). */
 bool cpu_pack_eligible(const ts_tensor *w);
 
-/* The packed copy of weight w (cpu_pack_eligible), made now if it is new. TS_ERR_NOMEM when the
- * copy cannot be allocated (nothing is kept; the caller may run the unpacked kernel). */
-ts_status cpu_pack_get(cpu_pack_store *s, const ts_tensor *w, const void **out, ts_error *err);
+/* The packed copy of weight w (cpu_pack_eligible), made now by the pool's threads if it is new.
+ * TS_ERR_NOMEM when the copy cannot be allocated (nothing is kept; the caller may run the
+ * unpacked kernel). */
+ts_status cpu_pack_get(cpu_pack_store *s, ts_threadpool *pool, const ts_tensor *w, const void **out,
+                       ts_error *err);
 
 /* Drops the copies of weights in buf (a buffer being freed). */
 void cpu_pack_forget(cpu_pack_store *s, const ts_buffer *buf);
