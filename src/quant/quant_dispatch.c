@@ -158,7 +158,6 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
 GEMM_LOOP(gemm_bf16_avx2, ts_q_dot_bf16_avx2)
 GEMM_LOOP(gemm_iq4_nl_avx2, ts_q_dot_iq4_nl_avx2)
 GEMM_LOOP(gemm_q5_k_avx2, ts_q_dot_q5_k_avx2)
-GEMM_LOOP(gemm_bf16_avx512, ts_q_dot_bf16_avx512)
 GEMM_LOOP(gemm_q5_k_avx512, ts_q_dot_q5_k_avx512)
 
 static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
@@ -202,7 +201,7 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F16, TS_TYPE_F16, ts_q_to_float_f16_avx512, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx512, ts_q_gemm_f16_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx512, ts_q_from_float_bf16_avx2,
-          ts_q_dot_bf16_avx512, gemm_bf16_avx512, TS_ISA_AVX512),
+          ts_q_dot_bf16_avx512, ts_q_gemm_bf16_avx512, TS_ISA_AVX512),
     /* Q4_0, Q4_1, Q5_0: the AVX-512 gemm does the AVX2 dot's float operations (avx512/q32.c) */
     ENTRY_PACKED(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx512, ts_q_from_float_q4_0_scalar,
                  ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512, ts_q_gemm_q4_0_packed_avx512,

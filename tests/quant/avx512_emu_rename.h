@@ -22,6 +22,7 @@
 #define ts_q_dot_bf16_avx512      ts_q_dot_bf16_avx512_emu
 #define ts_q_gemm_f32_avx512      ts_q_gemm_f32_avx512_emu
 #define ts_q_gemm_f16_avx512      ts_q_gemm_f16_avx512_emu
+#define ts_q_gemm_bf16_avx512     ts_q_gemm_bf16_avx512_emu
 
 /* avx512/dequant.c, avx512/q32.c, avx512/k.c */
 #define ts_q_to_float_q4_0_avx512 ts_q_to_float_q4_0_avx512_emu

@@ -63,7 +63,8 @@ static const emu_type k_emu[] = {
     {TS_TYPE_F32, NULL, ts_q_dot_f32_avx512_emu, ts_q_gemm_f32_avx512_emu, NULL},
     {TS_TYPE_F16, ts_q_to_float_f16_avx512_emu, ts_q_dot_f16_avx512_emu, ts_q_gemm_f16_avx512_emu,
      NULL},
-    {TS_TYPE_BF16, ts_q_to_float_bf16_avx512_emu, ts_q_dot_bf16_avx512_emu, NULL, NULL},
+    {TS_TYPE_BF16, ts_q_to_float_bf16_avx512_emu, ts_q_dot_bf16_avx512_emu,
+     ts_q_gemm_bf16_avx512_emu, NULL},
     /* The AVX-512 gemm of Q4_0, Q4_1 and Q5_0 matches the AVX2 dot (native here). */
     {TS_TYPE_Q4_0, ts_q_to_float_q4_0_avx512_emu, ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx512_emu,
      ts_q_gemm_q4_0_packed_avx512_emu},

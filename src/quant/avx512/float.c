@@ -1,9 +1,10 @@
 /*
  * avx512/float.c — AVX-512 kernels of F32, F16 and BF16: dequantization (F16C, BF16 by
- * shifts; F32 uses the scalar one), dot products and 1x4 gemm tiles. The BF16 dot uses the
- * AVX512_BF16 pair dot-product instruction, which treats bf16 denormals as zero; the tests'
+ * shifts; F32 uses the scalar one), dot products and register-blocked gemm tiles. The BF16 dot uses
+ * the AVX512_BF16 pair dot-product instruction, which treats bf16 denormals as zero; the tests'
  * tolerance covers that.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "quant/quant_internal.h"
@@ -40,135 +41,176 @@ void ts_q_to_float_bf16_avx512(const void *src, float *dst, int64_t n) {
     }
 }
 
-void ts_q_dot_f32_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const float *a = x, *b = y;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    for (; i < n; i++) {
-        sum += a[i] * b[i];
-    }
-    *result = sum;
-}
-
-void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const uint16_t *a = x, *b = y;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(load_f16x16(a + i), load_f16x16(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(load_f16x16(a + i + 16), load_f16x16(b + i + 16), acc1);
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    for (; i < n; i++) {
-        sum += ts_f16_to_f32(a[i]) * ts_f16_to_f32(b[i]);
-    }
-    *result = sum;
-}
-
-void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y) {
-    const uint16_t *a = x, *b = y;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m512i va = _mm512_loadu_si512((const void *)(a + i));
-        __m512i vb = _mm512_loadu_si512((const void *)(b + i));
-        acc = _mm512_dpbf16_ps(acc, (__m512bh)va, (__m512bh)vb);
-    }
-    float sum = _mm512_reduce_add_ps(acc);
-    for (; i < n; i++) {
-        sum += ts_bf16_to_f32(a[i]) * ts_bf16_to_f32(b[i]);
-    }
-    *result = sum;
-}
-
 /*
- * gemm tiles: one weight row against up to 4 activation rows. Each column repeats the
- * operations of the dot product above in its order (two accumulators over 32 elements, then
- * a scalar tail), so gemm equals vec_dot bit for bit and results do not depend on how
- * tokens are batched. The tile is written once over a table of the element type; the tiles
- * of F32 and F16 are the functions ts_q_row_tile_gemm calls through its own table.
+ * Dot products and gemm: tiles of R weight rows x C activation rows with one accumulator each,
+ * held in registers, so each weight vector loaded (and converted) serves C activation rows and
+ * each activation vector R weight rows. Per (row, column) the operations are always the same:
+ * F32 and F16 one FMA per 16 elements, BF16 one vdpbf16ps per 32, in order; then the same
+ * reduction of the accumulator and a scalar tail. The dot product is the 1 x 1 tile, so gemm
+ * equals vec_dot bit for bit and results do not depend on how tokens are batched. Decoding (one
+ * activation row) runs 8 rows at a time as independent chains. Rows or columns past the end
+ * of a tile repeat the last one (their results are not stored).
  */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+enum { FT_MAX_R = 16, FT_MAX_C = 4 };
+
 typedef struct float_type {
-    size_t esize;                    /* bytes per element */
-    __m512 (*load16)(const void *p); /* the sixteen elements at p, as floats */
+    size_t esize; /* bytes per element */
+    bool bf16;    /* one vdpbf16ps accumulator a step, on the raw elements; else two FMAs */
+    __m512 (*load16)(const void *p); /* the sixteen elements at p, as floats (F32, F16) */
     float (*load1)(const void *p);   /* the element at p, as a float */
 } float_type;
 
-static inline __attribute__((always_inline)) __m512 load16_f32(const void *p) {
+ALWAYS_INLINE __m512 load16_f32(const void *p) {
     return _mm512_loadu_ps(p);
 }
 
-static inline __attribute__((always_inline)) __m512 load16_f16(const void *p) {
+ALWAYS_INLINE __m512 load16_f16(const void *p) {
     return load_f16x16(p);
 }
 
-static inline __attribute__((always_inline)) float load1_f32(const void *p) {
+ALWAYS_INLINE float load1_f32(const void *p) {
     float v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static inline __attribute__((always_inline)) float load1_f16(const void *p) {
+ALWAYS_INLINE float load1_f16(const void *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return ts_f16_to_f32(h);
 }
 
-static const float_type k_f32 = {.esize = sizeof(float), .load16 = load16_f32, .load1 = load1_f32};
+ALWAYS_INLINE float load1_bf16(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return ts_bf16_to_f32(h);
+}
+
+static const float_type k_f32 = {
+    .esize = sizeof(float), .bf16 = false, .load16 = load16_f32, .load1 = load1_f32};
 static const float_type k_f16 = {
-    .esize = sizeof(uint16_t), .load16 = load16_f16, .load1 = load1_f16};
+    .esize = sizeof(uint16_t), .bf16 = false, .load16 = load16_f16, .load1 = load1_f16};
+static const float_type k_bf16 = {
+    .esize = sizeof(uint16_t), .bf16 = true, .load16 = NULL, .load1 = load1_bf16};
 
-/* out[j] = dot(w, a[j]) over k elements for j < nc <= 4. */
-static inline __attribute__((always_inline)) void float_tile(const float_type *t, int64_t k,
-                                                             const void *w, const void *const *a,
-                                                             int nc, float *out) {
-    const char *wb = w;
-    __m512 acc0[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                      _mm512_setzero_ps()};
-    __m512 acc1[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                      _mm512_setzero_ps()};
+/* out[r][c] = dot(w[r], a[c]) over k elements, r < R, c < C (constants after inlining). */
+ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, const char *const *w,
+                              const char *const *a, float out[FT_MAX_R][FT_MAX_C]) {
+    __m512 acc[FT_MAX_R][FT_MAX_C];
+    for (int r = 0; r < R; r++) {
+        for (int c = 0; c < C; c++) {
+            acc[r][c] = _mm512_setzero_ps();
+        }
+    }
+    const int64_t step = t->bf16 ? 32 : 16;
     int64_t i = 0;
-    for (; i + 32 <= k; i += 32) {
-        const __m512 w0 = t->load16(wb + (size_t)i * t->esize);
-        const __m512 w1 = t->load16(wb + (size_t)(i + 16) * t->esize);
-        for (int j = 0; j < nc; j++) {
-            const char *aj = a[j];
-            acc0[j] = _mm512_fmadd_ps(w0, t->load16(aj + (size_t)i * t->esize), acc0[j]);
-            acc1[j] = _mm512_fmadd_ps(w1, t->load16(aj + (size_t)(i + 16) * t->esize), acc1[j]);
+    for (; i + step <= k; i += step) {
+        if (t->bf16) {
+            __m512i wv[FT_MAX_R];
+            for (int r = 0; r < R; r++) {
+                wv[r] = _mm512_loadu_si512((const void *)(w[r] + (size_t)i * t->esize));
+            }
+            for (int c = 0; c < C; c++) {
+                const __m512i av = _mm512_loadu_si512((const void *)(a[c] + (size_t)i * t->esize));
+                for (int r = 0; r < R; r++) {
+                    acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)wv[r], (__m512bh)av);
+                }
+            }
+        } else {
+            __m512 wv[FT_MAX_R];
+            for (int r = 0; r < R; r++) {
+                wv[r] = t->load16(w[r] + (size_t)i * t->esize);
+            }
+            for (int c = 0; c < C; c++) {
+                const __m512 av = t->load16(a[c] + (size_t)i * t->esize);
+                for (int r = 0; r < R; r++) {
+                    acc[r][c] = _mm512_fmadd_ps(wv[r], av, acc[r][c]);
+                }
+            }
         }
     }
-    for (int j = 0; j < nc; j++) {
-        const char *aj = a[j];
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j]));
-        for (int64_t e = i; e < k; e++) {
-            s += t->load1(wb + (size_t)e * t->esize) * t->load1(aj + (size_t)e * t->esize);
+    for (int r = 0; r < R; r++) {
+        for (int c = 0; c < C; c++) {
+            float s = _mm512_reduce_add_ps(acc[r][c]);
+            for (int64_t e = i; e < k; e++) {
+                s += t->load1(w[r] + (size_t)e * t->esize) * t->load1(a[c] + (size_t)e * t->esize);
+            }
+            out[r][c] = s;
         }
-        out[j] = s;
     }
 }
 
-static void f32_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
-    float_tile(&k_f32, k, w, a, nc, out);
+/* Rows [0, nr) against columns [0, nc) in R x C tiles. */
+ALWAYS_INLINE void float_gemm_tiles(const float_type *t, int R, int C, int64_t k, int64_t nr,
+                                    int64_t nc, float *c, size_t ldc, const char *w, size_t ldw,
+                                    const char *a, size_t lda) {
+    for (int64_t r0 = 0; r0 < nr; r0 += R) {
+        const int rows = nr - r0 < R ? (int)(nr - r0) : R;
+        const char *wr[FT_MAX_R];
+        for (int r = 0; r < R; r++) {
+            wr[r] = w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;
+        }
+        for (int64_t c0 = 0; c0 < nc; c0 += C) {
+            const int cols = nc - c0 < C ? (int)(nc - c0) : C;
+            const char *ac[FT_MAX_C];
+            for (int j = 0; j < C; j++) {
+                ac[j] = a + (size_t)(c0 + (j < cols ? j : cols - 1)) * lda;
+            }
+            float out[FT_MAX_R][FT_MAX_C];
+            float_tile(t, R, C, k, wr, ac, out);
+            for (int j = 0; j < cols; j++) {
+                float *cj = (float *)((char *)c + (size_t)(c0 + j) * ldc) + r0;
+                for (int r = 0; r < rows; r++) {
+                    cj[r] = out[r][j];
+                }
+            }
+        }
+    }
 }
 
-static void f16_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
-    float_tile(&k_f16, k, w, a, nc, out);
+/* 4 x 4 tiles (sixteen accumulators), or 8 x 1 with one activation row. */
+ALWAYS_INLINE void float_gemm(const float_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+                              size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        float_gemm_tiles(t, 8, 1, k, nr, nc, c, ldc, w, ldw, a, lda);
+    } else {
+        float_gemm_tiles(t, 4, 4, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
 }
 
-static const ts_q_row_tile k_f32_rows = {.kdiv = 1, .tile = f32_tile};
-static const ts_q_row_tile k_f16_rows = {.kdiv = 1, .tile = f16_tile};
+ALWAYS_INLINE void float_dot(const float_type *t, int64_t n, float *result, const void *x,
+                             const void *y) {
+    const char *w[1] = {x}, *a[1] = {y};
+    float out[FT_MAX_R][FT_MAX_C];
+    float_tile(t, 1, 1, n, w, a, out);
+    *result = out[0][0];
+}
+
+void ts_q_dot_f32_avx512(int64_t n, float *result, const void *x, const void *y) {
+    float_dot(&k_f32, n, result, x, y);
+}
+
+void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y) {
+    float_dot(&k_f16, n, result, x, y);
+}
+
+void ts_q_dot_bf16_avx512(int64_t n, float *result, const void *x, const void *y) {
+    float_dot(&k_bf16, n, result, x, y);
+}
 
 void ts_q_gemm_f32_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                           size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_f32_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    float_gemm(&k_f32, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_f16_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                           size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_f16_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    float_gemm(&k_f16, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_bf16_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                           size_t ldw, const void *a, size_t lda) {
+    float_gemm(&k_bf16, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
