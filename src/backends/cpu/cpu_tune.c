@@ -3,7 +3,8 @@
  *
  * For each (type, shape class) the candidates are the distinct gemm kernels of the levels
  * from scalar up to the backend's (a level that falls back to a lower level's kernel is the
- * same candidate, kept under the lower name). Each runs over a weight matrix of up to 256
+ * same candidate, kept under the lower name), and each level's gemm on repacked weights
+ * (ts_quant_ops.gemm_packed, timed on a packed copy of the same matrix). Each runs over a weight matrix of up to 256
  * rows x 1024 elements that fits in L2 (so the comparison is of the kernels, not of the
  * memory), in calls of weight rows as MUL_MAT makes them (32 against 1 activation row, 128
  * against 32).
