@@ -3,7 +3,7 @@
  *
  *   quant_bench [--json] [--quick] [--types Q4_0,Q4_K,...]
  *
- * For every type and every ISA level this CPU runs (scalar, avx2, avx512):
+ * For every type and every ISA level this CPU runs (scalar, avx2, avxvnni, avx512):
  *   dequant GB/s  quantized bytes read per second by to_float (rows of 4096, 128 MiB matrix)
  *   dot GB/s      weight bytes per second through vec_dot against one activation row
  *   matvec GB/s   the same matrix times one activation row through gemm (blocks of 32 rows,
@@ -195,6 +195,9 @@ int main(int argc, char **argv) {
             return 2;
         }
         for (int isa = TS_ISA_SCALAR; isa <= (int)top; isa++) {
+            if (!ts_quant_isa_supported((ts_isa)isa)) {
+                continue;
+            }
             result r;
             if (bench_type(type, (ts_isa)isa, min_s, &r) != 0) {
                 status = 1;

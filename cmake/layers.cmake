@@ -6,6 +6,9 @@ function(ts_simd_flags srcs)
         if(src MATCHES "(_avx512\\.c|/avx512/[^/]*\\.c)$")
             set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
                 "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx2;-mfma;-mf16c")
+        elseif(src MATCHES "/avxvnni/[^/]*\\.c$")
+            set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+                "-mavx2;-mfma;-mf16c;-mbmi2;-mavxvnni")
         elseif(src MATCHES "(_avx2\\.c|/avx2/[^/]*\\.c)$")
             set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
                 "-mavx2;-mfma;-mf16c;-mbmi2")
@@ -17,7 +20,8 @@ function(ts_layer name dir)
     # A layer's kernels for one instruction set may sit in a folder named after it
     # (src/quant/avx512/q32.c); files there get that set's flags like *_avx512.c files.
     file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.c
-         ${CMAKE_SOURCE_DIR}/src/${dir}/avx2/*.c ${CMAKE_SOURCE_DIR}/src/${dir}/avx512/*.c)
+         ${CMAKE_SOURCE_DIR}/src/${dir}/avx2/*.c ${CMAKE_SOURCE_DIR}/src/${dir}/avxvnni/*.c
+         ${CMAKE_SOURCE_DIR}/src/${dir}/avx512/*.c)
     if(NOT srcs)
         return()
     endif()

@@ -193,7 +193,7 @@ void ts_cli_print_common_help(FILE *f) {
             "      --retune              measure which CPU kernel is fastest per weight type\n"
             "                            again instead of using the cached choice (kept in\n"
             "                            $TS_CACHE_DIR, else ~/.cache/tessera; TS_ISA=avx2|\n"
-            "                            avx512|scalar forces one instruction set)\n"
+            "                            avxvnni|avx512|scalar forces one instruction set)\n"
             "      --no-repack           keep weights where they lie in the model file instead\n"
             "                            of repacking them at load into the layout the fast\n"
             "                            CPU kernels read (same results; less load time and\n"

@@ -18,16 +18,22 @@
 
 #include "gguf/ggml_types.h"
 
-/* Instruction-set level a kernel table was built for. */
+/* Instruction-set level a kernel table was built for. The levels are ordered, but a CPU need
+ * not have every level below its highest: one with AVX-512 may lack AVX-VNNI (Ice Lake and
+ * Zen 4 have only AVX512-VNNI, the EVEX form), and runs the AVX2 kernels in its place. */
 typedef enum ts_isa {
     TS_ISA_SCALAR = 0,
-    TS_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
-    TS_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/DQ (+VNNI, BF16 when present) */
+    TS_ISA_AVX2 = 1,    /* AVX2 + FMA + F16C */
+    TS_ISA_AVXVNNI = 2, /* the AVX2 level + AVX-VNNI (VEX vpdpbusd / vpdpwssd) */
+    TS_ISA_AVX512 = 3,  /* AVX-512 F/BW/VL/DQ + VNNI + BF16 */
 } ts_isa;
 
-/* Best level this CPU supports, lowered by the environment variable TS_ISA=scalar|avx2. */
+/* Best level this CPU supports, lowered by the environment variable
+ * TS_ISA=scalar|avx2|avxvnni|avx512 (to the highest level at or below it that the CPU runs). */
 ts_isa ts_quant_detect_isa(void);
 const char *ts_isa_name(ts_isa isa);
+/* Whether this CPU runs the kernels of level isa. */
+bool ts_quant_isa_supported(ts_isa isa);
 
 /* Dequantizes one row: n elements of `type` at src -> n floats. */
 typedef void (*ts_to_float_fn)(const void *src, float *dst, int64_t n);
@@ -67,8 +73,9 @@ typedef struct ts_quant_ops {
 } ts_quant_ops;
 
 /* Kernels of `type` at instruction level `isa` (falling back to lower levels per function
- * where no faster one exists); NULL when the type has no arithmetic here. An `isa` above
- * what this CPU runs is lowered to ts_quant_cpu_isa(), so the result is always safe to call
+ * where no faster one exists); NULL when the type has no arithmetic here. An `isa` this CPU
+ * does not run is lowered to the highest level below it that it does (the table's `isa` says
+ * which), so the result is always safe to call
  * (pass ts_quant_detect_isa() to honour TS_ISA). The table is constant data and lives for the whole
  * program. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL.
  * Q8_0, Q8_1 and Q8_K are also the activation types; their from_float is the fast one. */

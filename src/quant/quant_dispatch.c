@@ -2,11 +2,14 @@
  * quant_dispatch.c — kernel tables per instruction-set level, CPU detection, and the scalar
  * gemm that every type has as its reference.
  *
- * Three constant tables (scalar, AVX2, AVX-512) map a type to its kernels. A SIMD table
- * names the fastest kernel available at its level for each function and falls back to a
- * lower level where none exists. The avx512/ files are compiled with F/BW/VL/DQ + VNNI
+ * Four constant tables (scalar, AVX2, AVX-VNNI, AVX-512) map a type to its kernels. A SIMD
+ * table names the fastest kernel available at its level for each function and falls back to
+ * a lower level where none exists. The avx512/ files are compiled with F/BW/VL/DQ + VNNI
  * + BF16 enabled, so the compiler may use any of them anywhere in those files; the AVX-512
- * level therefore requires all six.
+ * level therefore requires all six. The AVX-VNNI level is the AVX2 one with the integer dot
+ * products rebuilt with -mavxvnni (avxvnni/); it needs the AVX2 level's features and AVX-VNNI,
+ * which some AVX-512 CPUs lack (they have the EVEX vpdpbusd only): ts_quant_ops_get gives
+ * them the AVX2 table for it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +22,36 @@ const char *ts_isa_name(ts_isa isa) {
         return "scalar";
     case TS_ISA_AVX2:
         return "avx2";
+    case TS_ISA_AVXVNNI:
+        return "avxvnni";
     case TS_ISA_AVX512:
         return "avx512";
     }
     return "unknown";
 }
 
-ts_isa ts_quant_cpu_isa(void) {
+/* The AVX2 level's features (AVX2 + FMA + F16C). */
+static bool cpu_avx2(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-          __builtin_cpu_supports("f16c"))) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+    return false;
+#endif
+}
+
+static bool cpu_avxvnni(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+    return false;
+#endif
+}
+
+ts_isa ts_quant_cpu_isa(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cpu_avx2()) {
         return TS_ISA_SCALAR;
     }
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -37,10 +59,29 @@ ts_isa ts_quant_cpu_isa(void) {
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bf16")) {
         return TS_ISA_AVX512;
     }
-    return TS_ISA_AVX2;
+    return cpu_avxvnni() ? TS_ISA_AVXVNNI : TS_ISA_AVX2;
 #else
     return TS_ISA_SCALAR;
 #endif
+}
+
+bool ts_quant_isa_supported(ts_isa isa) {
+    if ((unsigned)isa > (unsigned)ts_quant_cpu_isa()) {
+        return false;
+    }
+    return isa != TS_ISA_AVXVNNI || cpu_avxvnni();
+}
+
+/* The highest level at or below isa that this CPU runs. */
+static ts_isa runnable(ts_isa isa) {
+    ts_isa cpu = ts_quant_cpu_isa();
+    if ((unsigned)isa > (unsigned)cpu) {
+        isa = cpu;
+    }
+    while (isa > TS_ISA_SCALAR && !ts_quant_isa_supported(isa)) {
+        isa = (ts_isa)(isa - 1);
+    }
+    return isa;
 }
 
 ts_isa ts_quant_detect_isa(void) {
@@ -49,16 +90,10 @@ ts_isa ts_quant_detect_isa(void) {
     if (env != NULL) {
         /* Only lowers: asking for more than the CPU has would crash. Unknown names are
          * ignored rather than fatal, since this runs deep inside kernel selection. */
-        ts_isa want = isa;
-        if (strcmp(env, "scalar") == 0) {
-            want = TS_ISA_SCALAR;
-        } else if (strcmp(env, "avx2") == 0) {
-            want = TS_ISA_AVX2;
-        } else if (strcmp(env, "avx512") == 0) {
-            want = TS_ISA_AVX512;
-        }
-        if (want < isa) {
-            isa = want;
+        for (int l = TS_ISA_SCALAR; l <= TS_ISA_AVX512; l++) {
+            if (strcmp(env, ts_isa_name((ts_isa)l)) == 0 && l < (int)isa) {
+                isa = runnable((ts_isa)l);
+            }
         }
     }
     return isa;
@@ -158,6 +193,8 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
 GEMM_LOOP(gemm_bf16_avx2, ts_q_dot_bf16_avx2)
 GEMM_LOOP(gemm_iq4_nl_avx2, ts_q_dot_iq4_nl_avx2)
 GEMM_LOOP(gemm_q5_k_avx2, ts_q_dot_q5_k_avx2)
+GEMM_LOOP(gemm_iq4_nl_avxvnni, ts_q_dot_iq4_nl_avxvnni)
+GEMM_LOOP(gemm_q5_k_avxvnni, ts_q_dot_q5_k_avxvnni)
 GEMM_LOOP(gemm_q5_k_avx512, ts_q_dot_q5_k_avx512)
 
 static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
@@ -193,6 +230,42 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
           ts_q_dot_q6_k_avx2, ts_q_gemm_q6_k_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX2),
+};
+
+/* The AVX2 table with the kernels avxvnni/ rebuilds (the same bits, fewer instructions). */
+static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
+    ENTRY(TS_TYPE_F32, TS_TYPE_F32, ts_q_to_float_f32_scalar, ts_q_from_float_f32_scalar,
+          ts_q_dot_f32_avx2, ts_q_gemm_f32_avx2, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_F16, TS_TYPE_F16, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
+          ts_q_dot_f16_avx2, ts_q_gemm_f16_avx2, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx2, ts_q_from_float_bf16_avx2,
+          ts_q_dot_bf16_avx2, gemm_bf16_avx2, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx2, ts_q_from_float_q4_0_scalar,
+          ts_q_dot_q4_0_avxvnni, ts_q_gemm_q4_0_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q4_1, TS_TYPE_Q8_1, ts_q_to_float_q4_1_avx2, ts_q_from_float_q4_1_scalar,
+          ts_q_dot_q4_1_avxvnni, ts_q_gemm_q4_1_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q5_0, TS_TYPE_Q8_0, ts_q_to_float_q5_0_avx2, ts_q_from_float_q5_0_scalar,
+          ts_q_dot_q5_0_avxvnni, ts_q_gemm_q5_0_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q5_1, TS_TYPE_Q8_1, ts_q_to_float_q5_1_scalar, ts_q_from_float_q5_1_scalar,
+          ts_q_dot_q5_1_scalar, gemm_q5_1_scalar, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx2, ts_q_from_float_q8_0_avx2,
+          ts_q_dot_q8_0_avxvnni, ts_q_gemm_q8_0_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
+          ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
+          ts_q_dot_iq4_nl_avxvnni, gemm_iq4_nl_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
+          ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
+          ts_q_dot_q3_k_scalar, gemm_q3_k_scalar, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx2, ts_q_from_float_q4_k_scalar,
+          ts_q_dot_q4_k_avxvnni, ts_q_gemm_q4_k_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx2, ts_q_from_float_q5_k_scalar,
+          ts_q_dot_q5_k_avxvnni, gemm_q5_k_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
+          ts_q_dot_q6_k_avxvnni, ts_q_gemm_q6_k_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
+          ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVXVNNI),
 };
 
 static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
@@ -243,14 +316,13 @@ const ts_quant_ops *ts_quant_ops_get(ts_type type, ts_isa isa) {
     if ((unsigned)type >= TS_TYPE_COUNT) {
         return NULL;
     }
-    ts_isa cpu = ts_quant_cpu_isa();
-    if (isa > cpu) {
-        isa = cpu;
-    }
+    isa = runnable(isa);
     const ts_quant_ops *ops = &k_scalar[type];
 #if defined(__x86_64__)
     if (isa == TS_ISA_AVX512) {
         ops = &k_avx512[type];
+    } else if (isa == TS_ISA_AVXVNNI) {
+        ops = &k_avxvnni[type];
     } else if (isa == TS_ISA_AVX2) {
         ops = &k_avx2[type];
     }

@@ -308,6 +308,22 @@ TS_Q_DECLARE_GEMM(q8_0, avx2);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 
+/* avxvnni/: the AVX2 kernels whose integer dot steps AVX-VNNI shortens, built again. */
+void ts_q_dot_q4_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q4_1_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q5_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q8_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_iq4_nl_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q4_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q5_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_q6_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(q4_0, avxvnni);
+TS_Q_DECLARE_GEMM(q4_1, avxvnni);
+TS_Q_DECLARE_GEMM(q5_0, avxvnni);
+TS_Q_DECLARE_GEMM(q8_0, avxvnni);
+TS_Q_DECLARE_GEMM(q4_k, avxvnni);
+TS_Q_DECLARE_GEMM(q6_k, avxvnni);
+
 void ts_q_to_float_f16_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y);
 void ts_q_to_float_bf16_avx512(const void *src, float *dst, int64_t n);

@@ -3,12 +3,20 @@
  * from the AVX-512 ones, which are compiled with a superset of the flags). Include only from
  * files compiled with -mavx2 -mfma -mf16c, or from the test build that emulates them
  * (simd_isa.h).
+ *
+ * The files in quant/avxvnni/ compile avx2/q32.c and avx2/k.c a second time with TS_AVXVNNI
+ * defined (and -mavxvnni): the integer dot steps below (dot4_*, dot2_i16) then use vpdpbusd /
+ * vpdpwssd, everything else is the same code.
  */
 #ifndef TS_QUANT_SIMD_AVX2_H
 #define TS_QUANT_SIMD_AVX2_H
 
 #include "quant/quant_internal.h"
 #include "quant/simd_isa.h"
+
+#if defined(TS_AVXVNNI) && !defined(__AVXVNNI__) && !defined(TS_SIMD_EMULATE_AVXVNNI)
+#error "TS_AVXVNNI kernels need -mavxvnni (cmake/layers.cmake gives it to quant/avxvnni/)"
+#endif
 
 /* f16 -> f32 with the F16C instruction (exact, same result as ts_fp16_load). */
 static inline float fp16_hw(uint16_t h) {
@@ -56,17 +64,67 @@ static inline int32_t sum_i8x32(const int8_t *y) {
     return _mm_cvtsi128_si32(t) - 32 * 128;
 }
 
+/*
+ * The u8 x s8 dot step of the integer kernels: products of unsigned bytes u with signed bytes
+ * y, summed four to a 32-bit lane, exactly. AVX2 sums each pair of products in int16
+ * (vpmaddubsw, saturating), adds such sums of several steps in int16 (vpaddw) and widens them
+ * to the int32 lanes at the end (vpmaddwd with ones): exact while every pair sum and running
+ * int16 sum stays within int16, which each caller's header shows for its levels. AVX-VNNI
+ * (TS_AVXVNNI) adds a lane's four products straight to its int32 (vpdpbusd), exact always; so
+ * wherever the AVX2 sums are exact both give the same integers, and the kernels built on them
+ * the same bits. A run of steps:
+ *
+ *     __m256i s = dot4_begin(acc);      AVX2: int16 sums from zero; VNNI: acc itself
+ *     s = dot4_step(s, u, y);           one group of four elements per lane, as often as exact
+ *     acc = dot4_end(acc, s);           acc + every product of the run
+ *
+ * s must have begun from the same acc it ends into.
+ */
+static inline __m256i dot4_begin(__m256i acc) {
+#ifdef TS_AVXVNNI
+    return acc;
+#else
+    (void)acc;
+    return _mm256_setzero_si256();
+#endif
+}
+
+static inline __m256i dot4_step(__m256i s, __m256i u, __m256i y) {
+#ifdef TS_AVXVNNI
+    return _mm256_dpbusd_avx_epi32(s, u, y);
+#else
+    return _mm256_add_epi16(s, _mm256_maddubs_epi16(u, y));
+#endif
+}
+
+static inline __m256i dot4_end(__m256i acc, __m256i s) {
+#ifdef TS_AVXVNNI
+    (void)acc;
+    return s;
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+#endif
+}
+
+/* A run of one step: acc + the products of u and y, four per lane. */
+static inline __m256i dot4(__m256i acc, __m256i u, __m256i y) {
+    return dot4_end(acc, dot4_step(dot4_begin(acc), u, y));
+}
+
+/* acc + per int32 lane the sum of its two int16 products a * b (vpmaddwd + vpaddd, or one
+ * vpdpwssd with AVX-VNNI; both exact and wrapping alike). */
+static inline __m256i dot2_i16(__m256i acc, __m256i a, __m256i b) {
+#ifdef TS_AVXVNNI
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
 /* Sum of products of 32 signed bytes with 32 signed bytes, as 8 int32 lanes. Neither
  * operand may hold -128 (the sign trick needs |x| <= 127). */
 static inline __m256i dot_i8_i8(__m256i x, __m256i y) {
-    const __m256i ax = _mm256_sign_epi8(x, x);
-    const __m256i sy = _mm256_sign_epi8(y, x);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
-}
-
-/* Sum of products of 32 unsigned bytes (< 128 each pair sum fits int16) with signed bytes. */
-static inline __m256i dot_u8_i8(__m256i x, __m256i y) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+    return dot4(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
 /* 8 int8 -> 8 floats. */

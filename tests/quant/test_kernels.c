@@ -75,11 +75,13 @@ static void test_layout_matches_type_table(void **state) {
         assert_int_equal(ts_type_block_bytes(k[i].t), k[i].bytes);
     }
     for (size_t i = 0; i < N_TYPES; i++) {
-        for (int isa = 0; isa <= 2; isa++) {
+        for (int isa = TS_ISA_SCALAR; isa <= TS_ISA_AVX512; isa++) {
             const ts_quant_ops *ops = ts_quant_ops_get(k_rt[i].type, (ts_isa)isa);
             assert_non_null(ops);
             assert_int_equal(ops->type, k_rt[i].type);
-            assert_true(ops->isa <= ts_quant_cpu_isa());
+            /* Lowered to a level this CPU runs, never raised. */
+            assert_true(ops->isa <= (ts_isa)isa && ts_quant_isa_supported(ops->isa));
+            assert_true(ops->isa == (ts_isa)isa || !ts_quant_isa_supported((ts_isa)isa));
             assert_non_null(ops->gemm);
             /* The activation partner must itself be quantizable. */
             assert_non_null(ts_quant_ops_get(ops->vec_dot_type, (ts_isa)isa));
@@ -96,12 +98,22 @@ static void test_isa_env_lowers(void **state) {
     assert_int_equal(ts_quant_detect_isa(), TS_ISA_SCALAR);
     setenv("TS_ISA", "avx512", 1);
     assert_int_equal(ts_quant_detect_isa(), ts_quant_cpu_isa()); /* never raises */
+    /* avxvnni: that level where the CPU runs it, else the next one down (AVX2 on a CPU with
+     * AVX-512 but without AVX-VNNI), never above the CPU's. */
+    setenv("TS_ISA", "avxvnni", 1);
+    ts_isa want = ts_quant_cpu_isa();
+    if (want >= TS_ISA_AVXVNNI) {
+        want = ts_quant_isa_supported(TS_ISA_AVXVNNI) ? TS_ISA_AVXVNNI : TS_ISA_AVX2;
+    }
+    assert_int_equal(ts_quant_detect_isa(), want);
+    assert_true(ts_quant_isa_supported(ts_quant_detect_isa()));
     if (old) {
         setenv("TS_ISA", old, 1);
     } else {
         unsetenv("TS_ISA");
     }
-    printf("cpu isa: %s\n", ts_isa_name(ts_quant_cpu_isa()));
+    printf("cpu isa: %s (avxvnni %s)\n", ts_isa_name(ts_quant_cpu_isa()),
+           ts_quant_isa_supported(TS_ISA_AVXVNNI) ? "yes" : "no");
 }
 
 static void test_f16_conversions(void **state) {
@@ -364,6 +376,9 @@ static void test_simd_matches_scalar(void **state) {
         const ts_quant_ops *ref = ts_quant_ops_get(type, TS_ISA_SCALAR);
         const ts_quant_ops *aref = ts_quant_ops_get(ref->vec_dot_type, TS_ISA_SCALAR);
         for (int isa = TS_ISA_AVX2; isa <= (int)top; isa++) {
+            if (!ts_quant_isa_supported((ts_isa)isa)) {
+                continue; /* AVX-VNNI on an AVX-512 CPU without it: the AVX2 table */
+            }
             const ts_quant_ops *ops = ts_quant_ops_get(type, (ts_isa)isa);
             const ts_quant_ops *aops = ts_quant_ops_get(ref->vec_dot_type, (ts_isa)isa);
             for (size_t off = 0; off <= 4; off += 4) {

@@ -369,7 +369,7 @@ ts_status ts_cpu_backend_create(const ts_cpu_params *params, ts_backend **out, t
     if (p.isa < 0) {
         p.isa = (int)ts_quant_detect_isa();
     }
-    if (p.isa > (int)ts_quant_cpu_isa()) {
+    if (!ts_quant_isa_supported((ts_isa)p.isa)) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED, "cpu: this CPU cannot run ISA level %s",
                             ts_isa_name((ts_isa)p.isa));
     }

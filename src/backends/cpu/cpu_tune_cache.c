@@ -136,7 +136,7 @@ static const char *parse_entry(cpu_kernels *k, char *line, int8_t (*isa)[CPU_SHA
     if (l < 0) {
         return "unknown instruction-set level";
     }
-    if (l > (int)ts_quant_cpu_isa() || l > (int)k->top) {
+    if (!ts_quant_isa_supported((ts_isa)l) || l > (int)k->top) {
         return "a level this CPU does not run";
     }
     if (layout != NULL) {

@@ -8,13 +8,46 @@
  * over the type's tile (one weight row against up to four activation rows), inlined into the
  * named gemm of each type; the dot product is the tile with one activation row, so the two
  * give the same bits.
+ *
+ * Integer sums: the levels (Q4_K <= 15, Q5_K <= 31, Q6_K <= 63) times Q8_K quants (-128..127)
+ * give vpmaddubsw pair sums within int16 (<= 2 * 63 * 128), which the sub-block scales widen
+ * (dot2_i16: vpmaddwd + vpaddd, or one vpdpwssd in the AVX-VNNI build, avxvnni/k.c), exact
+ * either way, so both levels give the same bits.
  */
 #include <math.h>
 #include <string.h>
 
 #include "quant/simd_avx2.h"
 
-/* ---- Q8_K activation quantization ---- */
+/* ---- unpacking ---- */
+
+static inline void k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
+    for (int j = 0; j < 8; j++) {
+        ts_k4_scale_min(j, packed, &sc[j], &m[j]);
+    }
+}
+
+static inline __m256i q5_high(__m256i qh, int bit) {
+    /* bit `bit` of every byte, moved to bit 4 */
+    const __m256i one = _mm256_set1_epi8(1);
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, bit), one), 4);
+}
+
+/* The 32 unsigned 6-bit levels (0..63) of elements 128h + 32s .. +31. */
+static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
+    const __m256i mask4 = _mm256_set1_epi8(0x0F), mask2 = _mm256_set1_epi8(0x03);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (s & 1)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    const __m256i lo =
+        s < 2 ? _mm256_and_si256(ql, mask4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), mask4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), mask2);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+/* ---- Q8_K activation quantization and dequantization ----
+ * No dot step here: the AVX-VNNI build of this file (avxvnni/k.c) leaves them out, and its
+ * level uses these. */
+#ifndef TS_AVXVNNI
 
 void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     ts_block_q8_k *b = dst;
@@ -65,14 +98,6 @@ void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* ---- Q4_K / Q5_K ---- */
-
-static inline void k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
-    for (int j = 0; j < 8; j++) {
-        ts_k4_scale_min(j, packed, &sc[j], &m[j]);
-    }
-}
-
 /* Stores 32 unsigned levels as dl * q - ml. */
 static inline void store_levels_u8(__m256i q, float dl, float ml, float *dst) {
     const __m256 d = _mm256_set1_ps(dl), mm = _mm256_set1_ps(ml);
@@ -112,12 +137,6 @@ void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n) {
     }
 }
 
-static inline __m256i q5_high(__m256i qh, int bit) {
-    /* bit `bit` of every byte, moved to bit 4 */
-    const __m256i one = _mm256_set1_epi8(1);
-    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, bit), one), 4);
-}
-
 void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n) {
     const ts_block_q5_k *b = src;
     const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -136,19 +155,6 @@ void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n) {
                             dst + 64 * c + 32);
         }
     }
-}
-
-/* ---- Q6_K ---- */
-
-/* The 32 unsigned 6-bit levels (0..63) of elements 128h + 32s .. +31. */
-static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
-    const __m256i mask4 = _mm256_set1_epi8(0x0F), mask2 = _mm256_set1_epi8(0x03);
-    const __m256i ql = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (s & 1)));
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-    const __m256i lo =
-        s < 2 ? _mm256_and_si256(ql, mask4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), mask4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * s), mask2);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
 void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
@@ -171,6 +177,8 @@ void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
         }
     }
 }
+
+#endif /* TS_AVXVNNI */
 
 /* ---- dot products / gemm tiles against Q8_K ---- */
 
@@ -237,8 +245,7 @@ static inline void q4_k_tile(int64_t nb, const void *w, const void *const *a, in
             __m256i sumi = _mm256_setzero_si256();
             for (int s = 0; s < 8; s++) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * s));
-                const __m256i p16 = _mm256_maddubs_epi16(q[s], yv);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scv[s]));
+                sumi = dot2_i16(sumi, _mm256_maddubs_epi16(q[s], yv), scv[s]);
             }
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * yb->d), acc[j]);
             mins[j] += dmin * yb->d *
@@ -273,10 +280,8 @@ void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) 
                                                q5_high(qh, 2 * c + 1));
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0),
-                                                            _mm256_set1_epi16(sc[2 * c])));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1),
-                                                            _mm256_set1_epi16(sc[2 * c + 1])));
+            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * c]));
+            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * c + 1]));
         }
         const float d = fp16_hw(bx[i].d), dmin = fp16_hw(bx[i].dmin);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * by[i].d), acc);
@@ -308,8 +313,7 @@ static inline void q6_k_tile(int64_t nb, const void *w, const void *const *a, in
             __m256i sumi = _mm256_setzero_si256();
             for (int k = 0; k < 8; k++) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * k));
-                sumi = _mm256_add_epi32(sumi,
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yv), scv[k]));
+                sumi = dot2_i16(sumi, _mm256_maddubs_epi16(q[k], yv), scv[k]);
             }
             /* The levels are biased by 32: sum(sc * (q - 32) * y) = sum(sc * q * y) -
              * 32 * sum over sub-blocks of sc * ysum. */

@@ -52,6 +52,12 @@
  * 0.12 instead of 0.04). int16 partial sums: levels <= 15 give pair sums <= 3810 and eight
  * groups <= 30480; Q5_0 levels <= 31 give 7874, so its groups are summed four at a time.
  *
+ * The integer sums are runs of the dot steps of simd_avx2.h (dot4_*): on AVX2 vpmaddubsw pair
+ * sums added in int16 and widened by vpmaddwd, exact by the bounds above; in the AVX-VNNI build
+ * of this file (avxvnni/q32.c) one vpdpbusd per step into int32, exact always. The sums, and
+ * so the results, are the same bits at both levels. (Q8_0's sign trick: with |w| <= 128 after
+ * vpsignb the pair sums lie in [-2 * 128 * 128, 2 * 128 * 127], inside int16 even for -128.)
+ *
  * Dequantization and activation quantization are bit-exact with the scalar reference (the
  * same single roundings in the same order; rounding half away from zero done exactly).
  * IQ4_NL's dot product computes each block's integer sum exactly and differs from the scalar
@@ -150,24 +156,26 @@ static inline __m256i y4(const int8_t *y, int at) {
     return _mm256_set1_epi32(v);
 }
 
-/* Exact isum per lane for levels <= 15: the eight groups in int16, then one vpmaddwd. */
+/* Exact isum per lane for levels <= 15: the eight groups in one run of dot steps (AVX2: in
+ * int16, then one vpmaddwd). */
 static inline __m256i isum_u4(const __m256i *q, const int8_t *y) {
-    __m256i s = _mm256_setzero_si256();
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i s = dot4_begin(zero);
     for (int g = 0; g < 8; g++) {
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[g], y4(y, 4 * g)));
+        s = dot4_step(s, q[g], y4(y, 4 * g));
     }
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    return dot4_end(zero, s);
 }
 
-/* Exact isum per lane for levels <= 31: two int16 sums of four groups. */
+/* Exact isum per lane for levels <= 31: two runs of four groups. */
 static inline __m256i isum_u5(const __m256i *q, const int8_t *y) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i s0 = dot4_begin(zero), s1 = dot4_begin(zero);
     for (int g = 0; g < 4; g++) {
-        s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(q[g], y4(y, 4 * g)));
-        s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(q[4 + g], y4(y, 16 + 4 * g)));
+        s0 = dot4_step(s0, q[g], y4(y, 4 * g));
+        s1 = dot4_step(s1, q[4 + g], y4(y, 16 + 4 * g));
     }
-    const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
+    return _mm256_add_epi32(dot4_end(zero, s0), dot4_end(zero, s1));
 }
 
 /* ---- per type: gather eight rows' block i, the activation terms, the fold ---- */
@@ -300,30 +308,30 @@ ALWAYS_INLINE __m256 fold_offset(__m256 acc, __m256i isum, __m256 d, __m256 m, c
  * folded into acc[j][0 .. nacc - 1] with column j's scales e[j] ---- */
 
 /* One block against four activation rows: each level register is loaded once and multiplied
- * with the four rows' broadcasts; `span` groups are summed in int16 before vpmaddwd (8 for
- * levels <= 15, 4 for levels <= 31). */
+ * with the four rows' broadcasts; a run of dot steps takes `span` groups (AVX2: summed in
+ * int16 before vpmaddwd; 8 for levels <= 15, 4 for levels <= 31). */
 ALWAYS_INLINE void isum_x4(const __m256i *q, const int8_t *const *y, int64_t off, int span,
                            __m256i out[4]) {
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int j = 0; j < 4; j++) {
         out[j] = _mm256_setzero_si256();
     }
     for (int g0 = 0; g0 < 8; g0 += span) {
-        __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+        __m256i s0 = dot4_begin(out[0]), s1 = dot4_begin(out[1]), s2 = dot4_begin(out[2]),
+                s3 = dot4_begin(out[3]);
         for (int g = g0; g < g0 + span; g++) {
             const __m256i qg = _mm256_load_si256(&q[g]);
-            s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(qg, y4(y[0], (int)off + 4 * g)));
-            s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(qg, y4(y[1], (int)off + 4 * g)));
-            s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(qg, y4(y[2], (int)off + 4 * g)));
-            s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(qg, y4(y[3], (int)off + 4 * g)));
+            s0 = dot4_step(s0, qg, y4(y[0], (int)off + 4 * g));
+            s1 = dot4_step(s1, qg, y4(y[1], (int)off + 4 * g));
+            s2 = dot4_step(s2, qg, y4(y[2], (int)off + 4 * g));
+            s3 = dot4_step(s3, qg, y4(y[3], (int)off + 4 * g));
             /* Keep the sums as running chains: left alone, GCC rebalances them into trees
              * over all 32 products and spills them. */
             __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
         }
-        out[0] = _mm256_add_epi32(out[0], _mm256_madd_epi16(s0, ones));
-        out[1] = _mm256_add_epi32(out[1], _mm256_madd_epi16(s1, ones));
-        out[2] = _mm256_add_epi32(out[2], _mm256_madd_epi16(s2, ones));
-        out[3] = _mm256_add_epi32(out[3], _mm256_madd_epi16(s3, ones));
+        out[0] = dot4_end(out[0], s0);
+        out[1] = dot4_end(out[1], s1);
+        out[2] = dot4_end(out[2], s2);
+        out[3] = dot4_end(out[3], s3);
     }
 }
 
@@ -332,24 +340,24 @@ ALWAYS_INLINE void isum_x4(const __m256i *q, const int8_t *const *y, int64_t off
  * running sums of a span of four would not fit in the registers. */
 ALWAYS_INLINE void isum_x4x2(const __m256i *q0, const __m256i *q1, const int8_t *const *y,
                              int64_t off, __m256i out[8]) {
+    const __m256i zero = _mm256_setzero_si256();
     __m256i s[8];
     for (int j = 0; j < 8; j++) {
-        s[j] = _mm256_setzero_si256();
+        s[j] = dot4_begin(zero);
     }
     for (int g = 0; g < 8; g++) {
         const __m256i a = _mm256_load_si256(&q0[g]), b = _mm256_load_si256(&q1[g]);
         for (int j = 0; j < 4; j++) {
             const __m256i yb = y4(y[j], (int)off + 4 * g);
-            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(a, yb));
-            s[4 + j] = _mm256_add_epi16(s[4 + j], _mm256_maddubs_epi16(b, yb));
+            s[j] = dot4_step(s[j], a, yb);
+            s[4 + j] = dot4_step(s[4 + j], b, yb);
         }
         __asm__(""
                 : "+x"(s[0]), "+x"(s[1]), "+x"(s[2]), "+x"(s[3]), "+x"(s[4]), "+x"(s[5]),
                   "+x"(s[6]), "+x"(s[7]));
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int j = 0; j < 8; j++) {
-        out[j] = _mm256_madd_epi16(s[j], ones);
+        out[j] = dot4_end(zero, s[j]);
     }
 }
 
@@ -381,10 +389,10 @@ ALWAYS_INLINE void block4x2_sum(const x8_type *t, const x8blk *b0, const x8blk *
 
 /* Q8_0: per half (elements 0..15, 16..31) the exact sum of |w| * (y with w's sign) per lane,
  * then acc[j][h] = fma(sum, d_w * d_a, acc[j][h]); the result is acc[j][0] + acc[j][1]. The
- * int16 pair sums reach 2 * 127 * 127, so each group goes to int32 at once. */
+ * int16 pair sums reach 2 * 127 * 127, so each group is a run of its own (AVX2: widened to
+ * int32 at once). */
 ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t *y, int at) {
-    const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(y4(y, at), wg));
-    return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    return dot4(s, aw, _mm256_sign_epi8(y4(y, at), wg));
 }
 
 ALWAYS_INLINE void q8_0_half4(const __m256i *q, const int8_t *const *y, int off, __m256i out[4]) {
@@ -627,10 +635,6 @@ static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
     return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
 }
 
-static inline __m256i madd1(__m256i v) {
-    return _mm256_madd_epi16(v, _mm256_set1_epi16(1));
-}
-
 /* Single-column output: c[r0 + r] = low half + high half of acc lane r (rows in lanes). */
 static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -660,7 +664,7 @@ static inline float finish1(__m256 acc) {
 }
 
 static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
-    return madd1(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(yv, w)));
+    return dot4(_mm256_setzero_si256(), aw, _mm256_sign_epi8(yv, w));
 }
 
 static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
@@ -769,9 +773,7 @@ static inline __m256i unpack_q5_0(const ts_block_q5_0 *b) {
 
 /* Exact sum of 32 products of unsigned levels (<= 31) with signed activation bytes. */
 static inline int32_t isum1(__m256i q, const int8_t *y) {
-    const __m256i p = _mm256_madd_epi16(
-        _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y)), _mm256_set1_epi16(1));
-    return hsum_epi32_256(p);
+    return hsum_epi32_256(dot4(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y)));
 }
 
 void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y) {
@@ -836,6 +838,11 @@ void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y
     }
     *result = hsum_ps256(acc);
 }
+
+/* ---- dequantization and activation quantization ----
+ * No dot step here: the AVX-VNNI build of this file (avxvnni/q32.c) leaves them out, and its
+ * level uses these. */
+#ifndef TS_AVXVNNI
 
 /* ---- dequantization ---- */
 
@@ -939,3 +946,5 @@ void ts_q_from_float_q8_1_avx2(const float *src, void *dst, int64_t n) {
         b[i].s = ts_f32_to_f16((float)sum * d);
     }
 }
+
+#endif /* TS_AVXVNNI */
