@@ -111,11 +111,13 @@ static ts_reply reply_health(ts_server *s) {
 }
 
 static ts_reply reply_metrics(ts_server *s) {
-    ts_engine_stats es;
-    ts_context_get_stats(s->ctx, &es);
+    /* Requests first, then the engine: a request counted finished has then also left the
+     * engine's figures read after it (as far as the engine has released it). */
     pthread_mutex_lock(&s->mu);
     int64_t in_flight = s->in_flight;
     pthread_mutex_unlock(&s->mu);
+    ts_engine_stats es;
+    ts_context_get_stats(s->ctx, &es);
     size_t len = 0;
     char *text = ts_metrics_render(&s->metrics, &es, in_flight, &len);
     ts_reply r = {.status = 200};

@@ -127,9 +127,11 @@ def test_disconnect_while_queued(make_server):
     wait_for(lambda: s.metrics()["tessera_requests_aborted_total"] >= 1, 10, "queued abort")
     t.join(120)
     assert done["r"][0] == 200
-    m = wait_for(lambda: (lambda m: m if m["tessera_requests_in_flight"] == 0 else None)(
-        s.metrics()), 10, "idle")
-    assert m["tessera_kv_blocks_used"] == 0
+    # Idle, and every block given back (a request's last event can reach its client just
+    # before the engine releases its blocks; a leak still fails here, at the timeout).
+    m = wait_for(lambda: (lambda m: m if m["tessera_requests_in_flight"] == 0
+                          and m["tessera_kv_blocks_used"] == 0 else None)(s.metrics()),
+                 10, "idle with every KV block free")
     assert m['tessera_http_requests_total{endpoint="/v1/completions",status="499"}'] == 1
 
 

@@ -95,6 +95,15 @@ typedef struct x8ys {
     };
 } x8ys;
 
+/* Where eight rows' blocks come from: the rows themselves (row r at w[r]), or half `half` (rows
+ * 8 half .. 8 half + 7) of a sixteen-row group of a packed matrix at pk (quant_pack.c: each run
+ * of sixteen words holds these rows' words in its first or second half). */
+typedef struct x8src {
+    const void *w[8];
+    const uint8_t *pk;
+    int half;
+} x8src;
+
 /* Per-type pieces of the drivers; all are inlined into the named wrappers at the end. */
 typedef struct x8_type x8_type;
 struct x8_type {
@@ -104,8 +113,9 @@ struct x8_type {
     int span;      /* level groups summed in int16 before vpmaddwd: 8 (levels <= 15), 4 (<= 31) */
     int nacc;      /* accumulators per activation row (<= MAX_NACC), added up at the end */
     bool pairs;    /* sixteen-row tiles (block4x2_sum): levels <= 15 only */
-    /* Block i of the eight rows at w[0..7]: levels q, scales d and (Q4_1) offsets m. */
-    void (*gather)(const void *const *w, int64_t i, __m256 *d, __m256 *m, __m256i q[8]);
+    /* Block i of the eight rows of s (packed: from the packed group): levels q, scales d and
+     * (Q4_1) offsets m. */
+    void (*gather)(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m, __m256i q[8]);
     /* The terms of one activation block. */
     x8ys (*yscale)(const void *ab);
     /* acc with one block's exact isums (per lane) folded in. */
@@ -178,10 +188,44 @@ static inline __m256i isum_u5(const __m256i *q, const int8_t *y) {
     return _mm256_add_epi32(dot4_end(zero, s0), dot4_end(zero, s1));
 }
 
+/* Packed: lane r of g[k] (k < n) = the word at byte b + 4k of row 8 half + r's block i (bs
+ * bytes a block): the run of that word starts at byte 16 b of the packed block. */
+static inline void x8_pk_words(const x8src *s, size_t bs, int64_t i, size_t b, int n, __m256i *g) {
+    const uint8_t *p = s->pk + (size_t)i * 16 * bs + 16 * b + 32 * (size_t)s->half;
+    for (int k = 0; k < n; k++) {
+        g[k] = _mm256_loadu_si256((const __m256i *)(p + 64 * k));
+    }
+}
+
+/* Packed: the eight rows' f16 at byte b (a run of sixteen 2-byte words), as floats. */
+static inline __m256 x8_pk_f16(const x8src *s, size_t bs, int64_t i, size_t b) {
+    const uint8_t *p = s->pk + (size_t)i * 16 * bs + 16 * b + 16 * (size_t)s->half;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
 /* ---- per type: gather eight rows' block i, the activation terms, the fold ---- */
 
-ALWAYS_INLINE void q4_1_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+ALWAYS_INLINE void q4_1_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
+    if (packed) {
+        __m256i g[4], dm;
+        x8_pk_words(s, sizeof(ts_block_q4_1), i, offsetof(ts_block_q4_1, qs), 4, g);
+        x8_nibbles(g, q);
+        x8_pk_words(s, sizeof(ts_block_q4_1), i, 0, 1, &dm); /* lane r: (d, m) of row r */
+        /* The low (d) and high (m) halves of the eight words, each gathered into 128 bits. */
+        const __m256i lo =
+            _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5,
+                             8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+        const __m256i hi =
+            _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, 2, 3, 6, 7,
+                             10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+        *d = _mm256_cvtph_ps(_mm256_castsi256_si128(
+            _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, lo), _MM_SHUFFLE(3, 1, 2, 0))));
+        *m = _mm256_cvtph_ps(_mm256_castsi256_si128(
+            _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dm, hi), _MM_SHUFFLE(3, 1, 2, 0))));
+        return;
+    }
+    const void *const *w = s->w;
     const ts_block_q4_1 *b[8];
     const uint8_t *qs[8];
     int32_t dm[8];
@@ -204,8 +248,17 @@ ALWAYS_INLINE void q4_1_gather(const void *const *w, int64_t i, __m256 *d, __m25
                               _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-ALWAYS_INLINE void q4_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+ALWAYS_INLINE void q4_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
+    *m = _mm256_setzero_ps();
+    if (packed) {
+        __m256i g[4];
+        x8_pk_words(s, sizeof(ts_block_q4_0), i, offsetof(ts_block_q4_0, qs), 4, g);
+        x8_nibbles(g, q);
+        *d = x8_pk_f16(s, sizeof(ts_block_q4_0), i, 0);
+        return;
+    }
+    const void *const *w = s->w;
     const uint8_t *qs[8];
     const uint16_t *h[8];
     for (int r = 0; r < 8; r++) {
@@ -217,27 +270,33 @@ ALWAYS_INLINE void q4_0_gather(const void *const *w, int64_t i, __m256 *d, __m25
     x8_transpose(qs, g);
     x8_nibbles(g, q);
     *d = x8_f16(h);
-    *m = _mm256_setzero_ps();
 }
 
-ALWAYS_INLINE void q5_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+ALWAYS_INLINE void q5_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
-    const uint8_t *qs[8];
-    const uint16_t *h[8];
-    int32_t qh[8];
-    for (int r = 0; r < 8; r++) {
-        const ts_block_q5_0 *b = (const ts_block_q5_0 *)w[r] + i;
-        qs[r] = b->qs;
-        h[r] = &b->d;
-        memcpy(&qh[r], b->qh, 4);
+    __m256i g[4], qhv;
+    if (packed) {
+        x8_pk_words(s, sizeof(ts_block_q5_0), i, offsetof(ts_block_q5_0, qs), 4, g);
+        x8_pk_words(s, sizeof(ts_block_q5_0), i, offsetof(ts_block_q5_0, qh), 1, &qhv);
+        *d = x8_pk_f16(s, sizeof(ts_block_q5_0), i, 0);
+    } else {
+        const uint8_t *qs[8];
+        const uint16_t *h[8];
+        int32_t qh[8];
+        for (int r = 0; r < 8; r++) {
+            const ts_block_q5_0 *b = (const ts_block_q5_0 *)s->w[r] + i;
+            qs[r] = b->qs;
+            h[r] = &b->d;
+            memcpy(&qh[r], b->qh, 4);
+        }
+        x8_transpose(qs, g);
+        qhv = _mm256_setr_epi32(qh[0], qh[1], qh[2], qh[3], qh[4], qh[5], qh[6], qh[7]);
+        *d = x8_f16(h);
     }
-    __m256i g[4];
-    x8_transpose(qs, g);
     x8_nibbles(g, q);
     /* Element j's fifth bit is bit j of row r's qh (lane r). Group k covers elements 4k..4k+3,
      * whose bits sit in byte k / 2 of qh at offset 4 (k % 2): copy that byte to the lane's four
      * bytes, test one bit per byte, and add 16 where set. */
-    const __m256i qhv = _mm256_setr_epi32(qh[0], qh[1], qh[2], qh[3], qh[4], qh[5], qh[6], qh[7]);
     const __m256i lane0 = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0,
                                            0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
     for (int k = 0; k < 8; k++) {
@@ -247,13 +306,15 @@ ALWAYS_INLINE void q5_0_gather(const void *const *w, int64_t i, __m256 *d, __m25
         const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
         q[k] = _mm256_or_si256(q[k], _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
     }
-    *d = x8_f16(h);
     *m = _mm256_setzero_ps();
 }
 
-/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. */
-ALWAYS_INLINE void q8_0_gather(const void *const *w, int64_t i, __m256 *d, __m256 *m,
+/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. From the rows
+ * only: this level has no packed Q8_0 kernel (its one-row kernel reads rows as they are). */
+ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
+    (void)packed;
+    const void *const *w = s->w;
     const uint8_t *lo[8], *hi[8];
     const uint16_t *h[8];
     for (int r = 0; r < 8; r++) {
@@ -497,10 +558,10 @@ ALWAYS_INLINE __m256 x8_finish(const x8_type *t, const __m256 *acc) {
     return t->nacc == 2 ? _mm256_add_ps(acc[0], acc[1]) : acc[0];
 }
 
-/* Eight rows (w[0..7]) against one activation row a: blocks unpacked in registers, the
+/* Eight rows (src) against one activation row a: blocks unpacked in registers, the
  * `next_bytes` at next (the next eight rows) prefetched meanwhile. */
-ALWAYS_INLINE void x8_col1(const x8_type *t, int64_t nb, const void *const *w, const char *a,
-                           const char *next, size_t next_bytes, float *c, int rows) {
+ALWAYS_INLINE void x8_col1(const x8_type *t, bool packed, int64_t nb, const x8src *src,
+                           const char *a, const char *next, size_t next_bytes, float *c, int rows) {
     prefetch_rows pf;
     prefetch_rows_begin(&pf, next, next_bytes, next_bytes, 1, nb);
     __m256 acc = _mm256_setzero_ps();
@@ -508,7 +569,7 @@ ALWAYS_INLINE void x8_col1(const x8_type *t, int64_t nb, const void *const *w, c
         prefetch_rows_step(&pf);
         __m256 d, m;
         __m256i q[8];
-        t->gather(w, i, &d, &m, q);
+        t->gather(src, packed, i, &d, &m, q);
         const char *ab = a + (size_t)i * t->abytes;
         const x8ys e = t->yscale(ab);
         acc = t->fold(acc, x8_isum(t, q, (const int8_t *)(ab + t->aqs)), d, m, &e);
@@ -516,18 +577,36 @@ ALWAYS_INLINE void x8_col1(const x8_type *t, int64_t nb, const void *const *w, c
     store8(acc, c, rows);
 }
 
-/* One activation row (Q4_0, Q4_1, Q5_0), eight weight rows at a time. */
-ALWAYS_INLINE void x8_gemv(const x8_type *t, int64_t k, int64_t nr, float *c, const void *w,
-                           size_t ldw, const void *a) {
+/* Rows base .. base + 7 of the call's (w, ldw), rows past nr repeating the last one (their
+ * results are not stored). Packed, base is a multiple of 8 and w starts a group. */
+ALWAYS_INLINE void x8_src_init(x8src *s, bool packed, const char *w, size_t ldw, int64_t base,
+                               int64_t nr) {
+    if (packed) {
+        s->pk = (const uint8_t *)w + (size_t)(base / 16) * 16 * ldw;
+        s->half = (int)(base / 8) % 2;
+        return;
+    }
+    const int rows = nr - base < 8 ? (int)(nr - base) : 8;
+    for (int r = 0; r < 8; r++) {
+        s->w[r] = w + (size_t)(base + (r < rows ? r : rows - 1)) * ldw;
+    }
+}
+
+/* One activation row (Q4_0, Q4_1, Q5_0), eight weight rows at a time. Packed, the next eight
+ * rows' bytes are the same half of the next group. */
+ALWAYS_INLINE void x8_gemv(const x8_type *t, bool packed, int64_t k, int64_t nr, float *c,
+                           const void *w, size_t ldw, const void *a) {
     const int64_t nb = k / TS_QK;
     for (int64_t r0 = 0; r0 < nr; r0 += 8) {
         const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;
-        const void *wr[8];
-        for (int r = 0; r < 8; r++) {
-            wr[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;
-        }
+        x8src src;
+        x8_src_init(&src, packed, w, ldw, r0, nr);
         /* Prefetching past the matrix is harmless: prefetches never fault. */
-        x8_col1(t, nb, wr, a, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, c + r0, rows);
+        const char *next = (const char *)w + (size_t)(r0 + 8) * ldw;
+        if (packed) {
+            next = (const char *)src.pk + 16 * ldw + (size_t)src.half * 8 * ldw;
+        }
+        x8_col1(t, packed, nb, &src, a, next, 8 * ldw, c + r0, rows);
     }
 }
 
@@ -537,9 +616,16 @@ ALWAYS_INLINE void x8_gemv(const x8_type *t, int64_t k, int64_t nr, float *c, co
  * kernel) and every four activation rows run over them. A last tile of fewer than four
  * columns repeats its final column into spare accumulators. t->nacc accumulators per column:
  * column j of group rg at accs[(rg * MAX_COLS + j) * nacc]. */
-ALWAYS_INLINE void x8_gemm_cols(const void *type, int64_t nb, const char *w, size_t ldw, int64_t nr,
+/* What a gemm call runs: the type, and whether its weights are packed. */
+typedef struct x8_call {
+    const x8_type *t;
+    bool packed;
+} x8_call;
+
+ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, size_t ldw, int64_t nr,
                                 const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
-    const x8_type *t = type;
+    const x8_type *t = ((const x8_call *)call)->t;
+    const bool packed = ((const x8_call *)call)->packed;
     x8blk buf[2][GATHER_KB];
     x8ys ys[GATHER_KB][MAX_COLS];
     __m256 accs[ROW_GROUPS * MAX_COLS * MAX_NACC], spare[2][MAX_NACC];
@@ -559,17 +645,12 @@ ALWAYS_INLINE void x8_gemm_cols(const void *type, int64_t nb, const char *w, siz
         for (int rg = 0; rg < groups;) {
             const int pair = t->pairs && rg + 1 < groups;
             for (int h = 0; h <= pair; h++) {
-                const int64_t base = 8 * (rg + h);
-                const int rows = nr - base < 8 ? (int)(nr - base) : 8;
-                /* Rows past nr repeat the last one (their results are not stored). */
-                const void *wr[8];
-                for (int r = 0; r < 8; r++) {
-                    wr[r] = w + (size_t)(base + (r < rows ? r : rows - 1)) * ldw;
-                }
+                x8src src;
+                x8_src_init(&src, packed, w, ldw, 8 * (int64_t)(rg + h), nr);
                 for (int64_t i = 0; i < kb; i++) {
                     __m256 d, m;
                     __m256i q[8];
-                    t->gather(wr, i0 + i, &d, &m, q);
+                    t->gather(&src, packed, i0 + i, &d, &m, q);
                     _mm256_store_ps(buf[h][i].d, d);
                     _mm256_store_ps(buf[h][i].m, m);
                     for (int g = 0; g < 8; g++) {
@@ -580,9 +661,16 @@ ALWAYS_INLINE void x8_gemm_cols(const void *type, int64_t nb, const char *w, siz
             /* While these rows compute, prefetch the next sixteen rows' part of the pass
              * (past this call's rows: the rows the thread most likely takes next). */
             prefetch_rows pf;
-            prefetch_rows_begin(&pf,
-                                w + (size_t)(8 * (rg + 1 + pair)) * ldw + (size_t)i0 * t->wbytes,
-                                ldw, (size_t)kb * t->wbytes, 16, ((nc + 3) / 4) * kb);
+            const char *next = w + (size_t)(8 * (rg + 1 + pair)) * ldw;
+            if (packed) { /* the group after this pair (or after the group this half is in) */
+                prefetch_rows_begin(&pf,
+                                    w + (size_t)((8 * (rg + 1 + pair) + 15) / 16) * 16 * ldw +
+                                        (size_t)i0 * 16 * t->wbytes,
+                                    0, (size_t)kb * 16 * t->wbytes, 1, ((nc + 3) / 4) * kb);
+            } else {
+                prefetch_rows_begin(&pf, next + (size_t)i0 * t->wbytes, ldw, (size_t)kb * t->wbytes,
+                                    16, ((nc + 3) / 4) * kb);
+            }
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
                 const int8_t *yq[4];
@@ -621,11 +709,13 @@ ALWAYS_INLINE void x8_gemm_cols(const void *type, int64_t nb, const char *w, siz
     }
 }
 
-/* Several activation rows: calls of up to 8 * ROW_GROUPS weight rows and MAX_COLS columns. */
-ALWAYS_INLINE void x8_gemm(const x8_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+/* Several activation rows: calls of up to 8 * ROW_GROUPS weight rows and MAX_COLS columns
+ * (a multiple of 16, so that packed pieces start on a group). */
+ALWAYS_INLINE void x8_gemm(const x8_call *call, int64_t k, int64_t nr, int64_t nc, float *c,
                            size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
     const int64_t nb = k / TS_QK;
-    ts_q_gemm_pieces(x8_gemm_cols, t, nb, 8 * ROW_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a, lda);
+    ts_q_gemm_pieces(x8_gemm_cols, call, nb, 8 * ROW_GROUPS, MAX_COLS, nr, nc, c, ldc, w, ldw, a,
+                     lda);
 }
 
 /* ---- Q8_0 with one activation row: four weight rows per tile ---- */
@@ -707,16 +797,36 @@ NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
 
 /* ---- the gemm of each type: a named one-row function and the gemm ---- */
 
+static const x8_call k_q4_0_rows = {&k_q4_0, false}, k_q4_0_pk = {&k_q4_0, true};
+static const x8_call k_q4_1_rows = {&k_q4_1, false}, k_q4_1_pk = {&k_q4_1, true};
+static const x8_call k_q5_0_rows = {&k_q5_0, false}, k_q5_0_pk = {&k_q5_0, true};
+static const x8_call k_q8_0_rows = {&k_q8_0, false};
+
 NOINLINE void q4_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
-    x8_gemv(&k_q4_0, k, nr, c, w, ldw, a);
+    x8_gemv(&k_q4_0, false, k, nr, c, w, ldw, a);
 }
 
 NOINLINE void q4_1_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
-    x8_gemv(&k_q4_1, k, nr, c, w, ldw, a);
+    x8_gemv(&k_q4_1, false, k, nr, c, w, ldw, a);
 }
 
 NOINLINE void q5_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
-    x8_gemv(&k_q5_0, k, nr, c, w, ldw, a);
+    x8_gemv(&k_q5_0, false, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void q4_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    x8_gemv(&k_q4_0, true, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void q4_1_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    x8_gemv(&k_q4_1, true, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void q5_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    x8_gemv(&k_q5_0, true, k, nr, c, w, ldw, a);
 }
 
 void ts_q_gemm_q4_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
@@ -724,7 +834,7 @@ void ts_q_gemm_q4_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
     if (nc == 1) {
         q4_0_gemv(k, nr, c, w, ldw, a);
     } else {
-        x8_gemm(&k_q4_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+        x8_gemm(&k_q4_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
@@ -733,7 +843,7 @@ void ts_q_gemm_q4_1_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
     if (nc == 1) {
         q4_1_gemv(k, nr, c, w, ldw, a);
     } else {
-        x8_gemm(&k_q4_1, k, nr, nc, c, ldc, w, ldw, a, lda);
+        x8_gemm(&k_q4_1_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
@@ -742,7 +852,35 @@ void ts_q_gemm_q5_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
     if (nc == 1) {
         q5_0_gemv(k, nr, c, w, ldw, a);
     } else {
-        x8_gemm(&k_q5_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+        x8_gemm(&k_q5_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+/* The same on packed weights (nr a multiple of 16, w at a group). */
+void ts_q_gemm_q4_0_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q4_0_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q4_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q4_1_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q4_1_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q4_1_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q5_0_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q5_0_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q5_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
@@ -751,7 +889,7 @@ void ts_q_gemm_q8_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
     if (nc == 1) {
         q8_0_gemv(k, nr, c, w, ldw, a);
     } else {
-        x8_gemm(&k_q8_0, k, nr, nc, c, ldc, w, ldw, a, lda);
+        x8_gemm(&k_q8_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
