@@ -8,6 +8,11 @@
  * Tolerance: 1e-5 normalized RMS error (all paths compute in f32 from the same cache
  * values; f16 caches are converted exactly; q8_0 rows are quantized alike by both backends,
  * checked bitwise, and every path reads the same dequantized values).
+ *
+ * The CPU backend's tiled kernels run at every level this host has: AVX2 and, where the CPU
+ * has it, AVX-512 (those checks print that they are skipped otherwise). Each must give a row
+ * the same bits whether it is computed in a prefill step or decoding, alone or in a batch,
+ * on any number of threads.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -572,42 +577,40 @@ static void test_q8_0_bad_head_dim(void **state) {
 
 /* ---- many decoding sequences: the CPU kernel's items covering all kv heads of a token ---- */
 
-enum { MD_NS = 12, MD_BS = 16, MD_MAXB = 5, MD_NBLK = MD_NS * MD_MAXB };
+enum { MD_NS = 12, MD_BS = 16, MD_MAXB = 10, MD_NBLK = MD_NS * MD_MAXB };
 
 typedef struct md_data {
     int hd, nh, nkv;
-    float *q, *kc, *vc; /* q [hd, nh, MD_NS]; caches [hd, nkv, MD_BS, MD_NBLK] */
+    ts_type cache;      /* of the K and V caches; 0 is F32, set F16 or Q8_0 explicitly */
+    float *q, *kc, *vc; /* q [hd, nh, n_q]; caches [hd, nkv, MD_BS, MD_NBLK] */
     int32_t table[MD_MAXB * MD_NS], len[MD_NS];
 } md_data;
 
-/* Attention of the decoding tokens of sequences [s0, s0 + ns) (the whole cache visible). */
-static float *md_run(const md_data *d, ts_backend *host, ts_backend *b, int s0, int ns) {
+/* Attention of nt tokens over d's caches: token i of sequence seq[i] at position pos[i], its
+ * query rows at q + i * hd * nh; window as the op's (0: none). */
+static float *kv_run(const md_data *d, ts_backend *host, ts_backend *b, int nt, const int32_t *seq,
+                     const int32_t *pos, const float *q_rows, int window) {
     ts_error err = {0};
     harness h;
     h_init(&h, host, 1);
-    int64_t qn[3] = {d->hd, d->nh, ns}, cn[4] = {d->hd, d->nkv, MD_BS, MD_NBLK};
-    int64_t tn[2] = {MD_MAXB, MD_NS}, tok[1] = {ns}, sn[1] = {MD_NS};
+    int64_t qn[3] = {d->hd, d->nh, nt}, cn[4] = {d->hd, d->nkv, MD_BS, MD_NBLK};
+    int64_t tn[2] = {MD_MAXB, MD_NS}, tok[1] = {nt}, sn[1] = {MD_NS};
     ts_tensor *q = h_param(&h, "q", TS_TYPE_F32, 3, qn);
-    ts_tensor *kc = h_param(&h, "k_cache", TS_TYPE_F16, 4, cn);
-    ts_tensor *vc = h_param(&h, "v_cache", TS_TYPE_F16, 4, cn);
+    ts_tensor *kc = h_param(&h, "k_cache", d->cache, 4, cn);
+    ts_tensor *vc = h_param(&h, "v_cache", d->cache, 4, cn);
     ts_tensor *tab = h_param(&h, "table", TS_TYPE_I32, 2, tn);
     ts_tensor *sq = h_param(&h, "seq", TS_TYPE_I32, 1, tok);
     ts_tensor *ps = h_param(&h, "pos", TS_TYPE_I32, 1, tok);
     ts_tensor *ln = h_param(&h, "len", TS_TYPE_I32, 1, sn);
     int64_t row = (int64_t)d->hd * d->nh, nc = (int64_t)d->hd * d->nkv * MD_BS * MD_NBLK;
-    assert_int_equal(ts_backend_tensor_set_f32(host, q, d->q + s0 * row, row * ns, &err), TS_OK);
+    assert_int_equal(ts_backend_tensor_set_f32(host, q, q_rows, row * nt, &err), TS_OK);
     assert_int_equal(ts_backend_tensor_set_f32(host, kc, d->kc, nc, &err), TS_OK);
     assert_int_equal(ts_backend_tensor_set_f32(host, vc, d->vc, nc, &err), TS_OK);
-    int32_t seq[MD_NS], pos[MD_NS];
-    for (int i = 0; i < ns; i++) {
-        seq[i] = s0 + i;
-        pos[i] = d->len[s0 + i] - 1;
-    }
     h_set_i32(&h, tab, d->table, MD_MAXB * MD_NS);
-    h_set_i32(&h, sq, seq, ns);
-    h_set_i32(&h, ps, pos, ns);
+    h_set_i32(&h, sq, seq, nt);
+    h_set_i32(&h, ps, pos, nt);
     h_set_i32(&h, ln, d->len, MD_NS);
-    ts_attn_args a = {q, kc, vc, tab, sq, ps, ln, 1.0f / 8.0f, 0.0f, 0};
+    ts_attn_args a = {q, kc, vc, tab, sq, ps, ln, 1.0f / 8.0f, 0.0f, window};
     ts_tensor *out = ts_graph_output(h.g, ts_attention(h.g, &a));
     float *got = h_run(&h, b, out, &err);
     if (got == NULL) {
@@ -617,64 +620,252 @@ static float *md_run(const md_data *d, ts_backend *host, ts_backend *b, int s0, 
     return got;
 }
 
+/* Attention of the decoding tokens of sequences [s0, s0 + ns) (the whole cache visible). */
+static float *md_run(const md_data *d, ts_backend *host, ts_backend *b, int s0, int ns) {
+    int32_t seq[MD_NS], pos[MD_NS];
+    for (int i = 0; i < ns; i++) {
+        seq[i] = s0 + i;
+        pos[i] = d->len[s0 + i] - 1;
+    }
+    return kv_run(d, host, b, ns, seq, pos, d->q + (int64_t)s0 * d->hd * d->nh, 0);
+}
+
+/* Random queries for n_q tokens and caches; sequence s owns blocks s, s + MD_NS, s + 2 MD_NS,
+ * ... (interleaved, as an engine growing all sequences together allocates them). */
+static void md_fill(md_data *d, int n_q, uint64_t seed, ts_backend *host) {
+    harness rng;
+    h_init(&rng, host, seed);
+    int64_t nq = (int64_t)d->hd * d->nh * n_q, nc = (int64_t)d->hd * d->nkv * MD_BS * MD_NBLK;
+    d->q = malloc((size_t)nq * sizeof *d->q);
+    d->kc = malloc((size_t)nc * sizeof *d->kc);
+    d->vc = malloc((size_t)nc * sizeof *d->vc);
+    for (int64_t i = 0; i < nq; i++) {
+        d->q[i] = h_rand(&rng);
+    }
+    for (int64_t i = 0; i < nc; i++) {
+        d->kc[i] = h_rand(&rng);
+        d->vc[i] = h_rand(&rng);
+    }
+    h_free(&rng);
+    for (int s = 0; s < MD_NS; s++) {
+        for (int bi = 0; bi < MD_MAXB; bi++) {
+            d->table[s * MD_MAXB + bi] = bi * MD_NS + s;
+        }
+    }
+}
+
+static void md_free(md_data *d) {
+    free(d->q);
+    free(d->kc);
+    free(d->vc);
+}
+
+/* A CPU backend with every kernel at level isa, on nth threads. */
+static ts_backend *cpu_at(ts_isa isa, int nth) {
+    ts_error err = {0};
+    ts_backend *b = NULL;
+    ts_cpu_params p = {.n_threads = nth, .isa = (int)isa};
+    if (ts_cpu_backend_create(&p, &b, &err) != TS_OK) {
+        fail_msg("cpu backend at %s: %s", ts_isa_name(isa), err.msg);
+    }
+    return b;
+}
+
+/* The levels of the CPU backend's tiled ATTENTION kernels that this host runs: AVX2, then
+ * AVX-512 (a message says when the host lacks it). Returns how many were stored in levels. */
+static int tiled_levels(ts_isa levels[2]) {
+    int n = 0;
+    if (ts_quant_cpu_isa() >= TS_ISA_AVX2) {
+        levels[n++] = TS_ISA_AVX2;
+    }
+    if (ts_quant_cpu_isa() >= TS_ISA_AVX512) {
+        levels[n++] = TS_ISA_AVX512;
+    } else {
+        print_message("skipped: the AVX-512 attention kernel (this CPU has no AVX-512)\n");
+    }
+    return n;
+}
+
 /* Twelve sequences decode one token each (lengths 1..75: within one block, across blocks and
- * across key chunks), f16 caches, GQA groups of 2 and of 4 (served as 3 + 1): the CPU result
- * equals the reference within 1e-5, and each sequence's rows equal, bit for bit, what the CPU
- * gives for that sequence alone (one item per query head then). */
+ * across key chunks), f16 caches, GQA groups of 2 and of 4 (served as 3 + 1 by the AVX2
+ * kernel): at every tiled level the CPU result equals the reference within 1e-5, and each
+ * sequence's rows equal, bit for bit, what the CPU gives for that sequence alone (one item per
+ * query head then). */
 static void test_many_decoding(void **state) {
     (void)state;
     ts_error err = {0};
-    ts_backend *ref = NULL, *cpu = NULL;
+    ts_backend *ref = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    ts_cpu_params p = {.n_threads = 2, .isa = -1};
-    assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
-    const int shapes[2][3] = {{64, 6, 3}, {64, 8, 2}};
-    for (int si = 0; si < 2; si++) {
+    ts_isa levels[2];
+    int n_levels = tiled_levels(levels);
+    const int shapes[3][3] = {{64, 6, 3}, {64, 8, 2}, {128, 8, 2}};
+    for (int si = 0; si < 3; si++) {
         md_data d = {.hd = shapes[si][0], .nh = shapes[si][1], .nkv = shapes[si][2]};
-        harness rng;
-        h_init(&rng, ref, 9100 + si);
-        int64_t nq = (int64_t)d.hd * d.nh * MD_NS, nc = (int64_t)d.hd * d.nkv * MD_BS * MD_NBLK;
-        d.q = malloc((size_t)nq * sizeof *d.q);
-        d.kc = malloc((size_t)nc * sizeof *d.kc);
-        d.vc = malloc((size_t)nc * sizeof *d.vc);
-        for (int64_t i = 0; i < nq; i++) {
-            d.q[i] = h_rand(&rng);
-        }
-        for (int64_t i = 0; i < nc; i++) {
-            d.kc[i] = h_rand(&rng);
-            d.vc[i] = h_rand(&rng);
-        }
-        h_free(&rng);
-        /* Sequence s owns blocks s, s + MD_NS, s + 2 MD_NS, ... (interleaved, as an engine
-         * growing all sequences together allocates them). */
+        d.cache = TS_TYPE_F16;
+        md_fill(&d, MD_NS, 9100 + si, ref);
         for (int s = 0; s < MD_NS; s++) {
             d.len[s] = 1 + (s * 37) % 75;
-            for (int bi = 0; bi < MD_MAXB; bi++) {
-                d.table[s * MD_MAXB + bi] = bi * MD_NS + s;
-            }
         }
+        int64_t nq = (int64_t)d.hd * d.nh * MD_NS, row = (int64_t)d.hd * d.nh;
         float *want = md_run(&d, ref, ref, 0, MD_NS);
-        float *got = md_run(&d, ref, cpu, 0, MD_NS);
-        double e = h_nrmse(got, want, nq);
-        if (!(e <= 1e-5)) {
-            fail_msg("%d/%d heads: cpu vs ref nrmse %.3g", d.nh, d.nkv, e);
-        }
-        int64_t row = (int64_t)d.hd * d.nh;
-        for (int s = 0; s < MD_NS; s++) {
-            float *one = md_run(&d, ref, cpu, s, 1);
-            if (memcmp(one, got + s * row, (size_t)row * sizeof *one) != 0) {
-                fail_msg("%d/%d heads: sequence %d alone differs from the batch", d.nh, d.nkv, s);
+        for (int li = 0; li < n_levels; li++) {
+            ts_backend *cpu = cpu_at(levels[li], 2);
+            float *got = md_run(&d, ref, cpu, 0, MD_NS);
+            double e = h_nrmse(got, want, nq);
+            if (!(e <= 1e-5)) {
+                fail_msg("%s, %d/%d heads: cpu vs ref nrmse %.3g", ts_isa_name(levels[li]), d.nh,
+                         d.nkv, e);
             }
-            free(one);
+            for (int s = 0; s < MD_NS; s++) {
+                float *one = md_run(&d, ref, cpu, s, 1);
+                if (memcmp(one, got + s * row, (size_t)row * sizeof *one) != 0) {
+                    fail_msg("%s, %d/%d heads: sequence %d alone differs from the batch",
+                             ts_isa_name(levels[li]), d.nh, d.nkv, s);
+                }
+                free(one);
+            }
+            free(got);
+            ts_backend_destroy(cpu);
         }
         free(want);
-        free(got);
-        free(d.q);
-        free(d.kc);
-        free(d.vc);
+        md_free(&d);
     }
     ts_backend_destroy(ref);
-    ts_backend_destroy(cpu);
+}
+
+/* One sequence of 150 keys (ten blocks, several key chunks) whose 150 tokens are all
+ * computed in one step (prefill: items of 16 tokens, keys converted once per chunk for all
+ * their rows) against the reference (1e-5), and, bit for bit, against each of several of its
+ * tokens computed alone (decoding: an item per query head, key and value rows read in place)
+ * and against the same step on 1 and 3 threads. For every tiled level, f16, f32 and q8_0
+ * caches, head sizes of 64 and 256 (SmolLM2, Gemma 3), 80 (AVX-512: a group of 5 served as
+ * 4 + 1, values in one vector past the last four) and 40 (the AVX2 kernel on any host), and
+ * at AVX-512 also with a sliding window (whose chunks lie on a fixed grid). */
+static void test_prefill_decode_bits(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_isa levels[2];
+    int n_levels = tiled_levels(levels);
+    enum { L = 150 };
+    const int shapes[4][3] = {{64, 9, 3}, {256, 4, 1}, {80, 5, 1}, {40, 4, 2}};
+    const ts_type caches[3] = {TS_TYPE_F16, TS_TYPE_F32, TS_TYPE_Q8_0};
+    const int alone[8] = {0, 15, 16, 31, 63, 64, 100, 149};
+    int32_t seq[L] = {0}, pos[L];
+    for (int t = 0; t < L; t++) {
+        pos[t] = t;
+    }
+    for (int si = 0; si < 4; si++) {
+        for (int ci = 0; ci < 3; ci++) {
+            md_data d = {.hd = shapes[si][0], .nh = shapes[si][1], .nkv = shapes[si][2]};
+            d.cache = caches[ci];
+            if (d.cache == TS_TYPE_Q8_0 && d.hd % 32 != 0) {
+                continue;
+            }
+            md_fill(&d, L, 9300 + 10 * si + ci, ref);
+            d.len[0] = L;
+            /* Larger scores: the running max moves over the chunks, and the sums span a wide
+             * range, so a different grouping of the keys would show in the bits. */
+            for (int64_t i = 0; i < (int64_t)d.hd * d.nh * L; i++) {
+                d.q[i] *= 6.0f;
+            }
+            int64_t row = (int64_t)d.hd * d.nh;
+            for (int li = 0; li < n_levels; li++) {
+                for (int window = 0; window <= 70; window += 70) {
+                    /* The AVX2 kernel's chunks start at the item's first key, so with a
+                     * window a row's bits depend on its item. */
+                    if (window > 0 && (levels[li] != TS_ISA_AVX512 || d.hd % 16 != 0)) {
+                        continue;
+                    }
+                    const char *lv = ts_isa_name(levels[li]), *ty = ts_type_name(d.cache);
+                    float *want = kv_run(&d, ref, ref, L, seq, pos, d.q, window);
+                    ts_backend *cpu = cpu_at(levels[li], 2);
+                    float *got = kv_run(&d, ref, cpu, L, seq, pos, d.q, window);
+                    double e = h_nrmse(got, want, row * L);
+                    if (!(e <= 1e-5)) {
+                        fail_msg("%s, hd %d, %d/%d heads, %s, window %d: prefill vs ref nrmse %.3g",
+                                 lv, d.hd, d.nh, d.nkv, ty, window, e);
+                    }
+                    for (int i = 0; i < 8; i++) {
+                        int t = alone[i];
+                        float *one = kv_run(&d, ref, cpu, 1, seq, pos + t, d.q + t * row, window);
+                        if (memcmp(one, got + t * row, (size_t)row * sizeof *one) != 0) {
+                            fail_msg("%s, hd %d, %d/%d heads, %s, window %d: token %d decoded "
+                                     "alone differs from the prefill",
+                                     lv, d.hd, d.nh, d.nkv, ty, window, t);
+                        }
+                        free(one);
+                    }
+                    for (int nth = 1; nth <= 3; nth += 2) {
+                        ts_backend *other = cpu_at(levels[li], nth);
+                        float *o = kv_run(&d, ref, other, L, seq, pos, d.q, window);
+                        if (memcmp(o, got, (size_t)(row * L) * sizeof *o) != 0) {
+                            fail_msg("%s, hd %d, %s, window %d: %d threads differ from 2", lv, d.hd,
+                                     ty, window, nth);
+                        }
+                        free(o);
+                        ts_backend_destroy(other);
+                    }
+                    free(got);
+                    free(want);
+                    ts_backend_destroy(cpu);
+                }
+            }
+            md_free(&d);
+        }
+    }
+    ts_backend_destroy(ref);
+}
+
+/* On an AVX-512 host, the AVX-512 kernel and the AVX2 kernel both match the reference on the
+ * large shapes (1e-5), and each other (2e-5: each is within 1e-5 of the reference). */
+static void test_avx512_vs_avx2(void **state) {
+    (void)state;
+    if (ts_quant_cpu_isa() < TS_ISA_AVX512) {
+        print_message("skipped: AVX-512 against AVX2 (this CPU has no AVX-512)\n");
+        skip();
+    }
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_backend *a2 = cpu_at(TS_ISA_AVX2, 2), *a5 = cpu_at(TS_ISA_AVX512, 2);
+    const big_variant extra[] = {{128, 8, 2, TS_TYPE_F16, 0.0f, 7},
+                                 {80, 10, 2, TS_TYPE_F32, 0.0f, 0},
+                                 {16, 3, 1, TS_TYPE_F16, 0.0f, 5}};
+    const size_t n_big = sizeof k_big_variants / sizeof k_big_variants[0];
+    for (size_t vi = 0; vi < n_big + sizeof extra / sizeof extra[0]; vi++) {
+        const big_variant *v = vi < n_big ? &k_big_variants[vi] : &extra[vi - n_big];
+        harness h;
+        h_init(&h, ref, 7500 + vi);
+        ts_tensor *out = build_big(&h, v);
+        if (out == NULL) {
+            ts_graph_status(h.g, &err);
+            fail_msg("build: %s", err.msg);
+        }
+        ts_graph_output(h.g, out);
+        assert_int_equal(ts_graph_build(h.g, &err), TS_OK);
+        int64_t n = (int64_t)v->hd * v->nh * BIG_NT;
+        float *want = h_run(&h, ref, out, &err);
+        float *g2 = h_run(&h, a2, out, &err);
+        float *g5 = h_run(&h, a5, out, &err);
+        if (want == NULL || g2 == NULL || g5 == NULL) {
+            fail_msg("variant %zu: %s", vi, err.msg);
+        }
+        double e2 = h_nrmse(g2, want, n), e5 = h_nrmse(g5, want, n), e25 = h_nrmse(g5, g2, n);
+        if (!(e2 <= 1e-5 && e5 <= 1e-5 && e25 <= 2e-5)) {
+            fail_msg("variant %zu (hd %d, %d/%d heads, %s, window %d): nrmse avx2/ref %.3g, "
+                     "avx512/ref %.3g, avx512/avx2 %.3g",
+                     vi, v->hd, v->nh, v->nkv, ts_type_name(v->cache), v->window, e2, e5, e25);
+        }
+        free(want);
+        free(g2);
+        free(g5);
+        h_free(&h);
+    }
+    ts_backend_destroy(a2);
+    ts_backend_destroy(a5);
+    ts_backend_destroy(ref);
 }
 
 int main(void) {
@@ -683,6 +874,7 @@ int main(void) {
         cmocka_unit_test(test_dynamic_tokens),      cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_large_shapes),        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_q8_0_bad_head_dim),   cmocka_unit_test(test_many_decoding),
+        cmocka_unit_test(test_prefill_decode_bits), cmocka_unit_test(test_avx512_vs_avx2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

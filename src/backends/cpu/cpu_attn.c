@@ -1,6 +1,7 @@
 /*
  * cpu_attn.c — ATTENTION on the CPU backend: its descriptor, the choice between the tiled
- * AVX2 kernel (cpu_attn_avx2.c) and the scalar one here, and the scalar kernel.
+ * AVX-512 kernel (cpu_attn_avx512.c, whose work items are dealt here), the tiled AVX2 kernel
+ * (cpu_attn_avx2.c) and the scalar one here, and the scalar kernel.
  *
  * The scalar kernel splits (token, kv head) pairs across threads. For one pair, the query
  * heads that share the kv head (GQA group) walk the visible keys together: each K and V row
@@ -13,10 +14,15 @@
 
 #include "backends/cpu/cpu_internal.h"
 
-/* The tiled kernel's preconditions (cpu_internal.h); the scalar kernel runs the rest. */
+/* The tiled kernels' preconditions (cpu_internal.h); the scalar kernel runs the rest. The
+ * AVX-512 kernel needs head sizes a multiple of 16; other sizes keep the AVX2 kernel. */
 static bool use_tiled(const ts_tensor *n, ts_isa isa) {
     return isa >= TS_ISA_AVX2 && n->src[0]->ne[0] % 8 == 0 && n->fp[1] <= 0.0f &&
            n->src[0]->ne[0] <= 1024;
+}
+
+static bool use_avx512(const ts_tensor *n, ts_isa isa) {
+    return use_tiled(n, isa) && isa >= TS_ISA_AVX512 && n->src[0]->ne[0] % 16 == 0;
 }
 
 /* Per thread: the scalar kernel's K and V rows, the group's queries, accumulators, maxima
@@ -24,7 +30,9 @@ static bool use_tiled(const ts_tensor *n, ts_isa isa) {
 static void attention_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
     int64_t hd = n->src[0]->ne[0], group = n->src[0]->ne[1] / n->src[1]->ne[1];
     *per_thread = (size_t)(2 * hd + 2 * group * hd + 2 * group) * sizeof(float);
-    if (use_tiled(n, isa)) {
+    if (use_avx512(n, isa)) {
+        *per_thread = cpu_attn_avx512_scratch(hd, group) * sizeof(float);
+    } else if (use_tiled(n, isa)) {
         *per_thread = cpu_attn_tiled_scratch(hd, group) * sizeof(float);
     }
 }
@@ -33,7 +41,70 @@ static bool attention_supports(const ts_tensor *n, ts_isa isa) {
     return cpu_type_convertible(n->src[1]->type, isa);
 }
 
+/* Tiles: maximal runs of consecutive tokens of one sequence, cut every ATT_QT tokens. The
+ * tile starting at t ends at the returned index. */
+static int64_t tile_end(const ts_tensor *seq, int64_t t, int64_t n_tok) {
+    int32_t s = cpu_attn_geti(seq, t, 0);
+    int64_t e = t + 1;
+    while (e < n_tok && e - t < ATT_QT && cpu_attn_geti(seq, e, 0) == s) {
+        e++;
+    }
+    return e;
+}
+
+/* Deals the tiled AVX-512 kernel's work items to this thread and runs each with run_item
+ * (cpu_attention_tiled deals the AVX2 kernel's items the same way, in its own copy). Items are
+ * dealt round-robin (item % nth) so that causal prefill, where later tiles see more keys,
+ * spreads evenly over threads. Few tiles (decode): one item per query head so that all
+ * threads get work. Many decoding tiles: one item per tile covering all kv heads, which reads
+ * each key's rows of all heads as one contiguous run. direct_rows: the most query rows of an
+ * item of several kv heads. */
+static void deal_items(const cpu_op_ctx *c, ts_tensor *n, int64_t direct_rows,
+                       void (*run_item)(const cpu_op_ctx *, ts_tensor *, const cpu_attn_item *)) {
+    const ts_tensor *q = n->src[0], *k = n->src[1], *tab = n->src[3], *seq = n->src[4];
+    const ts_tensor *lens = n->src[6];
+    int64_t n_tok = q->ne[2], nkv = k->ne[1], group = q->ne[1] / nkv, bs = k->ne[2];
+    int64_t cap = tab->ne[0] * bs;
+    int64_t n_tiles = 0;
+    for (int64_t t = 0; t < n_tok; t = tile_end(seq, t, n_tok)) {
+        n_tiles++;
+    }
+    int64_t gsplit = n_tiles * nkv < 4 * c->nth ? group : 1;
+    bool many = n_tiles >= 4 * c->nth;
+    int64_t item = 0;
+    for (int64_t t = 0; t < n_tok;) {
+        int64_t e = tile_end(seq, t, n_tok);
+        int64_t khstep =
+            many && (e - t) * group <= direct_rows && (e - t) * nkv <= ATT_QT ? nkv : 1;
+        for (int64_t kh = 0; kh < nkv; kh += khstep) {
+            for (int64_t gs = 0; gs < gsplit; gs++, item++) {
+                if (item % c->nth != c->ith) {
+                    continue;
+                }
+                cpu_attn_item it = {.t0 = t, .t1 = e, .kh0 = kh, .kh1 = kh + khstep};
+                it.g0 = gs * group / gsplit;
+                it.g1 = (gs + 1) * group / gsplit;
+                int32_t len = 0;
+                for (int64_t tt = t; tt < e; tt++) {
+                    if (!cpu_attn_token_seq(c, seq, lens, tt, cap, &it.s, &len)) {
+                        return;
+                    }
+                }
+                if (!cpu_attn_check_blocks(c, n, it.s, len)) {
+                    return;
+                }
+                run_item(c, n, &it);
+            }
+        }
+        t = e;
+    }
+}
+
 static void attention(const cpu_op_ctx *c, ts_tensor *n) {
+    if (use_avx512(n, c->isa)) {
+        deal_items(c, n, ATT5_DIRECT_ROWS, cpu_attn_item_avx512);
+        return;
+    }
     if (use_tiled(n, c->isa)) {
         cpu_attention_tiled(c, n);
         return;

@@ -6,7 +6,7 @@
  *   cpu_tune.c, cpu_tune_cache.c (which level's gemm MUL_MAT runs; see cpu_tune.h)
  *   <- cpu_exec.c (barrier, failure, work sharing; see cpu_exec.h)
  *     <- op files: cpu_ops.c (-> cpu_act_avx2.c), cpu_copy.c, cpu_matmul.c, cpu_kv.c,
- *        cpu_attn.c (-> cpu_attn_avx2.c -> cpu_kv.c), cpu_collective.c
+ *        cpu_attn.c (-> cpu_attn_avx2.c, cpu_attn_avx512.c -> cpu_kv.c), cpu_collective.c
  *     <- cpu_sched.c (-> cpu_matmul.c: which MUL_MATs convert their activations)
  *     <- cpu_backend.c (vtable, graph loop; reaches the op files through their tables only)
  * No op file calls into cpu_sched.c or cpu_backend.c.
@@ -56,6 +56,29 @@ void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n);
 static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
     return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_GH * ATT_KC +
                     2 * ATT_QT * group);
+}
+
+/* A work item of the tiled ATTENTION kernels: tokens [t0, t1) of sequence s (consecutive, at
+ * most ATT_QT of them), kv heads [kh0, kh1) (several only for decoding tokens, with
+ * (t1 - t0) * (kh1 - kh0) <= ATT_QT) and query heads [g0, g1) of each kv head's group.
+ * cpu_attn.c deals the items and has checked s and its blocks. */
+typedef struct cpu_attn_item {
+    int64_t t0, t1;
+    int64_t kh0, kh1;
+    int64_t g0, g1;
+    int32_t s;
+} cpu_attn_item;
+
+/* cpu_attn_avx512.c: one item of tiled ATTENTION at AVX-512 (isa >= AVX512, head size % 16 ==
+ * 0 and <= 1024, no soft-cap; cpu_attn.c decides). Per-thread scratch:
+ * cpu_attn_avx512_scratch floats. */
+#define ATT5_KC          64 /* keys per chunk (a multiple of 16) */
+#define ATT5_GH          4  /* query rows of one token served by one pass over a key chunk */
+#define ATT5_DIRECT_ROWS 8  /* query rows per item up to which f16 values are read in place */
+void cpu_attn_item_avx512(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
+static inline size_t cpu_attn_avx512_scratch(int64_t hd, int64_t group) {
+    return (size_t)(3 * ATT5_KC * hd + 2 * ATT_QT * group * hd + ATT5_GH * ATT5_KC +
+                    17 * ATT_QT * group);
 }
 
 /* cpu_sched.c: per-node schedule flags. */
