@@ -333,7 +333,10 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
     size_t row_bytes = 0;
     ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &row_bytes);
     const size_t span = (size_t)(nkh - 1) * k->nb[1] + row_bytes;
-    for (int64_t j0 = J0; j0 <= J1; j0 += ATT_KC) {
+    /* Chunks on the grid of multiples of ATT_KC, whatever keys the item's other rows see: a
+     * row's chunks, and so its bits, then depend on its own key range only (with a sliding
+     * window the items' first keys differ). */
+    for (int64_t j0 = J0 - J0 % ATT_KC; j0 <= J1; j0 += ATT_KC) {
         int64_t nk = J1 - j0 + 1 < ATT_KC ? J1 - j0 + 1 : ATT_KC;
         for (int64_t i = 0; i < nk; i++) {
             koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
