@@ -48,8 +48,8 @@ void ts_q_to_float_bf16_avx512(const void *src, float *dst, int64_t n) {
  * F32 and F16 one FMA per 16 elements, BF16 one vdpbf16ps per 32, in order; then the same
  * reduction of the accumulator and a scalar tail. The dot product is the 1 x 1 tile, so gemm
  * equals vec_dot bit for bit and results do not depend on how tokens are batched. Decoding (one
- * activation row) runs 8 rows at a time as independent chains. Rows or columns past the end
- * of a tile repeat the last one (their results are not stored).
+ * activation row) runs 2 rows at a time. Rows or columns past the end of a tile repeat the
+ * last one (their results are not stored).
  */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -170,11 +170,12 @@ ALWAYS_INLINE void float_gemm_tiles(const float_type *t, int R, int C, int64_t k
     }
 }
 
-/* 4 x 4 tiles (sixteen accumulators), or 8 x 1 with one activation row. */
+/* 4 x 4 tiles (sixteen accumulators); with one activation row (decoding, bound by memory)
+ * 2 x 1: two weight streams per thread read at close to the full bandwidth, more did not. */
 ALWAYS_INLINE void float_gemm(const float_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
                               size_t ldc, const void *w, size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        float_gemm_tiles(t, 8, 1, k, nr, nc, c, ldc, w, ldw, a, lda);
+        float_gemm_tiles(t, 2, 1, k, nr, nc, c, ldc, w, ldw, a, lda);
     } else {
         float_gemm_tiles(t, 4, 4, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
