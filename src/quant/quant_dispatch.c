@@ -171,7 +171,7 @@ SCALAR_GEMM(q8_k)
 
 static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
     SCALAR_ENTRY(TS_TYPE_F32, TS_TYPE_F32, f32),
-    SCALAR_ENTRY(TS_TYPE_F16, TS_TYPE_F16, f16),
+    SCALAR_ENTRY(TS_TYPE_F16, TS_TYPE_F32, f16),
     SCALAR_ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, bf16),
     SCALAR_ENTRY(TS_TYPE_Q4_0, TS_TYPE_Q8_0, q4_0),
     SCALAR_ENTRY(TS_TYPE_Q4_1, TS_TYPE_Q8_1, q4_1),
@@ -200,7 +200,7 @@ GEMM_LOOP(gemm_q5_k_avx512, ts_q_dot_q5_k_avx512)
 static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F32, TS_TYPE_F32, ts_q_to_float_f32_scalar, ts_q_from_float_f32_scalar,
           ts_q_dot_f32_avx2, ts_q_gemm_f32_avx2, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_F16, TS_TYPE_F16, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
+    ENTRY(TS_TYPE_F16, TS_TYPE_F32, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx2, ts_q_gemm_f16_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx2, ts_q_from_float_bf16_avx2,
           ts_q_dot_bf16_avx2, gemm_bf16_avx2, TS_ISA_AVX2),
@@ -236,7 +236,7 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
 static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F32, TS_TYPE_F32, ts_q_to_float_f32_scalar, ts_q_from_float_f32_scalar,
           ts_q_dot_f32_avx2, ts_q_gemm_f32_avx2, TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_F16, TS_TYPE_F16, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
+    ENTRY(TS_TYPE_F16, TS_TYPE_F32, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx2, ts_q_gemm_f16_avx2, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx2, ts_q_from_float_bf16_avx2,
           ts_q_dot_bf16_avx2, gemm_bf16_avx2, TS_ISA_AVXVNNI),
@@ -274,7 +274,7 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
 static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F32, TS_TYPE_F32, ts_q_to_float_f32_scalar, ts_q_from_float_f32_scalar,
           ts_q_dot_f32_avx512, ts_q_gemm_f32_avx512, TS_ISA_AVX512),
-    ENTRY(TS_TYPE_F16, TS_TYPE_F16, ts_q_to_float_f16_avx512, ts_q_from_float_f16_avx2,
+    ENTRY(TS_TYPE_F16, TS_TYPE_F32, ts_q_to_float_f16_avx512, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx512, ts_q_gemm_f16_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx512, ts_q_from_float_bf16_avx2,
           ts_q_dot_bf16_avx512, ts_q_gemm_bf16_avx512, TS_ISA_AVX512),

@@ -91,17 +91,19 @@ void ts_q_dot_f32_avx2(int64_t n, float *result, const void *x, const void *y) {
     *result = sum;
 }
 
+/* F16 weights against F32 activations (the type's vec_dot_type). */
 void ts_q_dot_f16_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const uint16_t *a = x, *b = y;
+    const uint16_t *a = x;
+    const float *b = y;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), load_f16x8(b + i + 8), acc1);
+        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
     }
     float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
     for (; i < n; i++) {
-        sum += ts_f16_to_f32(a[i]) * ts_f16_to_f32(b[i]);
+        sum += ts_f16_to_f32(a[i]) * b[i];
     }
     *result = sum;
 }
@@ -133,9 +135,10 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
  * the end, with the table a constant there.
  */
 typedef struct float_type {
-    size_t esize;                   /* bytes per element */
-    __m256 (*load8)(const void *p); /* the eight elements at p, as floats */
-    float (*load1)(const void *p);  /* the element at p, as a float */
+    size_t esize;                   /* bytes per weight element */
+    __m256 (*load8)(const void *p); /* the eight weight elements at p, as floats */
+    float (*load1)(const void *p);  /* the weight element at p, as a float */
+    /* Activations are F32 for both types (vec_dot_type). */
 } float_type;
 
 ALWAYS_INLINE __m256 load8_f32(const void *p) {
@@ -171,15 +174,16 @@ ALWAYS_INLINE void float_tile(const float_type *t, int64_t k, const void *w, con
         const __m256 w1 = t->load8(wb + (size_t)(i + 8) * t->esize);
         for (int j = 0; j < nc; j++) {
             const char *aj = a[j];
-            acc0[j] = _mm256_fmadd_ps(w0, t->load8(aj + (size_t)i * t->esize), acc0[j]);
-            acc1[j] = _mm256_fmadd_ps(w1, t->load8(aj + (size_t)(i + 8) * t->esize), acc1[j]);
+            const float *af = (const float *)aj;
+            acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(af + i), acc0[j]);
+            acc1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(af + i + 8), acc1[j]);
         }
     }
     for (int j = 0; j < nc; j++) {
         const char *aj = a[j];
         float s = hsum_ps256(_mm256_add_ps(acc0[j], acc1[j]));
         for (int64_t e = i; e < k; e++) {
-            s += t->load1(wb + (size_t)e * t->esize) * t->load1(aj + (size_t)e * t->esize);
+            s += t->load1(wb + (size_t)e * t->esize) * ((const float *)aj)[e];
         }
         out[j] = s;
     }

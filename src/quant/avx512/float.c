@@ -56,10 +56,12 @@ void ts_q_to_float_bf16_avx512(const void *src, float *dst, int64_t n) {
 enum { FT_MAX_R = 16, FT_MAX_C = 4 };
 
 typedef struct float_type {
-    size_t esize; /* bytes per element */
-    bool bf16;    /* one vdpbf16ps accumulator a step, on the raw elements; else two FMAs */
-    __m512 (*load16)(const void *p); /* the sixteen elements at p, as floats (F32, F16) */
-    float (*load1)(const void *p);   /* the element at p, as a float */
+    size_t esize; /* bytes per weight element */
+    size_t asize; /* bytes per activation element: F32 and F16 weights meet F32, BF16 BF16 */
+    bool bf16;    /* one vdpbf16ps a step, on the raw elements; else one FMA */
+    __m512 (*load16)(const void *p); /* the sixteen weight elements at p, as floats */
+    float (*load1)(const void *p);   /* the weight element at p, as a float */
+    float (*aload1)(const void *p);  /* the activation element at p, as a float */
 } float_type;
 
 ALWAYS_INLINE __m512 load16_f32(const void *p) {
@@ -88,12 +90,24 @@ ALWAYS_INLINE float load1_bf16(const void *p) {
     return ts_bf16_to_f32(h);
 }
 
-static const float_type k_f32 = {
-    .esize = sizeof(float), .bf16 = false, .load16 = load16_f32, .load1 = load1_f32};
-static const float_type k_f16 = {
-    .esize = sizeof(uint16_t), .bf16 = false, .load16 = load16_f16, .load1 = load1_f16};
-static const float_type k_bf16 = {
-    .esize = sizeof(uint16_t), .bf16 = true, .load16 = NULL, .load1 = load1_bf16};
+static const float_type k_f32 = {.esize = sizeof(float),
+                                 .asize = sizeof(float),
+                                 .bf16 = false,
+                                 .load16 = load16_f32,
+                                 .load1 = load1_f32,
+                                 .aload1 = load1_f32};
+static const float_type k_f16 = {.esize = sizeof(uint16_t),
+                                 .asize = sizeof(float),
+                                 .bf16 = false,
+                                 .load16 = load16_f16,
+                                 .load1 = load1_f16,
+                                 .aload1 = load1_f32};
+static const float_type k_bf16 = {.esize = sizeof(uint16_t),
+                                  .asize = sizeof(uint16_t),
+                                  .bf16 = true,
+                                  .load16 = NULL,
+                                  .load1 = load1_bf16,
+                                  .aload1 = load1_bf16};
 
 /* out[r][c] = dot(w[r], a[c]) over k elements, r < R, c < C (constants after inlining). */
 ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, const char *const *w,
@@ -113,7 +127,7 @@ ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, cons
                 wv[r] = _mm512_loadu_si512((const void *)(w[r] + (size_t)i * t->esize));
             }
             for (int c = 0; c < C; c++) {
-                const __m512i av = _mm512_loadu_si512((const void *)(a[c] + (size_t)i * t->esize));
+                const __m512i av = _mm512_loadu_si512((const void *)(a[c] + (size_t)i * t->asize));
                 for (int r = 0; r < R; r++) {
                     acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)wv[r], (__m512bh)av);
                 }
@@ -124,7 +138,7 @@ ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, cons
                 wv[r] = t->load16(w[r] + (size_t)i * t->esize);
             }
             for (int c = 0; c < C; c++) {
-                const __m512 av = t->load16(a[c] + (size_t)i * t->esize);
+                const __m512 av = _mm512_loadu_ps(a[c] + (size_t)i * t->asize);
                 for (int r = 0; r < R; r++) {
                     acc[r][c] = _mm512_fmadd_ps(wv[r], av, acc[r][c]);
                 }
@@ -135,7 +149,7 @@ ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, cons
         for (int c = 0; c < C; c++) {
             float s = _mm512_reduce_add_ps(acc[r][c]);
             for (int64_t e = i; e < k; e++) {
-                s += t->load1(w[r] + (size_t)e * t->esize) * t->load1(a[c] + (size_t)e * t->esize);
+                s += t->load1(w[r] + (size_t)e * t->esize) * t->aload1(a[c] + (size_t)e * t->asize);
             }
             out[r][c] = s;
         }
