@@ -61,7 +61,7 @@ typedef void (*ts_gemm_fn)(int64_t k, int64_t nr, int64_t nc, float *c, size_t l
 
 typedef struct ts_quant_ops {
     ts_type type;
-    ts_type vec_dot_type;        /* activation partner: Q8_0, Q8_1, Q8_K, F16, BF16 or F32 */
+    ts_type vec_dot_type;        /* activation partner: Q8_0, Q8_1, Q8_K, BF16 or F32 */
     ts_to_float_fn to_float;     /* dequantize_row */
     ts_from_float_fn from_float; /* quantize_row (reference rounding, bit-exact with llama.cpp) */
     ts_vec_dot_fn vec_dot;
