@@ -39,6 +39,17 @@ bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x);
 /* cpu_act_avx2.c: out = act(g) * u (u may be NULL) over a contiguous row; act is SiLU or, with
  * gelu, tanh-GELU. */
 void cpu_act_row_avx2(float *out, const float *g, const float *u, int64_t n, bool gelu);
+/* cpu_act_avx512.c: the same, sixteen lanes at a time, with the same bits. */
+void cpu_act_row_avx512(float *out, const float *g, const float *u, int64_t n, bool gelu);
+/* The norms' pieces: the sum of squares (in double), and out = x * inv * w (w may be NULL). */
+double cpu_sumsq_row_avx2(const float *x, int64_t n);
+void cpu_scale_row_avx2(float *out, const float *x, float inv, const float *w, int64_t n);
+/* RoPE's rotation of a contiguous row's first 2 * half elements: adjacent pairs (cs2 / sn2: each
+ * cos / sin twice, the sin negated at even positions), or NeoX halves (cs / sn once each). */
+void cpu_rope_pairs_avx2(float *out, const float *x, const float *cs2, const float *sn2,
+                         int64_t half);
+void cpu_rope_halves_avx2(float *out, const float *x, const float *cs, const float *sn,
+                          int64_t half);
 
 /* cpu_kv.c: reading the int32 inputs of the paged-attention ops, and the checks both
  * ATTENTION kernels and ATTN_MASK make (each calls cpu_fail and returns false when invalid). */

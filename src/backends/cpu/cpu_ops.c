@@ -6,11 +6,21 @@
  * that position, so these kernels are safe for the planner's in-place placement.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 
 /* Row (i1, i2, i3) of t for flat row index r. */
+/* The vector activation of a contiguous row at the widest level (both give the same bits). */
+static void act_row(ts_isa isa, float *out, const float *g, const float *u, int64_t n, bool gelu) {
+    if (isa >= TS_ISA_AVX512) {
+        cpu_act_row_avx512(out, g, u, n, gelu);
+    } else {
+        cpu_act_row_avx2(out, g, u, n, gelu);
+    }
+}
+
 static char *row_at(const ts_tensor *t, int64_t r) {
     int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
     return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
@@ -83,7 +93,7 @@ static void unary(const cpu_op_ctx *c, ts_tensor *n) {
             break;
         case TS_OP_SILU:
             if (c->isa >= TS_ISA_AVX2 && nb0 == sizeof(float)) {
-                cpu_act_row_avx2(out, (const float *)ra, NULL, ne0, false);
+                act_row(c->isa, out, (const float *)ra, NULL, ne0, false);
                 break;
             }
             for (int64_t i = 0; i < ne0; i++) {
@@ -92,7 +102,7 @@ static void unary(const cpu_op_ctx *c, ts_tensor *n) {
             break;
         default:
             if (c->isa >= TS_ISA_AVX2 && nb0 == sizeof(float) && approx == TS_GELU_TANH) {
-                cpu_act_row_avx2(out, (const float *)ra, NULL, ne0, true);
+                act_row(c->isa, out, (const float *)ra, NULL, ne0, true);
                 break;
             }
             for (int64_t i = 0; i < ne0; i++) {
@@ -114,7 +124,7 @@ static void glu(const cpu_op_ctx *c, ts_tensor *n) {
         float *out = (float *)row_at(n, r);
         const char *rg = row_at(g, r), *ru = row_at(u, r);
         if (simd) {
-            cpu_act_row_avx2(out, (const float *)rg, (const float *)ru, ne0, !swi);
+            act_row(c->isa, out, (const float *)rg, (const float *)ru, ne0, !swi);
             continue;
         }
         for (int64_t i = 0; i < ne0; i++) {
@@ -130,7 +140,17 @@ static void norm(const cpu_op_ctx *c, ts_tensor *n) {
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
     bool rms = n->op == TS_OP_RMS_NORM;
-    for (int64_t r = lo; r < hi; r++) {
+    /* Contiguous f32 RMS norm at AVX2: the same double sum of squares (in another order) and
+     * the same float operations per element, vectorized. */
+    bool simd = rms && c->isa >= TS_ISA_AVX2 && a->nb[0] == sizeof(float) && b == NULL &&
+                (w == NULL || (w->type == TS_TYPE_F32 && w->nb[0] == sizeof(float)));
+    for (int64_t r = lo; r < hi && simd; r++) {
+        const float *x = (const float *)row_at(a, r);
+        double var = cpu_sumsq_row_avx2(x, ne0) / (double)ne0;
+        float inv = (float)(1.0 / sqrt(var + n->fp[0]));
+        cpu_scale_row_avx2((float *)row_at(n, r), x, inv, w != NULL ? w->data : NULL, ne0);
+    }
+    for (int64_t r = lo; r < hi && !simd; r++) {
         float *out = (float *)row_at(n, r);
         const char *ra = row_at(a, r);
         double sum = 0.0, sq = 0.0;
@@ -163,9 +183,13 @@ static void norm(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-/* cos and sin of one token (floats), then the frequencies (doubles). */
+/* cos and sin of one token (floats), the same twice each with the sin negated at even
+ * positions (the AVX2 rotation of adjacent pairs), then the frequencies (doubles). */
 static void rope_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
-    *per_thread = (size_t)(n->ip[0] + 1) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
+    (void)isa;
+    (void)shared;
+    *per_thread =
+        (size_t)(2 * n->ip[0] + 2) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
 }
 
 static void rope(const cpu_op_ctx *c, ts_tensor *n) {
@@ -173,8 +197,9 @@ static void rope(const cpu_op_ctx *c, ts_tensor *n) {
     int64_t n_rot = n->ip[0], half = n_rot / 2, nh = n->ne[1], lo, hi;
     bool neox = n->ip[1] == TS_ROPE_NEOX;
     double base = n->fp[0], fscale = n->fp[1];
-    float *cs = c->local, *sn = cs + half;
-    double *freq = (double *)(sn + half); /* 8-byte aligned: local is 64-aligned */
+    float *cs = c->local, *sn = cs + half, *cs2 = sn + half, *sn2 = cs2 + n_rot;
+    double *freq = (double *)(((uintptr_t)(sn2 + n_rot) + 7) & ~(uintptr_t)7); /* 2 floats slack */
+    const bool simd = c->isa >= TS_ISA_AVX2 && a->nb[0] == sizeof(float);
     int64_t cached = -1;
     cpu_split(nh * n->ne[2], c->ith, c->nth, &lo, &hi);
     for (int64_t i = 0; i < half && lo < hi; i++) {
@@ -189,12 +214,20 @@ static void rope(const cpu_op_ctx *c, ts_tensor *n) {
                 double theta = (double)p * fscale * freq[i];
                 cs[i] = (float)cos(theta);
                 sn[i] = (float)sin(theta);
+                cs2[2 * i] = cs2[2 * i + 1] = cs[i];
+                sn2[2 * i] = -sn[i];
+                sn2[2 * i + 1] = sn[i];
             }
             cached = t;
         }
         const char *ra = (const char *)a->data + h * a->nb[1] + t * a->nb[2];
         float *out = (float *)((char *)n->data + h * n->nb[1] + t * n->nb[2]);
-        for (int64_t i = 0; i < half; i++) {
+        if (simd && neox) {
+            cpu_rope_halves_avx2(out, (const float *)ra, cs, sn, half);
+        } else if (simd) {
+            cpu_rope_pairs_avx2(out, (const float *)ra, cs2, sn2, half);
+        }
+        for (int64_t i = 0; i < half && !simd; i++) {
             int64_t d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
             float x0 = ld(ra, a->nb[0], d0), x1 = ld(ra, a->nb[0], d1);
             out[d0] = x0 * cs[i] - x1 * sn[i];
