@@ -11,6 +11,9 @@
  * (tests/backends/).
  *
  * Buffers are host memory; buffer_wrap lets weights be used straight from an mmapped file.
+ * Where the measured kernel for a weight type reads the interleaved layout, the backend keeps a
+ * repacked copy of each such weight of a constant buffer (cpu_pack.h; made by graph_prepare or
+ * the first run; ts_cpu_params.no_repack turns it off).
  * One graph at a time per backend; different backends are independent.
  */
 #ifndef TS_BACKENDS_CPU_CPU_H
