@@ -109,9 +109,10 @@ static const float_type k_bf16 = {.esize = sizeof(uint16_t),
                                   .load1 = load1_bf16,
                                   .aload1 = load1_bf16};
 
-/* out[r][c] = dot(w[r], a[c]) over k elements, r < R, c < C (constants after inlining). */
+/* out[r][c] = dot(w[r], a[c]) over k elements, r < R, c < C (constants after inlining). With
+ * pf > 0 the weight bytes pf after each row's (the next tile's rows) are prefetched as it goes. */
 ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, const char *const *w,
-                              const char *const *a, float out[FT_MAX_R][FT_MAX_C]) {
+                              const char *const *a, size_t pf, float out[FT_MAX_R][FT_MAX_C]) {
     __m512 acc[FT_MAX_R][FT_MAX_C];
     for (int r = 0; r < R; r++) {
         for (int c = 0; c < C; c++) {
@@ -121,6 +122,9 @@ ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, cons
     const int64_t step = t->bf16 ? 32 : 16;
     int64_t i = 0;
     for (; i + step <= k; i += step) {
+        for (int r = 0; r < R && pf > 0; r++) {
+            _mm_prefetch(w[r] + (size_t)i * t->esize + pf, _MM_HINT_T0); /* never faults */
+        }
         if (t->bf16) {
             __m512i wv[FT_MAX_R];
             for (int r = 0; r < R; r++) {
@@ -173,7 +177,7 @@ ALWAYS_INLINE void float_gemm_tiles(const float_type *t, int R, int C, int64_t k
                 ac[j] = a + (size_t)(c0 + (j < cols ? j : cols - 1)) * lda;
             }
             float out[FT_MAX_R][FT_MAX_C];
-            float_tile(t, R, C, k, wr, ac, out);
+            float_tile(t, R, C, k, wr, ac, C == 1 ? (size_t)R * ldw : 0, out);
             for (int j = 0; j < cols; j++) {
                 float *cj = (float *)((char *)c + (size_t)(c0 + j) * ldc) + r0;
                 for (int r = 0; r < rows; r++) {
@@ -199,7 +203,7 @@ ALWAYS_INLINE void float_dot(const float_type *t, int64_t n, float *result, cons
                              const void *y) {
     const char *w[1] = {x}, *a[1] = {y};
     float out[FT_MAX_R][FT_MAX_C];
-    float_tile(t, 1, 1, n, w, a, out);
+    float_tile(t, 1, 1, n, w, a, 0, out);
     *result = out[0][0];
 }
 
