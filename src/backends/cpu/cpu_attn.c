@@ -52,8 +52,7 @@ static int64_t tile_end(const ts_tensor *seq, int64_t t, int64_t n_tok) {
     return e;
 }
 
-/* Deals the tiled AVX-512 kernel's work items to this thread and runs each with run_item
- * (cpu_attention_tiled deals the AVX2 kernel's items the same way, in its own copy). Items are
+/* Deals the tiled kernels' work items to this thread and runs each with run_item. Items are
  * dealt round-robin (item % nth) so that causal prefill, where later tiles see more keys,
  * spreads evenly over threads. Few tiles (decode): one item per query head so that all
  * threads get work. Many decoding tiles: one item per tile covering all kv heads, which reads
@@ -106,7 +105,7 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
         return;
     }
     if (use_tiled(n, c->isa)) {
-        cpu_attention_tiled(c, n);
+        deal_items(c, n, ATT_DIRECT_ROWS, cpu_attn_item_avx2);
         return;
     }
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];

@@ -18,8 +18,8 @@
  * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations do
  * not depend on the item it is in, so prefill and decoding give the same bits.
  *
- * Items are dealt round-robin (item % nth) so that causal prefill, where later tiles see more
- * keys, spreads evenly over threads.
+ * cpu_attn.c deals the items (round-robin, so that causal prefill, where later tiles see more
+ * keys, spreads evenly over threads) for this kernel and the AVX-512 one alike.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -265,16 +265,6 @@ static void token_chunk_f16(int64_t ng, float *acc, float *mx, float *sum, const
     token_chunk(&k_kv_f16, ng, acc, mx, sum, q, kc, vc, a, b, hd, scale, z);
 }
 
-/* Query rows per item up to which f16 K/V are read in place (a GQA group of decoding). */
-#define ATT_DIRECT_ROWS 8
-
-typedef struct att_item {
-    int64_t t0, t1;   /* tokens [t0, t1), all of sequence s */
-    int64_t kh0, kh1; /* kv heads [kh0, kh1) */
-    int64_t g0, g1;   /* query heads [g0, g1) of each kv head's group */
-    int32_t s;
-} att_item;
-
 /* Byte offset of key j's row of kv head 0 in the cache of sequence s. */
 static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t s, int64_t j) {
     int64_t bs = k->ne[2];
@@ -282,7 +272,7 @@ static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t
     return (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
 }
 
-static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
+void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it) {
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
     const ts_tensor *pos = n->src[5];
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
@@ -292,7 +282,7 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
     int window = n->ip[0];
     float *kc = c->local, *vc = kc + ATT_KC * hd, *qb = vc + ATT_KC * hd;
     /* Few query rows per kv head (decoding): read f16 K/V in place instead of converting each
-     * chunk. Items of several kv heads are decoding items only (cpu_attention_tiled). */
+     * chunk. Items of several kv heads are decoding items only (cpu_attn.c). */
     const bool direct =
         k->type == TS_TYPE_F16 && v->type == TS_TYPE_F16 && nt * ng <= ATT_DIRECT_ROWS;
     const uint16_t *kp[ATT_KC], *vp[ATT_KC];
@@ -394,59 +384,5 @@ static void run_item(const cpu_op_ctx *c, ts_tensor *n, const att_item *it) {
                 }
             }
         }
-    }
-}
-
-/* Tiles: maximal runs of consecutive tokens of one sequence, cut every ATT_QT tokens. The
- * tile starting at t ends at the returned index. */
-static int64_t tile_end(const ts_tensor *seq, int64_t t, int64_t n_tok) {
-    int32_t s = cpu_attn_geti(seq, t, 0);
-    int64_t e = t + 1;
-    while (e < n_tok && e - t < ATT_QT && cpu_attn_geti(seq, e, 0) == s) {
-        e++;
-    }
-    return e;
-}
-
-void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n) {
-    const ts_tensor *q = n->src[0], *k = n->src[1], *tab = n->src[3], *seq = n->src[4];
-    const ts_tensor *lens = n->src[6];
-    int64_t n_tok = q->ne[2], nkv = k->ne[1], group = q->ne[1] / nkv, bs = k->ne[2];
-    int64_t cap = tab->ne[0] * bs;
-    int64_t n_tiles = 0;
-    for (int64_t t = 0; t < n_tok; t = tile_end(seq, t, n_tok)) {
-        n_tiles++;
-    }
-    /* Few tiles (decode): one item per query head so that all threads get work. Many
-     * decoding tiles: one item per tile covering all kv heads, which reads each key's rows of
-     * all heads as one contiguous run. */
-    int64_t gsplit = n_tiles * nkv < 4 * c->nth ? group : 1;
-    bool many = n_tiles >= 4 * c->nth;
-    int64_t item = 0;
-    for (int64_t t = 0; t < n_tok;) {
-        int64_t e = tile_end(seq, t, n_tok);
-        int64_t khstep =
-            many && (e - t) * group <= ATT_DIRECT_ROWS && (e - t) * nkv <= ATT_QT ? nkv : 1;
-        for (int64_t kh = 0; kh < nkv; kh += khstep) {
-            for (int64_t gs = 0; gs < gsplit; gs++, item++) {
-                if (item % c->nth != c->ith) {
-                    continue;
-                }
-                att_item it = {.t0 = t, .t1 = e, .kh0 = kh, .kh1 = kh + khstep};
-                it.g0 = gs * group / gsplit;
-                it.g1 = (gs + 1) * group / gsplit;
-                int32_t len = 0;
-                for (int64_t tt = t; tt < e; tt++) {
-                    if (!cpu_attn_token_seq(c, seq, lens, tt, cap, &it.s, &len)) {
-                        return;
-                    }
-                }
-                if (!cpu_attn_check_blocks(c, n, it.s, len)) {
-                    return;
-                }
-                run_item(c, n, &it);
-            }
-        }
-        t = e;
     }
 }

@@ -59,11 +59,12 @@ bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tens
 bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len);
 
 /* cpu_attn_avx2.c: tiled ATTENTION; needs isa >= AVX2, head size % 8 == 0 and <= 1024, no
- * soft-cap (cpu_attn.c decides). Per-thread scratch: cpu_attn_tiled_scratch floats. */
-#define ATT_QT 16 /* tokens per tile */
-#define ATT_KC 32 /* keys per chunk */
-#define ATT_GH 3  /* query rows of one token served by one pass over a key chunk */
-void cpu_attention_tiled(const cpu_op_ctx *c, ts_tensor *n);
+ * soft-cap (cpu_attn.c decides and deals the work items, cpu_attn_item below). Per-thread
+ * scratch: cpu_attn_tiled_scratch floats. */
+#define ATT_QT          16 /* tokens per tile */
+#define ATT_KC          32 /* keys per chunk */
+#define ATT_GH          3  /* query rows of one token served by one pass over a key chunk */
+#define ATT_DIRECT_ROWS 8  /* query rows per item up to which f16 K/V are read in place */
 static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
     return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_GH * ATT_KC +
                     2 * ATT_QT * group);
@@ -87,6 +88,8 @@ typedef struct cpu_attn_item {
 #define ATT5_GH          4  /* query rows of one token served by one pass over a key chunk */
 #define ATT5_DIRECT_ROWS 8  /* query rows per item up to which f16 values are read in place */
 void cpu_attn_item_avx512(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
+/* cpu_attn_avx2.c: one item of the AVX2 tiled ATTENTION. */
+void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
 static inline size_t cpu_attn_avx512_scratch(int64_t hd, int64_t group) {
     return (size_t)(3 * ATT5_KC * hd + 2 * ATT_QT * group * hd + ATT5_GH * ATT5_KC +
                     17 * ATT_QT * group);
