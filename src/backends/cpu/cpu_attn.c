@@ -10,6 +10,7 @@
  * It serves ISA levels below AVX2, head sizes that are not a multiple of 8, and soft-capping.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
@@ -50,6 +51,40 @@ static int64_t tile_end(const ts_tensor *seq, int64_t t, int64_t n_tok) {
         e++;
     }
     return e;
+}
+
+void cpu_attn_item_rows(const ts_tensor *n, const cpu_attn_item *it, float *qb, int64_t *jlo,
+                        int64_t *jhi, int64_t *J0, int64_t *J1) {
+    const ts_tensor *q = n->src[0], *pos = n->src[5];
+    int64_t hd = q->ne[0], group = q->ne[1] / n->src[1]->ne[1];
+    int64_t ng = it->g1 - it->g0, nt = it->t1 - it->t0, nkh = it->kh1 - it->kh0;
+    int window = n->ip[0];
+    int32_t len = cpu_attn_geti(n->src[6], it->s, 0);
+    *J0 = INT64_MAX;
+    *J1 = -1;
+    for (int64_t ti = 0; ti < nt; ti++) {
+        int64_t t = it->t0 + ti, p = cpu_attn_geti(pos, t, 0);
+        jhi[ti] = p < (int64_t)len - 1 ? p : (int64_t)len - 1;
+        jlo[ti] = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        if (jlo[ti] <= jhi[ti]) {
+            *J0 = jlo[ti] < *J0 ? jlo[ti] : *J0;
+            *J1 = jhi[ti] > *J1 ? jhi[ti] : *J1;
+        }
+        for (int64_t khi = 0; khi < nkh; khi++) {
+            for (int64_t g = 0; g < ng; g++) {
+                int64_t r = (ti * nkh + khi) * ng + g;
+                const char *qr = (const char *)q->data +
+                                 ((it->kh0 + khi) * group + it->g0 + g) * q->nb[1] + t * q->nb[2];
+                if (q->nb[0] == sizeof(float)) {
+                    memcpy(&qb[r * hd], qr, (size_t)hd * sizeof(float));
+                } else {
+                    for (int64_t d = 0; d < hd; d++) {
+                        memcpy(&qb[r * hd + d], qr + d * q->nb[0], sizeof(float));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /* Deals the tiled kernels' work items to this thread and runs each with run_item. Items are

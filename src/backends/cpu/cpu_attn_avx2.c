@@ -274,12 +274,10 @@ static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t
 
 void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it) {
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
-    const ts_tensor *pos = n->src[5];
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
     int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1];
     int64_t group = nh / nkv, ng = it->g1 - it->g0, nt = it->t1 - it->t0, nkh = it->kh1 - it->kh0;
     float scale = n->fp[0];
-    int window = n->ip[0];
     float *kc = c->local, *vc = kc + ATT_KC * hd, *qb = vc + ATT_KC * hd;
     /* Few query rows per kv head (decoding): read f16 K/V in place instead of converting each
      * chunk. Items of several kv heads are decoding items only (cpu_attn.c). */
@@ -290,33 +288,11 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
     /* Rows r = (ti * nkh + khi) * ng + g; nt * nkh <= ATT_QT. */
     float *acc = qb + ATT_QT * group * hd, *z = acc + ATT_QT * group * hd;
     float *mx = z + ATT_GH * ATT_KC, *sum = mx + ATT_QT * group;
-    int64_t jlo[ATT_QT], jhi[ATT_QT];
-    int32_t len = cpu_attn_geti(n->src[6], it->s, 0);
-    int64_t J0 = INT64_MAX, J1 = -1;
-    for (int64_t ti = 0; ti < nt; ti++) {
-        int64_t t = it->t0 + ti, p = cpu_attn_geti(pos, t, 0);
-        jhi[ti] = p < (int64_t)len - 1 ? p : (int64_t)len - 1;
-        jlo[ti] = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        if (jlo[ti] <= jhi[ti]) {
-            J0 = jlo[ti] < J0 ? jlo[ti] : J0;
-            J1 = jhi[ti] > J1 ? jhi[ti] : J1;
-        }
-        for (int64_t khi = 0; khi < nkh; khi++) {
-            for (int64_t g = 0; g < ng; g++) {
-                int64_t r = (ti * nkh + khi) * ng + g;
-                const char *qr = (const char *)q->data +
-                                 ((it->kh0 + khi) * group + it->g0 + g) * q->nb[1] + t * q->nb[2];
-                if (q->nb[0] == sizeof(float)) {
-                    memcpy(&qb[r * hd], qr, (size_t)hd * sizeof(float));
-                } else {
-                    for (int64_t d = 0; d < hd; d++) {
-                        memcpy(&qb[r * hd + d], qr + d * q->nb[0], sizeof(float));
-                    }
-                }
-                mx[r] = -INFINITY;
-                sum[r] = 0.0f;
-            }
-        }
+    int64_t jlo[ATT_QT], jhi[ATT_QT], J0, J1;
+    cpu_attn_item_rows(n, it, qb, jlo, jhi, &J0, &J1);
+    for (int64_t r = 0; r < nt * nkh * ng; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
     }
     memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
     /* The row bytes of all the item's kv heads at one key (contiguous in the cache). */

@@ -88,6 +88,12 @@ typedef struct cpu_attn_item {
 #define ATT5_GH          4  /* query rows of one token served by one pass over a key chunk */
 #define ATT5_DIRECT_ROWS 8  /* query rows per item up to which f16 values are read in place */
 void cpu_attn_item_avx512(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
+/* cpu_attn.c: what both tiled kernels start an item with: the query rows (row r = (ti * nkh +
+ * khi) * ng + g of the item's tokens, kv heads and group heads) copied to qb [rows][hd], each
+ * token's visible keys [jlo[ti], jhi[ti]] (empty when jlo > jhi), and their union [J0, J1]
+ * (J0 = INT64_MAX, J1 = -1 when no token sees a key). */
+void cpu_attn_item_rows(const ts_tensor *n, const cpu_attn_item *it, float *qb, int64_t *jlo,
+                        int64_t *jhi, int64_t *J0, int64_t *J1);
 /* cpu_attn_avx2.c: one item of the AVX2 tiled ATTENTION. */
 void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
 static inline size_t cpu_attn_avx512_scratch(int64_t hd, int64_t group) {
