@@ -6,8 +6,9 @@
 For each arch this writes into tests/data/reference/tiny/:
   <arch>.bin          the model's parameters, float32, HF names and shapes (format in
                       docs/reference.md, "Tiny weight files")
-  <arch>.logits.json  config, the fixed token sequence, float32 logits of every position,
-                      per-tensor checks and the HF -> GGUF name mapping with its transforms
+  <arch>.logits.json  config, the GGUF metadata a converter writes for it, the fixed token
+                      sequence, float32 logits of every position, per-tensor checks and the
+                      HF -> GGUF name mapping with its transforms
 
 Weights: torch.manual_seed(SEED), the transformers model is built from the config, then every
 parameter is redrawn from a torch.Generator seeded with SEED (in named_parameters() order) so
@@ -145,6 +146,7 @@ def run_arch(arch, out_dir):
         "model_class": tiny_archs.ARCHS[arch][1],
         "config": cfg,
         "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "gguf_metadata": tiny_archs.gguf_metadata(arch, cfg),
         "tokens": tiny_archs.TOKENS,
         "logits_shape": list(logits.shape),
         "logits": [common.f32_list(row) for row in logits],

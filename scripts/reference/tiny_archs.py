@@ -156,3 +156,51 @@ def transform(arch, hf_name):
     if arch == "gpt2" and re.search(r"\.(c_attn|c_proj|c_fc)\.weight$", hf_name):
         return "transpose"
     return ""
+
+
+def gguf_metadata(arch, cfg):
+    """The GGUF metadata a converter writes for this tiny model, from its HF config (a dict).
+
+    A list of {"key", "type", "value"} entries; type is u32, i32, f32, bool, str or an array
+    of one of them ("u32[]", ...). test_tiny_hf.c writes exactly these keys, so what the
+    loader reads (and its defaults for absent keys) is exercised as with converted files.
+    """
+    g = ARCHS[arch][3]
+    meta = [{"key": "general.architecture", "type": "str", "value": g}]
+
+    def put(suffix, typ, value):
+        meta.append({"key": f"{g}.{suffix}", "type": typ, "value": value})
+
+    if arch == "gpt2":
+        put("context_length", "u32", cfg["n_positions"])
+        put("embedding_length", "u32", cfg["n_embd"])
+        put("block_count", "u32", cfg["n_layer"])
+        put("feed_forward_length", "u32", cfg["n_inner"] or 4 * cfg["n_embd"])
+        put("attention.head_count", "u32", cfg["n_head"])
+        put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_epsilon"])
+        return meta
+    put("context_length", "u32", cfg["max_position_embeddings"])
+    put("embedding_length", "u32", cfg["hidden_size"])
+    put("block_count", "u32", cfg["num_hidden_layers"])
+    put("feed_forward_length", "u32", cfg["intermediate_size"])
+    put("attention.head_count", "u32", cfg["num_attention_heads"])
+    put("attention.head_count_kv", "u32", cfg["num_key_value_heads"])
+    put("attention.layer_norm_rms_epsilon", "f32", cfg["rms_norm_eps"])
+    rope = cfg.get("rope_parameters") or {}
+    if "full_attention" in rope:
+        rope = rope["full_attention"]
+    put("rope.freq_base", "f32", rope.get("rope_theta", 10000.0))
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    if arch in ("llama", "phi3"):
+        put("rope.dimension_count", "u32", head_dim)
+    if arch in ("qwen3", "gemma2", "gemma3"):
+        put("attention.key_length", "u32", head_dim)
+        put("attention.value_length", "u32", head_dim)
+    if arch in ("gemma2", "gemma3"):
+        put("attention.sliding_window", "u32", cfg["sliding_window"])
+        put("attention.sliding_window_pattern", "u32", 2)
+    if cfg.get("attn_logit_softcapping"):
+        put("attn_logit_softcapping", "f32", cfg["attn_logit_softcapping"])
+    if cfg.get("final_logit_softcapping"):
+        put("final_logit_softcapping", "f32", cfg["final_logit_softcapping"])
+    return meta

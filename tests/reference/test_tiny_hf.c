@@ -4,11 +4,12 @@
  *
  * tests/data/reference/tiny/<arch>.bin holds the float32 weights of a transformers model with
  * its HF names and shapes; <arch>.logits.json holds the logits transformers computed for 12
- * fixed tokens, and for each tensor its GGUF name and the layout transform a converter must
- * apply (docs/reference.md). This test converts the weights to GGUF with our writer (applying
- * the transforms: llama's RoPE row permutation, Gemma's norm +1, GPT-2's Conv1D transpose),
- * loads the result with our model loader and compares the logits of every position, on the
- * reference and CPU backends with f32 weights and an f32 KV cache:
+ * fixed tokens, the GGUF metadata a converter writes for the model, and for each tensor its
+ * GGUF name and the layout transform a converter must apply (docs/reference.md). This test
+ * converts the weights to GGUF with our writer (applying the transforms: llama's RoPE row
+ * permutation, Gemma's norm +1, GPT-2's Conv1D transpose), loads the result with our model
+ * loader and compares the logits of every position, on the reference and CPU backends with f32
+ * weights and an f32 KV cache. Every <arch>.logits.json in the directory is checked:
  *     |ours - hf| <= 1e-4 + 1e-4 |hf|      (seen: at most 7e-6)
  */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #include <cmocka.h>
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,26 +32,6 @@
 #include "model/model.h"
 
 #define N_TOK 12
-
-/* Metadata of each tiny model, as llama.cpp's converter writes it (docs/reference.md). */
-typedef struct tiny_meta {
-    const char *arch;
-    uint32_t ctx, ff, n_kv;  /* n_kv 0: key not written */
-    float eps, theta;        /* theta 0: not written */
-    uint32_t n_rot, key_len; /* 0: not written */
-    uint32_t window, pattern;
-    float attn_cap, final_cap;
-} tiny_meta;
-
-static const tiny_meta k_meta[] = {
-    {"llama", 128, 64, 2, 1e-5f, 1e4f, 8, 0, 0, 0, 0, 0},
-    {"qwen2", 128, 64, 2, 1e-6f, 1e6f, 0, 0, 0, 0, 0, 0},
-    {"qwen3", 128, 64, 2, 1e-6f, 1e6f, 0, 16, 0, 0, 0, 0},
-    {"phi3", 128, 64, 2, 1e-5f, 1e4f, 8, 0, 0, 0, 0, 0},
-    {"gemma2", 128, 64, 2, 1e-6f, 1e4f, 0, 16, 4, 2, 2.0f, 5.0f},
-    {"gemma3", 128, 64, 2, 1e-6f, 1e6f, 0, 16, 4, 2, 0, 0},
-    {"gpt2", 64, 128, 0, 1e-5f, 0, 0, 0, 0, 0, 0, 0},
-};
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -74,7 +56,7 @@ static char *slurp(const char *path, size_t *len) {
 typedef struct hf_tensor {
     char name[128];
     uint32_t n_dims;
-    uint32_t dims[2];
+    uint32_t dims[3];  /* HF order: the last varies fastest */
     const float *data; /* unaligned view into the file bytes; copied before use */
 } hf_tensor;
 
@@ -96,12 +78,14 @@ static int parse_bin(const char *buf, size_t len, hf_tensor *out, int max) {
         at += nl;
         memcpy(&nd, buf + at, 4);
         at += 4;
-        assert_true(nd >= 1 && nd <= 2 && at + 4 * nd <= len);
+        assert_true(nd >= 1 && nd <= 3 && at + 4 * nd <= len);
         out[i].n_dims = nd;
-        out[i].dims[1] = 1;
         memcpy(out[i].dims, buf + at, 4 * nd);
         at += 4 * nd;
-        size_t count = (size_t)out[i].dims[0] * (nd == 2 ? out[i].dims[1] : 1);
+        size_t count = 1;
+        for (uint32_t d = 0; d < nd; d++) {
+            count *= out[i].dims[d];
+        }
         assert_true(at + count * 4 <= len);
         out[i].data = (const float *)(buf + at);
         at += count * 4;
@@ -110,11 +94,15 @@ static int parse_bin(const char *buf, size_t len, hf_tensor *out, int max) {
     return (int)n;
 }
 
-/* Applies a converter transform to a copy of the HF tensor (rows x cols, row-major). */
-static float *transform(const hf_tensor *t, const char *how, const tiny_meta *m, int64_t n_embd,
-                        int64_t n_head, int64_t *rows, int64_t *cols) {
-    *rows = t->n_dims == 2 ? t->dims[0] : 1;
-    *cols = t->n_dims == 2 ? t->dims[1] : t->dims[0];
+/* Applies a converter transform to a copy of the HF tensor, seen as rows x cols (row-major;
+ * a 3-D [n, r, c] tensor is n * r rows of c: the transforms act within each matrix). */
+static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, int64_t *rows,
+                        int64_t *cols) {
+    *cols = t->dims[t->n_dims - 1];
+    *rows = 1;
+    for (uint32_t d = 0; d + 1 < t->n_dims; d++) {
+        *rows *= t->dims[d];
+    }
     size_t n = (size_t)(*rows * *cols);
     float *src = malloc(n * sizeof(float));
     float *dst = malloc(n * sizeof(float));
@@ -127,6 +115,7 @@ static float *transform(const hf_tensor *t, const char *how, const tiny_meta *m,
             dst[i] = src[i] + 1.0f;
         }
     } else if (strcmp(how, "transpose") == 0) {
+        assert_int_equal(t->n_dims, 2);
         for (int64_t r = 0; r < *rows; r++) {
             for (int64_t c = 0; c < *cols; c++) {
                 dst[c * *rows + r] = src[r * *cols + c];
@@ -137,7 +126,7 @@ static float *transform(const hf_tensor *t, const char *how, const tiny_meta *m,
         *cols = tmp;
     } else if (strncmp(how, "rope_permute", 12) == 0) {
         /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i. */
-        int64_t d = n_embd / n_head;
+        int64_t d = head_dim;
         int64_t heads = *rows / d;
         for (int64_t h = 0; h < heads; h++) {
             for (int64_t i = 0; i < d / 2; i++) {
@@ -150,19 +139,82 @@ static float *transform(const hf_tensor *t, const char *how, const tiny_meta *m,
     } else {
         assert_string_equal(how, "");
     }
-    (void)m;
     free(src);
     return dst;
 }
 
-static void check_arch(const tiny_meta *m) {
-    char path[1024];
+/* Integer metadata value of key (0 when absent). */
+static int64_t meta_int(const cJSON *meta, const char *key) {
+    for (int i = 0; i < cJSON_GetArraySize(meta); i++) {
+        const cJSON *e = cJSON_GetArrayItem(meta, i);
+        if (strcmp(cJSON_GetObjectItem(e, "key")->valuestring, key) == 0) {
+            return (int64_t)cJSON_GetObjectItem(e, "value")->valuedouble;
+        }
+    }
+    return 0;
+}
+
+/* Writes the JSON's metadata entries ({"key", "type", "value"}; arrays as "u32[]" etc.). */
+static void write_metadata(ts_gguf_writer *w, const cJSON *meta) {
+    ts_error err = {0};
+    for (int i = 0; i < cJSON_GetArraySize(meta); i++) {
+        const cJSON *e = cJSON_GetArrayItem(meta, i);
+        const char *key = cJSON_GetObjectItem(e, "key")->valuestring;
+        const char *type = cJSON_GetObjectItem(e, "type")->valuestring;
+        const cJSON *v = cJSON_GetObjectItem(e, "value");
+        ts_status st;
+        if (strcmp(type, "str") == 0) {
+            st = ts_gguf_writer_add_cstr(w, key, v->valuestring, &err);
+        } else if (strcmp(type, "bool") == 0) {
+            st = ts_gguf_writer_add_bool(w, key, cJSON_IsTrue(v), &err);
+        } else if (strcmp(type, "u32") == 0) {
+            st = ts_gguf_writer_add_u32(w, key, (uint32_t)v->valuedouble, &err);
+        } else if (strcmp(type, "i32") == 0) {
+            st = ts_gguf_writer_add_i32(w, key, (int32_t)v->valuedouble, &err);
+        } else if (strcmp(type, "f32") == 0) {
+            st = ts_gguf_writer_add_f32(w, key, (float)v->valuedouble, &err);
+        } else {
+            /* Arrays of 4-byte elements. */
+            int n = cJSON_GetArraySize(v);
+            uint32_t *vals = calloc((size_t)n + 1, sizeof *vals);
+            assert_non_null(vals);
+            ts_gguf_type et;
+            for (int k = 0; k < n; k++) {
+                double x = cJSON_GetArrayItem(v, k)->valuedouble;
+                if (strcmp(type, "f32[]") == 0) {
+                    float f = (float)x;
+                    memcpy(&vals[k], &f, 4);
+                } else if (strcmp(type, "i32[]") == 0) {
+                    int32_t iv = (int32_t)x;
+                    memcpy(&vals[k], &iv, 4);
+                } else {
+                    vals[k] = (uint32_t)x;
+                }
+            }
+            if (strcmp(type, "f32[]") == 0) {
+                et = TS_GGUF_FLOAT32;
+            } else if (strcmp(type, "i32[]") == 0) {
+                et = TS_GGUF_INT32;
+            } else {
+                assert_string_equal(type, "u32[]");
+                et = TS_GGUF_UINT32;
+            }
+            st = ts_gguf_writer_add_array(w, key, et, vals, (uint64_t)n, &err);
+            free(vals);
+        }
+        if (st != TS_OK) {
+            fail_msg("metadata '%s': %s", key, err.msg);
+        }
+    }
+}
+
+static void check_arch(const char *arch) {
+    char path[8192];
     size_t json_len = 0, bin_len = 0;
-    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.logits.json", TS_SOURCE_DIR,
-             m->arch);
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.logits.json", TS_SOURCE_DIR, arch);
     char *json = slurp(path, &json_len);
     assert_non_null(json);
-    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.bin", TS_SOURCE_DIR, m->arch);
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.bin", TS_SOURCE_DIR, arch);
     char *bin = slurp(path, &bin_len);
     assert_non_null(bin);
     cJSON *root = cJSON_Parse(json);
@@ -170,45 +222,22 @@ static void check_arch(const tiny_meta *m) {
     hf_tensor hf[64];
     int n_hf = parse_bin(bin, bin_len, hf, 64);
 
-    /* Shapes every tiny model shares (docs/reference.md). */
-    const int64_t n_embd = 32, n_head = 4, n_layer = 2, n_vocab = 256;
+    const cJSON *meta = cJSON_GetObjectItem(root, "gguf_metadata");
+    assert_non_null(meta);
+    const char *g_arch = cJSON_GetObjectItem(root, "gguf_arch")->valuestring;
+    char key[96];
+    snprintf(key, sizeof key, "%s.embedding_length", g_arch);
+    int64_t n_embd = meta_int(meta, key);
+    snprintf(key, sizeof key, "%s.attention.head_count", g_arch);
+    int64_t n_head = meta_int(meta, key);
+    snprintf(key, sizeof key, "%s.attention.key_length", g_arch);
+    int64_t head_dim = meta_int(meta, key) > 0 ? meta_int(meta, key) : n_embd / n_head;
+    const cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    int64_t n_vocab = (int64_t)cJSON_GetObjectItem(cfg, "vocab_size")->valuedouble;
     ts_error err = {0};
     ts_gguf_writer *w = NULL;
     assert_int_equal(ts_gguf_writer_create(&w, &err), TS_OK);
-    char key[96];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", m->arch, suffix), key)
-    assert_int_equal(ts_gguf_writer_add_cstr(w, "general.architecture", m->arch, &err), TS_OK);
-    ts_gguf_writer_add_u32(w, KEY("context_length"), m->ctx, &err);
-    ts_gguf_writer_add_u32(w, KEY("embedding_length"), (uint32_t)n_embd, &err);
-    ts_gguf_writer_add_u32(w, KEY("block_count"), (uint32_t)n_layer, &err);
-    ts_gguf_writer_add_u32(w, KEY("feed_forward_length"), m->ff, &err);
-    ts_gguf_writer_add_u32(w, KEY("attention.head_count"), (uint32_t)n_head, &err);
-    if (m->n_kv) {
-        ts_gguf_writer_add_u32(w, KEY("attention.head_count_kv"), m->n_kv, &err);
-    }
-    bool layer_norm = strcmp(m->arch, "gpt2") == 0;
-    ts_gguf_writer_add_f32(w, KEY(layer_norm ? "attention.layer_norm_epsilon"
-                                             : "attention.layer_norm_rms_epsilon"),
-                           m->eps, &err);
-    if (m->theta > 0) {
-        ts_gguf_writer_add_f32(w, KEY("rope.freq_base"), m->theta, &err);
-    }
-    if (m->n_rot) {
-        ts_gguf_writer_add_u32(w, KEY("rope.dimension_count"), m->n_rot, &err);
-    }
-    if (m->key_len) {
-        ts_gguf_writer_add_u32(w, KEY("attention.key_length"), m->key_len, &err);
-        ts_gguf_writer_add_u32(w, KEY("attention.value_length"), m->key_len, &err);
-    }
-    if (m->window) {
-        ts_gguf_writer_add_u32(w, KEY("attention.sliding_window"), m->window, &err);
-        ts_gguf_writer_add_u32(w, KEY("attention.sliding_window_pattern"), m->pattern, &err);
-    }
-    if (m->attn_cap > 0) {
-        ts_gguf_writer_add_f32(w, KEY("attn_logit_softcapping"), m->attn_cap, &err);
-        ts_gguf_writer_add_f32(w, KEY("final_logit_softcapping"), m->final_cap, &err);
-    }
-#undef KEY
+    write_metadata(w, meta);
     /* Tensors in the JSON's order, transformed; data kept alive until the write. */
     const cJSON *list = cJSON_GetObjectItem(root, "tensors");
     int n_t = cJSON_GetArraySize(list);
@@ -226,12 +255,16 @@ static void check_arch(const tiny_meta *m) {
         }
         assert_non_null(t);
         int64_t rows, cols;
-        keep[i] = transform(t, how, m, n_embd, n_head, &rows, &cols);
-        int64_t ne[2] = {cols, rows};
+        keep[i] = transform(t, how, head_dim, &rows, &cols);
+        /* GGUF extents are HF's reversed; a transpose swapped the two of a matrix. */
+        int64_t ne[3] = {cols, rows, 1};
+        if (t->n_dims == 3) {
+            ne[1] = t->dims[1];
+            ne[2] = t->dims[0];
+        }
         uint32_t nd = t->n_dims;
-        assert_int_equal(ts_gguf_writer_add_tensor(w, gguf_name, TS_TYPE_F32, nd, ne, keep[i],
-                                                   &err),
-                         TS_OK);
+        assert_int_equal(
+            ts_gguf_writer_add_tensor(w, gguf_name, TS_TYPE_F32, nd, ne, keep[i], &err), TS_OK);
     }
     void *file = NULL;
     size_t file_len = 0;
@@ -246,7 +279,7 @@ static void check_arch(const tiny_meta *m) {
     assert_int_equal(ts_gguf_open_memory(file, file_len, &g, &err), TS_OK);
     ts_model *model = NULL;
     if (ts_model_from_gguf(g, &model, &err) != TS_OK) {
-        fail_msg("%s: %s", m->arch, err.msg);
+        fail_msg("%s: %s", arch, err.msg);
     }
     assert_int_equal(model->hp.n_vocab, n_vocab);
 
@@ -287,7 +320,7 @@ static void check_arch(const tiny_meta *m) {
                        .n_outputs = N_TOK,
                        .outputs = outs};
         if (ts_forward_run(f, &bt, out, NULL, &err) != TS_OK) {
-            fail_msg("%s: %s", m->arch, err.msg);
+            fail_msg("%s: %s", arch, err.msg);
         }
         double worst = 0;
         for (int t = 0; t < N_TOK; t++) {
@@ -297,12 +330,12 @@ static void check_arch(const tiny_meta *m) {
                 double d = fabs(out[t * n_vocab + v] - want);
                 worst = d > worst ? d : worst;
                 if (d > 1e-4 + 1e-4 * fabs(want)) {
-                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", m->arch,
+                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", arch,
                              be == 0 ? "ref" : "cpu", t, v, out[t * n_vocab + v], want);
                 }
             }
         }
-        printf("  %-6s on %s: %d positions x %lld logits, max |d| %.2e\n", m->arch,
+        printf("  %-6s on %s: %d positions x %lld logits, max |d| %.2e\n", arch,
                be == 0 ? "ref" : "cpu", N_TOK, (long long)n_vocab, worst);
         ts_forward_destroy(f);
         ts_backend_destroy(b);
@@ -317,8 +350,26 @@ static void check_arch(const tiny_meta *m) {
 
 static void test_all_archs(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof k_meta / sizeof k_meta[0]; i++) {
-        check_arch(&k_meta[i]);
+    char dir_path[1024];
+    snprintf(dir_path, sizeof dir_path, "%s/tests/data/reference/tiny", TS_SOURCE_DIR);
+    DIR *dir = opendir(dir_path);
+    assert_non_null(dir);
+    char names[64][64];
+    int n = 0;
+    const struct dirent *de;
+    const char *suffix = ".logits.json";
+    while ((de = readdir(dir)) != NULL) {
+        size_t len = strlen(de->d_name), sl = strlen(suffix);
+        if (len > sl && len - sl < sizeof names[0] && strcmp(de->d_name + len - sl, suffix) == 0) {
+            assert_true(n < 64);
+            snprintf(names[n++], sizeof names[0], "%.*s", (int)(len - sl), de->d_name);
+        }
+    }
+    closedir(dir);
+    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
+    assert_true(n >= 7);
+    for (int i = 0; i < n; i++) {
+        check_arch(names[i]);
     }
 }
 
