@@ -73,6 +73,47 @@ ARCHS = {
              }),
         "gemma3",
     ),
+    # Granite: muP multipliers all != 1 so that each one matters.
+    "granite": (
+        "GraniteConfig", "GraniteForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             embedding_multiplier=2.5, residual_multiplier=0.6, attention_multiplier=0.2,
+             logits_scaling=2.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "granite",
+    ),
+    # SmolLM3: 4 layers, the 4th without RoPE (no_rope_layer_interval 4).
+    "smollm3": (
+        "SmolLM3Config", "SmolLM3ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             no_rope_layer_interval=4, use_sliding_window=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 50000.0}),
+        "smollm3",
+    ),
+    # OLMo 2: post-norms, Q/K norms over the whole projection.
+    "olmo2": (
+        "Olmo2Config", "Olmo2ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "olmo2",
+    ),
+    # EXAONE 4 without sliding windows (the 1.2B's shape): post-norms, per-head Q/K norms.
+    "exaone4": (
+        "Exaone4Config", "Exaone4ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, sliding_window=None,
+             layer_types=["full_attention", "full_attention"],
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "exaone4",
+    ),
+    # Cohere 2: 4 layers so the default pattern gives 3 window layers (RoPE) and 1 global
+    # layer (NoPE); window 4 < 12 tokens.
+    "cohere2": (
+        "Cohere2Config", "Cohere2ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, layer_norm_eps=1e-5, tie_word_embeddings=True,
+             sliding_window=4, logit_scale=0.25,
+             rope_parameters={"rope_type": "default", "rope_theta": 50000.0}),
+        "cohere2",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -110,6 +151,13 @@ _GEMMA_BLOCK = dict(
         "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     },
 )
+_POSTNORM_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "post_attention_layernorm.weight": "post_attention_norm.weight",
+        "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    },
+)
 _GPT2_BLOCK = {
     "ln_1.weight": "attn_norm.weight",
     "ln_1.bias": "attn_norm.bias",
@@ -143,13 +191,17 @@ def gguf_name(arch, hf_name):
     m = _BLOCK_RE.match(hf_name)
     if not m:
         raise KeyError(hf_name)
-    table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK}
+    table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
+             "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
 def transform(arch, hf_name):
     """Name of the layout transform the converter applies to this tensor ("" for none)."""
     if arch == "llama" and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
+        return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
+    if arch in ("granite", "smollm3") and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$",
+                                                     hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
     if arch in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
         return "add_one"
@@ -185,13 +237,16 @@ def gguf_metadata(arch, cfg):
     put("feed_forward_length", "u32", cfg["intermediate_size"])
     put("attention.head_count", "u32", cfg["num_attention_heads"])
     put("attention.head_count_kv", "u32", cfg["num_key_value_heads"])
-    put("attention.layer_norm_rms_epsilon", "f32", cfg["rms_norm_eps"])
+    if arch == "cohere2":
+        put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_eps"])
+    else:
+        put("attention.layer_norm_rms_epsilon", "f32", cfg["rms_norm_eps"])
     rope = cfg.get("rope_parameters") or {}
     if "full_attention" in rope:
         rope = rope["full_attention"]
     put("rope.freq_base", "f32", rope.get("rope_theta", 10000.0))
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    if arch in ("llama", "phi3"):
+    if arch in ("llama", "phi3", "granite", "smollm3", "cohere2"):
         put("rope.dimension_count", "u32", head_dim)
     if arch in ("qwen3", "gemma2", "gemma3"):
         put("attention.key_length", "u32", head_dim)
@@ -199,6 +254,19 @@ def gguf_metadata(arch, cfg):
     if arch in ("gemma2", "gemma3"):
         put("attention.sliding_window", "u32", cfg["sliding_window"])
         put("attention.sliding_window_pattern", "u32", 2)
+    if arch == "granite":
+        put("attention.scale", "f32", cfg["attention_multiplier"])
+        put("embedding_scale", "f32", cfg["embedding_multiplier"])
+        put("residual_scale", "f32", cfg["residual_multiplier"])
+        put("logit_scale", "f32", cfg["logits_scaling"])
+    if arch == "cohere2":
+        put("attention.key_length", "u32", head_dim)
+        put("attention.value_length", "u32", head_dim)
+        put("logit_scale", "f32", cfg["logit_scale"])
+        put("attention.sliding_window", "u32", cfg["sliding_window"])
+        put("vocab_size", "u32", cfg["vocab_size"])
+    if arch == "exaone4":
+        put("vocab_size", "u32", cfg["vocab_size"])
     if cfg.get("attn_logit_softcapping"):
         put("attn_logit_softcapping", "f32", cfg["attn_logit_softcapping"])
     if cfg.get("final_logit_softcapping"):

@@ -105,18 +105,137 @@ static const ts_tensor_pattern k_gpt2[] = {
     T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, R, TS_DIM_EMBD, NONE),
 };
 
+/* OLMo 2 and EXAONE 4 norm the outputs of attention and FFN instead of their inputs (no
+ * attn_norm / ffn_norm) and Q / K after the projection: OLMo 2 over the whole projection,
+ * EXAONE 4 per head. */
+#define POST_NORM_LAYER(qk_dim, kv_dim)                                                            \
+    SEPARATE_QKV(O),                                                                               \
+        T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, qk_dim, NONE),                     \
+        T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, kv_dim, NONE),                     \
+        T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),               \
+        T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),     \
+        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                 \
+        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                     \
+        T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),                 \
+        T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
+
+static const ts_tensor_pattern k_olmo2[] = {
+    GLOBAL_TENSORS(R),
+    POST_NORM_LAYER(TS_DIM_Q, TS_DIM_KV),
+};
+
+static const ts_tensor_pattern k_exaone4[] = {
+    GLOBAL_TENSORS(O),
+    POST_NORM_LAYER(TS_DIM_HEAD, TS_DIM_HEAD),
+};
+
+/* Cohere 2 (Command R7B): one bias-free LayerNorm feeds attention and FFN in parallel; the
+ * output matrix is always the token embedding (llama.cpp's runtime ignores an output.weight). */
+static const ts_tensor_pattern k_cohere2[] = {
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),
+    T("output_norm.weight", TS_ROLE_OUTPUT_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_q.weight", TS_ROLE_ATTN_Q, R, TS_DIM_EMBD, TS_DIM_Q),
+    T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),
+    T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const ts_arch_desc k_archs[] = {
-    {"llama", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NORMAL, false, 0, 0.0f, k_llama, N(k_llama)},
-    {"qwen2", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_qwen2, N(k_qwen2)},
-    {"qwen3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_qwen3, N(k_qwen3)},
-    {"phi3", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NEOX, false, 0, 0.0f, k_phi3, N(k_phi3)},
-    {"gemma2", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_POS_ROPE_NEOX, true, 2, 0.0f, k_gemma2,
-     N(k_gemma2)},
-    {"gemma3", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_POS_ROPE_NEOX, true, 6, 10000.0f, k_gemma3,
-     N(k_gemma3)},
-    {"gpt2", TS_NORM_LAYER, TS_FFN_GELU, TS_POS_LEARNED, false, 0, 0.0f, k_gpt2, N(k_gpt2)},
+    {.name = "llama",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_llama,
+     .n_tensors = N(k_llama)},
+    {.name = "qwen2",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_qwen2,
+     .n_tensors = N(k_qwen2)},
+    {.name = "qwen3",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_qwen3,
+     .n_tensors = N(k_qwen3)},
+    {.name = "phi3",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_phi3,
+     .n_tensors = N(k_phi3)},
+    {.name = "gemma2",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_GEGLU_TANH,
+     .pos = TS_POS_ROPE_NEOX,
+     .embd_scale = true,
+     .swa_pattern = 2,
+     .tensors = k_gemma2,
+     .n_tensors = N(k_gemma2)},
+    {.name = "gemma3",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_GEGLU_TANH,
+     .pos = TS_POS_ROPE_NEOX,
+     .embd_scale = true,
+     .swa_pattern = 6,
+     .swa_rope_base = 10000.0f,
+     .tensors = k_gemma3,
+     .n_tensors = N(k_gemma3)},
+    {.name = "gpt2",
+     .norm = TS_NORM_LAYER,
+     .ffn = TS_FFN_GELU,
+     .pos = TS_POS_LEARNED,
+     .tensors = k_gpt2,
+     .n_tensors = N(k_gpt2)},
+    /* Granite: llama with muP multipliers (embedding, residual, attention) and logits divided
+     * by logit_scale. */
+    {.name = "granite",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_llama,
+     .n_tensors = N(k_llama),
+     .mup_scales = true,
+     .logit_scale = TS_LOGIT_SCALE_DIV},
+    /* SmolLM3: llama whose every 4th layer has no RoPE (llama.cpp fixes the step; no key). */
+    {.name = "smollm3",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_llama,
+     .n_tensors = N(k_llama),
+     .nope_step = 4},
+    {.name = "olmo2",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_olmo2,
+     .n_tensors = N(k_olmo2),
+     .qk_norm_full = true},
+    {.name = "exaone4",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_exaone4,
+     .n_tensors = N(k_exaone4)},
+    /* Cohere 2: three sliding-window layers with RoPE, then one global layer without. */
+    {.name = "cohere2",
+     .norm = TS_NORM_LAYER,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .swa_pattern = 4,
+     .tensors = k_cohere2,
+     .n_tensors = N(k_cohere2),
+     .parallel_block = true,
+     .rope_swa_only = true,
+     .logit_scale = TS_LOGIT_SCALE_MUL},
 };
 
 const ts_arch_desc *ts_arch_find(const char *name) {
@@ -132,5 +251,6 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 }
 
 const char *ts_arch_supported_list(void) {
-    return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2";
+    return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
+           "cohere2";
 }

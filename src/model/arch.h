@@ -84,6 +84,13 @@ typedef enum ts_role {
 
 #define TS_ROLE_FIRST_LAYER TS_ROLE_ATTN_NORM
 
+/* How <arch>.logit_scale enters the logits (the key means opposite things in two families). */
+typedef enum ts_logit_scale_use {
+    TS_LOGIT_SCALE_NONE = 0, /* the key is not read */
+    TS_LOGIT_SCALE_MUL = 1,  /* logits *= logit_scale (Cohere) */
+    TS_LOGIT_SCALE_DIV = 2,  /* logits /= logit_scale (Granite's logits_scaling) */
+} ts_logit_scale_use;
+
 typedef struct ts_tensor_pattern {
     const char *name;   /* GGUF name; "{L}" stands for the layer index */
     ts_role role;
@@ -102,6 +109,24 @@ typedef struct ts_arch_desc {
     float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
     const ts_tensor_pattern *tensors;
     size_t n_tensors;
+    /* Traits of the families added later; zero means "as llama". A family without pre-norms
+     * (OLMo 2, EXAONE 4) simply lists no attn_norm / ffn_norm tensors: a block whose norm
+     * the table lacks reads the residual stream itself. */
+    /* Attention and FFN both read h = norm(x) and join x together: x + attn(h) + ffn(h)
+     * (Cohere 2); the table has no ffn_norm. */
+    bool parallel_block;
+    /* n > 0: layer il has no RoPE when (il + 1) % n == 0 (SmolLM3: 4). */
+    int nope_step;
+    /* Only sliding-window layers use RoPE, the global ones none (Cohere 2); which is which
+     * follows the swa pattern. */
+    bool rope_swa_only;
+    /* The Q / K RMS norms span the whole projection ([n_head * head_dim], OLMo 2), not each
+     * head. */
+    bool qk_norm_full;
+    /* Reads <arch>.embedding_scale, residual_scale and attention.scale (Granite's muP
+     * multipliers). */
+    bool mup_scales;
+    ts_logit_scale_use logit_scale;
 } ts_arch_desc;
 
 /* The descriptor for general.architecture == name, or NULL when unsupported. */

@@ -3,12 +3,15 @@
  *
  * One graph per forward context:
  *
- *   x = GET_ROWS(token_embd, tokens) (* sqrt(n_embd)) (+ GET_ROWS(position_embd, pos))
- *   per layer: x += [post_norm] attn(norm(x));  x += [post_norm] ffn(norm(x))
- *   embd = norm(GET_ROWS(x, outputs));  logits = output · embd
+ *   x = GET_ROWS(token_embd, tokens) (* embd_scale) (+ GET_ROWS(position_embd, pos))
+ *   per layer: x += r * [post_norm] attn([norm](x));  x += r * [post_norm] ffn([norm](x))
+ *     (a family without pre-norms feeds x itself; r = residual_scale, 1 but for Granite)
+ *   or, for a parallel block (Cohere 2): h = norm(x); x += attn(h) + ffn(h)
+ *   embd = norm(GET_ROWS(x, outputs));  logits = (output · embd) * logit_mul
  *
- * attn: Q/K/V projections (fused or separate, optional bias), optional per-head Q/K RMS norm,
- * RoPE (layout, base and scaling from hparams; sliding-window layers may have their own base),
+ * attn: Q/K/V projections (fused or separate, optional bias), optional Q/K RMS norm (per head,
+ * or over the whole projection for OLMo 2), RoPE (layout, base and scaling from hparams;
+ * sliding-window layers may have their own base; NoPE layers of SmolLM3 and Cohere 2 skip it),
  * KV_STORE of this step's K/V rows into their slots, then paged ATTENTION through the block
  * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
  * separate or fused gate/up, or GELU MLP with biases (GPT-2).
@@ -142,9 +145,14 @@ static ts_tensor *linear_row(ts_forward *f, ts_tensor *x, ts_role w_role, ts_rol
     return b != NULL ? ts_op_add(f->g, y, b) : y;
 }
 
+/* norm(x) with the layer's weights; x itself where the architecture has no such norm (OLMo 2
+ * and EXAONE 4 norm the blocks' outputs instead of their inputs). */
 static ts_tensor *norm(ts_forward *f, ts_tensor *x, ts_role w_role, ts_role b_role, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
     ts_tensor *w = weight(f, w_role, il);
+    if (w == NULL) {
+        return x;
+    }
     if (hp->arch->norm == TS_NORM_RMS) {
         return ts_rms_norm(f->g, x, w, hp->norm_eps);
     }
@@ -185,7 +193,23 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     int64_t n_q = hp->n_head * hd;
     int64_t n_kv = hp->n_head_kv * hd;
     ts_tensor *q, *k, *v;
-    if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL && p->shard.size == 1) {
+    ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
+    ts_tensor *kn = weight(f, TS_ROLE_ATTN_K_NORM, il);
+    if (hp->arch->qk_norm_full) {
+        /* The norms span every head, so each shard projects all of Q and K (the plan keeps
+         * them whole), norms the rows and keeps its own heads. */
+        ts_tensor *qa =
+            ts_rms_norm(g, linear(f, h, TS_ROLE_ATTN_Q, TS_ROLE_ATTN_Q_B, il), qn, hp->norm_eps);
+        ts_tensor *ka =
+            ts_rms_norm(g, linear(f, h, TS_ROLE_ATTN_K, TS_ROLE_ATTN_K_B, il), kn, hp->norm_eps);
+        bool whole = p->shard.size == 1;
+        q = whole ? heads(f, qa, p->n_head) : split_heads(f, qa, p->head0 * hd, p->n_head);
+        k = whole ? heads(f, ka, p->n_kv) : split_heads(f, ka, p->kv0 * hd, p->n_kv);
+        v = heads(f,
+                  linear_col(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il, p->kv0 * hd, p->n_kv * hd),
+                  p->n_kv);
+        qn = kn = NULL;
+    } else if (ts_model_tensor(f->m, TS_ROLE_ATTN_QKV, il) != NULL && p->shard.size == 1) {
         ts_tensor *qkv = linear(f, h, TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B, il);
         q = split_heads(f, qkv, 0, hp->n_head);
         k = split_heads(f, qkv, n_q, hp->n_head_kv);
@@ -208,8 +232,6 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
                   linear_col(f, h, TS_ROLE_ATTN_V, TS_ROLE_ATTN_V_B, il, p->kv0 * hd, p->n_kv * hd),
                   p->n_kv);
     }
-    ts_tensor *qn = weight(f, TS_ROLE_ATTN_Q_NORM, il);
-    ts_tensor *kn = weight(f, TS_ROLE_ATTN_K_NORM, il);
     if (qn != NULL) {
         q = ts_rms_norm(g, q, qn, hp->norm_eps);
     }
@@ -217,7 +239,7 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         k = ts_rms_norm(g, k, kn, hp->norm_eps);
     }
     bool swa = ts_hparams_layer_is_swa(hp, il);
-    if (hp->arch->pos != TS_POS_LEARNED) {
+    if (ts_hparams_layer_has_rope(hp, il)) {
         ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
         float base = swa ? hp->rope_base_swa : hp->rope_base;
         /* Local layers of models with their own local base keep unscaled positions. */
@@ -297,6 +319,12 @@ static ts_tensor *input(ts_forward *f, const char *name, int64_t n, int sym) {
     return t != NULL ? ts_tensor_dynamic(f->g, t, 0, sym) : NULL;
 }
 
+/* A block's output as it joins the residual stream (Granite scales it). */
+static ts_tensor *residual(ts_forward *f, ts_tensor *out) {
+    float s = f->m->hp.residual_scale;
+    return s != 1.0f ? ts_op_scale(f->g, out, s) : out;
+}
+
 static ts_status build(ts_forward *f, ts_error *err) {
     const ts_hparams *hp = &f->m->hp;
     const ts_forward_config *c = &f->cfg;
@@ -342,9 +370,15 @@ static ts_status build(ts_forward *f, ts_error *err) {
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         ts_tensor *h = norm(f, x, TS_ROLE_ATTN_NORM, TS_ROLE_ATTN_NORM_B, il);
-        x = ts_op_add(g, x, attention_block(f, h, il));
+        if (hp->arch->parallel_block) {
+            /* Cohere: x + attn(h) + ffn(h), both blocks reading the same normed input. */
+            ts_tensor *a = attention_block(f, h, il);
+            x = ts_op_add(g, x, ts_op_add(g, a, ffn_block(f, h, il)));
+            continue;
+        }
+        x = ts_op_add(g, x, residual(f, attention_block(f, h, il)));
         h = norm(f, x, TS_ROLE_FFN_NORM, TS_ROLE_FFN_NORM_B, il);
-        x = ts_op_add(g, x, ffn_block(f, h, il));
+        x = ts_op_add(g, x, residual(f, ffn_block(f, h, il)));
     }
     x = ts_op_get_rows(g, x, f->outputs);
     x = norm(f, x, TS_ROLE_OUTPUT_NORM, TS_ROLE_OUTPUT_NORM_B, 0);
@@ -357,6 +391,9 @@ static ts_status build(ts_forward *f, ts_error *err) {
     ts_split vocab = f->plan.vocab_parallel ? TS_SPLIT_COL : TS_SPLIT_NONE;
     ts_tensor *w_out = slice(f, weight(f, out_role, 0), vocab, f->plan.vocab0, f->plan.n_vocab);
     f->logits = ts_linear(g, x, w_out, NULL);
+    if (hp->logit_mul != 1.0f) {
+        f->logits = ts_op_scale(g, f->logits, hp->logit_mul);
+    }
     if (f->plan.vocab_parallel) {
         f->logits = ts_op_all_gather(g, f->logits, 0, TP_GROUP, f->plan.shard.size);
     }

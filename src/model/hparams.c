@@ -54,6 +54,71 @@ static ts_status check_positive(const char *what, int64_t v, int64_t max, ts_err
     return TS_OK;
 }
 
+/* A multiplier key: absent (or 0, which llama.cpp treats as "not set") leaves *out as it is;
+ * anything else must be a positive number. */
+static ts_status get_scale(const ts_gguf *g, const char *arch, const char *suffix, float *out,
+                           ts_error *err) {
+    float v = 0.0f;
+    ts_status st = get_float(g, arch, suffix, 0.0, &v, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    if (v < 0.0f) {
+        return ts_error_set(err, TS_ERR_FORMAT, "model: metadata key '%s.%s' is %g (must be > 0)",
+                            arch, suffix, (double)v);
+    }
+    if (v > 0.0f) {
+        *out = v;
+    }
+    return TS_OK;
+}
+
+/* The multipliers some families add: Granite's muP scales, Cohere's and Granite's logit scale
+ * (which the two apply in opposite directions). */
+static ts_status load_family_scales(const ts_gguf *g, const char *arch, ts_hparams *hp,
+                                    ts_error *err) {
+    hp->residual_scale = 1.0f;
+    hp->logit_mul = 1.0f;
+    ts_status st;
+    if (hp->arch->mup_scales &&
+        ((st = get_scale(g, arch, "embedding_scale", &hp->embd_scale, err)) ||
+         (st = get_scale(g, arch, "residual_scale", &hp->residual_scale, err)) ||
+         (st = get_scale(g, arch, "attention.scale", &hp->attn_scale, err)))) {
+        return st;
+    }
+    float logit = 1.0f;
+    if (hp->arch->logit_scale != TS_LOGIT_SCALE_NONE &&
+        (st = get_scale(g, arch, "logit_scale", &logit, err))) {
+        return st;
+    }
+    hp->logit_mul = hp->arch->logit_scale == TS_LOGIT_SCALE_DIV ? 1.0f / logit : logit;
+    return TS_OK;
+}
+
+/* Which layers slide and which rotate must be knowable: Cohere 2's global layers are the ones
+ * without RoPE, so its window is required; a family without sliding-window layers here must not
+ * carry a per-layer pattern (OLMo 3 and EXAONE 4 32B files, written under the OLMo 2 / EXAONE 4
+ * names, do), or its window layers would silently attend to everything. */
+static ts_status check_layer_kinds(const ts_gguf *g, const char *arch, const ts_hparams *hp,
+                                   ts_error *err) {
+    char key[KEY_MAX];
+    if (hp->arch->rope_swa_only && hp->n_swa == 0) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: required metadata key '%s.attention.sliding_window' is missing "
+                            "(its global layers are the ones without RoPE)",
+                            arch);
+    }
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    uint64_t index;
+    if (hp->arch->swa_pattern == 0 && ts_gguf_find_key(g, key, &index) == TS_OK) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: metadata key '%s' marks sliding-window layers, which tessera "
+                            "does not support for architecture '%s' (OLMo 3, EXAONE 4 32B)",
+                            key, arch);
+    }
+    return TS_OK;
+}
+
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     memset(hp, 0, sizeof *hp);
     ts_gguf_str arch_name;
@@ -181,6 +246,9 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     }
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = hp->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    if ((st = load_family_scales(g, arch, hp, err)) || (st = check_layer_kinds(g, arch, hp, err))) {
+        return st;
+    }
 
     const ts_gguf_tensor *embd;
     if (ts_gguf_find_tensor(g, "token_embd.weight", &embd) != TS_OK) {
@@ -193,6 +261,18 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
     int64_t n = hp->swa_pattern;
     return n > 0 && hp->n_swa > 0 && il % n < n - 1;
+}
+
+bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il) {
+    const ts_arch_desc *a = hp->arch;
+    if (a->pos == TS_POS_LEARNED || (a->nope_step > 0 && (il + 1) % a->nope_step == 0)) {
+        return false;
+    }
+    if (a->rope_swa_only) {
+        int64_t n = hp->swa_pattern;
+        return n > 0 && il % n < n - 1;
+    }
+    return true;
 }
 
 int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {

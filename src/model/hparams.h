@@ -36,6 +36,12 @@ typedef struct ts_hparams {
     float final_softcap; /* <arch>.final_logit_softcapping; 0 = none */
     float attn_scale;    /* scale of Q·K (default 1/sqrt(head_dim)) */
     float embd_scale;    /* multiplier of token embeddings (sqrt(n_embd) for Gemma, else 1) */
+    /* Granite: embd_scale is <arch>.embedding_scale, attn_scale <arch>.attention.scale. */
+    /* Multiplier of each block's output before the residual add (Granite
+     * <arch>.residual_scale, else 1). */
+    float residual_scale;
+    /* Multiplier of the logits: <arch>.logit_scale (Cohere), its inverse (Granite), else 1. */
+    float logit_mul;
 } ts_hparams;
 
 /* Reads hyperparameters for the file's general.architecture. Unknown architectures are
@@ -44,6 +50,10 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err);
 
 /* True when layer il uses sliding-window attention. */
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il);
+
+/* True when layer il applies RoPE to Q and K: not for learned positions, nor for the NoPE
+ * layers of SmolLM3 (every nope_step-th) and Cohere 2 (the global, non-window layers). */
+bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il);
 
 /* Resolves a symbolic dimension to its size (0 for TS_DIM_NONE). */
 int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim);

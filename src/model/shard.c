@@ -185,6 +185,12 @@ ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *o
     out->n_vocab = out->vocab_parallel ? hp->n_vocab / n : hp->n_vocab;
     out->vocab0 = out->vocab_parallel ? out->n_vocab * r : 0;
     set_splits(out->split, out->vocab_parallel);
+    if (hp->arch->qk_norm_full) {
+        /* Q / K norms over the whole projection (OLMo 2) need every head's values: each shard
+         * projects all of Q and K and keeps its heads after the norm. */
+        out->split[TS_ROLE_ATTN_Q] = out->split[TS_ROLE_ATTN_K] = TS_SPLIT_NONE;
+        out->split[TS_ROLE_ATTN_Q_B] = out->split[TS_ROLE_ATTN_K_B] = TS_SPLIT_NONE;
+    }
     if (n == 1) {
         memset(out->split, 0, sizeof out->split);
     }

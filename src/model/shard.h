@@ -11,7 +11,10 @@
  *   ROW (row-parallel: the input columns, ne[0], are split)
  *       attention output and FFN down: each shard multiplies its heads' / hidden units' part
  *       and ONE all-reduce sums the partial outputs; the bias is added after the sum.
- *   NONE (replicated): embeddings, norms, per-head Q/K norms, position embeddings.
+ *   NONE (replicated): embeddings, norms, per-head Q/K norms, position embeddings. Where the
+ *       Q/K norms span the whole projection (OLMo 2) Q and K are replicated too: each shard
+ *       computes them whole, norms them and keeps its own heads (exact, at the cost of the
+ *       Q and K matrices on every shard).
  *   The output projection (or the tied token_embd) is vocab-parallel (COL over the
  *   vocabulary, then an all-gather of the logits) when size divides n_vocab, else replicated.
  *

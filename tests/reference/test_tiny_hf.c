@@ -367,7 +367,7 @@ static void test_all_archs(void **state) {
     }
     closedir(dir);
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-    assert_true(n >= 7);
+    assert_true(n >= 12);
     for (int i = 0; i < n; i++) {
         check_arch(names[i]);
     }
