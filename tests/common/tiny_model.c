@@ -11,8 +11,9 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {"llama", "qwen2", "qwen3", "phi3",
-                                     "gemma2", "gemma3", "gpt2", NULL};
+const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",   "phi3",    "gemma2",
+                                     "gemma3",  "gpt2",    "granite", "smollm3", "olmo2",
+                                     "exaone4", "cohere2", NULL};
 
 /* What a tensor's values look like. */
 typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
@@ -64,6 +65,15 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.rope_base = 1000000.0f;
     } else if (arch != NULL && strcmp(arch, "gpt2") == 0) {
         s.n_head_kv = 4; /* GPT-2 has no GQA */
+    } else if (arch != NULL && strcmp(arch, "smollm3") == 0) {
+        s.n_layer = 4; /* the 4th layer is the NoPE one */
+        s.tied_output = true;
+    } else if (arch != NULL && strcmp(arch, "cohere2") == 0) {
+        /* A window layer with RoPE, then a global one without (the key moves the default
+         * pattern, 3 + 1, to 1 + 1 so that 2 layers hold both kinds). */
+        s.swa_pattern = 2;
+        s.n_swa = 8;
+        s.tied_output = true;
     }
     return s;
 }
@@ -112,7 +122,11 @@ static void build_list(tlist *l) {
     int64_t D = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
     int64_t Q = s->n_head * D, KV = s->n_head_kv * D;
     bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
-    bool qk_norm = is(s, "qwen3") || is(s, "gemma3");
+    /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
+    bool post_only = is(s, "olmo2") || is(s, "exaone4");
+    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || post_only;
+    int64_t qn = is(s, "olmo2") ? Q : D, kn = is(s, "olmo2") ? KV : D;
+    bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
     bool bias = is(s, "qwen2") || s->qkv_bias;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
@@ -123,11 +137,13 @@ static void build_list(tlist *l) {
     if (gpt2) {
         add(l, K_BIAS, E, 0, "output_norm.bias", 0);
     }
-    if (!s->tied_output || phi3) {
+    if ((!s->tied_output || phi3 || is(s, "olmo2")) && !parallel) {
         add(l, K_OUTPUT, E, V, "output.weight", 0);
     }
     for (int64_t il = 0; il < s->n_layer; il++) {
-        add(l, K_NORM, E, 0, "blk.%lld.attn_norm.weight", il);
+        if (!post_only) {
+            add(l, K_NORM, E, 0, "blk.%lld.attn_norm.weight", il);
+        }
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.attn_norm.bias", il);
         }
@@ -147,17 +163,19 @@ static void build_list(tlist *l) {
             }
         }
         if (qk_norm) {
-            add(l, K_NORM, D, 0, "blk.%lld.attn_q_norm.weight", il);
-            add(l, K_NORM, D, 0, "blk.%lld.attn_k_norm.weight", il);
+            add(l, K_NORM, qn, 0, "blk.%lld.attn_q_norm.weight", il);
+            add(l, K_NORM, kn, 0, "blk.%lld.attn_k_norm.weight", il);
         }
         add(l, K_MATRIX, Q, E, "blk.%lld.attn_output.weight", il);
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.attn_output.bias", il);
         }
-        if (gemma) {
+        if (gemma || post_only) {
             add(l, K_NORM, E, 0, "blk.%lld.post_attention_norm.weight", il);
         }
-        add(l, K_NORM, E, 0, "blk.%lld.ffn_norm.weight", il);
+        if (!post_only && !parallel) {
+            add(l, K_NORM, E, 0, "blk.%lld.ffn_norm.weight", il);
+        }
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.ffn_norm.bias", il);
             add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
@@ -172,7 +190,7 @@ static void build_list(tlist *l) {
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.ffn_down.bias", il);
         }
-        if (gemma) {
+        if (gemma || post_only) {
             add(l, K_NORM, E, 0, "blk.%lld.post_ffw_norm.weight", il);
         }
     }
@@ -355,8 +373,9 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     char name[64];
     snprintf(name, sizeof name, "tiny-%s", s->arch);
     const char *arch = s->arch_name ? s->arch_name : s->arch;
-    bool gpt2 = is(s, "gpt2");
+    bool gpt2 = is(s, "gpt2"), cohere2 = is(s, "cohere2");
     bool gemma = is(s, "gemma2") || is(s, "gemma3");
+    bool layer_norm = gpt2 || cohere2;
     ts_status st;
     if ((st = ts_gguf_writer_add_cstr(w, "general.architecture", arch, err)) ||
         (st = ts_gguf_writer_add_cstr(w, "general.name", name, err)) ||
@@ -366,9 +385,9 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = key_u32(w, s, "feed_forward_length", s->n_ff, err)) ||
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
-        (st = key_f32(w, s,
-                      gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
-                      s->norm_eps, err))) {
+        (st = key_f32(
+             w, s, layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+             s->norm_eps, err))) {
         return st;
     }
     if (!gpt2 && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
@@ -378,8 +397,12 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
     }
-    if (gemma && s->n_swa > 0 &&
+    if ((gemma || cohere2) && s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
+        return st;
+    }
+    if (s->swa_pattern > 0 &&
+        (st = key_u32(w, s, "attention.sliding_window_pattern", s->swa_pattern, err))) {
         return st;
     }
     if (s->attn_softcap > 0 &&
@@ -388,6 +411,17 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     }
     if (s->final_softcap > 0 &&
         (st = key_f32(w, s, "final_logit_softcapping", s->final_softcap, err))) {
+        return st;
+    }
+    /* Granite's muP multipliers and logit divisor, Cohere's logit multiplier: values away from
+     * 1 so that a loader ignoring one gives other logits. */
+    if (is(s, "granite") && ((st = key_f32(w, s, "embedding_scale", 1.5f, err)) ||
+                             (st = key_f32(w, s, "residual_scale", 0.5f, err)) ||
+                             (st = key_f32(w, s, "attention.scale", 0.15f, err)) ||
+                             (st = key_f32(w, s, "logit_scale", 4.0f, err)))) {
+        return st;
+    }
+    if (cohere2 && (st = key_f32(w, s, "logit_scale", 0.5f, err))) {
         return st;
     }
     if ((st = ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", err)) ||

@@ -1,7 +1,8 @@
 /*
  * tiny_model.h — writes small random-weight GGUF models for tests.
  *
- * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2) the
+ * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2,
+ * granite, smollm3, olmo2, exaone4, cohere2) the
  * writer knows, independently of src/model/arch.c, which tensors a GGUF of that family holds
  * and with which shapes (the llama.cpp naming and layout conventions), and writes the
  * hyperparameter keys src/model/hparams.c reads. So a test that loads these files checks the
@@ -54,7 +55,7 @@ typedef struct ts_tiny_spec {
     int64_t n_head;
     int64_t n_head_kv;
     int64_t head_dim;  /* 0: n_embd / n_head (no key_length key); else written explicitly */
-    int64_t n_swa;     /* gemma2/gemma3 attention.sliding_window (0: key not written) */
+    int64_t n_swa;     /* gemma2/gemma3/cohere2 attention.sliding_window (0: not written) */
     float attn_softcap;  /* gemma2 attn_logit_softcapping (0: not written) */
     float final_softcap; /* gemma2 final_logit_softcapping (0: not written) */
     float rope_base;
@@ -62,6 +63,7 @@ typedef struct ts_tiny_spec {
     bool tied_output;  /* leave out output.weight (where the family allows it) */
     bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
     float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
+    int64_t swa_pattern; /* attention.sliding_window_pattern (0: key not written) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;
@@ -76,7 +78,9 @@ extern const char *const ts_tiny_archs[];
 /* A small default model of the family: n_embd 64, n_ff 128, 2 layers, 4 heads (2 KV heads),
  * context 256, vocabulary TS_TINY_MIN_VOCAB, F32 weights, family-typical extras (Gemma 2
  * softcapping and sliding window 8, Gemma 3 key_length 32 and sliding window 8, Qwen 2 biases,
- * Gemma tied output). */
+ * Gemma tied output; SmolLM3 has 4 layers, so that one is a NoPE layer; Cohere 2 a sliding
+ * window of 8 and pattern 2 (a window layer, then a global NoPE one); Granite's multipliers
+ * and Cohere's logit scale are away from 1). */
 ts_tiny_spec ts_tiny_spec_default(const char *arch);
 
 /* Writes the model to path. Errors (unknown family, bad sizes, writer failures) come back

@@ -71,15 +71,18 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(hp->head_dim, head_dim);
     assert_int_equal(hp->n_rot, head_dim);
     assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
-    assert_float_equal(hp->attn_scale, 1.0 / sqrt((double)head_dim), 1e-6);
+    bool granite = strcmp(s->arch, "granite") == 0, cohere2 = strcmp(s->arch, "cohere2") == 0;
+    assert_float_equal(hp->attn_scale, granite ? 0.15 : 1.0 / sqrt((double)head_dim), 1e-6);
     bool gemma = strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gemma3") == 0;
-    assert_float_equal(hp->embd_scale, gemma ? sqrt((double)s->n_embd) : 1.0, 1e-5);
+    assert_float_equal(hp->embd_scale, gemma ? sqrt((double)s->n_embd) : granite ? 1.5 : 1.0, 1e-5);
+    assert_float_equal(hp->residual_scale, granite ? 0.5 : 1.0, 1e-6);
+    assert_float_equal(hp->logit_mul, granite ? 0.25 : cohere2 ? 0.5 : 1.0, 1e-6);
     if (strcmp(s->arch, "gpt2") != 0) {
         assert_float_equal(hp->rope_base, s->rope_base, 1e-3);
     }
     assert_float_equal(hp->attn_softcap, s->attn_softcap, 1e-6);
     assert_float_equal(hp->final_softcap, s->final_softcap, 1e-6);
-    assert_int_equal(hp->n_swa, gemma ? s->n_swa : 0);
+    assert_int_equal(hp->n_swa, gemma || cohere2 ? s->n_swa : 0);
     if (strcmp(s->arch, "gemma2") == 0) {
         /* Gemma 2 alternates: even layers local, odd layers global. */
         assert_true(ts_hparams_layer_is_swa(hp, 0));
@@ -90,11 +93,23 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
             assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % 6 != 5);
         }
         assert_float_equal(hp->rope_base_swa, 10000.0, 1e-3);
+    } else if (cohere2) {
+        /* Cohere 2 (pattern 2 in the tiny file): a window layer, then a global one. */
+        for (int64_t il = 0; il < 8; il++) {
+            assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % s->swa_pattern == 0);
+        }
     } else {
         assert_false(ts_hparams_layer_is_swa(hp, 0));
     }
-    bool phi3 = strcmp(s->arch, "phi3") == 0;
-    assert_int_equal(m->tied_output, s->tied_output && !phi3);
+    /* NoPE layers: GPT-2 has none with RoPE; SmolLM3 every 4th layer, Cohere 2 the global
+     * layers go without. */
+    for (int64_t il = 0; il < 8; il++) {
+        bool nope = strcmp(s->arch, "gpt2") == 0 ||
+                    (strcmp(s->arch, "smollm3") == 0 && il % 4 == 3) || (cohere2 && il % 2 == 1);
+        assert_int_equal(ts_hparams_layer_has_rope(hp, il), !nope);
+    }
+    bool phi3 = strcmp(s->arch, "phi3") == 0, olmo2 = strcmp(s->arch, "olmo2") == 0;
+    assert_int_equal(m->tied_output, cohere2 || (s->tied_output && !phi3 && !olmo2));
     assert_int_equal(ts_model_tensor(m, TS_ROLE_OUTPUT, 0) == NULL, m->tied_output);
 
     /* Every tensor of the file was resolved, none twice, and the totals add up. */
@@ -182,8 +197,9 @@ static void test_unknown_arch(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("llama");
     s.arch_name = "mamba";
-    const char *parts[] = {"mamba", "llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
-                           "gpt2", "ts_tiny_llama", NULL};
+    const char *parts[] = {"mamba",  "llama",   "qwen2",   "qwen3",         "phi3",
+                           "gemma2", "gemma3",  "gpt2",    "granite",       "smollm3",
+                           "olmo2",  "exaone4", "cohere2", "ts_tiny_llama", NULL};
     expect_error(&s, TS_ERR_UNSUPPORTED, parts);
 }
 
@@ -220,6 +236,20 @@ static void test_missing_tensor(void **state) {
     s.omit = "token_embd.weight";
     const char *p6[] = {"token_embd.weight", NULL};
     expect_error(&s, TS_ERR_FORMAT, p6);
+
+    /* OLMo 2 and EXAONE 4 need their post-norms; OLMo 2 has no tied output. */
+    s = ts_tiny_spec_default("olmo2");
+    s.omit = "blk.1.post_ffw_norm.weight";
+    const char *p7[] = {"blk.1.post_ffw_norm.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p7);
+    s = ts_tiny_spec_default("olmo2");
+    s.omit = "output.weight";
+    const char *p8[] = {"output.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p8);
+    s = ts_tiny_spec_default("exaone4");
+    s.omit = "blk.0.post_attention_norm.weight";
+    const char *p9[] = {"blk.0.post_attention_norm.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p9);
 }
 
 static void test_wrong_shape(void **state) {
@@ -238,6 +268,17 @@ static void test_wrong_shape(void **state) {
     s.reshape = "blk.1.ffn_up.weight"; /* fused gate+up [64, 256] */
     const char *p3[] = {"blk.1.ffn_up.weight", "[64, 257", "expected [64, 256]", NULL};
     expect_error(&s, TS_ERR_FORMAT, p3);
+
+    /* OLMo 2's Q/K norms span the projection (4 heads of 16, 2 KV heads); EXAONE 4's one
+     * head. */
+    s = ts_tiny_spec_default("olmo2");
+    s.reshape = "blk.0.attn_k_norm.weight";
+    const char *p5[] = {"blk.0.attn_k_norm.weight", "[33, 1", "expected [32, 1]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p5);
+    s = ts_tiny_spec_default("exaone4");
+    s.reshape = "blk.1.attn_q_norm.weight";
+    const char *p6[] = {"blk.1.attn_q_norm.weight", "[17, 1", "expected [16, 1]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p6);
 
     /* The vocabulary is defined by token_embd; an output matrix must agree with it. */
     s = ts_tiny_spec_default("llama");
@@ -286,6 +327,54 @@ static void test_missing_key(void **state) {
     ts_model_close(m);
 }
 
+/* Keys the newer families depend on: Cohere 2's window says which layers go without RoPE;
+ * a per-layer window pattern under a family without window layers (OLMo 3 and EXAONE 4 32B
+ * files, written as olmo2 / exaone4) is refused rather than run as full attention; a Granite
+ * multiplier that is absent is 1. Cohere 2's default pattern is 4. */
+static void test_family_keys(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("cohere2");
+    s.omit_key = "attention.sliding_window";
+    const char *p1[] = {"cohere2.attention.sliding_window", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    const char *no_swa[] = {"olmo2", "exaone4", "granite", "smollm3"};
+    for (size_t i = 0; i < sizeof no_swa / sizeof no_swa[0]; i++) {
+        s = ts_tiny_spec_default(no_swa[i]);
+        s.swa_pattern = 4;
+        char key[96];
+        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", no_swa[i]);
+        const char *p2[] = {key, "sliding-window", no_swa[i], NULL};
+        expect_error(&s, TS_ERR_UNSUPPORTED, p2);
+    }
+
+    /* Without the key, Cohere 2's pattern is 4: three window layers with RoPE, then one
+     * global layer without. */
+    s = ts_tiny_spec_default("cohere2");
+    s.swa_pattern = 0;
+    s.n_layer = 8;
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    for (int64_t il = 0; il < 8; il++) {
+        assert_int_equal(ts_hparams_layer_is_swa(&m->hp, il), il % 4 != 3);
+        assert_int_equal(ts_hparams_layer_has_rope(&m->hp, il), il % 4 != 3);
+    }
+    ts_model_close(m);
+
+    /* Absent multipliers are 1 (the attention scale 1/sqrt(head_dim)). */
+    s = ts_tiny_spec_default("granite");
+    s.omit_key = "residual_scale";
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_float_equal(m->hp.residual_scale, 1.0, 0.0);
+    assert_float_equal(m->hp.embd_scale, 1.5, 1e-6);
+    ts_model_close(m);
+    s.omit_key = "logit_scale";
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_float_equal(m->hp.logit_mul, 1.0, 0.0);
+    ts_model_close(m);
+}
+
 static void test_no_file(void **state) {
     (void)state;
     ts_model *m = NULL;
@@ -298,10 +387,15 @@ static void test_no_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_arch_and_type), cmocka_unit_test(test_optional_tensors),
-        cmocka_unit_test(test_unknown_arch),        cmocka_unit_test(test_missing_tensor),
-        cmocka_unit_test(test_wrong_shape),         cmocka_unit_test(test_unsupported_type),
-        cmocka_unit_test(test_missing_key),         cmocka_unit_test(test_no_file),
+        cmocka_unit_test(test_every_arch_and_type),
+        cmocka_unit_test(test_optional_tensors),
+        cmocka_unit_test(test_unknown_arch),
+        cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_unsupported_type),
+        cmocka_unit_test(test_missing_key),
+        cmocka_unit_test(test_family_keys),
+        cmocka_unit_test(test_no_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
