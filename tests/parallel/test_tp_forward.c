@@ -246,12 +246,19 @@ static void test_uneven(void **state) {
 
 static void test_families(void **state) {
     (void)state;
-    const char *archs[] = {"qwen2", "qwen3", "phi3", "gpt2", "gemma2", "gemma3"};
+    const char *archs[] = {"qwen2",   "qwen3",   "phi3",  "gpt2",    "gemma2", "gemma3",
+                           "granite", "smollm3", "olmo2", "exaone4", "cohere2"};
     const int tps[] = {2};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         ts_tiny_spec s = ts_tiny_spec_default(archs[i]);
         check_parity(&s, tps, 1, true);
     }
+    /* OLMo 2's Q/K norms span every head: shards of uneven size (tp 3) and shards sharing
+     * a replicated KV head (tp 4 over 2 KV heads) still norm over the whole projection. */
+    ts_tiny_spec o = ts_tiny_spec_default("olmo2");
+    const int uneven[] = {3, 4};
+    check_parity(&o, uneven, 2, true);
+    check_parity(&o, uneven, 2, false);
 }
 
 static void test_quantized(void **state) {
