@@ -3,7 +3,8 @@
  * embeddings, sequences by id) on the tiny llama:
  *  - decoding a prompt and its greedy continuation token by token picks the tokens that
  *    ts_context_generate picks (the batch path against the engine's);
- *  - sequences decoded together equal sequences decoded alone;
+ *  - sequences decoded together equal sequences decoded alone (also for the granite, smollm3,
+ *    olmo2, exaone4 and cohere2 layouts);
  *  - a forked sequence continues like its source and is independent of it;
  *  - every refused batch leaves the cache as it was;
  *  - which rows come back (logits wanted or not, negative indices), the embeddings (against
@@ -126,8 +127,7 @@ static void test_decode_matches_generate(void **state) {
 }
 
 /* (b) Two sequences in one batch (tokens interleaved) give the logits each gives alone. */
-static void test_two_sequences(void **state) {
-    api_model *m = *state;
+static void two_sequences(const api_model *m) {
     ts_error err = {0};
     ts_context_params p = small_params();
     int32_t V = ts_llm_n_vocab(m->llm);
@@ -183,6 +183,26 @@ static void test_two_sequences(void **state) {
     ts_context_destroy(alone_b);
     ts_context_destroy(alone_a);
     ts_context_destroy(both);
+}
+
+static void test_two_sequences(void **state) {
+    two_sequences(*state);
+}
+
+/* The same for the families whose blocks differ from llama's: Granite's multipliers, SmolLM3's
+ * NoPE layer, OLMo 2's and EXAONE 4's post-norms and Q/K norms, Cohere 2's parallel blocks
+ * and its window (8 tokens, shorter than the 12 decoded together) and global NoPE layers. */
+static void test_two_sequences_families(void **state) {
+    (void)state;
+    const char *archs[] = {"granite", "smollm3", "olmo2", "exaone4", "cohere2"};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        api_model m;
+        ts_tiny_spec spec = ts_tiny_spec_default(archs[i]);
+        api_model_open(&m, &spec, archs[i]);
+        printf("  %s\n", archs[i]);
+        two_sequences(&m);
+        api_model_close(&m);
+    }
 }
 
 /* (c) A fork continues like its source, independently of it. */
@@ -588,6 +608,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_matches_generate),
         cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_two_sequences_families),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_refused_batches),
         cmocka_unit_test(test_kv_full),
