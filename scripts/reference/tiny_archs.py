@@ -114,6 +114,14 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 50000.0}),
         "cohere2",
     ),
+    # ERNIE 4.5 (dense): llama blocks, head_dim 16 (4*16 != 32), RoPE on interleaved pairs in
+    # HF already (GGUF "normal" mode, no permutation).
+    "ernie4_5": (
+        "Ernie4_5Config", "Ernie4_5ForCausalLM",
+        dict(_COMMON, head_dim=16, rms_norm_eps=1e-5, tie_word_embeddings=True, use_bias=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "ernie4_5",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -267,6 +275,9 @@ def gguf_metadata(arch, cfg):
         put("vocab_size", "u32", cfg["vocab_size"])
     if arch == "exaone4":
         put("vocab_size", "u32", cfg["vocab_size"])
+    if arch == "ernie4_5":
+        put("attention.key_length", "u32", head_dim)
+        put("attention.value_length", "u32", head_dim)
     if cfg.get("attn_logit_softcapping"):
         put("attn_logit_softcapping", "f32", cfg["attn_logit_softcapping"])
     if cfg.get("final_logit_softcapping"):

@@ -225,6 +225,14 @@ static const ts_arch_desc k_archs[] = {
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_exaone4,
      .n_tensors = N(k_exaone4)},
+    /* ERNIE 4.5 (dense): llama's tensors; its RoPE rotates adjacent pairs in HF already, so
+     * the converter writes Q and K unpermuted. */
+    {.name = "ernie4_5",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_llama,
+     .n_tensors = N(k_llama)},
     /* Cohere 2: three sliding-window layers with RoPE, then one global layer without. */
     {.name = "cohere2",
      .norm = TS_NORM_LAYER,
@@ -252,5 +260,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "cohere2";
+           "ernie4_5, cohere2";
 }

@@ -4,7 +4,7 @@
  *  - decoding a prompt and its greedy continuation token by token picks the tokens that
  *    ts_context_generate picks (the batch path against the engine's);
  *  - sequences decoded together equal sequences decoded alone (also for the granite, smollm3,
- *    olmo2, exaone4 and cohere2 layouts);
+ *    olmo2, exaone4, cohere2 and ernie4_5 layouts);
  *  - a forked sequence continues like its source and is independent of it;
  *  - every refused batch leaves the cache as it was;
  *  - which rows come back (logits wanted or not, negative indices), the embeddings (against
@@ -194,7 +194,7 @@ static void test_two_sequences(void **state) {
  * and its window (8 tokens, shorter than the 12 decoded together) and global NoPE layers. */
 static void test_two_sequences_families(void **state) {
     (void)state;
-    const char *archs[] = {"granite", "smollm3", "olmo2", "exaone4", "cohere2"};
+    const char *archs[] = {"granite", "smollm3", "olmo2", "exaone4", "cohere2", "ernie4_5"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         api_model m;
         ts_tiny_spec spec = ts_tiny_spec_default(archs[i]);

@@ -13,7 +13,7 @@
 
 const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",   "phi3",    "gemma2",
                                      "gemma3",  "gpt2",    "granite", "smollm3", "olmo2",
-                                     "exaone4", "cohere2", NULL};
+                                     "exaone4", "cohere2", "ernie4_5", NULL};
 
 /* What a tensor's values look like. */
 typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
@@ -65,6 +65,9 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.rope_base = 1000000.0f;
     } else if (arch != NULL && strcmp(arch, "gpt2") == 0) {
         s.n_head_kv = 4; /* GPT-2 has no GQA */
+    } else if (arch != NULL && strcmp(arch, "ernie4_5") == 0) {
+        s.head_dim = 32; /* 4 heads of 32 != n_embd 64, as ERNIE 4.5 0.3B's 16 of 128 */
+        s.tied_output = true;
     } else if (arch != NULL && strcmp(arch, "smollm3") == 0) {
         s.n_layer = 4; /* the 4th layer is the NoPE one */
         s.tied_output = true;

@@ -2,7 +2,7 @@
  * tiny_model.h — writes small random-weight GGUF models for tests.
  *
  * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2,
- * granite, smollm3, olmo2, exaone4, cohere2) the
+ * granite, smollm3, olmo2, exaone4, cohere2, ernie4_5) the
  * writer knows, independently of src/model/arch.c, which tensors a GGUF of that family holds
  * and with which shapes (the llama.cpp naming and layout conventions), and writes the
  * hyperparameter keys src/model/hparams.c reads. So a test that loads these files checks the
@@ -80,7 +80,7 @@ extern const char *const ts_tiny_archs[];
  * softcapping and sliding window 8, Gemma 3 key_length 32 and sliding window 8, Qwen 2 biases,
  * Gemma tied output; SmolLM3 has 4 layers, so that one is a NoPE layer; Cohere 2 a sliding
  * window of 8 and pattern 2 (a window layer, then a global NoPE one); Granite's multipliers
- * and Cohere's logit scale are away from 1). */
+ * and Cohere's logit scale are away from 1; ERNIE 4.5 key_length 32, tied). */
 ts_tiny_spec ts_tiny_spec_default(const char *arch);
 
 /* Writes the model to path. Errors (unknown family, bad sizes, writer failures) come back

@@ -199,7 +199,7 @@ static void test_unknown_arch(void **state) {
     s.arch_name = "mamba";
     const char *parts[] = {"mamba",  "llama",   "qwen2",   "qwen3",         "phi3",
                            "gemma2", "gemma3",  "gpt2",    "granite",       "smollm3",
-                           "olmo2",  "exaone4", "cohere2", "ts_tiny_llama", NULL};
+                           "olmo2",  "exaone4", "cohere2", "ernie4_5",      "ts_tiny_llama", NULL};
     expect_error(&s, TS_ERR_UNSUPPORTED, parts);
 }
 

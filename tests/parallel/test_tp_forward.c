@@ -247,7 +247,7 @@ static void test_uneven(void **state) {
 static void test_families(void **state) {
     (void)state;
     const char *archs[] = {"qwen2",   "qwen3",   "phi3",  "gpt2",    "gemma2", "gemma3",
-                           "granite", "smollm3", "olmo2", "exaone4", "cohere2"};
+                           "granite", "smollm3", "olmo2", "exaone4", "cohere2", "ernie4_5"};
     const int tps[] = {2};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         ts_tiny_spec s = ts_tiny_spec_default(archs[i]);
