@@ -4,28 +4,33 @@
 #include <string.h>
 
 /* Shorthands: R = required, O = optional (probed); shapes in symbolic dims. */
-#define T(name_, role_, req_, d0_, d1_) {name_, role_, req_, {d0_, d1_}}
-#define R true
-#define O false
+#define T(name_, role_, req_, d0_, d1_)                                                            \
+    {                                                                                              \
+        name_, role_, req_, {                                                                      \
+            d0_, d1_                                                                               \
+        }                                                                                          \
+    }
+#define R    true
+#define O    false
 #define NONE TS_DIM_NONE
 
-#define GLOBAL_TENSORS(output_req)                                                                \
-    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),                     \
-        T("output_norm.weight", TS_ROLE_OUTPUT_NORM, R, TS_DIM_EMBD, NONE),                       \
+#define GLOBAL_TENSORS(output_req)                                                                 \
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),                      \
+        T("output_norm.weight", TS_ROLE_OUTPUT_NORM, R, TS_DIM_EMBD, NONE),                        \
         T("output.weight", TS_ROLE_OUTPUT, output_req, TS_DIM_EMBD, TS_DIM_VOCAB)
 
-#define SEPARATE_QKV(bias_req)                                                                    \
-    T("blk.{L}.attn_q.weight", TS_ROLE_ATTN_Q, R, TS_DIM_EMBD, TS_DIM_Q),                         \
-        T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),                    \
-        T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),                    \
-        T("blk.{L}.attn_q.bias", TS_ROLE_ATTN_Q_B, bias_req, TS_DIM_Q, NONE),                     \
-        T("blk.{L}.attn_k.bias", TS_ROLE_ATTN_K_B, bias_req, TS_DIM_KV, NONE),                    \
+#define SEPARATE_QKV(bias_req)                                                                     \
+    T("blk.{L}.attn_q.weight", TS_ROLE_ATTN_Q, R, TS_DIM_EMBD, TS_DIM_Q),                          \
+        T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),                     \
+        T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),                     \
+        T("blk.{L}.attn_q.bias", TS_ROLE_ATTN_Q_B, bias_req, TS_DIM_Q, NONE),                      \
+        T("blk.{L}.attn_k.bias", TS_ROLE_ATTN_K_B, bias_req, TS_DIM_KV, NONE),                     \
         T("blk.{L}.attn_v.bias", TS_ROLE_ATTN_V_B, bias_req, TS_DIM_KV, NONE)
 
-#define GATED_FFN                                                                                 \
-    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),                         \
-        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                \
-        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                    \
+#define GATED_FFN                                                                                  \
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),                          \
+        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                 \
+        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                     \
         T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD)
 
 static const ts_tensor_pattern k_llama[] = {
@@ -38,10 +43,8 @@ static const ts_tensor_pattern k_llama[] = {
 };
 
 static const ts_tensor_pattern k_qwen2[] = {
-    GLOBAL_TENSORS(O),
-    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
-    SEPARATE_QKV(R),
-    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    GLOBAL_TENSORS(O), T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(R),   T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     GATED_FFN,
 };
 
@@ -67,13 +70,11 @@ static const ts_tensor_pattern k_phi3[] = {
     T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
 };
 
-#define GEMMA_LAYER                                                                               \
-    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),                       \
-        SEPARATE_QKV(O),                                                                          \
-        T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),              \
-        T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),    \
-        GATED_FFN,                                                                                \
-        T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
+#define GEMMA_LAYER                                                                                \
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE), SEPARATE_QKV(O),       \
+        T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),               \
+        T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),     \
+        GATED_FFN, T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
 
 static const ts_tensor_pattern k_gemma2[] = {
     GLOBAL_TENSORS(O),
@@ -105,7 +106,35 @@ static const ts_tensor_pattern k_gpt2[] = {
     T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, R, TS_DIM_EMBD, NONE),
 };
 
+/* BERT (and models converted to its layout: RoBERTa, XLM-RoBERTa with the position table
+ * shifted by the converter): learned positions, token types, a LayerNorm over the input
+ * embeddings, post-norm blocks with biases everywhere and a GELU (erf) MLP. */
+static const ts_tensor_pattern k_bert[] = {
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),
+    T("position_embd.weight", TS_ROLE_POS_EMBD, R, TS_DIM_EMBD, TS_DIM_CTX_TRAIN),
+    T("token_types.weight", TS_ROLE_TOKEN_TYPES, O, TS_DIM_EMBD, TS_DIM_TOKEN_TYPES),
+    T("token_embd_norm.weight", TS_ROLE_TOKEN_EMBD_NORM, R, TS_DIM_EMBD, NONE),
+    T("token_embd_norm.bias", TS_ROLE_TOKEN_EMBD_NORM_B, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_qkv.weight", TS_ROLE_ATTN_QKV, O, TS_DIM_EMBD, TS_DIM_QKV),
+    T("blk.{L}.attn_qkv.bias", TS_ROLE_ATTN_QKV_B, O, TS_DIM_QKV, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_output_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_output_norm.bias", TS_ROLE_ATTN_NORM_B, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.bias", TS_ROLE_FFN_UP_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+    T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.layer_output_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.layer_output_norm.bias", TS_ROLE_FFN_NORM_B, R, TS_DIM_EMBD, NONE),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const ts_encoder_desc k_encoders[] = {
+    {.name = "bert", .token_types = true, .pooling = TS_POOL_CLS},
+};
 
 static const ts_arch_desc k_archs[] = {
     {"llama", TS_NORM_RMS, TS_FFN_SWIGLU, TS_POS_ROPE_NORMAL, false, 0, 0.0f, k_llama, N(k_llama)},
@@ -117,7 +146,17 @@ static const ts_arch_desc k_archs[] = {
     {"gemma3", TS_NORM_RMS, TS_FFN_GEGLU_TANH, TS_POS_ROPE_NEOX, true, 6, 10000.0f, k_gemma3,
      N(k_gemma3)},
     {"gpt2", TS_NORM_LAYER, TS_FFN_GELU, TS_POS_LEARNED, false, 0, 0.0f, k_gpt2, N(k_gpt2)},
+    {"bert", TS_NORM_LAYER, TS_FFN_GELU_ERF, TS_POS_LEARNED, false, 0, 0.0f, k_bert, N(k_bert)},
 };
+
+const ts_encoder_desc *ts_arch_encoder(const char *name) {
+    for (size_t i = 0; name != NULL && i < N(k_encoders); i++) {
+        if (strcmp(k_encoders[i].name, name) == 0) {
+            return &k_encoders[i];
+        }
+    }
+    return NULL;
+}
 
 const ts_arch_desc *ts_arch_find(const char *name) {
     if (name == NULL) {
@@ -132,5 +171,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 }
 
 const char *ts_arch_supported_list(void) {
-    return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2";
+    return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, bert";
 }

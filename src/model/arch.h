@@ -21,9 +21,10 @@
 #include "ir/functional.h" /* ts_norm_kind: RMSNorm or LayerNorm */
 
 typedef enum ts_ffn_kind {
-    TS_FFN_SWIGLU = 0,    /* down(silu(gate(x)) * up(x)) */
+    TS_FFN_SWIGLU = 0,     /* down(silu(gate(x)) * up(x)) */
     TS_FFN_GEGLU_TANH = 1, /* down(gelu_tanh(gate(x)) * up(x)) */
-    TS_FFN_GELU = 2,      /* down(gelu(up(x) + b) + b) — GPT-2 */
+    TS_FFN_GELU = 2,       /* down(gelu_tanh(up(x) + b) + b) — GPT-2 */
+    TS_FFN_GELU_ERF = 3,   /* down(gelu_erf(up(x) + b) + b) — BERT */
 } ts_ffn_kind;
 
 /* How positions enter the model. */
@@ -36,15 +37,16 @@ typedef enum ts_pos_kind {
 /* Symbolic dimensions of expected tensor shapes, resolved from hyperparameters. */
 typedef enum ts_dim {
     TS_DIM_NONE = 0,
-    TS_DIM_EMBD,     /* n_embd */
-    TS_DIM_VOCAB,    /* n_vocab */
-    TS_DIM_FF,       /* n_ff */
-    TS_DIM_FF2,      /* 2 * n_ff (fused gate+up) */
-    TS_DIM_Q,        /* n_head * head_dim_k */
-    TS_DIM_KV,       /* n_head_kv * head_dim_k (== value dim for supported archs) */
-    TS_DIM_QKV,      /* Q + 2 * KV (fused projection) */
-    TS_DIM_HEAD,     /* head_dim_k (per-head Q/K norms) */
-    TS_DIM_CTX_TRAIN /* n_ctx_train (learned position table) */
+    TS_DIM_EMBD,       /* n_embd */
+    TS_DIM_VOCAB,      /* n_vocab */
+    TS_DIM_FF,         /* n_ff */
+    TS_DIM_FF2,        /* 2 * n_ff (fused gate+up) */
+    TS_DIM_Q,          /* n_head * head_dim_k */
+    TS_DIM_KV,         /* n_head_kv * head_dim_k (== value dim for supported archs) */
+    TS_DIM_QKV,        /* Q + 2 * KV (fused projection) */
+    TS_DIM_HEAD,       /* head_dim_k (per-head Q/K norms) */
+    TS_DIM_CTX_TRAIN,  /* n_ctx_train (learned position table) */
+    TS_DIM_TOKEN_TYPES /* n_token_types (rows of the token-type table of an encoder) */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -54,7 +56,12 @@ typedef enum ts_role {
     TS_ROLE_OUTPUT_NORM,
     TS_ROLE_OUTPUT_NORM_B,
     TS_ROLE_OUTPUT,
-    /* Per-layer roles start here. */
+    TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM_B,
+    /* Per-layer roles start here. In a post-norm encoder (ts_encoder_desc.post_norm) the
+     * ATTN_NORM and FFN_NORM roles are the norms after each residual add (BERT's
+     * attn_output_norm and layer_output_norm) rather than before each sublayer. */
     TS_ROLE_ATTN_NORM,
     TS_ROLE_ATTN_NORM_B,
     TS_ROLE_ATTN_Q,
@@ -85,10 +92,10 @@ typedef enum ts_role {
 #define TS_ROLE_FIRST_LAYER TS_ROLE_ATTN_NORM
 
 typedef struct ts_tensor_pattern {
-    const char *name;   /* GGUF name; "{L}" stands for the layer index */
+    const char *name; /* GGUF name; "{L}" stands for the layer index */
     ts_role role;
-    bool required;      /* a missing required tensor is an error naming it */
-    ts_dim shape[2];    /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
+    bool required;   /* a missing required tensor is an error naming it */
+    ts_dim shape[2]; /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
 } ts_tensor_pattern;
 
 typedef struct ts_arch_desc {
@@ -96,13 +103,35 @@ typedef struct ts_arch_desc {
     ts_norm_kind norm;
     ts_ffn_kind ffn;
     ts_pos_kind pos;
-    bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
-    int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
-                          il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
+    bool embd_scale;     /* multiply token embeddings by sqrt(n_embd) (Gemma) */
+    int swa_pattern;     /* sliding-window layers: 0 none; n: layer il is local when
+                            il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
     float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
     const ts_tensor_pattern *tensors;
     size_t n_tensors;
 } ts_arch_desc;
+
+/* How an encoder turns per-token hidden states into one vector per input (llama.cpp's
+ * <arch>.pooling_type values). */
+typedef enum ts_pool_kind {
+    TS_POOL_NONE = 0, /* no pooling: one vector per token */
+    TS_POOL_MEAN = 1, /* mean over the input's tokens */
+    TS_POOL_CLS = 2,  /* the first token (BERT's [CLS]) */
+    TS_POOL_LAST = 3, /* the last token (causal embedding models) */
+} ts_pool_kind;
+
+/* What makes an architecture a bidirectional encoder (the BERT family). Architectures without
+ * an entry are causal decoders. An encoder's attention sees every token of its input (the
+ * whole input must be in one step), it has no output matrix (it gives hidden states, not
+ * logits) and its blocks are post-norm: x = norm(x + attn(x)); x = norm(x + ffn(x)). */
+typedef struct ts_encoder_desc {
+    const char *name;     /* general.architecture value */
+    bool token_types;     /* adds row 0 of token_types (segment A) to every token */
+    ts_pool_kind pooling; /* default when <arch>.pooling_type is absent */
+} ts_encoder_desc;
+
+/* The encoder traits of architecture name, or NULL for a causal decoder. */
+const ts_encoder_desc *ts_arch_encoder(const char *name);
 
 /* The descriptor for general.architecture == name, or NULL when unsupported. */
 const ts_arch_desc *ts_arch_find(const char *name);

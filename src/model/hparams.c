@@ -54,6 +54,46 @@ static ts_status check_positive(const char *what, int64_t v, int64_t max, ts_err
     return TS_OK;
 }
 
+/* Encoder traits, attention causality and pooling. An encoder must be bidirectional: this
+ * graph has no causal variant of the post-norm encoder. */
+static ts_status load_encoder(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
+    hp->enc = ts_arch_encoder(arch);
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.attention.causal", arch);
+    bool causal = hp->enc == NULL;
+    ts_status st = ts_gguf_get_bool(g, key, &causal, err);
+    if (st != TS_OK && st != TS_ERR_NOT_FOUND) {
+        return ts_error_prefix(err, "model: ");
+    }
+    if (causal != (hp->enc == NULL)) {
+        return ts_error_set(
+            err, TS_ERR_UNSUPPORTED, "model: %s = %s is not supported for architecture '%s' (%s)",
+            key, causal ? "true" : "false", arch,
+            hp->enc != NULL ? "an encoder attends both ways" : "a decoder attends causally");
+    }
+    hp->causal = causal;
+    int64_t pooling = 0;
+    int64_t def = hp->enc != NULL ? (int64_t)hp->enc->pooling : (int64_t)TS_POOL_LAST;
+    if ((st = get_int(g, arch, "pooling_type", false, def, &pooling, err))) {
+        return st;
+    }
+    if (pooling < TS_POOL_NONE || pooling > TS_POOL_LAST) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: %s.pooling_type %lld is not supported (0 none, 1 mean, 2 cls, "
+                            "3 last; 4 rank is a reranker)",
+                            arch, (long long)pooling);
+    }
+    hp->pooling = (ts_pool_kind)pooling;
+    const ts_gguf_tensor *types;
+    if (ts_gguf_find_tensor(g, "token_types.weight", &types) == TS_OK) {
+        hp->n_token_types = types->ne[1];
+        if (hp->n_token_types < 1) {
+            return ts_error_set(err, TS_ERR_FORMAT, "model: tensor 'token_types.weight' is empty");
+        }
+    }
+    return TS_OK;
+}
+
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     memset(hp, 0, sizeof *hp);
     ts_gguf_str arch_name;
@@ -95,8 +135,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         (st = check_positive("attention.head_count", hp->n_head, 65536, err))) {
         return st;
     }
-    if ((st = get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv,
-                      err)) ||
+    if ((st =
+             get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err)) ||
         (st = check_positive("attention.head_count_kv", hp->n_head_kv, hp->n_head, err))) {
         return st;
     }
@@ -111,8 +151,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         return st;
     }
     int64_t value_length;
-    if ((st = get_int(g, arch, "attention.value_length", false, hp->head_dim, &value_length,
-                      err))) {
+    if ((st =
+             get_int(g, arch, "attention.value_length", false, hp->head_dim, &value_length, err))) {
         return st;
     }
     if (value_length != hp->head_dim) {
@@ -130,7 +170,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     }
 
     const char *eps_key = hp->arch->norm == TS_NORM_RMS ? "attention.layer_norm_rms_epsilon"
-                                                         : "attention.layer_norm_epsilon";
+                                                        : "attention.layer_norm_epsilon";
     if ((st = get_float(g, arch, eps_key, 1e-5, &hp->norm_eps, err)) ||
         (st = get_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)) ||
         (st = get_float(g, arch, "attn_logit_softcapping", 0.0, &hp->attn_softcap, err)) ||
@@ -167,8 +207,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     }
     if (hp->arch->swa_pattern > 0 &&
         ((st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err)) ||
-         (st = get_int(g, arch, "attention.sliding_window_pattern", false,
-                       hp->arch->swa_pattern, &hp->swa_pattern, err)))) {
+         (st = get_int(g, arch, "attention.sliding_window_pattern", false, hp->arch->swa_pattern,
+                       &hp->swa_pattern, err)))) {
         return st;
     }
     if (hp->swa_pattern < 0 || hp->swa_pattern > 1024) {
@@ -187,7 +227,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         return ts_error_set(err, TS_ERR_FORMAT, "model: tensor 'token_embd.weight' is missing");
     }
     hp->n_vocab = embd->ne[1];
-    return TS_OK;
+    return load_encoder(g, arch, hp, err);
 }
 
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
@@ -197,16 +237,28 @@ bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
 
 int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
     switch (dim) {
-    case TS_DIM_NONE: return 0;
-    case TS_DIM_EMBD: return hp->n_embd;
-    case TS_DIM_VOCAB: return hp->n_vocab;
-    case TS_DIM_FF: return hp->n_ff;
-    case TS_DIM_FF2: return 2 * hp->n_ff;
-    case TS_DIM_Q: return hp->n_head * hp->head_dim;
-    case TS_DIM_KV: return hp->n_head_kv * hp->head_dim;
-    case TS_DIM_QKV: return (hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
-    case TS_DIM_HEAD: return hp->head_dim;
-    case TS_DIM_CTX_TRAIN: return hp->n_ctx_train;
+    case TS_DIM_NONE:
+        return 0;
+    case TS_DIM_EMBD:
+        return hp->n_embd;
+    case TS_DIM_VOCAB:
+        return hp->n_vocab;
+    case TS_DIM_FF:
+        return hp->n_ff;
+    case TS_DIM_FF2:
+        return 2 * hp->n_ff;
+    case TS_DIM_Q:
+        return hp->n_head * hp->head_dim;
+    case TS_DIM_KV:
+        return hp->n_head_kv * hp->head_dim;
+    case TS_DIM_QKV:
+        return (hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
+    case TS_DIM_HEAD:
+        return hp->head_dim;
+    case TS_DIM_CTX_TRAIN:
+        return hp->n_ctx_train;
+    case TS_DIM_TOKEN_TYPES:
+        return hp->n_token_types;
     }
     return 0;
 }
