@@ -11,8 +11,9 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {"llama", "qwen2", "qwen3", "phi3",
-                                     "gemma2", "gemma3", "gpt2", NULL};
+const char *const ts_tiny_archs[] = {"llama",  "qwen2",  "qwen3", "phi3",
+                                     "gemma2", "gemma3", "gpt2",  NULL};
+const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
 typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
@@ -64,6 +65,10 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.rope_base = 1000000.0f;
     } else if (arch != NULL && strcmp(arch, "gpt2") == 0) {
         s.n_head_kv = 4; /* GPT-2 has no GQA */
+    } else if (arch != NULL && strcmp(arch, "bert") == 0) {
+        s.n_head_kv = 4; /* BERT has no GQA */
+        s.norm_eps = 1e-12f;
+        s.pooling = 1; /* mean, as sentence-transformers models */
     }
     return s;
 }
@@ -106,6 +111,35 @@ static bool is(const ts_tiny_spec *s, const char *arch) {
     return strcmp(s->arch, arch) == 0;
 }
 
+/* BERT after token_embd: learned positions, two token types, LayerNorms with biases after the
+ * embeddings and after each residual add, biases on every projection. */
+static void build_bert(tlist *l) {
+    const ts_tiny_spec *s = l->spec;
+    int64_t E = s->n_embd, F = s->n_ff;
+    add(l, K_POS, E, s->n_ctx_train, "position_embd.weight", 0);
+    add(l, K_POS, E, 2, "token_types.weight", 0);
+    add(l, K_NORM, E, 0, "token_embd_norm.weight", 0);
+    add(l, K_BIAS, E, 0, "token_embd_norm.bias", 0);
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        static const char *const proj[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
+        char name[64];
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "blk.%%lld.%s.weight", proj[k]);
+            add(l, K_MATRIX, E, E, name, il);
+            snprintf(name, sizeof name, "blk.%%lld.%s.bias", proj[k]);
+            add(l, K_BIAS, E, 0, name, il);
+        }
+        add(l, K_NORM, E, 0, "blk.%lld.attn_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.attn_output_norm.bias", il);
+        add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
+        add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
+        add(l, K_MATRIX, F, E, "blk.%lld.ffn_down.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.ffn_down.bias", il);
+        add(l, K_NORM, E, 0, "blk.%lld.layer_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.layer_output_norm.bias", il);
+    }
+}
+
 static void build_list(tlist *l) {
     const ts_tiny_spec *s = l->spec;
     int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab;
@@ -116,6 +150,10 @@ static void build_list(tlist *l) {
     bool bias = is(s, "qwen2") || s->qkv_bias;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
+    if (is(s, "bert")) {
+        build_bert(l);
+        return;
+    }
     if (gpt2) {
         add(l, K_POS, E, s->n_ctx_train, "position_embd.weight", 0);
     }
@@ -204,12 +242,24 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
     uint64_t st = name_seed(s->seed, d->name);
     float a = 1.0f;
     switch (d->k) {
-    case K_MATRIX: a = sqrtf(3.0f / (float)d->ne[0]); break;
-    case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
-    case K_EMBD: a = 1.0f; break;
-    case K_POS: a = 0.3f; break;
-    case K_BIAS: a = 0.1f; break;
-    case K_NORM: a = 0.2f; break;
+    case K_MATRIX:
+        a = sqrtf(3.0f / (float)d->ne[0]);
+        break;
+    case K_OUTPUT:
+        a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]);
+        break;
+    case K_EMBD:
+        a = 1.0f;
+        break;
+    case K_POS:
+        a = 0.3f;
+        break;
+    case K_BIAS:
+        a = 0.1f;
+        break;
+    case K_NORM:
+        a = 0.2f;
+        break;
     }
     for (int64_t i = 0; i < n; i++) {
         v[i] = a * uniform(&st) + (d->k == K_NORM ? 1.0f : 0.0f);
@@ -243,8 +293,8 @@ static ts_status fill(void *ctx, uint64_t index, void *dst, size_t nbytes, ts_er
     ts_type_row_bytes(d->type, (uint64_t)d->ne[0], &row);
     if (row * (size_t)d->ne[1] != nbytes) {
         free(v);
-        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu",
-                            d->name, nbytes, row * (size_t)d->ne[1]);
+        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu", d->name,
+                            nbytes, row * (size_t)d->ne[1]);
     }
     for (int64_t r = 0; r < d->ne[1]; r++) {
         ops->from_float(v + r * d->ne[0], (char *)dst + (size_t)r * row, d->ne[0]);
@@ -297,16 +347,14 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
         vpush(vb, t, 6, 0.0f);
     }
     static const char *const words[] = {
-        SP,          SP "the",   SP "cat", SP "sat",   SP "on",   SP "mat",  SP "hello",
-        SP "world",  SP "a",     SP "is",  SP "of",    SP "and",  "th",      "he",
-        "in",        "er",       "an",     "re",       ".",       ",",       "!",
-        "?",         "0",        "1",      "2",        "3",       "4",       "5",
-        "6",         "7",        "8",      "9",        SP "t",    SP "c",    SP "s",
-        SP "o",      SP "m",     SP "h",   SP "w",     "e",       "t",       "a",
-        "o",         "i",        "n",      "s",        "h",       "r",       "d",
-        "l",         "c",        "u",      "m",        "w",       "f",       "g",
-        "y",         "p",        "b",      "v",        "k",       "x",       "j",
-        "q",         "z",
+        SP,      SP "the", SP "cat", SP "sat", SP "on", SP "mat", SP "hello", SP "world", SP "a",
+        SP "is", SP "of",  SP "and", "th",     "he",    "in",     "er",       "an",       "re",
+        ".",     ",",      "!",      "?",      "0",     "1",      "2",        "3",        "4",
+        "5",     "6",      "7",      "8",      "9",     SP "t",   SP "c",     SP "s",     SP "o",
+        SP "m",  SP "h",   SP "w",   "e",      "t",     "a",      "o",        "i",        "n",
+        "s",     "h",      "r",      "d",      "l",     "c",      "u",        "m",        "w",
+        "f",     "g",      "y",      "p",      "b",     "v",      "k",        "x",        "j",
+        "q",     "z",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0] && vb->n < n; i++) {
         vpush(vb, words[i], 1, (float)strlen(words[i]) - 10.0f);
@@ -330,8 +378,8 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
 
 /* ---- metadata ----------------------------------------------------------------------------- */
 
-static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix,
-                         int64_t v, ts_error *err) {
+static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix, int64_t v,
+                         ts_error *err) {
     if (s->omit_key != NULL && strcmp(s->omit_key, suffix) == 0) {
         return TS_OK;
     }
@@ -355,7 +403,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     char name[64];
     snprintf(name, sizeof name, "tiny-%s", s->arch);
     const char *arch = s->arch_name ? s->arch_name : s->arch;
-    bool gpt2 = is(s, "gpt2");
+    bool gpt2 = is(s, "gpt2"), bert = is(s, "bert");
     bool gemma = is(s, "gemma2") || is(s, "gemma3");
     ts_status st;
     if ((st = ts_gguf_writer_add_cstr(w, "general.architecture", arch, err)) ||
@@ -367,19 +415,23 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
         (st = key_f32(w, s,
-                      gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+                      gpt2 || bert ? "attention.layer_norm_epsilon"
+                                   : "attention.layer_norm_rms_epsilon",
                       s->norm_eps, err))) {
         return st;
     }
-    if (!gpt2 && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
+    if (bert && ((st = ts_gguf_writer_add_bool(w, "bert.attention.causal", false, err)) ||
+                 (st = key_u32(w, s, "pooling_type", s->pooling, err)))) {
+        return st;
+    }
+    if (!gpt2 && !bert && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
         return st;
     }
     if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
     }
-    if (gemma && s->n_swa > 0 &&
-        (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
+    if (gemma && s->n_swa > 0 && (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;
     }
     if (s->attn_softcap > 0 &&
@@ -391,9 +443,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         return st;
     }
     if ((st = ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", err)) ||
-        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens",
-                                           (const char *const *)vb->tok, (uint64_t)vb->n,
-                                           err)) ||
+        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)vb->tok,
+                                           (uint64_t)vb->n, err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32, vb->score,
                                        (uint64_t)vb->n, err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, vb->type,
@@ -411,6 +462,11 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
 static bool known_arch(const char *arch) {
     for (int i = 0; arch != NULL && ts_tiny_archs[i] != NULL; i++) {
         if (strcmp(arch, ts_tiny_archs[i]) == 0) {
+            return true;
+        }
+    }
+    for (int i = 0; arch != NULL && ts_tiny_encoders[i] != NULL; i++) {
+        if (strcmp(arch, ts_tiny_encoders[i]) == 0) {
             return true;
         }
     }

@@ -37,24 +37,24 @@
 #include "tessera.h"
 
 #define TS_TINY_MIN_VOCAB 320
-#define TS_TINY_BOS 1
-#define TS_TINY_EOS 2
+#define TS_TINY_BOS       1
+#define TS_TINY_EOS       2
 
 typedef struct ts_tiny_spec {
     const char *arch;      /* layout family: one of ts_tiny_archs */
     const char *arch_name; /* general.architecture written (NULL: arch) */
     uint64_t seed;
-    ts_type wtype;     /* matrices and token_embd */
-    ts_type vec_type;  /* norm weights and biases: F32 (default), F16 or BF16 */
-    int64_t n_vocab;   /* rows of token_embd = tokenizer size (>= TS_TINY_MIN_VOCAB) */
+    ts_type wtype;    /* matrices and token_embd */
+    ts_type vec_type; /* norm weights and biases: F32 (default), F16 or BF16 */
+    int64_t n_vocab;  /* rows of token_embd = tokenizer size (>= TS_TINY_MIN_VOCAB) */
     int64_t n_ctx_train;
     int64_t n_embd;
     int64_t n_ff;
     int64_t n_layer;
     int64_t n_head;
     int64_t n_head_kv;
-    int64_t head_dim;  /* 0: n_embd / n_head (no key_length key); else written explicitly */
-    int64_t n_swa;     /* gemma2/gemma3 attention.sliding_window (0: key not written) */
+    int64_t head_dim;    /* 0: n_embd / n_head (no key_length key); else written explicitly */
+    int64_t n_swa;       /* gemma2/gemma3 attention.sliding_window (0: key not written) */
     float attn_softcap;  /* gemma2 attn_logit_softcapping (0: not written) */
     float final_softcap; /* gemma2 final_logit_softcapping (0: not written) */
     float rope_base;
@@ -62,6 +62,7 @@ typedef struct ts_tiny_spec {
     bool tied_output;  /* leave out output.weight (where the family allows it) */
     bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
     float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
+    uint32_t pooling;  /* encoders: <arch>.pooling_type written (bert default: 1, mean) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;
@@ -72,6 +73,8 @@ typedef struct ts_tiny_spec {
 
 /* The supported families, NULL-terminated. */
 extern const char *const ts_tiny_archs[];
+/* The encoder families (embeddings only; not in ts_tiny_archs), NULL-terminated. */
+extern const char *const ts_tiny_encoders[];
 
 /* A small default model of the family: n_embd 64, n_ff 128, 2 layers, 4 heads (2 KV heads),
  * context 256, vocabulary TS_TINY_MIN_VOCAB, F32 weights, family-typical extras (Gemma 2
