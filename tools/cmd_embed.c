@@ -272,6 +272,10 @@ int ts_cmd_embed(int argc, char **argv) {
                                                            : ep.pooling),
             ep.normalize ? ", normalized" : "", ms, ms > 0 ? in.n * 1e3 / ms : 0.0,
             ms > 0 ? (double)n_tokens * 1e3 / ms : 0.0);
+    if (o.ctx.profile && cli.info.kernels[0] != '\0') {
+        fprintf(stderr, "kernels (one row / several): %s\n", cli.info.kernels);
+    }
+    ts_context_report(cli.ctx, stderr);
     rc = fflush(stdout) == 0 ? 0 : 1;
 done:
     for (int32_t k = 0; ids != NULL && k < in.n; k++) {
