@@ -4,33 +4,28 @@
 #include <string.h>
 
 /* Shorthands: R = required, O = optional (probed); shapes in symbolic dims. */
-#define T(name_, role_, req_, d0_, d1_)                                                            \
-    {                                                                                              \
-        name_, role_, req_, {                                                                      \
-            d0_, d1_                                                                               \
-        }                                                                                          \
-    }
-#define R    true
-#define O    false
+#define T(name_, role_, req_, d0_, d1_) {name_, role_, req_, {d0_, d1_}}
+#define R true
+#define O false
 #define NONE TS_DIM_NONE
 
-#define GLOBAL_TENSORS(output_req)                                                                 \
-    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),                      \
-        T("output_norm.weight", TS_ROLE_OUTPUT_NORM, R, TS_DIM_EMBD, NONE),                        \
+#define GLOBAL_TENSORS(output_req)                                                                \
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),                     \
+        T("output_norm.weight", TS_ROLE_OUTPUT_NORM, R, TS_DIM_EMBD, NONE),                       \
         T("output.weight", TS_ROLE_OUTPUT, output_req, TS_DIM_EMBD, TS_DIM_VOCAB)
 
-#define SEPARATE_QKV(bias_req)                                                                     \
-    T("blk.{L}.attn_q.weight", TS_ROLE_ATTN_Q, R, TS_DIM_EMBD, TS_DIM_Q),                          \
-        T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),                     \
-        T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),                     \
-        T("blk.{L}.attn_q.bias", TS_ROLE_ATTN_Q_B, bias_req, TS_DIM_Q, NONE),                      \
-        T("blk.{L}.attn_k.bias", TS_ROLE_ATTN_K_B, bias_req, TS_DIM_KV, NONE),                     \
+#define SEPARATE_QKV(bias_req)                                                                    \
+    T("blk.{L}.attn_q.weight", TS_ROLE_ATTN_Q, R, TS_DIM_EMBD, TS_DIM_Q),                         \
+        T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),                    \
+        T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),                    \
+        T("blk.{L}.attn_q.bias", TS_ROLE_ATTN_Q_B, bias_req, TS_DIM_Q, NONE),                     \
+        T("blk.{L}.attn_k.bias", TS_ROLE_ATTN_K_B, bias_req, TS_DIM_KV, NONE),                    \
         T("blk.{L}.attn_v.bias", TS_ROLE_ATTN_V_B, bias_req, TS_DIM_KV, NONE)
 
-#define GATED_FFN                                                                                  \
-    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),                          \
-        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                 \
-        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                     \
+#define GATED_FFN                                                                                 \
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),                         \
+        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                \
+        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                    \
         T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD)
 
 static const ts_tensor_pattern k_llama[] = {
@@ -43,8 +38,10 @@ static const ts_tensor_pattern k_llama[] = {
 };
 
 static const ts_tensor_pattern k_qwen2[] = {
-    GLOBAL_TENSORS(O), T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
-    SEPARATE_QKV(R),   T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(R),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     GATED_FFN,
 };
 
@@ -70,11 +67,13 @@ static const ts_tensor_pattern k_phi3[] = {
     T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
 };
 
-#define GEMMA_LAYER                                                                                \
-    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE), SEPARATE_QKV(O),       \
-        T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),               \
-        T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),     \
-        GATED_FFN, T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
+#define GEMMA_LAYER                                                                               \
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),                       \
+        SEPARATE_QKV(O),                                                                          \
+        T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),              \
+        T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),    \
+        GATED_FFN,                                                                                \
+        T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
 
 static const ts_tensor_pattern k_gemma2[] = {
     GLOBAL_TENSORS(O),

@@ -21,10 +21,10 @@
 #include "ir/functional.h" /* ts_norm_kind: RMSNorm or LayerNorm */
 
 typedef enum ts_ffn_kind {
-    TS_FFN_SWIGLU = 0,     /* down(silu(gate(x)) * up(x)) */
+    TS_FFN_SWIGLU = 0,    /* down(silu(gate(x)) * up(x)) */
     TS_FFN_GEGLU_TANH = 1, /* down(gelu_tanh(gate(x)) * up(x)) */
-    TS_FFN_GELU = 2,       /* down(gelu_tanh(up(x) + b) + b) — GPT-2 */
-    TS_FFN_GELU_ERF = 3,   /* down(gelu_erf(up(x) + b) + b) — BERT */
+    TS_FFN_GELU = 2,      /* down(gelu_tanh(up(x) + b) + b) — GPT-2 */
+    TS_FFN_GELU_ERF = 3,  /* down(gelu_erf(up(x) + b) + b) — BERT */
 } ts_ffn_kind;
 
 /* How positions enter the model. */
@@ -37,16 +37,16 @@ typedef enum ts_pos_kind {
 /* Symbolic dimensions of expected tensor shapes, resolved from hyperparameters. */
 typedef enum ts_dim {
     TS_DIM_NONE = 0,
-    TS_DIM_EMBD,       /* n_embd */
-    TS_DIM_VOCAB,      /* n_vocab */
-    TS_DIM_FF,         /* n_ff */
-    TS_DIM_FF2,        /* 2 * n_ff (fused gate+up) */
-    TS_DIM_Q,          /* n_head * head_dim_k */
-    TS_DIM_KV,         /* n_head_kv * head_dim_k (== value dim for supported archs) */
-    TS_DIM_QKV,        /* Q + 2 * KV (fused projection) */
-    TS_DIM_HEAD,       /* head_dim_k (per-head Q/K norms) */
-    TS_DIM_CTX_TRAIN,  /* n_ctx_train (learned position table) */
-    TS_DIM_TOKEN_TYPES /* n_token_types (rows of the token-type table of an encoder) */
+    TS_DIM_EMBD,     /* n_embd */
+    TS_DIM_VOCAB,    /* n_vocab */
+    TS_DIM_FF,       /* n_ff */
+    TS_DIM_FF2,      /* 2 * n_ff (fused gate+up) */
+    TS_DIM_Q,        /* n_head * head_dim_k */
+    TS_DIM_KV,       /* n_head_kv * head_dim_k (== value dim for supported archs) */
+    TS_DIM_QKV,      /* Q + 2 * KV (fused projection) */
+    TS_DIM_HEAD,     /* head_dim_k (per-head Q/K norms) */
+    TS_DIM_CTX_TRAIN, /* n_ctx_train (learned position table) */
+    TS_DIM_TOKEN_TYPES /* n_token_types (rows of an encoder's token-type table) */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -59,7 +59,7 @@ typedef enum ts_role {
     TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
     TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
     TS_ROLE_TOKEN_EMBD_NORM_B,
-    /* Per-layer roles start here. In a post-norm encoder (ts_encoder_desc.post_norm) the
+    /* Per-layer roles start here. In an encoder (post-norm, ts_encoder_desc) the
      * ATTN_NORM and FFN_NORM roles are the norms after each residual add (BERT's
      * attn_output_norm and layer_output_norm) rather than before each sublayer. */
     TS_ROLE_ATTN_NORM,
@@ -92,10 +92,10 @@ typedef enum ts_role {
 #define TS_ROLE_FIRST_LAYER TS_ROLE_ATTN_NORM
 
 typedef struct ts_tensor_pattern {
-    const char *name; /* GGUF name; "{L}" stands for the layer index */
+    const char *name;   /* GGUF name; "{L}" stands for the layer index */
     ts_role role;
-    bool required;   /* a missing required tensor is an error naming it */
-    ts_dim shape[2]; /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
+    bool required;      /* a missing required tensor is an error naming it */
+    ts_dim shape[2];    /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
 } ts_tensor_pattern;
 
 typedef struct ts_arch_desc {
@@ -103,9 +103,9 @@ typedef struct ts_arch_desc {
     ts_norm_kind norm;
     ts_ffn_kind ffn;
     ts_pos_kind pos;
-    bool embd_scale;     /* multiply token embeddings by sqrt(n_embd) (Gemma) */
-    int swa_pattern;     /* sliding-window layers: 0 none; n: layer il is local when
-                            il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
+    bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
+    int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
+                          il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
     float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
     const ts_tensor_pattern *tensors;
     size_t n_tensors;

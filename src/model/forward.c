@@ -48,21 +48,22 @@ struct ts_forward {
     int32_t *table_buf; /* [max_seqs, max_blocks_per_seq]: this step's tables, -1 padded */
     int32_t *len_buf;   /* [max_seqs]: this step's lengths, 0 padded */
     ts_tensor *tokens, *pos, *seq, *slots, *table, *len, *outputs; /* inputs */
-    ts_tensor *types;     /* encoders with token types: i32 [n_tokens], all 0 (segment A) */
-    ts_tensor *horizon;   /* encoders: i32 [n_tokens], the last key position each token sees
-                             (its sequence's length - 1: every key of the sequence) */
-    int32_t *types_buf;   /* [max_tokens] zeros */
-    int32_t *horizon_buf; /* [max_tokens] this step's horizons */
-    ts_tensor *embd;      /* [n_embd, n_out] */
-    ts_tensor *logits;    /* [n_vocab, n_out] */
-    ts_tensor **params;   /* [(n_layer + 1) * TS_ROLE_COUNT]: the model's weights, NULL where
-                             it has none */
-    ts_tensor **cache;    /* [2 * n_layer]: K then V pool of each layer */
-    ts_buffer *weights;   /* wraps the mapped file */
-    ts_buffer *kv;        /* every layer's K and V pools */
+    ts_tensor *embd;                                               /* [n_embd, n_out] */
+    ts_tensor *logits;                                             /* [n_vocab, n_out] */
+    ts_tensor **params; /* [(n_layer + 1) * TS_ROLE_COUNT]: the model's weights, NULL where
+                           it has none */
+    ts_tensor **cache;  /* [2 * n_layer]: K then V pool of each layer */
+    ts_buffer *weights; /* wraps the mapped file */
+    ts_buffer *kv;      /* every layer's K and V pools */
     size_t kv_pool_bytes;
     ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
     ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for the whole model */
+    /* Encoders (hp.enc): */
+    ts_tensor *types;     /* with token types: i32 [n_tokens], all 0 (segment A) */
+    ts_tensor *horizon;   /* i32 [n_tokens], the last key position each token sees (its
+                             sequence's length - 1: every key of the sequence) */
+    int32_t *types_buf;   /* [max_tokens] zeros */
+    int32_t *horizon_buf; /* [max_tokens] this step's horizons; scratch of the batch check */
 };
 
 #define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */

@@ -66,10 +66,11 @@ static ts_status load_encoder(const ts_gguf *g, const char *arch, ts_hparams *hp
         return ts_error_prefix(err, "model: ");
     }
     if (causal != (hp->enc == NULL)) {
-        return ts_error_set(
-            err, TS_ERR_UNSUPPORTED, "model: %s = %s is not supported for architecture '%s' (%s)",
-            key, causal ? "true" : "false", arch,
-            hp->enc != NULL ? "an encoder attends both ways" : "a decoder attends causally");
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: %s = %s is not supported for architecture '%s' (%s)", key,
+                            causal ? "true" : "false", arch,
+                            hp->enc != NULL ? "an encoder attends both ways"
+                                            : "a decoder attends causally");
     }
     hp->causal = causal;
     int64_t pooling = 0;
@@ -135,8 +136,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         (st = check_positive("attention.head_count", hp->n_head, 65536, err))) {
         return st;
     }
-    if ((st =
-             get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err)) ||
+    if ((st = get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv,
+                      err)) ||
         (st = check_positive("attention.head_count_kv", hp->n_head_kv, hp->n_head, err))) {
         return st;
     }
@@ -151,8 +152,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         return st;
     }
     int64_t value_length;
-    if ((st =
-             get_int(g, arch, "attention.value_length", false, hp->head_dim, &value_length, err))) {
+    if ((st = get_int(g, arch, "attention.value_length", false, hp->head_dim, &value_length,
+                      err))) {
         return st;
     }
     if (value_length != hp->head_dim) {
@@ -170,7 +171,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     }
 
     const char *eps_key = hp->arch->norm == TS_NORM_RMS ? "attention.layer_norm_rms_epsilon"
-                                                        : "attention.layer_norm_epsilon";
+                                                         : "attention.layer_norm_epsilon";
     if ((st = get_float(g, arch, eps_key, 1e-5, &hp->norm_eps, err)) ||
         (st = get_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)) ||
         (st = get_float(g, arch, "attn_logit_softcapping", 0.0, &hp->attn_softcap, err)) ||
@@ -207,8 +208,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     }
     if (hp->arch->swa_pattern > 0 &&
         ((st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err)) ||
-         (st = get_int(g, arch, "attention.sliding_window_pattern", false, hp->arch->swa_pattern,
-                       &hp->swa_pattern, err)))) {
+         (st = get_int(g, arch, "attention.sliding_window_pattern", false,
+                       hp->arch->swa_pattern, &hp->swa_pattern, err)))) {
         return st;
     }
     if (hp->swa_pattern < 0 || hp->swa_pattern > 1024) {
@@ -237,28 +238,17 @@ bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
 
 int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
     switch (dim) {
-    case TS_DIM_NONE:
-        return 0;
-    case TS_DIM_EMBD:
-        return hp->n_embd;
-    case TS_DIM_VOCAB:
-        return hp->n_vocab;
-    case TS_DIM_FF:
-        return hp->n_ff;
-    case TS_DIM_FF2:
-        return 2 * hp->n_ff;
-    case TS_DIM_Q:
-        return hp->n_head * hp->head_dim;
-    case TS_DIM_KV:
-        return hp->n_head_kv * hp->head_dim;
-    case TS_DIM_QKV:
-        return (hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
-    case TS_DIM_HEAD:
-        return hp->head_dim;
-    case TS_DIM_CTX_TRAIN:
-        return hp->n_ctx_train;
-    case TS_DIM_TOKEN_TYPES:
-        return hp->n_token_types;
+    case TS_DIM_NONE: return 0;
+    case TS_DIM_EMBD: return hp->n_embd;
+    case TS_DIM_VOCAB: return hp->n_vocab;
+    case TS_DIM_FF: return hp->n_ff;
+    case TS_DIM_FF2: return 2 * hp->n_ff;
+    case TS_DIM_Q: return hp->n_head * hp->head_dim;
+    case TS_DIM_KV: return hp->n_head_kv * hp->head_dim;
+    case TS_DIM_QKV: return (hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
+    case TS_DIM_HEAD: return hp->head_dim;
+    case TS_DIM_CTX_TRAIN: return hp->n_ctx_train;
+    case TS_DIM_TOKEN_TYPES: return hp->n_token_types;
     }
     return 0;
 }

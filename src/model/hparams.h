@@ -15,27 +15,27 @@
 
 typedef struct ts_hparams {
     const ts_arch_desc *arch;
-    int64_t n_vocab;       /* rows of token_embd */
-    int64_t n_ctx_train;   /* <arch>.context_length */
-    int64_t n_embd;        /* <arch>.embedding_length */
-    int64_t n_layer;       /* <arch>.block_count */
-    int64_t n_ff;          /* <arch>.feed_forward_length */
-    int64_t n_head;        /* <arch>.attention.head_count */
-    int64_t n_head_kv;     /* <arch>.attention.head_count_kv (default n_head) */
-    int64_t head_dim;      /* <arch>.attention.key_length (default n_embd / n_head) */
-    int64_t n_rot;         /* <arch>.rope.dimension_count (default head_dim) */
-    float norm_eps;        /* layer_norm_rms_epsilon or layer_norm_epsilon */
-    float rope_base;       /* <arch>.rope.freq_base (default 10000) */
-    float rope_base_swa;   /* <arch>.rope.freq_base_swa: RoPE base of sliding-window layers
-                              (default: the arch's, Gemma 3: 10000) */
+    int64_t n_vocab;     /* rows of token_embd */
+    int64_t n_ctx_train; /* <arch>.context_length */
+    int64_t n_embd;      /* <arch>.embedding_length */
+    int64_t n_layer;     /* <arch>.block_count */
+    int64_t n_ff;        /* <arch>.feed_forward_length */
+    int64_t n_head;      /* <arch>.attention.head_count */
+    int64_t n_head_kv;   /* <arch>.attention.head_count_kv (default n_head) */
+    int64_t head_dim;    /* <arch>.attention.key_length (default n_embd / n_head) */
+    int64_t n_rot;       /* <arch>.rope.dimension_count (default head_dim) */
+    float norm_eps;      /* layer_norm_rms_epsilon or layer_norm_epsilon */
+    float rope_base;     /* <arch>.rope.freq_base (default 10000) */
+    float rope_base_swa; /* <arch>.rope.freq_base_swa: RoPE base of sliding-window layers
+                            (default: the arch's, Gemma 3: 10000) */
     float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
-    int64_t n_swa;         /* <arch>.attention.sliding_window; 0 = none */
-    int64_t swa_pattern;   /* <arch>.attention.sliding_window_pattern (default: the arch's):
-                              layer il is local when il % n < n - 1 */
-    float attn_softcap;    /* <arch>.attn_logit_softcapping; 0 = none */
-    float final_softcap;   /* <arch>.final_logit_softcapping; 0 = none */
-    float attn_scale;      /* scale of Q·K (default 1/sqrt(head_dim)) */
-    float embd_scale;      /* multiplier of token embeddings (sqrt(n_embd) for Gemma, else 1) */
+    int64_t n_swa;       /* <arch>.attention.sliding_window; 0 = none */
+    int64_t swa_pattern; /* <arch>.attention.sliding_window_pattern (default: the arch's):
+                            layer il is local when il % n < n - 1 */
+    float attn_softcap;  /* <arch>.attn_logit_softcapping; 0 = none */
+    float final_softcap; /* <arch>.final_logit_softcapping; 0 = none */
+    float attn_scale;    /* scale of Q·K (default 1/sqrt(head_dim)) */
+    float embd_scale;    /* multiplier of token embeddings (sqrt(n_embd) for Gemma, else 1) */
     const ts_encoder_desc *enc; /* encoder traits (BERT family), NULL for a causal decoder */
     bool causal;                /* <arch>.attention.causal (default: false for encoders) */
     ts_pool_kind pooling;       /* <arch>.pooling_type (default: the encoder's, else LAST) */

@@ -41,9 +41,10 @@ static ts_status check_type(const ts_gguf_tensor *t, bool matrix, ts_error *err)
     } else if (ts_quant_ops_get(t->type, TS_ISA_SCALAR) != NULL) {
         return TS_OK;
     }
-    return ts_error_set(
-        err, TS_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which is not supported for a %s",
-        t->name, ts_type_name(t->type) ? ts_type_name(t->type) : "?", matrix ? "matrix" : "vector");
+    return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                        "model: tensor '%s' has type %s, which is not supported for a %s",
+                        t->name, ts_type_name(t->type) ? ts_type_name(t->type) : "?",
+                        matrix ? "matrix" : "vector");
 }
 
 static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
@@ -55,8 +56,9 @@ static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
                             "[%lld, %lld]",
-                            t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                            (long long)t->ne[3], (long long)want0, (long long)want1);
+                            t->name, (long long)t->ne[0], (long long)t->ne[1],
+                            (long long)t->ne[2], (long long)t->ne[3], (long long)want0,
+                            (long long)want1);
     }
     return TS_OK;
 }
@@ -67,7 +69,8 @@ static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts
     const ts_gguf_tensor *t = NULL;
     if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK) {
         if (p->required) {
-            return ts_error_set(err, TS_ERR_FORMAT, "model: required tensor '%s' is missing", name);
+            return ts_error_set(err, TS_ERR_FORMAT, "model: required tensor '%s' is missing",
+                                name);
         }
         return TS_OK;
     }
@@ -104,7 +107,8 @@ static ts_status check_layer_features(const ts_model *m, int64_t il, ts_error *e
         (m->hp.arch->ffn == TS_FFN_GELU || m->hp.arch->ffn == TS_FFN_GELU_ERF) && l[TS_ROLE_FFN_UP];
     if (!gated && !fused && !plain) {
         return ts_error_set(err, TS_ERR_FORMAT,
-                            "model: layer %lld is missing its feed-forward weights", (long long)il);
+                            "model: layer %lld is missing its feed-forward weights",
+                            (long long)il);
     }
     return TS_OK;
 }

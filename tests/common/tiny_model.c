@@ -11,8 +11,8 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {"llama",  "qwen2",  "qwen3", "phi3",
-                                     "gemma2", "gemma3", "gpt2",  NULL};
+const char *const ts_tiny_archs[] = {"llama", "qwen2", "qwen3", "phi3",
+                                     "gemma2", "gemma3", "gpt2", NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
@@ -242,24 +242,12 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
     uint64_t st = name_seed(s->seed, d->name);
     float a = 1.0f;
     switch (d->k) {
-    case K_MATRIX:
-        a = sqrtf(3.0f / (float)d->ne[0]);
-        break;
-    case K_OUTPUT:
-        a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]);
-        break;
-    case K_EMBD:
-        a = 1.0f;
-        break;
-    case K_POS:
-        a = 0.3f;
-        break;
-    case K_BIAS:
-        a = 0.1f;
-        break;
-    case K_NORM:
-        a = 0.2f;
-        break;
+    case K_MATRIX: a = sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_EMBD: a = 1.0f; break;
+    case K_POS: a = 0.3f; break;
+    case K_BIAS: a = 0.1f; break;
+    case K_NORM: a = 0.2f; break;
     }
     for (int64_t i = 0; i < n; i++) {
         v[i] = a * uniform(&st) + (d->k == K_NORM ? 1.0f : 0.0f);
@@ -293,8 +281,8 @@ static ts_status fill(void *ctx, uint64_t index, void *dst, size_t nbytes, ts_er
     ts_type_row_bytes(d->type, (uint64_t)d->ne[0], &row);
     if (row * (size_t)d->ne[1] != nbytes) {
         free(v);
-        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu", d->name,
-                            nbytes, row * (size_t)d->ne[1]);
+        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu",
+                            d->name, nbytes, row * (size_t)d->ne[1]);
     }
     for (int64_t r = 0; r < d->ne[1]; r++) {
         ops->from_float(v + r * d->ne[0], (char *)dst + (size_t)r * row, d->ne[0]);
@@ -347,14 +335,16 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
         vpush(vb, t, 6, 0.0f);
     }
     static const char *const words[] = {
-        SP,      SP "the", SP "cat", SP "sat", SP "on", SP "mat", SP "hello", SP "world", SP "a",
-        SP "is", SP "of",  SP "and", "th",     "he",    "in",     "er",       "an",       "re",
-        ".",     ",",      "!",      "?",      "0",     "1",      "2",        "3",        "4",
-        "5",     "6",      "7",      "8",      "9",     SP "t",   SP "c",     SP "s",     SP "o",
-        SP "m",  SP "h",   SP "w",   "e",      "t",     "a",      "o",        "i",        "n",
-        "s",     "h",      "r",      "d",      "l",     "c",      "u",        "m",        "w",
-        "f",     "g",      "y",      "p",      "b",     "v",      "k",        "x",        "j",
-        "q",     "z",
+        SP,          SP "the",   SP "cat", SP "sat",   SP "on",   SP "mat",  SP "hello",
+        SP "world",  SP "a",     SP "is",  SP "of",    SP "and",  "th",      "he",
+        "in",        "er",       "an",     "re",       ".",       ",",       "!",
+        "?",         "0",        "1",      "2",        "3",       "4",       "5",
+        "6",         "7",        "8",      "9",        SP "t",    SP "c",    SP "s",
+        SP "o",      SP "m",     SP "h",   SP "w",     "e",       "t",       "a",
+        "o",         "i",        "n",      "s",        "h",       "r",       "d",
+        "l",         "c",        "u",      "m",        "w",       "f",       "g",
+        "y",         "p",        "b",      "v",        "k",       "x",       "j",
+        "q",         "z",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0] && vb->n < n; i++) {
         vpush(vb, words[i], 1, (float)strlen(words[i]) - 10.0f);
@@ -378,8 +368,8 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
 
 /* ---- metadata ----------------------------------------------------------------------------- */
 
-static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix, int64_t v,
-                         ts_error *err) {
+static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix,
+                         int64_t v, ts_error *err) {
     if (s->omit_key != NULL && strcmp(s->omit_key, suffix) == 0) {
         return TS_OK;
     }
@@ -431,7 +421,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
     }
-    if (gemma && s->n_swa > 0 && (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
+    if (gemma && s->n_swa > 0 &&
+        (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;
     }
     if (s->attn_softcap > 0 &&
@@ -443,8 +434,9 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         return st;
     }
     if ((st = ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", err)) ||
-        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)vb->tok,
-                                           (uint64_t)vb->n, err)) ||
+        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens",
+                                           (const char *const *)vb->tok, (uint64_t)vb->n,
+                                           err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32, vb->score,
                                        (uint64_t)vb->n, err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, vb->type,
