@@ -95,6 +95,10 @@ typedef struct ts_llm_info {
     int32_t n_vocab;
     int64_t n_ctx_train;
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff;
+    int encoder;     /* nonzero: a bidirectional encoder (BERT family): it gives embeddings
+                        (ts_context_embed), not text */
+    int32_t pooling; /* the model's pooling (ts_pooling): <arch>.pooling_type, else an
+                        encoder's own default, else TS_POOLING_LAST */
 } ts_llm_info;
 
 void ts_llm_get_info(const ts_llm *llm, ts_llm_info *out);
@@ -460,6 +464,44 @@ ts_status ts_context_seq_fork(ts_context *ctx, int32_t src, int32_t dst, ts_erro
 /* Drops every sequence of batch use; the context may then serve requests or batches again.
  * Does nothing to a context used for requests. */
 void ts_context_clear(ts_context *ctx);
+
+/* -- embeddings -- */
+
+/* How token vectors become one vector per input (the values of GGUF's <arch>.pooling_type). */
+typedef enum ts_pooling {
+    TS_POOLING_MODEL = -1, /* the model's (ts_llm_info.pooling) */
+    TS_POOLING_NONE = 0,   /* no pooling: one vector per token */
+    TS_POOLING_MEAN = 1,   /* the mean of the input's token vectors */
+    TS_POOLING_CLS = 2,    /* the first token's ([CLS] for BERT) */
+    TS_POOLING_LAST = 3,   /* the last token's (decoder embedding models) */
+} ts_pooling;
+
+/* "none", "mean", "cls", "last" ("model" for TS_POOLING_MODEL); NULL for other values. */
+const char *ts_pooling_name(ts_pooling p);
+/* The pooling named name (as ts_pooling_name); TS_ERR_INVALID_ARG for another name. */
+ts_status ts_pooling_parse(const char *name, ts_pooling *out, ts_error *err);
+
+typedef struct ts_embed_params {
+    ts_pooling pooling; /* default TS_POOLING_MODEL */
+    int normalize;      /* nonzero (default): each vector divided by its L2 norm */
+} ts_embed_params;
+
+ts_embed_params ts_embed_params_default(void);
+
+/* The final hidden state of every token of each input (an encoder's last block, a decoder's
+ * after its output norm), pooled. inputs[i] holds n_tokens[i] token ids (tokenize with
+ * add_special: BERT's [CLS] ... [SEP]); n_inputs >= 1. out (caller-owned) receives
+ * [n_inputs][n_embd] floats, or for TS_POOLING_NONE [n_tokens[0] + ... ][n_embd] (every
+ * token's vector, inputs in order). Inputs are computed together in steps of the context's
+ * batch size; an encoder's input must fit one step (max_batch_tokens) and its position table.
+ * Uses the request engine's KV cache between steps: call it on the stepping thread (the one
+ * that calls ts_context_step), never in a callback; running requests keep their blocks, and
+ * when too few are free the call fails with TS_ERR_LIMIT (retry after steps). Errors: empty
+ * input, ids out of range, an input longer than the context (TS_ERR_LIMIT), a context used
+ * for batches (TS_ERR_STATE). */
+ts_status ts_context_embed(ts_context *ctx, const int32_t *const *inputs, const int32_t *n_tokens,
+                           int32_t n_inputs, const ts_embed_params *params, float *out,
+                           ts_error *err);
 
 /* -- debugging -- */
 

@@ -26,6 +26,7 @@ static const command k_commands[] = {
     {"inspect", ts_cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"quantize", ts_cmd_quantize, "requantize an F32/F16/BF16 model to another type"},
     {"tokenize", ts_cmd_tokenize, "show how a model's tokenizer splits text"},
+    {"embed", ts_cmd_embed, "embedding vectors of texts (BERT-family encoders, decoders)"},
 };
 
 static void usage(FILE *f) {

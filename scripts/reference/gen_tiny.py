@@ -9,6 +9,10 @@ For each arch this writes into tests/data/reference/tiny/:
   <arch>.logits.json  config, the GGUF metadata a converter writes for it, the fixed token
                       sequence, float32 logits of every position, per-tensor checks and the
                       HF -> GGUF name mapping with its transforms
+  <arch>.embd.json    instead of logits for an encoder (tiny_archs.ENCODERS): two inputs of
+                      different lengths, each run alone (no padding) with token type 0, the
+                      final hidden state of every position and the pooled vectors (mean, cls,
+                      last; each also L2-normalised), float32
 
 Weights: torch.manual_seed(SEED), the transformers model is built from the config, then every
 parameter is redrawn from a torch.Generator seeded with SEED (in named_parameters() order) so
@@ -41,8 +45,9 @@ def build(arch):
     cfg_cls, model_cls, kwargs, _ = tiny_archs.ARCHS[arch]
     config = getattr(transformers, cfg_cls)(**kwargs)
     torch.manual_seed(tiny_archs.SEED)
+    extra = {"add_pooling_layer": False} if arch in tiny_archs.ENCODERS else {}
     model = getattr(transformers, model_cls)._from_config(
-        config, attn_implementation="eager", dtype=torch.float32
+        config, attn_implementation="eager", dtype=torch.float32, **extra
     )
     model.eval()
 
@@ -57,7 +62,9 @@ def build(arch):
                 val = 0.1 * z if gemma else 1.0 + 0.1 * z
             elif p.dim() == 1:
                 val = 0.1 * z
-            elif "embed_tokens" in name or ".wte." in name or ".wpe." in name:
+            elif "embed_tokens" in name or ".wte." in name or ".wpe." in name or (
+                "_embeddings." in name
+            ):
                 val = 0.5 * z
             else:
                 fan_in = p.shape[0] if name in conv_weights else p.shape[1]
@@ -102,17 +109,46 @@ def read_bin(path):
     return out
 
 
+def pooled(hidden):
+    """Pooled vectors of one input's [n_tokens, n_embd] hidden states, float64 math."""
+    h = hidden.astype(np.float64)
+    out = {"mean": h.mean(axis=0), "cls": h[0], "last": h[-1]}
+    for k in list(out):
+        out[k + "_norm"] = out[k] / np.linalg.norm(out[k])
+    return {k: common.f32_list(v.astype(np.float32)) for k, v in out.items()}
+
+
+def encoder_outputs(model):
+    """Final hidden states of each input run alone, checked to repeat exactly."""
+    import torch
+
+    out = []
+    for toks in (tiny_archs.TOKENS, tiny_archs.TOKENS_B):
+        ids = torch.tensor([toks])
+        kw = dict(input_ids=ids, token_type_ids=torch.zeros_like(ids))
+        with torch.no_grad():
+            h = model(**kw).last_hidden_state[0].float().numpy()
+            again = model(**kw).last_hidden_state[0].float().numpy()
+        if not np.array_equal(h, again):
+            raise SystemExit("repeated forward pass differs")
+        out.append(h)
+    return out
+
+
 def run_arch(arch, out_dir):
     import torch
 
     model, config = build(arch)
     tensors = [(n, p.detach().float().numpy().copy()) for n, p in model.named_parameters()]
-    ids = torch.tensor([tiny_archs.TOKENS])
-    with torch.no_grad():
-        logits = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
-        again = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
-    if not np.array_equal(logits, again):
-        raise SystemExit(f"{arch}: repeated forward pass differs")
+    if arch in tiny_archs.ENCODERS:
+        hidden = encoder_outputs(model)
+    else:
+        ids = torch.tensor([tiny_archs.TOKENS])
+        with torch.no_grad():
+            logits = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
+            again = model(input_ids=ids, use_cache=False).logits[0].float().numpy()
+        if not np.array_equal(logits, again):
+            raise SystemExit(f"{arch}: repeated forward pass differs")
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -147,10 +183,6 @@ def run_arch(arch, out_dir):
         "config": cfg,
         "tied_embeddings": bool(cfg.get("tie_word_embeddings", False)),
         "gguf_metadata": tiny_archs.gguf_metadata(arch, cfg),
-        "tokens": tiny_archs.TOKENS,
-        "logits_shape": list(logits.shape),
-        "logits": [common.f32_list(row) for row in logits],
-        "argmax": [int(i) for i in logits.argmax(axis=-1)],
         "tensors": table,
         "weights_file": bin_path.name,
         "how": {
@@ -170,6 +202,22 @@ def run_arch(arch, out_dir):
             "command": common.command_line(),
         },
     }
+    if arch in tiny_archs.ENCODERS:
+        doc["inputs"] = [tiny_archs.TOKENS, tiny_archs.TOKENS_B]
+        doc["hidden"] = [[common.f32_list(row) for row in h] for h in hidden]
+        doc["pooled"] = [pooled(h) for h in hidden]
+        doc["how"]["forward"] = (
+            "each input alone from position 0, token_type_ids 0, no padding; the final "
+            "hidden state (last_hidden_state) of every position, float32; pooled vectors "
+            "computed from it in float64: mean over the tokens, first (cls), last, each also "
+            "divided by its L2 norm"
+        )
+        common.write_json(out_dir / f"{arch}.embd.json", doc)
+        return bin_path
+    doc["tokens"] = tiny_archs.TOKENS
+    doc["logits_shape"] = list(logits.shape)
+    doc["logits"] = [common.f32_list(row) for row in logits]
+    doc["argmax"] = [int(i) for i in logits.argmax(axis=-1)]
     common.write_json(out_dir / f"{arch}.logits.json", doc)
     return bin_path
 

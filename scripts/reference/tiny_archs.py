@@ -129,7 +129,22 @@ ARCHS = {
              bos_token_id=1, eos_token_id=2, tie_word_embeddings=True),
         "gpt2",
     ),
+    # Encoders: gen_tiny writes <arch>.embd.json (hidden states and pooled vectors) instead of
+    # logits (see ENCODERS).
+    "bert": (
+        "BertConfig", "BertModel",
+        dict(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+             num_attention_heads=4, max_position_embeddings=64, type_vocab_size=2,
+             layer_norm_eps=1e-12, hidden_act="gelu", pad_token_id=0),
+        "bert",
+    ),
 }
+
+# Encoder archs -> the pooling their GGUF metadata names (pooling_type: 1 mean, 2 cls).
+ENCODERS = {"bert": 1}
+# A second input of the encoder's batch, so that the reference covers two sequences of
+# different lengths attending only within themselves.
+TOKENS_B = [5, 77, 19, 240, 8, 61, 130]
 
 # Per-block HF suffix -> GGUF suffix. Block prefix: "model.layers.{i}." / "transformer.h.{i}."
 # -> "blk.{i}.". Gemma 2/3 differ from llama in the two norms around the MLP.
@@ -189,18 +204,46 @@ _TOP = {
     "transformer.ln_f.weight": "output_norm.weight",
     "transformer.ln_f.bias": "output_norm.bias",
 }
-_BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$")
+_BERT_TOP = {
+    "embeddings.word_embeddings.weight": "token_embd.weight",
+    "embeddings.position_embeddings.weight": "position_embd.weight",
+    "embeddings.token_type_embeddings.weight": "token_types.weight",
+    "embeddings.LayerNorm.weight": "token_embd_norm.weight",
+    "embeddings.LayerNorm.bias": "token_embd_norm.bias",
+}
+_BERT_BLOCK = {
+    "attention.self.query.weight": "attn_q.weight",
+    "attention.self.query.bias": "attn_q.bias",
+    "attention.self.key.weight": "attn_k.weight",
+    "attention.self.key.bias": "attn_k.bias",
+    "attention.self.value.weight": "attn_v.weight",
+    "attention.self.value.bias": "attn_v.bias",
+    "attention.output.dense.weight": "attn_output.weight",
+    "attention.output.dense.bias": "attn_output.bias",
+    "attention.output.LayerNorm.weight": "attn_output_norm.weight",
+    "attention.output.LayerNorm.bias": "attn_output_norm.bias",
+    "intermediate.dense.weight": "ffn_up.weight",
+    "intermediate.dense.bias": "ffn_up.bias",
+    "output.dense.weight": "ffn_down.weight",
+    "output.dense.bias": "ffn_down.bias",
+    "output.LayerNorm.weight": "layer_output_norm.weight",
+    "output.LayerNorm.bias": "layer_output_norm.bias",
+}
+_BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h|encoder\.layer)\.(\d+)\.(.+)$")
 
 
 def gguf_name(arch, hf_name):
     """GGUF tensor name for an HF parameter name (KeyError when the arch has no such tensor)."""
     if hf_name in _TOP:
         return _TOP[hf_name]
+    if arch == "bert" and hf_name in _BERT_TOP:
+        return _BERT_TOP[hf_name]
     m = _BLOCK_RE.match(hf_name)
     if not m:
         raise KeyError(hf_name)
     table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
-             "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK}
+             "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
+             "bert": _BERT_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
@@ -238,6 +281,16 @@ def gguf_metadata(arch, cfg):
         put("feed_forward_length", "u32", cfg["n_inner"] or 4 * cfg["n_embd"])
         put("attention.head_count", "u32", cfg["n_head"])
         put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_epsilon"])
+        return meta
+    if arch == "bert":
+        put("context_length", "u32", cfg["max_position_embeddings"])
+        put("embedding_length", "u32", cfg["hidden_size"])
+        put("block_count", "u32", cfg["num_hidden_layers"])
+        put("feed_forward_length", "u32", cfg["intermediate_size"])
+        put("attention.head_count", "u32", cfg["num_attention_heads"])
+        put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_eps"])
+        put("attention.causal", "bool", False)
+        put("pooling_type", "u32", ENCODERS[arch])
         return meta
     put("context_length", "u32", cfg["max_position_embeddings"])
     put("embedding_length", "u32", cfg["hidden_size"])

@@ -101,4 +101,15 @@ bool ts_engine_has_work(ts_engine *e);
 /* A snapshot taken at the end of the last step. */
 void ts_engine_get_stats(ts_engine *e, ts_engine_stats *out);
 
+/* Embeddings (embed.c), on the step thread between steps: the final hidden states of each of
+ * n_inputs token sequences (inputs[i][0..n_tokens[i])), pooled (model/arch.h: NONE, MEAN, CLS,
+ * LAST) and, when normalize, divided by their L2 norm. out: [n_inputs][n_embd], or for
+ * TS_POOL_NONE [sum of n_tokens][n_embd] (the inputs' tokens in order). Each input's KV blocks
+ * are taken from the pool for the call and given back; running requests keep theirs, so a
+ * full cache is TS_ERR_LIMIT. Errors: an empty input, an id outside the vocabulary, an input
+ * longer than the context or (encoders, whose inputs must be whole in one step) than a step. */
+ts_status ts_engine_embed(ts_engine *e, const int32_t *const *inputs, const int32_t *n_tokens,
+                          int32_t n_inputs, ts_pool_kind pool, bool normalize, float *out,
+                          ts_error *err);
+
 #endif /* TS_ENGINE_ENGINE_H */

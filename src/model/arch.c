@@ -144,7 +144,35 @@ static const ts_tensor_pattern k_cohere2[] = {
     T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
 };
 
+/* BERT (and models converted to its layout: RoBERTa, XLM-RoBERTa with the position table
+ * shifted by the converter): learned positions, token types, a LayerNorm over the input
+ * embeddings, post-norm blocks with biases everywhere and a GELU (erf) MLP. */
+static const ts_tensor_pattern k_bert[] = {
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),
+    T("position_embd.weight", TS_ROLE_POS_EMBD, R, TS_DIM_EMBD, TS_DIM_CTX_TRAIN),
+    T("token_types.weight", TS_ROLE_TOKEN_TYPES, O, TS_DIM_EMBD, TS_DIM_TOKEN_TYPES),
+    T("token_embd_norm.weight", TS_ROLE_TOKEN_EMBD_NORM, R, TS_DIM_EMBD, NONE),
+    T("token_embd_norm.bias", TS_ROLE_TOKEN_EMBD_NORM_B, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_qkv.weight", TS_ROLE_ATTN_QKV, O, TS_DIM_EMBD, TS_DIM_QKV),
+    T("blk.{L}.attn_qkv.bias", TS_ROLE_ATTN_QKV_B, O, TS_DIM_QKV, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_output_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_output_norm.bias", TS_ROLE_ATTN_NORM_B, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.bias", TS_ROLE_FFN_UP_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+    T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.layer_output_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.layer_output_norm.bias", TS_ROLE_FFN_NORM_B, R, TS_DIM_EMBD, NONE),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const ts_encoder_desc k_encoders[] = {
+    {.name = "bert", .token_types = true, .pooling = TS_POOL_CLS},
+};
 
 static const ts_arch_desc k_archs[] = {
     {.name = "llama",
@@ -244,7 +272,22 @@ static const ts_arch_desc k_archs[] = {
      .parallel_block = true,
      .rope_swa_only = true,
      .logit_scale = TS_LOGIT_SCALE_MUL},
+    {.name = "bert",
+     .norm = TS_NORM_LAYER,
+     .ffn = TS_FFN_GELU_ERF,
+     .pos = TS_POS_LEARNED,
+     .tensors = k_bert,
+     .n_tensors = N(k_bert)},
 };
+
+const ts_encoder_desc *ts_arch_encoder(const char *name) {
+    for (size_t i = 0; name != NULL && i < N(k_encoders); i++) {
+        if (strcmp(k_encoders[i].name, name) == 0) {
+            return &k_encoders[i];
+        }
+    }
+    return NULL;
+}
 
 const ts_arch_desc *ts_arch_find(const char *name) {
     if (name == NULL) {
@@ -260,5 +303,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2";
+           "ernie4_5, cohere2, bert";
 }

@@ -23,7 +23,8 @@
 typedef enum ts_ffn_kind {
     TS_FFN_SWIGLU = 0,    /* down(silu(gate(x)) * up(x)) */
     TS_FFN_GEGLU_TANH = 1, /* down(gelu_tanh(gate(x)) * up(x)) */
-    TS_FFN_GELU = 2,      /* down(gelu(up(x) + b) + b) — GPT-2 */
+    TS_FFN_GELU = 2,      /* down(gelu_tanh(up(x) + b) + b) — GPT-2 */
+    TS_FFN_GELU_ERF = 3,  /* down(gelu_erf(up(x) + b) + b) — BERT */
 } ts_ffn_kind;
 
 /* How positions enter the model. */
@@ -44,7 +45,8 @@ typedef enum ts_dim {
     TS_DIM_KV,       /* n_head_kv * head_dim_k (== value dim for supported archs) */
     TS_DIM_QKV,      /* Q + 2 * KV (fused projection) */
     TS_DIM_HEAD,     /* head_dim_k (per-head Q/K norms) */
-    TS_DIM_CTX_TRAIN /* n_ctx_train (learned position table) */
+    TS_DIM_CTX_TRAIN, /* n_ctx_train (learned position table) */
+    TS_DIM_TOKEN_TYPES /* n_token_types (rows of an encoder's token-type table) */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -54,7 +56,12 @@ typedef enum ts_role {
     TS_ROLE_OUTPUT_NORM,
     TS_ROLE_OUTPUT_NORM_B,
     TS_ROLE_OUTPUT,
-    /* Per-layer roles start here. */
+    TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM_B,
+    /* Per-layer roles start here. In an encoder (post-norm, ts_encoder_desc) the
+     * ATTN_NORM and FFN_NORM roles are the norms after each residual add (BERT's
+     * attn_output_norm and layer_output_norm) rather than before each sublayer. */
     TS_ROLE_ATTN_NORM,
     TS_ROLE_ATTN_NORM_B,
     TS_ROLE_ATTN_Q,
@@ -128,6 +135,28 @@ typedef struct ts_arch_desc {
     bool mup_scales;
     ts_logit_scale_use logit_scale;
 } ts_arch_desc;
+
+/* How an encoder turns per-token hidden states into one vector per input (llama.cpp's
+ * <arch>.pooling_type values). */
+typedef enum ts_pool_kind {
+    TS_POOL_NONE = 0, /* no pooling: one vector per token */
+    TS_POOL_MEAN = 1, /* mean over the input's tokens */
+    TS_POOL_CLS = 2,  /* the first token (BERT's [CLS]) */
+    TS_POOL_LAST = 3, /* the last token (causal embedding models) */
+} ts_pool_kind;
+
+/* What makes an architecture a bidirectional encoder (the BERT family). Architectures without
+ * an entry are causal decoders. An encoder's attention sees every token of its input (the
+ * whole input must be in one step), it has no output matrix (it gives hidden states, not
+ * logits) and its blocks are post-norm: x = norm(x + attn(x)); x = norm(x + ffn(x)). */
+typedef struct ts_encoder_desc {
+    const char *name;     /* general.architecture value */
+    bool token_types;     /* adds row 0 of token_types (segment A) to every token */
+    ts_pool_kind pooling; /* default when <arch>.pooling_type is absent */
+} ts_encoder_desc;
+
+/* The encoder traits of architecture name, or NULL for a causal decoder. */
+const ts_encoder_desc *ts_arch_encoder(const char *name);
 
 /* The descriptor for general.architecture == name, or NULL when unsupported. */
 const ts_arch_desc *ts_arch_find(const char *name);

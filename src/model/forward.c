@@ -61,6 +61,12 @@ struct ts_forward {
     size_t kv_pool_bytes;
     ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
     ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for the whole model */
+    /* Encoders (hp.enc): */
+    ts_tensor *types;     /* with token types: i32 [n_tokens], all 0 (segment A) */
+    ts_tensor *horizon;   /* i32 [n_tokens], the last key position each token sees (its
+                             sequence's length - 1: every key of the sequence) */
+    int32_t *types_buf;   /* [max_tokens] zeros */
+    int32_t *horizon_buf; /* [max_tokens] this step's horizons; scratch of the batch check */
 };
 
 #define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */
@@ -255,7 +261,7 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         .v = vc,
         .table = f->table,
         .seq = f->seq,
-        .pos = f->pos,
+        .pos = f->horizon != NULL ? f->horizon : f->pos, /* visibility: key j <= pos */
         .len = f->len,
         .scale = hp->attn_scale,
         .softcap = hp->attn_softcap,
@@ -291,6 +297,9 @@ static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
     if (hp->arch->ffn == TS_FFN_GELU) {
         ts_tensor *u = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il, p->ff0, p->n_ff);
         act = ts_op_gelu(g, u, TS_GELU_TANH);
+    } else if (hp->arch->ffn == TS_FFN_GELU_ERF) {
+        ts_tensor *u = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il, p->ff0, p->n_ff);
+        act = ts_op_gelu(g, u, TS_GELU_ERF);
     } else {
         ts_tensor *gate, *up;
         bool fused = ts_model_tensor(f->m, TS_ROLE_FFN_GATE_UP, il) != NULL;
@@ -323,6 +332,38 @@ static ts_tensor *input(ts_forward *f, const char *name, int64_t n, int sym) {
 static ts_tensor *residual(ts_forward *f, ts_tensor *out) {
     float s = f->m->hp.residual_scale;
     return s != 1.0f ? ts_op_scale(f->g, out, s) : out;
+}
+
+/* An encoder (BERT family, arch.h): embeddings (+ token type 0, + learned positions) under a
+ * LayerNorm, then post-norm blocks whose attention sees every key of the token's sequence
+ * (the ATTENTION op's visibility rule j <= pos, given each sequence's last position as every
+ * token's horizon). embd is the last block's output at the output rows; there are no logits. */
+static ts_status build_encoder(ts_forward *f, ts_error *err) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_graph *g = f->g;
+    f->horizon = input(f, "horizon", f->cfg.max_tokens, f->sym_tok);
+    ts_tensor *x = ts_op_get_rows(g, weight(f, TS_ROLE_TOKEN_EMBD, 0), f->tokens);
+    ts_tensor *types = weight(f, TS_ROLE_TOKEN_TYPES, 0);
+    if (types != NULL && hp->enc->token_types) {
+        f->types = input(f, "token_types", f->cfg.max_tokens, f->sym_tok);
+        x = ts_op_add(g, x, ts_op_get_rows(g, types, f->types));
+    }
+    if (weight(f, TS_ROLE_POS_EMBD, 0) != NULL) {
+        x = ts_op_add(g, x, ts_op_get_rows(g, weight(f, TS_ROLE_POS_EMBD, 0), f->pos));
+    }
+    x = ts_layer_norm(g, x, weight(f, TS_ROLE_TOKEN_EMBD_NORM, 0),
+                      weight(f, TS_ROLE_TOKEN_EMBD_NORM_B, 0), hp->norm_eps);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        x = norm(f, ts_op_add(g, x, attention_block(f, x, il)), TS_ROLE_ATTN_NORM,
+                 TS_ROLE_ATTN_NORM_B, il);
+        x = norm(f, ts_op_add(g, x, ffn_block(f, x, il)), TS_ROLE_FFN_NORM, TS_ROLE_FFN_NORM_B, il);
+    }
+    f->embd = ts_op_get_rows(g, x, f->outputs);
+    if (f->embd != NULL) {
+        ts_tensor_set_name(f->embd, "embd");
+        ts_graph_output(g, f->embd);
+    }
+    return ts_graph_build(g, err);
 }
 
 static ts_status build(ts_forward *f, ts_error *err) {
@@ -361,6 +402,9 @@ static ts_status build(ts_forward *f, ts_error *err) {
         return st;
     }
 
+    if (hp->enc != NULL) {
+        return build_encoder(f, err);
+    }
     ts_tensor *x = ts_op_get_rows(g, weight(f, TS_ROLE_TOKEN_EMBD, 0), f->tokens);
     if (hp->embd_scale != 1.0f) {
         x = ts_op_scale(g, x, hp->embd_scale);
@@ -477,7 +521,12 @@ ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_for
     f->cache = calloc(2 * n_layer, sizeof *f->cache);
     f->table_buf = malloc((size_t)(cfg->max_seqs * cfg->max_blocks_per_seq) * sizeof(int32_t));
     f->len_buf = malloc((size_t)cfg->max_seqs * sizeof(int32_t));
-    if (f->params == NULL || f->cache == NULL || f->table_buf == NULL || f->len_buf == NULL) {
+    if (m->hp.enc != NULL) {
+        f->types_buf = calloc((size_t)cfg->max_tokens, sizeof(int32_t));
+        f->horizon_buf = calloc((size_t)cfg->max_tokens, sizeof(int32_t));
+    }
+    if (f->params == NULL || f->cache == NULL || f->table_buf == NULL || f->len_buf == NULL ||
+        (m->hp.enc != NULL && (f->types_buf == NULL || f->horizon_buf == NULL))) {
         ts_forward_destroy(f);
         return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
     }
@@ -542,7 +591,36 @@ void ts_forward_destroy(ts_forward *f) {
     free(f->cache);
     free(f->table_buf);
     free(f->len_buf);
+    free(f->types_buf);
+    free(f->horizon_buf);
     free(f);
+}
+
+/* An encoder's token sees every key of its sequence, so each sequence of a step must be whole:
+ * positions 0..len-1, each once, with len below the position table. */
+static ts_status check_whole_sequences(const ts_forward *f, const ts_batch *bt, ts_error *err) {
+    int32_t *count = f->horizon_buf; /* scratch: reset by the run that follows */
+    for (int64_t s = 0; s < bt->n_seqs; s++) {
+        count[s] = 0;
+        if (bt->seq_len[s] > f->m->hp.n_ctx_train) {
+            return ts_error_set(err, TS_ERR_RANGE,
+                                "forward: sequence %lld has %d tokens; the encoder's position "
+                                "table has %lld",
+                                (long long)s, bt->seq_len[s], (long long)f->m->hp.n_ctx_train);
+        }
+    }
+    for (int64_t t = 0; t < bt->n_tokens; t++) {
+        count[bt->seq[t]]++;
+    }
+    for (int64_t s = 0; s < bt->n_seqs; s++) {
+        if (count[s] != bt->seq_len[s]) {
+            return ts_error_set(err, TS_ERR_INVALID_ARG,
+                                "forward: sequence %lld has %d of its %d tokens in the step; an "
+                                "encoder attends both ways, so every sequence must be whole",
+                                (long long)s, count[s], bt->seq_len[s]);
+        }
+    }
+    return TS_OK;
 }
 
 /* Checks every index a kernel will follow, so a bad batch is an error, not a wild read. */
@@ -586,6 +664,12 @@ ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_err
             }
         }
     }
+    if (f->m->hp.enc != NULL) {
+        ts_status st = check_whole_sequences(f, bt, err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
     for (int64_t o = 0; o < bt->n_outputs; o++) {
         if (bt->outputs[o] < 0 || bt->outputs[o] >= bt->n_tokens) {
             return ts_error_set(err, TS_ERR_RANGE, "forward: output %lld is token %d of %lld",
@@ -621,15 +705,29 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, float
         (st = ts_backend_tensor_set(f->b, f->slots, 0, bt->slots, T * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->len, 0, f->len_buf, S_max * 4, err)) ||
         (st = ts_backend_tensor_set(f->b, f->table, 0, f->table_buf, S_max * width * 4, err)) ||
-        (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err)) ||
-        (st = ts_graph_compute(f->g, f->b, NULL, err))) {
+        (st = ts_backend_tensor_set(f->b, f->outputs, 0, bt->outputs, O * 4, err))) {
+        return st;
+    }
+    if (f->horizon != NULL) {
+        for (size_t t = 0; t < T; t++) {
+            f->horizon_buf[t] = bt->seq_len[bt->seq[t]] - 1;
+        }
+        st = ts_backend_tensor_set(f->b, f->horizon, 0, f->horizon_buf, T * 4, err);
+    }
+    if (st == TS_OK && f->types != NULL) {
+        st = ts_backend_tensor_set(f->b, f->types, 0, f->types_buf, T * 4, err);
+    }
+    if (st == TS_OK) {
+        st = ts_graph_compute(f->g, f->b, NULL, err);
+    }
+    if (st != TS_OK) {
         return st;
     }
     if (embd != NULL) {
         size_t n_embd = (size_t)f->m->hp.n_embd;
         st = ts_backend_tensor_get(f->b, f->embd, 0, embd, O * n_embd * sizeof(float), err);
     }
-    if (st != TS_OK || logits == NULL) {
+    if (st != TS_OK || logits == NULL || f->logits == NULL) {
         return st;
     }
     size_t n_vocab = (size_t)f->m->hp.n_vocab;

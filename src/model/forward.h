@@ -73,7 +73,9 @@ void ts_forward_destroy(ts_forward *f);
 ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *batch, ts_error *err);
 
 /* Runs one step. logits: [n_outputs][n_vocab] f32, or NULL when not wanted (a follower shard).
- * embd: [n_outputs][n_embd] f32, the final hidden state after the output norm, or NULL. */
+ * embd: [n_outputs][n_embd] f32, the final hidden state after the output norm, or NULL.
+ * An encoder (hp.enc) computes embd only (logits is left as it is) and needs every sequence
+ * of the step whole (positions 0..seq_len-1), since its tokens see all keys both ways. */
 ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits, float *embd,
                          ts_error *err);
 

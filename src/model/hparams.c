@@ -119,6 +119,47 @@ static ts_status check_layer_kinds(const ts_gguf *g, const char *arch, const ts_
     return TS_OK;
 }
 
+/* Encoder traits, attention causality and pooling. An encoder must be bidirectional: this
+ * graph has no causal variant of the post-norm encoder. */
+static ts_status load_encoder(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
+    hp->enc = ts_arch_encoder(arch);
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.attention.causal", arch);
+    bool causal = hp->enc == NULL;
+    ts_status st = ts_gguf_get_bool(g, key, &causal, err);
+    if (st != TS_OK && st != TS_ERR_NOT_FOUND) {
+        return ts_error_prefix(err, "model: ");
+    }
+    if (causal != (hp->enc == NULL)) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: %s = %s is not supported for architecture '%s' (%s)", key,
+                            causal ? "true" : "false", arch,
+                            hp->enc != NULL ? "an encoder attends both ways"
+                                            : "a decoder attends causally");
+    }
+    hp->causal = causal;
+    int64_t pooling = 0;
+    int64_t def = hp->enc != NULL ? (int64_t)hp->enc->pooling : (int64_t)TS_POOL_LAST;
+    if ((st = get_int(g, arch, "pooling_type", false, def, &pooling, err))) {
+        return st;
+    }
+    if (pooling < TS_POOL_NONE || pooling > TS_POOL_LAST) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: %s.pooling_type %lld is not supported (0 none, 1 mean, 2 cls, "
+                            "3 last; 4 rank is a reranker)",
+                            arch, (long long)pooling);
+    }
+    hp->pooling = (ts_pool_kind)pooling;
+    const ts_gguf_tensor *types;
+    if (ts_gguf_find_tensor(g, "token_types.weight", &types) == TS_OK) {
+        hp->n_token_types = types->ne[1];
+        if (hp->n_token_types < 1) {
+            return ts_error_set(err, TS_ERR_FORMAT, "model: tensor 'token_types.weight' is empty");
+        }
+    }
+    return TS_OK;
+}
+
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     memset(hp, 0, sizeof *hp);
     ts_gguf_str arch_name;
@@ -255,7 +296,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         return ts_error_set(err, TS_ERR_FORMAT, "model: tensor 'token_embd.weight' is missing");
     }
     hp->n_vocab = embd->ne[1];
-    return TS_OK;
+    return load_encoder(g, arch, hp, err);
 }
 
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
@@ -287,6 +328,7 @@ int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
     case TS_DIM_QKV: return (hp->n_head + 2 * hp->n_head_kv) * hp->head_dim;
     case TS_DIM_HEAD: return hp->head_dim;
     case TS_DIM_CTX_TRAIN: return hp->n_ctx_train;
+    case TS_DIM_TOKEN_TYPES: return hp->n_token_types;
     }
     return 0;
 }

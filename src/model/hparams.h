@@ -42,6 +42,10 @@ typedef struct ts_hparams {
     float residual_scale;
     /* Multiplier of the logits: <arch>.logit_scale (Cohere), its inverse (Granite), else 1. */
     float logit_mul;
+    const ts_encoder_desc *enc; /* encoder traits (BERT family), NULL for a causal decoder */
+    bool causal;                /* <arch>.attention.causal (default: false for encoders) */
+    ts_pool_kind pooling;       /* <arch>.pooling_type (default: the encoder's, else LAST) */
+    int64_t n_token_types;      /* rows of token_types.weight (0 when absent) */
 } ts_hparams;
 
 /* Reads hyperparameters for the file's general.architecture. Unknown architectures are

@@ -103,7 +103,8 @@ static ts_status check_layer_features(const ts_model *m, int64_t il, ts_error *e
     }
     bool gated = l[TS_ROLE_FFN_GATE] && l[TS_ROLE_FFN_UP];
     bool fused = l[TS_ROLE_FFN_GATE_UP] != NULL;
-    bool plain = m->hp.arch->ffn == TS_FFN_GELU && l[TS_ROLE_FFN_UP];
+    bool plain =
+        (m->hp.arch->ffn == TS_FFN_GELU || m->hp.arch->ffn == TS_FFN_GELU_ERF) && l[TS_ROLE_FFN_UP];
     if (!gated && !fused && !plain) {
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: layer %lld is missing its feed-forward weights",

@@ -265,6 +265,11 @@ static ts_status make_runner_and_engine(ts_context *ctx, const ts_context_params
     if (p->max_outputs > fc.max_outputs) {
         fc.max_outputs = p->max_outputs < fc.max_tokens ? p->max_outputs : fc.max_tokens;
     }
+    if (m->hp.enc != NULL && p->max_outputs == 0) {
+        /* An encoder has no logits, so a row per token costs only its hidden state: mean
+         * pooling reads every token of inputs as long as a step. */
+        fc.max_outputs = fc.max_tokens;
+    }
     st = ctx->tp.size > 1
              ? ts_tp_runner_create(m, ctx->backend, &fc, ctx->reg, &ctx->tp.cfg, &ctx->runner, err)
              : ts_forward_runner_create(m, ctx->backend, &fc, ctx->reg, &ctx->runner, err);

@@ -267,6 +267,12 @@ static ts_status decode(ts_context *ctx, const ts_decode_batch *in, ts_error *er
                             "decode: a batch has 1..%lld tokens (max_batch_tokens), not %d",
                             (long long)fc->max_tokens, in->n_tokens);
     }
+    if (ctx->llm->model->hp.enc != NULL) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "decode: '%s' is an encoder: it has no logits and its inputs must be "
+                            "whole (use ts_context_embed)",
+                            ctx->llm->model->hp.arch->name);
+    }
     bool claimed = false;
     ts_status st = rt_use_mode(ctx, MODE_BATCH, "ts_context_decode", &claimed, err);
     if (st != TS_OK) {

@@ -80,6 +80,8 @@ static void fill_info(ts_llm *llm) {
     in->n_head_kv = hp->n_head_kv;
     in->head_dim = hp->head_dim;
     in->n_ff = hp->n_ff;
+    in->encoder = hp->enc != NULL;
+    in->pooling = (int32_t)hp->pooling;
 }
 
 static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm **out,

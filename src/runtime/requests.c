@@ -23,6 +23,12 @@ ts_status ts_context_submit(ts_context *ctx, const int32_t *prompt, int32_t n_pr
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "ts_context_submit: ctx, prompt, params and cb are required");
     }
+    if (ctx->llm->model->hp.enc != NULL) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "ts_context_submit: '%s' is an encoder: it gives embeddings "
+                            "(ts_context_embed), not text",
+                            ctx->llm->model->hp.arch->name);
+    }
     bool claimed = false;
     ts_status st = rt_use_mode(ctx, MODE_REQUESTS, "ts_context_submit", &claimed, err);
     if (st != TS_OK) {

@@ -35,12 +35,14 @@
 #define TS_API_MAX_STOP_LEN     256  /* bytes of one stop string */
 #define TS_API_MAX_LOGIT_BIAS   1024
 #define TS_API_MAX_TOP_LOGPROBS 20
+#define TS_API_MAX_EMBED_INPUTS 2048 /* inputs in one /v1/embeddings body (OpenAI's limit) */
 
 typedef enum ts_api_kind {
     TS_API_COMPLETIONS = 0, /* POST /v1/completions */
     TS_API_CHAT = 1,        /* POST /v1/chat/completions */
     TS_API_TOKENIZE = 2,    /* POST /tokenize */
     TS_API_DETOKENIZE = 3,  /* POST /detokenize */
+    TS_API_EMBEDDINGS = 4,  /* POST /v1/embeddings */
 } ts_api_kind;
 
 typedef struct ts_api_error {
@@ -57,6 +59,7 @@ typedef struct ts_api_limits {
     int64_t n_ctx;          /* tokens per sequence */
     int32_t max_n;          /* largest n (parallel samples) */
     const char *model_name; /* the served model's id; a body naming another is 404 */
+    int64_t n_embd;         /* embeddings: the model's vector size (dimensions must match) */
 } ts_api_limits;
 
 /* One prompt of a completions request: text, or token ids given directly. */
@@ -97,6 +100,12 @@ typedef struct ts_api_request {
     bool logprobs;      /* report logprobs (chat: logprobs=true; completions: logprobs set) */
     int32_t top_logprobs;
     const char *user; /* may be NULL */
+
+    /* embeddings: input (a string, an array of strings, an array of token ids or an array
+     * of arrays of token ids), encoding_format and dimensions */
+    ts_api_prompt *inputs; /* [n_inputs], owned (texts are views into root) */
+    int32_t n_inputs;
+    bool base64; /* encoding_format "base64": little-endian float32 bytes */
 } ts_api_request;
 
 /* Parses body[0..len) as a request of the given kind. On success *out owns its allocations
@@ -105,6 +114,10 @@ typedef struct ts_api_request {
 ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_api_limits *limits,
                        ts_api_request *out, ts_api_error *err);
 void ts_api_request_free(ts_api_request *r);
+
+/* The fields of a /v1/embeddings body (api_embed.c; called by ts_api_parse). */
+ts_status ts_api_parse_embeddings(const cJSON *root, const ts_api_limits *lim, ts_api_request *r,
+                                  ts_api_error *err);
 
 /* Sets *err and returns TS_ERR_INVALID_ARG (or TS_ERR_NOT_FOUND for 404). */
 ts_status ts_api_error_set(ts_api_error *err, int status, const char *type, const char *param,

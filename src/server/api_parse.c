@@ -564,6 +564,8 @@ static ts_status parse_body(ts_api_kind kind, const cJSON *root, const ts_api_li
             }
         }
         return st == TS_OK ? get_bool(root, "add_special_tokens", &r->add_special_tokens, err) : st;
+    case TS_API_EMBEDDINGS:
+        return ts_api_parse_embeddings(root, lim, r, err);
     case TS_API_DETOKENIZE: {
         const cJSON *t = field(root, "tokens");
         if (t == NULL) {
@@ -634,6 +636,10 @@ void ts_api_request_free(ts_api_request *r) {
             free(r->owned_texts[i]);
         }
     }
+    for (int32_t i = 0; r->inputs != NULL && i < r->n_inputs; i++) {
+        free(r->inputs[i].ids);
+    }
+    free(r->inputs);
     free(r->owned_texts);
     free(r->messages);
     free(r->tokens);

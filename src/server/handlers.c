@@ -20,6 +20,7 @@ ts_api_limits ts_server_limits(const ts_server *s) {
         .n_ctx = s->n_ctx,
         .max_n = s->max_seqs < 16 ? (int32_t)s->max_seqs : 16,
         .model_name = s->model_name,
+        .n_embd = s->n_embd,
     };
     return lim;
 }
@@ -245,6 +246,14 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     ts_api_request r;
     ts_api_error e;
     if (ts_api_parse(kind, body, len, &lim, &r, &e) != TS_OK) {
+        return ts_reply_error(&e);
+    }
+    if (s->encoder) {
+        ts_api_request_free(&r);
+        ts_api_error_set(&e, 400, "invalid_request_error", "model", "model_not_supported",
+                         "the model '%.200s' is an embedding model (an encoder): it gives vectors "
+                         "through /v1/embeddings, not text",
+                         s->model_name);
         return ts_reply_error(&e);
     }
     int32_t n_subs = kind == TS_API_CHAT ? 1 : r.n_prompts;

@@ -36,6 +36,7 @@ static const route_def k_routes[] = {
     {"/v1/completions", TS_ROUTE_COMPLETIONS, "POST", false},
     {"/v1/chat/completions", TS_ROUTE_CHAT, "POST", false},
     {"/v1/models", TS_ROUTE_MODELS, "GET", false},
+    {"/v1/embeddings", TS_ROUTE_EMBEDDINGS, "POST", false},
     {"/health", TS_ROUTE_HEALTH, "GET", true},
     {"/metrics", TS_ROUTE_METRICS, "GET", false},
     {"/tokenize", TS_ROUTE_TOKENIZE, "POST", false},
@@ -160,6 +161,8 @@ static ts_reply dispatch(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx) 
         return ts_handle_tokenize(s, TS_API_TOKENIZE, ctx->body, ctx->len);
     case TS_ROUTE_DETOKENIZE:
         return ts_handle_tokenize(s, TS_API_DETOKENIZE, ctx->body, ctx->len);
+    case TS_ROUTE_EMBEDDINGS:
+        return ts_handle_embeddings(s, ctx->body, ctx->len);
     case TS_ROUTE_MODELS:
         return reply_models(s);
     case TS_ROUTE_HEALTH:

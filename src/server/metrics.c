@@ -31,8 +31,8 @@ static const char *const k_hist_help[TS_HIST_COUNT] = {
 
 const char *ts_route_name(ts_route r) {
     static const char *const names[TS_ROUTE_COUNT] = {
-        "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics",
-        "/tokenize",       "/detokenize",          "/",          "other",
+        "/v1/completions", "/v1/chat/completions", "/v1/models", "/health",        "/metrics",
+        "/tokenize",       "/detokenize",          "/",          "/v1/embeddings", "other",
     };
     return r >= 0 && r < TS_ROUTE_COUNT ? names[r] : "other";
 }

@@ -26,6 +26,7 @@ typedef enum ts_route {
     TS_ROUTE_TOKENIZE,
     TS_ROUTE_DETOKENIZE,
     TS_ROUTE_PAGE,
+    TS_ROUTE_EMBEDDINGS,
     TS_ROUTE_OTHER, /* unknown paths (404) */
     TS_ROUTE_COUNT,
 } ts_route;

@@ -86,6 +86,13 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     s->listen_fd_after_quiesce = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->embed_cv, NULL);
+    ts_llm_info mi;
+    ts_llm_get_info(s->llm, &mi);
+    s->n_embd = mi.n_embd;
+    s->encoder = mi.encoder != 0;
+    s->embed_max_tokens =
+        s->encoder && info.max_batch_tokens < info.n_ctx ? info.max_batch_tokens : info.n_ctx;
     ts_metrics_init(&s->metrics);
     *out = s;
     return TS_OK;
@@ -95,6 +102,7 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
 static void *engine_main(void *arg) {
     ts_server *s = arg;
     while (!atomic_load(&s->engine_stop)) {
+        ts_server_run_embed_jobs(s, false);
         if (!ts_context_has_work(s->ctx)) {
             ts_context_wait(s->ctx, 100);
             continue;
@@ -110,6 +118,7 @@ static void *engine_main(void *arg) {
             nanosleep(&d, NULL);
         }
     }
+    ts_server_run_embed_jobs(s, true);
     return NULL;
 }
 
@@ -227,6 +236,7 @@ void ts_server_destroy(ts_server *s) {
     }
     ts_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->embed_cv);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
     free(s->api_key);

@@ -44,6 +44,7 @@
 #include "tessera.h"
 
 typedef struct ts_job ts_job;
+typedef struct ts_embed_job ts_embed_job;
 
 struct ts_server {
     ts_server_config cfg; /* strings point to the copies below */
@@ -76,6 +77,25 @@ struct ts_server {
     int64_t n_requests_open; /* HTTP requests between their first call and on_completed */
 
     ts_metrics metrics;
+
+    /* Embeddings (embed.c): jobs the engine thread runs between steps, under mu. */
+    int64_t n_embd;           /* the model's vector size */
+    bool encoder;             /* the model gives embeddings only (generation is 400) */
+    int64_t embed_max_tokens; /* longest input: n_ctx, and for an encoder one step */
+    pthread_cond_t embed_cv;  /* signalled when an embedding job is done */
+    ts_embed_job *embed_head, *embed_tail;
+};
+
+/* One /v1/embeddings request's computation, handed to the engine thread. */
+struct ts_embed_job {
+    ts_embed_job *next;
+    const int32_t *const *inputs; /* [n] token ids, borrowed from the HTTP thread */
+    const int32_t *lens;          /* [n] */
+    int32_t n;
+    float *out; /* [n][n_embd] */
+    bool done;
+    ts_status status;
+    char message[TS_ERROR_MSG_MAX];
 };
 
 /* One event copied out of a request's callback. */
@@ -188,6 +208,13 @@ ts_reply ts_reply_error(const ts_api_error *err);
  * detection. May block until the answer is complete (non-streaming). */
 ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len, int sock);
 ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len);
+/* POST /v1/embeddings (embed.c). Blocks until the engine thread has computed the vectors. */
+ts_reply ts_handle_embeddings(ts_server *s, const char *body, size_t len);
+
+/* Engine thread (embed.c): runs the queued embedding jobs. A job that finds the KV cache full
+ * while requests run stays queued for after the next step. With stop, fails every queued job
+ * instead (the server is shutting down). */
+void ts_server_run_embed_jobs(ts_server *s, bool stop);
 
 /* Renders prompt k of a request into token ids (the context's chat template for chat). *ids
  * points either into r (ids the body gave; valid while r is) or to *owned, the buffer

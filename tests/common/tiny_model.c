@@ -14,6 +14,7 @@
 const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",   "phi3",    "gemma2",
                                      "gemma3",  "gpt2",    "granite", "smollm3", "olmo2",
                                      "exaone4", "cohere2", "ernie4_5", NULL};
+const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
 typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
@@ -77,6 +78,10 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.swa_pattern = 2;
         s.n_swa = 8;
         s.tied_output = true;
+    } else if (arch != NULL && strcmp(arch, "bert") == 0) {
+        s.n_head_kv = 4; /* BERT has no GQA */
+        s.norm_eps = 1e-12f;
+        s.pooling = 1; /* mean, as sentence-transformers models */
     }
     return s;
 }
@@ -119,6 +124,35 @@ static bool is(const ts_tiny_spec *s, const char *arch) {
     return strcmp(s->arch, arch) == 0;
 }
 
+/* BERT after token_embd: learned positions, two token types, LayerNorms with biases after the
+ * embeddings and after each residual add, biases on every projection. */
+static void build_bert(tlist *l) {
+    const ts_tiny_spec *s = l->spec;
+    int64_t E = s->n_embd, F = s->n_ff;
+    add(l, K_POS, E, s->n_ctx_train, "position_embd.weight", 0);
+    add(l, K_POS, E, 2, "token_types.weight", 0);
+    add(l, K_NORM, E, 0, "token_embd_norm.weight", 0);
+    add(l, K_BIAS, E, 0, "token_embd_norm.bias", 0);
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        static const char *const proj[] = {"attn_q", "attn_k", "attn_v", "attn_output"};
+        char name[64];
+        for (int k = 0; k < 4; k++) {
+            snprintf(name, sizeof name, "blk.%%lld.%s.weight", proj[k]);
+            add(l, K_MATRIX, E, E, name, il);
+            snprintf(name, sizeof name, "blk.%%lld.%s.bias", proj[k]);
+            add(l, K_BIAS, E, 0, name, il);
+        }
+        add(l, K_NORM, E, 0, "blk.%lld.attn_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.attn_output_norm.bias", il);
+        add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
+        add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
+        add(l, K_MATRIX, F, E, "blk.%lld.ffn_down.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.ffn_down.bias", il);
+        add(l, K_NORM, E, 0, "blk.%lld.layer_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.layer_output_norm.bias", il);
+    }
+}
+
 static void build_list(tlist *l) {
     const ts_tiny_spec *s = l->spec;
     int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab;
@@ -133,6 +167,10 @@ static void build_list(tlist *l) {
     bool bias = is(s, "qwen2") || s->qkv_bias;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
+    if (is(s, "bert")) {
+        build_bert(l);
+        return;
+    }
     if (gpt2) {
         add(l, K_POS, E, s->n_ctx_train, "position_embd.weight", 0);
     }
@@ -376,7 +414,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     char name[64];
     snprintf(name, sizeof name, "tiny-%s", s->arch);
     const char *arch = s->arch_name ? s->arch_name : s->arch;
-    bool gpt2 = is(s, "gpt2"), cohere2 = is(s, "cohere2");
+    bool gpt2 = is(s, "gpt2"), cohere2 = is(s, "cohere2"), bert = is(s, "bert");
     bool gemma = is(s, "gemma2") || is(s, "gemma3");
     bool layer_norm = gpt2 || cohere2;
     ts_status st;
@@ -388,12 +426,17 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = key_u32(w, s, "feed_forward_length", s->n_ff, err)) ||
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
-        (st = key_f32(
-             w, s, layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
-             s->norm_eps, err))) {
+        (st = key_f32(w, s,
+                      layer_norm || bert ? "attention.layer_norm_epsilon"
+                                         : "attention.layer_norm_rms_epsilon",
+                      s->norm_eps, err))) {
         return st;
     }
-    if (!gpt2 && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
+    if (bert && ((st = ts_gguf_writer_add_bool(w, "bert.attention.causal", false, err)) ||
+                 (st = key_u32(w, s, "pooling_type", s->pooling, err)))) {
+        return st;
+    }
+    if (!gpt2 && !bert && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
         return st;
     }
     if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
@@ -448,6 +491,11 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
 static bool known_arch(const char *arch) {
     for (int i = 0; arch != NULL && ts_tiny_archs[i] != NULL; i++) {
         if (strcmp(arch, ts_tiny_archs[i]) == 0) {
+            return true;
+        }
+    }
+    for (int i = 0; arch != NULL && ts_tiny_encoders[i] != NULL; i++) {
+        if (strcmp(arch, ts_tiny_encoders[i]) == 0) {
             return true;
         }
     }

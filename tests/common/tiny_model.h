@@ -64,6 +64,7 @@ typedef struct ts_tiny_spec {
     bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
     float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
     int64_t swa_pattern; /* attention.sliding_window_pattern (0: key not written) */
+    uint32_t pooling;  /* encoders: <arch>.pooling_type written (bert default: 1, mean) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;
@@ -74,6 +75,8 @@ typedef struct ts_tiny_spec {
 
 /* The supported families, NULL-terminated. */
 extern const char *const ts_tiny_archs[];
+/* The encoder families (embeddings only; not in ts_tiny_archs), NULL-terminated. */
+extern const char *const ts_tiny_encoders[];
 
 /* A small default model of the family: n_embd 64, n_ff 128, 2 layers, 4 heads (2 KV heads),
  * context 256, vocabulary TS_TINY_MIN_VOCAB, F32 weights, family-typical extras (Gemma 2

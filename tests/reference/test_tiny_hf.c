@@ -208,10 +208,21 @@ static void write_metadata(ts_gguf_writer *w, const cJSON *meta) {
     }
 }
 
-static void check_arch(const char *arch) {
+/* A tiny model's files: <arch><suffix> (JSON) and <arch>.bin, converted to GGUF with our writer
+ * and loaded. The caller frees what the struct holds (tiny_close). */
+typedef struct tiny {
+    cJSON *root;
+    char *json, *bin;
+    void *file;
+    ts_model *model;
+    int64_t n_vocab;
+} tiny;
+
+static tiny tiny_load(const char *arch, const char *suffix) {
+    tiny out = {0};
     char path[8192];
     size_t json_len = 0, bin_len = 0;
-    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.logits.json", TS_SOURCE_DIR, arch);
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s%s", TS_SOURCE_DIR, arch, suffix);
     char *json = slurp(path, &json_len);
     assert_non_null(json);
     snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.bin", TS_SOURCE_DIR, arch);
@@ -283,6 +294,41 @@ static void check_arch(const char *arch) {
     }
     assert_int_equal(model->hp.n_vocab, n_vocab);
 
+    out.root = root;
+    out.json = json;
+    out.bin = bin;
+    out.file = file;
+    out.model = model;
+    out.n_vocab = n_vocab;
+    return out;
+}
+
+static void tiny_close(tiny *t) {
+    ts_model_close(t->model);
+    free(t->file);
+    cJSON_Delete(t->root);
+    free(t->json);
+    free(t->bin);
+}
+
+static ts_backend *make_backend(int be) {
+    ts_error err = {0};
+    ts_backend *b = NULL;
+    if (be == 0) {
+        assert_int_equal(ts_ref_backend_create(&b, &err), TS_OK);
+    } else {
+        ts_cpu_params cp = ts_cpu_params_default();
+        assert_int_equal(ts_cpu_backend_create(&cp, &b, &err), TS_OK);
+    }
+    return b;
+}
+
+static void check_arch(const char *arch) {
+    tiny tm = tiny_load(arch, ".logits.json");
+    cJSON *root = tm.root;
+    ts_model *model = tm.model;
+    int64_t n_vocab = tm.n_vocab;
+    ts_error err = {0};
     const cJSON *tokens = cJSON_GetObjectItem(root, "tokens");
     const cJSON *logits = cJSON_GetObjectItem(root, "logits");
     int32_t tok[N_TOK], pos[N_TOK], seq[N_TOK] = {0}, slots[N_TOK], outs[N_TOK];
@@ -293,13 +339,7 @@ static void check_arch(const char *arch) {
     int32_t table[1] = {0}, len = N_TOK;
     float *out = malloc(N_TOK * n_vocab * sizeof(float));
     for (int be = 0; be < 2; be++) {
-        ts_backend *b = NULL;
-        if (be == 0) {
-            assert_int_equal(ts_ref_backend_create(&b, &err), TS_OK);
-        } else {
-            ts_cpu_params cp = ts_cpu_params_default();
-            assert_int_equal(ts_cpu_backend_create(&cp, &b, &err), TS_OK);
-        }
+        ts_backend *b = make_backend(be);
         ts_forward_config fc = {.max_tokens = N_TOK,
                                 .max_seqs = 1,
                                 .max_outputs = N_TOK,
@@ -341,39 +381,134 @@ static void check_arch(const char *arch) {
         ts_backend_destroy(b);
     }
     free(out);
-    ts_model_close(model);
-    free(file);
-    cJSON_Delete(root);
-    free(json);
-    free(bin);
+    tiny_close(&tm);
 }
 
-static void test_all_archs(void **state) {
-    (void)state;
+/* An encoder: both inputs of <arch>.embd.json in one step (two sequences of different lengths,
+ * each attending within itself both ways); the final hidden state of every token against
+ * transformers' (each input run alone). */
+static void check_encoder(const char *arch) {
+    tiny tm = tiny_load(arch, ".embd.json");
+    ts_error err = {0};
+    assert_non_null(tm.model->hp.enc);
+    const cJSON *inputs = cJSON_GetObjectItem(tm.root, "inputs");
+    const cJSON *hidden = cJSON_GetObjectItem(tm.root, "hidden");
+    assert_int_equal(cJSON_GetArraySize(inputs), 2);
+    int n_a = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 0));
+    int n_b = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 1));
+    int n = n_a + n_b;
+    assert_true(n_a <= 16 && n_b <= 16);
+    int32_t tok[32], pos[32], seq[32], slots[32], outs[32];
+    for (int t = 0; t < n; t++) {
+        int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
+        tok[t] = cJSON_GetArrayItem(cJSON_GetArrayItem(inputs, s), i)->valueint;
+        pos[t] = i;
+        seq[t] = s;
+        slots[t] = s * 16 + i; /* sequence s in block s */
+        outs[t] = t;
+    }
+    int32_t table[2] = {0, 1}, len[2] = {n_a, n_b};
+    int64_t n_embd = tm.model->hp.n_embd;
+    float *out = malloc((size_t)(n * n_embd) * sizeof(float));
+    for (int be = 0; be < 2; be++) {
+        ts_backend *b = make_backend(be);
+        ts_forward_config fc = {.max_tokens = 32,
+                                .max_seqs = 2,
+                                .max_outputs = 32,
+                                .n_blocks = 2,
+                                .block_size = 16,
+                                .max_blocks_per_seq = 1,
+                                .kv_type = TS_TYPE_F32};
+        ts_forward *f = NULL;
+        if (ts_forward_create(tm.model, b, &fc, NULL, &f, &err) != TS_OK) {
+            fail_msg("%s: %s", arch, err.msg);
+        }
+        ts_batch bt = {.n_tokens = n,
+                       .tokens = tok,
+                       .pos = pos,
+                       .seq = seq,
+                       .slots = slots,
+                       .n_seqs = 2,
+                       .block_table = table,
+                       .seq_len = len,
+                       .n_outputs = n,
+                       .outputs = outs};
+        if (ts_forward_run(f, &bt, NULL, out, &err) != TS_OK) {
+            fail_msg("%s: %s", arch, err.msg);
+        }
+        double worst = 0;
+        for (int t = 0; t < n; t++) {
+            int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
+            const cJSON *row = cJSON_GetArrayItem(cJSON_GetArrayItem(hidden, s), i);
+            assert_int_equal(cJSON_GetArraySize(row), n_embd);
+            for (int64_t e = 0; e < n_embd; e++) {
+                double want = cJSON_GetArrayItem(row, (int)e)->valuedouble;
+                double d = fabs(out[t * n_embd + e] - want);
+                worst = d > worst ? d : worst;
+                if (d > 1e-4 + 1e-4 * fabs(want)) {
+                    fail_msg("%s on %s: input %d position %d element %lld: %.5f, transformers "
+                             "%.5f",
+                             arch, be == 0 ? "ref" : "cpu", s, i, (long long)e, out[t * n_embd + e],
+                             want);
+                }
+            }
+        }
+        printf("  %-6s on %s: 2 inputs (%d + %d tokens) x %lld hidden, max |d| %.2e\n", arch,
+               be == 0 ? "ref" : "cpu", n_a, n_b, (long long)n_embd, worst);
+        /* A step holding part of a sequence is refused: its tokens would miss later keys. */
+        bt.n_tokens = n_a - 1;
+        bt.n_seqs = 1;
+        bt.n_outputs = 1;
+        assert_int_equal(ts_forward_run(f, &bt, NULL, out, &err), TS_ERR_INVALID_ARG);
+        ts_forward_destroy(f);
+        ts_backend_destroy(b);
+    }
+    free(out);
+    tiny_close(&tm);
+}
+
+/* The names of the files <name><suffix> in the tiny directory, sorted; returns how many. */
+static int list_tiny(const char *suffix, char names[64][64]) {
     char dir_path[1024];
     snprintf(dir_path, sizeof dir_path, "%s/tests/data/reference/tiny", TS_SOURCE_DIR);
     DIR *dir = opendir(dir_path);
     assert_non_null(dir);
-    char names[64][64];
     int n = 0;
     const struct dirent *de;
-    const char *suffix = ".logits.json";
     while ((de = readdir(dir)) != NULL) {
         size_t len = strlen(de->d_name), sl = strlen(suffix);
-        if (len > sl && len - sl < sizeof names[0] && strcmp(de->d_name + len - sl, suffix) == 0) {
+        if (len > sl && len - sl < 64 && strcmp(de->d_name + len - sl, suffix) == 0) {
             assert_true(n < 64);
-            snprintf(names[n++], sizeof names[0], "%.*s", (int)(len - sl), de->d_name);
+            snprintf(names[n++], 64, "%.*s", (int)(len - sl), de->d_name);
         }
     }
     closedir(dir);
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-    assert_true(n >= 12);
+    return n;
+}
+
+static void test_all_encoders(void **state) {
+    (void)state;
+    char names[64][64];
+    int n = list_tiny(".embd.json", names);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        check_encoder(names[i]);
+    }
+}
+
+static void test_all_archs(void **state) {
+    (void)state;
+    char names[64][64];
+    int n = list_tiny(".logits.json", names);
+    assert_true(n >= 13);
     for (int i = 0; i < n; i++) {
         check_arch(names[i]);
     }
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_archs)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_archs),
+                                       cmocka_unit_test(test_all_encoders)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,11 +20,11 @@ PORT_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+) ")
 
 
 class Server:
-    def __init__(self, args, api_key=API_KEY, startup_timeout=60):
+    def __init__(self, args, api_key=API_KEY, startup_timeout=60, model=None):
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="tessera-serve-", suffix=".log", delete=False)
-        cmd = [os.environ["TS_BIN"], "serve", "-m", os.environ["TS_MODEL"], "--host", "127.0.0.1",
-               "--port", "0"]
+        cmd = [os.environ["TS_BIN"], "serve", "-m", model or os.environ["TS_MODEL"], "--host",
+               "127.0.0.1", "--port", "0"]
         if api_key:
             cmd += ["--api-key", api_key]
         cmd += list(args)

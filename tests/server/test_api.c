@@ -15,7 +15,7 @@
 #include "server/metrics.h"
 
 static const ts_api_limits k_lim = {
-    .n_vocab = 1000, .n_ctx = 512, .max_n = 4, .model_name = "tiny"};
+    .n_vocab = 1000, .n_ctx = 512, .max_n = 4, .model_name = "tiny", .n_embd = 64};
 
 static ts_status parse(ts_api_kind kind, const char *body, ts_api_request *r, ts_api_error *e) {
     memset(e, 0, sizeof *e);
@@ -153,6 +153,67 @@ static void test_tokenize_bodies(void **state) {
     expect_bad(TS_API_DETOKENIZE, "{\"tokens\":[1,-2]}", 400, "tokens", "not a token id");
     expect_bad(TS_API_DETOKENIZE, "{}", 400, "tokens", "required");
     expect_bad(TS_API_TOKENIZE, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "one string");
+}
+
+/* /v1/embeddings: every input form OpenAI accepts, and the rejections. */
+static void test_embeddings_bodies(void **state) {
+    (void)state;
+    const ts_api_kind E = TS_API_EMBEDDINGS;
+    ts_api_request r;
+    ts_api_error e;
+    assert_int_equal(parse(E, "{\"input\":\"hello\",\"model\":\"tiny\"}", &r, &e), TS_OK);
+    assert_int_equal(r.n_inputs, 1);
+    assert_string_equal(r.inputs[0].text, "hello");
+    assert_false(r.base64);
+    ts_api_request_free(&r);
+    assert_int_equal(parse(E,
+                           "{\"input\":[\"a\",\"b\",[3,4]],\"encoding_format\":\"base64\","
+                           "\"dimensions\":64,\"user\":\"u\"}",
+                           &r, &e),
+                     TS_OK);
+    assert_int_equal(r.n_inputs, 3);
+    assert_string_equal(r.inputs[1].text, "b");
+    assert_null(r.inputs[2].text);
+    assert_int_equal(r.inputs[2].n_ids, 2);
+    assert_int_equal(r.inputs[2].ids[1], 4);
+    assert_true(r.base64);
+    ts_api_request_free(&r);
+    assert_int_equal(parse(E, "{\"input\":[5,6,7]}", &r, &e), TS_OK);
+    assert_int_equal(r.n_inputs, 1);
+    assert_int_equal(r.inputs[0].n_ids, 3);
+    ts_api_request_free(&r);
+    assert_int_equal(parse(E, "{\"input\":[[5],[6,7]]}", &r, &e), TS_OK);
+    assert_int_equal(r.n_inputs, 2);
+    ts_api_request_free(&r);
+
+    expect_bad(E, "{}", 400, "input", "required");
+    expect_bad(E, "{\"input\":[]}", 400, "input", "empty array");
+    expect_bad(E, "{\"input\":\"\"}", 400, "input", "empty string");
+    expect_bad(E, "{\"input\":[\"a\",\"\"]}", 400, "input", "input[1] is an empty string");
+    expect_bad(E, "{\"input\":[[]]}", 400, "input", "input[0] is an empty array");
+    expect_bad(E, "{\"input\":5}", 400, "input", "got a number");
+    expect_bad(E, "{\"input\":{\"a\":1}}", 400, "input", "got an object");
+    expect_bad(E, "{\"input\":[1,1000]}", 400, "input", "got 1000");
+    expect_bad(E, "{\"input\":[1,2.5]}", 400, "input", "got 2.5");
+    expect_bad(E, "{\"input\":[1,\"a\"]}", 400, "input", "got a string");
+    expect_bad(E, "{\"input\":[\"a\",3]}", 400, "input", "input[1] must be a string or");
+    expect_bad(E, "{\"input\":[[1],[-1]]}", 400, "input", "input[1][0]");
+    expect_bad(E, "{\"input\":\"a\",\"encoding_format\":\"int8\"}", 400, "encoding_format",
+               "\"float\" or \"base64\"");
+    expect_bad(E, "{\"input\":\"a\",\"dimensions\":32}", 400, "dimensions", "must be 64");
+    expect_bad(E, "{\"input\":\"a\",\"user\":5}", 400, "user", "must be a string");
+    expect_bad(E, "{\"input\":\"a\",\"model\":\"other\"}", 404, "model", "does not exist");
+    /* More inputs than OpenAI allows. */
+    size_t cap = 16 + 4 * (TS_API_MAX_EMBED_INPUTS + 1);
+    char *big = malloc(cap);
+    assert_non_null(big);
+    size_t at = (size_t)snprintf(big, cap, "{\"input\":[");
+    for (int i = 0; i <= TS_API_MAX_EMBED_INPUTS; i++) {
+        at += (size_t)snprintf(big + at, cap - at, i ? ",\"a\"" : "\"a\"");
+    }
+    snprintf(big + at, cap - at, "]}");
+    expect_bad(E, big, 400, "input", "at most 2048");
+    free(big);
 }
 
 static void test_bad_bodies(void **state) {
@@ -454,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_completion_defaults_and_forms),
         cmocka_unit_test(test_chat_ok),
         cmocka_unit_test(test_tokenize_bodies),
+        cmocka_unit_test(test_embeddings_bodies),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_hostile_bytes),
         cmocka_unit_test(test_utf8_and_depth),

@@ -49,6 +49,49 @@ void cpu_act_row_avx2(float *out, const float *g, const float *u, int64_t n, boo
     }
 }
 
+/* 0.5 x (1 + erf(x / sqrt 2)) for 8 lanes (the erf GELU of BERT), erf by Abramowitz and Stegun
+ * 7.1.26: erf(a) = 1 - t (c1 + t (c2 + t (c3 + t (c4 + t c5)))) exp(-a^2), t = 1 / (1 + p a) for
+ * a >= 0, |error| <= 1.5e-7, odd in a; exp(-a^2) underflows to 0 where erf is +-1 in f32. */
+static inline __m256 gelu_erf8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+    const __m256 a = _mm256_andnot_ps(sign, z);
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    p = _mm256_mul_ps(p, t);
+    const __m256 e = cpu_exp256(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
+    const __m256 erf_a = _mm256_fnmadd_ps(p, e, one);
+    const __m256 erf_z = _mm256_or_ps(erf_a, _mm256_and_ps(z, sign));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(one, erf_z));
+}
+
+/* out[i] = gelu_erf(g[i]) * (u ? u[i] : 1) for i < n; the tail through a padded vector. */
+void cpu_gelu_erf_row_avx2(float *out, const float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = gelu_erf8(_mm256_loadu_ps(g + i));
+        if (u != NULL) {
+            y = _mm256_mul_ps(y, _mm256_loadu_ps(u + i));
+        }
+        _mm256_storeu_ps(out + i, y);
+    }
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0}, ty[8];
+        for (int64_t k = i; k < n; k++) {
+            tg[k - i] = g[k];
+            tu[k - i] = u != NULL ? u[k] : 1.0f;
+        }
+        _mm256_storeu_ps(ty, _mm256_mul_ps(gelu_erf8(_mm256_loadu_ps(tg)), _mm256_loadu_ps(tu)));
+        for (int64_t k = i; k < n; k++) {
+            out[k] = ty[k - i];
+        }
+    }
+}
+
 /* sum of x[i]^2 over i < n, in double (as the scalar norm): four double lanes per product
  * vector, two accumulators; the order differs from the scalar loop's. */
 double cpu_sumsq_row_avx2(const float *x, int64_t n) {

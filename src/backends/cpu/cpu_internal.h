@@ -41,6 +41,10 @@ bool cpu_mul_mat_converts(const ts_quant_ops *ops, const ts_tensor *x);
 void cpu_act_row_avx2(float *out, const float *g, const float *u, int64_t n, bool gelu);
 /* cpu_act_avx512.c: the same, sixteen lanes at a time, with the same bits. */
 void cpu_act_row_avx512(float *out, const float *g, const float *u, int64_t n, bool gelu);
+/* out = gelu_erf(g) * u (u may be NULL), erf within 1.5e-7 (Abramowitz and Stegun 7.1.26);
+ * both levels give the same bits. */
+void cpu_gelu_erf_row_avx2(float *out, const float *g, const float *u, int64_t n);
+void cpu_gelu_erf_row_avx512(float *out, const float *g, const float *u, int64_t n);
 /* The norms' pieces: the sum of squares (in double), and out = x * inv * w (w may be NULL). */
 double cpu_sumsq_row_avx2(const float *x, int64_t n);
 void cpu_scale_row_avx2(float *out, const float *x, float inv, const float *w, int64_t n);

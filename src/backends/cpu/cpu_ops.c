@@ -21,6 +21,14 @@ static void act_row(ts_isa isa, float *out, const float *g, const float *u, int6
     }
 }
 
+static void gelu_erf_row(ts_isa isa, float *out, const float *g, const float *u, int64_t n) {
+    if (isa >= TS_ISA_AVX512) {
+        cpu_gelu_erf_row_avx512(out, g, u, n);
+    } else {
+        cpu_gelu_erf_row_avx2(out, g, u, n);
+    }
+}
+
 static char *row_at(const ts_tensor *t, int64_t r) {
     int64_t i1 = r % t->ne[1], i2 = (r / t->ne[1]) % t->ne[2], i3 = r / (t->ne[1] * t->ne[2]);
     return (char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
@@ -105,6 +113,10 @@ static void unary(const cpu_op_ctx *c, ts_tensor *n) {
                 act_row(c->isa, out, (const float *)ra, NULL, ne0, true);
                 break;
             }
+            if (c->isa >= TS_ISA_AVX2 && nb0 == sizeof(float)) {
+                gelu_erf_row(c->isa, out, (const float *)ra, NULL, ne0);
+                break;
+            }
             for (int64_t i = 0; i < ne0; i++) {
                 out[i] = gelu_f(ld(ra, nb0, i), approx);
             }
@@ -118,11 +130,15 @@ static void glu(const cpu_op_ctx *c, ts_tensor *n) {
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
     bool swi = n->op == TS_OP_SWIGLU;
-    bool simd = c->isa >= TS_ISA_AVX2 && g->nb[0] == sizeof(float) && u->nb[0] == sizeof(float) &&
-                (swi || n->ip[0] == TS_GELU_TANH);
+    bool simd = c->isa >= TS_ISA_AVX2 && g->nb[0] == sizeof(float) && u->nb[0] == sizeof(float);
+    bool erf = !swi && n->ip[0] == TS_GELU_ERF;
     for (int64_t r = lo; r < hi; r++) {
         float *out = (float *)row_at(n, r);
         const char *rg = row_at(g, r), *ru = row_at(u, r);
+        if (simd && erf) {
+            gelu_erf_row(c->isa, out, (const float *)rg, (const float *)ru, ne0);
+            continue;
+        }
         if (simd) {
             act_row(c->isa, out, (const float *)rg, (const float *)ru, ne0, !swi);
             continue;
