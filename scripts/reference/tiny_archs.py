@@ -97,6 +97,19 @@ ARCHS = {
                               "original_max_position_embeddings": 256}),
         "qwen3",
     ),
+    # YaRN with every parameter given: attention_factor 1.25 (not 0.1 ln 4 + 1), beta_fast 16,
+    # beta_slow 2 over an original context of 1024: with head_dim 8 and theta 1e4 the ramp runs
+    # over pairs 1..2 (the defaults 32 / 1 would make it 0..3), so pairs 0-1 keep their angle
+    # and pairs 2-3 are interpolated.
+    "qwen2_yarn": (
+        "Qwen2Config", "Qwen2ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             max_position_embeddings=4096,
+             rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "original_max_position_embeddings": 1024,
+                              "attention_factor": 1.25, "beta_fast": 16.0, "beta_slow": 2.0}),
+        "qwen2",
+    ),
     # Phi-3 LongRoPE with an original context of 8: the 12 tokens exceed it, so transformers
     # uses the long factors (it picks by sequence length); tessera picks them because the
     # context (16 in test_tiny_hf.c) exceeds it. cos and sin are scaled by
