@@ -73,8 +73,20 @@ const char *ts_version(void);
 
 typedef struct ts_llm ts_llm;
 
+/* How serious a message from the library is. */
+typedef enum ts_log_level {
+    TS_LOG_WARN = 1, /* something is probably wrong but the call went on (an unused tensor) */
+} ts_log_level;
+
+/* Receives the library's warnings: one line of UTF-8, no trailing newline, valid for the call
+ * only. Called on the thread that made the call that found the problem. */
+typedef void (*ts_log_callback)(void *user, ts_log_level level, const char *msg);
+
 typedef struct ts_llm_params {
     int vocab_only; /* nonzero: read the tokenizer only (no weights, no context) */
+    ts_log_callback log; /* warnings while opening (tensors the architecture does not use, see
+                            ts_llm_info.unused_tensors); NULL: none */
+    void *log_user;      /* passed to log */
 } ts_llm_params;
 
 /* Opens a GGUF model. Errors name the file and what was wrong (malformed file, unknown
@@ -99,6 +111,11 @@ typedef struct ts_llm_info {
                         (ts_context_embed), not text */
     int32_t pooling; /* the model's pooling (ts_pooling): <arch>.pooling_type, else an
                         encoder's own default, else TS_POOLING_LAST */
+    /* Tensors of the file that the architecture does not use (no tensor pattern of it names
+     * them): the forward pass ignores them, which usually means a feature tessera lacks.
+     * Their names, ", "-separated (control bytes as '?'), "" when none. */
+    int64_t n_unused_tensors;
+    const char *unused_tensors;
 } ts_llm_info;
 
 void ts_llm_get_info(const ts_llm *llm, ts_llm_info *out);

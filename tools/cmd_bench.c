@@ -657,7 +657,8 @@ int ts_cmd_bench(int argc, char **argv) {
     ts_error err = {0};
     ts_llm *llm = NULL;
     double t_open = ts_cli_now_ms();
-    if (ts_llm_open(o.co.model, NULL, &llm, &err) != TS_OK) {
+    ts_llm_params lp = ts_cli_llm_params();
+    if (ts_llm_open(o.co.model, &lp, &llm, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }

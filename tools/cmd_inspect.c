@@ -3,7 +3,9 @@
  *
  * Prints the header facts, every metadata entry (long arrays abbreviated to their first
  * elements and a count, long strings cut with their length), totals (parameters, bytes per
- * tensor type) and, with --tensors, the tensor table. --json prints the same as one JSON
+ * tensor type), whether the file loads as a model and which of its tensors the architecture
+ * does not use (a feature tessera would silently ignore), and, with --tensors, the tensor
+ * table. --json prints the same as one JSON
  * object. Text from the file is escaped before printing (control bytes and invalid UTF-8
  * become \xNN; in JSON, U+FFFD), so a hostile file cannot drive the terminal.
  * Exit status: 0 success, 1 the file could not be read (the reader's message on stderr),
@@ -34,7 +36,8 @@ typedef struct type_total {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera inspect FILE [--tensors] [--json]\n\n"
-               "Shows a GGUF file's header, metadata and totals.\n"
+               "Shows a GGUF file's header, metadata and totals, and whether it loads as a\n"
+               "model (with the tensors its architecture does not use).\n"
                "  --tensors  also list every tensor (name, type, shape, bytes, offset)\n"
                "  --json     print one JSON object instead of text\n");
 }
@@ -263,6 +266,41 @@ static void totals(const ts_gguf *g, type_total *by_type, type_total *all) {
     }
 }
 
+/* The file opened as a model (when it has tensors): whether it loads, and the tensors its
+ * architecture does not use. *llm is NULL and err says why when it does not load. */
+static void open_model(const char *path, const ts_gguf *g, ts_llm **llm, ts_error *err) {
+    *llm = NULL;
+    if (ts_gguf_tensor_count(g) > 0) {
+        ts_llm_open(path, NULL, llm, err);
+    }
+}
+
+static void print_model_text(FILE *f, const char *path, const ts_gguf *g) {
+    ts_llm *llm = NULL;
+    ts_error err = {0};
+    open_model(path, g, &llm, &err);
+    if (ts_gguf_tensor_count(g) == 0) {
+        return;
+    }
+    fprintf(f, "\nmodel:\n");
+    if (llm == NULL) {
+        fprintf(f, "  does not load: ");
+        print_str(f, err.msg, strlen(err.msg), TS_ERROR_MSG_MAX, false);
+        fputc('\n', f);
+        return;
+    }
+    ts_llm_info in;
+    ts_llm_get_info(llm, &in);
+    fprintf(f, "  loads as   %s\n", in.arch);
+    fprintf(f, "  unused     %" PRId64 " tensors", in.n_unused_tensors);
+    if (in.n_unused_tensors > 0) {
+        fputs(" (not used by the architecture): ", f);
+        print_str(f, in.unused_tensors, strlen(in.unused_tensors), SIZE_MAX, false);
+    }
+    fputc('\n', f);
+    ts_llm_close(llm);
+}
+
 static void print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors) {
     char hb[32], label[64];
     human_bytes(hb, sizeof hb, (double)ts_gguf_file_size(g));
@@ -320,6 +358,7 @@ static void print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors
                 ts_type_name(id), by_type[id].tensors, by_type[id].params, by_type[id].bytes, hb);
         }
     }
+    print_model_text(f, path, g);
 }
 
 /* ---- JSON -------------------------------------------------------------------------------- */
@@ -506,6 +545,24 @@ static int print_json(FILE *f, const char *path, const ts_gguf *g, bool tensors)
         }
     }
     cJSON_AddItemToObject(root, "totals", json_totals(g));
+    ts_llm *llm = NULL;
+    ts_error err = {0};
+    open_model(path, g, &llm, &err);
+    if (ts_gguf_tensor_count(g) > 0) {
+        cJSON *model = cJSON_AddObjectToObject(root, "model");
+        cJSON_AddBoolToObject(model, "loads", llm != NULL);
+        if (llm == NULL) {
+            cJSON_AddItemToObject(model, "error", json_str(err.msg, strlen(err.msg), SIZE_MAX));
+        } else {
+            ts_llm_info in;
+            ts_llm_get_info(llm, &in);
+            cJSON_AddStringToObject(model, "architecture", in.arch);
+            cJSON_AddItemToObject(model, "unused_tensors", json_i64(in.n_unused_tensors));
+            cJSON_AddItemToObject(model, "unused_tensor_names",
+                                  json_str(in.unused_tensors, strlen(in.unused_tensors), SIZE_MAX));
+            ts_llm_close(llm);
+        }
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (text == NULL) {

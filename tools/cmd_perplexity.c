@@ -165,7 +165,8 @@ int ts_cmd_perplexity(int argc, char **argv) {
     size_t n_ids = 0;
     int8_t *want = NULL;
     ts_llm_info mi = {0};
-    ts_status st = ts_llm_open(co.model, NULL, &llm, &err);
+    ts_llm_params lp = ts_cli_llm_params();
+    ts_status st = ts_llm_open(co.model, &lp, &llm, &err);
     if (st == TS_OK) {
         ts_llm_get_info(llm, &mi);
         st = ts_llm_tokenize(llm, text, text_len, 1, 0, &ids, &n_ids, &err);

@@ -216,7 +216,8 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
     ts_context_params p = o->ctx;
     p.overrides = o->overrides;
     double t0 = ts_cli_now_ms();
-    ts_status st = ts_llm_open(o->model, NULL, &cli->llm, &err);
+    ts_llm_params lp = ts_cli_llm_params();
+    ts_status st = ts_llm_open(o->model, &lp, &cli->llm, &err);
     cli->open_ms = ts_cli_now_ms() - t0;
     if (st == TS_OK) {
         ts_llm_get_info(cli->llm, &cli->model);
@@ -259,6 +260,15 @@ double ts_cli_rss_mb(bool peak) {
     }
     fclose(f);
     return kb / 1024.0;
+}
+
+static void log_stderr(void *user, ts_log_level level, const char *msg) {
+    (void)user;
+    fprintf(stderr, "%s: %s\n", level == TS_LOG_WARN ? "warning" : "note", msg);
+}
+
+ts_llm_params ts_cli_llm_params(void) {
+    return (ts_llm_params){.log = log_stderr};
 }
 
 void ts_cli_print_kernel_notice(const ts_context_info *info) {

@@ -38,6 +38,9 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i);
 /* Help text for the common options. */
 void ts_cli_print_common_help(FILE *f);
 
+/* ts_llm_open's parameters for the tools: warnings (unused tensors) go to stderr. */
+ts_llm_params ts_cli_llm_params(void);
+
 /* Opens the model and makes its context; prints errors to stderr. Returns 0 or a process exit
  * code. On an MPI follower rank (--tp-mpi, rank > 0) it serves until rank 0 is done and then
  * exits the process. */

@@ -140,6 +140,11 @@ def run_arch(arch, out_dir):
 
     model, config = build(arch)
     tensors = [(n, p.detach().float().numpy().copy()) for n, p in model.named_parameters()]
+    # Tensors a converter computes from the config (llama3's rope_freqs, Phi-3's LongRoPE
+    # factors) follow the parameters, under their GGUF names.
+    extra = tiny_archs.extra_tensors(arch, config.to_dict())
+    tensors += extra
+    extra_names = {n for n, _ in extra}
     if arch in tiny_archs.ENCODERS:
         hidden = encoder_outputs(model)
     else:
@@ -170,8 +175,8 @@ def run_arch(arch, out_dir):
                 "shape": list(a.shape),
                 "sum": float(a64.sum()),
                 "l2": float(np.sqrt((a64 * a64).sum())),
-                "gguf": tiny_archs.gguf_name(arch, name),
-                "transform": tiny_archs.transform(arch, name),
+                "gguf": name if name in extra_names else tiny_archs.gguf_name(arch, name),
+                "transform": "" if name in extra_names else tiny_archs.transform(arch, name),
             }
         )
     cfg = config.to_dict()

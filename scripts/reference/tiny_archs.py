@@ -5,6 +5,7 @@ mapping through a GGUF file that transformers loads back). The mapping below is 
 docs/reference.md documents; it follows the naming and layout conventions of GGUF files
 as llama.cpp's converter produces them.
 """
+import math
 import re
 
 SEED = 20240601
@@ -122,6 +123,55 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
         "ernie4_5",
     ),
+    # RoPE scaling variants (GGUF arch in the last field). Llama 3.1's scaling with an original
+    # context of 100: with head_dim 8 and theta 1e4 the pair wavelengths 6.3, 63, 628 and 6283
+    # fall in all three bands (kept, smoothed, divided by the factor). The converter writes it
+    # as the rope_freqs.weight tensor (extra_tensors).
+    "llama3_rope": (
+        "LlamaConfig", "LlamaForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 100}),
+        "llama",
+    ),
+    # YaRN, factor 4 over an original context of 256 (max 1024): with head_dim 16 and theta
+    # 1e4 the ramp runs over pairs 0..4, so pair 0 keeps its angle, pairs 1-3 mix and 4-7 are
+    # interpolated; cos and sin are scaled by 0.1 ln(4) + 1.
+    "qwen3_yarn": (
+        "Qwen3Config", "Qwen3ForCausalLM",
+        dict(_COMMON, head_dim=16, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             max_position_embeddings=1024,
+             rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "original_max_position_embeddings": 256}),
+        "qwen3",
+    ),
+    # YaRN with every parameter given: attention_factor 1.25 (not 0.1 ln 4 + 1), beta_fast 16,
+    # beta_slow 2 over an original context of 1024: with head_dim 8 and theta 1e4 the ramp runs
+    # over pairs 1..2 (the defaults 32 / 1 would make it 0..3), so pairs 0-1 keep their angle
+    # and pairs 2-3 are interpolated.
+    "qwen2_yarn": (
+        "Qwen2Config", "Qwen2ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             max_position_embeddings=4096,
+             rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "original_max_position_embeddings": 1024,
+                              "attention_factor": 1.25, "beta_fast": 16.0, "beta_slow": 2.0}),
+        "qwen2",
+    ),
+    # Phi-3 LongRoPE with an original context of 8: the 12 tokens exceed it, so transformers
+    # uses the long factors (it picks by sequence length); tessera picks them because the
+    # context (16 in test_tiny_hf.c) exceeds it. cos and sin are scaled by
+    # sqrt(1 + ln(128 / 8) / ln(8)).
+    "phi3_longrope": (
+        "Phi3Config", "Phi3ForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             original_max_position_embeddings=8, sliding_window=None,
+             rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                              "short_factor": [1.0, 1.25, 1.5, 2.0],
+                              "long_factor": [1.0, 3.0, 9.0, 24.0]}),
+        "phi3",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -232,8 +282,14 @@ _BERT_BLOCK = {
 _BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h|encoder\.layer)\.(\d+)\.(.+)$")
 
 
+def _gguf_arch(arch):
+    """The GGUF architecture of an ARCHS entry (variants such as "llama3_rope" map to theirs)."""
+    return ARCHS[arch][3] if arch in ARCHS else arch
+
+
 def gguf_name(arch, hf_name):
     """GGUF tensor name for an HF parameter name (KeyError when the arch has no such tensor)."""
+    arch = _gguf_arch(arch)
     if hf_name in _TOP:
         return _TOP[hf_name]
     if arch == "bert" and hf_name in _BERT_TOP:
@@ -249,6 +305,7 @@ def gguf_name(arch, hf_name):
 
 def transform(arch, hf_name):
     """Name of the layout transform the converter applies to this tensor ("" for none)."""
+    arch = _gguf_arch(arch)
     if arch == "llama" and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
     if arch in ("granite", "smollm3") and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$",
@@ -269,6 +326,7 @@ def gguf_metadata(arch, cfg):
     loader reads (and its defaults for absent keys) is exercised as with converted files.
     """
     g = ARCHS[arch][3]
+    arch = g
     meta = [{"key": "general.architecture", "type": "str", "value": g}]
 
     def put(suffix, typ, value):
@@ -335,4 +393,64 @@ def gguf_metadata(arch, cfg):
         put("attn_logit_softcapping", "f32", cfg["attn_logit_softcapping"])
     if cfg.get("final_logit_softcapping"):
         put("final_logit_softcapping", "f32", cfg["final_logit_softcapping"])
+    _rope_scaling_metadata(arch, cfg, rope, put)
     return meta
+
+
+def _rope_scaling_metadata(g, cfg, rope, put):
+    """rope.scaling.* as llama.cpp's converter writes them (its base class for linear and YaRN,
+    its Phi-3 class for LongRoPE; llama3 is the rope_freqs tensor, no key)."""
+    kind = rope.get("rope_type", "default")
+    if kind == "linear":
+        put("rope.scaling.type", "str", "linear")
+        put("rope.scaling.factor", "f32", rope["factor"])
+    elif kind == "yarn":
+        put("rope.scaling.type", "str", "yarn")
+        put("rope.scaling.factor", "f32", rope["factor"])
+        put("rope.scaling.original_context_length", "u32",
+            rope["original_max_position_embeddings"])
+        for hf_key, suffix in (("attention_factor", "yarn_attn_factor"),
+                               ("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow")):
+            if rope.get(hf_key) is not None:
+                put(f"rope.scaling.{suffix}", "f32", rope[hf_key])
+    elif kind == "longrope" and g == "phi3":
+        n_orig = cfg["original_max_position_embeddings"]
+        scale = cfg["max_position_embeddings"] / n_orig
+        attn = math.sqrt(1 + math.log(scale) / math.log(n_orig)) if scale > 1.0 else 1.0
+        put("rope.scaling.original_context_length", "u32", n_orig)
+        put("rope.scaling.attn_factor", "f32", attn)
+
+
+def extra_tensors(arch, cfg):
+    """Tensors the converter computes from the config rather than copies from the weights, as
+    (GGUF name, float32 array) pairs: llama3's rope_freqs.weight (the per-pair divisors, in
+    float32 as convert_hf_to_gguf.py computes them) and Phi-3's rope_factors_long/short.weight.
+    gen_tiny.py stores them in the .bin under their GGUF name with transform ""."""
+    import numpy as np
+    import torch
+
+    rope = cfg.get("rope_parameters") or {}
+    kind = rope.get("rope_type", "default")
+    if kind == "llama3":
+        base = rope.get("rope_theta", 10000.0)
+        dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        factor = rope.get("factor", 8.0)
+        low, high = rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
+        n_orig = rope.get("original_max_position_embeddings", 8192)
+        low_wavelen, high_wavelen = n_orig / low, n_orig / high
+        out = []
+        for freq in freqs:
+            wavelen = 2 * math.pi / freq
+            if wavelen < high_wavelen:
+                out.append(1.0)
+            elif wavelen > low_wavelen:
+                out.append(float(factor))
+            else:
+                smooth = (n_orig / wavelen - low) / (high - low)
+                out.append(float(1 / ((1 - smooth) / factor + smooth)))
+        return [("rope_freqs.weight", np.array(out, dtype=np.float32))]
+    if kind == "longrope":
+        return [("rope_factors_long.weight", np.array(rope["long_factor"], dtype=np.float32)),
+                ("rope_factors_short.weight", np.array(rope["short_factor"], dtype=np.float32))]
+    return []

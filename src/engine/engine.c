@@ -87,6 +87,7 @@ static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, 
         .block_size = c->block_size,
         .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,
         .kv_type = c->kv_type,
+        .n_ctx = c->n_ctx,
     };
     return TS_OK;
 }

@@ -55,9 +55,8 @@ static ts_tensor *glu_separate(ts_graph *g, ts_glu_act act, ts_tensor *gate, ts_
 
 /* ---- rope ---- */
 
-static ts_tensor *rope_op(ts_graph *g, ts_tensor *x, ts_tensor *pos, int n_rot,
-                          ts_rope_mode mode, float freq_base, float freq_scale) {
-    return ts_op_rope(g, x, pos, n_rot, mode, freq_base, freq_scale);
+static ts_tensor *rope_op(ts_graph *g, ts_tensor *x, ts_tensor *pos, const ts_rope_params *p) {
+    return ts_op_rope_ext(g, x, pos, p);
 }
 
 /* ---- attention ---- */
@@ -162,10 +161,16 @@ ts_tensor *ts_glu(ts_graph *g, ts_glu_act act, ts_tensor *gate, ts_tensor *up) {
     return fn != NULL ? fn(g, act, gate, up) : NULL;
 }
 
+ts_tensor *ts_rope_ext(ts_graph *g, ts_tensor *x, ts_tensor *pos, const ts_rope_params *p) {
+    ts_rope_fn fn = (ts_rope_fn)pick(g, "rope", (ts_impl_fn)rope_op);
+    return fn != NULL ? fn(g, x, pos, p) : NULL;
+}
+
 ts_tensor *ts_rope(ts_graph *g, ts_tensor *x, ts_tensor *pos, int n_rot, ts_rope_mode mode,
                    float freq_base, float freq_scale) {
-    ts_rope_fn fn = (ts_rope_fn)pick(g, "rope", (ts_impl_fn)rope_op);
-    return fn != NULL ? fn(g, x, pos, n_rot, mode, freq_base, freq_scale) : NULL;
+    ts_rope_params p = ts_rope_params_plain(n_rot, mode, freq_base);
+    p.freq_scale = freq_scale;
+    return ts_rope_ext(g, x, pos, &p);
 }
 
 ts_tensor *ts_attention(ts_graph *g, const ts_attn_args *a) {

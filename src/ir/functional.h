@@ -56,8 +56,8 @@ typedef ts_tensor *(*ts_matmul_fn)(ts_graph *g, ts_tensor *w, ts_tensor *x);
 typedef ts_tensor *(*ts_norm_fn)(ts_graph *g, ts_norm_kind kind, ts_tensor *x, ts_tensor *w,
                                  ts_tensor *b, float eps);
 typedef ts_tensor *(*ts_glu_fn)(ts_graph *g, ts_glu_act act, ts_tensor *gate, ts_tensor *up);
-typedef ts_tensor *(*ts_rope_fn)(ts_graph *g, ts_tensor *x, ts_tensor *pos, int n_rot,
-                                 ts_rope_mode mode, float freq_base, float freq_scale);
+typedef ts_tensor *(*ts_rope_fn)(ts_graph *g, ts_tensor *x, ts_tensor *pos,
+                                 const ts_rope_params *p);
 typedef ts_tensor *(*ts_attention_fn)(ts_graph *g, const ts_attn_args *a);
 
 /* y = w x (+ b): x f32 [k, ...], w [k, n] any weight type, b f32 [n] or NULL -> [n, ...]. */
@@ -71,6 +71,8 @@ ts_tensor *ts_glu(ts_graph *g, ts_glu_act act, ts_tensor *gate, ts_tensor *up);
 /* Rotary embedding of x [head_dim, n_head, n_tokens] at positions pos i32 [n_tokens]. */
 ts_tensor *ts_rope(ts_graph *g, ts_tensor *x, ts_tensor *pos, int n_rot, ts_rope_mode mode,
                    float freq_base, float freq_scale);
+/* The same with every ROPE parameter: frequency factors, YaRN, attention factor (ir.h). */
+ts_tensor *ts_rope_ext(ts_graph *g, ts_tensor *x, ts_tensor *pos, const ts_rope_params *p);
 /* Attention of q over the paged cache -> f32 [head_dim, n_head, n_tokens]. */
 ts_tensor *ts_attention(ts_graph *g, const ts_attn_args *a);
 

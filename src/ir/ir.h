@@ -35,12 +35,20 @@
  *  RMS_NORM(a [n, ...], w [n]?) -> a / sqrt(mean(a^2) + eps) (* w)   fp[0] = eps
  *  NORM(a [n, ...], w [n]?, b [n]?) -> (a - mean) / sqrt(var + eps) (* w) (+ b); var is the
  *      biased variance over dim 0.                       fp[0] = eps
- *  ROPE(a [head_dim, n_head, n_tok, 1], pos i32 [n_tok]) -> f32, same shape
- *      For dims d < n_rot rotated in pairs, the rest copied. Pair i (0 <= i < n_rot/2) is
- *      (2i, 2i+1) in NORMAL mode and (i, i + n_rot/2) in NEOX mode; its angle is
- *      theta = pos * freq_scale * freq_base^(-2i / n_rot) and (x0, x1) becomes
- *      (x0 cos - x1 sin, x0 sin + x1 cos).  ip[0] = n_rot (even, <= head_dim), ip[1] = mode,
- *      fp[0] = freq_base, fp[1] = freq_scale (linear scaling factor; 1 = none).
+ *  ROPE(a [head_dim, n_head, n_tok, 1], pos i32 [n_tok], ff f32 [n_rot/2]?) -> f32, same
+ *      shape. For dims d < n_rot rotated in pairs, the rest copied. Pair i (0 <= i < n_rot/2)
+ *      is (2i, 2i+1) in NORMAL mode and (i, i + n_rot/2) in NEOX mode. Its angle: the
+ *      extrapolated theta_e = pos * freq_base^(-2i / n_rot) / ff[i] (ff[i] = 1 without the
+ *      freq-factors source: llama3's rope_freqs, Phi-3's long/short factors), the
+ *      interpolated theta_i = freq_scale * theta_e, and, with the YaRN ramp
+ *      r = ext_factor * (1 - clamp((i - corr_lo) / max(0.001, corr_hi - corr_lo), 0, 1)),
+ *      theta = theta_i * (1 - r) + theta_e * r (ext_factor 0: theta = theta_i). (x0, x1)
+ *      becomes (m (x0 cos - x1 sin), m (x0 sin + x1 cos)) with m = attn_factor.
+ *      ip[0] = n_rot (even, <= head_dim), ip[1] = mode, fp[0] = freq_base, fp[1] =
+ *      freq_scale (1 / the linear or YaRN factor; 1 = none), fp[2] = ext_factor (0..1),
+ *      fp[3] = attn_factor (> 0; 1 = none), fp[4] = corr_lo, fp[5] = corr_hi (pair indices;
+ *      ts_rope_yarn_corr_dims). ff must be contiguous (the model loader checks that a file's
+ *      factors are finite and positive).
  *  SOFTMAX(a [n, r, ...], mask f32 [n, r]?) -> softmax over dim 0 of
  *      z = (cap > 0 ? cap * tanh(a * scale / cap) : a * scale) + mask[:, r] (mask broadcast
  *      over dims 2, 3). A row whose z are all -inf gives zeros.  fp[0] = scale, fp[1] = cap.
@@ -106,7 +114,7 @@
 
 #define TS_MAX_DIMS 4
 #define TS_MAX_SRC 7
-#define TS_MAX_PARAMS 4
+#define TS_MAX_PARAMS 8
 #define TS_MAX_DYN_DIMS 4
 #define TS_NAME_MAX 64
 
@@ -271,6 +279,30 @@ ts_tensor *ts_graph_tensor(const ts_graph *g, int i);
 /* Finds a tensor by name (first match) or NULL. */
 ts_tensor *ts_graph_find(const ts_graph *g, const char *name);
 
+/* Everything ROPE computes with (see the op list); ts_rope_params_plain() gives unscaled
+ * RoPE. freq_factors is borrowed (a tensor of the same graph) and may be NULL. */
+typedef struct ts_rope_params {
+    int n_rot;
+    ts_rope_mode mode;
+    float freq_base;
+    float freq_scale;        /* 1 / scaling factor (linear or YaRN); 1 = none */
+    ts_tensor *freq_factors; /* f32 [n_rot/2]: divisors of each pair's angle, or NULL */
+    float ext_factor;        /* YaRN: weight of the extrapolated angle at the ramp's low end */
+    float attn_factor;       /* multiplies cos and sin; 1 = none */
+    float corr_lo, corr_hi;  /* YaRN ramp: pair indices where the mix starts and ends */
+} ts_rope_params;
+
+/* Plain RoPE: no scaling, no factors, no YaRN. */
+ts_rope_params ts_rope_params_plain(int n_rot, ts_rope_mode mode, float freq_base);
+
+/* YaRN's correction range: the pair indices (as floats) below which pairs keep their
+ * extrapolated angle (they rotate more than beta_fast times over the original context
+ * n_ctx_orig) and above which they are fully interpolated (fewer than beta_slow rotations):
+ * floor and ceil of n_rot * ln(n_ctx_orig / (2 pi beta)) / (2 ln freq_base), clamped to
+ * [0, n_rot - 1]. */
+void ts_rope_yarn_corr_dims(int n_rot, float freq_base, int64_t n_ctx_orig, float beta_fast,
+                            float beta_slow, float out[2]);
+
 /* ---- op builders (raw ops; see semantics above) ---- */
 
 ts_tensor *ts_op_get_rows(ts_graph *g, ts_tensor *a, ts_tensor *idx);
@@ -282,6 +314,8 @@ ts_tensor *ts_op_rms_norm(ts_graph *g, ts_tensor *a, ts_tensor *w /* may be NULL
 ts_tensor *ts_op_norm(ts_graph *g, ts_tensor *a, ts_tensor *w, ts_tensor *b, float eps);
 ts_tensor *ts_op_rope(ts_graph *g, ts_tensor *a, ts_tensor *pos, int n_rot, ts_rope_mode mode,
                       float freq_base, float freq_scale);
+/* ROPE with every parameter (p borrowed for the call). */
+ts_tensor *ts_op_rope_ext(ts_graph *g, ts_tensor *a, ts_tensor *pos, const ts_rope_params *p);
 ts_tensor *ts_op_softmax(ts_graph *g, ts_tensor *a, ts_tensor *mask /* may be NULL */,
                          float scale, float softcap);
 ts_tensor *ts_op_silu(ts_graph *g, ts_tensor *a);

@@ -201,6 +201,21 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
         CHECK(n->fp[0] > 0.0f && n->fp[1] > 0.0f, TS_ERR_RANGE,
               "freq_base %g and freq_scale %g must be positive", (double)n->fp[0],
               (double)n->fp[1]);
+        CHECK(n->fp[2] >= 0.0f && n->fp[2] <= 1.0f && n->fp[3] > 0.0f && isfinite(n->fp[3]) &&
+                  isfinite(n->fp[4]) && isfinite(n->fp[5]),
+              TS_ERR_RANGE,
+              "ext_factor %g (0..1), attn_factor %g (> 0) or YaRN range [%g, %g] invalid",
+              (double)n->fp[2], (double)n->fp[3], (double)n->fp[4], (double)n->fp[5]);
+        if (n->src[2] != NULL) {
+            const ts_tensor *ff = n->src[2];
+            if ((st = check_f32(n, ff, "freq factors", err)) != TS_OK) {
+                return st;
+            }
+            CHECK(ff->ne[0] == n->ip[0] / 2 && ff->ne[1] == 1 && ff->ne[2] == 1 && ff->ne[3] == 1 &&
+                      ts_tensor_is_contiguous(ff),
+                  TS_ERR_RANGE, "freq factors '%s' " SHAPE " must be a contiguous [%d]", ff->name,
+                  NE(ff), n->ip[0] / 2);
+        }
         return TS_OK;
     case TS_OP_SOFTMAX:
         if ((st = check_f32(n, a, "input", err)) != TS_OK) {
@@ -418,19 +433,56 @@ ts_tensor *ts_op_norm(ts_graph *g, ts_tensor *a, ts_tensor *w, ts_tensor *b, flo
     return finish(g, t);
 }
 
-ts_tensor *ts_op_rope(ts_graph *g, ts_tensor *a, ts_tensor *pos, int n_rot, ts_rope_mode mode,
-                      float freq_base, float freq_scale) {
+ts_rope_params ts_rope_params_plain(int n_rot, ts_rope_mode mode, float freq_base) {
+    return (ts_rope_params){
+        .n_rot = n_rot,
+        .mode = mode,
+        .freq_base = freq_base,
+        .freq_scale = 1.0f,
+        .freq_factors = NULL,
+        .ext_factor = 0.0f,
+        .attn_factor = 1.0f,
+        .corr_lo = 0.0f,
+        .corr_hi = 0.0f,
+    };
+}
+
+/* The pair index whose wavelength fits n_rotations times into n_ctx_orig positions. */
+static double yarn_corr_dim(int n_rot, double base, double n_ctx_orig, double n_rotations) {
+    return n_rot * log(n_ctx_orig / (n_rotations * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
+void ts_rope_yarn_corr_dims(int n_rot, float freq_base, int64_t n_ctx_orig, float beta_fast,
+                            float beta_slow, float out[2]) {
+    double lo = floor(yarn_corr_dim(n_rot, freq_base, (double)n_ctx_orig, beta_fast));
+    double hi = ceil(yarn_corr_dim(n_rot, freq_base, (double)n_ctx_orig, beta_slow));
+    out[0] = (float)(lo > 0.0 ? lo : 0.0);
+    out[1] = (float)(hi < n_rot - 1 ? hi : n_rot - 1);
+}
+
+ts_tensor *ts_op_rope_ext(ts_graph *g, ts_tensor *a, ts_tensor *pos, const ts_rope_params *p) {
     if (pos == NULL) {
         return NULL;
     }
-    ts_tensor *t = like(g, TS_OP_ROPE, a, pos, NULL);
+    ts_tensor *t = like(g, TS_OP_ROPE, a, pos, p->freq_factors);
     if (t != NULL) {
-        t->ip[0] = n_rot;
-        t->ip[1] = (int32_t)mode;
-        t->fp[0] = freq_base;
-        t->fp[1] = freq_scale;
+        t->ip[0] = p->n_rot;
+        t->ip[1] = (int32_t)p->mode;
+        t->fp[0] = p->freq_base;
+        t->fp[1] = p->freq_scale;
+        t->fp[2] = p->ext_factor;
+        t->fp[3] = p->attn_factor;
+        t->fp[4] = p->corr_lo;
+        t->fp[5] = p->corr_hi;
     }
     return finish(g, t);
+}
+
+ts_tensor *ts_op_rope(ts_graph *g, ts_tensor *a, ts_tensor *pos, int n_rot, ts_rope_mode mode,
+                      float freq_base, float freq_scale) {
+    ts_rope_params p = ts_rope_params_plain(n_rot, mode, freq_base);
+    p.freq_scale = freq_scale;
+    return ts_op_rope_ext(g, a, pos, &p);
 }
 
 ts_tensor *ts_op_softmax(ts_graph *g, ts_tensor *a, ts_tensor *mask, float scale,

@@ -28,8 +28,12 @@
         T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                    \
         T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD)
 
+/* llama.cpp's converter writes Llama 3.1's scaling as one global tensor. */
+#define ROPE_FREQS T("rope_freqs.weight", TS_ROLE_ROPE_FREQS, O, TS_DIM_ROT_HALF, NONE)
+
 static const ts_tensor_pattern k_llama[] = {
     GLOBAL_TENSORS(O),
+    ROPE_FREQS,
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
     SEPARATE_QKV(O),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
@@ -39,6 +43,7 @@ static const ts_tensor_pattern k_llama[] = {
 
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
+    ROPE_FREQS,
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
     SEPARATE_QKV(R),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
@@ -47,6 +52,7 @@ static const ts_tensor_pattern k_qwen2[] = {
 
 static const ts_tensor_pattern k_qwen3[] = {
     GLOBAL_TENSORS(O),
+    ROPE_FREQS,
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
     SEPARATE_QKV(O),
     T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_HEAD, NONE),
@@ -56,9 +62,12 @@ static const ts_tensor_pattern k_qwen3[] = {
 };
 
 /* Phi-3 fuses Q, K and V into one projection and gate and up into one [n_embd, 2*n_ff]
- * matrix whose first half is the gate. */
+ * matrix whose first half is the gate. Long-context Phi-3 files carry LongRoPE's two sets of
+ * per-pair divisors. */
 static const ts_tensor_pattern k_phi3[] = {
     GLOBAL_TENSORS(R),
+    T("rope_factors_long.weight", TS_ROLE_ROPE_FACTORS_LONG, O, TS_DIM_ROT_HALF, NONE),
+    T("rope_factors_short.weight", TS_ROLE_ROPE_FACTORS_SHORT, O, TS_DIM_ROT_HALF, NONE),
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
     T("blk.{L}.attn_qkv.weight", TS_ROLE_ATTN_QKV, R, TS_DIM_EMBD, TS_DIM_QKV),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),

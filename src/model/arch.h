@@ -46,7 +46,8 @@ typedef enum ts_dim {
     TS_DIM_QKV,      /* Q + 2 * KV (fused projection) */
     TS_DIM_HEAD,     /* head_dim_k (per-head Q/K norms) */
     TS_DIM_CTX_TRAIN, /* n_ctx_train (learned position table) */
-    TS_DIM_TOKEN_TYPES /* n_token_types (rows of an encoder's token-type table) */
+    TS_DIM_TOKEN_TYPES, /* n_token_types (rows of an encoder's token-type table) */
+    TS_DIM_ROT_HALF, /* n_rot / 2 (RoPE frequency factors, one per rotated pair) */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -56,6 +57,9 @@ typedef enum ts_role {
     TS_ROLE_OUTPUT_NORM,
     TS_ROLE_OUTPUT_NORM_B,
     TS_ROLE_OUTPUT,
+    TS_ROLE_ROPE_FREQS,         /* llama3 scaling: per-pair divisors of the RoPE angle */
+    TS_ROLE_ROPE_FACTORS_LONG,  /* Phi-3 longrope: divisors when the context exceeds the */
+    TS_ROLE_ROPE_FACTORS_SHORT, /* original one (long), else the short ones */
     TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
     TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
     TS_ROLE_TOKEN_EMBD_NORM_B,

@@ -10,8 +10,9 @@
  *   embd = norm(GET_ROWS(x, outputs));  logits = (output · embd) * logit_mul
  *
  * attn: Q/K/V projections (fused or separate, optional bias), optional Q/K RMS norm (per head,
- * or over the whole projection for OLMo 2), RoPE (layout, base and scaling from hparams;
- * sliding-window layers may have their own base; NoPE layers of SmolLM3 and Cohere 2 skip it),
+ * or over the whole projection for OLMo 2), RoPE (layout, base and scaling from hparams: linear,
+ * YaRN, llama3 / Phi-3 frequency factors; sliding-window layers may have their own base; NoPE
+ * layers of SmolLM3 and Cohere 2 skip it),
  * KV_STORE of this step's K/V rows into their slots, then paged ATTENTION through the block
  * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
  * separate or fused gate/up, or GELU MLP with biases (GPT-2).
@@ -57,6 +58,8 @@ struct ts_forward {
                            it has none */
     ts_tensor **cache;  /* [2 * n_layer]: K then V pool of each layer */
     ts_buffer *weights; /* wraps the mapped file */
+    ts_buffer *rope_buf;     /* wraps hp.rope_llama3_factors when the metadata gives llama3 */
+    ts_tensor *rope_factors; /* f32 [n_rot/2] divisors of the RoPE angles, or NULL */
     ts_buffer *kv;      /* every layer's K and V pools */
     size_t kv_pool_bytes;
     ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
@@ -191,6 +194,66 @@ static ts_tensor *heads(ts_forward *f, ts_tensor *a, int64_t n) {
     return ts_op_reshape(f->g, a, 3, ne);
 }
 
+/* The tokens one sequence may hold: what Phi-3's long/short choice compares. */
+static int64_t context_len(const ts_forward_config *c) {
+    return c->n_ctx > 0 ? c->n_ctx : c->max_blocks_per_seq * c->block_size;
+}
+
+/* The frequency factors the model's RoPE divides its angles by, as a graph parameter: the
+ * file's rope_freqs (llama3), the llama3 factors computed from metadata, or Phi-3's long
+ * factors when the context exceeds the original one and its short ones otherwise (as
+ * llama.cpp chooses; transformers switches per sequence length, see docs/architecture.md). */
+static ts_status make_rope_factors(ts_forward *f, ts_error *err) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_tensor *t = weight(f, TS_ROLE_ROPE_FREQS, 0);
+    if (t == NULL && hp->rope_llama3_factors != NULL) {
+        size_t bytes = (size_t)(hp->n_rot / 2) * sizeof(float);
+        ts_status st =
+            ts_backend_buffer_wrap(f->b, hp->rope_llama3_factors, bytes, &f->rope_buf, err);
+        if (st != TS_OK) {
+            return st;
+        }
+        int64_t ne = hp->n_rot / 2;
+        t = ts_graph_param(f->g, "rope_freqs.llama3", TS_TYPE_F32, 1, &ne);
+        if (t == NULL) {
+            return ts_graph_status(f->g, err);
+        }
+        if ((st = ts_tensor_bind(t, f->rope_buf, 0, err)) != TS_OK) {
+            return st;
+        }
+    }
+    if (t == NULL && weight(f, TS_ROLE_ROPE_FACTORS_LONG, 0) != NULL) {
+        bool long_ctx = context_len(&f->cfg) > hp->rope_n_ctx_orig;
+        t = weight(f, long_ctx ? TS_ROLE_ROPE_FACTORS_LONG : TS_ROLE_ROPE_FACTORS_SHORT, 0);
+    }
+    f->rope_factors = t;
+    return TS_OK;
+}
+
+/* RoPE of layer il: the model's scaling (factors, YaRN, attention factor), except on local
+ * layers with their own base (Gemma 3), which keep plain positions. */
+static ts_rope_params layer_rope(const ts_forward *f, bool swa) {
+    const ts_hparams *hp = &f->m->hp;
+    ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
+    float base = swa ? hp->rope_base_swa : hp->rope_base;
+    ts_rope_params p = ts_rope_params_plain((int)hp->n_rot, mode, base);
+    if (swa && hp->arch->swa_rope_base > 0) {
+        return p;
+    }
+    p.freq_scale = hp->rope_freq_scale;
+    p.freq_factors = f->rope_factors;
+    p.attn_factor = hp->rope_attn_factor;
+    p.ext_factor = hp->rope_ext_factor;
+    if (p.ext_factor != 0.0f) {
+        float corr[2];
+        ts_rope_yarn_corr_dims(p.n_rot, base, hp->rope_n_ctx_orig, hp->rope_beta_fast,
+                               hp->rope_beta_slow, corr);
+        p.corr_lo = corr[0];
+        p.corr_hi = corr[1];
+    }
+    return p;
+}
+
 static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
     const ts_shard_plan *p = &f->plan;
@@ -246,12 +309,9 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     }
     bool swa = ts_hparams_layer_is_swa(hp, il);
     if (ts_hparams_layer_has_rope(hp, il)) {
-        ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
-        float base = swa ? hp->rope_base_swa : hp->rope_base;
-        /* Local layers of models with their own local base keep unscaled positions. */
-        float scale = swa && hp->arch->swa_rope_base > 0 ? 1.0f : hp->rope_freq_scale;
-        q = ts_rope(g, q, f->pos, (int)hp->n_rot, mode, base, scale);
-        k = ts_rope(g, k, f->pos, (int)hp->n_rot, mode, base, scale);
+        ts_rope_params rp = layer_rope(f, swa);
+        q = ts_rope_ext(g, q, f->pos, &rp);
+        k = ts_rope_ext(g, k, f->pos, &rp);
     }
     ts_tensor *kc = ts_op_kv_store(g, f->cache[2 * il], k, f->slots);
     ts_tensor *vc = ts_op_kv_store(g, f->cache[2 * il + 1], v, f->slots);
@@ -398,6 +458,9 @@ static ts_status build(ts_forward *f, ts_error *err) {
     if (st == TS_OK) {
         st = make_params(f, err);
     }
+    if (st == TS_OK) {
+        st = make_rope_factors(f, err);
+    }
     if (st != TS_OK) {
         return st;
     }
@@ -470,7 +533,8 @@ static ts_status zero_buffer(ts_backend *b, ts_buffer *buf, ts_error *err) {
 static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_error *err) {
     if (c->max_tokens < 1 || c->max_seqs < 1 || c->max_outputs < 1 ||
         c->max_outputs > c->max_tokens || c->max_seqs > c->max_tokens || c->n_blocks < 1 ||
-        c->block_size < 1 || c->max_blocks_per_seq < 1 || c->n_blocks > INT32_MAX / c->block_size) {
+        c->block_size < 1 || c->max_blocks_per_seq < 1 || c->n_blocks > INT32_MAX / c->block_size ||
+        c->n_ctx < 0) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "forward: invalid configuration (tokens %lld, seqs %lld, outputs "
                             "%lld, blocks %lld x %lld, table width %lld)",
@@ -586,6 +650,9 @@ void ts_forward_destroy(ts_forward *f) {
     }
     if (f->weights != NULL) {
         ts_backend_buffer_free(f->b, f->weights);
+    }
+    if (f->rope_buf != NULL) {
+        ts_backend_buffer_free(f->b, f->rope_buf);
     }
     free(f->params);
     free(f->cache);

@@ -37,6 +37,9 @@ typedef struct ts_forward_config {
     int64_t block_size;         /* tokens per block (16 by default) */
     int64_t max_blocks_per_seq; /* width of a block table row */
     ts_type kv_type;            /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
+    int64_t n_ctx;              /* tokens per sequence (Phi-3 picks its long RoPE factors when
+                                   it exceeds the original context); 0: max_blocks_per_seq *
+                                   block_size */
 } ts_forward_config;
 
 /* One step's inputs. Arrays are borrowed for the duration of the call. */

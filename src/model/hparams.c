@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -119,6 +120,51 @@ static ts_status check_layer_kinds(const ts_gguf *g, const char *arch, const ts_
     return TS_OK;
 }
 
+static bool str_is(ts_gguf_str s, const char *want) {
+    return s.len == strlen(want) && memcmp(s.ptr, want, s.len) == 0;
+}
+
+/* transformers' get_mscale: YaRN's attention factor for a scaling factor. */
+static double yarn_mscale(double factor, double mscale) {
+    return factor <= 1.0 ? 1.0 : 0.1 * mscale * log(factor) + 1.0;
+}
+
+/* llama3's per-pair divisors (Llama 3.1): pairs whose wavelength is shorter than
+ * n_orig / high keep their frequency, longer than n_orig / low are divided by factor, and
+ * between the two the inverse frequency is interpolated by n_orig / wavelength. Computed in
+ * float32, as llama.cpp's converter computes rope_freqs.weight. */
+static ts_status llama3_factors(ts_hparams *hp, float factor, float low, float high,
+                                ts_error *err) {
+    if (!(factor >= 1.0f) || !(low > 0.0f) || !(high > low)) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: llama3 RoPE scaling needs factor >= 1 and 0 < "
+                            "low_freq_factor < high_freq_factor (got %g, %g, %g)",
+                            (double)factor, (double)low, (double)high);
+    }
+    int64_t half = hp->n_rot / 2;
+    hp->rope_llama3_factors = malloc((size_t)half * sizeof(float));
+    if (hp->rope_llama3_factors == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "model: out of memory");
+    }
+    float n_orig = (float)hp->rope_n_ctx_orig;
+    float low_wavelen = n_orig / low, high_wavelen = n_orig / high;
+    for (int64_t i = 0; i < half; i++) {
+        float freq = 1.0f / powf(hp->rope_base, (float)(2 * i) / (float)hp->n_rot);
+        float wavelen = 2.0f * (float)M_PI / freq;
+        float f;
+        if (wavelen < high_wavelen) {
+            f = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            f = factor;
+        } else {
+            float smooth = (n_orig / wavelen - low) / (high - low);
+            f = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+        hp->rope_llama3_factors[i] = f;
+    }
+    return TS_OK;
+}
+
 /* Encoder traits, attention causality and pooling. An encoder must be bidirectional: this
  * graph has no causal variant of the post-norm encoder. */
 static ts_status load_encoder(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
@@ -158,6 +204,115 @@ static ts_status load_encoder(const ts_gguf *g, const char *arch, ts_hparams *hp
         }
     }
     return TS_OK;
+}
+
+/* <arch>.rope.scaling.*: the type (llama.cpp's names none, linear, yarn, longrope, and llama3
+ * for files that give Llama 3.1's scaling as metadata instead of rope_freqs.weight), the
+ * factor and the YaRN / Phi-3 parameters, with llama.cpp's defaults. */
+static ts_status load_rope_scaling(const ts_gguf *g, const char *arch, ts_hparams *hp,
+                                   ts_error *err) {
+    hp->rope_freq_scale = 1.0f;
+    hp->rope_scaling = TS_ROPE_SCALING_LINEAR;
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    ts_gguf_str type;
+    bool none = false;
+    /* The key is optional: absent (or not a string) means linear scaling by the factor. */
+    ts_error absent;
+    if (ts_gguf_get_str(g, key, &type, &absent) == TS_OK) {
+        if (str_is(type, "none")) {
+            none = true;
+        } else if (str_is(type, "yarn")) {
+            hp->rope_scaling = TS_ROPE_SCALING_YARN;
+        } else if (str_is(type, "longrope")) {
+            hp->rope_scaling = TS_ROPE_SCALING_LONGROPE;
+        } else if (str_is(type, "llama3")) {
+            hp->rope_scaling = TS_ROPE_SCALING_LLAMA3;
+        } else if (!str_is(type, "linear")) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "model: rope.scaling.type '%.*s' is not supported (none, linear, "
+                                "yarn, longrope, llama3)",
+                                (int)(type.len > 32 ? 32 : type.len), type.ptr);
+        }
+    }
+    float factor = 0.0f, attn = 1.0f, log_mul = 0.0f, yarn_attn = -1.0f, ext = -1.0f;
+    int64_t n_orig_def = hp->rope_scaling == TS_ROPE_SCALING_LLAMA3 ? 8192 : hp->n_ctx_train;
+    ts_status st;
+    if ((st = get_float(g, arch, "rope.scaling.factor", 0.0, &factor, err)) ||
+        (st = get_int(g, arch, "rope.scaling.original_context_length", false, n_orig_def,
+                      &hp->rope_n_ctx_orig, err)) ||
+        (st = check_positive("rope.scaling.original_context_length", hp->rope_n_ctx_orig,
+                             (int64_t)1 << 40, err)) ||
+        (st = get_float(g, arch, "rope.scaling.attn_factor", -1.0, &attn, err)) ||
+        (st = get_float(g, arch, "rope.scaling.yarn_ext_factor", -1.0, &ext, err)) ||
+        (st = get_float(g, arch, "rope.scaling.yarn_attn_factor", -1.0, &yarn_attn, err)) ||
+        (st = get_float(g, arch, "rope.scaling.yarn_beta_fast", 32.0, &hp->rope_beta_fast, err)) ||
+        (st = get_float(g, arch, "rope.scaling.yarn_beta_slow", 1.0, &hp->rope_beta_slow, err)) ||
+        (st = get_float(g, arch, "rope.scaling.yarn_log_multiplier", 0.0, &log_mul, err))) {
+        return st;
+    }
+    if (factor < 0.0f || (factor > 0.0f && factor < 1e-3f) || attn == 0.0f || attn < -1.0f) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: rope.scaling.factor %g or rope.scaling.attn_factor %g is out "
+                            "of range",
+                            (double)factor, (double)attn);
+    }
+    /* transformers: a YaRN config without a factor scales by the context extension. */
+    double context_ratio = (double)hp->n_ctx_train / (double)hp->rope_n_ctx_orig;
+    if (hp->rope_scaling == TS_ROPE_SCALING_YARN && factor == 0.0f) {
+        factor = (float)context_ratio;
+    }
+    if (!none && factor > 0.0f && hp->rope_scaling != TS_ROPE_SCALING_LLAMA3 &&
+        hp->rope_scaling != TS_ROPE_SCALING_LONGROPE) {
+        hp->rope_freq_scale = 1.0f / factor;
+    }
+    const ts_gguf_tensor *long_factors = NULL;
+    ts_gguf_find_tensor(g, "rope_factors_long.weight", &long_factors);
+    if (attn > 0.0f) {
+        hp->rope_attn_factor = attn;
+    } else if (long_factors != NULL || hp->rope_scaling == TS_ROPE_SCALING_LONGROPE) {
+        /* Phi-3's converter writes attn_factor; without it, transformers' longrope default
+         * from the context extension s: sqrt(1 + ln(s) / ln(n_ctx_orig)). */
+        double s = factor > 0.0f ? factor : context_ratio;
+        hp->rope_attn_factor =
+            s > 1.0 ? (float)sqrt(1.0 + log(s) / log((double)hp->rope_n_ctx_orig)) : 1.0f;
+    } else {
+        hp->rope_attn_factor = 1.0f;
+    }
+    hp->rope_ext_factor = 0.0f;
+    if (hp->rope_scaling == TS_ROPE_SCALING_YARN) {
+        hp->rope_ext_factor = ext >= 0.0f ? ext : 1.0f;
+        if (hp->rope_ext_factor > 1.0f || !(hp->rope_beta_fast > 0.0f) ||
+            !(hp->rope_beta_slow > 0.0f)) {
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: YaRN parameters out of range (ext_factor %g in 0..1, "
+                                "beta_fast %g and beta_slow %g > 0)",
+                                (double)hp->rope_ext_factor, (double)hp->rope_beta_fast,
+                                (double)hp->rope_beta_slow);
+        }
+        /* transformers: attention_factor when given (the converter's yarn_attn_factor), else
+         * get_mscale(factor) (mscale / mscale_all_dim form when yarn_log_multiplier is set, with
+         * mscale 1 as llama.cpp assumes). */
+        double f = factor > 0.0f ? factor : 1.0;
+        double m = yarn_attn > 0.0f  ? yarn_attn
+                   : log_mul != 0.0f ? yarn_mscale(f, 1.0) / yarn_mscale(f, log_mul)
+                                     : yarn_mscale(f, 1.0);
+        hp->rope_attn_factor *= (float)m;
+    }
+    if (hp->rope_scaling == TS_ROPE_SCALING_LLAMA3) {
+        float low = 1.0f, high = 4.0f;
+        if ((st = get_float(g, arch, "rope.scaling.low_freq_factor", 1.0, &low, err)) ||
+            (st = get_float(g, arch, "rope.scaling.high_freq_factor", 4.0, &high, err)) ||
+            (st = llama3_factors(hp, factor > 0.0f ? factor : 8.0f, low, high, err))) {
+            return st;
+        }
+    }
+    return TS_OK;
+}
+
+void ts_hparams_free(ts_hparams *hp) {
+    free(hp->rope_llama3_factors);
+    hp->rope_llama3_factors = NULL;
 }
 
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
@@ -247,29 +402,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     if ((st = get_float(g, arch, "rope.freq_base_swa", swa_base, &hp->rope_base_swa, err))) {
         return st;
     }
-    hp->rope_freq_scale = 1.0f;
-    float factor = 0.0f;
-    if ((st = get_float(g, arch, "rope.scaling.factor", 0.0, &factor, err))) {
+    if ((st = load_rope_scaling(g, arch, hp, err)) != TS_OK) {
         return st;
-    }
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    ts_gguf_str scaling_type;
-    bool linear = true;
-    /* The key is optional: absent (or not a string) means linear scaling by the factor. */
-    ts_error absent;
-    if (ts_gguf_get_str(g, key, &scaling_type, &absent) == TS_OK) {
-        linear = scaling_type.len == 6 && memcmp(scaling_type.ptr, "linear", 6) == 0;
-        bool none = scaling_type.len == 4 && memcmp(scaling_type.ptr, "none", 4) == 0;
-        if (!linear && !none) {
-            return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                                "model: rope.scaling.type '%.*s' is not supported (linear, none)",
-                                (int)(scaling_type.len > 32 ? 32 : scaling_type.len),
-                                scaling_type.ptr);
-        }
-    }
-    if (linear && factor > 0.0f) {
-        hp->rope_freq_scale = 1.0f / factor;
     }
     if (hp->arch->swa_pattern > 0 &&
         ((st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err)) ||
@@ -329,6 +463,8 @@ int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
     case TS_DIM_HEAD: return hp->head_dim;
     case TS_DIM_CTX_TRAIN: return hp->n_ctx_train;
     case TS_DIM_TOKEN_TYPES: return hp->n_token_types;
+    case TS_DIM_ROT_HALF:
+        return hp->n_rot / 2;
     }
     return 0;
 }

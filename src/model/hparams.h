@@ -13,6 +13,13 @@
 #include "model/arch.h"
 #include "tessera.h"
 
+typedef enum ts_rope_scaling {
+    TS_ROPE_SCALING_LINEAR = 0, /* positions times freq_scale (also "none": freq_scale 1) */
+    TS_ROPE_SCALING_YARN = 1,
+    TS_ROPE_SCALING_LONGROPE = 2, /* Phi-3: the file's rope_factors_long / _short */
+    TS_ROPE_SCALING_LLAMA3 = 3,   /* per-pair divisors: rope_freqs.weight or the metadata form */
+} ts_rope_scaling;
+
 typedef struct ts_hparams {
     const ts_arch_desc *arch;
     int64_t n_vocab;     /* rows of token_embd */
@@ -46,11 +53,29 @@ typedef struct ts_hparams {
     bool causal;                /* <arch>.attention.causal (default: false for encoders) */
     ts_pool_kind pooling;       /* <arch>.pooling_type (default: the encoder's, else LAST) */
     int64_t n_token_types;      /* rows of token_types.weight (0 when absent) */
+    /* RoPE scaling beyond the linear factor (docs/architecture.md, "RoPE scaling"). */
+    ts_rope_scaling rope_scaling; /* <arch>.rope.scaling.type (default linear, as llama.cpp) */
+    int64_t rope_n_ctx_orig;      /* rope.scaling.original_context_length (default n_ctx_train):
+                                     YaRN's ramp, Phi-3's long/short choice, llama3's bands */
+    float rope_ext_factor;        /* YaRN: rope.scaling.yarn_ext_factor (default 1; 0 otherwise) */
+    float rope_beta_fast;         /* YaRN: rope.scaling.yarn_beta_fast (default 32) */
+    float rope_beta_slow;         /* YaRN: rope.scaling.yarn_beta_slow (default 1) */
+    float rope_attn_factor; /* multiplier of cos and sin: YaRN's (rope.scaling.yarn_attn_factor,
+                               default 0.1 ln(factor) + 1) times rope.scaling.attn_factor
+                               (Phi-3's; default 1, or sqrt(1 + ln(s) / ln(n_ctx_orig)) for a
+                               file with long/short factors, s = context / original) */
+    /* llama3 given as metadata (type "llama3"): the per-pair divisors computed from
+     * rope.scaling.factor, low_freq_factor, high_freq_factor and original_context_length, as
+     * the converter computes rope_freqs.weight; [n_rot / 2], NULL otherwise. Owned. */
+    float *rope_llama3_factors;
 } ts_hparams;
 
 /* Reads hyperparameters for the file's general.architecture. Unknown architectures are
  * TS_ERR_UNSUPPORTED with the list of supported ones. n_vocab is taken from token_embd. */
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err);
+
+/* Frees what ts_hparams_load allocated (the llama3 factors); safe on a zeroed struct. */
+void ts_hparams_free(ts_hparams *hp);
 
 /* True when layer il uses sliding-window attention. */
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il);

@@ -1,6 +1,8 @@
 /* model.c — resolving an architecture's tensor patterns against a GGUF file. */
 #include "model/model.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,88 @@ static ts_status check_layer_features(const ts_model *m, int64_t il, ts_error *e
     return TS_OK;
 }
 
+/* RoPE factor tensors feed ROPE, which reads f32 (as llama.cpp's converter writes them); their
+ * values divide angles, so each must be finite and positive. */
+static ts_status check_rope_factors(const ts_model *m, ts_error *err) {
+    static const ts_role roles[] = {TS_ROLE_ROPE_FREQS, TS_ROLE_ROPE_FACTORS_LONG,
+                                    TS_ROLE_ROPE_FACTORS_SHORT};
+    for (size_t r = 0; r < sizeof roles / sizeof roles[0]; r++) {
+        const ts_gguf_tensor *t = m->global[roles[r]];
+        if (t == NULL) {
+            continue;
+        }
+        if (t->type != TS_TYPE_F32) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "model: RoPE factors '%s' have type %s; they must be F32", t->name,
+                                ts_type_name(t->type) ? ts_type_name(t->type) : "?");
+        }
+        const float *v = (const float *)((const char *)ts_gguf_base(m->gguf) +
+                                         ts_gguf_data_offset(m->gguf) + t->offset);
+        for (int64_t i = 0; i < t->ne[0]; i++) {
+            float x;
+            memcpy(&x, v + i, sizeof x); /* the file's alignment may be below 4 */
+            if (!(x > 0.0f) || !isfinite(x)) {
+                return ts_error_set(err, TS_ERR_FORMAT,
+                                    "model: RoPE factors '%s' entry %lld is %g; each must be "
+                                    "finite and positive",
+                                    t->name, (long long)i, (double)x);
+            }
+        }
+    }
+    bool has_long = m->global[TS_ROLE_ROPE_FACTORS_LONG] != NULL;
+    bool has_short = m->global[TS_ROLE_ROPE_FACTORS_SHORT] != NULL;
+    if (has_long != has_short) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: '%s' is present but '%s' is missing (LongRoPE needs both)",
+                            has_long ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                            has_long ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    }
+    if (m->hp.rope_scaling == TS_ROPE_SCALING_LONGROPE && !has_long) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: rope.scaling.type is longrope but the file has no "
+                            "rope_factors_long.weight / rope_factors_short.weight");
+    }
+    return TS_OK;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Lists the file's tensors that no pattern of the architecture resolved (m->unused), so that a
+ * tensor the forward pass would silently ignore is reported. */
+static ts_status find_unused(ts_model *m, ts_error *err) {
+    size_t n_layer_slots = (size_t)m->hp.n_layer * TS_ROLE_COUNT;
+    size_t cap = TS_ROLE_COUNT + n_layer_slots, n = 0;
+    const ts_gguf_tensor **used = malloc(cap * sizeof *used);
+    uint64_t n_file = ts_gguf_tensor_count(m->gguf);
+    m->unused = malloc((size_t)(n_file > 0 ? n_file : 1) * sizeof *m->unused);
+    if (used == NULL || m->unused == NULL) {
+        free(used);
+        return ts_error_set(err, TS_ERR_NOMEM, "model: out of memory");
+    }
+    for (size_t i = 0; i < TS_ROLE_COUNT; i++) {
+        if (m->global[i] != NULL) {
+            used[n++] = m->global[i];
+        }
+    }
+    for (size_t i = 0; i < n_layer_slots; i++) {
+        if (m->layers[i] != NULL) {
+            used[n++] = m->layers[i];
+        }
+    }
+    qsort(used, n, sizeof *used, cmp_ptr);
+    for (uint64_t i = 0; i < n_file; i++) {
+        const ts_gguf_tensor *t = ts_gguf_tensor_at(m->gguf, i);
+        if (bsearch(&t, used, n, sizeof *used, cmp_ptr) == NULL) {
+            m->unused[m->n_unused++] = t;
+        }
+    }
+    free(used);
+    return TS_OK;
+}
+
 ts_status ts_model_from_gguf(ts_gguf *g, ts_model **out, ts_error *err) {
     double t0 = now_ms();
     *out = NULL;
@@ -146,6 +230,12 @@ ts_status ts_model_from_gguf(ts_gguf *g, ts_model **out, ts_error *err) {
     for (int64_t il = 0; il < m->hp.n_layer && st == TS_OK; il++) {
         st = check_layer_features(m, il, err);
     }
+    if (st == TS_OK) {
+        st = check_rope_factors(m, err);
+    }
+    if (st == TS_OK) {
+        st = find_unused(m, err);
+    }
     if (st != TS_OK) {
         ts_model_close(m);
         return st;
@@ -176,7 +266,9 @@ void ts_model_close(ts_model *m) {
         return;
     }
     ts_gguf_close(m->gguf);
+    ts_hparams_free(&m->hp);
     free(m->layers);
+    free(m->unused);
     free(m);
 }
 

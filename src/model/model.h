@@ -33,6 +33,11 @@ typedef struct ts_model {
     uint64_t n_params;             /* elements of all resolved tensors */
     size_t weight_bytes;           /* bytes of all resolved tensors */
     double load_ms;                /* wall time of ts_model_open */
+    /* The file's tensors that no pattern of the architecture resolved, in file order: the
+     * forward pass does not use them (ts_llm reports them as a warning). Owned array of
+     * pointers into the file's tensor table. */
+    const ts_gguf_tensor **unused;
+    int64_t n_unused;
 } ts_model;
 
 /* Opens and validates a model file. Errors name the file and what was wrong: unknown

@@ -24,14 +24,14 @@
 #include "util/error.h"
 
 #define TP_MAGIC    0x70747374u /* "tstp" */
-#define TP_VERSION  2
+#define TP_VERSION  3
 #define TP_END      0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
 typedef struct tp_hello {
     uint32_t magic, version;
     int32_t size, kv_type;
-    int64_t max_tokens, max_seqs, max_outputs, n_blocks, block_size, max_blocks_per_seq;
+    int64_t max_tokens, max_seqs, max_outputs, n_blocks, block_size, max_blocks_per_seq, n_ctx;
     uint8_t hash[32];
 } tp_hello;
 
@@ -269,6 +269,7 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
             .block_size = h.block_size,
             .max_blocks_per_seq = h.max_blocks_per_seq,
             .kv_type = (ts_type)h.kv_type,
+            .n_ctx = h.n_ctx,
         };
         my_st = ts_forward_create_shard(m, b, &cfg, reg, comm, &f, &mine);
     }
@@ -444,6 +445,7 @@ ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward
         .n_blocks = cfg->n_blocks,
         .block_size = cfg->block_size,
         .max_blocks_per_seq = cfg->max_blocks_per_seq,
+        .n_ctx = cfg->n_ctx,
     };
     if (st == TS_OK) {
         st = ts_tp_model_hash(m, h.hash, err);

@@ -62,6 +62,7 @@ static void fill_info(ts_llm *llm) {
     in->name = llm->name;
     in->file_type = llm->file_type;
     in->arch = "";
+    in->unused_tensors = "";
     in->n_vocab = (int32_t)ts_tokenizer_n_vocab(llm->tok);
     if (llm->model == NULL) {
         in->file_bytes = ts_gguf_file_size(llm->vocab_gguf);
@@ -82,6 +83,58 @@ static void fill_info(ts_llm *llm) {
     in->n_ff = hp->n_ff;
     in->encoder = hp->enc != NULL;
     in->pooling = (int32_t)hp->pooling;
+    in->n_unused_tensors = llm->model->n_unused;
+    in->unused_tensors = llm->unused != NULL ? llm->unused : "";
+}
+
+/* Lists the model's unused tensors in llm->unused ("a, b, c"; control bytes as '?') and warns
+ * through the caller's log callback, naming at most the first 8. */
+static ts_status report_unused(ts_llm *llm, const ts_llm_params *params, ts_error *err) {
+    const ts_model *m = llm->model;
+    if (m == NULL || m->n_unused == 0) {
+        return TS_OK;
+    }
+    size_t len = 1;
+    for (int64_t i = 0; i < m->n_unused; i++) {
+        len += strlen(m->unused[i]->name) + 2;
+    }
+    llm->unused = malloc(len);
+    if (llm->unused == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "ts_llm_open: out of memory");
+    }
+    size_t at = 0, shown_end = 0;
+    for (int64_t i = 0; i < m->n_unused; i++) {
+        const char *name = m->unused[i]->name;
+        if (i > 0) {
+            memcpy(llm->unused + at, ", ", 2);
+            at += 2;
+        }
+        for (const char *c = name; *c != '\0'; c++) {
+            unsigned char b = (unsigned char)*c;
+            llm->unused[at++] = b < 0x20 || b == 0x7f ? '?' : (char)b;
+        }
+        if (i < 8) {
+            shown_end = at;
+        }
+    }
+    llm->unused[at] = '\0';
+    if (params != NULL && params->log != NULL) {
+        int64_t more = m->n_unused > 8 ? m->n_unused - 8 : 0;
+        size_t msg_len = shown_end + 256;
+        char *msg = malloc(msg_len);
+        if (msg == NULL) {
+            return ts_error_set(err, TS_ERR_NOMEM, "ts_llm_open: out of memory");
+        }
+        snprintf(msg, msg_len,
+                 "%lld tensor%s of the file %s not used by architecture '%s' (the output may be "
+                 "wrong): %.*s%s",
+                 (long long)m->n_unused, m->n_unused == 1 ? "" : "s",
+                 m->n_unused == 1 ? "is" : "are", m->hp.arch->name, (int)shown_end, llm->unused,
+                 more > 0 ? ", ..." : "");
+        params->log(params->log_user, TS_LOG_WARN, msg);
+        free(msg);
+    }
+    return TS_OK;
 }
 
 static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm **out,
@@ -102,6 +155,9 @@ static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm 
     const ts_gguf *g = vocab_only ? llm->vocab_gguf : (llm->model ? llm->model->gguf : NULL);
     if (st == TS_OK) {
         st = ts_tokenizer_create(g, &llm->tok, err);
+    }
+    if (st == TS_OK) {
+        st = report_unused(llm, params, err);
     }
     if (st != TS_OK && strstr(err->msg, path) == NULL) {
         ts_error_prefix(err, "%s: ", path); /* every error names the file */
@@ -131,6 +187,7 @@ void ts_llm_close(ts_llm *llm) {
     ts_tokenizer_destroy(llm->tok);
     ts_model_close(llm->model);
     ts_gguf_close(llm->vocab_gguf);
+    free(llm->unused);
     free(llm);
 }
 

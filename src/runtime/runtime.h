@@ -38,6 +38,7 @@ struct ts_llm {
     char name[128];
     char file_type[32];
     ts_llm_info info; /* strings point into this struct */
+    char *unused;     /* info.unused_tensors when not "" (owned) */
 };
 
 /* The shards of a tensor-parallel context (tp_group.c). */

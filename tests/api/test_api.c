@@ -674,6 +674,57 @@ static void test_open_errors(void **state) {
     assert_string_equal(ts_version(), version);
 }
 
+typedef struct log_record {
+    int n;
+    ts_log_level level;
+    char msg[1024];
+} log_record;
+
+static void record_log(void *user, ts_log_level level, const char *msg) {
+    log_record *r = user;
+    r->n++;
+    r->level = level;
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+}
+
+/* A tensor the architecture does not use is reported: once through the log callback while
+ * opening (naming it), and in ts_llm_info; a file without one reports nothing. */
+static void test_unused_tensors(void **state) {
+    api_model *m = *state;
+    ts_llm_info in;
+    ts_llm_get_info(m->llm, &in);
+    assert_int_equal(in.n_unused_tensors, 0);
+    assert_string_equal(in.unused_tensors, "");
+
+    char path[512];
+    assert_non_null(ts_tiny_temp_path(path, sizeof path, "api_unused"));
+    ts_tiny_spec spec = ts_tiny_spec_default("gemma3");
+    spec.extra[0] = "rope_freqs.weight"; /* llama's; gemma3 has no use for it */
+    spec.extra[1] = "blk.0.attn_\x1b[31m.weight";
+    spec.extra_ne0 = 16;
+    ts_error err = {0};
+    assert_int_equal(ts_tiny_write(&spec, path, &err), TS_OK);
+    log_record rec = {0};
+    ts_llm_params lp = {.log = record_log, .log_user = &rec};
+    ts_llm *llm = NULL;
+    assert_int_equal(ts_llm_open(path, &lp, &llm, &err), TS_OK);
+    assert_int_equal(rec.n, 1);
+    assert_int_equal(rec.level, TS_LOG_WARN);
+    assert_non_null(strstr(rec.msg, "2 tensors"));
+    assert_non_null(strstr(rec.msg, "'gemma3'"));
+    assert_non_null(strstr(rec.msg, "rope_freqs.weight, blk.0.attn_?[31m.weight"));
+    ts_llm_get_info(llm, &in);
+    assert_int_equal(in.n_unused_tensors, 2);
+    assert_string_equal(in.unused_tensors, "rope_freqs.weight, blk.0.attn_?[31m.weight");
+    ts_llm_close(llm);
+    /* Without a callback the open is silent and the info the same. */
+    assert_int_equal(ts_llm_open(path, NULL, &llm, &err), TS_OK);
+    ts_llm_get_info(llm, &in);
+    assert_int_equal(in.n_unused_tensors, 2);
+    ts_llm_close(llm);
+    unlink(path);
+}
+
 /* ---- GGUF files and types ------------------------------------------------------------------- */
 
 static void test_gguf_reader(void **state) {
@@ -851,6 +902,7 @@ int main(void) {
         cmocka_unit_test(test_context_params_errors),
         cmocka_unit_test(test_vocab_only),
         cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_unused_tensors),
         cmocka_unit_test(test_gguf_reader),
         cmocka_unit_test(test_server),
         cmocka_unit_test(test_default_model),

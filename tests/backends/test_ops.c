@@ -21,6 +21,9 @@
 #include "backends/harness.h"
 #include "quant/quant.h"
 
+#include <math.h>
+#include <string.h>
+
 typedef struct fixture {
     ts_backend *ref;
     ts_backend *cpu[2];
@@ -288,6 +291,154 @@ static void test_rope(void **state) {
     }
 }
 
+/* ROPE's scaling parameters: frequency factors (llama3 / Phi-3 longrope), the YaRN ramp with
+ * its extrapolation mix, and the attention factor, alone and together, on both layouts and a
+ * permuted input; CPU against the reference. */
+static void test_rope_scaling(void **state) {
+    (void)state;
+    for (int c = 0; c < 8; c++) {
+        harness h;
+        h_init(&h, F->ref, 300 + (uint64_t)c);
+        int64_t hd = 24, nh = 3, nt = 6, n_rot = c % 2 ? 16 : 24;
+        ts_tensor *x;
+        if (c % 4 == 3) { /* permuted input: parameter [hd, nt, nh] */
+            int64_t ne[3] = {hd, nt, nh};
+            ts_tensor *p = h_param(&h, "x", TS_TYPE_F32, 3, ne);
+            h_fill(&h, p, 1.0f);
+            x = ts_op_permute(h.g, p, 0, 2, 1, 3);
+        } else {
+            int64_t ne[3] = {hd, nh, nt};
+            x = h_param(&h, "x", TS_TYPE_F32, 3, ne);
+            h_fill(&h, x, 1.0f);
+        }
+        int64_t pn[1] = {nt};
+        ts_tensor *pos = h_param(&h, "pos", TS_TYPE_I32, 1, pn);
+        int32_t pv[6] = {0, 1, 9, 63, 500, 70000};
+        h_set_i32(&h, pos, pv, 6);
+        ts_rope_params rp = ts_rope_params_plain((int)n_rot, (ts_rope_mode)(c % 2), 10000.0f);
+        if (c & 2 || c >= 6) { /* factors between 1 and 8, as llama3's and Phi-3's */
+            int64_t fn[1] = {n_rot / 2};
+            rp.freq_factors = h_param(&h, "ff", TS_TYPE_F32, 1, fn);
+            float fv[12];
+            for (int i = 0; i < n_rot / 2; i++) {
+                fv[i] = 1.0f + 7.0f * (float)i / (float)(n_rot / 2);
+            }
+            ts_error err = {0};
+            assert_int_equal(
+                ts_backend_tensor_set_f32(h.host, rp.freq_factors, fv, n_rot / 2, &err), TS_OK);
+        }
+        if (c & 4) { /* YaRN: factor 4 over an original context of 64 */
+            rp.freq_scale = 0.25f;
+            rp.ext_factor = c == 7 ? 0.5f : 1.0f;
+            rp.attn_factor = 1.0f + 0.1f * logf(4.0f);
+            float corr[2];
+            ts_rope_yarn_corr_dims((int)n_rot, rp.freq_base, 64, 32.0f, 1.0f, corr);
+            rp.corr_lo = corr[0];
+            rp.corr_hi = corr[1];
+        } else if (c == 1) {
+            rp.attn_factor = 1.19f; /* Phi-3's sqrt(1 + ln(s) / ln(n_orig)) form */
+        }
+        check(&h, ts_op_rope_ext(h.g, x, pos, &rp), 1e-5, "ROPE scaled");
+        h_free(&h);
+    }
+}
+
+/* Runs ROPE on the reference backend over x [8, 1, 4] at positions 0..3. */
+static void rope_ref(const ts_rope_params *rp, const float *ff, float *out) {
+    harness h;
+    h_init(&h, F->ref, 400);
+    int64_t ne[3] = {8, 1, 4}, pn[1] = {4}, fn[1] = {4};
+    ts_tensor *x = h_param(&h, "x", TS_TYPE_F32, 3, ne);
+    float xv[32];
+    for (int i = 0; i < 32; i++) {
+        xv[i] = (float)(i % 8) * 0.25f - 1.0f;
+    }
+    ts_error err = {0};
+    assert_int_equal(ts_backend_tensor_set_f32(h.host, x, xv, 32, &err), TS_OK);
+    ts_tensor *pos = h_param(&h, "pos", TS_TYPE_I32, 1, pn);
+    int32_t pv[4] = {0, 1, 2, 3};
+    h_set_i32(&h, pos, pv, 4);
+    ts_rope_params p = *rp;
+    if (ff != NULL) {
+        p.freq_factors = h_param(&h, "ff", TS_TYPE_F32, 1, fn);
+        assert_int_equal(ts_backend_tensor_set_f32(h.host, p.freq_factors, ff, 4, &err), TS_OK);
+    }
+    ts_tensor *y = ts_graph_output(h.g, ts_op_rope_ext(h.g, x, pos, &p));
+    float *got = h_run(&h, F->ref, y, &err);
+    assert_non_null(got);
+    memcpy(out, got, 32 * sizeof(float));
+    free(got);
+    h_free(&h);
+}
+
+static void assert_close(const float *a, const float *b, int n, const char *what) {
+    for (int i = 0; i < n; i++) {
+        if (fabsf(a[i] - b[i]) > 1e-6f) {
+            fail_msg("%s: element %d: %.7f vs %.7f", what, i, a[i], b[i]);
+        }
+    }
+}
+
+/* The reference's ROPE parameters mean what ir.h says: identities between them, a value
+ * computed by hand, and YaRN's correction range as transformers computes it. */
+static void test_rope_semantics(void **state) {
+    (void)state;
+    float plain[32], got[32], want[32];
+    ts_rope_params p = ts_rope_params_plain(8, TS_ROPE_NORMAL, 10000.0f);
+    rope_ref(&p, NULL, plain);
+    /* (x0, x1) = (-1, -0.75) at position 1, pair 0 (angle 1): by hand. */
+    assert_close(
+        &plain[8],
+        (float[]){(float)(-cos(1.0) + 0.75 * sin(1.0)), (float)(-sin(1.0) - 0.75 * cos(1.0))}, 2,
+        "pair 0 at position 1");
+    /* Factors all 4 = linear scaling by 4. */
+    float four[4] = {4, 4, 4, 4};
+    rope_ref(&p, four, got);
+    ts_rope_params lin = p;
+    lin.freq_scale = 0.25f;
+    rope_ref(&lin, NULL, want);
+    assert_close(got, want, 32, "factors 4 vs freq_scale 1/4");
+    /* Attention factor 2 doubles the rotated part only (n_rot 6 of 8). */
+    ts_rope_params part = ts_rope_params_plain(6, TS_ROPE_NORMAL, 10000.0f);
+    rope_ref(&part, NULL, want);
+    part.attn_factor = 2.0f;
+    rope_ref(&part, NULL, got);
+    for (int i = 0; i < 32; i++) {
+        want[i] *= i % 8 < 6 ? 2.0f : 1.0f;
+    }
+    assert_close(got, want, 32, "attn_factor 2");
+    /* YaRN with the ramp above every pair keeps the extrapolated angles (freq_scale unused);
+     * with the ramp below every pair it is plain interpolation; ext_factor 0 turns it off. */
+    ts_rope_params y = p;
+    y.freq_scale = 0.25f;
+    y.ext_factor = 1.0f;
+    y.corr_lo = 10.0f;
+    y.corr_hi = 12.0f;
+    rope_ref(&y, NULL, got);
+    assert_close(got, plain, 32, "YaRN, all pairs extrapolated");
+    y.corr_lo = -3.0f;
+    y.corr_hi = -1.0f;
+    rope_ref(&y, NULL, got);
+    rope_ref(&lin, NULL, want);
+    assert_close(got, want, 32, "YaRN, all pairs interpolated");
+    /* Pair 1 halfway up the ramp [0, 2]: angle pos * 1e4^(-1/4) * (0.25 * 0.5 + 0.5). */
+    y.corr_lo = 0.0f;
+    y.corr_hi = 2.0f;
+    rope_ref(&y, NULL, got);
+    double th = 3.0 * pow(10000.0, -0.25) * 0.625, x0 = -0.5, x1 = -0.25;
+    assert_close(
+        &got[24 + 2],
+        (float[]){(float)(x0 * cos(th) - x1 * sin(th)), (float)(x0 * sin(th) + x1 * cos(th))}, 2,
+        "YaRN pair 1 at position 3");
+    /* transformers' find_correction_range(32, 1, 128, 1e6, 32768) = (23, 40) (Qwen3 with
+     * YaRN), and (8, 18) for gpt-oss's 64 dims, base 150000, original context 4096. */
+    float corr[2];
+    ts_rope_yarn_corr_dims(128, 1e6f, 32768, 32.0f, 1.0f, corr);
+    assert_true(corr[0] == 23.0f && corr[1] == 40.0f);
+    ts_rope_yarn_corr_dims(64, 150000.0f, 4096, 32.0f, 1.0f, corr);
+    assert_true(corr[0] == 8.0f && corr[1] == 18.0f);
+}
+
 static void test_softmax(void **state) {
     (void)state;
     for (int variant = 0; variant < 3; variant++) {
@@ -375,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_get_rows),      cmocka_unit_test(test_binary),
         cmocka_unit_test(test_unary),         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_norms),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_scaling),  cmocka_unit_test(test_rope_semantics),
         cmocka_unit_test(test_softmax),       cmocka_unit_test(test_copies),
         cmocka_unit_test(test_concat_argmax),
     };

@@ -17,7 +17,7 @@ const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",   "phi3",   
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
-typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS } kind;
+typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA } kind;
 
 typedef struct tdesc {
     char name[64];
@@ -104,7 +104,7 @@ static void add(tlist *l, kind k, int64_t ne0, int64_t ne1, const char *fmt, int
     d->ne[1] = ne1 > 0 ? ne1 : 1;
     bool matrix = k == K_MATRIX || k == K_EMBD || k == K_OUTPUT;
     d->type = matrix ? l->spec->wtype : l->spec->vec_type;
-    if (k == K_POS) {
+    if (k == K_POS || k == K_EXTRA) {
         d->type = TS_TYPE_F32;
     }
     if (l->spec->reshape != NULL && strcmp(l->spec->reshape, d->name) == 0) {
@@ -235,6 +235,11 @@ static void build_list(tlist *l) {
             add(l, K_NORM, E, 0, "blk.%lld.post_ffw_norm.weight", il);
         }
     }
+    for (int i = 0; i < 3; i++) {
+        if (s->extra[i] != NULL) {
+            add(l, K_EXTRA, s->extra_ne0, 0, s->extra[i], 0);
+        }
+    }
 }
 
 /* ---- values ---------------------------------------------------------------------------- */
@@ -267,11 +272,22 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
     case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
     case K_EMBD: a = 1.0f; break;
     case K_POS: a = 0.3f; break;
+    case K_EXTRA:
+        a = 1.0f;
+        break;
     case K_BIAS: a = 0.1f; break;
     case K_NORM: a = 0.2f; break;
     }
     for (int64_t i = 0; i < n; i++) {
         v[i] = a * uniform(&st) + (d->k == K_NORM ? 1.0f : 0.0f);
+    }
+    if (d->k == K_EXTRA) {
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = 2.5f + 1.5f * v[i];
+        }
+        if (s->extra_first != 0.0f && n > 0) {
+            v[0] = s->extra_first;
+        }
     }
 }
 

@@ -23,7 +23,7 @@
  * Fault injection (for loader error tests): `omit` leaves one tensor out, `reshape` writes one
  * tensor with one extra row (or element, for vectors), `retype` stores one tensor as
  * `retype_to`, `arch_name` overrides general.architecture, `omit_key` leaves one metadata key
- * out (its suffix after "<arch>.").
+ * out (its suffix after "<arch>."), `extra` adds tensors.
  *
  * Not thread-safe only in the sense that a spec must not change while it is being written.
  */
@@ -71,6 +71,11 @@ typedef struct ts_tiny_spec {
     const char *retype;
     ts_type retype_to;
     const char *omit_key;
+    /* Extra F32 vectors of extra_ne0 entries in [1, 4) (entry 0 = extra_first when nonzero),
+     * written after the family's tensors: RoPE factors, or a tensor no family uses. */
+    const char *extra[3];
+    int64_t extra_ne0;
+    float extra_first;
 } ts_tiny_spec;
 
 /* The supported families, NULL-terminated. */

@@ -73,6 +73,7 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
     bool granite = strcmp(s->arch, "granite") == 0, cohere2 = strcmp(s->arch, "cohere2") == 0;
     assert_float_equal(hp->attn_scale, granite ? 0.15 : 1.0 / sqrt((double)head_dim), 1e-6);
+    assert_int_equal(m->n_unused, 0); /* every tensor a family's file holds is used */
     bool gemma = strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gemma3") == 0;
     assert_float_equal(hp->embd_scale, gemma ? sqrt((double)s->n_embd) : granite ? 1.5 : 1.0, 1e-5);
     assert_float_equal(hp->residual_scale, granite ? 0.5 : 1.0, 1e-6);
@@ -375,6 +376,63 @@ static void test_family_keys(void **state) {
     ts_model_close(m);
 }
 
+/* RoPE factor tensors resolve to their roles (llama's rope_freqs, Phi-3's long and short
+ * factors); bad ones are errors naming them; a tensor no pattern names is listed as unused. */
+static void test_rope_factors_and_unused(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.extra[0] = "rope_freqs.weight";
+    s.extra_ne0 = 8; /* n_rot 16 */
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    const ts_gguf_tensor *t = ts_model_tensor(m, TS_ROLE_ROPE_FREQS, 0);
+    assert_non_null(t);
+    assert_string_equal(t->name, "rope_freqs.weight");
+    assert_int_equal(m->n_unused, 0);
+    ts_model_close(m);
+
+    /* The same tensor in an architecture that has no use for it, plus a stray one. */
+    s = ts_tiny_spec_default("gemma2");
+    s.extra[0] = "rope_freqs.weight";
+    s.extra[1] = "blk.0.mystery.weight";
+    s.extra_ne0 = 8;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->n_unused, 2);
+    assert_string_equal(m->unused[0]->name, "rope_freqs.weight");
+    assert_string_equal(m->unused[1]->name, "blk.0.mystery.weight");
+    ts_model_close(m);
+
+    s = ts_tiny_spec_default("phi3");
+    s.extra[0] = "rope_factors_long.weight";
+    s.extra[1] = "rope_factors_short.weight";
+    s.extra_ne0 = 8;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_non_null(ts_model_tensor(m, TS_ROLE_ROPE_FACTORS_LONG, 0));
+    assert_non_null(ts_model_tensor(m, TS_ROLE_ROPE_FACTORS_SHORT, 0));
+    assert_int_equal(m->n_unused, 0);
+    ts_model_close(m);
+
+    s.extra[1] = NULL;
+    const char *p1[] = {"rope_factors_long.weight", "rope_factors_short.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    s = ts_tiny_spec_default("llama");
+    s.extra[0] = "rope_freqs.weight";
+    s.extra_ne0 = 7;
+    const char *p2[] = {"rope_freqs.weight", "[7, 1", "expected [8, 1]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p2);
+    s.extra_ne0 = 8;
+    s.extra_first = -1.0f;
+    const char *p3[] = {"rope_freqs.weight", "entry 0", "positive", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+    s.extra_first = 0.0f;
+    s.retype = "rope_freqs.weight";
+    s.retype_to = TS_TYPE_F16;
+    const char *p4[] = {"rope_freqs.weight", "F16", "F32", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p4);
+}
+
 static void test_no_file(void **state) {
     (void)state;
     ts_model *m = NULL;
@@ -396,6 +454,7 @@ int main(void) {
         cmocka_unit_test(test_missing_key),
         cmocka_unit_test(test_family_keys),
         cmocka_unit_test(test_no_file),
+        cmocka_unit_test(test_rope_factors_and_unused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

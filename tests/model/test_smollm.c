@@ -2,7 +2,8 @@
  * test_smollm.c — the real default model, SmolLM2-135M-Instruct (Q4_1), when it is cached in
  * ~/.cache/tessera/models/ (skipped with a message otherwise): its hyperparameters, greedy
  * generation of a short factual prompt through the forward API (the answer must name the
- * right city), and the CPU backend's first logits against the reference backend's.
+ * right city), the CPU backend's first logits against the reference backend's, and a copy
+ * given Llama 3.1's rope_freqs.weight (the loader picks it up and RoPE divides by it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,11 +203,126 @@ static void test_cpu_vs_ref(void **state) {
     free(ids);
 }
 
+/* Last-position logits of "The capital of France is" for model m on the CPU backend. */
+static void last_logits(const smol *s, const ts_model *m, float *logits) {
+    size_t n = 0;
+    int32_t *ids = NULL;
+    ts_error err = {0};
+    const char *text = "The capital of France is";
+    assert_int_equal(ts_tokenizer_tokenize(s->tok, text, strlen(text), true, true, &ids, &n,
+                                           &err),
+                     TS_OK);
+    ts_backend *be = fu_backend(true);
+    ts_forward_config c = fu_config(8, 4);
+    c.max_outputs = 1;
+    ts_forward *f = fu_forward(m, be, NULL, &c);
+    assert_non_null(f);
+    int32_t pos[8], seq[8], slots[8], table[FU_MAX_BLK] = {0}, len[1] = {(int32_t)n};
+    int32_t out[1] = {(int32_t)n - 1};
+    for (size_t i = 0; i < n; i++) {
+        pos[i] = slots[i] = (int32_t)i;
+        seq[i] = 0;
+    }
+    ts_batch bt = {(int64_t)n, ids, pos, seq, slots, 1, table, len, 1, out};
+    assert_int_equal(ts_forward_run(f, &bt, logits, NULL, &err), TS_OK);
+    ts_forward_destroy(f);
+    ts_backend_destroy(be);
+    free(ids);
+}
+
+/* SmolLM2 rewritten with our GGUF writer (every key and tensor copied), plus a
+ * rope_freqs.weight of n_rot/2 entries equal to `factor` when factor > 0, else linear scaling by
+ * -factor as metadata; opened from memory (*file is the buffer, freed by the caller after the
+ * model is closed). */
+static ts_model *smol_variant(const smol *s, float factor, void **file) {
+    const ts_gguf *g = s->m->gguf;
+    ts_error err = {0};
+    ts_gguf_writer *w = NULL;
+    assert_int_equal(ts_gguf_writer_create(&w, &err), TS_OK);
+    for (uint64_t i = 0; i < ts_gguf_kv_count(g); i++) {
+        if (strcmp(ts_gguf_kv_key(g, i), "general.alignment") != 0) {
+            assert_int_equal(ts_gguf_writer_copy_kv(w, g, i, &err), TS_OK);
+        }
+    }
+    const char *data = (const char *)ts_gguf_base(g) + ts_gguf_data_offset(g);
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(g); i++) {
+        const ts_gguf_tensor *t = ts_gguf_tensor_at(g, i);
+        assert_int_equal(ts_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne,
+                                                   data + t->offset, &err),
+                         TS_OK);
+    }
+    int64_t half = s->m->hp.n_rot / 2;
+    float *ff = malloc((size_t)half * sizeof *ff);
+    for (int64_t i = 0; i < half; i++) {
+        ff[i] = factor;
+    }
+    if (factor > 0.0f) {
+        assert_int_equal(
+            ts_gguf_writer_add_tensor(w, "rope_freqs.weight", TS_TYPE_F32, 1, &half, ff, &err),
+            TS_OK);
+    } else {
+        assert_int_equal(ts_gguf_writer_add_cstr(w, "llama.rope.scaling.type", "linear", &err),
+                         TS_OK);
+        assert_int_equal(ts_gguf_writer_add_f32(w, "llama.rope.scaling.factor", -factor, &err),
+                         TS_OK);
+    }
+    size_t size = 0;
+    assert_int_equal(ts_gguf_writer_write_mem(w, file, &size, &err), TS_OK);
+    ts_gguf_writer_destroy(w);
+    free(ff);
+    ts_gguf *copy = NULL;
+    ts_model *m = NULL;
+    assert_int_equal(ts_gguf_open_memory(*file, size, &copy, &err), TS_OK);
+    if (ts_model_from_gguf(copy, &m, &err) != TS_OK) {
+        fail_msg("%s", err.msg);
+    }
+    return m;
+}
+
+/* A real llama file given Llama 3.1's rope_freqs.weight uses it: factors all 1 change nothing,
+ * factors all 8 equal linear scaling by 8 (and change the logits). */
+static void test_rope_freqs_picked_up(void **state) {
+    NEED_MODEL(state);
+    int64_t V = s->m->hp.n_vocab;
+    float *base = malloc((size_t)V * sizeof(float)), *one = malloc((size_t)V * sizeof(float));
+    float *eight = malloc((size_t)V * sizeof(float)), *lin = malloc((size_t)V * sizeof(float));
+    last_logits(s, s->m, base);
+    void *f1 = NULL, *f8 = NULL, *fl = NULL;
+    ts_model *m1 = smol_variant(s, 1.0f, &f1);
+    ts_model *m8 = smol_variant(s, 8.0f, &f8);
+    ts_model *ml = smol_variant(s, -8.0f, &fl);
+    assert_non_null(ts_model_tensor(m8, TS_ROLE_ROPE_FREQS, 0));
+    assert_int_equal(m8->n_unused, 0);
+    assert_null(ts_model_tensor(ml, TS_ROLE_ROPE_FREQS, 0));
+    last_logits(s, m1, one);
+    last_logits(s, m8, eight);
+    last_logits(s, ml, lin);
+    double d1 = fu_max_abs(one, base, (size_t)V), d8 = fu_max_abs(eight, lin, (size_t)V);
+    double moved = fu_max_abs(eight, base, (size_t)V);
+    printf("  SmolLM2 + rope_freqs: factors 1 vs none max |d| %.2e; factors 8 vs linear 8 "
+           "%.2e; factors 8 vs none %.2f\n",
+           d1, d8, moved);
+    assert_true(d1 == 0.0);
+    assert_true(d8 < 1e-4);
+    assert_true(moved > 0.1);
+    ts_model_close(m1);
+    ts_model_close(m8);
+    ts_model_close(ml);
+    free(f1);
+    free(f8);
+    free(fl);
+    free(base);
+    free(one);
+    free(eight);
+    free(lin);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hparams),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_cpu_vs_ref),
+        cmocka_unit_test(test_rope_freqs_picked_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -261,6 +261,24 @@ static void test_families(void **state) {
     check_parity(&o, uneven, 2, false);
 }
 
+/* RoPE frequency factors (a global tensor every shard reads whole): llama's rope_freqs and
+ * Phi-3's long/short factors (long: the context of 128 exceeds the default original one? No:
+ * the original context defaults to the training one, 256, so the short ones). */
+static void test_rope_factors(void **state) {
+    (void)state;
+    const int tps[] = {2, 3};
+    ts_tiny_spec l = ts_tiny_spec_default("llama");
+    l.extra[0] = "rope_freqs.weight";
+    l.extra_ne0 = 8;
+    check_parity(&l, tps, 2, true);
+    check_parity(&l, tps, 1, false);
+    ts_tiny_spec f = ts_tiny_spec_default("phi3");
+    f.extra[0] = "rope_factors_long.weight";
+    f.extra[1] = "rope_factors_short.weight";
+    f.extra_ne0 = 8;
+    check_parity(&f, tps, 1, true);
+}
+
 static void test_quantized(void **state) {
     (void)state;
     const ts_type types[] = {TS_TYPE_Q8_0, TS_TYPE_Q4_0};
@@ -667,7 +685,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),         cmocka_unit_test(test_llama_split_and_replicated_kv),
         cmocka_unit_test(test_tp3),          cmocka_unit_test(test_uneven),
-        cmocka_unit_test(test_families),     cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_families),
+        cmocka_unit_test(test_rope_factors),     cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
         cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
         cmocka_unit_test(test_group_of_one), cmocka_unit_test(test_smollm2),

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +209,35 @@ static void write_metadata(ts_gguf_writer *w, const cJSON *meta) {
     }
 }
 
+/* The llama3 scaling of a config (rope_parameters with rope_type "llama3") as metadata keys:
+ * the form a file may carry instead of rope_freqs.weight. False for other configs. */
+static bool write_llama3_keys(ts_gguf_writer *w, const cJSON *cfg, const char *g_arch) {
+    const cJSON *rope = cJSON_GetObjectItem(cfg, "rope_parameters");
+    const cJSON *type = rope != NULL ? cJSON_GetObjectItem(rope, "rope_type") : NULL;
+    if (type == NULL || !cJSON_IsString(type) || strcmp(type->valuestring, "llama3") != 0) {
+        return false;
+    }
+    ts_error err = {0};
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", g_arch);
+    assert_int_equal(ts_gguf_writer_add_cstr(w, key, "llama3", &err), TS_OK);
+    const char *hf[] = {"factor", "low_freq_factor", "high_freq_factor"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "%s.rope.scaling.%s", g_arch, hf[i]);
+        float v = (float)cJSON_GetObjectItem(rope, hf[i])->valuedouble;
+        assert_int_equal(ts_gguf_writer_add_f32(w, key, v, &err), TS_OK);
+    }
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", g_arch);
+    uint32_t n_orig =
+        (uint32_t)cJSON_GetObjectItem(rope, "original_max_position_embeddings")->valuedouble;
+    assert_int_equal(ts_gguf_writer_add_u32(w, key, n_orig, &err), TS_OK);
+    return true;
+}
+
 /* A tiny model's files: <arch><suffix> (JSON) and <arch>.bin, converted to GGUF with our writer
- * and loaded. The caller frees what the struct holds (tiny_close). */
+ * and loaded. With llama3_keys, llama3 scaling is written as metadata instead of the
+ * converter's rope_freqs.weight; for other configs that gives no model (out.model NULL). The
+ * caller frees what the struct holds (tiny_close). */
 typedef struct tiny {
     cJSON *root;
     char *json, *bin;
@@ -218,7 +246,7 @@ typedef struct tiny {
     int64_t n_vocab;
 } tiny;
 
-static tiny tiny_load(const char *arch, const char *suffix) {
+static tiny tiny_load(const char *arch, const char *suffix, bool llama3_keys) {
     tiny out = {0};
     char path[8192];
     size_t json_len = 0, bin_len = 0;
@@ -249,6 +277,13 @@ static tiny tiny_load(const char *arch, const char *suffix) {
     ts_gguf_writer *w = NULL;
     assert_int_equal(ts_gguf_writer_create(&w, &err), TS_OK);
     write_metadata(w, meta);
+    if (llama3_keys && !write_llama3_keys(w, cfg, g_arch)) {
+        ts_gguf_writer_destroy(w);
+        cJSON_Delete(root);
+        free(json);
+        free(bin);
+        return out;
+    }
     /* Tensors in the JSON's order, transformed; data kept alive until the write. */
     const cJSON *list = cJSON_GetObjectItem(root, "tensors");
     int n_t = cJSON_GetArraySize(list);
@@ -265,6 +300,9 @@ static tiny tiny_load(const char *arch, const char *suffix) {
             }
         }
         assert_non_null(t);
+        if (llama3_keys && strcmp(gguf_name, "rope_freqs.weight") == 0) {
+            continue;
+        }
         int64_t rows, cols;
         keep[i] = transform(t, how, head_dim, &rows, &cols);
         /* GGUF extents are HF's reversed; a transpose swapped the two of a matrix. */
@@ -323,8 +361,13 @@ static ts_backend *make_backend(int be) {
     return b;
 }
 
-static void check_arch(const char *arch) {
-    tiny tm = tiny_load(arch, ".logits.json");
+/* Checks one architecture's logits; with llama3_keys, llama3 scaling is given as metadata
+ * instead of the converter's rope_freqs.weight (returns without checking for other configs). */
+static void check_arch_form(const char *arch, bool llama3_keys) {
+    tiny tm = tiny_load(arch, ".logits.json", llama3_keys);
+    if (tm.model == NULL) {
+        return;
+    }
     cJSON *root = tm.root;
     ts_model *model = tm.model;
     int64_t n_vocab = tm.n_vocab;
@@ -375,8 +418,9 @@ static void check_arch(const char *arch) {
                 }
             }
         }
-        printf("  %-6s on %s: %d positions x %lld logits, max |d| %.2e\n", arch,
-               be == 0 ? "ref" : "cpu", N_TOK, (long long)n_vocab, worst);
+        printf("  %-6s on %s%s: %d positions x %lld logits, max |d| %.2e\n", arch,
+               be == 0 ? "ref" : "cpu", llama3_keys ? " (llama3 as metadata)" : "", N_TOK,
+               (long long)n_vocab, worst);
         ts_forward_destroy(f);
         ts_backend_destroy(b);
     }
@@ -384,11 +428,16 @@ static void check_arch(const char *arch) {
     tiny_close(&tm);
 }
 
+static void check_arch(const char *arch) {
+    check_arch_form(arch, false);
+    check_arch_form(arch, true);
+}
+
 /* An encoder: both inputs of <arch>.embd.json in one step (two sequences of different lengths,
  * each attending within itself both ways); the final hidden state of every token against
  * transformers' (each input run alone). */
 static void check_encoder(const char *arch) {
-    tiny tm = tiny_load(arch, ".embd.json");
+    tiny tm = tiny_load(arch, ".embd.json", false);
     ts_error err = {0};
     assert_non_null(tm.model->hp.enc);
     const cJSON *inputs = cJSON_GetObjectItem(tm.root, "inputs");
@@ -501,7 +550,7 @@ static void test_all_archs(void **state) {
     (void)state;
     char names[64][64];
     int n = list_tiny(".logits.json", names);
-    assert_true(n >= 13);
+    assert_true(n >= 17);
     for (int i = 0; i < n; i++) {
         check_arch(names[i]);
     }

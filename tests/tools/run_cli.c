@@ -126,10 +126,43 @@ static void test_retune_profile(void **state) {
     unlink(model);
 }
 
+/* A tensor the architecture does not use: `run` warns on stderr naming it and still runs;
+ * `inspect` lists it under "model:". */
+static void test_unused_tensor_reported(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char model[400], out[512], err[512], cmd[2000];
+    assert_non_null(ts_tiny_temp_path(model, sizeof model, "unused"));
+    ts_tiny_spec spec = ts_tiny_spec_default("qwen2");
+    spec.extra[0] = "rope_factors_long.weight"; /* Phi-3's; qwen2 has no use for it */
+    spec.extra_ne0 = 8;
+    ts_error e = {0};
+    assert_int_equal(ts_tiny_write(&spec, model, &e), TS_OK);
+    snprintf(out, sizeof out, "%s.out", model);
+    snprintf(err, sizeof err, "%s.err", model);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 2 --temp 0", bin(), model);
+    assert_int_equal(run(cmd, out, err), 0);
+    const char *r = slurp(err);
+    assert_non_null(strstr(r, "warning: 1 tensor of the file is not used by architecture "
+                              "'qwen2' (the output may be wrong): rope_factors_long.weight"));
+    snprintf(cmd, sizeof cmd, "%s inspect %s", bin(), model);
+    assert_int_equal(run(cmd, out, err), 0);
+    const char *o = slurp(out);
+    assert_non_null(strstr(o, "model:\n  loads as   qwen2\n"));
+    assert_non_null(strstr(o, "unused     1 tensors (not used by the architecture): "
+                              "rope_factors_long.weight"));
+    unlink(model);
+    unlink(out);
+    unlink(err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompts_file_skips_rejected),
         cmocka_unit_test(test_retune_profile),
+        cmocka_unit_test(test_unused_tensor_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

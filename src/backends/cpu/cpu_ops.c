@@ -212,14 +212,25 @@ static void rope(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *a = n->src[0], *pos = n->src[1];
     int64_t n_rot = n->ip[0], half = n_rot / 2, nh = n->ne[1], lo, hi;
     bool neox = n->ip[1] == TS_ROPE_NEOX;
-    double base = n->fp[0], fscale = n->fp[1];
+    double base = n->fp[0], fscale = n->fp[1], ext = n->fp[2], mscale = n->fp[3];
+    const float *ff = n->src[2] != NULL ? (const float *)n->src[2]->data : NULL;
     float *cs = c->local, *sn = cs + half, *cs2 = sn + half, *sn2 = cs2 + n_rot;
     double *freq = (double *)(((uintptr_t)(sn2 + n_rot) + 7) & ~(uintptr_t)7); /* 2 floats slack */
     const bool simd = c->isa >= TS_ISA_AVX2 && a->nb[0] == sizeof(float);
     int64_t cached = -1;
     cpu_split(nh * n->ne[2], c->ith, c->nth, &lo, &hi);
+    /* Each pair's angle is pos times a constant: the extrapolated frequency (divided by the
+     * pair's factor) times the mix of interpolation (fscale) and extrapolation (1) that the
+     * YaRN ramp gives it. */
     for (int64_t i = 0; i < half && lo < hi; i++) {
-        freq[i] = pow(base, -2.0 * (double)i / (double)n_rot);
+        double f = pow(base, -2.0 * (double)i / (double)n_rot) / (ff != NULL ? ff[i] : 1.0);
+        double mix = fscale;
+        if (ext != 0.0) {
+            double y = ((double)i - n->fp[4]) / fmax(0.001, (double)n->fp[5] - n->fp[4]);
+            double ramp = ext * (1.0 - fmin(1.0, fmax(0.0, y)));
+            mix = fscale * (1.0 - ramp) + ramp;
+        }
+        freq[i] = f * mix;
     }
     for (int64_t r = lo; r < hi; r++) {
         int64_t h = r % nh, t = r / nh;
@@ -227,9 +238,9 @@ static void rope(const cpu_op_ctx *c, ts_tensor *n) {
             int32_t p;
             memcpy(&p, (const char *)pos->data + t * pos->nb[0], sizeof p);
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)p * fscale * freq[i];
-                cs[i] = (float)cos(theta);
-                sn[i] = (float)sin(theta);
+                double theta = (double)p * freq[i];
+                cs[i] = (float)(mscale * cos(theta));
+                sn[i] = (float)(mscale * sin(theta));
                 cs2[2 * i] = cs2[2 * i + 1] = cs[i];
                 sn2[2 * i] = -sn[i];
                 sn2[2 * i + 1] = sn[i];

@@ -165,19 +165,30 @@ ts_status ref_norm(ts_tensor *n, ts_error *err) {
 
 ts_status ref_rope(ts_tensor *n, ts_error *err) {
     (void)err;
-    const ts_tensor *a = n->src[0], *pos = n->src[1];
+    const ts_tensor *a = n->src[0], *pos = n->src[1], *ff = n->src[2];
     int64_t n_rot = n->ip[0], half = n_rot / 2;
     bool neox = n->ip[1] == TS_ROPE_NEOX;
-    double base = n->fp[0], fscale = n->fp[1];
+    double base = n->fp[0], fscale = n->fp[1], ext = n->fp[2], mscale = n->fp[3];
+    double lo = n->fp[4], hi = n->fp[5];
     for (int64_t t = 0; t < n->ne[2]; t++) {
         double p = (double)ref_geti(pos, t, 0, 0);
         for (int64_t h = 0; h < n->ne[1]; h++) {
             for (int64_t i = 0; i < half; i++) {
-                double theta = p * fscale * pow(base, -2.0 * (double)i / (double)n_rot);
+                double theta_e = p * pow(base, -2.0 * (double)i / (double)n_rot);
+                if (ff != NULL) {
+                    theta_e /= ref_getf(ff, i, 0, 0, 0);
+                }
+                double theta = fscale * theta_e;
+                if (ext != 0.0) {
+                    double y = ((double)i - lo) / fmax(0.001, hi - lo);
+                    double r = ext * (1.0 - fmin(1.0, fmax(0.0, y)));
+                    theta = theta * (1.0 - r) + theta_e * r;
+                }
                 int64_t d0 = neox ? i : 2 * i, d1 = neox ? i + half : 2 * i + 1;
                 double x0 = ref_getf(a, d0, h, t, 0), x1 = ref_getf(a, d1, h, t, 0);
-                ref_setf(n, d0, h, t, 0, (float)(x0 * cos(theta) - x1 * sin(theta)));
-                ref_setf(n, d1, h, t, 0, (float)(x0 * sin(theta) + x1 * cos(theta)));
+                double c = mscale * cos(theta), s = mscale * sin(theta);
+                ref_setf(n, d0, h, t, 0, (float)(x0 * c - x1 * s));
+                ref_setf(n, d1, h, t, 0, (float)(x0 * s + x1 * c));
             }
             for (int64_t d = n_rot; d < n->ne[0]; d++) {
                 ref_setf(n, d, h, t, 0, ref_getf(a, d, h, t, 0));
