@@ -17,7 +17,7 @@
  * The vocabulary is a SentencePiece ("llama") one: <unk>, <s>, </s>, the 256 byte tokens
  * <0x00>..<0xFF>, "▁", letters, digits, punctuation and a few words, padded with pseudo-words
  * up to spec.n_vocab tokens (at least TS_TINY_MIN_VOCAB). bos = 1, eos = 2 (an end-of-generation
- * token), add_bos_token = true.
+ * token), add_bos_token = true unless spec.no_add_bos.
  *
  * Fault injection (for loader error tests): `omit` leaves one tensor out, `reshape` writes one
  * tensor with one extra row (or element, for vectors), `retype` stores one tensor as
@@ -62,6 +62,7 @@ typedef struct ts_tiny_spec {
     bool tied_output;  /* leave out output.weight (where the family allows it) */
     bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
     float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
+    bool no_add_bos;   /* write add_bos_token = false (tokenizing adds no BOS, as SmolLM2's) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;
