@@ -116,6 +116,12 @@ typedef struct ts_llm_info {
      * Their names, ", "-separated (control bytes as '?'), "" when none. */
     int64_t n_unused_tensors;
     const char *unused_tensors;
+    /* The tokenizer's special tokens (vocabulary-only files too): ids, -1 when the vocabulary
+     * has none, and whether ts_llm_tokenize with add_special puts bos first / eos last (a tool
+     * that builds token windows itself, as perplexity does, starts each one with bos when
+     * add_bos is set). */
+    int32_t bos, eos;
+    int add_bos, add_eos;
 } ts_llm_info;
 
 void ts_llm_get_info(const ts_llm *llm, ts_llm_info *out);

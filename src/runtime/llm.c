@@ -64,6 +64,11 @@ static void fill_info(ts_llm *llm) {
     in->arch = "";
     in->unused_tensors = "";
     in->n_vocab = (int32_t)ts_tokenizer_n_vocab(llm->tok);
+    const ts_tokenizer_special *sp = ts_tokenizer_get_special(llm->tok);
+    in->bos = sp->bos; /* TS_TOKEN_NULL is -1 */
+    in->eos = sp->eos;
+    in->add_bos = sp->add_bos;
+    in->add_eos = sp->add_eos;
     if (llm->model == NULL) {
         in->file_bytes = ts_gguf_file_size(llm->vocab_gguf);
         return;

@@ -382,6 +382,10 @@ static void test_llm_info(void **state) {
     assert_int_equal(in.n_head_kv, s->n_head_kv);
     assert_int_equal(in.head_dim, s->n_embd / s->n_head);
     assert_int_equal(in.n_ff, s->n_ff);
+    assert_int_equal(in.bos, TS_TINY_BOS);
+    assert_int_equal(in.eos, TS_TINY_EOS);
+    assert_true(in.add_bos);
+    assert_false(in.add_eos);
     assert_int_equal(in.n_params, llama_params(s));
     assert_int_equal(in.weight_bytes, 4 * in.n_params); /* F32 throughout */
     struct stat sb;
@@ -589,6 +593,8 @@ static void test_vocab_only(void **state) {
     assert_int_equal(in.n_layer, 0);
     assert_int_equal(in.n_vocab, m->spec.n_vocab);
     assert_true(in.file_bytes > 0);
+    assert_int_equal(in.bos, TS_TINY_BOS); /* the tokenizer's facts are there without weights */
+    assert_true(in.add_bos);
 
     /* Tokenizing works and agrees with the whole model. */
     int32_t *a = NULL, *b = NULL;

@@ -497,7 +497,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", TS_TINY_BOS, err)) ||
         (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", TS_TINY_EOS, err)) ||
         (st = ts_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0, err)) ||
-        (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true, err)) ||
+        (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", !s->no_add_bos, err)) ||
         (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false, err))) {
         return st;
     }

@@ -18,7 +18,7 @@
  * The vocabulary is a SentencePiece ("llama") one: <unk>, <s>, </s>, the 256 byte tokens
  * <0x00>..<0xFF>, "▁", letters, digits, punctuation and a few words, padded with pseudo-words
  * up to spec.n_vocab tokens (at least TS_TINY_MIN_VOCAB). bos = 1, eos = 2 (an end-of-generation
- * token), add_bos_token = true.
+ * token), add_bos_token = true unless spec.no_add_bos.
  *
  * Fault injection (for loader error tests): `omit` leaves one tensor out, `reshape` writes one
  * tensor with one extra row (or element, for vectors), `retype` stores one tensor as
@@ -65,6 +65,7 @@ typedef struct ts_tiny_spec {
     float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
     int64_t swa_pattern; /* attention.sliding_window_pattern (0: key not written) */
     uint32_t pooling;  /* encoders: <arch>.pooling_type written (bert default: 1, mean) */
+    bool no_add_bos;   /* write add_bos_token = false (tokenizing adds no BOS, as SmolLM2's) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;
