@@ -316,6 +316,8 @@ void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_mxfp4_avx2(const void *src, float *dst, int64_t n);
+void ts_q_dot_mxfp4_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
 void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n);
@@ -332,6 +334,8 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_1_packed, avx2);
 TS_Q_DECLARE_GEMM(q5_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q8_0, avx2);
+TS_Q_DECLARE_GEMM(mxfp4, avx2);
+TS_Q_DECLARE_GEMM(mxfp4_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 
@@ -341,6 +345,7 @@ void ts_q_dot_q4_1_avxvnni(int64_t n, float *result, const void *x, const void *
 void ts_q_dot_q5_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q8_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_iq4_nl_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_mxfp4_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q4_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q5_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q6_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
@@ -351,6 +356,8 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_1_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q5_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q8_0, avxvnni);
+TS_Q_DECLARE_GEMM(mxfp4, avxvnni);
+TS_Q_DECLARE_GEMM(mxfp4_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_k, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k, avxvnni);
 
