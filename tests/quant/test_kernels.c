@@ -292,6 +292,59 @@ static void test_mxfp4_format(void **state) {
     }
 }
 
+/* MXFP4's SIMD kernels all do the same float operations per block (fma of the exact block
+ * integer with d_w * d_a into the running sum: avx2/q32.c, avx512/q32.c), so every SIMD level
+ * gives the AVX2 level's bits, gemm and vec_dot alike. */
+static void test_mxfp4_levels_agree(void **state) {
+    (void)state;
+    if (!ts_quant_isa_supported(TS_ISA_AVX2)) {
+        skip();
+    }
+    enum { ROWS = 37, COLS = 6, N = 32 * 45 };
+    const ts_quant_ops *ref = ts_quant_ops_get(TS_TYPE_MXFP4, TS_ISA_AVX2);
+    const size_t ldw = row_bytes(TS_TYPE_MXFP4, N), lda = row_bytes(TS_TYPE_Q8_0, N);
+    uint8_t *w = malloc(ldw * ROWS), *a = malloc(lda * COLS);
+    float *x = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * ROWS * COLS),
+          *got = malloc(sizeof(float) * ROWS * COLS);
+    assert_non_null(w);
+    assert_non_null(a);
+    assert_non_null(x);
+    assert_non_null(want);
+    assert_non_null(got);
+    qgen_rng r = {0x3F4};
+    for (int i = 0; i < ROWS; i++) {
+        qgen_row(&r, i % 4 == 3 ? QGEN_OUTLIER : QGEN_NORMAL, 0.3f, x, N);
+        ref->from_float(x, w + (size_t)i * ldw, N);
+    }
+    for (int j = 0; j < COLS; j++) {
+        qgen_row(&r, QGEN_NORMAL, 1.0f, x, N);
+        ts_quant_ops_get(TS_TYPE_Q8_0, TS_ISA_SCALAR)->from_float(x, a + (size_t)j * lda, N);
+    }
+    const size_t ldc = sizeof(float) * ROWS;
+    for (int isa = TS_ISA_AVXVNNI; isa <= (int)ts_quant_cpu_isa(); isa++) {
+        const ts_quant_ops *ops = ts_quant_ops_get(TS_TYPE_MXFP4, (ts_isa)isa);
+        if (ops->isa != (ts_isa)isa) {
+            continue;
+        }
+        for (int nc = 1; nc <= COLS; nc += COLS - 1) {
+            ref->gemm(N, ROWS, nc, want, ldc, w, ldw, a, lda);
+            ops->gemm(N, ROWS, nc, got, ldc, w, ldw, a, lda);
+            assert_memory_equal(want, got, sizeof(float) * ROWS * (size_t)nc);
+        }
+        for (int i = 0; i < ROWS; i++) {
+            float d1, d2;
+            ref->vec_dot(N, &d1, w + (size_t)i * ldw, a);
+            ops->vec_dot(N, &d2, w + (size_t)i * ldw, a);
+            assert_memory_equal(&d1, &d2, sizeof d1);
+        }
+    }
+    free(w);
+    free(a);
+    free(x);
+    free(want);
+    free(got);
+}
+
 /* ---- round trip ---- */
 
 static double rel_rmse(const float *x, const float *y, int64_t n, double *rms_out) {
@@ -608,6 +661,7 @@ int main(void) {
         cmocka_unit_test(test_simd_matches_scalar),
         cmocka_unit_test(test_gemm_row_split),
         cmocka_unit_test(test_mxfp4_format),
+        cmocka_unit_test(test_mxfp4_levels_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
