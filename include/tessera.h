@@ -787,7 +787,8 @@ ts_status ts_gguf_find_tensor(const ts_gguf *g, const char *name, const ts_gguf_
 /* How ts_quantize_file converts a model. Everything is borrowed for the call. */
 typedef struct ts_quantize_params {
     /* Target, case-insensitive: a tensor type (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL
-     * Q2_K Q3_K Q4_K Q5_K Q6_K) or a mix (Q4_K_M, Q5_K_M); ts_quantize_type_name lists them. */
+     * Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M); ts_quantize_type_name lists
+     * them. */
     const char *type;
     /* Nonzero: every quantizable matrix gets exactly `type` (no per-tensor rules, no fallback;
      * a row the block size does not divide is an error naming the tensor). */
@@ -814,7 +815,10 @@ typedef struct ts_quantize_params {
  *  - Q4_K_M / Q5_K_M: attn_v and ffn_down become Q6_K in the first and last eighth of the
  *    layers and in every third layer between; a fused attn_qkv becomes Q5_K / Q6_K;
  *  - a row length the chosen K-quant's 256-element block does not divide falls back to Q5_0
- *    (Q4_K), Q5_1 (Q5_K), Q8_0 (Q6_K) or IQ4_NL (Q2_K, Q3_K).
+ *    (Q4_K), Q5_1 (Q5_K), Q8_0 (Q6_K) or IQ4_NL (Q2_K, Q3_K);
+ *  - MXFP4 follows these rules like the other 4-bit targets (every other matrix MXFP4,
+ *    general.file_type 38). llama-quantize knows MXFP4 only as its MXFP4_MOE mix (MoE experts
+ *    MXFP4, everything else Q8_0), so for MXFP4 files only the MXFP4 tensors' bytes match it.
  * Metadata (and the data alignment) is copied, except general.file_type and
  * general.quantization_version, which are set for the target. The output is written to a
  * temporary name and renamed, so a failure leaves no file at out_path. The callbacks run on
@@ -825,8 +829,8 @@ typedef struct ts_quantize_params {
 ts_status ts_quantize_file(const char *in_path, const char *out_path,
                            const ts_quantize_params *params, ts_error *err);
 
-/* Name of the i-th target ts_quantize_file accepts ("F32", ..., "Q5_K_M"; static), or NULL
- * past the last. */
+/* Name of the i-th target ts_quantize_file accepts ("F32", ..., "Q5_K_M", "MXFP4"; static), or
+ * NULL past the last. */
 const char *ts_quantize_type_name(size_t i);
 
 /* Releases a buffer returned by this API. */

@@ -139,6 +139,7 @@ SCALAR_GEMM(q5_1)
 SCALAR_GEMM(q8_0)
 SCALAR_GEMM(q8_1)
 SCALAR_GEMM(iq4_nl)
+SCALAR_GEMM(mxfp4)
 SCALAR_GEMM(q2_k)
 SCALAR_GEMM(q3_k)
 SCALAR_GEMM(q4_k)
@@ -180,6 +181,7 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
     SCALAR_ENTRY(TS_TYPE_Q8_0, TS_TYPE_Q8_0, q8_0),
     SCALAR_ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, q8_1),
     SCALAR_ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, iq4_nl),
+    SCALAR_ENTRY(TS_TYPE_MXFP4, TS_TYPE_Q8_0, mxfp4),
     SCALAR_ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, q2_k),
     SCALAR_ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, q3_k),
     SCALAR_ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, q4_k),
@@ -218,6 +220,9 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX2),
     ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
           ts_q_dot_iq4_nl_avx2, gemm_iq4_nl_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_MXFP4, TS_TYPE_Q8_0, ts_q_to_float_mxfp4_avx2,
+                 ts_q_from_float_mxfp4_scalar, ts_q_dot_mxfp4_avx2, ts_q_gemm_mxfp4_avx2,
+                 ts_q_gemm_mxfp4_packed_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
@@ -257,6 +262,9 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
           ts_q_dot_iq4_nl_avxvnni, gemm_iq4_nl_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_MXFP4, TS_TYPE_Q8_0, ts_q_to_float_mxfp4_avx2,
+                 ts_q_from_float_mxfp4_scalar, ts_q_dot_mxfp4_avxvnni, ts_q_gemm_mxfp4_avxvnni,
+                 ts_q_gemm_mxfp4_packed_avxvnni, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
@@ -298,6 +306,9 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY_PACKED(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar,
                  ts_q_from_float_iq4_nl_scalar, ts_q_dot_iq4_nl_avx512, ts_q_gemm_iq4_nl_avx512,
                  ts_q_gemm_iq4_nl_packed_avx512, TS_ISA_AVX512),
+    ENTRY_PACKED(TS_TYPE_MXFP4, TS_TYPE_Q8_0, ts_q_to_float_mxfp4_avx2,
+                 ts_q_from_float_mxfp4_scalar, ts_q_dot_mxfp4_avx512, ts_q_gemm_mxfp4_avx512,
+                 ts_q_gemm_mxfp4_packed_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q2_K, TS_TYPE_Q8_K, ts_q_to_float_q2_k_scalar, ts_q_from_float_q2_k_scalar,
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,

@@ -20,7 +20,7 @@
 
 #include "quant/quant.h"
 
-#define TS_QK   32  /* elements per block of the 32-element types (Q4_0 .. Q8_1, IQ4_NL) */
+#define TS_QK   32  /* elements per block of the 32-element types (Q4_0 .. Q8_1, IQ4_NL, MXFP4) */
 #define TS_QK_K 256 /* elements per super-block of the K-quants */
 
 typedef struct ts_block_q4_0 {
@@ -62,6 +62,14 @@ typedef struct ts_block_iq4_nl {
     uint16_t d; /* x = d * k_iq4nl_values[q] */
     uint8_t qs[TS_QK / 2];
 } ts_block_iq4_nl;
+
+/* MXFP4 (OCP microscaling FP4): 32 E2M1 values sharing one power-of-two scale. The values are
+ * kept doubled so that they are integers: x = ts_mxfp4_values[q] * 2^(e - 128), which is the
+ * E2M1 value (q & 7: 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign) times 2^(e - 127). */
+typedef struct ts_block_mxfp4 {
+    uint8_t e;             /* E8M0 shared exponent (no sign, no mantissa); 255 is NaN in the spec */
+    uint8_t qs[TS_QK / 2]; /* element j in the low nibble of qs[j], j+16 in the high one */
+} ts_block_mxfp4;
 
 /* Q2_K: 16 sub-blocks of 16; x = d * (sc & 15) * q - dmin * (sc >> 4), q in 0..3. */
 typedef struct ts_block_q2_k {
@@ -118,6 +126,7 @@ _Static_assert(sizeof(ts_block_q5_1) == 24, "Q5_1 block size");
 _Static_assert(sizeof(ts_block_q8_0) == 34, "Q8_0 block size");
 _Static_assert(sizeof(ts_block_q8_1) == 36, "Q8_1 block size");
 _Static_assert(sizeof(ts_block_iq4_nl) == 18, "IQ4_NL block size");
+_Static_assert(sizeof(ts_block_mxfp4) == 17, "MXFP4 block size");
 _Static_assert(sizeof(ts_block_q2_k) == 84, "Q2_K block size");
 _Static_assert(sizeof(ts_block_q3_k) == 110, "Q3_K block size");
 _Static_assert(sizeof(ts_block_q4_k) == 144, "Q4_K block size");
@@ -127,6 +136,20 @@ _Static_assert(sizeof(ts_block_q8_k) == 292, "Q8_K block size");
 
 /* The 16 non-uniform levels of IQ4_NL. */
 extern const int8_t ts_iq4nl_values[16];
+
+/* The 16 E2M1 codes of MXFP4, doubled: 0 1 2 3 4 6 8 12, then the same negated (code 8 is
+ * -0, stored as 0). */
+extern const int8_t ts_mxfp4_values[16];
+
+/* Half the E8M0 scale, 2^(e - 128), the factor of the doubled values: exact for every e
+ * (subnormal for e < 2; e = 255, NaN in the spec, gives 2^127 as in ggml, which does not
+ * treat it specially either). */
+static inline float ts_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 puts the integer in the
  * low mantissa bits. The quantizers use this (not roundf) where ggml's reference does, so
@@ -260,6 +283,7 @@ ts_q_gemm_pieces(ts_q_cols_fn cols, const void *type, int64_t nb, int64_t max_ro
     TS_Q_DECLARE_TYPE(q8_0, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q8_1, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(iq4_nl, ISA);                                                                \
+    TS_Q_DECLARE_TYPE(mxfp4, ISA);                                                                 \
     TS_Q_DECLARE_TYPE(q2_k, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q3_k, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q4_k, ISA);                                                                  \
@@ -292,6 +316,8 @@ void ts_q_dot_q4_0_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q4_1_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y);
+void ts_q_to_float_mxfp4_avx2(const void *src, float *dst, int64_t n);
+void ts_q_dot_mxfp4_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n);
 void ts_q_to_float_q4_k_avx2(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q5_k_avx2(const void *src, float *dst, int64_t n);
@@ -308,6 +334,8 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_1_packed, avx2);
 TS_Q_DECLARE_GEMM(q5_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q8_0, avx2);
+TS_Q_DECLARE_GEMM(mxfp4, avx2);
+TS_Q_DECLARE_GEMM(mxfp4_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 
@@ -317,6 +345,7 @@ void ts_q_dot_q4_1_avxvnni(int64_t n, float *result, const void *x, const void *
 void ts_q_dot_q5_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q8_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_iq4_nl_avxvnni(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_mxfp4_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q4_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q5_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q6_k_avxvnni(int64_t n, float *result, const void *x, const void *y);
@@ -327,6 +356,8 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_1_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q5_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q8_0, avxvnni);
+TS_Q_DECLARE_GEMM(mxfp4, avxvnni);
+TS_Q_DECLARE_GEMM(mxfp4_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_k, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k, avxvnni);
 
@@ -340,6 +371,7 @@ void ts_q_to_float_q4_1_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q8_0_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_q8_0_avx512(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_iq4_nl_avx512(int64_t n, float *result, const void *x, const void *y);
+void ts_q_dot_mxfp4_avx512(int64_t n, float *result, const void *x, const void *y);
 void ts_q_to_float_q4_k_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q5_k_avx512(const void *src, float *dst, int64_t n);
 void ts_q_to_float_q6_k_avx512(const void *src, float *dst, int64_t n);
@@ -354,6 +386,8 @@ TS_Q_DECLARE_GEMM(q5_0, avx512);
 TS_Q_DECLARE_GEMM(q5_0_packed, avx512);
 TS_Q_DECLARE_GEMM(iq4_nl, avx512);
 TS_Q_DECLARE_GEMM(iq4_nl_packed, avx512);
+TS_Q_DECLARE_GEMM(mxfp4, avx512);
+TS_Q_DECLARE_GEMM(mxfp4_packed, avx512);
 TS_Q_DECLARE_GEMM(q8_0, avx512);
 TS_Q_DECLARE_GEMM(q8_0_packed, avx512);
 TS_Q_DECLARE_GEMM(q4_k, avx512);

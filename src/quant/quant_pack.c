@@ -9,19 +9,21 @@
  *
  * Layout. Rows are taken in groups of TS_PACK_ROWS (16). A group is its blocks in order, and
  * a packed block of the group is the sixteen rows' blocks i, field after field, each field
- * word-interleaved: a field of `size` bytes read as words of `ws` bytes (4, or 2 for a lone f16
- * scale) becomes size / ws runs of sixteen words, run w holding word w of rows 0..15. A field's
- * runs take sixteen times its bytes, so with the fields in block order
+ * word-interleaved: a field of `size` bytes read as words of `ws` bytes (4, 2 for a lone f16
+ * scale, 1 for a lone byte) becomes size / ws runs of sixteen words, run w holding word w of
+ * rows 0..15. A field's runs take sixteen times its bytes, so a field starting at byte s of the
+ * block starts at byte 16 s of the packed block, and
  *
  *     byte b of row r's block i  ->  16 * bs * i + 16 * (b - b % ws) + ws * r + b % ws
  *
  * within the group (bs: block bytes; b % ws taken relative to the field's start, which is
- * word-aligned for every field here). A group occupies exactly its sixteen rows' bytes, so row
- * r0 (a multiple of 16) of a packed matrix is where it is in the original: r0 * row bytes. The
- * fields per type are the ones the kernels read as words: Q4_0's f16 scale (2) and quants (4);
- * Q4_1's scale and minimum together (4) and quants; Q5_0's scale, fifth bits and quants; Q8_0's
- * and IQ4_NL's scale and quants; Q4_K whole (4: d and dmin together, scales, quants); Q6_K's
- * quants, high bits and scales (4) and its scale (2).
+ * word-aligned for every field here but MXFP4's quants, at byte 1 after its exponent). A group
+ * occupies exactly its sixteen rows' bytes, so row r0 (a multiple of 16) of a packed matrix is
+ * where it is in the original: r0 * row bytes. The fields per type are the ones the kernels read as
+ * words: Q4_0's f16 scale (2) and quants (4); Q4_1's scale and minimum together (4) and quants;
+ * Q5_0's scale, fifth bits and quants; Q8_0's and IQ4_NL's scale and quants; Q4_K whole (4: d and
+ * dmin together, scales, quants); Q6_K's quants, high bits and scales (4) and its scale (2);
+ * MXFP4's exponent (1) and quants (4).
  *
  * The layout does not depend on the instruction set: eight-lane (AVX2) kernels read the first
  * or second half of each run. Only matrices whose row count is a multiple of 16 are packed.
@@ -32,7 +34,7 @@
 
 typedef struct pack_field {
     uint16_t size; /* bytes; fields are contiguous and in block order from byte 0 */
-    uint8_t ws;    /* word size: 2 or 4 */
+    uint8_t ws;    /* word size: 1, 2 or 4 */
 } pack_field;
 
 typedef struct pack_type {
@@ -49,6 +51,7 @@ static const pack_type *pack_of(ts_type t) {
     static const pack_type q8_0 = {sizeof(ts_block_q8_0), TS_QK, 2, {{2, 2}, {32, 4}}};
     static const pack_type q4_k = {sizeof(ts_block_q4_k), TS_QK_K, 1, {{144, 4}}};
     static const pack_type q6_k = {sizeof(ts_block_q6_k), TS_QK_K, 2, {{208, 4}, {2, 2}}};
+    static const pack_type mxfp4 = {sizeof(ts_block_mxfp4), TS_QK, 2, {{1, 1}, {16, 4}}};
     switch (t) {
     case TS_TYPE_Q4_0:
     case TS_TYPE_IQ4_NL:
@@ -63,6 +66,8 @@ static const pack_type *pack_of(ts_type t) {
         return &q4_k;
     case TS_TYPE_Q6_K:
         return &q6_k;
+    case TS_TYPE_MXFP4:
+        return &mxfp4;
     default:
         return NULL;
     }
@@ -101,8 +106,10 @@ static void move_group(const pack_type *p, int64_t nb, char *grp, char *rows, si
         for (int f = 0; f < p->n; f++) {
             if (p->field[f].ws == 4) {
                 move_field(pb + TS_PACK_ROWS * at, rb + at, ldw, p->field[f].size, 4, to_packed);
-            } else {
+            } else if (p->field[f].ws == 2) {
                 move_field(pb + TS_PACK_ROWS * at, rb + at, ldw, p->field[f].size, 2, to_packed);
+            } else {
+                move_field(pb + TS_PACK_ROWS * at, rb + at, ldw, p->field[f].size, 1, to_packed);
             }
             at += p->field[f].size;
         }

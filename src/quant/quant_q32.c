@@ -1,6 +1,6 @@
 /*
  * quant_q32.c — scalar reference kernels of the 32-element block types:
- * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 and IQ4_NL.
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL and MXFP4.
  *
  * The quantizers reproduce ggml's reference quantizers (what llama-quantize runs without an
  * importance matrix) operation for operation: the same scale choice, the same f32
@@ -14,6 +14,8 @@
 
 const int8_t ts_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+const int8_t ts_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* Absolute maximum of a block and the signed value it came from (first one on ties). */
 static void signed_absmax(const float *x, int n, float *amax_out, float *max_out) {
@@ -472,6 +474,94 @@ void ts_q_dot_iq4_nl_scalar(int64_t n, float *result, const void *x, const void 
             isum += ts_iq4nl_values[bx[i].qs[j] >> 4] * by[i].qs[j + TS_QK / 2];
         }
         sum += (float)isum * (ts_fp16_load(bx[i].d) * ts_fp16_load(by[i].d));
+    }
+    *result = sum;
+}
+
+/* ---- MXFP4: E2M1 codes with one shared power-of-two scale (E8M0) ----
+ *
+ * The quantizer is ggml's reference (quantize_row_mxfp4_ref; llama.cpp has no importance-
+ * matrix variant): the shared exponent puts the block's largest magnitude amax in [4, 8) times
+ * the scale 2^(e - 127), e = floor(log2(amax)) - 2 + 127, so the top code 6 holds values up to
+ * 6 scales and larger ones saturate to it (the OCP MX rule); each element then takes the code
+ * nearest to it. Both steps use the same f32 operations as ggml: log2f and floorf for the
+ * exponent (so the choice follows the C library's log2f where amax sits just below a power of
+ * two, as llama.cpp's does), and |value * scale - x| compared in f32 for the code, the first of
+ * equally near codes winning (the smaller magnitude; code 0 for zeros of either sign and NaN).
+ *
+ * One deliberate difference: ggml converts the exponent to uint8_t unchecked, which is
+ * undefined (and on x86 gives 255, a block its own validator rejects) for amax < 2^-125 and
+ * for an infinite amax. Here it is clamped to 0 .. 254, so such blocks are valid and their
+ * values as near as the format allows. Blocks of all zeros get e = 0, as in ggml. */
+
+/* Index of the code nearest to x at half-scale d (ggml's search over the 16 codes, smaller
+ * magnitude first on ties). The search runs over the eight magnitudes with |x|: for x < 0 the
+ * negative codes' errors are exactly these (IEEE subtraction is sign-symmetric), and the
+ * positive codes' are never smaller than code 0's, which comes first. */
+static uint8_t mxfp4_code(float x, float d) {
+    const float ax = fabsf(x);
+    int best = 0;
+    float best_err = fabsf((float)ts_mxfp4_values[0] * d - ax);
+    for (int m = 1; m < 8; m++) {
+        const float err = fabsf((float)ts_mxfp4_values[m] * d - ax);
+        if (err < best_err) {
+            best = m;
+            best_err = err;
+        }
+    }
+    return (uint8_t)(best != 0 && x < 0.0f ? best + 8 : best);
+}
+
+/* The shared exponent for a block whose largest magnitude is amax (see above). */
+static uint8_t mxfp4_exponent(float amax) {
+    if (!(amax > 0.0f)) {
+        return 0;
+    }
+    const float e = floorf(log2f(amax)) - 2.0f + 127.0f;
+    return e < 0.0f ? 0 : e > 254.0f ? 254 : (uint8_t)e;
+}
+
+void ts_q_from_float_mxfp4_scalar(const float *src, void *dst, int64_t n) {
+    assert(n % TS_QK == 0);
+    ts_block_mxfp4 *b = dst;
+    for (int64_t i = 0; i < n / TS_QK; i++, src += TS_QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < TS_QK; j++) {
+            amax = amax < fabsf(src[j]) ? fabsf(src[j]) : amax;
+        }
+        b[i].e = mxfp4_exponent(amax);
+        const float d = ts_e8m0_half(b[i].e);
+        for (int j = 0; j < TS_QK / 2; j++) {
+            b[i].qs[j] =
+                (uint8_t)(mxfp4_code(src[j], d) | (mxfp4_code(src[j + TS_QK / 2], d) << 4));
+        }
+    }
+}
+
+void ts_q_to_float_mxfp4_scalar(const void *src, float *dst, int64_t n) {
+    assert(n % TS_QK == 0);
+    const ts_block_mxfp4 *b = src;
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const float d = ts_e8m0_half(b[i].e);
+        for (int j = 0; j < TS_QK / 2; j++) {
+            dst[j] = (float)ts_mxfp4_values[b[i].qs[j] & 0xF] * d;
+            dst[j + TS_QK / 2] = (float)ts_mxfp4_values[b[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+void ts_q_dot_mxfp4_scalar(int64_t n, float *result, const void *x, const void *y) {
+    assert(n % TS_QK == 0);
+    const ts_block_mxfp4 *bx = x;
+    const ts_block_q8_0 *by = y;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        int32_t isum = 0;
+        for (int j = 0; j < TS_QK / 2; j++) {
+            isum += ts_mxfp4_values[bx[i].qs[j] & 0xF] * by[i].qs[j];
+            isum += ts_mxfp4_values[bx[i].qs[j] >> 4] * by[i].qs[j + TS_QK / 2];
+        }
+        sum += (float)isum * (ts_e8m0_half(bx[i].e) * ts_fp16_load(by[i].d));
     }
     *result = sum;
 }

@@ -20,7 +20,10 @@
 #include "tessera.h"
 #include "util/error.h"
 
-/* A type a user may ask for, with llama.cpp's general.file_type value for it. */
+/* A type a user may ask for, with llama.cpp's general.file_type value for it. llama.cpp's only
+ * MXFP4 file type is MXFP4_MOE (38: MoE experts MXFP4, everything else Q8_0); our MXFP4 target
+ * makes every matrix the rules do not single out MXFP4, like the other 4-bit targets, and says
+ * 38, the one MXFP4 file type llama.cpp knows. */
 typedef struct target {
     const char *name;
     ts_type type;   /* default tensor type */
@@ -37,6 +40,7 @@ static const target k_targets[] = {
     {"Q3_K", TS_TYPE_Q3_K, 0, 12},     {"Q4_K", TS_TYPE_Q4_K, 0, 15},
     {"Q5_K", TS_TYPE_Q5_K, 0, 17},     {"Q6_K", TS_TYPE_Q6_K, 0, 18},
     {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},   {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
+    {"MXFP4", TS_TYPE_MXFP4, 0, 38},
 };
 #define N_TARGETS (sizeof k_targets / sizeof k_targets[0])
 

@@ -53,8 +53,8 @@ static void test_same_logits(void **state) {
     (void)state;
     /* The last case has a matrix whose row count is not whole groups of 16 (the output matrix of
      * a vocabulary of 333): it stays unpacked, the others are packed, and the logits agree. */
-    static const ts_type types[] = {TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0, TS_TYPE_Q8_0,
-                                    TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_Q4_0};
+    static const ts_type types[] = {TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_Q5_0,  TS_TYPE_Q8_0,
+                                    TS_TYPE_Q4_K, TS_TYPE_Q6_K, TS_TYPE_MXFP4, TS_TYPE_Q4_0};
     int packed_types = 0;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         ts_tiny_spec spec = ts_tiny_spec_default("llama");

@@ -253,6 +253,53 @@ static void test_bad_files(void **state) {
     expect_ignored("\xff\xfe garbage\n", "binary");
 }
 
+/* MXFP4 (the newest block type) goes through the same measurement and cache as the others:
+ * its entries are written, read back without measuring, and a packed entry at a level without
+ * its packed kernel (scalar) is refused like any other. */
+static void test_mxfp4(void **state) {
+    (void)state;
+    remove_cache();
+    const ts_type mx = TS_TYPE_MXFP4;
+    ts_error err = {0};
+    char desc[256], again[256], text[4096];
+    const char *notice = NULL;
+    double ms = 0;
+    ts_backend *b = make_cpu(-1, false);
+    assert_int_equal(ts_cpu_backend_tune(b, &mx, 1, &err), TS_OK);
+    assert_true(ts_cpu_backend_kernels(b, &mx, 1, desc, sizeof desc, &notice, &ms));
+    assert_string_equal(notice, "");
+    assert_true(ms > 0);
+    assert_true(strncmp(desc, "MXFP4 ", 6) == 0);
+    ts_backend_destroy(b);
+    read_text(text, sizeof text);
+    const char *row = strstr(text, "\nMXFP4 row "), *rows = strstr(text, "\nMXFP4 rows ");
+    assert_non_null(row);
+    assert_non_null(rows);
+    int l = -1;
+    for (int i = TS_ISA_SCALAR; i <= TS_ISA_AVX512; i++) {
+        const size_t len = strlen(ts_isa_name((ts_isa)i));
+        l = strncmp(row + 11, ts_isa_name((ts_isa)i), len) == 0 && strchr(" \n", row[11 + len]) ? i
+                                                                                                : l;
+    }
+    assert_true(l >= 0 && ts_quant_isa_supported((ts_isa)l));
+    b = make_cpu(-1, false);
+    assert_int_equal(ts_cpu_backend_tune(b, &mx, 1, &err), TS_OK);
+    assert_true(ts_cpu_backend_kernels(b, &mx, 1, again, sizeof again, &notice, &ms));
+    assert_string_equal(desc, again);
+    assert_string_equal(notice, "");
+    assert_true(ms == 0);
+    ts_backend_destroy(b);
+    char head[384], bad[768];
+    cpu_cache_head(head, sizeof head);
+    snprintf(bad, sizeof bad, "%sMXFP4 row scalar packed\nMXFP4 rows scalar packed\nend\n", head);
+    write_text(bad);
+    b = make_cpu(-1, false);
+    assert_int_equal(ts_cpu_backend_tune(b, &mx, 1, &err), TS_OK);
+    assert_true(ts_cpu_backend_kernels(b, &mx, 1, again, sizeof again, &notice, &ms));
+    assert_non_null(strstr(notice, "ignored"));
+    ts_backend_destroy(b);
+}
+
 /* A file naming AVX-512 read by a backend whose level is AVX2 (what a CPU without AVX-512
  * sees): ignored, and no entry ever exceeds the level. Then AVX-VNNI, which a CPU may skip. */
 static void test_lacking_level(void **state) {
@@ -449,7 +496,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_lacking_level),    cmocka_unit_test(test_forced),
         cmocka_unit_test(test_unwritable_cache), cmocka_unit_test(test_mixed_levels),
-        cmocka_unit_test(test_not_cpu),
+        cmocka_unit_test(test_not_cpu),          cmocka_unit_test(test_mxfp4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -41,6 +41,8 @@
 #define ts_q_gemm_q5_0_avx512     ts_q_gemm_q5_0_avx512_emu
 #define ts_q_gemm_iq4_nl_avx512   ts_q_gemm_iq4_nl_avx512_emu
 #define ts_q_dot_iq4_nl_avx512    ts_q_dot_iq4_nl_avx512_emu
+#define ts_q_gemm_mxfp4_avx512    ts_q_gemm_mxfp4_avx512_emu
+#define ts_q_dot_mxfp4_avx512     ts_q_dot_mxfp4_avx512_emu
 #define ts_q_gemm_q4_k_avx512     ts_q_gemm_q4_k_avx512_emu
 #define ts_q_gemm_q6_k_avx512     ts_q_gemm_q6_k_avx512_emu
 #define ts_q_gemm_q4_0_packed_avx512       ts_q_gemm_q4_0_packed_avx512_emu
@@ -48,6 +50,7 @@
 #define ts_q_gemm_q5_0_packed_avx512       ts_q_gemm_q5_0_packed_avx512_emu
 #define ts_q_gemm_q8_0_packed_avx512       ts_q_gemm_q8_0_packed_avx512_emu
 #define ts_q_gemm_iq4_nl_packed_avx512     ts_q_gemm_iq4_nl_packed_avx512_emu
+#define ts_q_gemm_mxfp4_packed_avx512      ts_q_gemm_mxfp4_packed_avx512_emu
 #define ts_q_gemm_q4_k_packed_avx512       ts_q_gemm_q4_k_packed_avx512_emu
 #define ts_q_gemm_q6_k_packed_avx512       ts_q_gemm_q6_k_packed_avx512_emu
 

@@ -28,6 +28,9 @@
 #define ts_q_gemm_q4_0_packed_avxvnni ts_q_gemm_q4_0_packed_avxvnni_emu
 #define ts_q_gemm_q4_1_packed_avxvnni ts_q_gemm_q4_1_packed_avxvnni_emu
 #define ts_q_gemm_q5_0_packed_avxvnni ts_q_gemm_q5_0_packed_avxvnni_emu
+#define ts_q_gemm_mxfp4_avxvnni ts_q_gemm_mxfp4_avxvnni_emu
+#define ts_q_gemm_mxfp4_packed_avxvnni ts_q_gemm_mxfp4_packed_avxvnni_emu
+#define ts_q_dot_mxfp4_avxvnni ts_q_dot_mxfp4_avxvnni_emu
 
 /* avxvnni/k.c */
 #define ts_q_gemm_q4_k_avxvnni ts_q_gemm_q4_k_avxvnni_emu

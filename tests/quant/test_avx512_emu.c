@@ -74,6 +74,8 @@ static const emu_type k_emu[] = {
      ts_q_gemm_q5_0_packed_avx512_emu},
     {TS_TYPE_IQ4_NL, NULL, ts_q_dot_iq4_nl_avx512_emu, ts_q_gemm_iq4_nl_avx512_emu,
      ts_q_gemm_iq4_nl_packed_avx512_emu},
+    {TS_TYPE_MXFP4, NULL, ts_q_dot_mxfp4_avx512_emu, ts_q_gemm_mxfp4_avx512_emu,
+     ts_q_gemm_mxfp4_packed_avx512_emu},
     {TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx512_emu, ts_q_dot_q8_0_avx512_emu,
      ts_q_gemm_q8_0_avx512_emu, ts_q_gemm_q8_0_packed_avx512_emu},
     {TS_TYPE_Q4_K, ts_q_to_float_q4_k_avx512_emu, ts_q_dot_q4_k_avx512_emu,
@@ -153,6 +155,14 @@ static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
         case TS_TYPE_Q6_K:
             put_u16(b, offsetof(ts_block_q6_k, d), rand_half(r));
             break;
+        case TS_TYPE_MXFP4: {
+            /* Exponents whose products stay finite: mostly 2^-28 .. 2^22 scales, and one block
+             * in eight subnormal (e = 0 .. 3: the scale conversion's special lanes). */
+            const uint64_t v = qgen_next(r);
+            b[offsetof(ts_block_mxfp4, e)] =
+                (uint8_t)(v % 8 == 0 ? (v >> 3) % 4 : 100 + (v >> 3) % 50);
+            break;
+        }
         case TS_TYPE_Q8_0:
         case TS_TYPE_Q8_1: {
             const size_t qs =

@@ -13,9 +13,9 @@
  *
  * Natively when this CPU runs the level: every type's AVX-VNNI table against its AVX2 table,
  * including that the functions without a dot step are the AVX2 ones and that the level has
- * packed kernels where AVX2 has them. On any AVX2 CPU, with SIMDe (libsimde-dev): the same kernel files compiled
- * without -mavxvnni, the two instructions emulated (avxvnni_emu.h, exports renamed *_emu by
- * avxvnni_emu_rename.h), against the native AVX2 kernels.
+ * packed kernels where AVX2 has them. On any AVX2 CPU, with SIMDe (libsimde-dev): the same kernel
+ * files compiled without -mavxvnni, the two instructions emulated (avxvnni_emu.h, exports renamed
+ * *_emu by avxvnni_emu_rename.h), against the native AVX2 kernels.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,10 +36,10 @@
 
 /* Weight and activation rows of one case: the qgen kinds through the scalar quantizer, raw
  * random blocks, and constant blocks of an extreme weight byte against an extreme activation
- * byte. */
+ * byte (0x77: MXFP4's code 7 in both nibbles, its largest level, 24, in the AVX2 kernels). */
 enum { KIND_RAW = QGEN_KIND_COUNT, KIND_FILL, KIND_COUNT };
-static const uint8_t k_fill_w[] = {0xFF, 0x80, 0xFF, 0x80};
-static const uint8_t k_fill_a[] = {0x80, 0x80, 0x7F, 0x7F};
+static const uint8_t k_fill_w[] = {0xFF, 0x80, 0xFF, 0x80, 0x77};
+static const uint8_t k_fill_a[] = {0x80, 0x80, 0x7F, 0x7F, 0x80};
 #define N_FILL ((int)sizeof k_fill_w)
 
 /* Shapes: k in blocks of 32 elements (K-quants: 256 * (1 + blocks / 8)), weight rows, columns. */
@@ -108,6 +108,10 @@ static void set_scales(ts_type type, uint8_t *row, int64_t n, qgen_rng *r, bool 
             break;
         case TS_TYPE_Q6_K:
             put_u16(b, offsetof(ts_block_q6_k, d), h0);
+            break;
+        case TS_TYPE_MXFP4:
+            /* 2^(e - 128): 1 when `one`, else 2^-8 .. 2^1 like the f16 scales */
+            b[offsetof(ts_block_mxfp4, e)] = (uint8_t)(one ? 128 : 120 + qgen_next(r) % 10);
             break;
         case TS_TYPE_Q8_K: {
             const float d = one ? 1.0f : (float)(qgen_uniform(r) * 2.0 - 1.0) * 0x1p-6f;
@@ -250,7 +254,7 @@ static void test_native(void **state) {
         cases += compare((ts_type)t, "native", (kernels){v->vec_dot, v->gemm},
                          (kernels){a2->vec_dot, a2->gemm});
     }
-    assert_int_equal(rebuilt, 8); /* Q4_0 Q4_1 Q5_0 Q8_0 IQ4_NL Q4_K Q5_K Q6_K */
+    assert_int_equal(rebuilt, 9); /* Q4_0 Q4_1 Q5_0 Q8_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K */
     printf("native: %d types, %d cases bit-identical to avx2\n", rebuilt, cases);
 }
 
@@ -266,6 +270,7 @@ static const struct {
     {TS_TYPE_Q5_0, {ts_q_dot_q5_0_avxvnni_emu, ts_q_gemm_q5_0_avxvnni_emu}},
     {TS_TYPE_Q8_0, {ts_q_dot_q8_0_avxvnni_emu, ts_q_gemm_q8_0_avxvnni_emu}},
     {TS_TYPE_IQ4_NL, {ts_q_dot_iq4_nl_avxvnni_emu, NULL}},
+    {TS_TYPE_MXFP4, {ts_q_dot_mxfp4_avxvnni_emu, ts_q_gemm_mxfp4_avxvnni_emu}},
     {TS_TYPE_Q4_K, {ts_q_dot_q4_k_avxvnni_emu, ts_q_gemm_q4_k_avxvnni_emu}},
     {TS_TYPE_Q5_K, {ts_q_dot_q5_k_avxvnni_emu, NULL}},
     {TS_TYPE_Q6_K, {ts_q_dot_q6_k_avxvnni_emu, ts_q_gemm_q6_k_avxvnni_emu}},

@@ -43,7 +43,7 @@ static const rt_bound k_rt[] = {
     {TS_TYPE_Q5_1, 0.042, 0.044},   {TS_TYPE_Q8_0, 0.006, 0.0062},   {TS_TYPE_Q8_1, 0.006, 0.0062},
     {TS_TYPE_IQ4_NL, 0.084, 0.089}, {TS_TYPE_Q2_K, 0.32, 0.34},      {TS_TYPE_Q3_K, 0.165, 0.175},
     {TS_TYPE_Q4_K, 0.078, 0.083},   {TS_TYPE_Q5_K, 0.04, 0.042},     {TS_TYPE_Q6_K, 0.02, 0.021},
-    {TS_TYPE_Q8_K, 0.0078, 0.0091},
+    {TS_TYPE_Q8_K, 0.0078, 0.0091}, {TS_TYPE_MXFP4, 0.12, 0.21},
 };
 #define N_TYPES (sizeof k_rt / sizeof k_rt[0])
 
@@ -70,7 +70,7 @@ static void test_layout_matches_type_table(void **state) {
              {TS_TYPE_IQ4_NL, sizeof(ts_block_iq4_nl)}, {TS_TYPE_Q2_K, sizeof(ts_block_q2_k)},
              {TS_TYPE_Q3_K, sizeof(ts_block_q3_k)},     {TS_TYPE_Q4_K, sizeof(ts_block_q4_k)},
              {TS_TYPE_Q5_K, sizeof(ts_block_q5_k)},     {TS_TYPE_Q6_K, sizeof(ts_block_q6_k)},
-             {TS_TYPE_Q8_K, sizeof(ts_block_q8_k)}};
+             {TS_TYPE_Q8_K, sizeof(ts_block_q8_k)},     {TS_TYPE_MXFP4, sizeof(ts_block_mxfp4)}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         assert_int_equal(ts_type_block_bytes(k[i].t), k[i].bytes);
     }
@@ -161,6 +161,188 @@ static void test_bf16_conversions(void **state) {
     assert_int_equal(ts_f32_to_bf16(1.0f + 0x3p-8f), 0x3F82);   /* tie, even up */
     assert_int_equal(ts_f32_to_bf16(1.0f + 0x1.8p-8f), 0x3F81); /* above half */
     assert_true((ts_f32_to_bf16(NAN) & 0x7FC0) == 0x7FC0);
+}
+
+/* ---- MXFP4 known values ---- */
+
+/* An MXFP4 block of exponent e whose element j has code codes[j]. */
+static ts_block_mxfp4 mxfp4_block(uint8_t e, const uint8_t codes[32]) {
+    ts_block_mxfp4 b;
+    b.e = e;
+    for (int j = 0; j < 16; j++) {
+        b.qs[j] = (uint8_t)(codes[j] | codes[j + 16] << 4);
+    }
+    return b;
+}
+
+static void test_mxfp4_format(void **state) {
+    (void)state;
+    /* E2M1: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign (code 8 is -0). */
+    static const float e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    /* E8M0 half scale 2^(e - 128): subnormal below e = 2, ggml's 2^127 for e = 255. */
+    assert_true(ts_e8m0_half(127) == 0.5f && ts_e8m0_half(128) == 1.0f);
+    assert_true(ts_e8m0_half(0) == 0x1p-128f && ts_e8m0_half(1) == 0x1p-127f);
+    assert_true(ts_e8m0_half(2) == 0x1p-126f && ts_e8m0_half(254) == 0x1p126f);
+    assert_true(ts_e8m0_half(255) == 0x1p127f);
+    const ts_isa top = ts_quant_cpu_isa();
+    for (int isa = TS_ISA_SCALAR; isa <= (int)top; isa++) {
+        const ts_quant_ops *ops = ts_quant_ops_get(TS_TYPE_MXFP4, (ts_isa)isa);
+        assert_non_null(ops);
+        assert_int_equal(ops->vec_dot_type, TS_TYPE_Q8_0);
+        /* Low nibbles are elements 0..15, high nibbles 16..31: codes 0..15, then 15..0. */
+        uint8_t codes[32];
+        for (int j = 0; j < 16; j++) {
+            codes[j] = (uint8_t)j;
+            codes[16 + j] = (uint8_t)(15 - j);
+        }
+        static const struct {
+            uint8_t e;
+            float scale; /* 2^(e - 127) */
+        } k_scales[] = {{127, 1.0f}, {130, 8.0f}, {120, 0x1p-7f}, {1, 0x1p-126f}, {0, 0x1p-127f}};
+        for (size_t s = 0; s < sizeof k_scales / sizeof k_scales[0]; s++) {
+            ts_block_mxfp4 b[2];
+            b[0] = mxfp4_block(k_scales[s].e, codes);
+            b[1] = mxfp4_block(127, codes);
+            float out[64];
+            ops->to_float(b, out, 64);
+            for (int j = 0; j < 32; j++) {
+                const float want = e2m1[codes[j]] * k_scales[s].scale;
+                if (memcmp(&out[j], &want, sizeof want) != 0 && !(want == 0.0f && out[j] == 0.0f)) {
+                    fail_msg("%s: e %d element %d is %a, want %a", ts_isa_name((ts_isa)isa),
+                             k_scales[s].e, j, (double)out[j], (double)want);
+                }
+                assert_true(out[32 + j] == e2m1[codes[j]]);
+            }
+        }
+        /* Quantizing: the exponent puts the largest magnitude amax in [4, 8) scales,
+         * e = floor(log2(amax)) - 2 + 127; each value takes the nearest code, ties to the
+         * smaller magnitude; above 6 scales it saturates. */
+        static const struct {
+            float x;
+            uint8_t code;
+        } k_codes[] = {
+            {0.0f, 0},   {-0.0f, 0},  {0.5f, 1},   {6.0f, 7},  {-6.0f, 15}, {0.25f, 0},
+            {-0.25f, 0}, {0.26f, 1},  {0.75f, 1},  {0.76f, 2}, {1.25f, 2},  {1.75f, 3},
+            {2.5f, 4},   {3.5f, 5},   {5.0f, 6},   {5.01f, 7}, {-5.0f, 14}, {-1.75f, 11},
+            {7.9f, 7},   {-7.9f, 15}, {-0.26f, 9}, {3.0f, 5},  {-3.0f, 13}, {NAN, 0},
+        };
+        const int nk = (int)(sizeof k_codes / sizeof k_codes[0]);
+        float x[32];
+        for (int j = 0; j < 32; j++) {
+            x[j] = j < nk ? k_codes[j].x : 1.0f;
+        }
+        ts_block_mxfp4 q;
+        ops->from_float(x, &q, 32);
+        assert_int_equal(q.e, 127); /* amax 7.9: 2^2 <= amax < 2^3 */
+        for (int j = 0; j < 32; j++) {
+            const int code = j < 16 ? q.qs[j] & 0xF : q.qs[j - 16] >> 4;
+            const int want = j < nk ? k_codes[j].code : 2;
+            if (code != want) {
+                fail_msg("%s: %a quantized to code %d, want %d", ts_isa_name((ts_isa)isa),
+                         (double)x[j], code, want);
+            }
+        }
+        /* Exponents: a power of two and the value below it; all zeros give e = 0; a block
+         * whose amax is below 2^-125 (ggml's conversion is undefined there) clamps to e = 0
+         * and keeps what the format can hold; the largest floats fit, an infinite one gives
+         * the largest valid exponent (255 is NaN). */
+        static const struct {
+            float amax;
+            uint8_t e;
+        } k_exps[] = {{8.0f, 128},     {7.99f, 127},    {1.0f, 125},    {0.0f, 0},
+                      {0x1p-125f, 0},  {0x1p-126f, 0},  {0x1p-120f, 5}, {1e-6f, 105},
+                      {65504.0f, 140}, {0x1p127f, 252}, {3.0e38f, 252}, {1000.0f, 134},
+                      {0x1p-149f, 0},  {INFINITY, 254}};
+        for (size_t k = 0; k < sizeof k_exps / sizeof k_exps[0]; k++) {
+            for (int j = 0; j < 32; j++) {
+                x[j] = j == 5 ? -k_exps[k].amax : k_exps[k].amax * ((float)j / 64.0f);
+            }
+            ops->from_float(x, &q, 32);
+            if (q.e != k_exps[k].e) {
+                fail_msg("%s: amax %a got e %d, want %d", ts_isa_name((ts_isa)isa),
+                         (double)k_exps[k].amax, q.e, k_exps[k].e);
+            }
+        }
+        /* 2^-126 = 2 x 2^-127 is code 4 at e = 0 and comes back exactly. */
+        for (int j = 0; j < 32; j++) {
+            x[j] = j % 2 ? 0x1p-126f : -0x1p-127f;
+        }
+        ops->from_float(x, &q, 32);
+        float back[32];
+        ops->to_float(&q, back, 32);
+        assert_int_equal(q.e, 0);
+        assert_memory_equal(back, x, sizeof x);
+        /* A dot product with known integers: codes 0..15 / 15..0 at e = 128 (values = the
+         * doubled table: sum 0 per half) against Q8_0 quants j - 16 with d = 0.5. */
+        ts_block_mxfp4 w = mxfp4_block(128, codes);
+        ts_block_q8_0 a;
+        a.d = ts_f32_to_f16(0.5f);
+        double want = 0.0;
+        for (int j = 0; j < 32; j++) {
+            a.qs[j] = (int8_t)(j - 16);
+            want += (double)e2m1[codes[j]] * 2.0 * 0.5 * (j - 16);
+        }
+        float got = 0.0f;
+        ops->vec_dot(32, &got, &w, &a);
+        assert_true((double)got == want);
+        float c = 0.0f;
+        ops->gemm(32, 1, 1, &c, sizeof c, &w, sizeof w, &a, sizeof a);
+        assert_true(c == got);
+    }
+}
+
+/* MXFP4's SIMD kernels all do the same float operations per block (fma of the exact block
+ * integer with d_w * d_a into the running sum: avx2/q32.c, avx512/q32.c), so every SIMD level
+ * gives the AVX2 level's bits, gemm and vec_dot alike. */
+static void test_mxfp4_levels_agree(void **state) {
+    (void)state;
+    if (!ts_quant_isa_supported(TS_ISA_AVX2)) {
+        skip();
+    }
+    enum { ROWS = 37, COLS = 6, N = 32 * 45 };
+    const ts_quant_ops *ref = ts_quant_ops_get(TS_TYPE_MXFP4, TS_ISA_AVX2);
+    const size_t ldw = row_bytes(TS_TYPE_MXFP4, N), lda = row_bytes(TS_TYPE_Q8_0, N);
+    uint8_t *w = malloc(ldw * ROWS), *a = malloc(lda * COLS);
+    float *x = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * ROWS * COLS),
+          *got = malloc(sizeof(float) * ROWS * COLS);
+    assert_non_null(w);
+    assert_non_null(a);
+    assert_non_null(x);
+    assert_non_null(want);
+    assert_non_null(got);
+    qgen_rng r = {0x3F4};
+    for (int i = 0; i < ROWS; i++) {
+        qgen_row(&r, i % 4 == 3 ? QGEN_OUTLIER : QGEN_NORMAL, 0.3f, x, N);
+        ref->from_float(x, w + (size_t)i * ldw, N);
+    }
+    for (int j = 0; j < COLS; j++) {
+        qgen_row(&r, QGEN_NORMAL, 1.0f, x, N);
+        ts_quant_ops_get(TS_TYPE_Q8_0, TS_ISA_SCALAR)->from_float(x, a + (size_t)j * lda, N);
+    }
+    const size_t ldc = sizeof(float) * ROWS;
+    for (int isa = TS_ISA_AVXVNNI; isa <= (int)ts_quant_cpu_isa(); isa++) {
+        const ts_quant_ops *ops = ts_quant_ops_get(TS_TYPE_MXFP4, (ts_isa)isa);
+        if (ops->isa != (ts_isa)isa) {
+            continue;
+        }
+        for (int nc = 1; nc <= COLS; nc += COLS - 1) {
+            ref->gemm(N, ROWS, nc, want, ldc, w, ldw, a, lda);
+            ops->gemm(N, ROWS, nc, got, ldc, w, ldw, a, lda);
+            assert_memory_equal(want, got, sizeof(float) * ROWS * (size_t)nc);
+        }
+        for (int i = 0; i < ROWS; i++) {
+            float d1, d2;
+            ref->vec_dot(N, &d1, w + (size_t)i * ldw, a);
+            ops->vec_dot(N, &d2, w + (size_t)i * ldw, a);
+            assert_memory_equal(&d1, &d2, sizeof d1);
+        }
+    }
+    free(w);
+    free(a);
+    free(x);
+    free(want);
+    free(got);
 }
 
 /* ---- round trip ---- */
@@ -470,10 +652,16 @@ static void test_gemm_row_split(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layout_matches_type_table), cmocka_unit_test(test_isa_env_lowers),
-        cmocka_unit_test(test_f16_conversions),           cmocka_unit_test(test_bf16_conversions),
-        cmocka_unit_test(test_round_trip_bounds),         cmocka_unit_test(test_dot_against_f64),
-        cmocka_unit_test(test_simd_matches_scalar),       cmocka_unit_test(test_gemm_row_split),
+        cmocka_unit_test(test_layout_matches_type_table),
+        cmocka_unit_test(test_isa_env_lowers),
+        cmocka_unit_test(test_f16_conversions),
+        cmocka_unit_test(test_bf16_conversions),
+        cmocka_unit_test(test_round_trip_bounds),
+        cmocka_unit_test(test_dot_against_f64),
+        cmocka_unit_test(test_simd_matches_scalar),
+        cmocka_unit_test(test_gemm_row_split),
+        cmocka_unit_test(test_mxfp4_format),
+        cmocka_unit_test(test_mxfp4_levels_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

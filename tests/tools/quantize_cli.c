@@ -2,7 +2,8 @@
  * quantize_cli.c — `tessera quantize` as a user runs it, on tiny F32 models written by the
  * test model writer: --pure Q8_0 gives every matrix our reference Q8_0 bytes (the quantizer
  * itself is checked against llama.cpp's in tests/quant), 1-D tensors stay F32, the Q4_K_M mix
- * produces K-quant matrices in a file the model loader accepts, and bad inputs (rows that do
+ * produces K-quant matrices in a file the model loader accepts, MXFP4 (with and without --pure)
+ * writes our reference MXFP4 bytes in a file the loader accepts, and bad inputs (rows that do
  * not fit the block size with --pure, an already quantized input, a missing file) fail with
  * a message. Skips when TS_BIN is unset.
  */
@@ -116,8 +117,7 @@ static void test_q4_k_m_mix(void **state) {
         if (t->n_dims == 1) {
             assert_int_equal(t->type, TS_TYPE_F32);
         } else {
-            bool k = t->type == TS_TYPE_Q4_K || t->type == TS_TYPE_Q5_K ||
-                     t->type == TS_TYPE_Q6_K;
+            bool k = t->type == TS_TYPE_Q4_K || t->type == TS_TYPE_Q5_K || t->type == TS_TYPE_Q6_K;
             assert_true(k || t->type == TS_TYPE_Q8_0);
             k_quants += k;
         }
@@ -126,6 +126,71 @@ static void test_q4_k_m_mix(void **state) {
     ts_model_close(m);
     unlink(in);
     unlink(out);
+}
+
+/* MXFP4: every matrix the rules do not single out is MXFP4 with our reference bytes (checked
+ * against ggml's quantizer in tests/quant), the output matrix follows the 4-bit rule (Q8_0 here:
+ * 256 does not divide its rows), and with --pure it is MXFP4 too; both files load. */
+static void test_mxfp4(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    write_model(in, sizeof in, 64, 128, TS_TYPE_F16);
+    snprintf(out, sizeof out, "%s.mxfp4.gguf", in);
+    const ts_quant_ops *mx = ts_quant_ops_get(TS_TYPE_MXFP4, TS_ISA_SCALAR);
+    const ts_quant_ops *f16 = ts_quant_ops_get(TS_TYPE_F16, TS_ISA_SCALAR);
+    for (int pure = 0; pure <= 1; pure++) {
+        snprintf(cmd, sizeof cmd, "%s quantize %s %s mxfp4%s", bin(), in, out,
+                 pure ? " --pure" : "");
+        assert_int_equal(run(cmd, log, sizeof log), 0);
+        ts_gguf *a = NULL;
+        ts_model *m = NULL;
+        ts_error err = {0};
+        assert_int_equal(ts_gguf_open(in, &a, &err), TS_OK);
+        if (ts_model_open(out, &m, &err) != TS_OK) {
+            fail_msg("MXFP4 model does not load: %s", err.msg);
+        }
+        uint32_t ft = 0;
+        assert_int_equal(ts_gguf_get_u32(m->gguf, "general.file_type", &ft, &err), TS_OK);
+        assert_int_equal(ft, 38);
+        int mxfp4 = 0;
+        for (uint64_t i = 0; i < ts_gguf_tensor_count(a); i++) {
+            const ts_gguf_tensor *src = ts_gguf_tensor_at(a, i);
+            const ts_gguf_tensor *dst = NULL;
+            assert_int_equal(ts_gguf_find_tensor(m->gguf, src->name, &dst), TS_OK);
+            if (src->n_dims == 1) {
+                assert_int_equal(dst->type, TS_TYPE_F32);
+                continue;
+            }
+            const bool output = strcmp(src->name, "output.weight") == 0;
+            if (output && !pure) {
+                assert_int_equal(dst->type, TS_TYPE_Q8_0);
+                continue;
+            }
+            assert_int_equal(dst->type, TS_TYPE_MXFP4);
+            size_t row = 0;
+            assert_true(ts_type_row_bytes(TS_TYPE_MXFP4, (uint64_t)src->ne[0], &row));
+            float *x = malloc(sizeof(float) * (size_t)src->ne[0]);
+            char *want = malloc(row);
+            assert_non_null(x);
+            assert_non_null(want);
+            for (int64_t r = 0; r < src->ne[1]; r++) {
+                f16->to_float((const uint16_t *)src->data + r * src->ne[0], x, src->ne[0]);
+                mx->from_float(x, want, src->ne[0]);
+                assert_memory_equal(want, (const char *)dst->data + (size_t)r * row, row);
+            }
+            free(x);
+            free(want);
+            mxfp4++;
+        }
+        assert_true(mxfp4 > 0);
+        ts_model_close(m);
+        ts_gguf_close(a);
+        unlink(out);
+    }
+    unlink(in);
 }
 
 static void test_errors(void **state) {
@@ -159,6 +224,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pure_q8_0),
         cmocka_unit_test(test_q4_k_m_mix),
+        cmocka_unit_test(test_mxfp4),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /*
- * avx2/q32.c — AVX2 kernels of the 32-element block types: Q4_0, Q4_1, Q5_0 and Q8_0 against
- * 8-bit activations (gemm with eight weight rows in the lanes of one register, Q8_0's one-row
- * gemv, the dot products), IQ4_NL's dot product, dequantization and the Q8_0 / Q8_1
+ * avx2/q32.c — AVX2 kernels of the 32-element block types: Q4_0, Q4_1, Q5_0, Q8_0 and MXFP4
+ * against 8-bit activations (gemm with eight weight rows in the lanes of one register, Q8_0's
+ * one-row gemv, the dot products), IQ4_NL's dot product, dequantization and the Q8_0 / Q8_1
  * activation quantizers.
  *
  * The gemm keeps eight weight rows in the eight 32-bit lanes of a register: for each group
@@ -43,14 +43,17 @@
  * prefill equals one-shot prefill bit for bit; tests/quant/test_gemm_invariance.c). Per
  * weight row, activation row and block i, with isum_i = sum_j q_j y_j exact:
  *   Q4_1:         acc = acc + fma((float)isum_i, d_w * d_a, m_w * s_a)
- *   Q4_0, Q5_0:   acc = fma((float)(isum_i - o * sum_j y_j), d_w * d_a, acc),  o = 8, 16
+ *   Q4_0, Q5_0, MXFP4:
+ *                 acc = fma((float)(isum_i - o * sum_j y_j), d_w * d_a, acc),  o = 8, 16, 12
+ *                 (MXFP4: d_w = 2^(e - 128), the levels the doubled E2M1 values + 12)
  *   Q8_0:         per half h of the block (elements 0..15, 16..31) with exact sum isum_ih,
  *                 acc_h = fma((float)isum_ih, d_w * d_a, acc_h); the result is acc_0 + acc_1
  * The Q4_1 block value is formed before it meets the running sum: its two terms are large
  * and of opposite sign for centred weights (m ~ -8 d), and adding them to the sum one at a
  * time measurably hurt accuracy (tests/model/test_smollm.c: logit nrmse vs the reference
  * 0.12 instead of 0.04). int16 partial sums: levels <= 15 give pair sums <= 3810 and eight
- * groups <= 30480; Q5_0 levels <= 31 give 7874, so its groups are summed four at a time.
+ * groups <= 30480; Q5_0 levels <= 31 give 7874 and MXFP4's <= 24 give 6144 (against -128), so
+ * their groups are summed four at a time.
  *
  * The integer sums are runs of the dot steps of simd_avx2.h (dot4_*): on AVX2 vpmaddubsw pair
  * sums added in int16 and widened by vpmaddwd, exact by the bounds above; in the AVX-VNNI build
@@ -71,6 +74,8 @@
 #define MAX_COLS   64 /* activation rows whose accumulators one pass keeps */
 #define ROW_GROUPS 4  /* eight-row groups sharing one pass's activation scales */
 #define MAX_NACC   2  /* accumulators per activation row (Q8_0: one per block half) */
+
+#define MXFP4_OFFSET 12 /* MXFP4 levels: the doubled E2M1 value + 12, so 0..24 */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* The one-row paths are functions of their own, not inlined into the gemm: sharing a function
@@ -329,6 +334,51 @@ ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
     *m = _mm256_setzero_ps();
 }
 
+/* 2^(e - 128) per lane (ts_e8m0_half) for E8M0 exponents e in 0..255. */
+static inline __m256 e8m0_half_ps(__m256i e) {
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e = 0, 1 */
+    const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(small, normal, big));
+}
+
+/* The doubled E2M1 values + 12 (levels 0..24), indexed by code. */
+static inline __m256i mxfp4_levels_table(void) {
+    const __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)ts_mxfp4_values),
+                                   _mm_set1_epi8(MXFP4_OFFSET));
+    return _mm256_set_m128i(t, t);
+}
+
+/* MXFP4: each code indexes the doubled E2M1 values; levels are value + 12 (0..24), the scale
+ * 2^(e - 128). The block's one-byte exponent puts its quants at byte 1, so the rows' 16 quant
+ * bytes are read unaligned; packed, the exponents are a run of sixteen bytes (quant_pack.c). */
+ALWAYS_INLINE void mxfp4_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
+                                __m256i q[8]) {
+    __m256i g[4], e;
+    if (packed) {
+        x8_pk_words(s, sizeof(ts_block_mxfp4), i, offsetof(ts_block_mxfp4, qs), 4, g);
+        const uint8_t *p = s->pk + (size_t)i * 16 * sizeof(ts_block_mxfp4) + 8 * (size_t)s->half;
+        e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    } else {
+        const uint8_t *qs[8];
+        int32_t ev[8];
+        for (int r = 0; r < 8; r++) {
+            const ts_block_mxfp4 *b = (const ts_block_mxfp4 *)s->w[r] + i;
+            qs[r] = b->qs;
+            ev[r] = b->e;
+        }
+        x8_transpose(qs, g);
+        e = _mm256_setr_epi32(ev[0], ev[1], ev[2], ev[3], ev[4], ev[5], ev[6], ev[7]);
+    }
+    x8_nibbles(g, q);
+    const __m256i table = mxfp4_levels_table();
+    for (int k = 0; k < 8; k++) {
+        q[k] = _mm256_shuffle_epi8(table, q[k]);
+    }
+    *d = e8m0_half_ps(e);
+    *m = _mm256_setzero_ps();
+}
+
 ALWAYS_INLINE x8ys q4_1_yscale(const void *ab) {
     const ts_block_q8_1 *y = ab;
     return (x8ys){.d = fp16_hw(y->d), .s = fp16_hw(y->s)};
@@ -342,6 +392,11 @@ ALWAYS_INLINE x8ys q4_0_yscale(const void *ab) {
 ALWAYS_INLINE x8ys q5_0_yscale(const void *ab) {
     const ts_block_q8_0 *y = ab;
     return (x8ys){.d = fp16_hw(y->d), .corr = 16 * sum_i8x32(y->qs)};
+}
+
+ALWAYS_INLINE x8ys mxfp4_yscale(const void *ab) {
+    const ts_block_q8_0 *y = ab;
+    return (x8ys){.d = fp16_hw(y->d), .corr = MXFP4_OFFSET * sum_i8x32(y->qs)};
 }
 
 ALWAYS_INLINE x8ys q8_0_yscale(const void *ab) {
@@ -521,6 +576,17 @@ static const x8_type k_q5_0 = {
     .pairs = false,
     .gather = q5_0_gather,
     .yscale = q5_0_yscale,
+    .fold = fold_offset,
+};
+static const x8_type k_mxfp4 = {
+    .wbytes = sizeof(ts_block_mxfp4),
+    .abytes = sizeof(ts_block_q8_0),
+    .aqs = offsetof(ts_block_q8_0, qs),
+    .span = 4,
+    .nacc = 1,
+    .pairs = false,
+    .gather = mxfp4_gather,
+    .yscale = mxfp4_yscale,
     .fold = fold_offset,
 };
 /* Q8_0: its own block kernel (signed levels, two half sums); no fold, and its one-row path is
@@ -801,6 +867,7 @@ static const x8_call k_q4_0_rows = {&k_q4_0, false}, k_q4_0_pk = {&k_q4_0, true}
 static const x8_call k_q4_1_rows = {&k_q4_1, false}, k_q4_1_pk = {&k_q4_1, true};
 static const x8_call k_q5_0_rows = {&k_q5_0, false}, k_q5_0_pk = {&k_q5_0, true};
 static const x8_call k_q8_0_rows = {&k_q8_0, false};
+static const x8_call k_mxfp4_rows = {&k_mxfp4, false}, k_mxfp4_pk = {&k_mxfp4, true};
 
 NOINLINE void q4_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
     x8_gemv(&k_q4_0, false, k, nr, c, w, ldw, a);
@@ -812,6 +879,11 @@ NOINLINE void q4_1_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
 
 NOINLINE void q5_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
     x8_gemv(&k_q5_0, false, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void mxfp4_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a) {
+    x8_gemv(&k_mxfp4, false, k, nr, c, w, ldw, a);
 }
 
 NOINLINE void q4_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
@@ -827,6 +899,11 @@ NOINLINE void q4_1_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_
 NOINLINE void q5_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                            const void *a) {
     x8_gemv(&k_q5_0, true, k, nr, c, w, ldw, a);
+}
+
+NOINLINE void mxfp4_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                            const void *a) {
+    x8_gemv(&k_mxfp4, true, k, nr, c, w, ldw, a);
 }
 
 void ts_q_gemm_q4_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
@@ -890,6 +967,24 @@ void ts_q_gemm_q8_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
         q8_0_gemv(k, nr, c, w, ldw, a);
     } else {
         x8_gemm(&k_q8_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_mxfp4_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                          size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        mxfp4_gemv(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_mxfp4_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_mxfp4_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                 const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        mxfp4_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_mxfp4_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
@@ -977,6 +1072,20 @@ void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y
     *result = hsum_ps256(acc);
 }
 
+/* MXFP4: the gemm's exact block integer (levels - 12 against y), then its float operations. */
+void ts_q_dot_mxfp4_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_mxfp4 *w = x;
+    const ts_block_q8_0 *a = y;
+    const __m256i table = mxfp4_levels_table();
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles32(w[i].qs));
+        const int32_t t = isum1(q, a[i].qs) - MXFP4_OFFSET * sum_i8x32(a[i].qs);
+        acc = __builtin_fmaf((float)t, ts_e8m0_half(w[i].e) * fp16_hw(a[i].d), acc);
+    }
+    *result = acc;
+}
+
 /* ---- dequantization and activation quantization ----
  * No dot step here: the AVX-VNNI build of this file (avxvnni/q32.c) leaves them out, and its
  * level uses these. */
@@ -1020,6 +1129,22 @@ void ts_q_to_float_q5_0_avx2(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
         const __m256 d = _mm256_set1_ps(fp16_hw(b[i].d));
         const __m256i q = _mm256_sub_epi8(unpack_q5_0(&b[i]), _mm256_set1_epi8(16));
+        const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
+        _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));
+        _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_to_ps(hi), d));
+        _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(hi, 8)), d));
+    }
+}
+
+/* MXFP4: x = value * 2^(e - 128), one exact product as in the scalar reference. */
+void ts_q_to_float_mxfp4_avx2(const void *src, float *dst, int64_t n) {
+    const ts_block_mxfp4 *b = src;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_mxfp4_values));
+    for (int64_t i = 0; i < n / TS_QK; i++, dst += TS_QK) {
+        const __m256 d = _mm256_set1_ps(ts_e8m0_half(b[i].e));
+        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles32(b[i].qs));
         const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
         _mm256_storeu_ps(dst + 0, _mm256_mul_ps(i8x8_to_ps(lo), d));
         _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_to_ps(_mm_srli_si128(lo, 8)), d));

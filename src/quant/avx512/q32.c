@@ -1,7 +1,7 @@
 /*
- * avx512/q32.c — Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL (32-element blocks) against 8-bit
+ * avx512/q32.c — Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and MXFP4 (32-element blocks) against 8-bit
  * activations, AVX-512 with VNNI: gemm and gemv with sixteen weight rows in the lanes of one
- * register, and the dot products of Q8_0 and IQ4_NL.
+ * register, and the dot products of Q8_0, IQ4_NL and MXFP4.
  *
  * Layout in registers (rows in lanes): for each group g of four consecutive elements
  * (4g .. 4g + 3) of a block, lane r of register q[g] holds row r's four levels as unsigned
@@ -11,7 +11,7 @@
  * intermediate and no horizontal reduction. Levels: Q4_0, Q4_1 nibbles (0..15), Q5_0 nibble
  * plus fifth bit (0..31), Q8_0 the signed byte plus 128 (0..255; vpdpbusd multiplies unsigned
  * by signed bytes, and AVX-512 has no vpsignb for the sign trick of the AVX2 kernels), IQ4_NL
- * its table value plus 128.
+ * its table value plus 128, MXFP4 its code's doubled E2M1 value plus 128.
  *
  * Rows are interleaved on the fly: four 16-byte row pieces per register (rows r, r + 4, r + 8,
  * r + 12 in its four 128-bit lanes), then a 4 x 4 transpose of 32-bit words inside each
@@ -27,14 +27,16 @@
  * path (gemv, gemm at any batch, the level's vec_dot), so results do not depend on batching
  * (tests/quant/test_gemm_invariance.c). Per weight row, activation row and block, with
  * isum = sum_j q_j y_j over the block's levels (exact int32):
- *   Q4_0, Q5_0, Q8_0, IQ4_NL:
+ *   Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4:
  *                      acc = fma((float)(isum - o * sum_j y_j), d_w * d_a, acc),
- *                      o = 8, 16, 128, 128 (the level offset; the int32 starts at -o * sum y)
+ *                      o = 8, 16, 128, 128, 128 (the level offset; the int32 starts at
+ *                      -o * sum y; MXFP4's d_w is 2^(e - 128))
  *   Q4_1:              acc = acc + fma((float)isum, d_w * d_a, m_w * s_a)
  * These are the AVX2 level's formulas for Q4_0, Q4_1 and Q5_0 (avx2/q32.c), whose dot
  * products this level therefore shares; Q8_0 uses one exact sum per block where the AVX2 level
  * keeps two half sums, and IQ4_NL's AVX2 dot accumulates per lane, so these two have their own
- * dot products here.
+ * dot products here. MXFP4's is its own too, though its AVX2 gemm and dot do the same float
+ * operations (the AVX-512 and AVX2 results are the same bits).
  */
 #include <assert.h>
 #include <string.h>
@@ -233,6 +235,40 @@ ALWAYS_INLINE void iq4_nl_unpack(const x16rows *rows, bool packed, int64_t i, __
     *m = _mm512_setzero_ps();
 }
 
+/* 2^(e - 128) per lane (ts_e8m0_half) for E8M0 exponents e in 0..255. */
+ALWAYS_INLINE __m512 e8m0_half_ps(__m512i e) {
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e); /* e = 0, 1 */
+    const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(1));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(big, small, normal));
+}
+
+/* MXFP4: each code indexes the doubled E2M1 values; levels are value + 128, the scale
+ * 2^(e - 128) from the one-byte exponent (the word at the block's start, low byte; packed, a
+ * run of sixteen bytes). */
+ALWAYS_INLINE void mxfp4_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8],
+                                __m512 *d, __m512 *m) {
+    __m512i g[4];
+    x16_words(rows, packed, sizeof(ts_block_mxfp4), i, offsetof(ts_block_mxfp4, qs), 4, g);
+    x16_nibbles(g, q);
+    const __m512i table =
+        _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ts_mxfp4_values)),
+                         _mm512_set1_epi8((char)0x80));
+    for (int k = 0; k < 8; k++) {
+        q[k] = _mm512_shuffle_epi8(table, q[k]);
+    }
+    __m512i e;
+    if (packed) {
+        const uint8_t *p = rows->pk + (size_t)i * 16 * sizeof(ts_block_mxfp4);
+        e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    } else {
+        e = _mm512_and_si512(x16_gather32(rows, (size_t)i * sizeof(ts_block_mxfp4)),
+                             _mm512_set1_epi32(0xFF));
+    }
+    *d = e8m0_half_ps(e);
+    *m = _mm512_setzero_ps();
+}
+
 ALWAYS_INLINE void q8_0_unpack(const x16rows *rows, bool packed, int64_t i, __m512i q[8], __m512 *d,
                                __m512 *m) {
     x16_words(rows, packed, sizeof(ts_block_q8_0), i, offsetof(ts_block_q8_0, qs), 8, q);
@@ -301,6 +337,13 @@ static const x16_type k_iq4_nl = {.wbytes = sizeof(ts_block_iq4_nl),
                                   .unpack = iq4_nl_unpack,
                                   .yscale = q8_0_yscale,
                                   .fold = fold_offset};
+
+static const x16_type k_mxfp4 = {.wbytes = sizeof(ts_block_mxfp4),
+                                 A8_0,
+                                 .offset = 128,
+                                 .unpack = mxfp4_unpack,
+                                 .yscale = q8_0_yscale,
+                                 .fold = fold_offset};
 
 /* The activation quants of block i of the row at a. */
 ALWAYS_INLINE const int8_t *aq(const x16_type *t, const char *a, int64_t i) {
@@ -589,6 +632,8 @@ static const x16_call k_q8_0_rows = {&k_q8_0, false};
 static const x16_call k_q8_0_pk = {&k_q8_0, true};
 static const x16_call k_iq4_nl_rows = {&k_iq4_nl, false};
 static const x16_call k_iq4_nl_pk = {&k_iq4_nl, true};
+static const x16_call k_mxfp4_rows = {&k_mxfp4, false};
+static const x16_call k_mxfp4_pk = {&k_mxfp4, true};
 
 void ts_q_gemm_q4_0_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                            size_t ldw, const void *a, size_t lda) {
@@ -640,8 +685,18 @@ void ts_q_gemm_iq4_nl_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c,
     x16_gemm(&k_iq4_nl_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
-/* ---- Q8_0's and IQ4_NL's dot products: one exact sum per block, then the gemm's float
- * operations ---- */
+void ts_q_gemm_mxfp4_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                            size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_mxfp4_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+void ts_q_gemm_mxfp4_packed_avx512(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                   const void *w, size_t ldw, const void *a, size_t lda) {
+    x16_gemm(&k_mxfp4_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+/* ---- Q8_0's, IQ4_NL's and MXFP4's dot products: one exact sum per block, then the gemm's
+ * float operations ---- */
 
 /* Exact sum of the products of 32 signed bytes. */
 static inline int32_t dot_i8x32(__m256i w, const int8_t *y) {
@@ -671,6 +726,19 @@ void ts_q_dot_iq4_nl_avx512(int64_t n, float *result, const void *x, const void 
     for (int64_t i = 0; i < n / TS_QK; i++) {
         const int32_t t = dot_i8x32(_mm256_shuffle_epi8(table, unpack_nibbles32(w[i].qs)), b[i].qs);
         acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(b[i].d), acc);
+    }
+    *result = acc;
+}
+
+void ts_q_dot_mxfp4_avx512(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_mxfp4 *w = x;
+    const ts_block_q8_0 *b = y;
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ts_mxfp4_values));
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / TS_QK; i++) {
+        const int32_t t = dot_i8x32(_mm256_shuffle_epi8(table, unpack_nibbles32(w[i].qs)), b[i].qs);
+        acc = __builtin_fmaf((float)t, ts_e8m0_half(w[i].e) * fp16_hw(b[i].d), acc);
     }
     *result = acc;
 }

@@ -25,5 +25,8 @@
 #define ts_q_dot_q5_0_avx2   ts_q_dot_q5_0_avxvnni
 #define ts_q_dot_q8_0_avx2   ts_q_dot_q8_0_avxvnni
 #define ts_q_dot_iq4_nl_avx2 ts_q_dot_iq4_nl_avxvnni
+#define ts_q_gemm_mxfp4_avx2 ts_q_gemm_mxfp4_avxvnni
+#define ts_q_gemm_mxfp4_packed_avx2 ts_q_gemm_mxfp4_packed_avxvnni
+#define ts_q_dot_mxfp4_avx2  ts_q_dot_mxfp4_avxvnni
 
 #include "quant/avx2/q32.c"
