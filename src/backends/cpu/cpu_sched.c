@@ -18,7 +18,8 @@
  * conversion runs at the backend's level whichever gemm level each MUL_MAT chose (cpu_tune.h),
  * so equal conversion types mean equal bytes. The shared scratch is modelled as one more byte
  * range (written by converting MUL_MATs, read by all of them), so the rules above also order
- * the scratch.
+ * the scratch. A MUL_MAT_ID groups and converts its activations into the scratch too, so it
+ * counts as a converting MUL_MAT whose conversion no later MUL_MAT reuses.
  */
 #include <stdint.h>
 #include <string.h>
@@ -67,7 +68,12 @@ void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags) {
         ts_tensor *n = ts_graph_node(g, i);
         flags[i] = 0;
         bool converts = false, reuses = false;
-        if (n->op == TS_OP_MUL_MAT) {
+        if (n->op == TS_OP_MUL_MAT_ID) {
+            /* Writes the scratch before its internal barriers (cpu_moe.c): like a converting
+             * MUL_MAT whose conversion nothing can reuse. */
+            converts = true;
+            conv_src = NULL;
+        } else if (n->op == TS_OP_MUL_MAT) {
             const ts_quant_ops *ops = ts_quant_ops_get(n->src[0]->type, isa);
             const ts_tensor *x = n->src[1];
             if (ops != NULL && cpu_mul_mat_converts(ops, x)) {
