@@ -60,7 +60,7 @@ def build(arch):
             elif "embed_tokens" in name or ".wte." in name or ".wpe." in name:
                 val = 0.5 * z
             else:
-                fan_in = p.shape[0] if name in conv_weights else p.shape[1]
+                fan_in = p.shape[0] if name in conv_weights else p.shape[-1]
                 val = z / float(np.sqrt(fan_in))
             p.copy_(val)
     return model, config
@@ -128,16 +128,17 @@ def run_arch(arch, out_dir):
     table = []
     for name, a in tensors:
         a64 = a.astype(np.float64)
-        table.append(
-            {
-                "hf": name,
-                "shape": list(a.shape),
-                "sum": float(a64.sum()),
-                "l2": float(np.sqrt((a64 * a64).sum())),
-                "gguf": tiny_archs.gguf_name(arch, name),
-                "transform": tiny_archs.transform(arch, name),
-            }
-        )
+        for gguf, how in tiny_archs.gguf_entries(arch, name):
+            table.append(
+                {
+                    "hf": name,
+                    "shape": list(a.shape),
+                    "sum": float(a64.sum()),
+                    "l2": float(np.sqrt((a64 * a64).sum())),
+                    "gguf": gguf,
+                    "transform": how,
+                }
+            )
     cfg = config.to_dict()
     doc = {
         "arch": arch,
