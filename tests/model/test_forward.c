@@ -75,6 +75,14 @@ static void test_cpu_vs_ref(void **state) {
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
             s.wtype = types[ti];
+            /* Expert choice is discontinuous: the rounding of a quantized run moves a layer's
+             * hidden state by ~1%, enough to swap two experts of near-equal score for some
+             * token, which changes its logits by far more than the tolerance. With quantized
+             * weights the MoE models route every token to every expert (the weights stay a
+             * smooth softmax); F32 and F16 keep top-2 of 6, experts without tokens included. */
+            if (s.n_expert > 0 && ts_type_block_size(s.wtype) > 1) {
+                s.n_expert_used = s.n_expert;
+            }
             ts_model *m = fu_open_tiny(&s);
             assert_non_null(m);
             run_prompt(m, ref, NULL, prompt, N_PROMPT, a);

@@ -60,7 +60,7 @@ static void count_param(const char *name, const ts_gguf_tensor *t, void *user) {
 static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     const ts_hparams *hp = &m->hp;
     int64_t head_dim = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
-    assert_string_equal(hp->arch->name, s->arch);
+    assert_string_equal(hp->arch->name, s->arch_name != NULL ? s->arch_name : s->arch);
     assert_int_equal(hp->n_vocab, s->n_vocab);
     assert_int_equal(hp->n_ctx_train, s->n_ctx_train);
     assert_int_equal(hp->n_embd, s->n_embd);
@@ -112,19 +112,31 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(bytes, m->weight_bytes);
 
     /* Roles map to the tensors of that name, weights keep their stored type. */
-    const ts_gguf_tensor *down = ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer - 1);
+    bool moe = s->n_expert > 0;
+    ts_role down_role = moe ? TS_ROLE_FFN_DOWN_EXPS : TS_ROLE_FFN_DOWN;
+    const ts_gguf_tensor *down = ts_model_tensor(m, down_role, s->n_layer - 1);
     assert_non_null(down);
     char name[64];
-    snprintf(name, sizeof name, "blk.%lld.ffn_down.weight", (long long)(s->n_layer - 1));
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)(s->n_layer - 1),
+             moe ? "ffn_down_exps" : "ffn_down");
     assert_string_equal(down->name, name);
     assert_int_equal(down->type, s->wtype);
-    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer));
-    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, -1));
+    assert_null(ts_model_tensor(m, down_role, s->n_layer));
+    assert_null(ts_model_tensor(m, down_role, -1));
+    if (moe) {
+        assert_int_equal(down->ne[2], s->n_expert);
+        assert_int_equal(m->hp.n_expert, s->n_expert);
+        assert_int_equal(m->hp.n_expert_used, s->n_expert_used);
+        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+        /* The router stays F32 (as llama.cpp's quantizer leaves it). */
+        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, 0)->type, TS_TYPE_F32);
+    }
     const ts_gguf_tensor *embd = ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0);
     assert_non_null(embd);
     assert_int_equal(embd->ne[0], s->n_embd);
     assert_int_equal(embd->ne[1], s->n_vocab);
-    bool qkv_bias = strcmp(s->arch, "qwen2") == 0 || s->qkv_bias;
+    bool qkv_bias =
+        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias;
     if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
         assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
     }
