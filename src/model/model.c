@@ -102,6 +102,9 @@ static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts
     }
     m->n_params += t->n_elements;
     m->weight_bytes += t->nbytes;
+    m->active_bytes += p->shape[2] == TS_DIM_EXPERT
+                           ? t->nbytes / (size_t)m->hp.n_expert * (size_t)m->hp.n_expert_used
+                           : t->nbytes;
     return TS_OK;
 }
 

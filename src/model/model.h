@@ -33,6 +33,8 @@ typedef struct ts_model {
     uint64_t n_params;             /* elements of all resolved tensors */
     size_t weight_bytes;           /* bytes of all resolved tensors */
     double load_ms;                /* wall time of ts_model_open */
+    size_t active_bytes; /* bytes one decoding token reads: weight_bytes with n_expert_used of
+                            each layer's n_expert experts (weight_bytes for a dense model) */
 } ts_model;
 
 /* Opens and validates a model file. Errors name the file and what was wrong: unknown

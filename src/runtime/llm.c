@@ -80,6 +80,9 @@ static void fill_info(ts_llm *llm) {
     in->n_head_kv = hp->n_head_kv;
     in->head_dim = hp->head_dim;
     in->n_ff = hp->n_ff;
+    in->n_expert = hp->n_expert;
+    in->n_expert_used = hp->n_expert_used;
+    in->active_bytes = llm->model->active_bytes;
 }
 
 static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm **out,
