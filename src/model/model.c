@@ -83,7 +83,7 @@ static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts
         }
         return TS_OK;
     }
-    if (p->shape[2] == TS_DIM_EXPERT && m->hp.n_expert == 0) {
+    if ((p->shape[1] == TS_DIM_EXPERT || p->shape[2] == TS_DIM_EXPERT) && m->hp.n_expert == 0) {
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: tensor '%s' holds experts, but %s.expert_count is missing or 0",
                             name, m->hp.arch->name);

@@ -112,7 +112,7 @@ static void add3(tlist *l, kind k, int64_t ne0, int64_t ne1, int64_t ne2, const 
         d->type = TS_TYPE_F32;
     }
     if (l->spec->reshape != NULL && strcmp(l->spec->reshape, d->name) == 0) {
-        if (d->n_dims == 2) {
+        if (d->n_dims >= 2) {
             d->ne[1] += 1;
         } else {
             d->ne[0] += 1;

@@ -273,6 +273,52 @@ static void test_unsupported_type(void **state) {
     expect_error(&s, TS_ERR_UNSUPPORTED, p2);
 }
 
+/* Mixture-of-experts files: a missing expert tensor, a missing expert count, an expert tensor
+ * of the wrong shape, a llama that has neither a dense FFN nor experts. */
+static void test_moe_errors(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("qwen3moe");
+    s.omit = "blk.1.ffn_up_exps.weight";
+    const char *p1[] = {"blk.1.ffn_up_exps.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    s = ts_tiny_spec_default("mixtral");
+    s.omit = "blk.0.ffn_down_exps.weight";
+    const char *p2[] = {"layer 0", "mixture of experts", "blk.0.ffn_down_exps.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p2);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.omit_key = "expert_count";
+    const char *p3[] = {"holds experts", "qwen3moe.expert_count", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.omit_key = "expert_used_count";
+    const char *p4[] = {"qwen3moe.expert_used_count", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p4);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.reshape = "blk.0.ffn_gate_exps.weight";
+    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p5);
+
+    s = ts_tiny_spec_default("qwen2moe");
+    s.omit = "blk.1.ffn_up_shexp.weight";
+    const char *p6[] = {"blk.1.ffn_up_shexp.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p6);
+
+    s = ts_tiny_spec_default("mixtral");
+    s.n_expert_used = 7; /* more than the 6 experts */
+    const char *p7[] = {"expert_used_count = 7", "1..6", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p7);
+
+    /* A llama layer with neither: the dense FFN's first missing tensor is named. */
+    s = ts_tiny_spec_default("mixtral");
+    s.omit = "blk.1.ffn_gate_inp.weight";
+    const char *p8[] = {"blk.1.", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p8);
+}
+
 static void test_missing_key(void **state) {
     (void)state;
     const char *keys[] = {"block_count", "embedding_length", "feed_forward_length",
@@ -310,10 +356,15 @@ static void test_no_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_arch_and_type), cmocka_unit_test(test_optional_tensors),
-        cmocka_unit_test(test_unknown_arch),        cmocka_unit_test(test_missing_tensor),
-        cmocka_unit_test(test_wrong_shape),         cmocka_unit_test(test_unsupported_type),
-        cmocka_unit_test(test_missing_key),         cmocka_unit_test(test_no_file),
+        cmocka_unit_test(test_every_arch_and_type),
+        cmocka_unit_test(test_optional_tensors),
+        cmocka_unit_test(test_unknown_arch),
+        cmocka_unit_test(test_missing_tensor),
+        cmocka_unit_test(test_wrong_shape),
+        cmocka_unit_test(test_unsupported_type),
+        cmocka_unit_test(test_missing_key),
+        cmocka_unit_test(test_moe_errors),
+        cmocka_unit_test(test_no_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
