@@ -6,14 +6,16 @@
  * kernels (the quant layer's gemm, repacked weights where the kernel choice reads them):
  *   (1) thread 0 groups the (slot, token) pairs by expert: a counting sort of ids into
  *       start[n_exp + 1] and map[n_used * n_tok] (the pairs of expert x are
- *       map[start[x] .. start[x + 1]), in token order), checking every id;
+ *       map[start[x] .. start[x + 1]), in token order), checking every id, and lists the
+ *       experts that have tokens in act[];
  *   (2) after a barrier, the threads convert the activation row of each pair into the
  *       shared scratch as the weight type's vec_dot_type, in grouped order, so that the rows
  *       of one expert lie contiguous like a dense MUL_MAT's;
  *   (3) after a second barrier, (expert, block of weight rows) items are taken as threads get
  *       free; an item multiplies its rows of the expert's [k, n] matrix with all of the
  *       expert's rows by gemm into a per-thread tile and copies each column to its place
- *       out[:, slot, token]. Experts without tokens cost nothing.
+ *       out[:, slot, token]. Only experts with tokens make items (decoding one token with 8 of
+ *       128 experts deals 8 experts' blocks, not 128).
  * Each output element is one gemm dot product of a weight row with an activation row, as in
  * MUL_MAT, so a token's result does not depend on which other tokens share its expert.
  *
@@ -40,7 +42,7 @@ static size_t align64(size_t n) {
 
 /* The shared scratch of a MUL_MAT_ID at its maximum extents. */
 typedef struct moe_layout {
-    size_t start_off, map_off, conv_off, total;
+    size_t start_off, act_off, map_off, conv_off, total;
 } moe_layout;
 
 static moe_layout layout_of(const ts_tensor *n, size_t rb) {
@@ -48,15 +50,17 @@ static moe_layout layout_of(const ts_tensor *n, size_t rb) {
     size_t slots = (size_t)(ids->ne_max[0] * ids->ne_max[1]);
     moe_layout l;
     l.start_off = 0;
-    l.map_off = align64((size_t)(w->ne_max[2] + 1) * sizeof(int64_t));
+    l.act_off = align64((size_t)(w->ne_max[2] + 1) * sizeof(int64_t));
+    l.map_off = l.act_off + align64((size_t)(w->ne_max[2] + 1) * sizeof(int32_t));
     l.conv_off = l.map_off + align64(slots * sizeof(int32_t));
     l.total = l.conv_off + slots * rb;
     return l;
 }
 
-/* Phase (1), one thread: counting sort of the pairs by expert. False (failure recorded) on a
- * bad id. */
-static bool route(const cpu_op_ctx *c, const ts_tensor *n, int64_t *start, int32_t *map) {
+/* Phase (1), one thread: counting sort of the pairs by expert, and act[0] = the number of
+ * experts with tokens, act[1..] = those experts. False (failure recorded) on a bad id. */
+static bool route(const cpu_op_ctx *c, const ts_tensor *n, int64_t *start, int32_t *act,
+                  int32_t *map) {
     const ts_tensor *w = n->src[0], *ids = n->src[2];
     int64_t n_exp = w->ne[2], n_used = ids->ne[0], n_tok = ids->ne[1];
     memset(start, 0, (size_t)(n_exp + 1) * sizeof *start);
@@ -88,22 +92,29 @@ static bool route(const cpu_op_ctx *c, const ts_tensor *n, int64_t *start, int32
         start[x] = start[x - 1];
     }
     start[0] = 0;
+    act[0] = 0;
+    for (int64_t x = 0; x < n_exp; x++) {
+        if (start[x + 1] > start[x]) {
+            act[1 + act[0]++] = (int32_t)x;
+        }
+    }
     return true;
 }
 
 static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *w = n->src[0], *x = n->src[1], *ids = n->src[2];
-    int64_t k = w->ne[0], rows = w->ne[1], n_exp = w->ne[2];
+    int64_t k = w->ne[0], rows = w->ne[1];
     int64_t n_used = ids->ne[0], n_slots = n_used * ids->ne[1];
     ts_type vt = ts_quant_ops_get(w->type, c->isa)->vec_dot_type;
     const ts_quant_ops *vops = ts_quant_ops_get(vt, c->isa);
     size_t rb = row_bytes(vt, k);
     moe_layout l = layout_of(n, rb);
     int64_t *start = (int64_t *)((char *)c->shared + l.start_off);
+    int32_t *act = (int32_t *)((char *)c->shared + l.act_off);
     int32_t *map = (int32_t *)((char *)c->shared + l.map_off);
     char *conv = (char *)c->shared + l.conv_off;
     if (c->ith == 0) {
-        route(c, n, start, map);
+        route(c, n, start, act, map);
     }
     cpu_barrier(c);
     if (cpu_exec_failed_by(c->exec, c->node)) {
@@ -129,23 +140,17 @@ static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
     cpu_barrier(c);
     /* (3) Weight-row blocks as in MUL_MAT: a block per call, small enough that every thread
      * gets several items over the experts that have tokens. */
-    int64_t active = 0;
-    for (int64_t ex = 0; ex < n_exp; ex++) {
-        active += start[ex + 1] > start[ex];
-    }
+    int64_t active = act[0];
     int64_t blk = n_slots > n_used ? CPU_MM_ROWS_SEVERAL : CPU_MM_ROWS_ONE;
     const int64_t min_blk = c->packed != NULL ? TS_PACK_ROWS : 4; /* packed: whole groups */
     while (blk > min_blk && ((rows + blk - 1) / blk) * active < 4 * c->nth) {
         blk /= 2;
     }
     const char *wdata = c->packed != NULL ? c->packed : w->data;
-    int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * n_exp;
+    int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * active;
     while (cpu_take(c, n_items, 1, &lo, &hi)) {
-        int64_t ex = lo / n_blk, i0 = (lo % n_blk) * blk;
+        int64_t ex = act[1 + lo / n_blk], i0 = (lo % n_blk) * blk;
         int64_t first = start[ex], cnt = start[ex + 1] - first;
-        if (cnt == 0) {
-            continue;
-        }
         int64_t i1 = i0 + blk < rows ? i0 + blk : rows, nr = i1 - i0;
         const ts_quant_ops *ops =
             ts_quant_ops_get(w->type, cpu_kernels_isa(c->kernels, w->type, cnt));
