@@ -339,6 +339,52 @@ static void test_mul_mat_id_types(void **state) {
     printf("  repacked expert weights: %zu bytes\n", bytes);
 }
 
+/* An expert FFN in one graph: gate and up over the same activations and ids (the CPU's up
+ * reuses the gate's grouping and conversion when their activation types agree), a dense
+ * MUL_MAT in between, and down over the SWIGLU output. Gate / up types: equal, different with
+ * the same activation type (Q4_0, Q8_0: Q8_0), different activation types (Q4_K, Q8_0). */
+static void test_mul_mat_id_ffn(void **state) {
+    (void)state;
+    const ts_type gate_up[3][2] = {
+        {TS_TYPE_Q4_0, TS_TYPE_Q4_0}, {TS_TYPE_Q4_0, TS_TYPE_Q8_0}, {TS_TYPE_Q4_K, TS_TYPE_Q8_0}};
+    const int64_t toks[2] = {1, 23};
+    for (int c = 0; c < 3; c++) {
+        for (int ti = 0; ti < 2; ti++) {
+            harness h;
+            h_init(&h, g_ref, 80 + (uint64_t)(c * 2 + ti));
+            int64_t E = 256, F = 64, X = 5, U = 2, T = toks[ti];
+            int64_t gne[3] = {E, F, X}, dne[3] = {F, E, X}, xne[3] = {E, 1, T}, ine[2] = {U, T};
+            int64_t qne[2] = {E, 16};
+            ts_tensor *wg = h_param(&h, "wg", gate_up[c][0], 3, gne);
+            ts_tensor *wu = h_param(&h, "wu", gate_up[c][1], 3, gne);
+            ts_tensor *wd = h_param(&h, "wd", TS_TYPE_Q8_0, 3, dne);
+            ts_tensor *wq = h_param(&h, "wq", TS_TYPE_Q4_0, 2, qne);
+            ts_tensor *x = h_param(&h, "x", TS_TYPE_F32, 3, xne);
+            ts_tensor *ids = h_param(&h, "ids", TS_TYPE_I32, 2, ine);
+            h_fill(&h, wg, 1.0f);
+            h_fill(&h, wu, 1.0f);
+            h_fill(&h, wd, 1.0f);
+            h_fill(&h, wq, 1.0f);
+            h_fill(&h, x, 1.0f);
+            int32_t iv[46];
+            int pool[4] = {0, 1, 3, 4};
+            make_ids(&h, iv, T, (int)U, pool, 4);
+            h_set_i32(&h, ids, iv, U * T);
+            ts_tensor *g = ts_op_mul_mat_id(h.g, wg, x, ids);
+            int64_t x2[2] = {E, T};
+            ts_tensor *q = ts_op_mul_mat(h.g, wq, ts_op_reshape(h.g, x, 2, x2)); /* [16, T] */
+            ts_tensor *u = ts_op_mul_mat_id(h.g, wu, x, ids);
+            ts_tensor *d = ts_op_mul_mat_id(h.g, wd, ts_op_swiglu(h.g, g, u), ids);
+            ts_graph_output(h.g, q);
+            char what[96];
+            snprintf(what, sizeof what, "MUL_MAT_ID FFN gate %s up %s tok=%lld",
+                     ts_type_name(gate_up[c][0]), ts_type_name(gate_up[c][1]), (long long)T);
+            free(check(&h, d, 2e-2, what));
+            h_free(&h);
+        }
+    }
+}
+
 static void test_mul_mat_id_bad_id(void **state) {
     (void)state;
     harness h;
@@ -372,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_sigmoid),
         cmocka_unit_test(test_mul_mat_id_definition),
         cmocka_unit_test(test_mul_mat_id_types),
+        cmocka_unit_test(test_mul_mat_id_ffn),
         cmocka_unit_test(test_mul_mat_id_bad_id),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -21,7 +21,8 @@
  *
  * The shared scratch is written in phases (1)-(2), so the scheduler (cpu_sched.c) treats a
  * MUL_MAT_ID like a converting MUL_MAT: it waits for earlier readers of the scratch and ends
- * any conversion a later MUL_MAT could have reused.
+ * any conversion a later MUL_MAT could have reused. A MUL_MAT_ID over the same activations and
+ * ids as the previous one (an FFN's up after its gate) skips (1)-(2) and their barriers.
  */
 #include <math.h>
 #include <string.h>
@@ -101,18 +102,14 @@ static bool route(const cpu_op_ctx *c, const ts_tensor *n, int64_t *start, int32
     return true;
 }
 
-static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
+/* Phases (1) and (2) with their barriers. On a bad id every thread returns after the first
+ * barrier with the failure recorded. */
+static void group_and_convert(const cpu_op_ctx *c, const ts_tensor *n, size_t rb, int64_t *start,
+                              int32_t *act, int32_t *map, char *conv) {
     const ts_tensor *w = n->src[0], *x = n->src[1], *ids = n->src[2];
-    int64_t k = w->ne[0], rows = w->ne[1];
-    int64_t n_used = ids->ne[0], n_slots = n_used * ids->ne[1];
-    ts_type vt = ts_quant_ops_get(w->type, c->isa)->vec_dot_type;
-    const ts_quant_ops *vops = ts_quant_ops_get(vt, c->isa);
-    size_t rb = row_bytes(vt, k);
-    moe_layout l = layout_of(n, rb);
-    int64_t *start = (int64_t *)((char *)c->shared + l.start_off);
-    int32_t *act = (int32_t *)((char *)c->shared + l.act_off);
-    int32_t *map = (int32_t *)((char *)c->shared + l.map_off);
-    char *conv = (char *)c->shared + l.conv_off;
+    int64_t k = w->ne[0], n_used = ids->ne[0], n_slots = n_used * ids->ne[1];
+    const ts_quant_ops *vops =
+        ts_quant_ops_get(ts_quant_ops_get(w->type, c->isa)->vec_dot_type, c->isa);
     if (c->ith == 0) {
         route(c, n, start, act, map);
     }
@@ -120,9 +117,7 @@ static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
     if (cpu_exec_failed_by(c->exec, c->node)) {
         return;
     }
-    /* (2) The activation rows in grouped order. */
     float *tmp = c->local;
-    float *tile = tmp + k;
     int64_t lo, hi;
     cpu_split(n_slots, c->ith, c->nth, &lo, &hi);
     for (int64_t gi = lo; gi < hi; gi++) {
@@ -138,6 +133,27 @@ static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
         vops->from_float(row, conv + (size_t)gi * rb, k);
     }
     cpu_barrier(c);
+}
+
+static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
+    const ts_tensor *w = n->src[0], *ids = n->src[2];
+    int64_t k = w->ne[0], rows = w->ne[1];
+    int64_t n_used = ids->ne[0], n_slots = n_used * ids->ne[1];
+    ts_type vt = ts_quant_ops_get(w->type, c->isa)->vec_dot_type;
+    size_t rb = row_bytes(vt, k);
+    moe_layout l = layout_of(n, rb);
+    int64_t *start = (int64_t *)((char *)c->shared + l.start_off);
+    int32_t *act = (int32_t *)((char *)c->shared + l.act_off);
+    int32_t *map = (int32_t *)((char *)c->shared + l.map_off);
+    char *conv = (char *)c->shared + l.conv_off;
+    /* The scheduler marks a MUL_MAT_ID whose activations and ids the previous one grouped and
+     * converted (cpu_sched.c): the scratch already holds them. */
+    if (!c->reuse_conversion) {
+        group_and_convert(c, n, rb, start, act, map, conv);
+        if (cpu_exec_failed_by(c->exec, c->node)) {
+            return;
+        }
+    }
     /* (3) Weight-row blocks as in MUL_MAT: a block per call, small enough that every thread
      * gets several items over the experts that have tokens. */
     int64_t active = act[0];
@@ -147,7 +163,8 @@ static void mul_mat_id(const cpu_op_ctx *c, ts_tensor *n) {
         blk /= 2;
     }
     const char *wdata = c->packed != NULL ? c->packed : w->data;
-    int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * active;
+    float *tile = (float *)c->local + k;
+    int64_t n_blk = (rows + blk - 1) / blk, n_items = n_blk * active, lo, hi;
     while (cpu_take(c, n_items, 1, &lo, &hi)) {
         int64_t ex = act[1 + lo / n_blk], i0 = (lo % n_blk) * blk;
         int64_t first = start[ex], cnt = start[ex + 1] - first;
