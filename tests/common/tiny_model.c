@@ -430,6 +430,19 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
         return st;
     }
+    if (s->moe_gating > 0 && (st = key_u32(w, s, "expert_gating_func", s->moe_gating, err))) {
+        return st;
+    }
+    if (s->moe_w_scale > 0 && (st = key_f32(w, s, "expert_weights_scale", s->moe_w_scale, err))) {
+        return st;
+    }
+    if (s->moe_norm > 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_weights_norm", s->arch_name ? s->arch_name : s->arch);
+        if ((st = ts_gguf_writer_add_bool(w, key, s->moe_norm == 1, err))) {
+            return st;
+        }
+    }
     if (gemma && s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;

@@ -78,6 +78,9 @@ typedef struct ts_tiny_spec {
     int64_t n_expert_used; /* experts per token */
     int64_t n_ff_exp;      /* hidden units of an expert (expert_feed_forward_length) */
     int64_t n_ff_shexp;    /* qwen2moe: hidden units of the shared expert */
+    int moe_gating;        /* expert_gating_func written (1 softmax, 2 sigmoid); 0: key absent */
+    int moe_norm;          /* expert_weights_norm: 1 true, 2 false; 0: key absent */
+    float moe_w_scale;     /* expert_weights_scale; 0: key absent */
 } ts_tiny_spec;
 
 /* The supported families, NULL-terminated. */

@@ -312,6 +312,14 @@ static void test_moe_errors(void **state) {
     const char *p7[] = {"expert_used_count = 7", "1..6", NULL};
     expect_error(&s, TS_ERR_FORMAT, p7);
 
+    s = ts_tiny_spec_default("mixtral");
+    s.moe_gating = 2; /* sigmoid, and the llama default of renormalized weights */
+    const char *p9[] = {"sigmoid", "expert_weights_norm", "not supported", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p9);
+    s.moe_gating = 3;
+    const char *p10[] = {"llama.expert_gating_func 3", "not supported", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p10);
+
     /* A llama layer with neither: the dense FFN's first missing tensor is named. */
     s = ts_tiny_spec_default("mixtral");
     s.omit = "blk.1.ffn_gate_inp.weight";
