@@ -122,6 +122,11 @@ typedef struct ts_llm_info {
      * add_bos is set). */
     int32_t bos, eos;
     int add_bos, add_eos;
+    /* Mixture of experts: experts per layer and per token (0 for a dense model), and the
+     * bytes one decoding token reads (weight_bytes with only the used experts' share of the
+     * expert tensors; weight_bytes for a dense model). */
+    int64_t n_expert, n_expert_used;
+    uint64_t active_bytes;
 } ts_llm_info;
 
 void ts_llm_get_info(const ts_llm *llm, ts_llm_info *out);

@@ -11,7 +11,9 @@
  * decode TG tokens together (B tokens per pass); it reports prompt, generation and total t/s.
  *
  * Generation is memory-bound: each token reads every weight once, so GB/s = weight bytes x
- * t/s, shown next to the machine's measured read bandwidth.
+ * t/s, shown next to the machine's measured read bandwidth. A mixture of experts reads only
+ * its tokens' experts: the bytes are the model's active bytes (n_expert_used of n_expert of
+ * the expert tensors), a lower bound for one sequence.
  *
  * Tensor parallelism (--tp N): the forward is a group of N in-process shards set up as for
  * `tessera run --tp` (tp_setup.h), each with threads / N CPU threads; the tables add the
@@ -507,7 +509,7 @@ static void print_header(const bench_opts *o, bool batch) {
 static void print_result(const bench_opts *o, const ts_llm_info *m, const char *name,
                          const result *r, bool *first_json) {
     double gib = m->weight_bytes / (1024.0 * 1024 * 1024);
-    double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->weight_bytes / 1e9 : 0;
+    double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->active_bytes / 1e9 : 0;
     char test[32];
     snprintf(test, sizeof test, "%s%lld", r->test_kind, (long long)r->n);
     if (strcmp(o->format, "md") == 0) {
@@ -678,6 +680,11 @@ int ts_cmd_bench(int argc, char **argv) {
         }
         printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n",
                measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
+        if (mi.n_expert > 0) {
+            printf("mixture of experts: %lld of %lld experts per token; a token reads %.1f MB\n",
+                   (long long)mi.n_expert_used, (long long)mi.n_expert,
+                   (double)mi.active_bytes / 1e6);
+        }
     }
     double tune_ms = 0, load_ms = 0;
     ts_context_info probe = {0};

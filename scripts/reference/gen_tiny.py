@@ -67,7 +67,7 @@ def build(arch):
             ):
                 val = 0.5 * z
             else:
-                fan_in = p.shape[0] if name in conv_weights else p.shape[1]
+                fan_in = p.shape[0] if name in conv_weights else p.shape[-1]
                 val = z / float(np.sqrt(fan_in))
             p.copy_(val)
     return model, config
@@ -169,16 +169,21 @@ def run_arch(arch, out_dir):
     table = []
     for name, a in tensors:
         a64 = a.astype(np.float64)
-        table.append(
-            {
-                "hf": name,
-                "shape": list(a.shape),
-                "sum": float(a64.sum()),
-                "l2": float(np.sqrt((a64 * a64).sum())),
-                "gguf": name if name in extra_names else tiny_archs.gguf_name(arch, name),
-                "transform": "" if name in extra_names else tiny_archs.transform(arch, name),
-            }
-        )
+        if name in extra_names:
+            entries = [(name, "")]
+        else:
+            entries = tiny_archs.gguf_entries(arch, name)
+        for gguf, how in entries:
+            table.append(
+                {
+                    "hf": name,
+                    "shape": list(a.shape),
+                    "sum": float(a64.sum()),
+                    "l2": float(np.sqrt((a64 * a64).sum())),
+                    "gguf": gguf,
+                    "transform": how,
+                }
+            )
     cfg = config.to_dict()
     doc = {
         "arch": arch,

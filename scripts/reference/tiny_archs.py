@@ -172,6 +172,30 @@ ARCHS = {
                               "long_factor": [1.0, 3.0, 9.0, 24.0]}),
         "phi3",
     ),
+    # Mixtral: GGUF files call it "llama" (a llama whose layers hold experts).
+    "mixtral": (
+        "MixtralConfig", "MixtralForCausalLM",
+        dict(_COMMON, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+             rms_norm_eps=1e-5, tie_word_embeddings=False, sliding_window=None,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "llama",
+    ),
+    "qwen3moe": (
+        "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+        dict(_COMMON, head_dim=16, moe_intermediate_size=32, num_experts=4,
+             num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+             mlp_only_layers=[], rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "qwen3moe",
+    ),
+    "qwen2moe": (
+        "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+        dict(_COMMON, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+             num_experts=4, num_experts_per_tok=2, norm_topk_prob=False, decoder_sparse_step=1,
+             mlp_only_layers=[], rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "qwen2moe",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -216,6 +240,19 @@ _LLAMA_BLOCK = {
     "mlp.gate_up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
 }
+# Mixture of experts (transformers 5 stores experts as 3-D parameters; gate_up_proj is split).
+_MOE_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "mlp.gate.weight": "ffn_gate_inp.weight",
+        "mlp.experts.gate_up_proj": "ffn_gate_exps.weight",  # and ffn_up_exps: gguf_entries
+        "mlp.experts.down_proj": "ffn_down_exps.weight",
+        "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+        "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+        "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+        "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    },
+)
 _GEMMA_BLOCK = dict(
     _LLAMA_BLOCK,
     **{
@@ -299,8 +336,19 @@ def gguf_name(arch, hf_name):
         raise KeyError(hf_name)
     table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
-             "bert": _BERT_BLOCK}
+             "bert": _BERT_BLOCK,
+             "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
+
+
+def gguf_entries(arch, hf_name):
+    """[(GGUF name, transform)] of an HF parameter: one entry, or two for a fused 3-D expert
+    gate_up_proj [n_expert, 2 * n_ff, n_embd], whose first half of each expert's rows is the
+    gate ("half0") and second the up projection ("half1")."""
+    name = gguf_name(arch, hf_name)
+    if hf_name.endswith("mlp.experts.gate_up_proj"):
+        return [(name, "half0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "half1")]
+    return [(name, transform(arch, hf_name))]
 
 
 def transform(arch, hf_name):
@@ -313,6 +361,8 @@ def transform(arch, hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
     if arch in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
         return "add_one"
+    if hf_name.endswith("mlp.shared_expert_gate.weight"):
+        return "squeeze"  # [1, n_embd] -> the 1-D [n_embd] the converter writes
     if arch == "gpt2" and re.search(r"\.(c_attn|c_proj|c_fc)\.weight$", hf_name):
         return "transpose"
     return ""
@@ -326,7 +376,7 @@ def gguf_metadata(arch, cfg):
     loader reads (and its defaults for absent keys) is exercised as with converted files.
     """
     g = ARCHS[arch][3]
-    arch = g
+    entry, arch = arch, g
     meta = [{"key": "general.architecture", "type": "str", "value": g}]
 
     def put(suffix, typ, value):
@@ -367,7 +417,7 @@ def gguf_metadata(arch, cfg):
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     if arch in ("llama", "phi3", "granite", "smollm3", "cohere2"):
         put("rope.dimension_count", "u32", head_dim)
-    if arch in ("qwen3", "gemma2", "gemma3"):
+    if arch in ("qwen3", "gemma2", "gemma3", "qwen3moe"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)
     if arch in ("gemma2", "gemma3"):
@@ -394,6 +444,15 @@ def gguf_metadata(arch, cfg):
     if cfg.get("final_logit_softcapping"):
         put("final_logit_softcapping", "f32", cfg["final_logit_softcapping"])
     _rope_scaling_metadata(arch, cfg, rope, put)
+    if entry == "mixtral":
+        put("expert_count", "u32", cfg["num_local_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+    if arch in ("qwen3moe", "qwen2moe"):
+        put("expert_count", "u32", cfg.get("num_experts") or cfg["num_local_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+    if arch == "qwen2moe":
+        put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta
 
 

@@ -84,6 +84,22 @@
  *      out[s * cap + j, t] = 0 when key j of sequence s is visible to token t (rule above,
  *      and s == seq[t], j < len[s]), else -inf. ip[0] = cap (keys per sequence), ip[1] =
  *      window. Used by the decomposed attention.
+ *  SIGMOID(a) -> 1 / (1 + exp(-a)).
+ *  TOPK(a f32 [n, r1, r2, r3], k) -> i32 [k, r1, r2, r3]: out[j, r] is the index of the
+ *      j-th largest element of row r (j = 0 the largest). Order: larger value first; equal
+ *      values lower index first; NaN sorts below every number (NaNs among themselves by
+ *      index). 1 <= k <= n.  ip[0] = k.
+ *  GATHER(a f32 [n, r1, r2, r3], idx i32 [k, r1, r2, r3]) -> f32 [k, r1, r2, r3]:
+ *      out[j, r] = a[idx[j, r], r] (an element of the same row of a; torch.gather along dim
+ *      0). idx outside [0, n) is a compute-time error.
+ *  MUL_MAT_ID(w [k, n, n_exp], x f32 [k, xu, n_tok], ids i32 [n_used, n_tok])
+ *      -> f32 [n, n_used, n_tok]: out[:, e, t] = w[:, :, ids[e, t]] · x[:, xu == 1 ? 0 : e, t],
+ *      i.e. out[i, e, t] = sum_k w[k, i, ids[e, t]] * x[k, e or 0, t]. xu is 1 (every slot
+ *      reads the token's one row) or n_used (slot e reads its own row, as after a first
+ *      MUL_MAT_ID). ids outside [0, n_exp) is a compute-time error. w rows must be contiguous
+ *      and w.ne[3] == 1; x may be any strided view. This is a mixture of experts' FFN matmul:
+ *      an implementation may group the tokens routed to each expert and run that expert's
+ *      [k, n] matrix once over them; each output element is still one dot product.
  *
  * Collective ops (tensor parallelism). The graph is one rank's part of a computation spread
  * over the ranks of group ip[1]; every rank's graph holds the same collectives in the same
@@ -148,6 +164,10 @@ typedef enum ts_op {
     TS_OP_ALL_REDUCE_SUM, /* collectives: see "Collective ops" above */
     TS_OP_ALL_GATHER,
     TS_OP_REDUCE_SCATTER_SUM,
+    TS_OP_SIGMOID, /* mixture of experts: routing and gates (see the op list) */
+    TS_OP_TOPK,
+    TS_OP_GATHER,
+    TS_OP_MUL_MAT_ID,
     TS_OP_COUNT,
 } ts_op;
 
@@ -340,6 +360,10 @@ ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v
                            float scale, float softcap, int window);
 ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
                            int64_t cap, int window);
+ts_tensor *ts_op_sigmoid(ts_graph *g, ts_tensor *a);
+ts_tensor *ts_op_topk(ts_graph *g, ts_tensor *a, int k);
+ts_tensor *ts_op_gather(ts_graph *g, ts_tensor *a, ts_tensor *idx);
+ts_tensor *ts_op_mul_mat_id(ts_graph *g, ts_tensor *w, ts_tensor *x, ts_tensor *ids);
 
 /* ---- collectives (see "Collective ops"; n_ranks = the group's size) ---- */
 

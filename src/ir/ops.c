@@ -133,6 +133,43 @@ static ts_status check_norm_vec(const ts_tensor *n, const ts_tensor *w, const ch
     return TS_OK;
 }
 
+/* TOPK, GATHER, MUL_MAT_ID. */
+static ts_status check_moe(const ts_tensor *n, ts_error *err) {
+    const ts_tensor *a = n->src[0], *b = n->src[1], *ids = n->src[2];
+    ts_status st = check_f32(n, n->op == TS_OP_MUL_MAT_ID ? b : a, "input", err);
+    if (st != TS_OK) {
+        return st;
+    }
+    if (n->op == TS_OP_TOPK) {
+        CHECK(n->ip[0] >= 1 && n->ip[0] <= a->ne[0], TS_ERR_RANGE,
+              "k %d must be in 1..%lld (the row length of '%s')", n->ip[0], (long long)a->ne[0],
+              a->name);
+        return TS_OK;
+    }
+    if (n->op == TS_OP_GATHER) {
+        CHECK(b->type == TS_TYPE_I32, TS_ERR_TYPE, "indices '%s' must be I32, are %s", b->name,
+              ts_type_name(b->type));
+        CHECK(a->ne[1] == b->ne[1] && a->ne[2] == b->ne[2] && a->ne[3] == b->ne[3], TS_ERR_RANGE,
+              "indices '%s' " SHAPE " and '%s' " SHAPE " differ in rows", b->name, NE(b), a->name,
+              NE(a));
+        return TS_OK;
+    }
+    CHECK(readable_type(a->type), TS_ERR_UNSUPPORTED, "weight type %s has no arithmetic",
+          ts_type_name(a->type));
+    CHECK(ts_tensor_rows_contiguous(a), TS_ERR_UNSUPPORTED,
+          "weight '%s' rows are strided (use ts_op_cont)", a->name);
+    CHECK(a->ne[3] == 1, TS_ERR_RANGE, "weight '%s' " SHAPE " must be [k, n, n_expert]", a->name,
+          NE(a));
+    CHECK(ids->type == TS_TYPE_I32 && ids->ne[2] == 1 && ids->ne[3] == 1, TS_ERR_TYPE,
+          "expert ids '%s' must be I32 [n_used, n_tokens]", ids->name);
+    CHECK(a->ne[0] == b->ne[0], TS_ERR_RANGE, "inner dims differ: '%s' " SHAPE " x '%s' " SHAPE,
+          a->name, NE(a), b->name, NE(b));
+    CHECK((b->ne[1] == 1 || b->ne[1] == ids->ne[0]) && b->ne[2] == ids->ne[1] && b->ne[3] == 1,
+          TS_ERR_RANGE, "activation '%s' " SHAPE " must be [%lld, 1 or %lld, %lld]", b->name, NE(b),
+          (long long)a->ne[0], (long long)ids->ne[0], (long long)ids->ne[1]);
+    return TS_OK;
+}
+
 ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
     const ts_tensor *a = n->src[0], *b = n->src[1];
     ts_status st = TS_OK;
@@ -176,7 +213,12 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
     case TS_OP_SCALE:
     case TS_OP_SILU:
     case TS_OP_GELU:
+    case TS_OP_SIGMOID:
         return check_f32(n, a, "input", err);
+    case TS_OP_TOPK:
+    case TS_OP_GATHER:
+    case TS_OP_MUL_MAT_ID:
+        return check_moe(n, err);
     case TS_OP_RMS_NORM:
     case TS_OP_NORM:
         if ((st = check_f32(n, a, "input", err)) != TS_OK ||
@@ -663,5 +705,58 @@ ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tenso
     t->src[2] = len;
     t->ip[0] = (int32_t)cap;
     t->ip[1] = window;
+    return finish(g, t);
+}
+
+/* ---- mixture of experts ---- */
+
+ts_tensor *ts_op_sigmoid(ts_graph *g, ts_tensor *a) {
+    return finish(g, like(g, TS_OP_SIGMOID, a, NULL, NULL));
+}
+
+ts_tensor *ts_op_topk(ts_graph *g, ts_tensor *a, int k) {
+    if (a == NULL) {
+        return NULL;
+    }
+    if (a->dyn[0] >= 0) {
+        return ts_graph_fail(g, TS_ERR_UNSUPPORTED, "TOPK of '%s': its rows are dynamic", a->name);
+    }
+    int64_t ne[4] = {k, a->ne_max[1], a->ne_max[2], a->ne_max[3]};
+    int8_t dyn[4] = {-1, a->dyn[1], a->dyn[2], a->dyn[3]};
+    ts_tensor *t = mk(g, TS_OP_TOPK, TS_TYPE_I32, a->n_dims, ne, dyn);
+    if (t == NULL) {
+        return NULL;
+    }
+    t->src[0] = a;
+    t->ip[0] = k;
+    return finish(g, t);
+}
+
+ts_tensor *ts_op_gather(ts_graph *g, ts_tensor *a, ts_tensor *idx) {
+    if (any_null(g, a, idx, idx)) {
+        return NULL;
+    }
+    ts_tensor *t = mk(g, TS_OP_GATHER, TS_TYPE_F32, max_dims(a, idx), idx->ne_max, idx->dyn);
+    if (t == NULL) {
+        return NULL;
+    }
+    t->src[0] = a;
+    t->src[1] = idx;
+    return finish(g, t);
+}
+
+ts_tensor *ts_op_mul_mat_id(ts_graph *g, ts_tensor *w, ts_tensor *x, ts_tensor *ids) {
+    if (any_null(g, w, x, ids)) {
+        return NULL;
+    }
+    int64_t ne[4] = {w->ne_max[1], ids->ne_max[0], ids->ne_max[1], 1};
+    int8_t dyn[4] = {w->dyn[1], ids->dyn[0], ids->dyn[1], -1};
+    ts_tensor *t = mk(g, TS_OP_MUL_MAT_ID, TS_TYPE_F32, 3, ne, dyn);
+    if (t == NULL) {
+        return NULL;
+    }
+    t->src[0] = w;
+    t->src[1] = x;
+    t->src[2] = ids;
     return finish(g, t);
 }

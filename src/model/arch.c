@@ -4,7 +4,18 @@
 #include <string.h>
 
 /* Shorthands: R = required, O = optional (probed); shapes in symbolic dims. */
-#define T(name_, role_, req_, d0_, d1_) {name_, role_, req_, {d0_, d1_}}
+#define T(name_, role_, req_, d0_, d1_)                                                            \
+    {                                                                                              \
+        name_, role_, req_, {                                                                      \
+            d0_, d1_, TS_DIM_NONE                                                                  \
+        }                                                                                          \
+    }
+#define T3(name_, role_, req_, d0_, d1_, d2_)                                                      \
+    {                                                                                              \
+        name_, role_, req_, {                                                                      \
+            d0_, d1_, d2_                                                                          \
+        }                                                                                          \
+    }
 #define R true
 #define O false
 #define NONE TS_DIM_NONE
@@ -31,6 +42,19 @@
 /* llama.cpp's converter writes Llama 3.1's scaling as one global tensor. */
 #define ROPE_FREQS T("rope_freqs.weight", TS_ROLE_ROPE_FREQS, O, TS_DIM_ROT_HALF, NONE)
 
+/* A mixture-of-experts FFN: router, stacked experts (req_: required, or optional in an
+ * architecture whose layers may be dense instead; model.c checks that every layer has one
+ * complete FFN and names what is missing). */
+#define MOE_FFN(req_)                                                                              \
+    T("blk.{L}.ffn_gate_inp.weight", TS_ROLE_FFN_GATE_INP, req_, TS_DIM_EMBD, TS_DIM_EXPERT),      \
+        T3("blk.{L}.ffn_gate_exps.weight", TS_ROLE_FFN_GATE_EXPS, req_, TS_DIM_EMBD,               \
+           TS_DIM_FF_EXP, TS_DIM_EXPERT),                                                          \
+        T3("blk.{L}.ffn_up_exps.weight", TS_ROLE_FFN_UP_EXPS, req_, TS_DIM_EMBD, TS_DIM_FF_EXP,    \
+           TS_DIM_EXPERT),                                                                         \
+        T3("blk.{L}.ffn_down_exps.weight", TS_ROLE_FFN_DOWN_EXPS, req_, TS_DIM_FF_EXP,             \
+           TS_DIM_EMBD, TS_DIM_EXPERT)
+
+/* LLaMA layers have a dense FFN or (Mixtral, which GGUF files call "llama") experts. */
 static const ts_tensor_pattern k_llama[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -38,7 +62,40 @@ static const ts_tensor_pattern k_llama[] = {
     SEPARATE_QKV(O),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
-    GATED_FFN,
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+};
+
+/* Qwen3-MoE: Qwen3 attention (per-head Q/K norms), every layer's FFN a mixture of experts. */
+static const ts_tensor_pattern k_qwen3moe[] = {
+    GLOBAL_TENSORS(O),
+    ROPE_FREQS,
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+};
+
+/* Qwen2-MoE: Qwen2 attention (QKV biases); experts plus a shared expert whose output is scaled
+ * by sigmoid(gate_inp_shexp · x). */
+static const ts_tensor_pattern k_qwen2moe[] = {
+    GLOBAL_TENSORS(O),
+    ROPE_FREQS,
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(R),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+    T("blk.{L}.ffn_gate_inp_shexp.weight", TS_ROLE_FFN_GATE_INP_SHEXP, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, R, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, R, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, R, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
 static const ts_tensor_pattern k_qwen2[] = {
@@ -281,6 +338,18 @@ static const ts_arch_desc k_archs[] = {
      .parallel_block = true,
      .rope_swa_only = true,
      .logit_scale = TS_LOGIT_SCALE_MUL},
+    {.name = "qwen3moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_qwen3moe,
+     .n_tensors = N(k_qwen3moe)},
+    {.name = "qwen2moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_qwen2moe,
+     .n_tensors = N(k_qwen2moe)},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -312,5 +381,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe";
 }

@@ -48,6 +48,9 @@ typedef enum ts_dim {
     TS_DIM_CTX_TRAIN, /* n_ctx_train (learned position table) */
     TS_DIM_TOKEN_TYPES, /* n_token_types (rows of an encoder's token-type table) */
     TS_DIM_ROT_HALF, /* n_rot / 2 (RoPE frequency factors, one per rotated pair) */
+    TS_DIM_EXPERT,    /* n_expert (mixture of experts: experts per layer) */
+    TS_DIM_FF_EXP,    /* n_ff_exp: hidden units of one expert */
+    TS_DIM_FF_SHEXP,  /* n_ff_shexp: hidden units of the shared expert */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -90,6 +93,16 @@ typedef enum ts_role {
     TS_ROLE_FFN_DOWN,
     TS_ROLE_FFN_DOWN_B,
     TS_ROLE_FFN_POST_NORM,
+    /* Mixture of experts (forward.c: moe_block). The expert matrices are 3-D, one [k, n]
+     * matrix per expert stacked along ne[2]. */
+    TS_ROLE_FFN_GATE_INP,       /* router [n_embd, n_expert] */
+    TS_ROLE_FFN_GATE_EXPS,      /* [n_embd, n_ff_exp, n_expert] */
+    TS_ROLE_FFN_UP_EXPS,        /* [n_embd, n_ff_exp, n_expert] */
+    TS_ROLE_FFN_DOWN_EXPS,      /* [n_ff_exp, n_embd, n_expert] */
+    TS_ROLE_FFN_GATE_INP_SHEXP, /* shared expert's sigmoid gate [n_embd] (Qwen2-MoE) */
+    TS_ROLE_FFN_GATE_SHEXP,     /* shared expert [n_embd, n_ff_shexp] */
+    TS_ROLE_FFN_UP_SHEXP,       /* [n_embd, n_ff_shexp] */
+    TS_ROLE_FFN_DOWN_SHEXP,     /* [n_ff_shexp, n_embd] */
     TS_ROLE_COUNT
 } ts_role;
 
@@ -106,7 +119,8 @@ typedef struct ts_tensor_pattern {
     const char *name;   /* GGUF name; "{L}" stands for the layer index */
     ts_role role;
     bool required;      /* a missing required tensor is an error naming it */
-    ts_dim shape[2];    /* expected [ne0, ne1]; ne1 TS_DIM_NONE for vectors */
+    ts_dim shape[3];    /* expected [ne0, ne1, ne2]; ne1 TS_DIM_NONE for vectors, ne2 TS_DIM_NONE
+                           for vectors and matrices (3-D: stacked experts) */
 } ts_tensor_pattern;
 
 typedef struct ts_arch_desc {

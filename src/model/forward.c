@@ -113,12 +113,13 @@ static ts_tensor *weight(const ts_forward *f, ts_role role, int64_t il) {
 }
 
 /* This shard's slice [first, first + n) of weight t along axis: rows (ne[1]) for COL — or the
- * elements of a vector — and columns (ne[0]) for ROW. A view into the mapping, no copy. */
+ * elements of a vector — and columns (ne[0]) for ROW; of every matrix of a 3-D (stacked
+ * experts) weight. A view into the mapping, no copy. */
 static ts_tensor *slice(ts_forward *f, ts_tensor *t, ts_split axis, int64_t first, int64_t n) {
     if (t == NULL || axis == TS_SPLIT_NONE || f->plan.shard.size == 1) {
         return t;
     }
-    int64_t ne[2] = {t->ne[0], t->ne[1]};
+    int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
     size_t offset;
     if (t->n_dims == 1) {
         ne[0] = n;
@@ -349,8 +350,82 @@ static ts_tensor *split_rows(ts_forward *f, ts_tensor *a, int64_t first, int64_t
     return ts_op_cont(f->g, ts_op_view(f->g, a, 2, ne, nb, (size_t)first * sizeof(float)));
 }
 
+/* The mixture of experts of layer il over h [n_embd, T]:
+ *   logits = router · h                       [n_expert, T]
+ *   p = softmax(logits) (or sigmoid)          ids = TOPK(p, n_used)      [n_used, T]
+ *   w = GATHER(p, ids), or with renormalized weights softmax(GATHER(logits, ids)), which is
+ *       p[ids] / sum(p[ids]) for softmax gating; times expert_weights_scale
+ *   y[:, e, t] = down_x(silu(gate_x(h_t)) * up_x(h_t)), x = ids[e, t]  (MUL_MAT_ID each)
+ *   out = sum_e w[e, t] y[:, e, t]  (+ sigmoid(gate_inp_shexp · h) * shared_ffn(h))
+ * A shard computes its hidden units of every expert and of the shared expert; the one
+ * all-reduce sums the shards' weighted partial outputs. */
+static ts_tensor *moe_block(ts_forward *f, ts_tensor *h, int64_t il) {
+    const ts_hparams *hp = &f->m->hp;
+    const ts_shard_plan *p = &f->plan;
+    ts_graph *g = f->g;
+    if (h == NULL) {
+        return NULL;
+    }
+    int64_t n_used = hp->n_expert_used, T = h->ne_max[1];
+    ts_tensor *logits = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE_INP, il), NULL);
+    ts_tensor *probs = hp->moe_gating == TS_MOE_SIGMOID
+                           ? ts_op_sigmoid(g, logits)
+                           : ts_op_softmax(g, logits, NULL, 1.0f, 0.0f);
+    ts_tensor *ids = ts_op_topk(g, probs, (int)n_used);
+    ts_tensor *w = hp->moe_norm_w ? ts_op_softmax(g, ts_op_gather(g, logits, ids), NULL, 1.0f, 0.0f)
+                                  : ts_op_gather(g, probs, ids);
+    if (hp->moe_w_scale != 1.0f) {
+        w = ts_op_scale(g, w, hp->moe_w_scale);
+    }
+    int64_t x_ne[3] = {hp->n_embd, 1, T};
+    ts_tensor *x = ts_op_reshape(g, h, 3, x_ne);
+    ts_split cs = p->split[TS_ROLE_FFN_GATE_EXPS], rs = p->split[TS_ROLE_FFN_DOWN_EXPS];
+    ts_tensor *gate = ts_op_mul_mat_id(
+        g, slice(f, weight(f, TS_ROLE_FFN_GATE_EXPS, il), cs, p->ffe0, p->n_ffe), x, ids);
+    ts_tensor *up = ts_op_mul_mat_id(
+        g, slice(f, weight(f, TS_ROLE_FFN_UP_EXPS, il), cs, p->ffe0, p->n_ffe), x, ids);
+    ts_tensor *act = ts_glu(g, TS_GLU_SILU, gate, up); /* [n_ffe, n_used, T] */
+    ts_tensor *y = ts_op_mul_mat_id(
+        g, slice(f, weight(f, TS_ROLE_FFN_DOWN_EXPS, il), rs, p->ffe0, p->n_ffe), act, ids);
+    int64_t w_ne[3] = {1, n_used, T};
+    y = ts_op_mul(g, y, ts_op_reshape(g, w, 3, w_ne)); /* [n_embd, n_used, T] */
+    ts_tensor *out = NULL;
+    for (int64_t e = 0; e < n_used && y != NULL; e++) {
+        int64_t ne[2] = {hp->n_embd, T};
+        size_t nb[2] = {sizeof(float), y->nb[2]};
+        ts_tensor *ye = ts_op_view(g, y, 2, ne, nb, (size_t)e * y->nb[1]);
+        out = out == NULL ? ye : ts_op_add(g, out, ye);
+    }
+    if (n_used == 1) {
+        out = ts_op_cont(g, out);
+    }
+    if (weight(f, TS_ROLE_FFN_DOWN_SHEXP, il) != NULL) {
+        ts_tensor *sg =
+            linear_col(f, h, TS_ROLE_FFN_GATE_SHEXP, TS_ROLE_COUNT, il, p->ffs0, p->n_ffs);
+        ts_tensor *su =
+            linear_col(f, h, TS_ROLE_FFN_UP_SHEXP, TS_ROLE_COUNT, il, p->ffs0, p->n_ffs);
+        ts_tensor *sw = slice(f, weight(f, TS_ROLE_FFN_DOWN_SHEXP, il),
+                              p->split[TS_ROLE_FFN_DOWN_SHEXP], p->ffs0, p->n_ffs);
+        ts_tensor *s = ts_linear(g, ts_glu(g, TS_GLU_SILU, sg, su), sw, NULL); /* [n_embd, T] */
+        ts_tensor *gi = weight(f, TS_ROLE_FFN_GATE_INP_SHEXP, il);
+        if (gi != NULL) {
+            int64_t gi_ne[2] = {hp->n_embd, 1};
+            gi = ts_op_reshape(g, gi, 2, gi_ne); /* a [n_embd] vector as a 1-row matrix */
+            s = ts_op_mul(g, s, ts_op_sigmoid(g, ts_linear(g, h, gi, NULL))); /* [1, T] gate */
+        }
+        out = ts_op_add(g, out, s);
+    }
+    if (p->shard.size > 1) {
+        out = ts_op_all_reduce_sum(g, out, TP_GROUP, p->shard.size);
+    }
+    return out;
+}
+
 static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
+    if (weight(f, TS_ROLE_FFN_GATE_INP, il) != NULL) {
+        return moe_block(f, h, il);
+    }
     const ts_shard_plan *p = &f->plan;
     ts_graph *g = f->g;
     ts_tensor *act;

@@ -315,6 +315,60 @@ void ts_hparams_free(ts_hparams *hp) {
     hp->rope_llama3_factors = NULL;
 }
 
+/* The mixture-of-experts keys (all absent for a dense model). */
+static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
+    ts_status st;
+    hp->moe_gating = TS_MOE_SOFTMAX;
+    /* As llama.cpp's graphs: Mixtral ("llama") and Qwen3-MoE renormalize, Qwen2-MoE does not. */
+    hp->moe_norm_w = strcmp(arch, "qwen2moe") != 0;
+    hp->moe_w_scale = 1.0f;
+    if ((st = get_int(g, arch, "expert_count", false, 0, &hp->n_expert, err))) {
+        return st;
+    }
+    if (hp->n_expert == 0) {
+        return TS_OK;
+    }
+    int64_t gating = TS_MOE_SOFTMAX;
+    if ((st = check_positive("expert_count", hp->n_expert, 4096, err)) ||
+        (st = get_int(g, arch, "expert_used_count", true, 0, &hp->n_expert_used, err)) ||
+        (st = check_positive("expert_used_count", hp->n_expert_used, hp->n_expert, err)) ||
+        (st =
+             get_int(g, arch, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp, err)) ||
+        (st = check_positive("expert_feed_forward_length", hp->n_ff_exp, (int64_t)1 << 24, err)) ||
+        (st = get_int(g, arch, "expert_shared_feed_forward_length", false, hp->n_ff_exp,
+                      &hp->n_ff_shexp, err)) ||
+        (st = check_positive("expert_shared_feed_forward_length", hp->n_ff_shexp, (int64_t)1 << 24,
+                             err)) ||
+        (st = get_int(g, arch, "expert_gating_func", false, TS_MOE_SOFTMAX, &gating, err)) ||
+        (st = get_float(g, arch, "expert_weights_scale", 0.0, &hp->moe_w_scale, err))) {
+        return st;
+    }
+    if (hp->moe_w_scale == 0.0f) {
+        hp->moe_w_scale = 1.0f; /* 0 (the converters' "unset") means no scaling */
+    }
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    ts_error absent;
+    bool norm;
+    if (ts_gguf_get_bool(g, key, &norm, &absent) == TS_OK) {
+        hp->moe_norm_w = norm;
+    }
+    if (gating != TS_MOE_SOFTMAX && gating != TS_MOE_SIGMOID) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: %s.expert_gating_func %lld is not supported (1 softmax, "
+                            "2 sigmoid)",
+                            arch, (long long)gating);
+    }
+    hp->moe_gating = (ts_moe_gating)gating;
+    if (hp->moe_gating == TS_MOE_SIGMOID && hp->moe_norm_w) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "model: sigmoid expert gating with normalized weights "
+                            "(%s.expert_weights_norm) is not supported yet",
+                            arch);
+    }
+    return TS_OK;
+}
+
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     memset(hp, 0, sizeof *hp);
     ts_gguf_str arch_name;
@@ -419,6 +473,9 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     if (hp->n_swa < 0) {
         return ts_error_set(err, TS_ERR_FORMAT, "model: attention.sliding_window is negative");
     }
+    if ((st = load_moe(g, arch, hp, err)) != TS_OK) {
+        return st;
+    }
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->embd_scale = hp->arch->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
     if ((st = load_family_scales(g, arch, hp, err)) || (st = check_layer_kinds(g, arch, hp, err))) {
@@ -465,6 +522,12 @@ int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
     case TS_DIM_TOKEN_TYPES: return hp->n_token_types;
     case TS_DIM_ROT_HALF:
         return hp->n_rot / 2;
+    case TS_DIM_EXPERT:
+        return hp->n_expert;
+    case TS_DIM_FF_EXP:
+        return hp->n_ff_exp;
+    case TS_DIM_FF_SHEXP:
+        return hp->n_ff_shexp;
     }
     return 0;
 }

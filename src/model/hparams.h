@@ -20,6 +20,12 @@ typedef enum ts_rope_scaling {
     TS_ROPE_SCALING_LLAMA3 = 3,   /* per-pair divisors: rope_freqs.weight or the metadata form */
 } ts_rope_scaling;
 
+/* How router logits become expert scores (llama.cpp's expert_gating_func numbering). */
+typedef enum ts_moe_gating {
+    TS_MOE_SOFTMAX = 1, /* softmax over all experts; top-k of the probabilities */
+    TS_MOE_SIGMOID = 2, /* sigmoid of each logit */
+} ts_moe_gating;
+
 typedef struct ts_hparams {
     const ts_arch_desc *arch;
     int64_t n_vocab;     /* rows of token_embd */
@@ -68,6 +74,15 @@ typedef struct ts_hparams {
      * rope.scaling.factor, low_freq_factor, high_freq_factor and original_context_length, as
      * the converter computes rope_freqs.weight; [n_rot / 2], NULL otherwise. Owned. */
     float *rope_llama3_factors;
+    /* Mixture of experts (0 experts: a dense model). */
+    int64_t n_expert;      /* <arch>.expert_count (default 0) */
+    int64_t n_expert_used; /* <arch>.expert_used_count: experts per token (required with experts) */
+    int64_t n_ff_exp;      /* <arch>.expert_feed_forward_length (default n_ff) */
+    int64_t n_ff_shexp;    /* <arch>.expert_shared_feed_forward_length (default n_ff_exp) */
+    ts_moe_gating moe_gating; /* <arch>.expert_gating_func: 1 softmax (default), 2 sigmoid */
+    bool moe_norm_w;          /* <arch>.expert_weights_norm (default true, qwen2moe false): the
+                                 top-k weights are divided by their sum */
+    float moe_w_scale;        /* <arch>.expert_weights_scale: multiplier of the weights; 1 = none */
 } ts_hparams;
 
 /* Reads hyperparameters for the file's general.architecture. Unknown architectures are

@@ -53,7 +53,16 @@ static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
                              const ts_gguf_tensor *t, ts_error *err) {
     int64_t want0 = ts_hparams_dim(hp, p->shape[0]);
     int64_t want1 = p->shape[1] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[1]);
-    bool ok = t->ne[0] == want0 && t->ne[1] == want1 && t->ne[2] == 1 && t->ne[3] == 1;
+    int64_t want2 = p->shape[2] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[2]);
+    bool ok = t->ne[0] == want0 && t->ne[1] == want1 && t->ne[2] == want2 && t->ne[3] == 1;
+    if (!ok && p->shape[2] != TS_DIM_NONE) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
+                            "[%lld, %lld, %lld] (n_expert %lld)",
+                            t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                            (long long)t->ne[3], (long long)want0, (long long)want1,
+                            (long long)want2, (long long)hp->n_expert);
+    }
     if (!ok) {
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
@@ -76,6 +85,11 @@ static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts
         }
         return TS_OK;
     }
+    if ((p->shape[1] == TS_DIM_EXPERT || p->shape[2] == TS_DIM_EXPERT) && m->hp.n_expert == 0) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: tensor '%s' holds experts, but %s.expert_count is missing or 0",
+                            name, m->hp.arch->name);
+    }
     ts_status st = check_shape(&m->hp, p, t, err);
     if (st == TS_OK) {
         st = check_type(t, p->shape[1] != TS_DIM_NONE, err);
@@ -90,6 +104,41 @@ static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts
     }
     m->n_params += t->n_elements;
     m->weight_bytes += t->nbytes;
+    m->active_bytes += p->shape[2] == TS_DIM_EXPERT
+                           ? t->nbytes / (size_t)m->hp.n_expert * (size_t)m->hp.n_expert_used
+                           : t->nbytes;
+    return TS_OK;
+}
+
+/* A mixture-of-experts layer needs its router and all three stacked expert matrices; a
+ * shared expert is all three of its matrices or none. */
+static ts_status check_moe_layer(const ts_model *m, int64_t il, ts_error *err) {
+    const ts_gguf_tensor *const *l = &m->layers[il * TS_ROLE_COUNT];
+    static const ts_role need[] = {TS_ROLE_FFN_GATE_INP, TS_ROLE_FFN_GATE_EXPS, TS_ROLE_FFN_UP_EXPS,
+                                   TS_ROLE_FFN_DOWN_EXPS};
+    static const char *const names[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+                                        "ffn_down_exps"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        if (l[need[i]] == NULL) {
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: layer %lld is a mixture of experts but tensor "
+                                "'blk.%lld.%s.weight' is missing",
+                                (long long)il, (long long)il, names[i]);
+        }
+    }
+    if (m->hp.n_expert == 0) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: layer %lld holds experts, but %s.expert_count is missing or 0",
+                            (long long)il, m->hp.arch->name);
+    }
+    int shexp = (l[TS_ROLE_FFN_GATE_SHEXP] != NULL) + (l[TS_ROLE_FFN_UP_SHEXP] != NULL) +
+                (l[TS_ROLE_FFN_DOWN_SHEXP] != NULL);
+    if (shexp != 0 && shexp != 3) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: layer %lld has only %d of the shared expert's 3 matrices "
+                            "(ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp)",
+                            (long long)il, shexp);
+    }
     return TS_OK;
 }
 
@@ -102,6 +151,25 @@ static ts_status check_layer_features(const ts_model *m, int64_t il, ts_error *e
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: layer %lld has neither attn_qkv nor attn_q/k/v weights",
                             (long long)il);
+    }
+    if (l[TS_ROLE_FFN_GATE_INP] != NULL || l[TS_ROLE_FFN_GATE_EXPS] != NULL) {
+        return check_moe_layer(m, il, err);
+    }
+    /* A dense FFN: every FFN matrix pattern of the architecture (optional only where a layer
+     * may hold experts instead). */
+    const ts_arch_desc *a = m->hp.arch;
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        ts_role r = a->tensors[i].role;
+        bool dense = r == TS_ROLE_FFN_GATE || r == TS_ROLE_FFN_UP || r == TS_ROLE_FFN_GATE_UP ||
+                     r == TS_ROLE_FFN_DOWN;
+        if (dense && l[r] == NULL) {
+            char name[NAME_MAX_LEN];
+            expand_name(a->tensors[i].name, il, name, sizeof name);
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: required tensor '%s' is missing (layer %lld has no "
+                                "mixture-of-experts router either)",
+                                name, (long long)il);
+        }
     }
     bool gated = l[TS_ROLE_FFN_GATE] && l[TS_ROLE_FFN_UP];
     bool fused = l[TS_ROLE_FFN_GATE_UP] != NULL;

@@ -38,6 +38,8 @@ typedef struct ts_model {
      * pointers into the file's tensor table. */
     const ts_gguf_tensor **unused;
     int64_t n_unused;
+    size_t active_bytes; /* bytes one decoding token reads: weight_bytes with n_expert_used of
+                            each layer's n_expert experts (weight_bytes for a dense model) */
 } ts_model;
 
 /* Opens and validates a model file. Errors name the file and what was wrong: unknown

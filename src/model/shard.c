@@ -24,11 +24,13 @@ const char *ts_split_name(ts_split s) {
 /* The Megatron pattern, as data. Roles not listed are replicated. */
 static void set_splits(ts_split *split, bool vocab_parallel) {
     static const ts_role k_col[] = {
-        TS_ROLE_ATTN_Q,   TS_ROLE_ATTN_K,   TS_ROLE_ATTN_V,   TS_ROLE_ATTN_Q_B,
-        TS_ROLE_ATTN_K_B, TS_ROLE_ATTN_V_B, TS_ROLE_ATTN_QKV, TS_ROLE_ATTN_QKV_B,
-        TS_ROLE_FFN_GATE, TS_ROLE_FFN_UP,   TS_ROLE_FFN_UP_B, TS_ROLE_FFN_GATE_UP,
+        TS_ROLE_ATTN_Q,        TS_ROLE_ATTN_K,      TS_ROLE_ATTN_V,         TS_ROLE_ATTN_Q_B,
+        TS_ROLE_ATTN_K_B,      TS_ROLE_ATTN_V_B,    TS_ROLE_ATTN_QKV,       TS_ROLE_ATTN_QKV_B,
+        TS_ROLE_FFN_GATE,      TS_ROLE_FFN_UP,      TS_ROLE_FFN_UP_B,       TS_ROLE_FFN_GATE_UP,
+        TS_ROLE_FFN_GATE_EXPS, TS_ROLE_FFN_UP_EXPS, TS_ROLE_FFN_GATE_SHEXP, TS_ROLE_FFN_UP_SHEXP,
     };
-    static const ts_role k_row[] = {TS_ROLE_ATTN_OUT, TS_ROLE_FFN_DOWN};
+    static const ts_role k_row[] = {TS_ROLE_ATTN_OUT, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_EXPS,
+                                    TS_ROLE_FFN_DOWN_SHEXP};
     memset(split, 0, TS_ROLE_COUNT * sizeof *split);
     for (size_t i = 0; i < sizeof k_col / sizeof k_col[0]; i++) {
         split[k_col[i]] = TS_SPLIT_COL;
@@ -149,6 +151,20 @@ static ts_status check_group(const ts_model *m, int n, ts_error *err) {
                             n, (long long)hp->n_ff, (long long)(hp->n_ff / unit), (long long)unit,
                             (long long)(hp->n_ff / unit));
     }
+    /* Expert hidden units, like the dense ones: whole blocks of each down matrix per shard. */
+    const ts_role downs[2] = {TS_ROLE_FFN_DOWN_EXPS, TS_ROLE_FFN_DOWN_SHEXP};
+    const int64_t units[2] = {hp->n_ff_exp, hp->n_ff_shexp};
+    for (int i = 0; i < 2 && hp->n_expert > 0; i++) {
+        int64_t u = role_block(m, downs[i]);
+        if (units[i] % u != 0 || units[i] / u < n) {
+            return ts_error_set(err, TS_ERR_INVALID_ARG,
+                                "tp %d: the model's %lld %s hidden units are %lld blocks of %lld "
+                                "in the row-parallel down weights: each shard needs at least one "
+                                "whole block (at most %lld shards)",
+                                n, (long long)units[i], i == 0 ? "expert" : "shared-expert",
+                                (long long)(units[i] / u), (long long)u, (long long)(units[i] / u));
+        }
+    }
     /* Attention output columns follow the heads: check every shard's range, not only ours. */
     for (int k = 0; k < n; k++) {
         ts_shard_plan p;
@@ -181,6 +197,16 @@ ts_status ts_shard_plan_make(const ts_model *m, ts_shard shard, ts_shard_plan *o
     even_split(hp->n_ff / unit, n, r, &b0, &nb);
     out->ff0 = b0 * unit;
     out->n_ff = nb * unit;
+    if (hp->n_expert > 0) {
+        int64_t ue = n > 1 ? role_block(m, TS_ROLE_FFN_DOWN_EXPS) : hp->n_ff_exp;
+        int64_t us = n > 1 ? role_block(m, TS_ROLE_FFN_DOWN_SHEXP) : hp->n_ff_shexp;
+        even_split(hp->n_ff_exp / ue, n, r, &b0, &nb);
+        out->ffe0 = b0 * ue;
+        out->n_ffe = nb * ue;
+        even_split(hp->n_ff_shexp / us, n, r, &b0, &nb);
+        out->ffs0 = b0 * us;
+        out->n_ffs = nb * us;
+    }
     out->vocab_parallel = n > 1 && hp->n_vocab % n == 0;
     out->n_vocab = out->vocab_parallel ? hp->n_vocab / n : hp->n_vocab;
     out->vocab0 = out->vocab_parallel ? out->n_vocab * r : 0;

@@ -11,10 +11,16 @@
  *   ROW (row-parallel: the input columns, ne[0], are split)
  *       attention output and FFN down: each shard multiplies its heads' / hidden units' part
  *       and ONE all-reduce sums the partial outputs; the bias is added after the sum.
- *   NONE (replicated): embeddings, norms, per-head Q/K norms, position embeddings. Where the
- *       Q/K norms span the whole projection (OLMo 2) Q and K are replicated too: each shard
- *       computes them whole, norms them and keeps its own heads (exact, at the cost of the
- *       Q and K matrices on every shard).
+ *   NONE (replicated): embeddings, norms, per-head Q/K norms, position embeddings, the
+ *       mixture-of-experts router and the shared expert's gate. Where the Q/K norms span
+ *       the whole projection (OLMo 2) Q and K are replicated too: each shard computes them
+ *       whole, norms them and keeps its own heads (exact, at the cost of the Q and K matrices
+ *       on every shard).
+ *   Experts are split like a dense FFN, each expert the same way: the stacked gate and up
+ *   matrices COL (every shard holds the same hidden units of every expert), the stacked down
+ *   matrices ROW; every shard routes every token (the router is replicated, so all shards pick
+ *   the same experts) and one all-reduce sums the weighted expert outputs (and the shared
+ *   expert's, split the same way).
  *   The output projection (or the tied token_embd) is vocab-parallel (COL over the
  *   vocabulary, then an all-gather of the logits) when size divides n_vocab, else replicated.
  *
@@ -71,6 +77,9 @@ typedef struct ts_shard_plan {
     int64_t ff0, n_ff;             /* FFN hidden units [ff0, ff0 + n_ff) */
     bool vocab_parallel;           /* logits: vocabulary split, then all-gathered */
     int64_t vocab0, n_vocab;       /* output rows this shard computes */
+    int64_t ffe0, n_ffe;           /* mixture of experts: hidden units [ffe0, ffe0 + n_ffe) of
+                                      every expert (n_ff_exp of them) */
+    int64_t ffs0, n_ffs;           /* and of the shared expert (n_ff_shexp) */
 } ts_shard_plan;
 
 /* Name of a split axis ("replicated", "column", "row"). */

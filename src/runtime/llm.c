@@ -91,6 +91,9 @@ static void fill_info(ts_llm *llm) {
     in->pooling = (int32_t)hp->pooling;
     in->n_unused_tensors = llm->model->n_unused;
     in->unused_tensors = llm->unused != NULL ? llm->unused : "";
+    in->n_expert = hp->n_expert;
+    in->n_expert_used = hp->n_expert_used;
+    in->active_bytes = llm->model->active_bytes;
 }
 
 /* Lists the model's unused tensors in llm->unused ("a, b, c"; control bytes as '?') and warns

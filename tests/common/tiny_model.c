@@ -11,20 +11,21 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",   "phi3",    "gemma2",
-                                     "gemma3",  "gpt2",    "granite", "smollm3", "olmo2",
-                                     "exaone4", "cohere2", "ernie4_5", NULL};
+const char *const ts_tiny_archs[] = {
+    "llama",   "qwen2",   "qwen3",    "phi3",    "gemma2",   "gemma3",   "gpt2",    "granite",
+    "smollm3", "olmo2",   "exaone4",  "cohere2", "ernie4_5", "qwen3moe", "qwen2moe", "mixtral",
+    NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
-typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA } kind;
+typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA, K_ROUTER } kind;
 
 typedef struct tdesc {
     char name[64];
     kind k;
     ts_type type;
     uint32_t n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
 } tdesc;
 
 typedef struct tlist {
@@ -83,12 +84,33 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.norm_eps = 1e-12f;
         s.pooling = 1; /* mean, as sentence-transformers models */
     }
+    if (arch != NULL && (strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0 ||
+                         strcmp(arch, "mixtral") == 0)) {
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 64;
+        s.n_ff = strcmp(arch, "mixtral") == 0 ? 64 : s.n_ff;
+        s.n_ff_shexp = strcmp(arch, "qwen2moe") == 0 ? 96 : 0;
+        s.arch_name = strcmp(arch, "mixtral") == 0 ? "llama" : NULL;
+        s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
+        s.rope_base = strcmp(arch, "mixtral") == 0 ? 10000.0f : 1000000.0f;
+        s.norm_eps = 1e-6f;
+    }
     return s;
 }
 
 /* ---- the tensor list of each family -------------------------------------------------- */
 
+static void add3(tlist *l, kind k, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                 int64_t il);
+
 static void add(tlist *l, kind k, int64_t ne0, int64_t ne1, const char *fmt, int64_t il) {
+    add3(l, k, ne0, ne1, 0, fmt, il);
+}
+
+/* A tensor [ne0], [ne0, ne1] or (ne2 > 0: stacked experts) [ne0, ne1, ne2]. */
+static void add3(tlist *l, kind k, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                 int64_t il) {
     if (l->n == (int)(sizeof l->v / sizeof l->v[0])) {
         l->st = ts_error_set(l->err, TS_ERR_LIMIT, "tiny: too many tensors");
         return;
@@ -99,16 +121,17 @@ static void add(tlist *l, kind k, int64_t ne0, int64_t ne1, const char *fmt, int
         return;
     }
     d->k = k;
-    d->n_dims = ne1 > 0 ? 2 : 1;
+    d->n_dims = ne2 > 0 ? 3 : ne1 > 0 ? 2 : 1;
     d->ne[0] = ne0;
     d->ne[1] = ne1 > 0 ? ne1 : 1;
+    d->ne[2] = ne2 > 0 ? ne2 : 1;
     bool matrix = k == K_MATRIX || k == K_EMBD || k == K_OUTPUT;
     d->type = matrix ? l->spec->wtype : l->spec->vec_type;
-    if (k == K_POS || k == K_EXTRA) {
+    if (k == K_POS || k == K_EXTRA || k == K_ROUTER) {
         d->type = TS_TYPE_F32;
     }
     if (l->spec->reshape != NULL && strcmp(l->spec->reshape, d->name) == 0) {
-        if (d->n_dims == 2) {
+        if (d->n_dims >= 2) {
             d->ne[1] += 1;
         } else {
             d->ne[0] += 1;
@@ -161,10 +184,13 @@ static void build_list(tlist *l) {
     bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
     /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
     bool post_only = is(s, "olmo2") || is(s, "exaone4");
-    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || post_only;
+    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only;
     int64_t qn = is(s, "olmo2") ? Q : D, kn = is(s, "olmo2") ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
-    bool bias = is(s, "qwen2") || s->qkv_bias;
+    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias;
+    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral");
+    /* Mixtral's experts have feed_forward_length units (it has no expert_feed_forward_length). */
+    int64_t X = s->n_expert, FE = is(s, "mixtral") ? F : s->n_ff_exp, FS = s->n_ff_shexp;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
     if (is(s, "bert")) {
@@ -223,6 +249,18 @@ static void build_list(tlist *l) {
             add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
         } else if (phi3) {
             add(l, K_MATRIX, E, 2 * F, "blk.%lld.ffn_up.weight", il);
+        } else if (moe) {
+            add(l, K_ROUTER, E, X, "blk.%lld.ffn_gate_inp.weight", il);
+            add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
+            add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_up_exps.weight", il);
+            add3(l, K_MATRIX, FE, E, X, "blk.%lld.ffn_down_exps.weight", il);
+            if (FS > 0) {
+                add(l, K_NORM, E, 0, "blk.%lld.ffn_gate_inp_shexp.weight", il);
+                add(l, K_MATRIX, E, FS, "blk.%lld.ffn_gate_shexp.weight", il);
+                add(l, K_MATRIX, E, FS, "blk.%lld.ffn_up_shexp.weight", il);
+                add(l, K_MATRIX, FS, E, "blk.%lld.ffn_down_shexp.weight", il);
+            }
+            continue;
         } else {
             add(l, K_MATRIX, E, F, "blk.%lld.ffn_gate.weight", il);
             add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
@@ -269,6 +307,9 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
     float a = 1.0f;
     switch (d->k) {
     case K_MATRIX: a = sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_ROUTER:
+        a = 4.0f * sqrtf(3.0f / (float)d->ne[0]);
+        break;
     case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
     case K_EMBD: a = 1.0f; break;
     case K_POS: a = 0.3f; break;
@@ -299,7 +340,7 @@ typedef struct fill_ctx {
 static ts_status fill(void *ctx, uint64_t index, void *dst, size_t nbytes, ts_error *err) {
     const fill_ctx *fc = ctx;
     const tdesc *d = &fc->list->v[index];
-    int64_t n = d->ne[0] * d->ne[1];
+    int64_t n = d->ne[0] * d->ne[1] * d->ne[2], rows = d->ne[1] * d->ne[2];
     if (d->type == TS_TYPE_I32 || d->type == TS_TYPE_I8 || d->type == TS_TYPE_I16) {
         memset(dst, 0, nbytes);
         return TS_OK;
@@ -316,12 +357,12 @@ static ts_status fill(void *ctx, uint64_t index, void *dst, size_t nbytes, ts_er
     fill_values(fc->spec, d, v, n);
     size_t row = 0;
     ts_type_row_bytes(d->type, (uint64_t)d->ne[0], &row);
-    if (row * (size_t)d->ne[1] != nbytes) {
+    if (row * (size_t)rows != nbytes) {
         free(v);
-        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu",
-                            d->name, nbytes, row * (size_t)d->ne[1]);
+        return ts_error_set(err, TS_ERR_INTERNAL, "tiny: '%s' has %zu bytes, expected %zu", d->name,
+                            nbytes, row * (size_t)rows);
     }
-    for (int64_t r = 0; r < d->ne[1]; r++) {
+    for (int64_t r = 0; r < rows; r++) {
         ops->from_float(v + r * d->ne[0], (char *)dst + (size_t)r * row, d->ne[0]);
     }
     free(v);
@@ -458,6 +499,31 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
+    }
+    if (s->n_expert > 0 && ((st = key_u32(w, s, "expert_count", s->n_expert, err)) ||
+                            (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
+        return st;
+    }
+    if (s->n_expert > 0 && !is(s, "mixtral") &&
+        (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
+        return st;
+    }
+    if (s->n_ff_shexp > 0 &&
+        (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
+        return st;
+    }
+    if (s->moe_gating > 0 && (st = key_u32(w, s, "expert_gating_func", s->moe_gating, err))) {
+        return st;
+    }
+    if (s->moe_w_scale > 0 && (st = key_f32(w, s, "expert_weights_scale", s->moe_w_scale, err))) {
+        return st;
+    }
+    if (s->moe_norm > 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_weights_norm", s->arch_name ? s->arch_name : s->arch);
+        if ((st = ts_gguf_writer_add_bool(w, key, s->moe_norm == 1, err))) {
+            return st;
+        }
     }
     if ((gemma || cohere2) && s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {

@@ -2,7 +2,8 @@
  * tiny_model.h — writes small random-weight GGUF models for tests.
  *
  * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2,
- * granite, smollm3, olmo2, exaone4, cohere2, ernie4_5) the
+ * granite, smollm3, olmo2, exaone4, cohere2, ernie4_5, and the mixture-of-experts families
+ * qwen3moe, qwen2moe and mixtral, a llama with experts whose GGUF says "llama") the
  * writer knows, independently of src/model/arch.c, which tensors a GGUF of that family holds
  * and with which shapes (the llama.cpp naming and layout conventions), and writes the
  * hyperparameter keys src/model/hparams.c reads. So a test that loads these files checks the
@@ -11,7 +12,10 @@
  * Weights come from a deterministic PRNG (splitmix64) seeded by the spec's seed and the tensor
  * name, so omitting or retyping one tensor leaves every other tensor's values unchanged.
  * Matrices have entries uniform in [-a, a] with a = sqrt(3 / fan_in) (unit-variance outputs),
- * norm weights are 1 + small noise, biases are small. Matrices and token_embd are stored in
+ * norm weights are 1 + small noise, biases are small. An expert router (ffn_gate_inp) has
+ * entries 4x larger, so that the experts' scores are well apart (a near tie would let the
+ * rounding of a quantized run pick another expert), and stays F32 as llama.cpp's quantizer
+ * leaves it. Matrices and token_embd are stored in
  * spec.wtype (F32, F16, BF16 or any type the quant layer can quantize, e.g. Q8_0, Q4_0, Q4_1);
  * vectors are F32 unless spec.vec_type says otherwise.
  *
@@ -77,6 +81,14 @@ typedef struct ts_tiny_spec {
     const char *extra[3];
     int64_t extra_ne0;
     float extra_first;
+    /* Mixture of experts (qwen3moe, qwen2moe, mixtral; ignored by the dense families). */
+    int64_t n_expert;      /* experts per layer */
+    int64_t n_expert_used; /* experts per token */
+    int64_t n_ff_exp;      /* hidden units of an expert (expert_feed_forward_length) */
+    int64_t n_ff_shexp;    /* qwen2moe: hidden units of the shared expert */
+    int moe_gating;        /* expert_gating_func written (1 softmax, 2 sigmoid); 0: key absent */
+    int moe_norm;          /* expert_weights_norm: 1 true, 2 false; 0: key absent */
+    float moe_w_scale;     /* expert_weights_scale; 0: key absent */
 } ts_tiny_spec;
 
 /* The supported families, NULL-terminated. */
@@ -89,7 +101,9 @@ extern const char *const ts_tiny_encoders[];
  * softcapping and sliding window 8, Gemma 3 key_length 32 and sliding window 8, Qwen 2 biases,
  * Gemma tied output; SmolLM3 has 4 layers, so that one is a NoPE layer; Cohere 2 a sliding
  * window of 8 and pattern 2 (a window layer, then a global NoPE one); Granite's multipliers
- * and Cohere's logit scale are away from 1; ERNIE 4.5 key_length 32, tied). */
+ * and Cohere's logit scale are away from 1; ERNIE 4.5 key_length 32, tied;
+ * the MoE families 6 experts, 2 per token, 64 units each, Qwen2-MoE a
+ * shared expert of 96 and Q/K/V biases, Qwen3-MoE key_length 32 and Q/K norms). */
 ts_tiny_spec ts_tiny_spec_default(const char *arch);
 
 /* Writes the model to path. Errors (unknown family, bad sizes, writer failures) come back

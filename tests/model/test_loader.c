@@ -60,7 +60,7 @@ static void count_param(const char *name, const ts_gguf_tensor *t, void *user) {
 static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     const ts_hparams *hp = &m->hp;
     int64_t head_dim = s->head_dim > 0 ? s->head_dim : s->n_embd / s->n_head;
-    assert_string_equal(hp->arch->name, s->arch);
+    assert_string_equal(hp->arch->name, s->arch_name != NULL ? s->arch_name : s->arch);
     assert_int_equal(hp->n_vocab, s->n_vocab);
     assert_int_equal(hp->n_ctx_train, s->n_ctx_train);
     assert_int_equal(hp->n_embd, s->n_embd);
@@ -128,19 +128,31 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(bytes, m->weight_bytes);
 
     /* Roles map to the tensors of that name, weights keep their stored type. */
-    const ts_gguf_tensor *down = ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer - 1);
+    bool moe = s->n_expert > 0;
+    ts_role down_role = moe ? TS_ROLE_FFN_DOWN_EXPS : TS_ROLE_FFN_DOWN;
+    const ts_gguf_tensor *down = ts_model_tensor(m, down_role, s->n_layer - 1);
     assert_non_null(down);
     char name[64];
-    snprintf(name, sizeof name, "blk.%lld.ffn_down.weight", (long long)(s->n_layer - 1));
+    snprintf(name, sizeof name, "blk.%lld.%s.weight", (long long)(s->n_layer - 1),
+             moe ? "ffn_down_exps" : "ffn_down");
     assert_string_equal(down->name, name);
     assert_int_equal(down->type, s->wtype);
-    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer));
-    assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, -1));
+    assert_null(ts_model_tensor(m, down_role, s->n_layer));
+    assert_null(ts_model_tensor(m, down_role, -1));
+    if (moe) {
+        assert_int_equal(down->ne[2], s->n_expert);
+        assert_int_equal(m->hp.n_expert, s->n_expert);
+        assert_int_equal(m->hp.n_expert_used, s->n_expert_used);
+        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+        /* The router stays F32 (as llama.cpp's quantizer leaves it). */
+        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, 0)->type, TS_TYPE_F32);
+    }
     const ts_gguf_tensor *embd = ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0);
     assert_non_null(embd);
     assert_int_equal(embd->ne[0], s->n_embd);
     assert_int_equal(embd->ne[1], s->n_vocab);
-    bool qkv_bias = strcmp(s->arch, "qwen2") == 0 || s->qkv_bias;
+    bool qkv_bias =
+        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias;
     if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
         assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
     }
@@ -303,6 +315,60 @@ static void test_unsupported_type(void **state) {
     expect_error(&s, TS_ERR_UNSUPPORTED, p2);
 }
 
+/* Mixture-of-experts files: a missing expert tensor, a missing expert count, an expert tensor
+ * of the wrong shape, a llama that has neither a dense FFN nor experts. */
+static void test_moe_errors(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("qwen3moe");
+    s.omit = "blk.1.ffn_up_exps.weight";
+    const char *p1[] = {"blk.1.ffn_up_exps.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p1);
+
+    s = ts_tiny_spec_default("mixtral");
+    s.omit = "blk.0.ffn_down_exps.weight";
+    const char *p2[] = {"layer 0", "mixture of experts", "blk.0.ffn_down_exps.weight", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p2);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.omit_key = "expert_count";
+    const char *p3[] = {"holds experts", "qwen3moe.expert_count", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.omit_key = "expert_used_count";
+    const char *p4[] = {"qwen3moe.expert_used_count", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p4);
+
+    s = ts_tiny_spec_default("qwen3moe");
+    s.reshape = "blk.0.ffn_gate_exps.weight";
+    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p5);
+
+    s = ts_tiny_spec_default("qwen2moe");
+    s.omit = "blk.1.ffn_up_shexp.weight";
+    const char *p6[] = {"blk.1.ffn_up_shexp.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p6);
+
+    s = ts_tiny_spec_default("mixtral");
+    s.n_expert_used = 7; /* more than the 6 experts */
+    const char *p7[] = {"expert_used_count = 7", "1..6", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p7);
+
+    s = ts_tiny_spec_default("mixtral");
+    s.moe_gating = 2; /* sigmoid, and the llama default of renormalized weights */
+    const char *p9[] = {"sigmoid", "expert_weights_norm", "not supported", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p9);
+    s.moe_gating = 3;
+    const char *p10[] = {"llama.expert_gating_func 3", "not supported", NULL};
+    expect_error(&s, TS_ERR_UNSUPPORTED, p10);
+
+    /* A llama layer with neither: the dense FFN's first missing tensor is named. */
+    s = ts_tiny_spec_default("mixtral");
+    s.omit = "blk.1.ffn_gate_inp.weight";
+    const char *p8[] = {"blk.1.", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p8);
+}
+
 static void test_missing_key(void **state) {
     (void)state;
     const char *keys[] = {"block_count", "embedding_length", "feed_forward_length",
@@ -455,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_family_keys),
         cmocka_unit_test(test_no_file),
         cmocka_unit_test(test_rope_factors_and_unused),
+        cmocka_unit_test(test_moe_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

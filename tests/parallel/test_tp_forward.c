@@ -2,7 +2,8 @@
  * test_tp_forward.c — sharded forward passes against the single-device one.
  *
  * For tiny random-weight models of several families (separate and fused QKV, fused gate_up,
- * biases, GELU MLP, Q/K norms, tied output, quantized weights) a prefill step of two
+ * biases, GELU MLP, Q/K norms, tied output, quantized weights, mixtures of experts) a prefill
+ * step of two
  * sequences and three greedy decode steps run with tp = 1 and tp = 2, 3, 4 where the heads
  * allow (KV heads split and replicated; vocab-parallel and replicated output), in-process, on
  * the CPU and reference backends, through the group's runner (ts_tp_runner_create) against the
@@ -277,6 +278,37 @@ static void test_rope_factors(void **state) {
     f.extra[1] = "rope_factors_short.weight";
     f.extra_ne0 = 8;
     check_parity(&f, tps, 1, true);
+}
+
+/* Mixtures of experts: every shard routes every token with the replicated router and holds a
+ * slice of every expert's hidden units (and of the shared expert's); one all-reduce after the
+ * weighted sum. Uneven slices at tp 3 (64 units: 22 + 21 + 21), whole Q8_0 blocks at tp 2. */
+static void test_moe(void **state) {
+    (void)state;
+    const char *archs[] = {"qwen3moe", "qwen2moe", "mixtral"};
+    const int tp2[] = {2}, tp23[] = {2, 3};
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        ts_tiny_spec s = ts_tiny_spec_default(archs[i]);
+        check_parity(&s, tp23, 2, true);
+    }
+    ts_tiny_spec s = ts_tiny_spec_default("qwen3moe");
+    check_parity(&s, tp2, 1, false);
+    s.wtype = TS_TYPE_Q8_0;
+    check_parity(&s, tp2, 1, true);
+    /* Each shard needs a whole Q8_0 block of every expert: 64 units are 2 blocks. */
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    ts_shard_plan p;
+    ts_error err = {0};
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){0, 3}, &p, &err), TS_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "expert hidden units are 2 blocks of 32"));
+    assert_int_equal(ts_shard_plan_make(m, (ts_shard){1, 2}, &p, &err), TS_OK);
+    assert_int_equal(p.ffe0, 32);
+    assert_int_equal(p.n_ffe, 32);
+    assert_int_equal(p.split[TS_ROLE_FFN_GATE_EXPS], TS_SPLIT_COL);
+    assert_int_equal(p.split[TS_ROLE_FFN_DOWN_EXPS], TS_SPLIT_ROW);
+    assert_int_equal(p.split[TS_ROLE_FFN_GATE_INP], TS_SPLIT_NONE);
+    ts_model_close(m);
 }
 
 static void test_quantized(void **state) {
@@ -690,6 +722,7 @@ int main(void) {
         cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
         cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
         cmocka_unit_test(test_group_of_one), cmocka_unit_test(test_smollm2),
+        cmocka_unit_test(test_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  * fixed tokens, the GGUF metadata a converter writes for the model, and for each tensor its
  * GGUF name and the layout transform a converter must apply (docs/reference.md). This test
  * converts the weights to GGUF with our writer (applying the transforms: llama's RoPE row
- * permutation, Gemma's norm +1, GPT-2's Conv1D transpose), loads the result with our model
+ * permutation, Gemma's norm +1, GPT-2's Conv1D transpose, the split of a fused 3-D expert
+ * gate_up into GGUF's ffn_gate_exps and ffn_up_exps), loads the result with our model
  * loader and compares the logits of every position, on the reference and CPU backends with f32
  * weights and an f32 KV cache. Every <arch>.logits.json in the directory is checked:
  *     |ours - hf| <= 1e-4 + 1e-4 |hf|      (seen: at most 7e-6)
@@ -125,6 +126,18 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
         int64_t tmp = *rows;
         *rows = *cols;
         *cols = tmp;
+    } else if (strcmp(how, "squeeze") == 0) {
+        /* [1, n] -> [n]: the same values, one dimension (the caller writes a vector). */
+    } else if (strcmp(how, "half0") == 0 || strcmp(how, "half1") == 0) {
+        /* A fused 3-D expert gate_up [n_expert, 2 * n_ff, n_embd]: each expert's first (half0,
+         * the gate) or second (half1, up) n_ff rows. */
+        assert_int_equal(t->n_dims, 3);
+        int64_t n_exp = t->dims[0], ff = t->dims[1] / 2, off = how[4] == '1' ? ff : 0;
+        for (int64_t e = 0; e < n_exp; e++) {
+            memcpy(dst + e * ff * *cols, src + (e * 2 * ff + off) * *cols,
+                   (size_t)(ff * *cols) * sizeof(float));
+        }
+        *rows = n_exp * ff;
     } else if (strncmp(how, "rope_permute", 12) == 0) {
         /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i. */
         int64_t d = head_dim;
@@ -308,10 +321,10 @@ static tiny tiny_load(const char *arch, const char *suffix, bool llama3_keys) {
         /* GGUF extents are HF's reversed; a transpose swapped the two of a matrix. */
         int64_t ne[3] = {cols, rows, 1};
         if (t->n_dims == 3) {
-            ne[1] = t->dims[1];
+            ne[1] = rows / t->dims[0]; /* a split (half0/half1) halved the rows */
             ne[2] = t->dims[0];
         }
-        uint32_t nd = t->n_dims;
+        uint32_t nd = strcmp(how, "squeeze") == 0 ? 1 : t->n_dims;
         assert_int_equal(
             ts_gguf_writer_add_tensor(w, gguf_name, TS_TYPE_F32, nd, ne, keep[i], &err), TS_OK);
     }

@@ -193,6 +193,75 @@ static void test_mxfp4(void **state) {
     unlink(in);
 }
 
+/* A mixture of experts: each expert's rows of the 3-D expert tensors are quantized like any
+ * matrix rows (checked byte for byte with --pure Q8_0), the router stays F32 (as llama.cpp
+ * leaves it), a Q4_K_M mix loads, and `tessera run` generates with it. */
+static void test_moe(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    assert_non_null(ts_tiny_temp_path(in, sizeof in, "quantmoe"));
+    ts_tiny_spec spec = ts_tiny_spec_default("qwen3moe");
+    spec.n_embd = 256;
+    spec.n_ff_exp = 256;
+    spec.head_dim = 64;
+    ts_error err = {0};
+    assert_int_equal(ts_tiny_write(&spec, in, &err), TS_OK);
+    snprintf(out, sizeof out, "%s.q8.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", bin(), in, out);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+    ts_gguf *a = NULL, *b = NULL;
+    assert_int_equal(ts_gguf_open(in, &a, &err), TS_OK);
+    assert_int_equal(ts_gguf_open(out, &b, &err), TS_OK);
+    const ts_quant_ops *q8 = ts_quant_ops_get(TS_TYPE_Q8_0, TS_ISA_SCALAR);
+    int n3 = 0;
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(a); i++) {
+        const ts_gguf_tensor *src = ts_gguf_tensor_at(a, i), *dst = NULL;
+        assert_int_equal(ts_gguf_find_tensor(b, src->name, &dst), TS_OK);
+        if (strstr(src->name, "ffn_gate_inp") != NULL) {
+            assert_int_equal(dst->type, TS_TYPE_F32);
+            continue;
+        }
+        if (src->n_dims != 3) {
+            continue;
+        }
+        n3++;
+        assert_int_equal(dst->type, TS_TYPE_Q8_0);
+        assert_int_equal(dst->ne[2], spec.n_expert);
+        size_t row = 0;
+        assert_true(ts_type_row_bytes(TS_TYPE_Q8_0, (uint64_t)src->ne[0], &row));
+        char *want = malloc(row);
+        for (int64_t r = 0; r < src->ne[1] * src->ne[2]; r++) {
+            q8->from_float((const float *)src->data + r * src->ne[0], want, src->ne[0]);
+            assert_memory_equal(want, (const char *)dst->data + r * row, row);
+        }
+        free(want);
+    }
+    assert_int_equal(n3, 3 * spec.n_layer);
+    ts_gguf_close(a);
+    ts_gguf_close(b);
+    unlink(out);
+
+    snprintf(out, sizeof out, "%s.q4km.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", bin(), in, out);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+    ts_model *m = NULL;
+    if (ts_model_open(out, &m, &err) != TS_OK) {
+        fail_msg("quantized MoE model does not load: %s", err.msg);
+    }
+    ts_type t = ts_model_tensor(m, TS_ROLE_FFN_GATE_EXPS, 0)->type;
+    assert_true(t == TS_TYPE_Q4_K || t == TS_TYPE_Q5_K || t == TS_TYPE_Q6_K);
+    ts_model_close(m);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", bin(), out);
+    if (run(cmd, log, sizeof log) != 0) {
+        fail_msg("tessera run on the quantized MoE model: %s", log);
+    }
+    unlink(out);
+    unlink(in);
+}
+
 static void test_errors(void **state) {
     (void)state;
     if (bin() == NULL) {
@@ -225,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_pure_q8_0),
         cmocka_unit_test(test_q4_k_m_mix),
         cmocka_unit_test(test_mxfp4),
+        cmocka_unit_test(test_moe),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,8 +45,8 @@ typedef struct cpu_run {
 
 /* The op files' tables; each op appears in one of them. */
 static const cpu_op_table *const k_tables[] = {
-    &cpu_rowwise_ops, &cpu_copy_ops, &cpu_matmul_ops,
-    &cpu_kv_ops,      &cpu_attn_ops, &cpu_collective_ops,
+    &cpu_rowwise_ops, &cpu_copy_ops,       &cpu_matmul_ops, &cpu_kv_ops,
+    &cpu_attn_ops,    &cpu_collective_ops, &cpu_moe_ops,
 };
 
 static void index_ops(cpu_ctx *ctx) {
@@ -121,14 +121,15 @@ static size_t align64(size_t n) {
     return (n + 63) / 64 * 64;
 }
 
-/* Measures the kernel choice of the weight types of g's MUL_MATs not chosen yet (once per
- * type for the backend's life, or never with a usable cache file), or stale (retune). */
+/* Measures the kernel choice of the weight types of g's MUL_MATs (and MUL_MAT_IDs) not chosen yet
+ * (once per type for the backend's life, or never with a usable cache file), or stale (retune). */
 static ts_status tune_graph(cpu_ctx *ctx, const ts_graph *g, ts_error *err) {
     bool want[TS_TYPE_COUNT] = {false};
     int n_nodes = ts_graph_n_nodes(g);
     for (int i = 0; i < n_nodes; i++) {
         const ts_tensor *node = ts_graph_node(g, i);
-        ts_type t = node->op == TS_OP_MUL_MAT ? node->src[0]->type : TS_TYPE_COUNT;
+        bool mm = node->op == TS_OP_MUL_MAT || node->op == TS_OP_MUL_MAT_ID;
+        ts_type t = mm ? node->src[0]->type : TS_TYPE_COUNT;
         if (cpu_kernels_needs(&ctx->kernels, t)) {
             want[t] = true;
         }
@@ -136,15 +137,17 @@ static ts_status tune_graph(cpu_ctx *ctx, const ts_graph *g, ts_error *err) {
     return cpu_kernels_tune(&ctx->kernels, want, err);
 }
 
-/* The repacked copy of each MUL_MAT's weights where the kernel choice reads repacked weights
- * (made on first sight, cpu_pack.h), into packed[i] when packed is not NULL. A copy that cannot
- * be made (out of memory) leaves the node on the original rows, which gives the same bits. */
+/* The repacked copy of each MUL_MAT's (and MUL_MAT_ID's) weights where the kernel choice reads
+ * repacked weights (made on first sight, cpu_pack.h), into packed[i] when packed is not NULL. A
+ * copy that cannot be made (out of memory) leaves the node on the original rows, which gives the
+ * same bits. */
 static void pack_graph(cpu_ctx *ctx, const ts_graph *g, const void **packed) {
     int n_nodes = ts_graph_n_nodes(g);
     for (int i = 0; i < n_nodes; i++) {
         const ts_tensor *node = ts_graph_node(g, i);
         const void *p = NULL;
-        if (node->op == TS_OP_MUL_MAT && cpu_kernels_packed(&ctx->kernels, node->src[0]->type) &&
+        bool mm = node->op == TS_OP_MUL_MAT || node->op == TS_OP_MUL_MAT_ID;
+        if (mm && cpu_kernels_packed(&ctx->kernels, node->src[0]->type) &&
             cpu_pack_eligible(node->src[0])) {
             /* One level per type for both shape classes, so either tells whether it has a
              * packed gemm. */

@@ -5,7 +5,7 @@
  * Files depend on each other in one direction only:
  *   cpu_tune.c, cpu_tune_cache.c (which level's gemm MUL_MAT runs; see cpu_tune.h)
  *   <- cpu_exec.c (barrier, failure, work sharing; see cpu_exec.h)
- *     <- op files: cpu_ops.c (-> cpu_act_avx2.c), cpu_copy.c, cpu_matmul.c, cpu_kv.c,
+ *     <- op files: cpu_ops.c (-> cpu_act_avx2.c), cpu_copy.c, cpu_matmul.c, cpu_moe.c, cpu_kv.c,
  *        cpu_attn.c (-> cpu_attn_avx2.c, cpu_attn_avx512.c -> cpu_kv.c), cpu_collective.c
  *     <- cpu_sched.c (-> cpu_matmul.c: which MUL_MATs convert their activations)
  *     <- cpu_backend.c (vtable, graph loop; reaches the op files through their tables only)
@@ -25,6 +25,7 @@ extern const cpu_op_table cpu_kv_ops;         /* cpu_kv.c: KV_STORE ATTN_MASK */
 extern const cpu_op_table cpu_attn_ops;       /* cpu_attn.c: ATTENTION */
 extern const cpu_op_table cpu_collective_ops; /* cpu_collective.c: ALL_REDUCE_SUM ALL_GATHER
                                                  REDUCE_SCATTER_SUM */
+extern const cpu_op_table cpu_moe_ops;        /* cpu_moe.c: MUL_MAT_ID TOPK GATHER */
 
 /* Whether rows of type t convert to and from f32 at this ISA level. */
 static inline bool cpu_type_convertible(ts_type t, ts_isa isa) {

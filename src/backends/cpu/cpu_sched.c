@@ -18,7 +18,10 @@
  * conversion runs at the backend's level whichever gemm level each MUL_MAT chose (cpu_tune.h),
  * so equal conversion types mean equal bytes. The shared scratch is modelled as one more byte
  * range (written by converting MUL_MATs, read by all of them), so the rules above also order
- * the scratch.
+ * the scratch. A MUL_MAT_ID groups and converts its activations into the scratch too, so it
+ * counts as a converting MUL_MAT whose conversion no later MUL_MAT reuses; a MUL_MAT_ID with
+ * the same activations, expert ids, conversion type and expert count as the previous one reuses
+ * its grouping and conversion (no internal barriers).
  */
 #include <stdint.h>
 #include <string.h>
@@ -62,12 +65,33 @@ void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags) {
     int n_rd = 0, n_wr = 0, n_phase = 0;
     const ts_tensor *conv_src = NULL; /* activations in the scratch, NULL when none */
     ts_type conv_type = TS_TYPE_F32;
+    /* A MUL_MAT_ID's grouping and conversion in the scratch: its activations and expert ids
+     * (NULL when none), conversion type and expert count (which fix the scratch layout). */
+    const ts_tensor *moe_x = NULL, *moe_ids = NULL;
+    ts_type moe_type = TS_TYPE_F32;
+    int64_t moe_n_exp = 0;
     int n_nodes = ts_graph_n_nodes(g);
     for (int i = 0; i < n_nodes; i++) {
         ts_tensor *n = ts_graph_node(g, i);
         flags[i] = 0;
         bool converts = false, reuses = false;
-        if (n->op == TS_OP_MUL_MAT) {
+        if (n->op == TS_OP_MUL_MAT_ID) {
+            /* Groups and converts into the scratch before its internal barriers (cpu_moe.c),
+             * like a converting MUL_MAT; the next MUL_MAT_ID over the same activations and ids
+             * (an FFN's up after its gate) reuses that. */
+            const ts_quant_ops *ops = ts_quant_ops_get(n->src[0]->type, isa);
+            ts_type vt = ops != NULL ? ops->vec_dot_type : TS_TYPE_COUNT;
+            reuses = moe_x != NULL && moe_type == vt && moe_n_exp == n->src[0]->ne[2] &&
+                     same_view(moe_x, n->src[1]) && same_view(moe_ids, n->src[2]);
+            converts = !reuses;
+            if (converts) {
+                moe_x = n->src[1];
+                moe_ids = n->src[2];
+                moe_type = vt;
+                moe_n_exp = n->src[0]->ne[2];
+            }
+            conv_src = NULL;
+        } else if (n->op == TS_OP_MUL_MAT) {
             const ts_quant_ops *ops = ts_quant_ops_get(n->src[0]->type, isa);
             const ts_tensor *x = n->src[1];
             if (ops != NULL && cpu_mul_mat_converts(ops, x)) {
@@ -77,6 +101,7 @@ void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags) {
                 if (converts) {
                     conv_src = x;
                     conv_type = ops->vec_dot_type;
+                    moe_x = NULL;
                 }
             }
         }
@@ -120,6 +145,10 @@ void cpu_schedule(ts_graph *g, ts_isa isa, uint8_t *flags) {
         /* Any node that writes the converted activations invalidates the conversion. */
         if (conv_src != NULL && overlap(out, tensor_range(conv_src))) {
             conv_src = NULL;
+        }
+        if (moe_x != NULL &&
+            (overlap(out, tensor_range(moe_x)) || overlap(out, tensor_range(moe_ids)))) {
+            moe_x = NULL;
         }
     }
     if (n_nodes > 0) {

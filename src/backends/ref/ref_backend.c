@@ -55,7 +55,15 @@ static ts_status run_node(ts_tensor *n, ts_error *err) {
     case TS_OP_MUL: return ref_binary(n, err);
     case TS_OP_SCALE:
     case TS_OP_SILU:
-    case TS_OP_GELU: return ref_unary(n, err);
+    case TS_OP_GELU:
+    case TS_OP_SIGMOID:
+        return ref_unary(n, err);
+    case TS_OP_TOPK:
+        return ref_topk(n, err);
+    case TS_OP_GATHER:
+        return ref_gather(n, err);
+    case TS_OP_MUL_MAT_ID:
+        return ref_mul_mat_id(n, err);
     case TS_OP_SWIGLU:
     case TS_OP_GEGLU: return ref_glu(n, err);
     case TS_OP_RMS_NORM:

@@ -67,7 +67,7 @@ void ref_read_row(const ts_tensor *t, int64_t i1, int64_t i2, int64_t i3, float 
 ts_status ref_get_rows(ts_tensor *n, ts_error *err);
 ts_status ref_mul_mat(ts_tensor *n, ts_error *err);
 ts_status ref_binary(ts_tensor *n, ts_error *err); /* ADD, MUL */
-ts_status ref_unary(ts_tensor *n, ts_error *err);  /* SCALE, SILU, GELU */
+ts_status ref_unary(ts_tensor *n, ts_error *err);  /* SCALE, SILU, GELU, SIGMOID */
 ts_status ref_glu(ts_tensor *n, ts_error *err);    /* SWIGLU, GEGLU */
 ts_status ref_norm(ts_tensor *n, ts_error *err);   /* RMS_NORM, NORM */
 ts_status ref_rope(ts_tensor *n, ts_error *err);
@@ -78,6 +78,9 @@ ts_status ref_argmax(ts_tensor *n, ts_error *err);
 ts_status ref_kv_store(ts_tensor *n, ts_error *err);
 ts_status ref_attention(ts_tensor *n, ts_error *err);
 ts_status ref_attn_mask(ts_tensor *n, ts_error *err);
+ts_status ref_topk(ts_tensor *n, ts_error *err);       /* ref_moe.c */
+ts_status ref_gather(ts_tensor *n, ts_error *err);     /* ref_moe.c */
+ts_status ref_mul_mat_id(ts_tensor *n, ts_error *err); /* ref_moe.c */
 /* ALL_REDUCE_SUM, ALL_GATHER, REDUCE_SCATTER_SUM through g's communicator. */
 ts_status ref_collective(ts_graph *g, ts_tensor *n, ts_error *err);
 
