@@ -83,7 +83,7 @@ static void add_to_batch(ts_engine *e, step *b, seq *s, int32_t chunk) {
         b->nb++;
     }
     uint32_t n_blk = 0;
-    const int32_t *table = ts_kv_seq_block_table(e->kv, s->kv_id, &n_blk);
+    const int32_t *table = ts_kv_seq_block_table(e->kv, TS_KV_POOL_FULL, s->kv_id, &n_blk);
     int32_t *row = e->b_table + si * e->max_blk;
     memcpy(row, table, n_blk * sizeof(int32_t));
     for (int64_t j = n_blk; j < e->max_blk; j++) {

@@ -251,7 +251,8 @@ static ts_status append_all(ts_context *ctx, const ts_decode_batch *in, int32_t 
             st = ts_runner_copy_block(ctx->runner, c[i].src, c[i].dst, err);
         }
         uint32_t n_blk = 0;
-        const int32_t *row = st == TS_OK ? ts_kv_seq_block_table(b->kv, kv, &n_blk) : NULL;
+        const int32_t *row =
+            st == TS_OK ? ts_kv_seq_block_table(b->kv, TS_KV_POOL_FULL, kv, &n_blk) : NULL;
         for (int64_t j = 0; row != NULL && j < width; j++) {
             b->table[u * width + j] = j < (int64_t)n_blk ? row[j] : -1;
         }
