@@ -70,6 +70,9 @@
  *      (window == 0 or p - j < window). Head h reads kv head h / (n_head / n_kv). Scores
  *      z_j = q.k_j * scale, soft-capped as SOFTMAX; out = sum_j softmax(z)_j v_j over visible
  *      keys (zeros when none).  fp[0] = scale, fp[1] = cap, ip[0] = window.
+ *      A table entry whose keys are visible to no token of its sequence in this batch is never
+ *      read and may be -1 (a block released after it left the sliding window); an entry that
+ *      holds a visible key must be a block of the cache, else a compute-time error.
  *  ATTN_MASK(seq i32 [n_tok], pos i32 [n_tok], len i32 [n_seq]) -> f32 [cap * n_seq, n_tok]
  *      out[s * cap + j, t] = 0 when key j of sequence s is visible to token t (rule above,
  *      and s == seq[t], j < len[s]), else -inf. ip[0] = cap (keys per sequence), ip[1] =
