@@ -256,8 +256,8 @@ static void test_copy_block(void **state) {
     ts_error err = {0};
     fu_part p = {.tokens = prompt, .start = 0, .count = 20, .table = {0, 1}};
     assert_int_equal(fu_step(f, &p, 1, pre, &err), TS_OK);
-    assert_int_equal(ts_forward_copy_block(f, 0, 7, &err), TS_OK);
-    assert_int_equal(ts_forward_copy_block(f, 1, 8, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 0, 7, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 1, 8, &err), TS_OK);
     fu_part d = {.tokens = prompt + 20, .start = 20, .count = 1, .table = {0, 1}};
     assert_int_equal(fu_step(f, &d, 1, x, &err), TS_OK);
     /* The copy's table writes the new token into block 8, leaving block 1 as it was. */
@@ -271,8 +271,8 @@ static void test_copy_block(void **state) {
         assert_true(isfinite(y[i]));
     }
     assert_true(fu_nrmse(y, x, V) > 1e-3);
-    assert_int_equal(ts_forward_copy_block(f, 0, 16, &err), TS_ERR_RANGE);
-    assert_int_equal(ts_forward_copy_block(f, -1, 3, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 0, 16, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, -1, 3, &err), TS_ERR_RANGE);
     free(pre);
     free(x);
     free(y);
@@ -469,7 +469,7 @@ static void test_bad_batches(void **state) {
     assert_non_null(f);
     int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1};
     int32_t table[FU_MAX_BLK] = {0, -1, -1, -1, -1, -1, -1, -1}, len[1] = {2}, out[1] = {1};
-    ts_batch ok = {2, tok, pos, seq, slots, 1, table, len, 1, out};
+    ts_batch ok = {2, tok, pos, seq, slots, 1, table, len, 1, out, NULL, NULL};
     float logits[2 * V];
     ts_error err = {0};
     assert_int_equal(ts_forward_run(f, &ok, logits, NULL, &err), TS_OK);
