@@ -423,9 +423,9 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
     if (c->n_blocks_swa < 0 || c->n_blocks_swa > INT32_MAX / c->block_size ||
         (c->n_blocks_swa > 0 && !has_swa)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "forward: a sliding-window pool of %lld blocks, but the model (%s) "
-                            "has %s sliding-window layers",
-                            (long long)c->n_blocks_swa, m->hp.arch->name, has_swa ? "" : "no");
+                            "forward: invalid sliding-window pool of %lld blocks (the model, %s, "
+                            "has %ssliding-window layers)",
+                            (long long)c->n_blocks_swa, m->hp.arch->name, has_swa ? "" : "no ");
     }
     if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32 && c->kv_type != TS_TYPE_Q8_0) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
