@@ -44,17 +44,32 @@ bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, i
     const ts_tensor *k = n->src[1], *tab = n->src[3], *pos = n->src[5];
     int64_t bs = k->ne[2];
     int window = n->ip[0];
+    int64_t lo = 0, hi = -1; /* blocks [lo, hi] checked already: a tile's ranges overlap */
     for (int64_t t = t0; t < t1; t++) {
         int64_t p = cpu_attn_geti(pos, t, 0);
         int64_t jhi = p < (int64_t)len - 1 ? p : (int64_t)len - 1;
         int64_t jlo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        for (int64_t b = jlo / bs; jlo <= jhi && b <= jhi / bs; b++) {
+        if (jlo > jhi) {
+            continue;
+        }
+        for (int64_t b = jlo / bs; b <= jhi / bs; b++) {
+            if (b >= lo && b <= hi) {
+                b = hi;
+                continue;
+            }
             int32_t blk = cpu_attn_geti(tab, b, s);
             if (blk < 0 || blk >= k->ne[3]) {
                 cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
                          (long long)b, (int)blk, (long long)k->ne[3]);
                 return false;
             }
+        }
+        if (jlo / bs <= hi + 1 && jhi / bs >= lo - 1) {
+            lo = jlo / bs < lo ? jlo / bs : lo;
+            hi = jhi / bs > hi ? jhi / bs : hi;
+        } else {
+            lo = jlo / bs;
+            hi = jhi / bs;
         }
     }
     return true;
