@@ -286,6 +286,8 @@ typedef struct ts_engine_stats {
     uint32_t kv_blocks_used;
     uint64_t prefix_query_tokens;
     uint64_t prefix_hit_tokens;
+    uint32_t kv_swa_blocks_total; /* the sliding-window layers' pool (0: none, see swa_full) */
+    uint32_t kv_swa_blocks_used;
 } ts_engine_stats;
 
 /* ---- contexts --------------------------------------------------------------------------------
@@ -340,6 +342,10 @@ typedef struct ts_context_params {
                                  whole window for perplexity wants max_batch_tokens) */
     int64_t max_queue;        /* requests waiting before submit says TS_ERR_LIMIT; 0: none */
     int no_prefix_cache;      /* nonzero: never reuse cached prompt prefixes */
+    int swa_full;             /* nonzero: sliding-window layers (Gemma 2/3) keep the whole
+                                 context like the others. By default they get a cache sized by
+                                 their window, where a sequence keeps only its window's blocks
+                                 (same results, far less memory at long contexts) */
     const char *chat_template; /* built-in template name instead of the model's; NULL: model's */
     /* debugging hooks */
     const char *dump;         /* every node's name, op, shape, checksum to this file ("-":
@@ -376,6 +382,10 @@ typedef struct ts_context_info {
     int64_t n_ctx, kv_tokens, max_seqs, max_batch_tokens, max_outputs, block_size;
     const char *kv_type;
     uint64_t kv_bytes;          /* KV cache memory of all shards this process holds */
+    int64_t kv_swa_tokens;      /* capacity of the sliding-window layers' own cache in tokens,
+                                   shared by all sequences (0: none; kv_tokens is then every
+                                   layer's) */
+    uint64_t kv_swa_bytes;      /* the part of kv_bytes in that cache */
     const char *chat_template;  /* the template family's name, or NULL when there is none */
     double load_ms;             /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,

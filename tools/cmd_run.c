@@ -53,6 +53,7 @@ static void usage(FILE *f) {
             "generation options:\n"
             "  -p, --prompt TEXT         the prompt\n"
             "  -f, --file FILE           prompts, one per line, generated as one batch\n"
+            "                            (--max-seqs defaults to the number of prompts, <= 16)\n"
             "  -n, --n-predict N         tokens to generate (default 256; 0: up to the context)\n"
             "      --chat                wrap the prompt in the model's chat template\n"
             "      --system TEXT         system message (with --chat)\n"
@@ -307,6 +308,11 @@ int ts_cmd_run(int argc, char **argv) {
             return 1;
         }
     }
+    int n_jobs = prompts ? n_prompts : 1;
+    if (o.cli.ctx.max_seqs == 0) {
+        /* No more sequences than prompts: the sliding-window layers' cache is sized by it. */
+        o.cli.ctx.max_seqs = n_jobs < 16 ? n_jobs : 16;
+    }
     ts_cli cli;
     rc = ts_cli_open(&o.cli, &cli);
     if (rc != 0) {
@@ -316,7 +322,6 @@ int ts_cmd_run(int argc, char **argv) {
         free(prompts);
         return rc;
     }
-    int n_jobs = prompts ? n_prompts : 1;
     run_state rs = {.jobs = calloc((size_t)n_jobs, sizeof(job)), .n_jobs = n_jobs};
     rs.stream = n_jobs == 1;
     int64_t total_prompt = 0;
@@ -396,6 +401,9 @@ int ts_cmd_run(int argc, char **argv) {
             t_prompt > 0 ? total_prompt * 1000.0 / t_prompt : 0.0, (long long)rs.n_generated, t_gen,
             t_gen > 0 && rs.n_generated > 1 ? (rs.n_generated - n_jobs) * 1000.0 / t_gen : 0.0,
             (long long)n_jobs, n_jobs == 1 ? "" : "s", (unsigned long long)es.n_preemptions);
+    char kv[256];
+    ts_cli_format_kv(&cli.info, kv, sizeof kv);
+    fprintf(stderr, "%s\n", kv);
     if (rc == 0 && o.cli.ctx.profile && cli.info.kernels[0] != '\0') {
         fprintf(stderr, "kernels (one row / several): %s (measured in %.0f ms this load)\n",
                 cli.info.kernels, cli.info.tune_ms);

@@ -215,6 +215,9 @@ int ts_cmd_serve(int argc, char **argv) {
            (long long)cli.info.n_ctx, (long long)cli.info.max_seqs,
            cli.info.chat_template != NULL ? cli.info.chat_template : "none",
            sc.api_key ? ", API key required" : "");
+    char kv[256];
+    ts_cli_format_kv(&cli.info, kv, sizeof kv);
+    printf("tessera serve: %s\n", kv);
     fflush(stdout);
 
     int sig = 0;

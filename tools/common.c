@@ -121,6 +121,8 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
         o->overrides[o->ctx.n_overrides++] = val;
     } else if (strcmp(a, "--no-prefix-cache") == 0) {
         o->ctx.no_prefix_cache = 1;
+    } else if (strcmp(a, "--swa-full") == 0) {
+        o->ctx.swa_full = 1;
     } else if (strcmp(a, "--chat-template") == 0) {
         NEED_VALUE();
         o->ctx.chat_template = val;
@@ -171,6 +173,21 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
     return 1;
 }
 
+void ts_cli_format_kv(const ts_context_info *in, char *buf, size_t size) {
+    const double mib = 1024.0 * 1024.0;
+    if (in->kv_swa_tokens == 0) {
+        snprintf(buf, size, "KV cache %.1f MiB %s: %lld tokens", (double)in->kv_bytes / mib,
+                 in->kv_type, (long long)in->kv_tokens);
+        return;
+    }
+    snprintf(buf, size,
+             "KV cache %.1f MiB %s: %lld tokens of the full-attention layers (%.1f MiB), %lld of "
+             "the sliding-window layers (%.1f MiB)",
+             (double)in->kv_bytes / mib, in->kv_type, (long long)in->kv_tokens,
+             (double)(in->kv_bytes - in->kv_swa_bytes) / mib, (long long)in->kv_swa_tokens,
+             (double)in->kv_swa_bytes / mib);
+}
+
 void ts_cli_print_common_help(FILE *f) {
     fprintf(f,
             "model options:\n"
@@ -184,6 +201,8 @@ void ts_cli_print_common_help(FILE *f) {
             "      --max-seqs N          sequences decoded together (default 16)\n"
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"
+            "      --swa-full            sliding-window layers (Gemma 2/3) keep the whole\n"
+            "                            context (default: a cache sized by their window)\n"
             "      --backend cpu|ref     compute backend (ref: the scalar reference)\n"
             "      --override F=NAME     choose an implementation of a functional family,\n"
             "                            e.g. attention=decomposed (repeatable)\n"

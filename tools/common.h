@@ -46,6 +46,9 @@ ts_llm_params ts_cli_llm_params(void);
  * exits the process. */
 int ts_cli_open(const ts_cli_opts *o, ts_cli *cli);
 void ts_cli_close(ts_cli *cli);
+/* Writes what the KV cache holds into buf, e.g. "KV cache 30.0 MiB f16: 32768 tokens of the
+ * full-attention layers (12.0 MiB), 1056 of the sliding-window layers (18.0 MiB)". */
+void ts_cli_format_kv(const ts_context_info *info, char *buf, size_t size);
 /* Prints the context's kernel cache notice (a bad or unwritable cache file) to stderr, if any. */
 void ts_cli_print_kernel_notice(const ts_context_info *info);
 

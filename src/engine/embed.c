@@ -22,6 +22,7 @@
 
 typedef struct embed_scratch {
     int32_t *tok, *pos, *seq, *slots;     /* [max_tokens] step inputs */
+    int32_t *slots_swa, *table_swa;       /* the sliding-window pool's slots and tables */
     int32_t *outs, *row_in;               /* [max_outputs] output token, its input (-1: none) */
     int32_t *table, *len, *users, *chunk; /* [max_seqs * width], [max_seqs] x 3 */
     int32_t *done;                        /* [n_inputs] tokens computed */
@@ -36,6 +37,8 @@ static void scratch_free(embed_scratch *s) {
     free(s->pos);
     free(s->seq);
     free(s->slots);
+    free(s->slots_swa);
+    free(s->table_swa);
     free(s->outs);
     free(s->row_in);
     free(s->table);
@@ -57,6 +60,8 @@ static bool scratch_alloc(embed_scratch *s, const ts_forward_config *fc, int32_t
     s->pos = malloc(T * sizeof(int32_t));
     s->seq = malloc(T * sizeof(int32_t));
     s->slots = malloc(T * sizeof(int32_t));
+    s->slots_swa = malloc(T * sizeof(int32_t));
+    s->table_swa = malloc(S * (size_t)fc->max_blocks_per_seq * sizeof(int32_t));
     s->outs = malloc(O * sizeof(int32_t));
     s->row_in = malloc(O * sizeof(int32_t));
     s->table = malloc(S * (size_t)fc->max_blocks_per_seq * sizeof(int32_t));
@@ -68,7 +73,7 @@ static bool scratch_alloc(embed_scratch *s, const ts_forward_config *fc, int32_t
     s->row0 = malloc(N * sizeof(int64_t));
     s->acc = mean ? calloc(N * E, sizeof(double)) : NULL;
     s->embd = malloc(O * E * sizeof(float));
-    return s->tok && s->pos && s->seq && s->slots && s->outs && s->row_in && s->table && s->len &&
+    return s->tok && s->pos && s->seq && s->slots && s->slots_swa && s->table_swa && s->outs && s->row_in && s->table && s->len &&
            s->users && s->chunk && s->done && s->kv_id && s->row0 && (s->acc || !mean) && s->embd;
 }
 
@@ -185,22 +190,31 @@ static ts_status place(ts_engine *e, embed_scratch *s, const int32_t *in, int32_
     uint32_t n_copies = 0;
     const ts_kv_copy *cp = ts_kv_copies(e->kv, &n_copies);
     for (uint32_t k = 0; st == TS_OK && k < n_copies; k++) {
-        st = ts_runner_copy_block(e->runner, cp[k].src, cp[k].dst, err);
+        st = ts_runner_copy_block(e->runner, cp[k].pool, cp[k].src, cp[k].dst, err);
     }
     if (st != TS_OK) {
         return st;
     }
-    uint32_t n_blk = 0;
-    const int32_t *row = ts_kv_seq_block_table(e->kv, kv, &n_blk);
     int64_t width = fc->max_blocks_per_seq;
-    for (int64_t j = 0; j < width; j++) {
-        s->table[f->ns * width + j] = row != NULL && j < (int64_t)n_blk ? row[j] : -1;
+    for (int pl = 0; pl < (e->swa_pool ? 2 : 1); pl++) {
+        ts_kv_pool kp = pl == 0 ? TS_KV_POOL_FULL : TS_KV_POOL_SWA;
+        int32_t *dst = (pl == 0 ? s->table : s->table_swa) + f->ns * width;
+        uint32_t n_blk = 0;
+        const int32_t *row = ts_kv_seq_block_table(e->kv, kp, kv, &n_blk);
+        for (int64_t j = 0; j < width; j++) {
+            dst[j] = row != NULL && j < (int64_t)n_blk ? row[j] : -1;
+        }
     }
     s->len[f->ns] = s->done[i] + (int32_t)c;
     for (int32_t k = 0; k < (int32_t)c; k++) {
         int32_t t = f->nt + k, p = s->done[i] + k;
         s->tok[t] = in[p];
         s->pos[t] = p;
+        if (e->swa_pool) {
+            /* An appended position is inside the window, so it has a slot there. */
+            ts_error ignored;
+            ts_kv_seq_slot(e->kv, TS_KV_POOL_SWA, kv, (uint32_t)p, &s->slots_swa[t], &ignored);
+        }
         s->seq[t] = f->ns;
         if (wants_row(pool, p, n)) {
             s->outs[f->no] = t;
@@ -314,6 +328,8 @@ ts_status ts_engine_embed(ts_engine *e, const int32_t *const *inputs, const int3
             .seq_len = s.len,
             .n_outputs = f.no,
             .outputs = s.outs,
+            .slots_swa = e->swa_pool ? s.slots_swa : NULL,
+            .block_table_swa = e->swa_pool ? s.table_swa : NULL,
         };
         st = ts_runner_run(e->runner, &b, NULL, s.embd, err);
         if (st != TS_OK) {

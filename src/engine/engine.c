@@ -66,15 +66,30 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
     return TS_OK;
 }
 
+/* True when some layer of the model attends through a sliding window. */
+static bool has_swa_layers(const ts_model *m) {
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        if (ts_hparams_layer_is_swa(&m->hp, il)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The configuration after defaults and checks (*c) and the runner bucket it needs (*fc). */
 static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, ts_engine_config *c,
                                 ts_forward_config *fc, ts_error *err) {
     *c = *cfg;
     ts_status st = check_config(m, c, err);
-    uint32_t n_blocks = 0;
+    uint32_t n_blocks = 0, n_blocks_swa = 0;
     if (st == TS_OK) {
         st = ts_kv_blocks_for_context((uint64_t)c->kv_tokens, (uint32_t)c->block_size, &n_blocks,
                                       err);
+    }
+    if (st == TS_OK && !c->swa_full && has_swa_layers(m)) {
+        st = ts_kv_blocks_for_window((uint64_t)m->hp.n_swa, (uint32_t)c->block_size,
+                                     (uint32_t)c->max_seqs, (uint32_t)c->max_batch_tokens, n_blocks,
+                                     &n_blocks_swa, err);
     }
     if (st != TS_OK) {
         return st;
@@ -88,6 +103,7 @@ static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, 
         .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,
         .kv_type = c->kv_type,
         .n_ctx = c->n_ctx,
+        .n_blocks_swa = n_blocks_swa,
     };
     return TS_OK;
 }
@@ -104,16 +120,18 @@ static ts_status check_runner(const ts_runner *r, const ts_forward_config *want,
     const ts_forward_config *h = &r->cfg;
     if (h->n_blocks != want->n_blocks || h->block_size != want->block_size ||
         h->max_blocks_per_seq != want->max_blocks_per_seq || h->max_tokens < want->max_tokens ||
-        h->max_seqs < want->max_seqs || h->max_outputs < want->max_outputs) {
+        h->max_seqs < want->max_seqs || h->max_outputs < want->max_outputs ||
+        h->n_blocks_swa != want->n_blocks_swa) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "engine: the runner's bucket (tokens %lld, seqs %lld, outputs %lld, "
-                            "blocks %lld x %lld, table width %lld) does not cover the engine's "
-                            "(%lld, %lld, %lld, %lld x %lld, %lld)",
+                            "blocks %lld (+ %lld) x %lld, table width %lld) does not cover the "
+                            "engine's (%lld, %lld, %lld, %lld (+ %lld) x %lld, %lld)",
                             (long long)h->max_tokens, (long long)h->max_seqs,
                             (long long)h->max_outputs, (long long)h->n_blocks,
-                            (long long)h->block_size, (long long)h->max_blocks_per_seq,
-                            (long long)want->max_tokens, (long long)want->max_seqs,
-                            (long long)want->max_outputs, (long long)want->n_blocks,
+                            (long long)h->n_blocks_swa, (long long)h->block_size,
+                            (long long)h->max_blocks_per_seq, (long long)want->max_tokens,
+                            (long long)want->max_seqs, (long long)want->max_outputs,
+                            (long long)want->n_blocks, (long long)want->n_blocks_swa,
                             (long long)want->block_size, (long long)want->max_blocks_per_seq);
     }
     return TS_OK;
@@ -157,7 +175,10 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
         .max_seqs = (uint32_t)c.max_seqs,
         .max_seq_len = (uint32_t)c.n_ctx,
         .prefix_cache = c.prefix_cache,
+        .n_blocks_swa = (uint32_t)fc.n_blocks_swa,
+        .swa_window = fc.n_blocks_swa > 0 ? (uint32_t)m->hp.n_swa : 0,
     };
+    e->swa_pool = fc.n_blocks_swa > 0;
     st = ts_kv_create(&kc, &e->kv, err);
     size_t T = (size_t)c.max_batch_tokens, S = (size_t)c.max_seqs;
     if (st == TS_OK) {
@@ -170,9 +191,12 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
         e->b_len = malloc(S * sizeof(int32_t));
         e->b_out = malloc(S * sizeof(int32_t));
         e->b_table = malloc(S * (size_t)e->max_blk * sizeof(int32_t));
+        e->b_slots_swa = malloc(T * sizeof(int32_t));
+        e->b_table_swa = malloc(S * (size_t)e->max_blk * sizeof(int32_t));
         e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
         if (!e->running || !e->b_seqs || !e->b_tokens || !e->b_pos || !e->b_seq || !e->b_slots ||
-            !e->b_len || !e->b_out || !e->b_table || !e->logits) {
+            !e->b_len || !e->b_out || !e->b_table || !e->b_slots_swa || !e->b_table_swa ||
+            !e->logits) {
             st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory for batch buffers");
         }
     }
@@ -181,6 +205,7 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
         return st;
     }
     e->stats.kv_blocks_total = (uint32_t)fc.n_blocks;
+    e->stats.kv_swa_blocks_total = (uint32_t)fc.n_blocks_swa;
     *out = e;
     return TS_OK;
 }
@@ -233,6 +258,8 @@ void ts_engine_destroy(ts_engine *e) {
     free(e->b_len);
     free(e->b_out);
     free(e->b_table);
+    free(e->b_slots_swa);
+    free(e->b_table_swa);
     free(e->logits);
     free(e->aborts);
     pthread_mutex_destroy(&e->mu);
@@ -643,6 +670,8 @@ static void publish_stats(ts_engine *e) {
     s->generated_tokens = e->generated;
     s->kv_blocks_total = ks.n_blocks;
     s->kv_blocks_used = ks.n_used;
+    s->kv_swa_blocks_total = ks.swa.n_blocks;
+    s->kv_swa_blocks_used = ks.swa.n_used;
     s->prefix_query_tokens = ks.prefix_query_tokens;
     s->prefix_hit_tokens = ks.prefix_hit_tokens;
     pthread_mutex_unlock(&e->mu);

@@ -43,6 +43,9 @@ typedef struct ts_engine_config {
     int64_t block_size;       /* tokens per KV block (default 16) */
     ts_type kv_type;          /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
     bool prefix_cache;        /* automatic prefix caching (default on) */
+    bool swa_full;            /* sliding-window layers keep the whole context like the others
+                                 (default off: they get a pool sized by the window, and each
+                                 sequence keeps only its window's blocks there) */
     int64_t max_queue;        /* requests waiting before add_request says TS_ERR_LIMIT (0: no
                                  limit) */
 } ts_engine_config;
@@ -59,7 +62,9 @@ typedef struct ts_engine ts_engine;
  * bucket a runner for an engine of this configuration needs: max_tokens = max_batch_tokens,
  * max_seqs (at most max_batch_tokens), max_outputs = max_seqs, the KV pool of kv_tokens
  * (0: n_ctx) in blocks of block_size (0: the default), max_blocks_per_seq covering n_ctx,
- * kv_type. A runner may be made for a larger bucket (more tokens, sequences or outputs). */
+ * kv_type, and for a model with sliding-window layers (unless swa_full) their pool of
+ * ts_kv_blocks_for_window(window, block_size, max_seqs, max_batch_tokens, n_blocks) blocks.
+ * A runner may be made for a larger bucket (more tokens, sequences or outputs). */
 ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cfg,
                                    ts_forward_config *out, ts_error *err);
 

@@ -59,6 +59,7 @@ struct ts_engine {
     ts_engine_config cfg;
     int32_t n_vocab;
     int64_t max_blk; /* block-table width */
+    bool swa_pool;   /* the KV cache has a sliding-window pool (TS_KV_POOL_SWA) */
     ts_kv *kv;
 
     /* Shared with other threads, under mu. */
@@ -87,6 +88,9 @@ struct ts_engine {
     seq **b_seqs;  /* [max_seqs] sequences in the batch */
     float *logits; /* [max_seqs, n_vocab] */
     uint64_t n_steps, n_preemptions, prompt_computed, generated;
+
+    /* The sliding-window pool's batch slots and tables (used with swa_pool). */
+    int32_t *b_slots_swa, *b_table_swa;
 };
 
 /* output.c */

@@ -63,7 +63,7 @@ static ts_status do_copies(ts_engine *e, ts_error *err) {
     uint32_t n = 0;
     const ts_kv_copy *c = ts_kv_copies(e->kv, &n);
     for (uint32_t i = 0; i < n; i++) {
-        ts_status st = ts_runner_copy_block(e->runner, c[i].src, c[i].dst, err);
+        ts_status st = ts_runner_copy_block(e->runner, c[i].pool, c[i].src, c[i].dst, err);
         if (st != TS_OK) {
             return st;
         }
@@ -71,23 +71,38 @@ static ts_status do_copies(ts_engine *e, ts_error *err) {
     return TS_OK;
 }
 
-/* Adds s's next `chunk` tokens (slots already in b_slots[nb..]) to the batch. */
+/* Copies seq's block table of pool into row (max_blk entries, -1 padded). */
+static void copy_table(const ts_engine *e, ts_kv_pool pool, uint32_t kv_id, int32_t *row) {
+    uint32_t n_blk = 0;
+    const int32_t *table = ts_kv_seq_block_table(e->kv, pool, kv_id, &n_blk);
+    memcpy(row, table, n_blk * sizeof(int32_t));
+    for (int64_t j = n_blk; j < e->max_blk; j++) {
+        row[j] = -1;
+    }
+}
+
+/* Adds s's next `chunk` tokens (just appended; their slots already in b_slots[nb..]) to the
+ * batch. */
 static void add_to_batch(ts_engine *e, step *b, seq *s, int32_t chunk) {
     int64_t si = b->ns++;
     e->b_seqs[si] = s;
     s->batch_chunk = chunk;
     for (int32_t t = 0; t < chunk; t++) {
-        e->b_tokens[b->nb] = s->tokens[s->n_computed + t];
-        e->b_pos[b->nb] = s->n_computed + t;
+        int32_t pos = s->n_computed + t;
+        e->b_tokens[b->nb] = s->tokens[pos];
+        e->b_pos[b->nb] = pos;
         e->b_seq[b->nb] = (int32_t)si;
+        if (e->swa_pool) {
+            /* An appended position is inside the window, so it has a slot. */
+            ts_error ignored;
+            ts_kv_seq_slot(e->kv, TS_KV_POOL_SWA, s->kv_id, (uint32_t)pos, &e->b_slots_swa[b->nb],
+                           &ignored);
+        }
         b->nb++;
     }
-    uint32_t n_blk = 0;
-    const int32_t *table = ts_kv_seq_block_table(e->kv, s->kv_id, &n_blk);
-    int32_t *row = e->b_table + si * e->max_blk;
-    memcpy(row, table, n_blk * sizeof(int32_t));
-    for (int64_t j = n_blk; j < e->max_blk; j++) {
-        row[j] = -1;
+    copy_table(e, TS_KV_POOL_FULL, s->kv_id, e->b_table + si * e->max_blk);
+    if (e->swa_pool) {
+        copy_table(e, TS_KV_POOL_SWA, s->kv_id, e->b_table_swa + si * e->max_blk);
     }
     e->b_len[si] = s->n_computed + chunk;
     if (s->n_computed + chunk == s->n_tokens) {
@@ -313,6 +328,8 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
             .seq_len = e->b_len,
             .n_outputs = b.no,
             .outputs = e->b_out,
+            .slots_swa = e->swa_pool ? e->b_slots_swa : NULL,
+            .block_table_swa = e->swa_pool ? e->b_table_swa : NULL,
         };
         if (b.no == 0) {
             /* Prefill chunks only: the graph still needs one output row. */

@@ -80,6 +80,9 @@
  *      keys (zeros when none).  fp[0] = scale, fp[1] = cap, ip[0] = window.
  *      pos is only the visibility horizon (RoPE takes its own positions), so a bidirectional
  *      encoder passes len[s] - 1 for every token of sequence s: every key is visible.
+ *      A table entry whose keys are visible to no token of its sequence in this batch is never
+ *      read and may be -1 (a block released after it left the sliding window); an entry that
+ *      holds a visible key must be a block of the cache, else a compute-time error.
  *  ATTN_MASK(seq i32 [n_tok], pos i32 [n_tok], len i32 [n_seq]) -> f32 [cap * n_seq, n_tok]
  *      out[s * cap + j, t] = 0 when key j of sequence s is visible to token t (rule above,
  *      and s == seq[t], j < len[s]), else -inf. ip[0] = cap (keys per sequence), ip[1] =

@@ -8,10 +8,10 @@
  * because prompts come from untrusted clients: with a predictable hash one client could craft
  * a prompt whose blocks collide with another client's and read its cached K/V.
  *
- * Table: open addressing with linear probing over block ids, capacity a power of two at least
- * twice n_blocks (load <= 1/2), keyed by the first 8 bytes of the hash (uniform already) and
- * compared on all 32. Deletion shifts later entries back instead of leaving tombstones, so
- * probe lengths stay short however long the cache runs.
+ * Table (one per pool): open addressing with linear probing over block ids, capacity a power
+ * of two at least twice the pool's n_blocks (load <= 1/2), keyed by the first 8 bytes of the hash
+ * (uniform already) and compared on all 32. Deletion shifts later entries back instead of leaving
+ * tombstones, so probe lengths stay short however long the cache runs.
  */
 #include <string.h>
 
@@ -91,60 +91,60 @@ ts_status kv_hash_block(const ts_kv *kv, const uint8_t parent[KV_HASH_BYTES], co
     return TS_OK;
 }
 
-static uint32_t home(const ts_kv *kv, const uint8_t hash[KV_HASH_BYTES]) {
+static uint32_t home(const kv_pool *p, const uint8_t hash[KV_HASH_BYTES]) {
     uint64_t h = 0;
     for (int i = 0; i < 8; i++) {
         h |= (uint64_t)hash[i] << (8 * i);
     }
-    return (uint32_t)(h & kv->htab_mask);
+    return (uint32_t)(h & p->htab_mask);
 }
 
-int32_t kv_htab_find(const ts_kv *kv, const uint8_t hash[KV_HASH_BYTES]) {
-    if (kv->htab == NULL) {
+int32_t kv_htab_find(const kv_pool *p, const uint8_t hash[KV_HASH_BYTES]) {
+    if (p->htab == NULL) {
         return KV_NONE;
     }
-    for (uint32_t i = home(kv, hash);; i = (i + 1) & kv->htab_mask) {
-        int32_t b = kv->htab[i];
+    for (uint32_t i = home(p, hash);; i = (i + 1) & p->htab_mask) {
+        int32_t b = p->htab[i];
         if (b == KV_NONE) {
             return KV_NONE;
         }
-        if (memcmp(kv->blocks[b].hash, hash, KV_HASH_BYTES) == 0) {
+        if (memcmp(p->blocks[b].hash, hash, KV_HASH_BYTES) == 0) {
             return b;
         }
     }
 }
 
-void kv_htab_insert(ts_kv *kv, int32_t b) {
-    uint32_t i = home(kv, kv->blocks[b].hash);
-    while (kv->htab[i] != KV_NONE) {
-        i = (i + 1) & kv->htab_mask;
+void kv_htab_insert(kv_pool *p, int32_t b) {
+    uint32_t i = home(p, p->blocks[b].hash);
+    while (p->htab[i] != KV_NONE) {
+        i = (i + 1) & p->htab_mask;
     }
-    kv->htab[i] = b;
+    p->htab[i] = b;
 }
 
-void kv_htab_remove(ts_kv *kv, int32_t b) {
-    uint32_t i = home(kv, kv->blocks[b].hash);
-    while (kv->htab[i] != b) {
-        i = (i + 1) & kv->htab_mask;
+void kv_htab_remove(kv_pool *p, int32_t b) {
+    uint32_t i = home(p, p->blocks[b].hash);
+    while (p->htab[i] != b) {
+        i = (i + 1) & p->htab_mask;
     }
     /* Backward-shift deletion: move each later entry of the probe run into the hole when
      * its home position lies cyclically at or before the hole. */
     uint32_t j = i;
     for (;;) {
-        kv->htab[i] = KV_NONE;
+        p->htab[i] = KV_NONE;
         for (;;) {
-            j = (j + 1) & kv->htab_mask;
-            if (kv->htab[j] == KV_NONE) {
+            j = (j + 1) & p->htab_mask;
+            if (p->htab[j] == KV_NONE) {
                 return;
             }
-            uint32_t k = home(kv, kv->blocks[kv->htab[j]].hash);
+            uint32_t k = home(p, p->blocks[p->htab[j]].hash);
             /* Entry at j may move to i unless its home k lies cyclically in (i, j]. */
             bool k_in = i <= j ? (i < k && k <= j) : (i < k || k <= j);
             if (!k_in) {
                 break;
             }
         }
-        kv->htab[i] = kv->htab[j];
+        p->htab[i] = p->htab[j];
         i = j;
     }
 }

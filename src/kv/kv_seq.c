@@ -2,6 +2,12 @@
  * kv_seq.c — sequences: block tables, appends with copy-on-write, commits, forks, prefix
  * reuse, and the capacity queries the scheduler asks before it schedules or preempts.
  *
+ * A sequence has one table per pool, indexed alike (entry i holds positions
+ * [i * block_size, (i + 1) * block_size)), and every call does the same to each pool. The one
+ * difference: in the sliding-window pool a sequence holds the entries from first[pool] on
+ * (kv_window_first of its committed length); ts_kv_seq_commit releases the older ones, and a
+ * prefix hit takes only the blocks from there.
+ *
  * Every mutating call checks all it needs (ids, limits, free blocks) before it changes
  * anything, so a failed call leaves the manager as it was.
  */
@@ -13,6 +19,10 @@
 
 static uint32_t div_up(uint64_t a, uint32_t b) {
     return (uint32_t)(a / b + (a % b != 0));
+}
+
+static const char *pool_name(uint32_t pool) {
+    return pool == TS_KV_POOL_FULL ? "full" : "sliding-window";
 }
 
 static ts_status get_seq(const ts_kv *kv, uint32_t seq, const char *what, ts_error *err) {
@@ -27,15 +37,16 @@ static ts_status get_seq(const ts_kv *kv, uint32_t seq, const char *what, ts_err
     return TS_OK;
 }
 
-static ts_status limit_blocks(const ts_kv *kv, uint32_t seq, uint32_t n, uint32_t need,
-                              ts_error *err) {
+static ts_status limit_blocks(const ts_kv *kv, uint32_t seq, uint32_t pool, uint32_t n,
+                              uint32_t need, ts_error *err) {
+    const kv_pool *p = &kv->pools[pool];
     return ts_error_set(err, TS_ERR_LIMIT,
                         "kv: sequence %" PRIu32 ": appending %" PRIu32 " tokens to %" PRIu32
-                        " needs %" PRIu32 " blocks but only %" PRIu32 " are available (%" PRIu32
-                        " free + %" PRIu32 " cached) of %" PRIu32
+                        " needs %" PRIu32 " blocks of the %s pool but only %" PRIu32
+                        " are available (%" PRIu32 " free + %" PRIu32 " cached) of %" PRIu32
                         "; preempt or finish sequences, or give the cache more memory",
-                        seq, n, kv->seqs[seq].n_tokens, need, kv_blocks_available(kv), kv->n_free,
-                        kv->n_evictable, kv->n_blocks);
+                        seq, n, kv->seqs[seq].n_tokens, need, pool_name(pool),
+                        kv_blocks_available(p), p->n_free, p->n_evictable, p->n_blocks);
 }
 
 /* Takes a free sequence id and sets it up empty under `root`. */
@@ -63,13 +74,32 @@ static ts_status seq_take(ts_kv *kv, const uint8_t root[KV_HASH_BYTES], uint32_t
  * to be shared, so it should reach the LRU head (be evicted) before its prefix does. */
 static void seq_drop_blocks(ts_kv *kv, uint32_t seq) {
     kv_seq *s = &kv->seqs[seq];
-    int32_t *tbl = kv_table(kv, seq);
-    for (uint32_t i = s->n_blocks; i-- > 0;) {
-        kv_block_release(kv, tbl[i]);
-        tbl[i] = KV_NONE;
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t *tbl = kv_table(kv, p, seq);
+        for (uint32_t i = s->n_blocks; i-- > s->first[pi];) {
+            kv_block_release(p, tbl[i]);
+            tbl[i] = KV_NONE;
+        }
+        s->first[pi] = 0;
     }
     s->n_tokens = s->n_committed = s->n_blocks = s->n_hashed = 0;
     kv->n_copies = 0;
+}
+
+/* Releases the blocks of seq's windowed tables that no query from its next position on can
+ * see, oldest first (so the LRU list evicts them in the order they left the window). */
+static void release_window(ts_kv *kv, uint32_t seq) {
+    kv_seq *s = &kv->seqs[seq];
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t *tbl = kv_table(kv, p, seq);
+        uint32_t lo = kv_window_first(kv, p, s->n_committed);
+        for (; s->first[pi] < lo; s->first[pi]++) {
+            kv_block_release(p, tbl[s->first[pi]]);
+            tbl[s->first[pi]] = KV_NONE;
+        }
+    }
 }
 
 ts_status ts_kv_seq_open(ts_kv *kv, const void *salt, size_t salt_len, uint32_t *seq,
@@ -111,39 +141,61 @@ ts_status ts_kv_seq_close(ts_kv *kv, uint32_t seq, ts_error *err) {
     return TS_OK;
 }
 
-/* Walks the hash chain from root over the full blocks of tokens[0..n-1) (one token is always
- * left to compute) and stops at the first block the cache does not hold. Writes the found
- * block ids to found[] when it is not NULL; counts how many of them are unreferenced. */
+/* The cached prefix a sequence under `root` can take over from tokens[0..n - 1) (one token is
+ * always left to compute); reads only. Hashes the chain into kv->hashes while the full pool
+ * holds each block, then keeps the longest run of m of those blocks that every windowed pool
+ * can continue: it must hold blocks kv_window_first(m * block_size) .. m - 1, the keys that the
+ * query at position m * block_size can see. *n_hit gets m; idle[pool] how many of the blocks
+ * the pool would hand out are unreferenced (they leave its evictable list when taken). */
 static ts_status walk_prefix(ts_kv *kv, const uint8_t root[KV_HASH_BYTES], const int32_t *tokens,
-                             uint32_t n, int32_t *found, uint32_t *n_hit, uint32_t *n_hit_idle,
+                             uint32_t n, uint32_t *n_hit, uint32_t idle[TS_KV_MAX_POOLS],
                              ts_error *err) {
+    const uint32_t bs = kv->block_size;
     *n_hit = 0;
-    *n_hit_idle = 0;
+    memset(idle, 0, TS_KV_MAX_POOLS * sizeof idle[0]);
     if (!kv->prefix_cache || n == 0) {
         return TS_OK;
     }
-    uint32_t max_blocks = (n - 1) / kv->block_size;
+    uint32_t max_blocks = (n - 1) / bs;
     if (max_blocks > kv->max_blocks_per_seq) {
         max_blocks = kv->max_blocks_per_seq;
     }
-    uint8_t parent[KV_HASH_BYTES], h[KV_HASH_BYTES];
-    memcpy(parent, root, KV_HASH_BYTES);
+    uint32_t m_full = 0;
+    const uint8_t *parent = root;
     for (uint32_t i = 0; i < max_blocks; i++) {
-        ts_status st = kv_hash_block(kv, parent, tokens + (uint64_t)i * kv->block_size, h, err);
+        uint8_t *h = kv->hashes + (uint64_t)i * KV_HASH_BYTES;
+        ts_status st = kv_hash_block(kv, parent, tokens + (uint64_t)i * bs, h, err);
         if (st != TS_OK) {
             return st;
         }
-        int32_t b = kv_htab_find(kv, h);
-        if (b == KV_NONE) {
+        if (kv_htab_find(&kv->pools[TS_KV_POOL_FULL], h) == KV_NONE) {
             break;
         }
-        if (found != NULL) {
-            found[i] = b;
-        }
-        *n_hit_idle += kv->blocks[b].ref == 0;
-        (*n_hit)++;
-        memcpy(parent, h, KV_HASH_BYTES);
+        m_full = i + 1;
+        parent = h;
     }
+    /* run[pool]: blocks run[pool] .. m - 1 are all cached in the pool. */
+    uint32_t run[TS_KV_MAX_POOLS] = {0};
+    uint32_t best = 0;
+    for (uint32_t m = 1; m <= m_full; m++) {
+        bool ok = true;
+        for (uint32_t pi = 1; pi < kv->n_pools; pi++) {
+            const kv_pool *p = &kv->pools[pi];
+            if (kv_htab_find(p, kv->hashes + (uint64_t)(m - 1) * KV_HASH_BYTES) == KV_NONE) {
+                run[pi] = m;
+            }
+            ok = ok && run[pi] <= kv_window_first(kv, p, m * bs);
+        }
+        best = ok ? m : best;
+    }
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        const kv_pool *p = &kv->pools[pi];
+        for (uint32_t i = kv_window_first(kv, p, best * bs); i < best; i++) {
+            int32_t b = kv_htab_find(p, kv->hashes + (uint64_t)i * KV_HASH_BYTES);
+            idle[pi] += p->blocks[b].ref == 0;
+        }
+    }
+    *n_hit = best;
     return TS_OK;
 }
 
@@ -169,19 +221,21 @@ ts_status ts_kv_seq_match_prefix(ts_kv *kv, uint32_t seq, const int32_t *tokens,
                             " tokens exceed max_seq_len %" PRIu32,
                             seq, n, kv->max_seq_len);
     }
-    int32_t *tbl = kv_table(kv, seq);
-    uint32_t hits, idle;
-    st = walk_prefix(kv, s->root, tokens, n, tbl, &hits, &idle, err);
+    uint32_t hits, idle[TS_KV_MAX_POOLS];
+    st = walk_prefix(kv, s->root, tokens, n, &hits, idle, err);
     if (st != TS_OK) {
-        for (uint32_t i = 0; i < kv->max_blocks_per_seq && tbl[i] != KV_NONE; i++) {
-            tbl[i] = KV_NONE;
-        }
         return st;
     }
-    for (uint32_t i = 0; i < hits; i++) {
-        kv_block_acquire(kv, tbl[i]);
-    }
     uint32_t got = hits * kv->block_size;
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t *tbl = kv_table(kv, p, seq);
+        s->first[pi] = kv_window_first(kv, p, got);
+        for (uint32_t i = s->first[pi]; i < hits; i++) {
+            tbl[i] = kv_htab_find(p, kv->hashes + (uint64_t)i * KV_HASH_BYTES);
+            kv_block_acquire(p, tbl[i]);
+        }
+    }
     s->n_blocks = s->n_hashed = hits;
     s->n_tokens = s->n_committed = got;
     if (kv->prefix_cache) {
@@ -215,40 +269,87 @@ ts_status ts_kv_append(ts_kv *kv, uint32_t seq, const int32_t *tokens, uint32_t 
     if (n == 0) {
         return TS_OK;
     }
-    int32_t *tbl = kv_table(kv, seq);
     uint32_t blocks_after = div_up(new_len, bs);
-    bool cow = s->n_tokens % bs != 0 && kv->blocks[tbl[s->n_blocks - 1]].ref > 1;
-    uint32_t need = blocks_after - s->n_blocks + (cow ? 1 : 0);
-    if (need > kv_blocks_available(kv) || blocks_after > kv->max_blocks_per_seq) {
-        return limit_blocks(kv, seq, n, need, err);
-    }
-    if (cow) {
-        int32_t src = tbl[s->n_blocks - 1];
-        int32_t dst = kv_block_take(kv);
-        kv->blocks[dst].fill = kv->blocks[src].fill;
-        memcpy(kv->tokens + (uint64_t)dst * bs, kv->tokens + (uint64_t)src * bs,
-               kv->blocks[src].fill * sizeof(int32_t));
-        kv_block_release(kv, src);
-        tbl[s->n_blocks - 1] = dst;
-        kv->copies[0] = (ts_kv_copy){.src = src, .dst = dst};
-        kv->n_copies = 1;
-        kv->n_cow_copies++;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t pos = s->n_tokens + i;
-        uint32_t bi = pos / bs, off = pos % bs;
-        if (bi == s->n_blocks) {
-            tbl[bi] = kv_block_take(kv);
-            s->n_blocks++;
-        }
-        int32_t b = tbl[bi];
-        kv->tokens[(uint64_t)b * bs + off] = tokens[i];
-        kv->blocks[b].fill = off + 1;
-        if (slots != NULL) {
-            slots[i] = (int32_t)((uint32_t)b * bs + off);
+    bool cow[TS_KV_MAX_POOLS] = {false};
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        const kv_pool *p = &kv->pools[pi];
+        /* The partly filled last block is always held: it is inside every window. */
+        cow[pi] = s->n_tokens % bs != 0 && p->blocks[kv_table(kv, p, seq)[s->n_blocks - 1]].ref > 1;
+        uint32_t need = blocks_after - s->n_blocks + (cow[pi] ? 1 : 0);
+        if (need > kv_blocks_available(p) || blocks_after > kv->max_blocks_per_seq) {
+            return limit_blocks(kv, seq, pi, n, need, err);
         }
     }
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t *tbl = kv_table(kv, p, seq);
+        if (cow[pi]) {
+            int32_t src = tbl[s->n_blocks - 1];
+            int32_t dst = kv_block_take(kv, p);
+            p->blocks[dst].fill = p->blocks[src].fill;
+            memcpy(p->tokens + (uint64_t)dst * bs, p->tokens + (uint64_t)src * bs,
+                   p->blocks[src].fill * sizeof(int32_t));
+            kv_block_release(p, src);
+            tbl[s->n_blocks - 1] = dst;
+            kv->copies[kv->n_copies++] = (ts_kv_copy){.pool = (int32_t)pi, .src = src, .dst = dst};
+            kv->n_cow_copies++;
+        }
+        for (uint32_t bi = s->n_blocks; bi < blocks_after; bi++) {
+            tbl[bi] = kv_block_take(kv, p);
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t pos = s->n_tokens + i;
+            int32_t b = tbl[pos / bs];
+            p->tokens[(uint64_t)b * bs + pos % bs] = tokens[i];
+            p->blocks[b].fill = pos % bs + 1;
+            if (pi == TS_KV_POOL_FULL && slots != NULL) {
+                slots[i] = (int32_t)((uint32_t)b * bs + pos % bs);
+            }
+        }
+    }
+    s->n_blocks = blocks_after;
     s->n_tokens = (uint32_t)new_len;
+    return TS_OK;
+}
+
+/* Gives block i of seq (full and committed) its chain hash in every pool that lacks it, and
+ * registers it in the pool's prefix table unless an identical block is there already. The
+ * full pool's block is hashed from its tokens and parent; the other pools' block at i holds
+ * the same tokens after the same prefix, so it takes the same name. */
+static ts_status hash_block(ts_kv *kv, uint32_t seq, uint32_t i, ts_error *err) {
+    const kv_seq *s = &kv->seqs[seq];
+    const kv_pool *full = &kv->pools[TS_KV_POOL_FULL];
+    const int32_t *ftbl = kv_table(kv, full, seq);
+    const kv_block *fb = &full->blocks[ftbl[i]];
+    uint8_t h[KV_HASH_BYTES];
+    if (fb->has_hash) {
+        memcpy(h, fb->hash, KV_HASH_BYTES);
+    } else {
+        const uint8_t *parent = i == 0 ? s->root : full->blocks[ftbl[i - 1]].hash;
+        ts_status st =
+            kv_hash_block(kv, parent, full->tokens + (uint64_t)ftbl[i] * kv->block_size, h, err);
+        if (st != TS_OK) {
+            return st;
+        }
+    }
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t b = kv_table(kv, p, seq)[i];
+        /* A block shared by a fork or a prefix hit may already carry its hash. */
+        if (b == KV_NONE || p->blocks[b].has_hash) {
+            continue;
+        }
+        kv_block *blk = &p->blocks[b];
+        memcpy(blk->hash, h, KV_HASH_BYTES);
+        blk->has_hash = true;
+        /* An identical block computed by another sequence may be cached already; this one
+         * then stays private and is freed, not cached, when released. */
+        if (kv_htab_find(p, blk->hash) == KV_NONE) {
+            kv_htab_insert(p, b);
+            blk->cached = true;
+            p->n_cached++;
+        }
+    }
     return TS_OK;
 }
 
@@ -265,31 +366,15 @@ ts_status ts_kv_seq_commit(ts_kv *kv, uint32_t seq, uint32_t n, ts_error *err) {
                             seq, s->n_tokens - s->n_committed, n);
     }
     uint32_t committed = s->n_committed + n;
-    const uint32_t bs = kv->block_size;
-    int32_t *tbl = kv_table(kv, seq);
-    while (kv->prefix_cache && (uint64_t)(s->n_hashed + 1) * bs <= committed) {
-        int32_t b = tbl[s->n_hashed];
-        kv_block *blk = &kv->blocks[b];
-        /* A block shared by a fork or a prefix hit may already carry its hash. */
-        if (!blk->has_hash) {
-            const uint8_t *parent =
-                s->n_hashed == 0 ? s->root : kv->blocks[tbl[s->n_hashed - 1]].hash;
-            st = kv_hash_block(kv, parent, kv->tokens + (uint64_t)b * bs, blk->hash, err);
-            if (st != TS_OK) {
-                return st;
-            }
-            blk->has_hash = true;
-            /* An identical block computed by another sequence may be cached already; this
-             * one then stays private and is freed, not cached, when released. */
-            if (kv_htab_find(kv, blk->hash) == KV_NONE) {
-                kv_htab_insert(kv, b);
-                blk->cached = true;
-                kv->n_cached++;
-            }
+    while (kv->prefix_cache && (uint64_t)(s->n_hashed + 1) * kv->block_size <= committed) {
+        st = hash_block(kv, seq, s->n_hashed, err);
+        if (st != TS_OK) {
+            return st;
         }
         s->n_hashed++;
     }
     s->n_committed = committed;
+    release_window(kv, seq);
     return TS_OK;
 }
 
@@ -308,11 +393,15 @@ ts_status ts_kv_seq_fork(ts_kv *kv, uint32_t parent, uint32_t *child, ts_error *
     }
     const kv_seq *p = &kv->seqs[parent];
     kv_seq *c = &kv->seqs[id];
-    const int32_t *ptbl = kv_table(kv, parent);
-    int32_t *ctbl = kv_table(kv, id);
-    for (uint32_t i = 0; i < p->n_blocks; i++) {
-        ctbl[i] = ptbl[i];
-        kv_block_acquire(kv, ptbl[i]);
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *pool = &kv->pools[pi];
+        const int32_t *ptbl = kv_table(kv, pool, parent);
+        int32_t *ctbl = kv_table(kv, pool, id);
+        for (uint32_t i = p->first[pi]; i < p->n_blocks; i++) {
+            ctbl[i] = ptbl[i];
+            kv_block_acquire(pool, ptbl[i]);
+        }
+        c->first[pi] = p->first[pi];
     }
     c->n_tokens = p->n_tokens;
     c->n_committed = p->n_committed;
@@ -322,13 +411,50 @@ ts_status ts_kv_seq_fork(ts_kv *kv, uint32_t parent, uint32_t *child, ts_error *
     return TS_OK;
 }
 
+/* Blocks that appending n_new[i] tokens to seqs[i], for every i, takes from pool pi: new
+ * blocks plus copy-on-write copies (scratch[] is all zero between calls). */
+static uint64_t append_need(ts_kv *kv, uint32_t pi, const uint32_t *seqs, const uint32_t *n_new,
+                            uint32_t count) {
+    kv_pool *p = &kv->pools[pi];
+    const uint32_t bs = kv->block_size;
+    uint64_t need = 0;
+    /* Pass 1: count new blocks, and count the writers of each shared, partly filled last
+     * block in scratch[]. */
+    for (uint32_t i = 0; i < count; i++) {
+        const kv_seq *s = &kv->seqs[seqs[i]];
+        if (n_new[i] == 0) {
+            continue;
+        }
+        need += div_up((uint64_t)s->n_tokens + n_new[i], bs) - s->n_blocks;
+        if (s->n_tokens % bs != 0) {
+            int32_t last = kv_table(kv, p, seqs[i])[s->n_blocks - 1];
+            if (p->blocks[last].ref > 1) {
+                p->scratch[last]++;
+            }
+        }
+    }
+    /* Pass 2: k writers into a block with ref r copy k times, except that when r == k the
+     * last of them finds the block unshared and writes in place. */
+    for (uint32_t i = 0; i < count; i++) {
+        const kv_seq *s = &kv->seqs[seqs[i]];
+        if (n_new[i] == 0 || s->n_tokens % bs == 0) {
+            continue;
+        }
+        int32_t last = kv_table(kv, p, seqs[i])[s->n_blocks - 1];
+        uint32_t k = p->scratch[last];
+        if (k != 0) {
+            need += k == p->blocks[last].ref ? k - 1 : k;
+            p->scratch[last] = 0;
+        }
+    }
+    return need;
+}
+
 ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_new, uint32_t count,
                            bool *ok, uint32_t *n_blocks_needed, ts_error *err) {
     if (kv == NULL || ok == NULL || (count != 0 && (seqs == NULL || n_new == NULL))) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "kv: can_append: NULL argument");
     }
-    const uint32_t bs = kv->block_size;
-    uint64_t need = 0;
     for (uint32_t i = 0; i < count; i++) {
         ts_status st = get_seq(kv, seqs[i], "can_append", err);
         if (st != TS_OK) {
@@ -342,38 +468,13 @@ ts_status ts_kv_can_append(ts_kv *kv, const uint32_t *seqs, const uint32_t *n_ne
                                 seqs[i], s->n_tokens, n_new[i], kv->max_seq_len);
         }
     }
-    /* Pass 1: count new blocks, and count the writers of each shared, partly filled last
-     * block in scratch[] (all zero between calls). */
-    for (uint32_t i = 0; i < count; i++) {
-        const kv_seq *s = &kv->seqs[seqs[i]];
-        if (n_new[i] == 0) {
-            continue;
+    *ok = true;
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        uint64_t need = append_need(kv, pi, seqs, n_new, count);
+        *ok = *ok && need <= kv_blocks_available(&kv->pools[pi]);
+        if (pi == TS_KV_POOL_FULL && n_blocks_needed != NULL) {
+            *n_blocks_needed = need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
         }
-        need += div_up((uint64_t)s->n_tokens + n_new[i], bs) - s->n_blocks;
-        if (s->n_tokens % bs != 0) {
-            int32_t last = kv_table(kv, seqs[i])[s->n_blocks - 1];
-            if (kv->blocks[last].ref > 1) {
-                kv->scratch[last]++;
-            }
-        }
-    }
-    /* Pass 2: k writers into a block with ref r copy k times, except that when r == k the
-     * last of them finds the block unshared and writes in place. */
-    for (uint32_t i = 0; i < count; i++) {
-        const kv_seq *s = &kv->seqs[seqs[i]];
-        if (n_new[i] == 0 || s->n_tokens % bs == 0) {
-            continue;
-        }
-        int32_t last = kv_table(kv, seqs[i])[s->n_blocks - 1];
-        uint32_t k = kv->scratch[last];
-        if (k != 0) {
-            need += k == kv->blocks[last].ref ? k - 1 : k;
-            kv->scratch[last] = 0;
-        }
-    }
-    *ok = need <= kv_blocks_available(kv);
-    if (n_blocks_needed != NULL) {
-        *n_blocks_needed = need > UINT32_MAX ? UINT32_MAX : (uint32_t)need;
     }
     return TS_OK;
 }
@@ -390,12 +491,12 @@ ts_status ts_kv_can_admit(ts_kv *kv, const void *salt, size_t salt_len, const in
                             " to allocate) exceeds max_seq_len %" PRIu32,
                             n, n_alloc, kv->max_seq_len);
     }
-    uint32_t hits = 0, idle = 0;
+    uint32_t hits = 0, idle[TS_KV_MAX_POOLS] = {0};
     if (kv->prefix_cache) {
         uint8_t root[KV_HASH_BYTES];
         ts_status st = kv_hash_root(kv, salt, salt_len, root, err);
         if (st == TS_OK) {
-            st = walk_prefix(kv, root, tokens, n, NULL, &hits, &idle, err);
+            st = walk_prefix(kv, root, tokens, n, &hits, idle, err);
         }
         if (st != TS_OK) {
             return st;
@@ -403,16 +504,20 @@ ts_status ts_kv_can_admit(ts_kv *kv, const void *salt, size_t salt_len, const in
     }
     uint32_t blocks = div_up(n_alloc, kv->block_size);
     uint32_t need = blocks > hits ? blocks - hits : 0;
-    /* Unreferenced hits leave the evictable pool when reused, so they are not available. */
-    *ok = need <= kv_blocks_available(kv) - idle;
+    /* Unreferenced hits leave the evictable list when reused, so they are not available. */
+    *ok = true;
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        *ok = *ok && need <= kv_blocks_available(&kv->pools[pi]) - idle[pi];
+    }
     if (n_cached != NULL) {
         *n_cached = hits * kv->block_size;
     }
     return TS_OK;
 }
 
-const int32_t *ts_kv_seq_block_table(const ts_kv *kv, uint32_t seq, uint32_t *n_blocks) {
-    if (kv == NULL || seq >= kv->max_seqs || !kv->seqs[seq].open) {
+const int32_t *ts_kv_seq_block_table(const ts_kv *kv, ts_kv_pool pool, uint32_t seq,
+                                     uint32_t *n_blocks) {
+    if (kv == NULL || (uint32_t)pool >= kv->n_pools || seq >= kv->max_seqs || !kv->seqs[seq].open) {
         if (n_blocks != NULL) {
             *n_blocks = 0;
         }
@@ -421,17 +526,19 @@ const int32_t *ts_kv_seq_block_table(const ts_kv *kv, uint32_t seq, uint32_t *n_
     if (n_blocks != NULL) {
         *n_blocks = kv->seqs[seq].n_blocks;
     }
-    return kv_table(kv, seq);
+    return kv_table(kv, &kv->pools[pool], seq);
 }
 
-ts_status ts_kv_seq_slot(const ts_kv *kv, uint32_t seq, uint32_t pos, int32_t *slot,
-                         ts_error *err) {
+ts_status ts_kv_seq_slot(const ts_kv *kv, ts_kv_pool pool, uint32_t seq, uint32_t pos,
+                         int32_t *slot, ts_error *err) {
     ts_status st = get_seq(kv, seq, "seq_slot", err);
     if (st != TS_OK) {
         return st;
     }
-    if (slot == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "kv: seq_slot: NULL slot pointer");
+    if (slot == NULL || (uint32_t)pool >= kv->n_pools) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "kv: seq_slot: NULL slot pointer or pool %d of %" PRIu32, (int)pool,
+                            kv->n_pools);
     }
     if (pos >= kv->seqs[seq].n_tokens) {
         return ts_error_set(err, TS_ERR_RANGE,
@@ -439,7 +546,13 @@ ts_status ts_kv_seq_slot(const ts_kv *kv, uint32_t seq, uint32_t pos, int32_t *s
                             " is past its %" PRIu32 " tokens",
                             pos, seq, kv->seqs[seq].n_tokens);
     }
-    int32_t b = kv_table(kv, seq)[pos / kv->block_size];
+    int32_t b = kv_table(kv, &kv->pools[pool], seq)[pos / kv->block_size];
+    if (b == KV_NONE) {
+        return ts_error_set(err, TS_ERR_RANGE,
+                            "kv: seq_slot: position %" PRIu32 " of sequence %" PRIu32
+                            " left the window; its %s block was released",
+                            pos, seq, pool_name(pool));
+    }
     *slot = (int32_t)((uint32_t)b * kv->block_size + pos % kv->block_size);
     return TS_OK;
 }
@@ -456,5 +569,6 @@ ts_status ts_kv_seq_get_info(const ts_kv *kv, uint32_t seq, ts_kv_seq_info *out,
     out->n_tokens = s->n_tokens;
     out->n_committed = s->n_committed;
     out->n_blocks = s->n_blocks;
+    out->swa_first = kv->n_pools > TS_KV_POOL_SWA ? s->first[TS_KV_POOL_SWA] : 0;
     return TS_OK;
 }

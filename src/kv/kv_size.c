@@ -142,3 +142,30 @@ ts_status ts_kv_blocks_for_context(uint64_t n_ctx, uint32_t block_size, uint32_t
     *n_blocks = (uint32_t)n;
     return TS_OK;
 }
+
+ts_status ts_kv_blocks_for_window(uint64_t window, uint32_t block_size, uint32_t max_seqs,
+                                  uint32_t max_step_tokens, uint32_t n_blocks_full,
+                                  uint32_t *n_blocks, ts_error *err) {
+    if (n_blocks == NULL || window == 0 || block_size == 0 || max_seqs == 0 || n_blocks_full == 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "kv: blocks for window: need n_blocks, window, block_size, "
+                            "max_seqs and n_blocks_full > 0 (got window=%" PRIu64
+                            ", block_size=%" PRIu32 ", max_seqs=%" PRIu32 ", n_blocks_full=%" PRIu32
+                            ")",
+                            window, block_size, max_seqs, n_blocks_full);
+    }
+    /* Each sequence holds the blocks of its last window - 1 positions (at most
+     * ceil(window / block_size) + 1 of them, the partial last block included) and those of its
+     * tokens in the step (one more where they cross into a new block); the step's tokens add
+     * ceil(max_step_tokens / block_size) over all sequences. */
+    uint64_t per_seq = window / block_size + (window % block_size != 0) + 2;
+    uint64_t step = max_step_tokens / block_size + (max_step_tokens % block_size != 0);
+    if (per_seq >= n_blocks_full) {
+        *n_blocks = n_blocks_full;
+        return TS_OK;
+    }
+    /* per_seq and max_seqs are below 2^32, step below 2^32: no overflow in 64 bits. */
+    uint64_t n = per_seq * max_seqs + step;
+    *n_blocks = n < n_blocks_full ? (uint32_t)n : n_blocks_full;
+    return TS_OK;
+}

@@ -17,6 +17,9 @@
  * tables (GQA by head mapping inside the op), output projection. ffn: SwiGLU or GEGLU over
  * separate or fused gate/up, or GELU MLP with biases (GPT-2).
  *
+ * A sliding-window pool (cfg.n_blocks_swa > 0): the sliding-window layers' caches have its
+ * size, and their KV_STORE and ATTENTION use its slots and tables (slots_swa, table_swa).
+ *
  * Weights: every tensor the model has becomes a graph parameter bound to the mapping before
  * the wiring starts, so the wiring only looks weights up; a NULL lookup means the model lacks
  * that (optional) weight, never a failure. Builders record failures in the graph (sticky).
@@ -61,7 +64,6 @@ struct ts_forward {
     ts_buffer *rope_buf;     /* wraps hp.rope_llama3_factors when the metadata gives llama3 */
     ts_tensor *rope_factors; /* f32 [n_rot/2] divisors of the RoPE angles, or NULL */
     ts_buffer *kv;      /* every layer's K and V pools */
-    size_t kv_pool_bytes;
     ts_shard_plan plan; /* this rank's shard (size 1: the whole model) */
     ts_comm *comm;      /* borrowed; the collectives' group 0, NULL for the whole model */
     /* Encoders (hp.enc): */
@@ -70,6 +72,11 @@ struct ts_forward {
                              sequence's length - 1: every key of the sequence) */
     int32_t *types_buf;   /* [max_tokens] zeros */
     int32_t *horizon_buf; /* [max_tokens] this step's horizons; scratch of the batch check */
+
+    /* The sliding-window pool (cfg.n_blocks_swa > 0; NULL and 0 without). */
+    ts_tensor *slots_swa, *table_swa; /* inputs */
+    int32_t *table_swa_buf;           /* [max_seqs, max_blocks_per_seq] like table_buf */
+    size_t kv_swa_bytes;              /* the sliding-window layers' part of kv */
 };
 
 #define TP_GROUP 0 /* communicator group of the tensor-parallel collectives */
@@ -255,6 +262,11 @@ static ts_rope_params layer_rope(const ts_forward *f, bool swa) {
     return p;
 }
 
+/* True when layer il keeps its K/V in the sliding-window pool. */
+static bool in_swa_pool(const ts_forward *f, int64_t il) {
+    return f->cfg.n_blocks_swa > 0 && ts_hparams_layer_is_swa(&f->m->hp, il);
+}
+
 static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
     const ts_hparams *hp = &f->m->hp;
     const ts_shard_plan *p = &f->plan;
@@ -314,13 +326,15 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         q = ts_rope_ext(g, q, f->pos, &rp);
         k = ts_rope_ext(g, k, f->pos, &rp);
     }
-    ts_tensor *kc = ts_op_kv_store(g, f->cache[2 * il], k, f->slots);
-    ts_tensor *vc = ts_op_kv_store(g, f->cache[2 * il + 1], v, f->slots);
+    bool own = in_swa_pool(f, il);
+    ts_tensor *slots = own ? f->slots_swa : f->slots;
+    ts_tensor *kc = ts_op_kv_store(g, f->cache[2 * il], k, slots);
+    ts_tensor *vc = ts_op_kv_store(g, f->cache[2 * il + 1], v, slots);
     ts_attn_args args = {
         .q = q,
         .k = kc,
         .v = vc,
-        .table = f->table,
+        .table = own ? f->table_swa : f->table,
         .seq = f->seq,
         .pos = f->horizon != NULL ? f->horizon : f->pos, /* visibility: key j <= pos */
         .len = f->len,
@@ -517,8 +531,13 @@ static ts_status build(ts_forward *f, ts_error *err) {
     f->outputs = input(f, "outputs", c->max_outputs, f->sym_out);
     int64_t table_ne[2] = {c->max_blocks_per_seq, c->max_seqs};
     f->table = ts_graph_input(g, "block_table", TS_TYPE_I32, 2, table_ne);
-    int64_t cache_ne[4] = {hp->head_dim, f->plan.n_kv, c->block_size, c->n_blocks};
+    if (c->n_blocks_swa > 0) {
+        f->slots_swa = input(f, "slots_swa", c->max_tokens, f->sym_tok);
+        f->table_swa = ts_graph_input(g, "block_table_swa", TS_TYPE_I32, 2, table_ne);
+    }
     for (int64_t il = 0; il < hp->n_layer; il++) {
+        int64_t n_blocks = in_swa_pool(f, il) ? c->n_blocks_swa : c->n_blocks;
+        int64_t cache_ne[4] = {hp->head_dim, f->plan.n_kv, c->block_size, n_blocks};
         for (int kv = 0; kv < 2; kv++) {
             ts_tensor *t =
                 ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4, cache_ne);
@@ -617,6 +636,17 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
                             (long long)c->max_outputs, (long long)c->n_blocks,
                             (long long)c->block_size, (long long)c->max_blocks_per_seq);
     }
+    bool has_swa = false;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        has_swa = has_swa || ts_hparams_layer_is_swa(&m->hp, il);
+    }
+    if (c->n_blocks_swa < 0 || c->n_blocks_swa > INT32_MAX / c->block_size ||
+        (c->n_blocks_swa > 0 && !has_swa)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "forward: invalid sliding-window pool of %lld blocks (the model, %s, "
+                            "has %ssliding-window layers)",
+                            (long long)c->n_blocks_swa, m->hp.arch->name, has_swa ? "" : "no ");
+    }
     if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32 && c->kv_type != TS_TYPE_Q8_0) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "forward: KV cache type %s is not supported (F16, F32, Q8_0)",
@@ -659,12 +689,14 @@ ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_for
     f->params = calloc((n_layer + 1) * TS_ROLE_COUNT, sizeof *f->params);
     f->cache = calloc(2 * n_layer, sizeof *f->cache);
     f->table_buf = malloc((size_t)(cfg->max_seqs * cfg->max_blocks_per_seq) * sizeof(int32_t));
+    f->table_swa_buf = malloc((size_t)(cfg->max_seqs * cfg->max_blocks_per_seq) * sizeof(int32_t));
     f->len_buf = malloc((size_t)cfg->max_seqs * sizeof(int32_t));
     if (m->hp.enc != NULL) {
         f->types_buf = calloc((size_t)cfg->max_tokens, sizeof(int32_t));
         f->horizon_buf = calloc((size_t)cfg->max_tokens, sizeof(int32_t));
     }
     if (f->params == NULL || f->cache == NULL || f->table_buf == NULL || f->len_buf == NULL ||
+        f->table_swa_buf == NULL ||
         (m->hp.enc != NULL && (f->types_buf == NULL || f->horizon_buf == NULL))) {
         ts_forward_destroy(f);
         return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
@@ -686,15 +718,22 @@ ts_status ts_forward_create_shard(const ts_model *m, ts_backend *b, const ts_for
     if (st == TS_OK) {
         st = build(f, err);
     }
+    /* One buffer holds every layer's K and V pools (a layer's pools have its pool's size). */
+    size_t kv_bytes = 0;
+    for (size_t i = 0; st == TS_OK && i < 2 * n_layer; i++) {
+        size_t bytes = ALIGN_UP(ts_tensor_nbytes_max(f->cache[i]), 64);
+        kv_bytes += bytes;
+        f->kv_swa_bytes += in_swa_pool(f, (int64_t)i / 2) ? bytes : 0;
+    }
     if (st == TS_OK) {
-        f->kv_pool_bytes = ALIGN_UP(ts_tensor_nbytes_max(f->cache[0]), 64);
-        st = ts_backend_buffer_alloc(b, f->kv_pool_bytes * 2 * n_layer, &f->kv, err);
+        st = ts_backend_buffer_alloc(b, kv_bytes, &f->kv, err);
     }
     if (st == TS_OK) {
         st = zero_buffer(b, f->kv, err);
     }
-    for (size_t i = 0; st == TS_OK && i < 2 * n_layer; i++) {
-        st = ts_tensor_bind(f->cache[i], f->kv, i * f->kv_pool_bytes, err);
+    for (size_t i = 0, at = 0; st == TS_OK && i < 2 * n_layer; i++) {
+        st = ts_tensor_bind(f->cache[i], f->kv, at, err);
+        at += ALIGN_UP(ts_tensor_nbytes_max(f->cache[i]), 64);
     }
     if (st == TS_OK) {
         st = ts_graph_alloc(f->g, b, err);
@@ -732,6 +771,7 @@ void ts_forward_destroy(ts_forward *f) {
     free(f->params);
     free(f->cache);
     free(f->table_buf);
+    free(f->table_swa_buf);
     free(f->len_buf);
     free(f->types_buf);
     free(f->horizon_buf);
@@ -765,6 +805,31 @@ static ts_status check_whole_sequences(const ts_forward *f, const ts_batch *bt, 
     return TS_OK;
 }
 
+/* Sequence s's sliding-window table: -1 or a block of the pool, and a block for every key one
+ * of its tokens in the batch sees (from its earliest position's window on). */
+static ts_status check_window_table(const ts_forward *f, const ts_batch *bt, int64_t s,
+                                    ts_error *err) {
+    const ts_forward_config *c = &f->cfg;
+    int64_t len = bt->seq_len[s], first = len, window = f->m->hp.n_swa;
+    for (int64_t t = 0; t < bt->n_tokens; t++) {
+        if (bt->seq[t] == s && bt->pos[t] - window + 1 < first) {
+            first = bt->pos[t] - window + 1 > 0 ? bt->pos[t] - window + 1 : 0;
+        }
+    }
+    const int32_t *row = bt->block_table_swa + s * c->max_blocks_per_seq;
+    for (int64_t j = 0; j < (len + c->block_size - 1) / c->block_size; j++) {
+        bool seen = (j + 1) * c->block_size > first;
+        if (row[j] < (seen ? 0 : -1) || row[j] >= c->n_blocks_swa) {
+            return ts_error_set(err, TS_ERR_RANGE,
+                                "forward: sequence %lld block %lld of the window pool is %d "
+                                "(pool %lld, %s)",
+                                (long long)s, (long long)j, row[j], (long long)c->n_blocks_swa,
+                                seen ? "seen by a token" : "seen by no token");
+        }
+    }
+    return TS_OK;
+}
+
 /* Checks every index a kernel will follow, so a bad batch is an error, not a wild read. */
 ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_error *err) {
     const ts_forward_config *c = &f->cfg;
@@ -778,17 +843,24 @@ ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_err
                             (long long)c->max_seqs, (long long)c->max_outputs);
     }
     int64_t n_vocab = f->m->hp.n_vocab;
-    int64_t n_slots = c->n_blocks * c->block_size;
+    int64_t n_slots = c->n_blocks * c->block_size, n_slots_swa = c->n_blocks_swa * c->block_size;
+    if (c->n_blocks_swa > 0 && (bt->slots_swa == NULL || bt->block_table_swa == NULL)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "forward: the batch lacks the sliding-window pool's slots or tables");
+    }
     for (int64_t t = 0; t < bt->n_tokens; t++) {
         if (bt->tokens[t] < 0 || bt->tokens[t] >= n_vocab) {
             return ts_error_set(err, TS_ERR_RANGE, "forward: token %lld has id %d (vocab %lld)",
                                 (long long)t, bt->tokens[t], (long long)n_vocab);
         }
+        int32_t slot_swa = c->n_blocks_swa > 0 ? bt->slots_swa[t] : -1;
         if (bt->seq[t] < 0 || bt->seq[t] >= bt->n_seqs || bt->pos[t] < 0 ||
-            bt->pos[t] >= bt->seq_len[bt->seq[t]] || bt->slots[t] < -1 || bt->slots[t] >= n_slots) {
+            bt->pos[t] >= bt->seq_len[bt->seq[t]] || bt->slots[t] < -1 || bt->slots[t] >= n_slots ||
+            slot_swa < -1 || slot_swa >= n_slots_swa) {
             return ts_error_set(err, TS_ERR_RANGE,
-                                "forward: token %lld has seq %d, pos %d, slot %d out of range",
-                                (long long)t, bt->seq[t], bt->pos[t], bt->slots[t]);
+                                "forward: token %lld has seq %d, pos %d, slot %d (window pool %d) "
+                                "out of range",
+                                (long long)t, bt->seq[t], bt->pos[t], bt->slots[t], slot_swa);
         }
     }
     for (int64_t s = 0; s < bt->n_seqs; s++) {
@@ -804,6 +876,10 @@ ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *bt, ts_err
                                     "forward: sequence %lld block %lld is %d (pool %lld)",
                                     (long long)s, (long long)j, row[j], (long long)c->n_blocks);
             }
+        }
+        ts_status st = c->n_blocks_swa > 0 ? check_window_table(f, bt, s, err) : TS_OK;
+        if (st != TS_OK) {
+            return st;
         }
     }
     if (f->m->hp.enc != NULL) {
@@ -831,10 +907,20 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, float
     size_t S = (size_t)bt->n_seqs, S_max = (size_t)f->cfg.max_seqs;
     size_t O = (size_t)bt->n_outputs;
     size_t width = (size_t)f->cfg.max_blocks_per_seq;
+    int32_t *table_swa = f->table_swa_buf;
     memcpy(f->table_buf, bt->block_table, S * width * sizeof(int32_t));
     memcpy(f->len_buf, bt->seq_len, S * sizeof(int32_t));
     for (size_t i = S * width; i < S_max * width; i++) {
         f->table_buf[i] = -1;
+        table_swa[i] = -1;
+    }
+    if (f->table_swa != NULL) {
+        memcpy(table_swa, bt->block_table_swa, S * width * sizeof(int32_t));
+        if ((st = ts_backend_tensor_set(f->b, f->slots_swa, 0, bt->slots_swa, T * 4, err)) ||
+            (st =
+                 ts_backend_tensor_set(f->b, f->table_swa, 0, table_swa, S_max * width * 4, err))) {
+            return st;
+        }
     }
     for (size_t i = S; i < S_max; i++) {
         f->len_buf[i] = 0;
@@ -884,10 +970,13 @@ ts_status ts_forward_run(ts_forward *f, const ts_batch *bt, float *logits, float
     return st;
 }
 
-ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err) {
-    if (src < 0 || dst < 0 || src >= f->cfg.n_blocks || dst >= f->cfg.n_blocks) {
-        return ts_error_set(err, TS_ERR_RANGE, "forward: copy of block %d to %d (pool %lld)", src,
-                            dst, (long long)f->cfg.n_blocks);
+ts_status ts_forward_copy_block(ts_forward *f, int pool, int32_t src, int32_t dst, ts_error *err) {
+    bool swa = pool == TS_FORWARD_POOL_SWA;
+    int64_t n = swa ? f->cfg.n_blocks_swa : f->cfg.n_blocks;
+    if ((pool != TS_FORWARD_POOL_FULL && !swa) || src < 0 || dst < 0 || src >= n || dst >= n) {
+        return ts_error_set(err, TS_ERR_RANGE,
+                            "forward: copy of block %d to %d in pool %d (of %lld blocks)", src, dst,
+                            pool, (long long)n);
     }
     size_t block_bytes = f->cache[0]->nb[3];
     void *tmp = malloc(block_bytes);
@@ -896,7 +985,10 @@ ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_erro
     }
     ts_status st = TS_OK;
     for (int64_t i = 0; st == TS_OK && i < 2 * f->m->hp.n_layer; i++) {
-        size_t base = (size_t)i * f->kv_pool_bytes;
+        if (in_swa_pool(f, i / 2) != swa) {
+            continue;
+        }
+        size_t base = f->cache[i]->offset;
         st = ts_backend_buffer_get(f->b, f->kv, base + (size_t)src * block_bytes, tmp, block_bytes,
                                    err);
         if (st == TS_OK) {
@@ -921,7 +1013,11 @@ ts_graph *ts_forward_graph(ts_forward *f) {
 }
 
 size_t ts_forward_kv_bytes(const ts_forward *f) {
-    return f->kv_pool_bytes * 2 * (size_t)f->m->hp.n_layer;
+    return f->kv->size;
+}
+
+size_t ts_forward_kv_swa_bytes(const ts_forward *f) {
+    return f->kv_swa_bytes;
 }
 
 size_t ts_forward_arena_bytes(const ts_forward *f) {
@@ -941,8 +1037,8 @@ static ts_status fr_run(ts_runner *r, const ts_batch *batch, float *logits, floa
     return ts_forward_run(((forward_runner *)r)->f, batch, logits, embd, err);
 }
 
-static ts_status fr_copy_block(ts_runner *r, int32_t src, int32_t dst, ts_error *err) {
-    return ts_forward_copy_block(((forward_runner *)r)->f, src, dst, err);
+static ts_status fr_copy_block(ts_runner *r, int pool, int32_t src, int32_t dst, ts_error *err) {
+    return ts_forward_copy_block(((forward_runner *)r)->f, pool, src, dst, err);
 }
 
 static void fr_destroy(ts_runner *r) {
@@ -972,6 +1068,7 @@ ts_status ts_forward_runner_create(const ts_model *m, ts_backend *b, const ts_fo
         .vt = &k_forward_runner,
         .cfg = r->f->cfg,
         .kv_bytes = ts_forward_kv_bytes(r->f),
+        .kv_swa_bytes = ts_forward_kv_swa_bytes(r->f),
         .n_shards = 1,
     };
     *out = &r->base;

@@ -10,6 +10,12 @@
  * every token, each sequence's block table and length, the rows whose outputs are wanted —
  * and runs the graph. Attention reads K/V only through the block tables.
  *
+ * Two pools (n_blocks_swa > 0): the sliding-window layers (ts_hparams_layer_is_swa) keep
+ * their K/V in pools of n_blocks_swa blocks, addressed by their own slots and block tables
+ * (slots_swa, block_table_swa; the block manager's TS_KV_POOL_SWA), whose entries are -1 for
+ * the blocks that left every token's window; the other layers use the n_blocks pools and the
+ * main tables. With n_blocks_swa = 0 every layer uses the main pools and tables.
+ *
  * A forward computes the whole model, or one shard of it (shard.h) with a communicator whose
  * collectives the graph's ALL_REDUCE_SUM / ALL_GATHER ops call (ts_forward_create_shard). How
  * the shards of a group step together is not this object's business: model/tp.h runs the
@@ -40,7 +46,12 @@ typedef struct ts_forward_config {
     int64_t n_ctx;              /* tokens per sequence (Phi-3 picks its long RoPE factors when
                                    it exceeds the original context); 0: max_blocks_per_seq *
                                    block_size */
+    int64_t n_blocks_swa;       /* KV blocks in the sliding-window layers' own pool; 0: none
+                                   (those layers use the main pool); needs such layers */
 } ts_forward_config;
+
+/* The pools a block id can name (the values of the block manager's ts_kv_pool). */
+enum { TS_FORWARD_POOL_FULL = 0, TS_FORWARD_POOL_SWA = 1 };
 
 /* One step's inputs. Arrays are borrowed for the duration of the call. */
 typedef struct ts_batch {
@@ -54,6 +65,10 @@ typedef struct ts_batch {
     const int32_t *seq_len;     /* [n_seqs] tokens in the cache after this step */
     int64_t n_outputs;
     const int32_t *outputs; /* [n_outputs] token indices whose logits (embeddings) are wanted */
+    /* The sliding-window pool's (n_blocks_swa > 0; else unused): */
+    const int32_t *slots_swa;       /* [n_tokens] KV slots */
+    const int32_t *block_table_swa; /* [n_seqs][max_blocks_per_seq], -1 for unused entries and
+                                       for blocks whose keys no token of the sequence sees */
 } ts_batch;
 
 typedef struct ts_forward ts_forward;
@@ -82,15 +97,17 @@ ts_status ts_forward_check_batch(const ts_forward *f, const ts_batch *batch, ts_
 ts_status ts_forward_run(ts_forward *f, const ts_batch *batch, float *logits, float *embd,
                          ts_error *err);
 
-/* Copies KV block src to block dst in every layer (copy-on-write). */
-ts_status ts_forward_copy_block(ts_forward *f, int32_t src, int32_t dst, ts_error *err);
+/* Copies KV block src to block dst of pool (TS_FORWARD_POOL_*) in every layer that keeps its
+ * K/V there (copy-on-write). */
+ts_status ts_forward_copy_block(ts_forward *f, int pool, int32_t src, int32_t dst, ts_error *err);
 
 const ts_forward_config *ts_forward_get_config(const ts_forward *f);
 /* The shard this forward computes (size 1 for a single device) and its plan. */
 const struct ts_shard_plan *ts_forward_shard(const ts_forward *f);
 ts_graph *ts_forward_graph(ts_forward *f);
-/* Bytes of KV storage and of the activation arena. */
+/* Bytes of KV storage (all pools; of the sliding-window pools) and of the activation arena. */
 size_t ts_forward_kv_bytes(const ts_forward *f);
+size_t ts_forward_kv_swa_bytes(const ts_forward *f);
 size_t ts_forward_arena_bytes(const ts_forward *f);
 
 #endif /* TS_MODEL_FORWARD_H */

@@ -27,8 +27,9 @@ typedef struct ts_runner_vtable {
      * f32, the final hidden state after the output norm, or NULL when not wanted. */
     ts_status (*run)(ts_runner *r, const ts_batch *batch, float *logits, float *embd,
                      ts_error *err);
-    /* Copies KV block src to block dst in every layer (on every shard). */
-    ts_status (*copy_block)(ts_runner *r, int32_t src, int32_t dst, ts_error *err);
+    /* Copies KV block src to block dst of pool (TS_FORWARD_POOL_*) in every layer that keeps
+     * its K/V there (on every shard). */
+    ts_status (*copy_block)(ts_runner *r, int pool, int32_t src, int32_t dst, ts_error *err);
     /* Frees the runner (ends its group); NULL-safe through ts_runner_destroy. */
     void (*destroy)(ts_runner *r);
 } ts_runner_vtable;
@@ -37,6 +38,7 @@ struct ts_runner {
     const ts_runner_vtable *vt;
     ts_forward_config cfg; /* the bucket it was made for */
     size_t kv_bytes;       /* K/V storage this process holds for it (all local shards) */
+    size_t kv_swa_bytes;   /* the part of kv_bytes in sliding-window pools */
     int n_shards;          /* 1, or the group size */
 };
 
@@ -45,9 +47,9 @@ static inline ts_status ts_runner_run(ts_runner *r, const ts_batch *batch, float
     return r->vt->run(r, batch, logits, embd, err);
 }
 
-static inline ts_status ts_runner_copy_block(ts_runner *r, int32_t src, int32_t dst,
+static inline ts_status ts_runner_copy_block(ts_runner *r, int pool, int32_t src, int32_t dst,
                                              ts_error *err) {
-    return r->vt->copy_block(r, src, dst, err);
+    return r->vt->copy_block(r, pool, src, dst, err);
 }
 
 static inline void ts_runner_destroy(ts_runner *r) {

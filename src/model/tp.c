@@ -9,7 +9,8 @@
  *           status, message and KV bytes.
  *   command tp_cmd; RUN is followed by one int32 payload: tokens, pos, seq, slots [n_tokens
  *           each], seq_len [n_seqs], block_table [n_seqs * max_blocks_per_seq],
- *           outputs [n_outputs].
+ *           outputs [n_outputs], and with a sliding-window pool slots_swa [n_tokens],
+ *           block_table_swa [n_seqs * max_blocks_per_seq]. COPY names the pool.
  *
  * Invariant: once a batch or a copy went out, every failure on any rank marks the
  * communicator broken, so no rank waits for one that gave up.
@@ -24,7 +25,7 @@
 #include "util/error.h"
 
 #define TP_MAGIC    0x70747374u /* "tstp" */
-#define TP_VERSION  3
+#define TP_VERSION  4
 #define TP_END      0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
@@ -32,20 +33,22 @@ typedef struct tp_hello {
     uint32_t magic, version;
     int32_t size, kv_type;
     int64_t max_tokens, max_seqs, max_outputs, n_blocks, block_size, max_blocks_per_seq, n_ctx;
+    int64_t n_blocks_swa;
     uint8_t hash[32];
 } tp_hello;
 
 enum { CMD_RUN = 1, CMD_COPY = 2, CMD_QUIT = 3 };
 
 typedef struct tp_cmd {
-    int32_t kind, src, dst, pad;
+    int32_t kind, src, dst, pool; /* pool: COPY's */
     int64_t n_tokens, n_seqs, n_outputs;
 } tp_cmd;
 
 typedef struct tp_status {
     int32_t status, pad;
-    uint64_t kv_bytes; /* KV storage of the rank's shard (0 when it failed) */
-    char msg[TS_ERROR_MSG_MAX - 16];
+    uint64_t kv_bytes;     /* KV storage of the rank's shard (0 when it failed) */
+    uint64_t kv_swa_bytes; /* the part of it in sliding-window pools */
+    char msg[TS_ERROR_MSG_MAX - 24];
 } tp_status;
 
 typedef struct follower {
@@ -109,13 +112,13 @@ static void hash_hex(const uint8_t h[32], char out[17]) {
 
 /* ---- status exchange ---- */
 
-/* Every rank contributes its status and its shard's KV bytes; returns the first failure (this
- * rank's own first), as "rank k: message", or TS_OK when all succeeded, with *kv_total the KV
- * bytes of all ranks together. */
+/* Every rank contributes its status and its shard's KV bytes (kv[0] all, kv[1] the
+ * sliding-window pools'); returns the first failure (this rank's own first), as "rank k:
+ * message", or TS_OK when all succeeded, with kv_total[] the KV bytes of all ranks together. */
 static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *my_err,
-                                 uint64_t my_kv, uint64_t *kv_total, ts_error *err) {
-    *kv_total = 0;
-    tp_status s = {.status = mine, .kv_bytes = my_kv};
+                                 const uint64_t my_kv[2], uint64_t kv_total[2], ts_error *err) {
+    kv_total[0] = kv_total[1] = 0;
+    tp_status s = {.status = mine, .kv_bytes = my_kv[0], .kv_swa_bytes = my_kv[1]};
     if (mine != TS_OK) {
         memcpy(s.msg, my_err->msg, sizeof s.msg - 1);
     }
@@ -136,7 +139,8 @@ static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *
                 all[k].msg[sizeof all[k].msg - 1] = '\0';
                 st = ts_error_set(err, (ts_status)all[k].status, "tp: rank %d: %s", k, all[k].msg);
             }
-            *kv_total += all[k].kv_bytes;
+            kv_total[0] += all[k].kv_bytes;
+            kv_total[1] += all[k].kv_swa_bytes;
         }
     }
     free(all);
@@ -145,22 +149,27 @@ static ts_status exchange_status(ts_comm *comm, ts_status mine, const ts_error *
 
 /* ---- batch payload ---- */
 
-static size_t payload_len(const tp_cmd *c, int64_t max_blk) {
-    return (size_t)(4 * c->n_tokens + c->n_seqs + c->n_seqs * max_blk + c->n_outputs);
+/* Length of a payload in int32s; swa: with the sliding-window pool's slots and tables. */
+static size_t payload_len(const tp_cmd *c, int64_t max_blk, bool swa) {
+    size_t base = (size_t)(4 * c->n_tokens + c->n_seqs + c->n_seqs * max_blk + c->n_outputs);
+    return base + (swa ? (size_t)(c->n_tokens + c->n_seqs * max_blk) : 0);
 }
 
 /* Points a batch at the arrays of a payload. */
-static ts_batch unpack(const tp_cmd *c, const int32_t *p, int64_t max_blk) {
+static ts_batch unpack(const tp_cmd *c, const int32_t *p, int64_t max_blk, bool swa) {
     int64_t T = c->n_tokens, S = c->n_seqs;
+    const int32_t *extra = p + 4 * T + S + S * max_blk + c->n_outputs;
     ts_batch b = {
         .n_tokens = T,
         .tokens = p,
         .pos = p + T,
         .seq = p + 2 * T,
         .slots = p + 3 * T,
+        .slots_swa = swa ? extra : NULL,
         .n_seqs = S,
         .seq_len = p + 4 * T,
         .block_table = p + 4 * T + S,
+        .block_table_swa = swa ? extra + T : NULL,
         .n_outputs = c->n_outputs,
         .outputs = p + 4 * T + S + S * max_blk,
     };
@@ -172,6 +181,7 @@ static ts_batch unpack(const tp_cmd *c, const int32_t *p, int64_t max_blk) {
 /* Executes the leader's commands until quit (TS_OK) or a failure, which marks the group
  * broken (the leader and the other followers may be waiting in a collective). */
 static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_error *err) {
+    bool swa = ts_forward_get_config(f)->n_blocks_swa > 0;
     int32_t *payload = NULL;
     size_t cap = 0;
     ts_status st = TS_OK;
@@ -182,12 +192,12 @@ static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_e
             break;
         }
         if (c.kind == CMD_COPY) {
-            st = ts_forward_copy_block(f, c.src, c.dst, err);
+            st = ts_forward_copy_block(f, c.pool, c.src, c.dst, err);
         } else if (c.kind != CMD_RUN || c.n_tokens < 1 || c.n_seqs < 1 || c.n_outputs < 1) {
             st = ts_error_set(err, TS_ERR_FORMAT, "tp rank %d: bad command %d from the leader",
                               comm->rank, c.kind);
         } else {
-            size_t n = payload_len(&c, max_blk);
+            size_t n = payload_len(&c, max_blk, swa);
             if (n > cap) {
                 int32_t *p = realloc(payload, n * sizeof *p);
                 if (p == NULL) {
@@ -201,7 +211,7 @@ static ts_status follow_loop(ts_forward *f, ts_comm *comm, int64_t max_blk, ts_e
                 st = ts_comm_broadcast(comm, payload, n * sizeof *payload, 0, 0, err);
             }
             if (st == TS_OK) {
-                ts_batch b = unpack(&c, payload, max_blk);
+                ts_batch b = unpack(&c, payload, max_blk, swa);
                 st = ts_forward_run(f, &b, NULL, NULL, err);
             }
         }
@@ -259,7 +269,7 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
                              a, c);
     }
     ts_forward *f = NULL;
-    uint64_t my_kv = 0, kv_total = 0;
+    uint64_t my_kv[2] = {0, 0}, kv_total[2];
     if (my_st == TS_OK) {
         ts_forward_config cfg = {
             .max_tokens = h.max_tokens,
@@ -270,13 +280,15 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
             .max_blocks_per_seq = h.max_blocks_per_seq,
             .kv_type = (ts_type)h.kv_type,
             .n_ctx = h.n_ctx,
+            .n_blocks_swa = h.n_blocks_swa,
         };
         my_st = ts_forward_create_shard(m, b, &cfg, reg, comm, &f, &mine);
     }
     if (my_st == TS_OK) {
-        my_kv = ts_forward_kv_bytes(f);
+        my_kv[0] = ts_forward_kv_bytes(f);
+        my_kv[1] = ts_forward_kv_swa_bytes(f);
     }
-    st = exchange_status(comm, my_st, &mine, my_kv, &kv_total, err);
+    st = exchange_status(comm, my_st, &mine, my_kv, kv_total, err);
     if (st == TS_OK) {
         st = follow_loop(f, comm, h.max_blocks_per_seq, err);
     }
@@ -311,11 +323,12 @@ static void runner_free(tp_runner *r) {
 
 static ts_status send_run(tp_runner *r, const ts_batch *bt, ts_error *err) {
     int64_t max_blk = r->base.cfg.max_blocks_per_seq;
+    bool swa = r->base.cfg.n_blocks_swa > 0;
     tp_cmd c = {.kind = CMD_RUN,
                 .n_tokens = bt->n_tokens,
                 .n_seqs = bt->n_seqs,
                 .n_outputs = bt->n_outputs};
-    size_t n = payload_len(&c, max_blk);
+    size_t n = payload_len(&c, max_blk, swa);
     if (n > r->payload_cap) {
         int32_t *p = realloc(r->payload, n * sizeof *p);
         if (p == NULL) {
@@ -333,6 +346,11 @@ static ts_status send_run(tp_runner *r, const ts_batch *bt, ts_error *err) {
     memcpy(p + 4 * T, bt->seq_len, S * 4);
     memcpy(p + 4 * T + S, bt->block_table, S * (size_t)max_blk * 4);
     memcpy(p + 4 * T + S + S * (size_t)max_blk, bt->outputs, (size_t)bt->n_outputs * 4);
+    if (swa) {
+        int32_t *extra = p + 4 * T + S + S * (size_t)max_blk + (size_t)bt->n_outputs;
+        memcpy(extra, bt->slots_swa, T * 4);
+        memcpy(extra + T, bt->block_table_swa, S * (size_t)max_blk * 4);
+    }
     ts_status st = ts_comm_broadcast(r->comm, &c, sizeof c, 0, 0, err);
     if (st == TS_OK) {
         st = ts_comm_broadcast(r->comm, p, n * sizeof *p, 0, 0, err);
@@ -358,17 +376,19 @@ static ts_status tp_run(ts_runner *base, const ts_batch *bt, float *logits, floa
     return st;
 }
 
-static ts_status tp_copy_block(ts_runner *base, int32_t src, int32_t dst, ts_error *err) {
+static ts_status tp_copy_block(ts_runner *base, int pool, int32_t src, int32_t dst, ts_error *err) {
     tp_runner *r = (tp_runner *)base;
-    int64_t n = r->base.cfg.n_blocks;
-    if (src < 0 || dst < 0 || src >= n || dst >= n) {
-        return ts_error_set(err, TS_ERR_RANGE, "tp: copy of block %d to %d (pool %lld)", src, dst,
-                            (long long)n);
+    bool swa = pool == TS_FORWARD_POOL_SWA;
+    int64_t n = swa ? r->base.cfg.n_blocks_swa : r->base.cfg.n_blocks;
+    if ((pool != TS_FORWARD_POOL_FULL && !swa) || src < 0 || dst < 0 || src >= n || dst >= n) {
+        return ts_error_set(err, TS_ERR_RANGE,
+                            "tp: copy of block %d to %d in pool %d (of %lld blocks)", src, dst,
+                            pool, (long long)n);
     }
-    tp_cmd c = {.kind = CMD_COPY, .src = src, .dst = dst};
+    tp_cmd c = {.kind = CMD_COPY, .src = src, .dst = dst, .pool = pool};
     ts_status st = ts_comm_broadcast(r->comm, &c, sizeof c, 0, 0, err);
     if (st == TS_OK) {
-        st = ts_forward_copy_block(r->f, src, dst, err);
+        st = ts_forward_copy_block(r->f, pool, src, dst, err);
     }
     if (st != TS_OK) {
         ts_comm_fail(r->comm, err->msg);
@@ -446,6 +466,7 @@ ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward
         .block_size = cfg->block_size,
         .max_blocks_per_seq = cfg->max_blocks_per_seq,
         .n_ctx = cfg->n_ctx,
+        .n_blocks_swa = cfg->n_blocks_swa,
     };
     if (st == TS_OK) {
         st = ts_tp_model_hash(m, h.hash, err);
@@ -460,9 +481,12 @@ ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward
     }
     ts_error mine = {0};
     ts_status my_st = ts_forward_create_shard(m, b, cfg, reg, comm, &r->f, &mine);
-    uint64_t kv_total = 0;
-    st = exchange_status(comm, my_st, &mine, my_st == TS_OK ? ts_forward_kv_bytes(r->f) : 0,
-                         &kv_total, err);
+    uint64_t my_kv[2] = {0, 0}, kv_total[2];
+    if (my_st == TS_OK) {
+        my_kv[0] = ts_forward_kv_bytes(r->f);
+        my_kv[1] = ts_forward_kv_swa_bytes(r->f);
+    }
+    st = exchange_status(comm, my_st, &mine, my_kv, kv_total, err);
     if (st != TS_OK) {
         ts_comm_fail(comm, err->msg);
         runner_free(r);
@@ -472,7 +496,8 @@ ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward
         .vt = &k_tp_runner,
         .cfg = *cfg,
         /* Other processes' shards are theirs to count. */
-        .kv_bytes = tp->peers != NULL ? (size_t)kv_total : ts_forward_kv_bytes(r->f),
+        .kv_bytes = tp->peers != NULL ? (size_t)kv_total[0] : ts_forward_kv_bytes(r->f),
+        .kv_swa_bytes = tp->peers != NULL ? (size_t)kv_total[1] : ts_forward_kv_swa_bytes(r->f),
         .n_shards = tp->size,
     };
     *out = &r->base;

@@ -203,6 +203,7 @@ static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_e
     }
     ec->max_queue = p->max_queue;
     ec->prefix_cache = !p->no_prefix_cache;
+    ec->swa_full = p->swa_full != 0;
     static const struct {
         const char *name;
         ts_type type;
@@ -218,9 +219,32 @@ static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_e
                         p->kv_type);
 }
 
+/* Sliding-window layers that get their own cache (none with swa_full), and the tokens that
+ * cache holds at most (ts_engine_forward_config: by the window, sequences and step tokens). */
+static int64_t window_layers(const ts_context *ctx, int64_t *cap_tokens) {
+    const ts_hparams *hp = &ctx->llm->model->hp;
+    int64_t n = 0;
+    for (int64_t il = 0; il < hp->n_layer && !ctx->ec.swa_full; il++) {
+        n += ts_hparams_layer_is_swa(hp, il);
+    }
+    int64_t block = ctx->ec.block_size > 0 ? ctx->ec.block_size : TS_KV_DEFAULT_BLOCK_SIZE;
+    int64_t seqs =
+        ctx->ec.max_seqs < ctx->ec.max_batch_tokens ? ctx->ec.max_seqs : ctx->ec.max_batch_tokens;
+    uint32_t blocks = 0;
+    ts_error ignored = {0};
+    if (n > 0 && ts_kv_blocks_for_window((uint64_t)hp->n_swa, (uint32_t)block, (uint32_t)seqs,
+                                         (uint32_t)ctx->ec.max_batch_tokens, UINT32_MAX, &blocks,
+                                         &ignored) != TS_OK) {
+        n = 0;
+    }
+    *cap_tokens = (int64_t)blocks * block;
+    return n;
+}
+
 /* kv_bytes -> KV tokens. Under tensor parallelism the budget is for all shards' caches
  * together: each shard holds its own KV heads (shards may hold different numbers; a
- * replicated head counts per copy). */
+ * replicated head counts per copy). With a sliding-window cache, the budget pays for it too:
+ * it holds min(tokens, its cap) tokens of the window layers. */
 static ts_status kv_tokens_for_bytes(ts_context *ctx, int64_t bytes, ts_error *err) {
     const ts_hparams *hp = &ctx->llm->model->hp;
     int64_t heads = hp->n_head_kv, most = 0;
@@ -239,9 +263,19 @@ static ts_status kv_tokens_for_bytes(ts_context *ctx, int64_t bytes, ts_error *e
                             ctx->kv_type, (long long)ts_type_block_size(ctx->ec.kv_type),
                             (long long)hp->head_dim);
     }
-    int64_t per_token = hp->n_layer * 2 * heads * (int64_t)row;
+    int64_t cap = 0, n_window = window_layers(ctx, &cap);
+    int64_t per_full = (hp->n_layer - n_window) * 2 * heads * (int64_t)row;
+    int64_t per_window = n_window * 2 * heads * (int64_t)row;
+    int64_t per_token = per_full + per_window;
     int64_t block = ctx->ec.block_size > 0 ? ctx->ec.block_size : TS_KV_DEFAULT_BLOCK_SIZE;
     int64_t tokens = bytes / per_token;
+    if (n_window > 0 && tokens > cap) {
+        /* The window cache stops at its cap; the rest of the budget goes to the full one (whose
+         * blocks, without full-attention layers, cost nothing: then the most it can use). */
+        int64_t all = ctx->ec.n_ctx * ctx->ec.max_seqs;
+        tokens = per_full > 0 ? (bytes - cap * per_window) / per_full : all;
+        tokens = tokens < ((int64_t)1 << 30) ? tokens : ((int64_t)1 << 30);
+    }
     if (tokens < block) {
         return ts_error_set(err, TS_ERR_LIMIT,
                             "kv memory of %lld bytes holds %lld tokens (%lld bytes each): less "
@@ -293,6 +327,8 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->block_size = fc->block_size;
     in->kv_type = ctx->kv_type;
     in->kv_bytes = ctx->runner->kv_bytes;
+    in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
+    in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
     in->chat_template = ctx->has_tmpl ? ts_chat_family_name(ctx->tmpl.family) : NULL;
     in->kernels = ctx->kernels;
     in->kernel_notice = ctx->kernel_notice;

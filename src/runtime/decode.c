@@ -3,7 +3,8 @@
  * positions and sequences; this file keeps the books of the paged KV cache for it (one KV
  * sequence of src/kv/ per caller sequence id, no prefix cache), turns each batch into the
  * runner's inputs (slots, block tables, lengths, output rows), runs it and keeps the logits and
- * final hidden states of the rows asked for.
+ * final hidden states of the rows asked for. A runner with a sliding-window pool gets its
+ * slots and tables too (sequences only grow, so their blocks leave the window as in requests).
  *
  * Invariants: kv_id[s] is -1 or an open KV sequence whose every token is committed (computed)
  * between calls. A batch is checked completely and the KV cache is asked whether it can take
@@ -28,6 +29,8 @@ ts_status rt_batch_init(ts_context *ctx, ts_error *err) {
         .max_seqs = (uint32_t)fc->max_seqs,
         .max_seq_len = (uint32_t)(ctx->ec.n_ctx < max_len ? ctx->ec.n_ctx : max_len),
         .prefix_cache = false,
+        .n_blocks_swa = (uint32_t)fc->n_blocks_swa,
+        .swa_window = fc->n_blocks_swa > 0 ? (uint32_t)ctx->llm->model->hp.n_swa : 0,
     };
     ts_status st = ts_kv_create(&kc, &b->kv, err);
     if (st != TS_OK) {
@@ -50,12 +53,15 @@ ts_status rt_batch_init(ts_context *ctx, ts_error *err) {
     b->counts = malloc(S * sizeof *b->counts);
     b->opened = malloc(S * sizeof *b->opened);
     b->table = malloc(S * (size_t)fc->max_blocks_per_seq * sizeof *b->table);
+    b->slots_swa = malloc(T * sizeof *b->slots_swa);
+    b->table_swa = malloc(S * (size_t)fc->max_blocks_per_seq * sizeof *b->table_swa);
     b->len = malloc(S * sizeof *b->len);
     b->logits = malloc(O * (size_t)hp->n_vocab * sizeof *b->logits);
     b->embd = malloc(O * (size_t)hp->n_embd * sizeof *b->embd);
     if (!b->kv_id || !b->bidx || !b->tokens || !b->pos || !b->seq || !b->slots || !b->outs ||
         !b->order || !b->gather || !b->gslots || !b->out_row || !b->users || !b->counts ||
-        !b->opened || !b->table || !b->len || !b->logits || !b->embd) {
+        !b->opened || !b->table || !b->len || !b->logits || !b->embd || !b->slots_swa ||
+        !b->table_swa) {
         rt_batch_free(b);
         return ts_error_set(err, TS_ERR_NOMEM, "decode: out of memory for %zu output rows", O);
     }
@@ -84,6 +90,8 @@ void rt_batch_free(rt_batch *b) {
     free(b->counts);
     free(b->opened);
     free(b->table);
+    free(b->slots_swa);
+    free(b->table_swa);
     free(b->len);
     free(b->logits);
     free(b->embd);
@@ -248,12 +256,21 @@ static ts_status append_all(ts_context *ctx, const ts_decode_batch *in, int32_t 
         uint32_t n_copies = 0;
         const ts_kv_copy *c = st == TS_OK ? ts_kv_copies(b->kv, &n_copies) : NULL;
         for (uint32_t i = 0; st == TS_OK && i < n_copies; i++) {
-            st = ts_runner_copy_block(ctx->runner, c[i].src, c[i].dst, err);
+            st = ts_runner_copy_block(ctx->runner, c[i].pool, c[i].src, c[i].dst, err);
         }
-        uint32_t n_blk = 0;
-        const int32_t *row = st == TS_OK ? ts_kv_seq_block_table(b->kv, kv, &n_blk) : NULL;
-        for (int64_t j = 0; row != NULL && j < width; j++) {
-            b->table[u * width + j] = j < (int64_t)n_blk ? row[j] : -1;
+        bool swa = fc->n_blocks_swa > 0;
+        for (int32_t k = 0; st == TS_OK && swa && k < n; k++) {
+            int32_t t = b->order[at + k];
+            st = ts_kv_seq_slot(b->kv, TS_KV_POOL_SWA, kv, (uint32_t)b->pos[t], &b->slots_swa[t],
+                                err);
+        }
+        for (int pool = 0; st == TS_OK && pool < (swa ? 2 : 1); pool++) {
+            uint32_t n_blk = 0;
+            const int32_t *row = ts_kv_seq_block_table(b->kv, (ts_kv_pool)pool, kv, &n_blk);
+            int32_t *dst = (pool == TS_KV_POOL_SWA ? b->table_swa : b->table) + u * width;
+            for (int64_t j = 0; j < width; j++) {
+                dst[j] = j < (int64_t)n_blk ? row[j] : -1;
+            }
         }
         b->len[u] = (int32_t)seq_tokens(b, b->users[u]);
     }
@@ -319,6 +336,8 @@ static ts_status decode(ts_context *ctx, const ts_decode_batch *in, ts_error *er
         .seq_len = b->len,
         .n_outputs = n_out,
         .outputs = b->outs,
+        .slots_swa = b->slots_swa,
+        .block_table_swa = b->table_swa,
     };
     if (st == TS_OK) {
         st = ts_runner_run(ctx->runner, &step, b->logits, b->embd, err);

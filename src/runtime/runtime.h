@@ -83,6 +83,10 @@ typedef struct rt_batch {
     int32_t n_last;           /* tokens of the last batch */
     float *logits;            /* [max_outputs][n_vocab] */
     float *embd;              /* [max_outputs][n_embd] */
+
+    /* The sliding-window pool's slots and tables (like slots and table), used when the
+     * runner has that pool. */
+    int32_t *slots_swa, *table_swa;
 } rt_batch;
 
 struct ts_context {

@@ -184,6 +184,12 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
           (double)es->kv_blocks_total);
     gauge(&t, "tessera_kv_cache_usage_ratio", "gauge", "Fraction of KV blocks in use.",
           es->kv_blocks_total ? (double)es->kv_blocks_used / es->kv_blocks_total : 0.0);
+    gauge(&t, "tessera_kv_swa_blocks_used", "gauge",
+          "Blocks of the sliding-window layers' KV pool referenced by sequences.",
+          (double)es->kv_swa_blocks_used);
+    gauge(&t, "tessera_kv_swa_blocks_total", "gauge",
+          "Blocks in the sliding-window layers' KV pool (0: none).",
+          (double)es->kv_swa_blocks_total);
     gauge(&t, "tessera_prefix_cache_queries_total", "counter",
           "Prompt tokens looked up in the prefix cache.", (double)es->prefix_query_tokens);
     gauge(&t, "tessera_prefix_cache_hits_total", "counter",

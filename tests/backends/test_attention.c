@@ -325,8 +325,12 @@ static void test_bad_inputs(void **state) {
         setup_out o = build(&h, TS_TYPE_F32, 0.0f, 0);
         ts_tensor_set_name(o.out, "attn_out");
         ts_graph_output(h.g, o.out);
-        int32_t bad_len[NSEQ] = {12, 1, 16}; /* sequence 2 now needs blocks 2, 3: -1 */
-        h_set_i32(&h, ts_graph_find(h.g, "len"), bad_len, NSEQ);
+        /* Sequence 2's token at position 5 sees keys 4 and 5 of its block 1: -1 is invalid
+         * there (past the position, -1 is fine: those keys are visible to no token). */
+        int32_t bad_table[MAXB * NSEQ];
+        memcpy(bad_table, k_table, sizeof bad_table);
+        bad_table[2 * MAXB + 1] = -1;
+        h_set_i32(&h, ts_graph_find(h.g, "table"), bad_table, MAXB * NSEQ);
         float *r = h_run(&h, bes[bi], o.out, &err);
         if (r != NULL) {
             fail_msg("%s accepted a block table entry of -1 for a used key",
@@ -863,6 +867,101 @@ static void test_avx512_vs_avx2(void **state) {
     ts_backend_destroy(ref);
 }
 
+/* A sliding window's released blocks: table entries whose keys no token of the sequence sees
+ * may be -1. Every implementation — the reference, the CPU's scalar and tiled kernels at each
+ * level this host runs, the decomposed graph — gives the same bits as with the blocks mapped
+ * (the tiled kernels' first key chunk starts before the window, inside the released block),
+ * and -1 for a block that one token of a tile still sees is an error. */
+static void test_released_blocks(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_registry *reg = NULL;
+    assert_int_equal(ts_registry_create(&reg, &err), TS_OK);
+    ts_backend *bes[4] = {ref};
+    ts_isa levels[3] = {TS_ISA_SCALAR};
+    int n_levels = 1 + tiled_levels(levels + 1);
+    for (int li = 0; li < n_levels; li++) {
+        bes[1 + li] = cpu_at(levels[li], 2);
+    }
+    /* Windows 17 and 24: token 40 of sequence 0 sees keys from 24 or 17 on, token 35 of
+     * sequence 1 from 19 or 12 on; with 17 block 0 of both is dead, with 24 that of
+     * sequence 0. The soft-capped variant runs the CPU's scalar kernel at every level. */
+    const big_variant vars[] = {{64, 8, 2, TS_TYPE_F16, 0.0f, 17},
+                                {256, 2, 2, TS_TYPE_F32, 0.0f, 24},
+                                {64, 6, 3, TS_TYPE_Q8_0, 1.5f, 17}};
+    for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
+        const big_variant *v = &vars[vi];
+        int64_t n = (int64_t)v->hd * v->nh * BIG_NT;
+        int32_t released[BIG_MAXB * BIG_NSEQ], bad[BIG_MAXB * BIG_NSEQ];
+        memcpy(released, k_big_table, sizeof released);
+        released[0] = -1;
+        if (v->window == 17) {
+            released[BIG_MAXB] = -1;
+        }
+        /* Block 1 of sequence 0 (keys 16..31) is seen by its first tokens. */
+        memcpy(bad, released, sizeof bad);
+        bad[1] = -1;
+        float *want = NULL; /* the reference's paged result */
+        for (int impl = 0; impl < 2; impl++) {
+            const char *name = impl == 0 ? "paged" : "decomposed";
+            assert_int_equal(ts_registry_push(reg, &err), TS_OK);
+            assert_int_equal(ts_registry_select(reg, "attention", name, &err), TS_OK);
+            harness h;
+            h_init_reg(&h, ref, 9100 + vi, reg);
+            ts_tensor *out = build_big(&h, v);
+            assert_int_equal(ts_registry_pop(reg, &err), TS_OK);
+            assert_non_null(out);
+            ts_graph_output(h.g, out);
+            assert_int_equal(ts_graph_build(h.g, &err), TS_OK);
+            ts_tensor *tab = ts_graph_find(h.g, "table");
+            int n_bes = impl == 0 ? 1 + n_levels : 1;
+            for (int bi = 0; bi < n_bes; bi++) {
+                const char *where = bi == 0 ? "ref" : ts_isa_name(levels[bi - 1]);
+                assert_true(h_set_i32(&h, tab, k_big_table, BIG_MAXB * BIG_NSEQ));
+                float *mapped = h_run(&h, bes[bi], out, &err);
+                assert_true(h_set_i32(&h, tab, released, BIG_MAXB * BIG_NSEQ));
+                float *got = h_run(&h, bes[bi], out, &err);
+                if (mapped == NULL || got == NULL) {
+                    fail_msg("variant %zu %s on %s: %s", vi, name, where, err.msg);
+                }
+                if (memcmp(got, mapped, (size_t)n * sizeof *got) != 0) {
+                    fail_msg("variant %zu %s on %s: released blocks change the result", vi, name,
+                             where);
+                }
+                if (want == NULL) {
+                    want = mapped;
+                } else {
+                    double e = h_nrmse(mapped, want, n);
+                    if (!(e <= 1e-5)) {
+                        fail_msg("variant %zu %s on %s: nrmse %.3g against the reference", vi, name,
+                                 where, e);
+                    }
+                    free(mapped);
+                }
+                free(got);
+                if (impl == 0) {
+                    assert_true(h_set_i32(&h, tab, bad, BIG_MAXB * BIG_NSEQ));
+                    got = h_run(&h, bes[bi], out, &err);
+                    if (got != NULL) {
+                        fail_msg("variant %zu on %s: a -1 entry for a visible key was accepted", vi,
+                                 where);
+                    }
+                    assert_int_equal(err.status, TS_ERR_RANGE);
+                }
+            }
+            h_free(&h);
+        }
+        free(want);
+    }
+    for (int li = 0; li < n_levels; li++) {
+        ts_backend_destroy(bes[1 + li]);
+    }
+    ts_registry_destroy(reg);
+    ts_backend_destroy(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_vs_decomposed), cmocka_unit_test(test_ref_semantics),
@@ -870,6 +969,7 @@ int main(void) {
         cmocka_unit_test(test_large_shapes),        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_q8_0_bad_head_dim),   cmocka_unit_test(test_many_decoding),
         cmocka_unit_test(test_prefill_decode_bits), cmocka_unit_test(test_avx512_vs_avx2),
+        cmocka_unit_test(test_released_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

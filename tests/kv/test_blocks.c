@@ -46,7 +46,7 @@ static void test_defaults(void **state) {
     assert_int_equal(s.n_free, 8);
     assert_int_equal(s.n_used, 0);
     uint32_t stride = 0;
-    const int32_t *all = ts_kv_block_tables(kv, &stride);
+    const int32_t *all = ts_kv_block_tables(kv, TS_KV_POOL_FULL, &stride);
     assert_non_null(all);
     assert_int_equal(stride, 8); /* max_seq_len defaults to the whole pool */
     for (uint32_t i = 0; i < 2 * stride; i++) {
@@ -66,17 +66,17 @@ static void test_append_slots(void **state) {
     assert_int_equal(kvt_append(kv, a, toks, 3, slots), 0);
     assert_int_equal(kvt_append(kv, a, toks + 3, 7, slots + 3), 0);
     uint32_t nb = 0;
-    const int32_t *tbl = ts_kv_seq_block_table(kv, a, &nb);
+    const int32_t *tbl = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &nb);
     assert_int_equal(nb, 3);
     for (uint32_t pos = 0; pos < 10; pos++) {
         assert_int_equal(slots[pos], tbl[pos / bs] * (int32_t)bs + (int32_t)(pos % bs));
         int32_t slot = -1;
-        assert_int_equal(ts_kv_seq_slot(kv, a, pos, &slot, &(ts_error){0}), TS_OK);
+        assert_int_equal(ts_kv_seq_slot(kv, TS_KV_POOL_FULL, a, pos, &slot, &(ts_error){0}), TS_OK);
         assert_int_equal(slot, slots[pos]);
     }
     int32_t slot;
     ts_error err = {0};
-    assert_int_equal(ts_kv_seq_slot(kv, a, 10, &slot, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_kv_seq_slot(kv, TS_KV_POOL_FULL, a, 10, &slot, &err), TS_ERR_RANGE);
     assert_non_null(strstr(err.msg, "position 10"));
     /* Distinct blocks, all in use. */
     assert_true(tbl[0] != tbl[1] && tbl[1] != tbl[2] && tbl[0] != tbl[2]);
@@ -90,7 +90,7 @@ static void test_append_slots(void **state) {
     assert_int_equal(info.n_blocks, 3);
     /* The whole-pool view holds the same row. */
     uint32_t stride;
-    const int32_t *all = ts_kv_block_tables(kv, &stride);
+    const int32_t *all = ts_kv_block_tables(kv, TS_KV_POOL_FULL, &stride);
     assert_memory_equal(all + (size_t)a * stride, tbl, 3 * sizeof(int32_t));
     assert_int_equal(all[(size_t)a * stride + 3], -1);
     kvt_check(kv);
@@ -121,11 +121,11 @@ static void test_alloc_free_cycles(void **state) {
     assert_non_null(strstr(err.msg, "not open"));
     assert_int_equal(ts_kv_append(kv, 99, toks, 1, NULL, &err), TS_ERR_INVALID_ARG);
     uint32_t nb = 7;
-    assert_null(ts_kv_seq_block_table(kv, 99, &nb));
+    assert_null(ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, 99, &nb));
     assert_int_equal(nb, 0);
-    assert_null(ts_kv_seq_block_table(kv, 0, &nb)); /* closed */
+    assert_null(ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, 0, &nb)); /* closed */
     int32_t slot;
-    assert_int_equal(ts_kv_seq_slot(kv, 0, 0, &slot, &err), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_kv_seq_slot(kv, TS_KV_POOL_FULL, 0, 0, &slot, &err), TS_ERR_INVALID_ARG);
     assert_int_equal(ts_kv_seq_commit(kv, 0, 0, &err), TS_ERR_INVALID_ARG);
     assert_int_equal(ts_kv_seq_reset(kv, 0, &err), TS_ERR_INVALID_ARG);
     ts_kv_destroy(kv);
@@ -171,7 +171,7 @@ static void test_max_seq_len(void **state) {
     (void)state;
     ts_kv *kv = kvt_create(16, 4, 2, 10, false);
     uint32_t stride;
-    ts_kv_block_tables(kv, &stride);
+    ts_kv_block_tables(kv, TS_KV_POOL_FULL, &stride);
     assert_int_equal(stride, 3);
     uint32_t a = kvt_open(kv);
     kvt_append(kv, a, toks, 10, NULL);
@@ -212,13 +212,13 @@ static void test_fork_cow(void **state) {
     kvt_append(kv, p, toks, 6, NULL); /* blocks: [full, 2 of 4] */
     ts_kv_seq_commit(kv, p, 6, &(ts_error){0});
     uint32_t nb;
-    const int32_t *pt = ts_kv_seq_block_table(kv, p, &nb);
+    const int32_t *pt = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, p, &nb);
     int32_t b0 = pt[0], b1 = pt[1];
 
     uint32_t c1 = UINT32_MAX, c2 = UINT32_MAX;
     assert_int_equal(ts_kv_seq_fork(kv, p, &c1, &(ts_error){0}), TS_OK);
     assert_int_equal(ts_kv_seq_fork(kv, p, &c2, &(ts_error){0}), TS_OK);
-    const int32_t *t1 = ts_kv_seq_block_table(kv, c1, &nb);
+    const int32_t *t1 = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c1, &nb);
     assert_int_equal(nb, 2);
     assert_int_equal(t1[0], b0);
     assert_int_equal(t1[1], b1);
@@ -245,7 +245,7 @@ static void test_fork_cow(void **state) {
     assert_int_equal(n_copies, 1);
     assert_int_equal(cp[0].src, b1);
     assert_true(cp[0].dst != b1 && cp[0].dst != b0);
-    t1 = ts_kv_seq_block_table(kv, c1, &nb);
+    t1 = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c1, &nb);
     assert_int_equal(t1[0], b0);
     assert_int_equal(t1[1], cp[0].dst);
     assert_int_equal(slot, cp[0].dst * (int32_t)bs + 2);
@@ -258,7 +258,7 @@ static void test_fork_cow(void **state) {
     assert_int_equal(cp[0].src, b1);
     assert_true(cp[0].dst != c1_block);
     /* c2 crossed into a third block: 6 + 3 = 9 tokens. */
-    ts_kv_seq_block_table(kv, c2, &nb);
+    ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c2, &nb);
     assert_int_equal(nb, 3);
 
     /* p is now b1's only holder: writes in place, no copy. */
@@ -278,7 +278,7 @@ static void test_fork_cow(void **state) {
     /* Closing the parent keeps blocks the children still hold. */
     assert_int_equal(ts_kv_seq_close(kv, p, &(ts_error){0}), TS_OK);
     kvt_check(kv);
-    t1 = ts_kv_seq_block_table(kv, c1, &nb);
+    t1 = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c1, &nb);
     assert_int_equal(t1[0], b0);
     assert_int_equal(ts_kv_seq_close(kv, c1, &(ts_error){0}), TS_OK);
     assert_int_equal(ts_kv_seq_close(kv, c2, &(ts_error){0}), TS_OK);

@@ -43,12 +43,12 @@ static void test_hit_reuses_blocks(void **state) {
     assert_int_equal(kvt_stats(kv).n_cached, 2); /* two full committed blocks */
     uint32_t nb;
     int32_t a_blocks[3];
-    memcpy(a_blocks, ts_kv_seq_block_table(kv, a, &nb), sizeof a_blocks);
+    memcpy(a_blocks, ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &nb), sizeof a_blocks);
 
     /* While a is alive: b shares its two full blocks (ref 2). */
     uint32_t b = prefill(kv, NULL, 0, t, 14, &cached);
     assert_int_equal(cached, 8);
-    const int32_t *bt = ts_kv_seq_block_table(kv, b, &nb);
+    const int32_t *bt = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, b, &nb);
     assert_int_equal(nb, 4);
     assert_int_equal(bt[0], a_blocks[0]);
     assert_int_equal(bt[1], a_blocks[1]);
@@ -69,7 +69,7 @@ static void test_hit_reuses_blocks(void **state) {
     kvt_check(kv);
     uint32_t c = prefill(kv, NULL, 0, t, 16, &cached);
     assert_int_equal(cached, 12);
-    bt = ts_kv_seq_block_table(kv, c, &nb);
+    bt = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c, &nb);
     assert_int_equal(bt[0], a_blocks[0]);
     assert_int_equal(bt[1], a_blocks[1]);
     assert_int_equal(kvt_stats(kv).n_evictable, 0);
@@ -129,8 +129,8 @@ static void test_salt_separates(void **state) {
     uint32_t e = prefill(kv, "tenant-", 7, t, 9, &cached);
     assert_int_equal(cached, 0);
     uint32_t nb;
-    const int32_t *at = ts_kv_seq_block_table(kv, a, &nb);
-    const int32_t *dt = ts_kv_seq_block_table(kv, d, &nb);
+    const int32_t *at = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &nb);
+    const int32_t *dt = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, d, &nb);
     assert_int_equal(at[0], dt[0]);
     assert_int_equal(at[1], dt[1]);
     assert_int_equal(kvt_stats(kv).n_cached, 8);
@@ -160,13 +160,13 @@ static void test_chain_context(void **state) {
     uint32_t b = prefill(kv, NULL, 0, y, 9, &cached);
     assert_int_equal(cached, 0);
     assert_int_equal(kvt_stats(kv).n_cached, 4); /* both "same" blocks are cached separately */
-    const int32_t *at = ts_kv_seq_block_table(kv, a, &nb);
-    const int32_t *bt = ts_kv_seq_block_table(kv, b, &nb);
+    const int32_t *at = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &nb);
+    const int32_t *bt = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, b, &nb);
     assert_int_not_equal(at[1], bt[1]);
     /* A query after p2 finds b's blocks, not a's. */
     uint32_t c = prefill(kv, NULL, 0, y, 9, &cached);
     assert_int_equal(cached, 8);
-    const int32_t *ct = ts_kv_seq_block_table(kv, c, &nb);
+    const int32_t *ct = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c, &nb);
     assert_int_equal(ct[0], bt[0]);
     assert_int_equal(ct[1], bt[1]);
     /* After an unknown first block nothing matches, though block 2's tokens are cached. */

@@ -1,4 +1,5 @@
-/* test_size.c — KV cache sizing: bytes per token, blocks from memory or context, dtype names. */
+/* test_size.c — KV cache sizing: bytes per token, blocks from memory, context or window, dtype
+ * names. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,6 +89,27 @@ static void test_blocks_for_context(void **state) {
     assert_int_equal(ts_kv_blocks_for_context(UINT64_MAX, 16, &n, &err), TS_ERR_RANGE);
 }
 
+static void test_blocks_for_window(void **state) {
+    (void)state;
+    uint32_t n = 0;
+    ts_error err = {0};
+    /* Gemma 3 (window 512) in blocks of 16, 16 sequences, steps of 512 tokens:
+     * 16 * (32 + 2) + 32 = 576 blocks, under the 2048 of a 32k context. */
+    assert_int_equal(ts_kv_blocks_for_window(512, 16, 16, 512, 2048, &n, &err), TS_OK);
+    assert_int_equal(n, 576);
+    /* One sequence, window 4 in blocks of 3, steps of 7: (2 + 2) + 3. */
+    assert_int_equal(ts_kv_blocks_for_window(4, 3, 1, 7, 100, &n, &err), TS_OK);
+    assert_int_equal(n, 7);
+    /* Never more than the full pool: a 4k context holds every window. */
+    assert_int_equal(ts_kv_blocks_for_window(4096, 16, 16, 512, 256, &n, &err), TS_OK);
+    assert_int_equal(n, 256);
+    assert_int_equal(ts_kv_blocks_for_window(UINT64_MAX, 1, UINT32_MAX, UINT32_MAX, 9, &n, &err),
+                     TS_OK);
+    assert_int_equal(n, 9);
+    assert_int_equal(ts_kv_blocks_for_window(0, 16, 1, 1, 9, &n, &err), TS_ERR_INVALID_ARG);
+    assert_int_equal(ts_kv_blocks_for_window(8, 16, 1, 1, 0, &n, &err), TS_ERR_INVALID_ARG);
+}
+
 static void test_dtype_names(void **state) {
     (void)state;
     ts_kv_dtype d = TS_KV_F32;
@@ -106,7 +128,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bytes_per_token),   cmocka_unit_test(test_bytes_per_token_errors),
         cmocka_unit_test(test_blocks_for_memory), cmocka_unit_test(test_blocks_for_context),
-        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_dtype_names),       cmocka_unit_test(test_blocks_for_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,12 +2,13 @@
  * against a shadow model after every one.
  *
  * The test plays the engine: it keeps each sequence's tokens itself, owns a simulated K/V
- * buffer with one int32 "row" per token slot, performs the copy-on-write copies the manager
- * asks for and writes each appended token into its slot. After every operation:
+ * buffer per pool with one int32 "row" per token slot, performs the copy-on-write copies the
+ * manager asks for and writes each appended token into its slots. After every operation:
  *   - ts_kv_check passes (lists, states, ref counts, sharing, hash chains);
- *   - every open sequence reads its own tokens back through its block table, so no shared
+ *   - every open sequence reads its own tokens back through its block tables, so no shared
  *     block was ever written in place and every prefix hit returned blocks holding exactly
- *     the tokens asked for;
+ *     the tokens asked for — in the sliding-window pool exactly the positions its next query
+ *     can see, and no others (their blocks were released);
  *   - the capacity queries (ts_kv_can_append, ts_kv_can_admit) agreed with what the appends
  *     then did: ok exactly when they succeeded.
  * At the end every sequence is closed and every block must be free or cached-evictable. */
@@ -37,10 +38,13 @@ typedef struct sim {
     ts_kv *kv;
     uint32_t bs;
     uint32_t n_blocks;
+    uint32_t n_blocks_swa; /* 0: no sliding-window pool */
+    uint32_t window;
     uint32_t max_len;
     bool prefix;
     uint64_t rng;
-    int32_t *kvbuf; /* [n_blocks * bs] the token each slot's K/V was computed for */
+    int32_t *kvbuf;     /* [n_blocks * bs] the token each slot's K/V was computed for */
+    int32_t *kvbuf_swa; /* [n_blocks_swa * bs] the same for the sliding-window pool */
     shadow_seq seqs[MAX_SEQS];
     uint64_t n_ops, n_limit, n_admit_ok;
 } sim;
@@ -57,17 +61,29 @@ static const char *salt_bytes(int salt, size_t *len) {
     return salt ? "x" : NULL;
 }
 
-/* Does what the engine does with an append's result: copies, then writes. */
-static void apply_append(sim *s, const int32_t *tokens, uint32_t n, const int32_t *slots) {
+/* Does what the engine does with an append of positions first.. of seq: copies, then writes
+ * each token into its slot of every pool. */
+static void apply_append(sim *s, uint32_t seq, uint32_t first, const int32_t *tokens, uint32_t n,
+                         const int32_t *slots) {
     uint32_t n_copies;
     const ts_kv_copy *cp = ts_kv_copies(s->kv, &n_copies);
     for (uint32_t i = 0; i < n_copies; i++) {
-        memcpy(s->kvbuf + (size_t)cp[i].dst * s->bs, s->kvbuf + (size_t)cp[i].src * s->bs,
+        int32_t *buf = cp[i].pool == TS_KV_POOL_SWA ? s->kvbuf_swa : s->kvbuf;
+        assert_true(cp[i].pool == TS_KV_POOL_FULL || s->n_blocks_swa > 0);
+        memcpy(buf + (size_t)cp[i].dst * s->bs, buf + (size_t)cp[i].src * s->bs,
                s->bs * sizeof(int32_t));
     }
     for (uint32_t i = 0; i < n; i++) {
         assert_true(slots[i] >= 0 && (uint32_t)slots[i] < s->n_blocks * s->bs);
         s->kvbuf[slots[i]] = tokens[i];
+        if (s->n_blocks_swa > 0) {
+            int32_t slot = -1;
+            assert_int_equal(
+                ts_kv_seq_slot(s->kv, TS_KV_POOL_SWA, seq, first + i, &slot, &(ts_error){0}),
+                TS_OK);
+            assert_true(slot >= 0 && (uint32_t)slot < s->n_blocks_swa * s->bs);
+            s->kvbuf_swa[slot] = tokens[i];
+        }
     }
 }
 
@@ -78,7 +94,7 @@ static ts_status try_append(sim *s, uint32_t seq, uint32_t n) {
     ts_error err = {0};
     ts_status st = ts_kv_append(s->kv, seq, sh->tokens + sh->n, n, slots, &err);
     if (st == TS_OK) {
-        apply_append(s, sh->tokens + sh->n, n, slots);
+        apply_append(s, seq, sh->n, sh->tokens + sh->n, n, slots);
         sh->n += n;
     } else {
         assert_int_equal(st, TS_ERR_LIMIT);
@@ -121,6 +137,33 @@ static int pick_open(sim *s) {
     return k == 0 ? -1 : ids[rnd(s, (uint32_t)k)];
 }
 
+/* The first table entry of the sliding-window pool a sequence with `committed` computed
+ * tokens holds: the block of the first position its next query sees. */
+static uint32_t window_first(const sim *s, uint32_t committed) {
+    return committed >= s->window ? (committed - s->window + 1) / s->bs : 0;
+}
+
+/* Positions of seq in the sliding-window pool: those from the window's first block on read
+ * back their tokens, the ones before have no slot. */
+static void verify_window(sim *s, uint32_t id) {
+    const shadow_seq *sh = &s->seqs[id];
+    uint32_t first = window_first(s, sh->committed);
+    for (uint32_t pos = 0; pos < sh->n; pos++) {
+        int32_t slot = -1;
+        ts_status st = ts_kv_seq_slot(s->kv, TS_KV_POOL_SWA, id, pos, &slot, &(ts_error){0});
+        if (pos / s->bs < first) {
+            assert_int_equal(st, TS_ERR_RANGE);
+            continue;
+        }
+        assert_int_equal(st, TS_OK);
+        if (s->kvbuf_swa[slot] != sh->tokens[pos]) {
+            fail_msg("op %llu: sequence %u position %u reads token %d from the window pool, "
+                     "wrote %d",
+                     (unsigned long long)s->n_ops, id, pos, s->kvbuf_swa[slot], sh->tokens[pos]);
+        }
+    }
+}
+
 /* Matches the prefix of sh->tokens[0..n) into an empty seq, checks the hit against the
  * simulated buffer, and appends + commits the rest when it fits. */
 static void refill(sim *s, uint32_t seq, uint32_t n) {
@@ -139,10 +182,14 @@ static void refill(sim *s, uint32_t seq, uint32_t n) {
     assert_true(s->prefix || cached == 0);
     for (uint32_t pos = 0; pos < cached; pos++) {
         int32_t slot;
-        assert_int_equal(ts_kv_seq_slot(s->kv, seq, pos, &slot, &(ts_error){0}), TS_OK);
+        assert_int_equal(ts_kv_seq_slot(s->kv, TS_KV_POOL_FULL, seq, pos, &slot, &(ts_error){0}),
+                         TS_OK);
         assert_int_equal(s->kvbuf[slot], sh->tokens[pos]);
     }
     sh->n = sh->committed = cached;
+    if (s->n_blocks_swa > 0) {
+        verify_window(s, seq); /* a hit holds the blocks of its window */
+    }
     ts_status st = try_append(s, seq, n - cached);
     assert_int_equal(st == TS_OK, ok);
     s->n_admit_ok += ok;
@@ -269,30 +316,50 @@ static void verify(sim *s) {
         assert_int_equal(info.n_committed, sh->committed);
         for (uint32_t pos = 0; pos < sh->n; pos++) {
             int32_t slot;
-            assert_int_equal(ts_kv_seq_slot(s->kv, id, pos, &slot, &(ts_error){0}), TS_OK);
+            assert_int_equal(ts_kv_seq_slot(s->kv, TS_KV_POOL_FULL, id, pos, &slot, &(ts_error){0}),
+                             TS_OK);
             if (s->kvbuf[slot] != sh->tokens[pos]) {
                 fail_msg("op %llu: sequence %u position %u reads token %d, wrote %d",
                          (unsigned long long)s->n_ops, id, pos, s->kvbuf[slot], sh->tokens[pos]);
             }
         }
+        if (s->n_blocks_swa > 0) {
+            assert_int_equal(info.swa_first, window_first(s, sh->committed));
+            verify_window(s, id);
+        }
     }
     assert_int_equal(kvt_stats(s->kv).n_seqs, open);
 }
 
+/* n_blocks_swa > 0 adds a sliding-window pool of that many blocks and the given window. */
 static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool prefix, uint64_t seed,
-                       uint32_t n_ops) {
+                       uint32_t n_ops, uint32_t n_blocks_swa, uint32_t window) {
     sim *s = calloc(1, sizeof *s);
     assert_non_null(s);
-    s->kv = kvt_create(n_blocks, bs, MAX_SEQS, max_len, prefix);
+    ts_kv_config cfg = {.n_blocks = n_blocks,
+                        .block_size = bs,
+                        .max_seqs = MAX_SEQS,
+                        .max_seq_len = max_len,
+                        .prefix_cache = prefix,
+                        .n_blocks_swa = n_blocks_swa,
+                        .swa_window = window};
+    assert_int_equal(ts_kv_create(&cfg, &s->kv, &(ts_error){0}), TS_OK);
     s->bs = bs;
     s->n_blocks = n_blocks;
+    s->n_blocks_swa = n_blocks_swa;
+    s->window = window;
     s->max_len = max_len;
     s->prefix = prefix;
     s->rng = seed;
     s->kvbuf = malloc((size_t)n_blocks * bs * sizeof(int32_t));
+    s->kvbuf_swa = malloc(((size_t)n_blocks_swa * bs + 1) * sizeof(int32_t));
     assert_non_null(s->kvbuf);
+    assert_non_null(s->kvbuf_swa);
     for (size_t i = 0; i < (size_t)n_blocks * bs; i++) {
         s->kvbuf[i] = -1;
+    }
+    for (size_t i = 0; i < (size_t)n_blocks_swa * bs; i++) {
+        s->kvbuf_swa[i] = -1;
     }
     for (s->n_ops = 0; s->n_ops < n_ops; s->n_ops++) {
         uint32_t r = rnd(s, 100);
@@ -322,6 +389,9 @@ static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool pr
     assert_int_equal(st.n_seqs, 0);
     assert_int_equal(st.n_free + st.n_evictable, n_blocks);
     assert_int_equal(st.n_evictable, st.n_cached);
+    assert_int_equal(st.swa.n_used, 0);
+    assert_int_equal(st.swa.n_free + st.swa.n_evictable, n_blocks_swa);
+    assert_int_equal(st.swa.n_evictable, st.swa.n_cached);
     /* The run must have exercised what it claims to test. */
     if (bs > 1) {
         assert_true(st.n_cow_copies > 0);
@@ -336,38 +406,62 @@ static void run_stress(uint32_t n_blocks, uint32_t bs, uint32_t max_len, bool pr
     } else {
         assert_int_equal(st.n_evictable, 0);
     }
-    printf("stress blocks=%u bs=%u prefix=%d: %llu ops, %llu limits, %llu COW copies, "
-           "%llu evictions, prefix hit %llu/%llu tokens\n",
-           n_blocks, bs, prefix, (unsigned long long)s->n_ops, (unsigned long long)s->n_limit,
-           (unsigned long long)st.n_cow_copies, (unsigned long long)st.n_evictions,
-           (unsigned long long)st.prefix_hit_tokens, (unsigned long long)st.prefix_query_tokens);
+    printf("stress blocks=%u (+%u, window %u) bs=%u prefix=%d: %llu ops, %llu limits, %llu COW "
+           "copies, %llu evictions, prefix hit %llu/%llu tokens\n",
+           n_blocks, n_blocks_swa, window, bs, prefix, (unsigned long long)s->n_ops,
+           (unsigned long long)s->n_limit, (unsigned long long)st.n_cow_copies,
+           (unsigned long long)st.n_evictions, (unsigned long long)st.prefix_hit_tokens,
+           (unsigned long long)st.prefix_query_tokens);
     free(s->kvbuf);
+    free(s->kvbuf_swa);
     ts_kv_destroy(s->kv);
     free(s);
 }
 
 static void test_stress_prefix(void **state) {
     (void)state;
-    run_stress(48, 4, 64, true, 0x5eed0001u, 10000);
+    run_stress(48, 4, 64, true, 0x5eed0001u, 10000, 0, 0);
 }
 
 static void test_stress_prefix_block16(void **state) {
     (void)state;
-    run_stress(20, 16, MAX_LEN, true, 0x5eed0002u, 5000);
+    run_stress(20, 16, MAX_LEN, true, 0x5eed0002u, 5000, 0, 0);
 }
 
 static void test_stress_block1(void **state) {
     (void)state;
-    run_stress(80, 1, 48, true, 0x5eed0003u, 4000);
+    run_stress(80, 1, 48, true, 0x5eed0003u, 4000, 0, 0);
 }
 
 static void test_stress_no_prefix(void **state) {
     (void)state;
-    run_stress(40, 3, 60, false, 0x5eed0004u, 6000);
+    run_stress(40, 3, 60, false, 0x5eed0004u, 6000, 0, 0);
+}
+
+/* A sliding-window pool smaller than the full one: blocks leave each window while the
+ * sequences grow, prefix hits must find their window blocks too, and both pools run out. */
+static void test_stress_window(void **state) {
+    (void)state;
+    run_stress(48, 4, 64, true, 0x5eed0005u, 10000, 20, 6);
+}
+
+/* Window of one block exactly, larger blocks, no prefix cache: released blocks become free. */
+static void test_stress_window_no_prefix(void **state) {
+    (void)state;
+    run_stress(40, 3, 60, false, 0x5eed0006u, 6000, 16, 3);
+}
+
+/* Window 1 (each query sees only itself) with one-token blocks. */
+static void test_stress_window_block1(void **state) {
+    (void)state;
+    run_stress(80, 1, 48, true, 0x5eed0007u, 4000, 24, 1);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stress_window),
+        cmocka_unit_test(test_stress_window_no_prefix),
+        cmocka_unit_test(test_stress_window_block1),
         cmocka_unit_test(test_stress_prefix),
         cmocka_unit_test(test_stress_prefix_block16),
         cmocka_unit_test(test_stress_block1),

@@ -280,8 +280,8 @@ static void test_copy_block(void **state) {
     ts_error err = {0};
     fu_part p = {.tokens = prompt, .start = 0, .count = 20, .table = {0, 1}};
     assert_int_equal(fu_step(f, &p, 1, pre, &err), TS_OK);
-    assert_int_equal(ts_forward_copy_block(f, 0, 7, &err), TS_OK);
-    assert_int_equal(ts_forward_copy_block(f, 1, 8, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 0, 7, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 1, 8, &err), TS_OK);
     fu_part d = {.tokens = prompt + 20, .start = 20, .count = 1, .table = {0, 1}};
     assert_int_equal(fu_step(f, &d, 1, x, &err), TS_OK);
     /* The copy's table writes the new token into block 8, leaving block 1 as it was. */
@@ -295,8 +295,8 @@ static void test_copy_block(void **state) {
         assert_true(isfinite(y[i]));
     }
     assert_true(fu_nrmse(y, x, V) > 1e-3);
-    assert_int_equal(ts_forward_copy_block(f, 0, 16, &err), TS_ERR_RANGE);
-    assert_int_equal(ts_forward_copy_block(f, -1, 3, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, 0, 16, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(f, TS_FORWARD_POOL_FULL, -1, 3, &err), TS_ERR_RANGE);
     free(pre);
     free(x);
     free(y);
@@ -534,7 +534,7 @@ static void test_bad_batches(void **state) {
     assert_non_null(f);
     int32_t tok[2] = {5, 6}, pos[2] = {0, 1}, seq[2] = {0, 0}, slots[2] = {0, 1};
     int32_t table[FU_MAX_BLK] = {0, -1, -1, -1, -1, -1, -1, -1}, len[1] = {2}, out[1] = {1};
-    ts_batch ok = {2, tok, pos, seq, slots, 1, table, len, 1, out};
+    ts_batch ok = {2, tok, pos, seq, slots, 1, table, len, 1, out, NULL, NULL};
     float logits[2 * V];
     ts_error err = {0};
     assert_int_equal(ts_forward_run(f, &ok, logits, NULL, &err), TS_OK);
@@ -595,6 +595,89 @@ static void test_bad_batches(void **state) {
     ts_backend_destroy(be);
 }
 
+/* The sliding-window layers' own pool: its size, the same logits as with one pool whether or
+ * not the window's dead blocks are mapped, -1 rejected only for a block a token sees, copies
+ * per pool, and no such pool for a model without sliding-window layers. */
+static void test_window_pool(void **state) {
+    (void)state;
+    ts_backend *be = fu_backend(true);
+    ts_error err = {0};
+    ts_tiny_spec s = ts_tiny_spec_default("gemma3");
+    s.n_swa = 4;
+    s.n_layer = 6; /* layers 0..4 local, 5 global */
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    ts_forward_config c = fu_config(64, 8);
+    ts_forward *one = fu_forward(m, be, NULL, &c);
+    c.n_blocks_swa = 4;
+    ts_forward *two = fu_forward(m, be, NULL, &c);
+    assert_non_null(one);
+    assert_non_null(two);
+    /* K and V of 16 tokens x 2 heads x 32 in f16: 4096 bytes a block and layer. */
+    assert_int_equal(ts_forward_kv_bytes(one), 6 * 8 * 4096);
+    assert_int_equal(ts_forward_kv_swa_bytes(one), 0);
+    assert_int_equal(ts_forward_kv_bytes(two), 1 * 8 * 4096 + 5 * 4 * 4096);
+    assert_int_equal(ts_forward_kv_swa_bytes(two), 5 * 4 * 4096);
+
+    int32_t prompt[41];
+    fu_prompt(prompt, 41, V, 3);
+    float *want = malloc(40 * V * sizeof *want), *got = malloc(40 * V * sizeof *got);
+    fu_part pre = {.tokens = prompt, .start = 0, .count = 40, .table = {5, 1, 7}};
+    assert_int_equal(fu_step(one, &pre, 1, want, &err), TS_OK);
+    fu_batch fb;
+    fu_make_batch(&pre, 1, &fb);
+    int32_t swa_table[FU_MAX_BLK] = {2, 0, 3, -1, -1, -1, -1, -1}, swa_slots[40];
+    for (int32_t p = 0; p < 40; p++) {
+        swa_slots[p] = swa_table[p / FU_BLOCK] * FU_BLOCK + p % FU_BLOCK;
+    }
+    fb.b.slots_swa = swa_slots;
+    fb.b.block_table_swa = swa_table;
+    assert_int_equal(ts_forward_run(two, &fb.b, got, NULL, &err), TS_OK);
+    assert_memory_equal(got, want, 40 * V * sizeof *got);
+
+    /* Position 40 sees keys 37..40 in the window: block 2 only; blocks 0 and 1 may be -1. */
+    fu_part dec = {.tokens = prompt + 40, .start = 40, .count = 1, .table = {5, 1, 7}};
+    assert_int_equal(fu_step(one, &dec, 1, want, &err), TS_OK);
+    fu_make_batch(&dec, 1, &fb);
+    int32_t slot = 3 * FU_BLOCK + 40 % FU_BLOCK, released[FU_MAX_BLK] = {-1, -1, 3, -1};
+    fb.b.slots_swa = &slot;
+    fb.b.block_table_swa = released;
+    assert_int_equal(ts_forward_run(two, &fb.b, got, NULL, &err), TS_OK);
+    assert_memory_equal(got, want, V * sizeof *got);
+    released[2] = -1;
+    assert_int_equal(ts_forward_check_batch(two, &fb.b, &err), TS_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "window pool"));
+    released[2] = 4; /* past the pool */
+    assert_int_equal(ts_forward_check_batch(two, &fb.b, &err), TS_ERR_RANGE);
+    released[2] = 3;
+    released[0] = 4;
+    assert_int_equal(ts_forward_check_batch(two, &fb.b, &err), TS_ERR_RANGE);
+    released[0] = -1;
+    fb.b.block_table_swa = NULL;
+    assert_int_equal(ts_forward_check_batch(two, &fb.b, &err), TS_ERR_INVALID_ARG);
+
+    assert_int_equal(ts_forward_copy_block(two, TS_FORWARD_POOL_SWA, 3, 1, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(two, TS_FORWARD_POOL_SWA, 4, 1, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(two, TS_FORWARD_POOL_FULL, 7, 4, &err), TS_OK);
+    assert_int_equal(ts_forward_copy_block(two, 2, 0, 1, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_forward_copy_block(one, TS_FORWARD_POOL_SWA, 0, 1, &err), TS_ERR_RANGE);
+    free(want);
+    free(got);
+    ts_forward_destroy(one);
+    ts_forward_destroy(two);
+    ts_model_close(m);
+
+    /* A model without sliding-window layers cannot have the pool. */
+    s = ts_tiny_spec_default("llama");
+    m = fu_open_tiny(&s);
+    ts_forward *f = NULL;
+    assert_int_equal(ts_forward_create(m, be, &c, NULL, &f, &err), TS_ERR_INVALID_ARG);
+    assert_null(f);
+    assert_non_null(strstr(err.msg, "no sliding-window layers"));
+    ts_model_close(m);
+    ts_backend_destroy(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_vs_ref),      cmocka_unit_test(test_decomposed_vs_paged),
@@ -602,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_copy_block),      cmocka_unit_test(test_kv_types),
         cmocka_unit_test(test_kv_q8_0),         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_embeddings),      cmocka_unit_test(test_moe_routing_keys),
+        cmocka_unit_test(test_window_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

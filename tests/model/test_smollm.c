@@ -122,7 +122,7 @@ static void test_greedy(void **state) {
         }
         len[0] = start + count;
         out[0] = count - 1;
-        ts_batch b = {count, toks, pos, seq, slots, 1, table, len, 1, out};
+        ts_batch b = {count, toks, pos, seq, slots, 1, table, len, 1, out, NULL, NULL};
         assert_int_equal(ts_forward_run(f, &b, logits, NULL, &err), TS_OK);
         int32_t next = fu_argmax(logits, V);
         gen[n_gen++] = next;
@@ -176,7 +176,7 @@ static void test_cpu_vs_ref(void **state) {
             seq[i] = 0;
             slots[i] = (int32_t)i;
         }
-        ts_batch bt = {(int64_t)n, ids, pos, seq, slots, 1, table, len, 1, out};
+        ts_batch bt = {(int64_t)n, ids, pos, seq, slots, 1, table, len, 1, out, NULL, NULL};
         assert_int_equal(ts_forward_run(f, &bt, cpu ? b : a, NULL, &err), TS_OK);
         ts_forward_destroy(f);
         ts_backend_destroy(be);
@@ -223,7 +223,7 @@ static void last_logits(const smol *s, const ts_model *m, float *logits) {
         pos[i] = slots[i] = (int32_t)i;
         seq[i] = 0;
     }
-    ts_batch bt = {(int64_t)n, ids, pos, seq, slots, 1, table, len, 1, out};
+    ts_batch bt = {(int64_t)n, ids, pos, seq, slots, 1, table, len, 1, out, NULL, NULL};
     assert_int_equal(ts_forward_run(f, &bt, logits, NULL, &err), TS_OK);
     ts_forward_destroy(f);
     ts_backend_destroy(be);

@@ -695,15 +695,15 @@ static void test_rank_fails_mid_run(void **state) {
     int32_t bad_tok[4] = {5, 6, 7, (int32_t)m->hp.n_vocab};
     fu_part pb = {bad_tok, 4, 4, {0}};
     assert_int_equal(fu_run(r, &pb, 1, logits, NULL, &err), TS_ERR_RANGE);
-    assert_int_equal(ts_runner_copy_block(r, 0, 16, &err), TS_ERR_RANGE);
-    assert_int_equal(ts_runner_copy_block(r, 0, 5, &err), TS_OK);
+    assert_int_equal(ts_runner_copy_block(r, TS_FORWARD_POOL_FULL, 0, 16, &err), TS_ERR_RANGE);
+    assert_int_equal(ts_runner_copy_block(r, TS_FORWARD_POOL_FULL, 0, 5, &err), TS_OK);
     fu_part p2 = {tok, 4, 4, {0}};
     ts_status st = fu_run(r, &p2, 1, logits, NULL, &err);
     assert_int_equal(st, TS_ERR_ABORTED);
     assert_non_null(strstr(err.msg, "injected device failure"));
     /* The group stays broken: the next step and copy fail at once. */
     assert_int_not_equal(fu_run(r, &p2, 1, logits, NULL, &err), TS_OK);
-    assert_int_not_equal(ts_runner_copy_block(r, 0, 5, &err), TS_OK);
+    assert_int_not_equal(ts_runner_copy_block(r, TS_FORWARD_POOL_FULL, 0, 5, &err), TS_OK);
     ts_runner_destroy(r);
     free(logits);
     ts_backend_destroy(b);

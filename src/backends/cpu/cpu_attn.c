@@ -124,7 +124,7 @@ static void deal_items(const cpu_op_ctx *c, ts_tensor *n, int64_t direct_rows,
                         return;
                     }
                 }
-                if (!cpu_attn_check_blocks(c, n, it.s, len)) {
+                if (!cpu_attn_check_blocks(c, n, it.s, len, t, e)) {
                     return;
                 }
                 run_item(c, n, &it);
@@ -161,7 +161,7 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
             return;
         }
         int64_t p = cpu_attn_geti(pos, t, 0);
-        if (!cpu_attn_check_blocks(c, n, s, len)) {
+        if (!cpu_attn_check_blocks(c, n, s, len, t, t + 1)) {
             return;
         }
         for (int64_t g = 0; g < group; g++) {

@@ -268,7 +268,7 @@ static void token_chunk_f16(int64_t ng, float *acc, float *mx, float *sum, const
 /* Byte offset of key j's row of kv head 0 in the cache of sequence s. */
 static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t s, int64_t j) {
     int64_t bs = k->ne[2];
-    int32_t blk = cpu_attn_geti(tab, j / bs, s);
+    int64_t blk = cpu_attn_read_block(tab, j / bs, s, k->ne[3]);
     return (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
 }
 

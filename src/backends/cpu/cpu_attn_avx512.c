@@ -494,17 +494,18 @@ static void token_chunk_f16(const token_step *st, const chunk_kv *ck) {
 }
 
 /* off[i] = byte offset of key j + i's row of kv head 0 in the cache of sequence s, plus base,
- * for i < n (keys j .. j + n - 1 below the sequence's length: their blocks were checked). */
+ * for i < n (keys j .. j + n - 1 below the sequence's length: the blocks of the visible ones
+ * were checked, released ones read block 0). */
 static void kv_offsets(const ts_tensor *k, const ts_tensor *tab, int32_t s, int64_t j, int64_t n,
                        size_t base, size_t *off) {
     const int64_t bs = k->ne[2];
     int64_t blk = j / bs, r = j % bs;
-    size_t row0 = base + (size_t)cpu_attn_geti(tab, blk, s) * k->nb[3];
+    size_t row0 = base + (size_t)cpu_attn_read_block(tab, blk, s, k->ne[3]) * k->nb[3];
     for (int64_t i = 0; i < n; i++) {
         off[i] = row0 + (size_t)r * k->nb[2];
         if (++r == bs && i + 1 < n) {
             r = 0;
-            row0 = base + (size_t)cpu_attn_geti(tab, ++blk, s) * k->nb[3];
+            row0 = base + (size_t)cpu_attn_read_block(tab, ++blk, s, k->ne[3]) * k->nb[3];
         }
     }
 }

@@ -61,7 +61,17 @@ void cpu_rope_halves_avx2(float *out, const float *x, const float *cs, const flo
 int32_t cpu_attn_geti(const ts_tensor *t, int64_t i0, int64_t i1);
 bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tensor *lens, int64_t t,
                         int64_t cap, int32_t *s_out, int32_t *len_out);
-bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len);
+bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len,
+                           int64_t t0, int64_t t1);
+/* The block a tiled kernel reads for table entry b of sequence s: the entry, or block 0 for an
+ * entry that is not a block of the cache (-1: released by a sliding window). Such an entry
+ * holds no key any row of the item sees (cpu_attn_check_blocks), but a chunk on the ATT_KC
+ * grid may start before the first visible key; its rows there are loaded and never used. */
+static inline int64_t cpu_attn_read_block(const ts_tensor *tab, int64_t b, int32_t s,
+                                          int64_t n_blk) {
+    int32_t blk = cpu_attn_geti(tab, b, s);
+    return blk >= 0 && blk < n_blk ? blk : 0;
+}
 
 /* cpu_attn_avx2.c: tiled ATTENTION; needs isa >= AVX2, head size % 8 == 0 and <= 1024, no
  * soft-cap (cpu_attn.c decides and deals the work items, cpu_attn_item below). Per-thread

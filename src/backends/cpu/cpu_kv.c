@@ -37,17 +37,39 @@ bool cpu_attn_token_seq(const cpu_op_ctx *c, const ts_tensor *seq, const ts_tens
     return true;
 }
 
-/* Every block holding one of the sequence's keys must be valid, visible or not (the same
- * rule as the reference). */
-bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len) {
-    const ts_tensor *k = n->src[1], *tab = n->src[3];
+/* Every block holding a key that one of tokens [t0, t1) (all of sequence s, of length len)
+ * sees must be valid (the reference's rule); the others may be -1 (released). */
+bool cpu_attn_check_blocks(const cpu_op_ctx *c, const ts_tensor *n, int32_t s, int32_t len,
+                           int64_t t0, int64_t t1) {
+    const ts_tensor *k = n->src[1], *tab = n->src[3], *pos = n->src[5];
     int64_t bs = k->ne[2];
-    for (int64_t b = 0; b < ((int64_t)len + bs - 1) / bs; b++) {
-        int32_t blk = cpu_attn_geti(tab, b, s);
-        if (blk < 0 || blk >= k->ne[3]) {
-            cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
-                     (long long)b, (int)blk, (long long)k->ne[3]);
-            return false;
+    int window = n->ip[0];
+    int64_t lo = 0, hi = -1; /* blocks [lo, hi] checked already: a tile's ranges overlap */
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t p = cpu_attn_geti(pos, t, 0);
+        int64_t jhi = p < (int64_t)len - 1 ? p : (int64_t)len - 1;
+        int64_t jlo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        if (jlo > jhi) {
+            continue;
+        }
+        for (int64_t b = jlo / bs; b <= jhi / bs; b++) {
+            if (b >= lo && b <= hi) {
+                b = hi;
+                continue;
+            }
+            int32_t blk = cpu_attn_geti(tab, b, s);
+            if (blk < 0 || blk >= k->ne[3]) {
+                cpu_fail(c, TS_ERR_RANGE, "sequence %d block %lld is %d (of %lld)", (int)s,
+                         (long long)b, (int)blk, (long long)k->ne[3]);
+                return false;
+            }
+        }
+        if (jlo / bs <= hi + 1 && jhi / bs >= lo - 1) {
+            lo = jlo / bs < lo ? jlo / bs : lo;
+            hi = jhi / bs > hi ? jhi / bs : hi;
+        } else {
+            lo = jlo / bs;
+            hi = jhi / bs;
         }
     }
     return true;

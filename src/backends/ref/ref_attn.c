@@ -124,8 +124,10 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
         }
         int64_t p = ref_geti(pos, t, 0, 0);
         for (int64_t j = 0; j < len; j++) {
+            /* Only the blocks of visible keys are read, so only they must be valid: a sliding
+             * window's released blocks are -1. */
             blk[j] = ref_geti(tab, j / bs, s, 0);
-            if (blk[j] < 0 || blk[j] >= k->ne[3]) {
+            if (visible(j, p, window) && (blk[j] < 0 || blk[j] >= k->ne[3])) {
                 st = ts_error_set(err, TS_ERR_RANGE,
                                   "ATTENTION '%s': sequence %d block %lld is %lld (of %lld)",
                                   n->name, (int)s, (long long)(j / bs), (long long)blk[j],
