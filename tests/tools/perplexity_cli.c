@@ -23,21 +23,9 @@
 
 #include "common/tiny_model.h"
 #include "tessera.h"
+#include "tools/cli_util.h"
 
 #define CTX 32 /* window length of these tests (the tiny model's context is 256) */
-
-static const char *bin(void) {
-    const char *b = getenv("TS_BIN");
-    return b != NULL && access(b, X_OK) == 0 ? b : NULL;
-}
-
-/* Runs a command with stdout and stderr in separate files; returns the exit status. */
-static int run(const char *cmd, const char *out_path, const char *err_path) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, out_path, err_path);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* The file's contents, NUL-terminated (malloc'd). */
 static char *slurp(const char *path) {
@@ -234,9 +222,9 @@ static void files_remove(files *f) {
 /* Runs the tool with extra arguments; returns its figures (exit status 0 expected). */
 static void run_tool(const files *f, const char *args, figures *fg) {
     char cmd[2000];
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx %d -t 2 %s", bin(), f->model,
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx %d -t 2 %s", cli_bin(), f->model,
              f->text, CTX, args);
-    int rc = run(cmd, f->out, f->err);
+    int rc = cli_run_to(cmd, f->out, f->err);
     char *o = slurp(f->out), *e = slurp(f->err);
     if (rc != 0) {
         fail_msg("'%s' exited %d: %s", cmd, rc, e);
@@ -248,7 +236,7 @@ static void run_tool(const files *f, const char *args, figures *fg) {
 
 static void test_follows_llama_perplexity(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     files f;
@@ -293,7 +281,7 @@ static void test_follows_llama_perplexity(void **state) {
 /* A model that adds no BOS (as SmolLM2): the windows are the text's tokens as they are. */
 static void test_no_bos_model(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     files f;
@@ -313,7 +301,7 @@ static void test_no_bos_model(void **state) {
 
 static void test_errors(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     files f;
@@ -325,9 +313,9 @@ static void test_errors(void **state) {
     assert_non_null(t);
     fputs("the quick brown fox", t);
     fclose(t);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx %d -t 2", bin(), f.model, f.text,
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx %d -t 2", cli_bin(), f.model, f.text,
              CTX);
-    assert_int_equal(run(cmd, f.out, f.err), 1);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
     char *e = slurp(f.err);
     assert_non_null(strstr(e, "one window of --ctx 32 needs 32"));
     assert_non_null(strstr(e, f.text));
@@ -335,17 +323,17 @@ static void test_errors(void **state) {
 
     /* A window longer than the model's context (256). */
     write_text(f.text, 300);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx 512 -t 2", bin(), f.model, f.text);
-    assert_int_equal(run(cmd, f.out, f.err), 1);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx 512 -t 2", cli_bin(), f.model, f.text);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
     e = slurp(f.err);
     assert_non_null(strstr(e, "--ctx 512 is longer than the model's context (256 tokens)"));
     free(e);
 
     /* A missing text file, and no file at all. */
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s.absent", bin(), f.model, f.text);
-    assert_int_equal(run(cmd, f.out, f.err), 1);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s", bin(), f.model);
-    assert_int_equal(run(cmd, f.out, f.err), 2);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s.absent", cli_bin(), f.model, f.text);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s", cli_bin(), f.model);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 2);
     files_remove(&f);
 }
 

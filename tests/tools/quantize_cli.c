@@ -19,14 +19,10 @@
 #include <unistd.h>
 
 #include "common/tiny_model.h"
+#include "tools/cli_util.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quant/quant.h"
-
-static const char *bin(void) {
-    const char *b = getenv("TS_BIN");
-    return b != NULL && access(b, X_OK) == 0 ? b : NULL;
-}
 
 /* Runs a command, captures stderr+stdout into out; returns the exit status. */
 static int run(const char *cmd, char *out, size_t size) {
@@ -52,13 +48,13 @@ static void write_model(char *path, size_t size, int64_t n_embd, int64_t n_ff, t
 
 static void test_pure_q8_0(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
     write_model(in, sizeof in, 64, 128, TS_TYPE_F32);
     snprintf(out, sizeof out, "%s.q8.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", cli_bin(), in, out);
     assert_int_equal(run(cmd, log, sizeof log), 0);
 
     ts_gguf *a = NULL, *b = NULL;
@@ -98,13 +94,13 @@ static void test_pure_q8_0(void **state) {
 
 static void test_q4_k_m_mix(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
     write_model(in, sizeof in, 256, 512, TS_TYPE_F16);
     snprintf(out, sizeof out, "%s.q4km.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", cli_bin(), in, out);
     assert_int_equal(run(cmd, log, sizeof log), 0);
     ts_model *m = NULL;
     ts_error err = {0};
@@ -133,7 +129,7 @@ static void test_q4_k_m_mix(void **state) {
  * 256 does not divide its rows), and with --pure it is MXFP4 too; both files load. */
 static void test_mxfp4(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
@@ -142,7 +138,7 @@ static void test_mxfp4(void **state) {
     const ts_quant_ops *mx = ts_quant_ops_get(TS_TYPE_MXFP4, TS_ISA_SCALAR);
     const ts_quant_ops *f16 = ts_quant_ops_get(TS_TYPE_F16, TS_ISA_SCALAR);
     for (int pure = 0; pure <= 1; pure++) {
-        snprintf(cmd, sizeof cmd, "%s quantize %s %s mxfp4%s", bin(), in, out,
+        snprintf(cmd, sizeof cmd, "%s quantize %s %s mxfp4%s", cli_bin(), in, out,
                  pure ? " --pure" : "");
         assert_int_equal(run(cmd, log, sizeof log), 0);
         ts_gguf *a = NULL;
@@ -198,7 +194,7 @@ static void test_mxfp4(void **state) {
  * leaves it), a Q4_K_M mix loads, and `tessera run` generates with it. */
 static void test_moe(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
@@ -210,7 +206,7 @@ static void test_moe(void **state) {
     ts_error err = {0};
     assert_int_equal(ts_tiny_write(&spec, in, &err), TS_OK);
     snprintf(out, sizeof out, "%s.q8.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", cli_bin(), in, out);
     assert_int_equal(run(cmd, log, sizeof log), 0);
     ts_gguf *a = NULL, *b = NULL;
     assert_int_equal(ts_gguf_open(in, &a, &err), TS_OK);
@@ -245,7 +241,7 @@ static void test_moe(void **state) {
     unlink(out);
 
     snprintf(out, sizeof out, "%s.q4km.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M", cli_bin(), in, out);
     assert_int_equal(run(cmd, log, sizeof log), 0);
     ts_model *m = NULL;
     if (ts_model_open(out, &m, &err) != TS_OK) {
@@ -254,7 +250,7 @@ static void test_moe(void **state) {
     ts_type t = ts_model_tensor(m, TS_ROLE_FFN_GATE_EXPS, 0)->type;
     assert_true(t == TS_TYPE_Q4_K || t == TS_TYPE_Q5_K || t == TS_TYPE_Q6_K);
     ts_model_close(m);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", bin(), out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", cli_bin(), out);
     if (run(cmd, log, sizeof log) != 0) {
         fail_msg("tessera run on the quantized MoE model: %s", log);
     }
@@ -264,28 +260,28 @@ static void test_moe(void **state) {
 
 static void test_errors(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
     /* Rows of 64 elements cannot hold Q4_K's 256-element blocks. */
     write_model(in, sizeof in, 64, 128, TS_TYPE_F32);
     snprintf(out, sizeof out, "%s.bad.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K --pure", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K --pure", cli_bin(), in, out);
     assert_int_not_equal(run(cmd, log, sizeof log), 0);
     assert_non_null(strstr(log, "256"));
     assert_true(access(out, F_OK) != 0);
     unlink(in);
     /* Quantized input. */
     write_model(in, sizeof in, 64, 128, TS_TYPE_Q8_0);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_0", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_0", cli_bin(), in, out);
     assert_int_not_equal(run(cmd, log, sizeof log), 0);
     assert_non_null(strstr(log, "Q8_0"));
     unlink(in);
-    snprintf(cmd, sizeof cmd, "%s quantize /nonexistent.gguf %s Q4_0", bin(), out);
+    snprintf(cmd, sizeof cmd, "%s quantize /nonexistent.gguf %s Q4_0", cli_bin(), out);
     assert_int_not_equal(run(cmd, log, sizeof log), 0);
     assert_non_null(strstr(log, "/nonexistent.gguf"));
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s NOT_A_TYPE", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s NOT_A_TYPE", cli_bin(), in, out);
     assert_int_not_equal(run(cmd, log, sizeof log), 0);
 }
 

@@ -17,19 +17,7 @@
 #include <unistd.h>
 
 #include "common/tiny_model.h"
-
-static const char *bin(void) {
-    const char *b = getenv("TS_BIN");
-    return b != NULL && access(b, X_OK) == 0 ? b : NULL;
-}
-
-/* Runs a command with stdout and stderr in separate files; returns the exit status. */
-static int run(const char *cmd, const char *out_path, const char *err_path) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, out_path, err_path);
-    int st = system(full);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#include "tools/cli_util.h"
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -43,7 +31,7 @@ static char *slurp(const char *path) {
 
 static void test_prompts_file_skips_rejected(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char model[400], prompts[512], out[512], err[512], cmd[2000];
@@ -64,8 +52,8 @@ static void test_prompts_file_skips_rejected(void **state) {
     fputs("\nsecond good prompt\n", f);
     fclose(f);
 
-    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s -n 4 --temp 0 --ctx 64", bin(), model, prompts);
-    assert_int_equal(run(cmd, out, err), 1);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s -n 4 --temp 0 --ctx 64", cli_bin(), model, prompts);
+    assert_int_equal(cli_run_to(cmd, out, err), 1);
     char *o = strdup(slurp(out));
     const char *r = slurp(err);
     assert_non_null(strstr(o, "--- [0] hello there"));
@@ -82,7 +70,7 @@ static void test_prompts_file_skips_rejected(void **state) {
     assert_non_null(f);
     fputs("one\ntwo\n", f);
     fclose(f);
-    assert_int_equal(run(cmd, out, err), 0);
+    assert_int_equal(cli_run_to(cmd, out, err), 0);
     assert_non_null(strstr(slurp(out), "--- [1] two"));
 
     /* No prompts at all, and a missing file: errors. */
@@ -90,10 +78,10 @@ static void test_prompts_file_skips_rejected(void **state) {
     assert_non_null(f);
     fputs("\n\n", f);
     fclose(f);
-    assert_int_equal(run(cmd, out, err), 1);
+    assert_int_equal(cli_run_to(cmd, out, err), 1);
     assert_non_null(strstr(slurp(err), "holds no prompts"));
     unlink(prompts);
-    assert_int_equal(run(cmd, out, err), 1);
+    assert_int_equal(cli_run_to(cmd, out, err), 1);
     assert_non_null(strstr(slurp(err), prompts));
 
     unlink(out);
@@ -105,7 +93,7 @@ static void test_prompts_file_skips_rejected(void **state) {
  * prints the choice. */
 static void test_retune_profile(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char model[400], out[512], err[512], cmd[2000];
@@ -116,8 +104,8 @@ static void test_retune_profile(void **state) {
     snprintf(out, sizeof out, "%s.out", model);
     snprintf(err, sizeof err, "%s.err", model);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 2 --temp 0 --ctx 64 --retune --profile",
-             bin(), model);
-    assert_int_equal(run(cmd, out, err), 0);
+             cli_bin(), model);
+    assert_int_equal(cli_run_to(cmd, out, err), 0);
     const char *r = slurp(err);
     assert_non_null(strstr(r, "kernels (one row / several): "));
     assert_null(strstr(r, "notice:"));
@@ -130,7 +118,7 @@ static void test_retune_profile(void **state) {
  * `inspect` lists it under "model:". */
 static void test_unused_tensor_reported(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char model[400], out[512], err[512], cmd[2000];
@@ -142,13 +130,13 @@ static void test_unused_tensor_reported(void **state) {
     assert_int_equal(ts_tiny_write(&spec, model, &e), TS_OK);
     snprintf(out, sizeof out, "%s.out", model);
     snprintf(err, sizeof err, "%s.err", model);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 2 --temp 0", bin(), model);
-    assert_int_equal(run(cmd, out, err), 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hello -n 2 --temp 0", cli_bin(), model);
+    assert_int_equal(cli_run_to(cmd, out, err), 0);
     const char *r = slurp(err);
     assert_non_null(strstr(r, "warning: 1 tensor of the file is not used by architecture "
                               "'qwen2' (the output may be wrong): rope_factors_long.weight"));
-    snprintf(cmd, sizeof cmd, "%s inspect %s", bin(), model);
-    assert_int_equal(run(cmd, out, err), 0);
+    snprintf(cmd, sizeof cmd, "%s inspect %s", cli_bin(), model);
+    assert_int_equal(cli_run_to(cmd, out, err), 0);
     const char *o = slurp(out);
     assert_non_null(strstr(o, "model:\n  loads as   qwen2\n"));
     assert_non_null(strstr(o, "unused     1 tensors (not used by the architecture): "
