@@ -69,6 +69,13 @@ def build(arch):
             else:
                 fan_in = p.shape[0] if name in conv_weights else p.shape[-1]
                 val = z / float(np.sqrt(fan_in))
+            if arch == "gpt_oss" and name.endswith(".self_attn.sinks"):
+                val = 2.0 * z  # sinks that take a visible share of each softmax
+            elif arch == "gpt_oss" and name.endswith("mlp.experts.gate_up_proj"):
+                val = 6.0 * z / float(np.sqrt(p.shape[1]))  # x @ W: fan-in is dim 1; the
+                # clamp at 7 acts on a good share of gate and up values
+            elif arch == "gpt_oss" and name.endswith("mlp.experts.down_proj"):
+                val = z / float(np.sqrt(p.shape[1]))
             p.copy_(val)
     return model, config
 

@@ -196,6 +196,21 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         "qwen2moe",
     ),
+    # gpt-oss: attention with biases and sinks, layer 0 a sliding window of 4, layer 1 full;
+    # experts with biases and the clamped SwiGLU (gen_tiny.py scales gate_up so that the clamp
+    # at 7 acts, and the sinks so that they matter); YaRN with truncate (llama.cpp's ramp is
+    # always floored/ceiled; the real config says truncate false, see docs/architecture.md).
+    "gpt_oss": (
+        "GptOssConfig", "GptOssForCausalLM",
+        dict(_COMMON, head_dim=16, intermediate_size=32, num_local_experts=4,
+             num_experts_per_tok=2, sliding_window=4,
+             layer_types=["sliding_attention", "full_attention"], rms_norm_eps=1e-5,
+             tie_word_embeddings=False, attention_bias=True,
+             rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                              "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True,
+                              "original_max_position_embeddings": 32}),
+        "gpt-oss",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -251,6 +266,21 @@ _MOE_BLOCK = dict(
         "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
         "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
         "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    },
+)
+# gpt-oss: HF's experts are x @ W ([n_expert, in, out]) with gate and up interleaved along
+# the last dim of gate_up_proj (gate at even, up at odd columns): gguf_entries de-interleaves.
+_GPT_OSS_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "self_attn.o_proj.bias": "attn_output.bias",
+        "self_attn.sinks": "attn_sinks.weight",
+        "mlp.router.weight": "ffn_gate_inp.weight",
+        "mlp.router.bias": "ffn_gate_inp.bias",
+        "mlp.experts.gate_up_proj": "ffn_gate_exps.weight",  # and ffn_up_exps: gguf_entries
+        "mlp.experts.gate_up_proj_bias": "ffn_gate_exps.bias",  # and ffn_up_exps.bias
+        "mlp.experts.down_proj": "ffn_down_exps.weight",
+        "mlp.experts.down_proj_bias": "ffn_down_exps.bias",
     },
 )
 _GEMMA_BLOCK = dict(
@@ -337,7 +367,8 @@ def gguf_name(arch, hf_name):
     table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
              "bert": _BERT_BLOCK,
-             "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK}
+             "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
+             "gpt-oss": _GPT_OSS_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
@@ -346,6 +377,11 @@ def gguf_entries(arch, hf_name):
     gate_up_proj [n_expert, 2 * n_ff, n_embd], whose first half of each expert's rows is the
     gate ("half0") and second the up projection ("half1")."""
     name = gguf_name(arch, hf_name)
+    if _gguf_arch(arch) == "gpt-oss" and hf_name.endswith("mlp.experts.gate_up_proj"):
+        # [n_expert, n_embd, 2 n_ff] interleaved -> each half transposed to [n_ff, n_embd]
+        return [(name, "deint_t0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "deint_t1")]
+    if _gguf_arch(arch) == "gpt-oss" and hf_name.endswith("mlp.experts.gate_up_proj_bias"):
+        return [(name, "deint0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "deint1")]
     if hf_name.endswith("mlp.experts.gate_up_proj"):
         return [(name, "half0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "half1")]
     return [(name, transform(arch, hf_name))]
@@ -363,6 +399,8 @@ def transform(arch, hf_name):
         return "add_one"
     if hf_name.endswith("mlp.shared_expert_gate.weight"):
         return "squeeze"  # [1, n_embd] -> the 1-D [n_embd] the converter writes
+    if arch == "gpt-oss" and hf_name.endswith("mlp.experts.down_proj"):
+        return "transpose3"  # [n_expert, n_ff, n_embd] (x @ W) -> [n_expert, n_embd, n_ff]
     if arch == "gpt2" and re.search(r"\.(c_attn|c_proj|c_fc)\.weight$", hf_name):
         return "transpose"
     return ""
@@ -417,7 +455,7 @@ def gguf_metadata(arch, cfg):
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     if arch in ("llama", "phi3", "granite", "smollm3", "cohere2"):
         put("rope.dimension_count", "u32", head_dim)
-    if arch in ("qwen3", "gemma2", "gemma3", "qwen3moe"):
+    if arch in ("qwen3", "gemma2", "gemma3", "qwen3moe", "gpt-oss"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)
     if arch in ("gemma2", "gemma3"):
@@ -451,6 +489,13 @@ def gguf_metadata(arch, cfg):
         put("expert_count", "u32", cfg.get("num_experts") or cfg["num_local_experts"])
         put("expert_used_count", "u32", cfg["num_experts_per_tok"])
         put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+    if arch == "gpt-oss":
+        # llama.cpp's converter: expert_feed_forward_length is the experts' size; the swa
+        # pattern (every other layer) and SwiGLU's alpha / limit are fixed in llama.cpp.
+        put("expert_count", "u32", cfg["num_local_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["intermediate_size"])
+        put("attention.sliding_window", "u32", cfg["sliding_window"])
     if arch == "qwen2moe":
         put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta

@@ -62,8 +62,8 @@ static ts_tensor *rope_op(ts_graph *g, ts_tensor *x, ts_tensor *pos, const ts_ro
 /* ---- attention ---- */
 
 static ts_tensor *attention_paged(ts_graph *g, const ts_attn_args *a) {
-    return ts_op_attention(g, a->q, a->k, a->v, a->table, a->seq, a->pos, a->len, a->scale,
-                           a->softcap, a->window);
+    return ts_op_attention_ext(g, a->q, a->k, a->v, a->table, a->seq, a->pos, a->len, a->sinks,
+                               a->scale, a->softcap, a->window);
 }
 
 /* Gathers a cache [hd, n_kv, bs, n_blk] through table [max_blk, n_seq] into
@@ -87,7 +87,8 @@ static ts_tensor *attention_decomposed(ts_graph *g, const ts_attn_args *a) {
     ts_tensor *q = ts_op_permute(g, a->q, 0, 2, 1, 3);       /* [hd, n_tok, n_head] */
     ts_tensor *kq = ts_op_mul_mat(g, k, q);                  /* [keys, n_tok, n_head] */
     ts_tensor *mask = ts_op_attn_mask(g, a->seq, a->pos, a->len, cap, a->window);
-    ts_tensor *p = ts_op_softmax(g, kq, mask, a->scale, a->softcap);
+    /* Attention sinks: kq's dim 2 is the query head, as SOFTMAX indexes them. */
+    ts_tensor *p = ts_op_softmax_ext(g, kq, mask, a->sinks, a->scale, a->softcap);
     /* V transposed: [keys, hd, n_kv]. */
     ts_tensor *v = ts_op_cont(g, ts_op_permute(g, gather_cache(g, a->v, a->table), 1, 2, 0, 3));
     ts_tensor *o = ts_op_mul_mat(g, v, p);                   /* [hd, n_tok, n_head] */

@@ -49,6 +49,7 @@ typedef struct ts_attn_args {
     float scale;      /* usually 1/sqrt(head_dim) */
     float softcap;    /* 0 = none */
     int window;       /* sliding window in positions, 0 = none */
+    ts_tensor *sinks; /* f32 [n_head] attention sinks (gpt-oss), or NULL */
 } ts_attn_args;
 
 /* Family signatures (for registering more implementations). */

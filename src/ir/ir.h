@@ -49,12 +49,19 @@
  *      fp[3] = attn_factor (> 0; 1 = none), fp[4] = corr_lo, fp[5] = corr_hi (pair indices;
  *      ts_rope_yarn_corr_dims). ff must be contiguous (the model loader checks that a file's
  *      factors are finite and positive).
- *  SOFTMAX(a [n, r, ...], mask f32 [n, r]?) -> softmax over dim 0 of
+ *  SOFTMAX(a [n, r, r2, ...], mask f32 [n, r]?, sinks f32 [r2]?) -> softmax over dim 0 of
  *      z = (cap > 0 ? cap * tanh(a * scale / cap) : a * scale) + mask[:, r] (mask broadcast
  *      over dims 2, 3). A row whose z are all -inf gives zeros.  fp[0] = scale, fp[1] = cap.
+ *      With sinks (attention sinks, gpt-oss), the row at dim-2 index i2 has one more logit,
+ *      sinks[i2] (taken as is: not scaled, capped nor masked), which joins the denominator
+ *      and is dropped from the output: out_i = exp(z_i) / (sum_j exp(z_j) + exp(sinks[i2])).
+ *      A row whose z are all -inf then gives zeros too.
  *  SILU(a) -> a * sigmoid(a);  GELU(a) -> erf form 0.5a(1+erf(a/sqrt2)) (ip[0] = 0) or tanh
  *      form 0.5a(1+tanh(sqrt(2/pi)(a + 0.044715a^3))) (ip[0] = 1).
  *  SWIGLU(g, u) -> silu(g) * u;  GEGLU(g, u) -> gelu(g) * u (ip[0] as GELU). Same shapes.
+ *  SWIGLU_OAI(g, u) -> (clamp(u, -limit, limit) + 1) * x * sigmoid(alpha * x) with
+ *      x = min(g, limit) (gpt-oss's clamped SwiGLU). Same shapes.  fp[0] = alpha (gpt-oss:
+ *      1.702), fp[1] = limit (> 0; gpt-oss: 7).
  *  CPY(a, dst) -> writes a's elements (row-major order) into dst, converting the type:
  *      f32/f16/bf16 -> f32/f16/bf16; f32 -> a quantized type through from_float (dst rows
  *      contiguous, same row length); a quantized type -> f32/f16/bf16 through to_float (same
@@ -72,12 +79,15 @@
  *      reading it runs after the store.
  *  ATTENTION(q f32 [hd, n_head, n_tok], k, v [hd, n_kv, bs, n_blk] f32|f16|q8_0,
  *            table i32 [max_blk, n_seq], seq i32 [n_tok], pos i32 [n_tok],
- *            len i32 [n_seq]) -> f32 [hd, n_head, n_tok]
+ *            len i32 [n_seq], sinks f32 [n_head]?) -> f32 [hd, n_head, n_tok]
  *      For token t: s = seq[t], p = pos[t]; key j (0 <= j < len[s]) lives in block
  *      table[j / bs, s] at offset j % bs and has position j. It is visible iff j <= p and
  *      (window == 0 or p - j < window). Head h reads kv head h / (n_head / n_kv). Scores
  *      z_j = q.k_j * scale, soft-capped as SOFTMAX; out = sum_j softmax(z)_j v_j over visible
  *      keys (zeros when none).  fp[0] = scale, fp[1] = cap, ip[0] = window.
+ *      With sinks (src[7], gpt-oss's attention sinks) head h's softmax has one more logit,
+ *      sinks[h], as is (not scaled nor capped), that takes probability mass but carries no
+ *      value: out = sum_j exp(z_j) v_j / (sum_j exp(z_j) + exp(sinks[h])).
  *      pos is only the visibility horizon (RoPE takes its own positions), so a bidirectional
  *      encoder passes len[s] - 1 for every token of sequence s: every key is visible.
  *      A table entry whose keys are visible to no token of its sequence in this batch is never
@@ -132,7 +142,7 @@
 #include "tessera.h"
 
 #define TS_MAX_DIMS 4
-#define TS_MAX_SRC 7
+#define TS_MAX_SRC 8
 #define TS_MAX_PARAMS 8
 #define TS_MAX_DYN_DIMS 4
 #define TS_NAME_MAX 64
@@ -171,6 +181,7 @@ typedef enum ts_op {
     TS_OP_TOPK,
     TS_OP_GATHER,
     TS_OP_MUL_MAT_ID,
+    TS_OP_SWIGLU_OAI, /* gpt-oss's clamped SwiGLU */
     TS_OP_COUNT,
 } ts_op;
 
@@ -341,10 +352,15 @@ ts_tensor *ts_op_rope(ts_graph *g, ts_tensor *a, ts_tensor *pos, int n_rot, ts_r
 ts_tensor *ts_op_rope_ext(ts_graph *g, ts_tensor *a, ts_tensor *pos, const ts_rope_params *p);
 ts_tensor *ts_op_softmax(ts_graph *g, ts_tensor *a, ts_tensor *mask /* may be NULL */,
                          float scale, float softcap);
+/* SOFTMAX with sinks f32 [a.ne[2]] (NULL: as ts_op_softmax). */
+ts_tensor *ts_op_softmax_ext(ts_graph *g, ts_tensor *a, ts_tensor *mask, ts_tensor *sinks,
+                             float scale, float softcap);
 ts_tensor *ts_op_silu(ts_graph *g, ts_tensor *a);
 ts_tensor *ts_op_gelu(ts_graph *g, ts_tensor *a, ts_gelu_approx approx);
 ts_tensor *ts_op_swiglu(ts_graph *g, ts_tensor *gate, ts_tensor *up);
 ts_tensor *ts_op_geglu(ts_graph *g, ts_tensor *gate, ts_tensor *up, ts_gelu_approx approx);
+ts_tensor *ts_op_swiglu_oai(ts_graph *g, ts_tensor *gate, ts_tensor *up, float alpha,
+                            float limit);
 ts_tensor *ts_op_cpy(ts_graph *g, ts_tensor *a, ts_tensor *dst);
 ts_tensor *ts_op_cast(ts_graph *g, ts_tensor *a, ts_type type);
 ts_tensor *ts_op_cont(ts_graph *g, ts_tensor *a);
@@ -361,6 +377,10 @@ ts_tensor *ts_op_kv_store(ts_graph *g, ts_tensor *cache, ts_tensor *rows, ts_ten
 ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v,
                            ts_tensor *table, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
                            float scale, float softcap, int window);
+/* ATTENTION with attention sinks: sinks f32 [n_head] (NULL: as ts_op_attention). */
+ts_tensor *ts_op_attention_ext(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v,
+                               ts_tensor *table, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
+                               ts_tensor *sinks, float scale, float softcap, int window);
 ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
                            int64_t cap, int window);
 ts_tensor *ts_op_sigmoid(ts_graph *g, ts_tensor *a);

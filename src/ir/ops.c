@@ -88,8 +88,8 @@ static bool kv_cache_type(ts_type t) {
         }                                                                                          \
     } while (0)
 
-#define NE(t) (long long)(t)->ne[0], (long long)(t)->ne[1], (long long)(t)->ne[2], \
-              (long long)(t)->ne[3]
+#define NE(t)                                                                                      \
+    (long long)(t)->ne[0], (long long)(t)->ne[1], (long long)(t)->ne[2], (long long)(t)->ne[3]
 #define SHAPE "[%lld, %lld, %lld, %lld]"
 
 static ts_status check_f32(const ts_tensor *n, const ts_tensor *t, const char *what,
@@ -272,7 +272,22 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
                   (long long)a->ne[0], (long long)a->ne[1]);
         }
         CHECK(n->fp[1] >= 0.0f, TS_ERR_RANGE, "softcap %g < 0", (double)n->fp[1]);
+        if (n->src[2] != NULL) {
+            const ts_tensor *sk = n->src[2];
+            if ((st = check_f32(n, sk, "sinks", err)) != TS_OK) {
+                return st;
+            }
+            CHECK(sk->ne[0] == a->ne[2] && sk->ne[1] == 1 && sk->ne[2] == 1 && sk->ne[3] == 1 &&
+                      ts_tensor_rows_contiguous(sk),
+                  TS_ERR_RANGE, "sinks '%s' " SHAPE " must be a dense [%lld]", sk->name, NE(sk),
+                  (long long)a->ne[2]);
+        }
         return TS_OK;
+    case TS_OP_SWIGLU_OAI:
+        CHECK(n->fp[1] > 0.0f && isfinite(n->fp[0]) && isfinite(n->fp[1]), TS_ERR_RANGE,
+              "alpha %g / limit %g: the limit must be positive and both finite", (double)n->fp[0],
+              (double)n->fp[1]);
+        /* fall through */
     case TS_OP_SWIGLU:
     case TS_OP_GEGLU:
         if ((st = check_f32(n, a, "gate", err)) != TS_OK ||
@@ -374,6 +389,16 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
         }
         CHECK(n->ip[0] >= 0 && n->fp[1] >= 0.0f, TS_ERR_RANGE, "window %d / softcap %g < 0",
               n->ip[0], (double)n->fp[1]);
+        if (n->src[7] != NULL) {
+            const ts_tensor *sk = n->src[7];
+            if ((st = check_f32(n, sk, "sinks", err)) != TS_OK) {
+                return st;
+            }
+            CHECK(sk->ne[0] == a->ne[1] && sk->ne[1] == 1 && sk->ne[2] == 1 && sk->ne[3] == 1 &&
+                      ts_tensor_rows_contiguous(sk),
+                  TS_ERR_RANGE, "sinks '%s' " SHAPE " must be a dense [n_head = %lld]", sk->name,
+                  NE(sk), (long long)a->ne[1]);
+        }
         return TS_OK;
     }
     case TS_OP_ATTN_MASK:
@@ -537,6 +562,16 @@ ts_tensor *ts_op_softmax(ts_graph *g, ts_tensor *a, ts_tensor *mask, float scale
     return finish(g, t);
 }
 
+ts_tensor *ts_op_softmax_ext(ts_graph *g, ts_tensor *a, ts_tensor *mask, ts_tensor *sinks,
+                             float scale, float softcap) {
+    ts_tensor *t = like(g, TS_OP_SOFTMAX, a, mask, sinks);
+    if (t != NULL) {
+        t->fp[0] = scale;
+        t->fp[1] = softcap;
+    }
+    return finish(g, t);
+}
+
 ts_tensor *ts_op_silu(ts_graph *g, ts_tensor *a) {
     return finish(g, like(g, TS_OP_SILU, a, NULL, NULL));
 }
@@ -551,6 +586,18 @@ ts_tensor *ts_op_gelu(ts_graph *g, ts_tensor *a, ts_gelu_approx approx) {
 
 ts_tensor *ts_op_swiglu(ts_graph *g, ts_tensor *gate, ts_tensor *up) {
     return up == NULL ? NULL : finish(g, like(g, TS_OP_SWIGLU, gate, up, NULL));
+}
+
+ts_tensor *ts_op_swiglu_oai(ts_graph *g, ts_tensor *gate, ts_tensor *up, float alpha, float limit) {
+    if (up == NULL) {
+        return NULL;
+    }
+    ts_tensor *t = like(g, TS_OP_SWIGLU_OAI, gate, up, NULL);
+    if (t != NULL) {
+        t->fp[0] = alpha;
+        t->fp[1] = limit;
+    }
+    return finish(g, t);
 }
 
 ts_tensor *ts_op_geglu(ts_graph *g, ts_tensor *gate, ts_tensor *up, ts_gelu_approx approx) {
@@ -667,9 +714,15 @@ ts_tensor *ts_op_kv_store(ts_graph *g, ts_tensor *cache, ts_tensor *rows, ts_ten
     return finish(g, t);
 }
 
-ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v,
-                           ts_tensor *table, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
-                           float scale, float softcap, int window) {
+ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v, ts_tensor *table,
+                           ts_tensor *seq, ts_tensor *pos, ts_tensor *len, float scale,
+                           float softcap, int window) {
+    return ts_op_attention_ext(g, q, k, v, table, seq, pos, len, NULL, scale, softcap, window);
+}
+
+ts_tensor *ts_op_attention_ext(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v,
+                               ts_tensor *table, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
+                               ts_tensor *sinks, float scale, float softcap, int window) {
     if (any_null(g, q, k, v) || any_null(g, table, seq, pos) || len == NULL) {
         return NULL;
     }
@@ -677,7 +730,7 @@ ts_tensor *ts_op_attention(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tensor *v
     if (t == NULL) {
         return NULL;
     }
-    ts_tensor *srcs[TS_MAX_SRC] = {q, k, v, table, seq, pos, len};
+    ts_tensor *srcs[TS_MAX_SRC] = {q, k, v, table, seq, pos, len, sinks};
     memcpy(t->src, srcs, sizeof srcs);
     t->fp[0] = scale;
     t->fp[1] = softcap;

@@ -108,6 +108,7 @@ static bool inplace_op(ts_op op) {
     case TS_OP_GELU:
     case TS_OP_SIGMOID:
     case TS_OP_SWIGLU:
+    case TS_OP_SWIGLU_OAI:
     case TS_OP_GEGLU:
     case TS_OP_RMS_NORM:
     case TS_OP_NORM:

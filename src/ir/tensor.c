@@ -20,6 +20,7 @@ static const char *const k_op_names[TS_OP_COUNT] = {
     [TS_OP_SILU] = "SILU",
     [TS_OP_GELU] = "GELU",
     [TS_OP_SWIGLU] = "SWIGLU",
+    [TS_OP_SWIGLU_OAI] = "SWIGLU_OAI",
     [TS_OP_GEGLU] = "GEGLU",
     [TS_OP_CPY] = "CPY",
     [TS_OP_CAST] = "CAST",

@@ -98,6 +98,24 @@ static const ts_tensor_pattern k_qwen2moe[] = {
     T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, R, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
+/* gpt-oss: biased attention with per-head sinks, every other layer a sliding window; a
+ * mixture of experts with a biased router and biased experts whose activation is the clamped
+ * SwiGLU (TS_FFN_SWIGLU_OAI). */
+static const ts_tensor_pattern k_gpt_oss[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_sinks.weight", TS_ROLE_ATTN_SINKS, R, TS_DIM_N_HEAD, NONE),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+    T("blk.{L}.ffn_gate_inp.bias", TS_ROLE_FFN_GATE_INP_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_exps.bias", TS_ROLE_FFN_GATE_EXPS_B, O, TS_DIM_FF_EXP, TS_DIM_EXPERT),
+    T("blk.{L}.ffn_up_exps.bias", TS_ROLE_FFN_UP_EXPS_B, O, TS_DIM_FF_EXP, TS_DIM_EXPERT),
+    T("blk.{L}.ffn_down_exps.bias", TS_ROLE_FFN_DOWN_EXPS_B, O, TS_DIM_EMBD, TS_DIM_EXPERT),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -350,6 +368,15 @@ static const ts_arch_desc k_archs[] = {
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_qwen2moe,
      .n_tensors = N(k_qwen2moe)},
+    /* gpt-oss: layer il is local when il % 2 == 0 (llama.cpp's swa pattern 2, HF's
+     * layer_types). */
+    {.name = "gpt-oss",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU_OAI,
+     .pos = TS_POS_ROPE_NEOX,
+     .swa_pattern = 2,
+     .tensors = k_gpt_oss,
+     .n_tensors = N(k_gpt_oss)},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -381,5 +408,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, gpt-oss";
 }

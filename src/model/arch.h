@@ -25,6 +25,9 @@ typedef enum ts_ffn_kind {
     TS_FFN_GEGLU_TANH = 1, /* down(gelu_tanh(gate(x)) * up(x)) */
     TS_FFN_GELU = 2,      /* down(gelu_tanh(up(x) + b) + b) — GPT-2 */
     TS_FFN_GELU_ERF = 3,  /* down(gelu_erf(up(x) + b) + b) — BERT */
+    /* gpt-oss experts: down((clamp(up, -7, 7) + 1) * g * sigmoid(1.702 g)), g = min(gate, 7)
+     * (the SWIGLU_OAI op; llama.cpp fixes alpha and limit, no metadata key) */
+    TS_FFN_SWIGLU_OAI = 4,
 } ts_ffn_kind;
 
 /* How positions enter the model. */
@@ -51,6 +54,7 @@ typedef enum ts_dim {
     TS_DIM_EXPERT,    /* n_expert (mixture of experts: experts per layer) */
     TS_DIM_FF_EXP,    /* n_ff_exp: hidden units of one expert */
     TS_DIM_FF_SHEXP,  /* n_ff_shexp: hidden units of the shared expert */
+    TS_DIM_N_HEAD,    /* n_head (per-head attention sinks) */
 } ts_dim;
 
 /* What a tensor is for; the model's layer struct has one slot per role. */
@@ -103,6 +107,13 @@ typedef enum ts_role {
     TS_ROLE_FFN_GATE_SHEXP,     /* shared expert [n_embd, n_ff_shexp] */
     TS_ROLE_FFN_UP_SHEXP,       /* [n_embd, n_ff_shexp] */
     TS_ROLE_FFN_DOWN_SHEXP,     /* [n_ff_shexp, n_embd] */
+    /* gpt-oss: attention sinks (one logit per head joining the softmax, ir.h ATTENTION),
+     * the router's bias and the experts' biases (one row per expert). */
+    TS_ROLE_ATTN_SINKS,         /* [n_head] */
+    TS_ROLE_FFN_GATE_INP_B,     /* [n_expert] */
+    TS_ROLE_FFN_GATE_EXPS_B,    /* [n_ff_exp, n_expert] */
+    TS_ROLE_FFN_UP_EXPS_B,      /* [n_ff_exp, n_expert] */
+    TS_ROLE_FFN_DOWN_EXPS_B,    /* [n_embd, n_expert] */
     TS_ROLE_COUNT
 } ts_role;
 

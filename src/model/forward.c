@@ -341,6 +341,7 @@ static ts_tensor *attention_block(ts_forward *f, ts_tensor *h, int64_t il) {
         .scale = hp->attn_scale,
         .softcap = hp->attn_softcap,
         .window = swa ? (int)hp->n_swa : 0,
+        .sinks = slice(f, weight(f, TS_ROLE_ATTN_SINKS, il), TS_SPLIT_COL, p->head0, p->n_head),
     };
     ts_tensor *a = ts_attention(g, &args);
     if (h == NULL) {
@@ -364,12 +365,27 @@ static ts_tensor *split_rows(ts_forward *f, ts_tensor *a, int64_t first, int64_t
     return ts_op_cont(f->g, ts_op_view(f->g, a, 2, ne, nb, (size_t)first * sizeof(float)));
 }
 
+/* y [n, n_used, T] + the rows ids[e, t] of bias [n_all, n_expert], units [first, first + n)
+ * (a shard's part); y itself without a bias. */
+static ts_tensor *expert_bias(ts_forward *f, ts_tensor *y, ts_tensor *bias, ts_tensor *ids,
+                              int64_t first, int64_t n) {
+    if (bias == NULL || y == NULL) {
+        return y;
+    }
+    if (n != bias->ne[0]) {
+        int64_t ne[2] = {n, bias->ne[1]};
+        bias = ts_op_view(f->g, bias, 2, ne, bias->nb, (size_t)first * bias->nb[0]);
+    }
+    return ts_op_add(f->g, y, ts_op_get_rows(f->g, bias, ids)); /* [n, n_used, T] */
+}
+
 /* The mixture of experts of layer il over h [n_embd, T]:
  *   logits = router · h                       [n_expert, T]
  *   p = softmax(logits) (or sigmoid)          ids = TOPK(p, n_used)      [n_used, T]
  *   w = GATHER(p, ids), or with renormalized weights softmax(GATHER(logits, ids)), which is
  *       p[ids] / sum(p[ids]) for softmax gating; times expert_weights_scale
- *   y[:, e, t] = down_x(silu(gate_x(h_t)) * up_x(h_t)), x = ids[e, t]  (MUL_MAT_ID each)
+ *   y[:, e, t] = down_x(silu(gate_x(h_t)) * up_x(h_t)), x = ids[e, t]  (MUL_MAT_ID each;
+ *       gpt-oss: router and experts have biases, the activation is SWIGLU_OAI)
  *   out = sum_e w[e, t] y[:, e, t]  (+ sigmoid(gate_inp_shexp · h) * shared_ffn(h))
  * A shard computes its hidden units of every expert and of the shared expert; the one
  * all-reduce sums the shards' weighted partial outputs. */
@@ -381,7 +397,8 @@ static ts_tensor *moe_block(ts_forward *f, ts_tensor *h, int64_t il) {
         return NULL;
     }
     int64_t n_used = hp->n_expert_used, T = h->ne_max[1];
-    ts_tensor *logits = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE_INP, il), NULL);
+    ts_tensor *logits = ts_linear(g, h, weight(f, TS_ROLE_FFN_GATE_INP, il),
+                                  weight(f, TS_ROLE_FFN_GATE_INP_B, il));
     ts_tensor *probs = hp->moe_gating == TS_MOE_SIGMOID
                            ? ts_op_sigmoid(g, logits)
                            : ts_op_softmax(g, logits, NULL, 1.0f, 0.0f);
@@ -398,9 +415,18 @@ static ts_tensor *moe_block(ts_forward *f, ts_tensor *h, int64_t il) {
         g, slice(f, weight(f, TS_ROLE_FFN_GATE_EXPS, il), cs, p->ffe0, p->n_ffe), x, ids);
     ts_tensor *up = ts_op_mul_mat_id(
         g, slice(f, weight(f, TS_ROLE_FFN_UP_EXPS, il), cs, p->ffe0, p->n_ffe), x, ids);
-    ts_tensor *act = ts_glu(g, TS_GLU_SILU, gate, up); /* [n_ffe, n_used, T] */
+    /* Expert biases (gpt-oss): row ids[e, t] of [n, n_expert], this shard's units of it. */
+    gate = expert_bias(f, gate, weight(f, TS_ROLE_FFN_GATE_EXPS_B, il), ids, p->ffe0, p->n_ffe);
+    up = expert_bias(f, up, weight(f, TS_ROLE_FFN_UP_EXPS_B, il), ids, p->ffe0, p->n_ffe);
+    ts_tensor *act = hp->arch->ffn == TS_FFN_SWIGLU_OAI
+                         ? ts_op_swiglu_oai(g, gate, up, 1.702f, 7.0f)
+                         : ts_glu(g, TS_GLU_SILU, gate, up); /* [n_ffe, n_used, T] */
     ts_tensor *y = ts_op_mul_mat_id(
         g, slice(f, weight(f, TS_ROLE_FFN_DOWN_EXPS, il), rs, p->ffe0, p->n_ffe), act, ids);
+    /* The down bias is whole on every shard: only shard 0 adds it before the all-reduce. */
+    if (p->shard.rank == 0) {
+        y = expert_bias(f, y, weight(f, TS_ROLE_FFN_DOWN_EXPS_B, il), ids, 0, hp->n_embd);
+    }
     int64_t w_ne[3] = {1, n_used, T};
     y = ts_op_mul(g, y, ts_op_reshape(g, w, 3, w_ne)); /* [n_embd, n_used, T] */
     ts_tensor *out = NULL;

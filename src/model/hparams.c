@@ -528,6 +528,8 @@ int64_t ts_hparams_dim(const ts_hparams *hp, ts_dim dim) {
         return hp->n_ff_exp;
     case TS_DIM_FF_SHEXP:
         return hp->n_ff_shexp;
+    case TS_DIM_N_HEAD:
+        return hp->n_head;
     }
     return 0;
 }

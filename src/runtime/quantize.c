@@ -27,7 +27,7 @@
 typedef struct target {
     const char *name;
     ts_type type;   /* default tensor type */
-    int mix;        /* 1 for the _M mixes */
+    int mix;        /* 1 for the _M mixes; 2 for MXFP4_MOE (experts MXFP4, the rest Q8_0) */
     uint32_t ftype; /* general.file_type */
 } target;
 
@@ -41,6 +41,7 @@ static const target k_targets[] = {
     {"Q5_K", TS_TYPE_Q5_K, 0, 17},     {"Q6_K", TS_TYPE_Q6_K, 0, 18},
     {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},   {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
     {"MXFP4", TS_TYPE_MXFP4, 0, 38},
+    {"MXFP4_MOE", TS_TYPE_Q8_0, 2, 38}, /* llama.cpp's MXFP4_MOE, as gpt-oss GGUFs come */
 };
 #define N_TARGETS (sizeof k_targets / sizeof k_targets[0])
 
@@ -138,17 +139,20 @@ static ts_status choose_types(const ts_gguf *g, const target *tg, const ts_quant
                     ty = TS_TYPE_Q8_0;
                 }
             } else if (strstr(name, "attn_v.weight") != NULL) {
-                if (tg->mix && use_more_bits(i_attn_v, n_attn_v)) {
+                if (tg->mix == 1 && use_more_bits(i_attn_v, n_attn_v)) {
                     ty = TS_TYPE_Q6_K;
                 }
                 i_attn_v++;
             } else if (strstr(name, "ffn_down") != NULL) {
-                if (tg->mix && use_more_bits(i_ffn_down, n_ffn_down)) {
+                if (tg->mix == 1 && use_more_bits(i_ffn_down, n_ffn_down)) {
                     ty = TS_TYPE_Q6_K;
                 }
                 i_ffn_down++;
-            } else if (strstr(name, "attn_qkv.weight") != NULL && tg->mix) {
+            } else if (strstr(name, "attn_qkv.weight") != NULL && tg->mix == 1) {
                 ty = tg->type == TS_TYPE_Q4_K ? TS_TYPE_Q5_K : TS_TYPE_Q6_K;
+            }
+            if (tg->mix == 2 && t->n_dims == 3 && strstr(name, "_exps.weight") != NULL) {
+                ty = TS_TYPE_MXFP4; /* MXFP4_MOE: the experts */
             }
             if (t->ne[0] % (int64_t)ts_type_block_size(ty) != 0) {
                 ts_type fb = k_fallback(ty);

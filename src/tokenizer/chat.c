@@ -150,6 +150,12 @@ ts_status ts_chat_template_detect(const char *tmpl, size_t n, ts_chat_template *
     } else if (HAS("<｜Assistant｜>") && HAS("<｜User｜>")) {
         f = TS_CHAT_DEEPSEEK3;
     }
+    if (f == TS_CHAT_FAMILY_COUNT && HAS("<|channel|>") && HAS("<|message|>")) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "chat: this is OpenAI's harmony chat template (gpt-oss), which the "
+                            "built-in renderers do not render yet; write the prompt in the "
+                            "harmony format yourself or choose a built-in template by name");
+    }
 #undef HAS
     if (f == TS_CHAT_FAMILY_COUNT) {
         char head[61];

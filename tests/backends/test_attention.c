@@ -58,7 +58,16 @@ static int32_t slot_of(int t) {
     return k_table[s * MAXB + p / BS] * BS + p % BS;
 }
 
+static setup_out build_sinks(harness *h, ts_type cache_type, float softcap, int window, bool sinks);
+
 static setup_out build(harness *h, ts_type cache_type, float softcap, int window) {
+    return build_sinks(h, cache_type, softcap, window, false);
+}
+
+/* sinks: per-head attention sinks (ATTENTION's src[7]) of magnitude up to 2 (scores are of
+ * that order too, so the sinks take a sizeable share of the softmax). */
+static setup_out build_sinks(harness *h, ts_type cache_type, float softcap, int window,
+                             bool sinks) {
     int64_t qn[3] = {HD, NH, NT}, rn[3] = {HD, NKV, NT}, cn[4] = {HD, NKV, BS, NBLK};
     int64_t tn[2] = {MAXB, NSEQ}, tok[1] = {NT}, sn[1] = {NSEQ};
     ts_tensor *q = h_param(h, "q", TS_TYPE_F32, 3, qn);
@@ -87,7 +96,12 @@ static setup_out build(harness *h, ts_type cache_type, float softcap, int window
     h_set_i32(h, slots, sl, NT);
     ts_tensor *ks = ts_op_kv_store(h->g, kc, kr, slots);
     ts_tensor *vs = ts_op_kv_store(h->g, vc, vr, slots);
-    ts_attn_args a = {q, ks, vs, tab, seq, pos, len, 0.25f, softcap, window};
+    ts_attn_args a = {q, ks, vs, tab, seq, pos, len, 0.25f, softcap, window, NULL};
+    if (sinks) {
+        int64_t hn[1] = {NH};
+        a.sinks = h_param(h, "sinks", TS_TYPE_F32, 1, hn);
+        h_fill(h, a.sinks, 2.0f);
+    }
     setup_out o = {ts_attention(h->g, &a), ks};
     return o;
 }
@@ -96,11 +110,13 @@ typedef struct variant {
     ts_type cache;
     float softcap;
     int window;
+    bool sinks;
 } variant;
 
 static const variant k_variants[] = {
-    {TS_TYPE_F32, 0.0f, 0}, {TS_TYPE_F32, 3.0f, 4},  {TS_TYPE_F16, 0.0f, 0},
-    {TS_TYPE_F16, 2.0f, 2}, {TS_TYPE_Q8_0, 0.0f, 0}, {TS_TYPE_Q8_0, 2.0f, 3},
+    {TS_TYPE_F32, 0.0f, 0, false}, {TS_TYPE_F32, 3.0f, 4, false},  {TS_TYPE_F16, 0.0f, 0, false},
+    {TS_TYPE_F16, 2.0f, 2, false}, {TS_TYPE_Q8_0, 0.0f, 0, false}, {TS_TYPE_Q8_0, 2.0f, 3, false},
+    {TS_TYPE_F32, 0.0f, 0, true},  {TS_TYPE_F16, 0.0f, 3, true},   {TS_TYPE_Q8_0, 2.0f, 3, true},
 };
 
 static void test_fused_vs_decomposed(void **state) {
@@ -122,7 +138,7 @@ static void test_fused_vs_decomposed(void **state) {
             assert_int_equal(ts_registry_select(reg, "attention", impls[ii], &err), TS_OK);
             harness h;
             h_init_reg(&h, ref, 1000 + vi, reg);
-            setup_out o = build(&h, v->cache, v->softcap, v->window);
+            setup_out o = build_sinks(&h, v->cache, v->softcap, v->window, v->sinks);
             assert_int_equal(ts_registry_pop(reg, &err), TS_OK);
             if (o.out == NULL) {
                 ts_graph_status(h.g, &err);
@@ -177,47 +193,54 @@ static void test_ref_semantics(void **state) {
     ts_error err = {0};
     ts_backend *ref = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
-    harness h;
-    h_init(&h, ref, 77);
-    setup_out o = build(&h, TS_TYPE_F32, 0.0f, 0);
-    ts_graph_output(h.g, o.out);
-    float *got = h_run(&h, ref, o.out, &err);
-    assert_non_null(got);
-    /* Token 4 (sequence 2, position 5) sees keys 0..5 in blocks 5 and 3. */
-    ts_tensor *q = ts_graph_find(h.g, "q");
-    ts_tensor *kc = ts_graph_find(h.g, "k_cache"), *vc = ts_graph_find(h.g, "v_cache");
-    for (int hh = 0; hh < NH; hh++) {
-        int kh = hh / (NH / NKV);
-        double z[6], mx = -1e30, sum = 0.0;
-        for (int j = 0; j < 6; j++) {
-            int blk = k_table[2 * MAXB + j / BS];
-            const float *kr = (const float *)((char *)kc->data + kh * kc->nb[1] +
-                                              (j % BS) * kc->nb[2] + blk * kc->nb[3]);
-            const float *qr = (const float *)((char *)q->data + hh * q->nb[1] + 4 * q->nb[2]);
-            double d = 0.0;
-            for (int i = 0; i < HD; i++) {
-                d += (double)qr[i] * kr[i];
-            }
-            z[j] = d * 0.25;
-            mx = z[j] > mx ? z[j] : mx;
-        }
-        for (int j = 0; j < 6; j++) {
-            z[j] = exp(z[j] - mx);
-            sum += z[j];
-        }
-        for (int i = 0; i < HD; i++) {
-            double acc = 0.0;
+    for (int with_sinks = 0; with_sinks < 2; with_sinks++) {
+        harness h;
+        h_init(&h, ref, 77);
+        setup_out o = build_sinks(&h, TS_TYPE_F32, 0.0f, 0, with_sinks);
+        ts_graph_output(h.g, o.out);
+        float *got = h_run(&h, ref, o.out, &err);
+        assert_non_null(got);
+        /* With sinks, head h's sink is one more logit that adds exp(sink) to the denominator. */
+        ts_tensor *sk = ts_graph_find(h.g, "sinks");
+        /* Token 4 (sequence 2, position 5) sees keys 0..5 in blocks 5 and 3. */
+        ts_tensor *q = ts_graph_find(h.g, "q");
+        ts_tensor *kc = ts_graph_find(h.g, "k_cache"), *vc = ts_graph_find(h.g, "v_cache");
+        for (int hh = 0; hh < NH; hh++) {
+            int kh = hh / (NH / NKV);
+            double z[6], mx = -1e30, sum = 0.0;
             for (int j = 0; j < 6; j++) {
                 int blk = k_table[2 * MAXB + j / BS];
-                const float *vr = (const float *)((char *)vc->data + kh * vc->nb[1] +
-                                                  (j % BS) * vc->nb[2] + blk * vc->nb[3]);
-                acc += z[j] / sum * vr[i];
+                const float *kr = (const float *)((char *)kc->data + kh * kc->nb[1] +
+                                                  (j % BS) * kc->nb[2] + blk * kc->nb[3]);
+                const float *qr = (const float *)((char *)q->data + hh * q->nb[1] + 4 * q->nb[2]);
+                double d = 0.0;
+                for (int i = 0; i < HD; i++) {
+                    d += (double)qr[i] * kr[i];
+                }
+                z[j] = d * 0.25;
+                mx = z[j] > mx ? z[j] : mx;
             }
-            assert_float_equal(got[(4 * NH + hh) * HD + i], acc, 1e-5);
+            double sink = sk != NULL ? ((const float *)sk->data)[hh] : -INFINITY;
+            mx = sink > mx ? sink : mx;
+            sum = exp(sink - mx);
+            for (int j = 0; j < 6; j++) {
+                z[j] = exp(z[j] - mx);
+                sum += z[j];
+            }
+            for (int i = 0; i < HD; i++) {
+                double acc = 0.0;
+                for (int j = 0; j < 6; j++) {
+                    int blk = k_table[2 * MAXB + j / BS];
+                    const float *vr = (const float *)((char *)vc->data + kh * vc->nb[1] +
+                                                      (j % BS) * vc->nb[2] + blk * vc->nb[3]);
+                    acc += z[j] / sum * vr[i];
+                }
+                assert_float_equal(got[(4 * NH + hh) * HD + i], acc, 1e-5);
+            }
         }
+        free(got);
+        h_free(&h);
     }
-    free(got);
-    h_free(&h);
     ts_backend_destroy(ref);
 }
 
@@ -267,7 +290,8 @@ static void test_dynamic_tokens(void **state) {
                           len,
                           0.25f,
                           0.0f,
-                          0};
+                          0,
+                          NULL};
         ts_tensor *out = ts_graph_output(g, ts_attention(g, &a));
         assert_int_equal(ts_graph_build(g, &err), TS_OK);
         if (dyn) {
@@ -358,13 +382,16 @@ typedef struct big_variant {
     ts_type cache;
     float softcap;
     int window;
+    bool sinks; /* attention sinks of magnitude up to 4 */
 } big_variant;
 
 static const big_variant k_big_variants[] = {
-    {64, 8, 2, TS_TYPE_F32, 0.0f, 0},    {64, 4, 4, TS_TYPE_F16, 0.0f, 24},
-    {256, 4, 1, TS_TYPE_F16, 0.0f, 0},   {256, 2, 2, TS_TYPE_F32, 0.0f, 17},
-    {64, 6, 3, TS_TYPE_F16, 1.5f, 33},   {64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
-    {256, 2, 2, TS_TYPE_Q8_0, 0.0f, 17}, {96, 6, 3, TS_TYPE_Q8_0, 1.5f, 33},
+    {64, 8, 2, TS_TYPE_F32, 0.0f, 0, false},        {64, 4, 4, TS_TYPE_F16, 0.0f, 24, false},
+    {256, 4, 1, TS_TYPE_F16, 0.0f, 0, false},       {256, 2, 2, TS_TYPE_F32, 0.0f, 17, false},
+    {64, 6, 3, TS_TYPE_F16, 1.5f, 33, false},       {64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0, false},
+    {256, 2, 2, TS_TYPE_Q8_0, 0.0f, 17, false},     {96, 6, 3, TS_TYPE_Q8_0, 1.5f, 33, false},
+    {64, 8, 2, TS_TYPE_F16, 0.0f, 24, true}, {80, 6, 3, TS_TYPE_F32, 0.0f, 0, true},
+    {64, 6, 3, TS_TYPE_F16, 1.5f, 33, true},
 };
 
 /* Builds the large-shape graph; *ks / *vs (when not NULL) get the KV_STORE nodes. */
@@ -408,7 +435,12 @@ static ts_tensor *build_big_stores(harness *h, const big_variant *v, ts_tensor *
     h_set_i32(h, slots, sl, BIG_NT);
     ts_tensor *ks = ts_op_kv_store(h->g, kc, kr, slots);
     ts_tensor *vs = ts_op_kv_store(h->g, vc, vr, slots);
-    ts_attn_args a = {q, ks, vs, tab, sq, ps, ln, 1.0f / 8.0f, v->softcap, v->window};
+    ts_attn_args a = {q, ks, vs, tab, sq, ps, ln, 1.0f / 8.0f, v->softcap, v->window, NULL};
+    if (v->sinks) {
+        int64_t hn[1] = {v->nh};
+        a.sinks = h_param(h, "sinks", TS_TYPE_F32, 1, hn);
+        h_fill(h, a.sinks, 4.0f);
+    }
     if (ks_out != NULL) {
         *ks_out = ks;
         *vs_out = vs;
@@ -521,8 +553,8 @@ static void test_q8_0_cache(void **state) {
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
     ts_cpu_params p = {.n_threads = 2, .isa = -1};
     assert_int_equal(ts_cpu_backend_create(&p, &cpu, &err), TS_OK);
-    const big_variant qv[] = {{64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0},
-                              {128, 6, 3, TS_TYPE_Q8_0, 1.5f, 20}};
+    const big_variant qv[] = {{64, 8, 2, TS_TYPE_Q8_0, 0.0f, 0, false},
+                              {128, 6, 3, TS_TYPE_Q8_0, 1.5f, 20, false}};
     for (size_t vi = 0; vi < sizeof qv / sizeof qv[0]; vi++) {
         big_variant fv = qv[vi];
         fv.cache = TS_TYPE_F32;
@@ -587,6 +619,7 @@ typedef struct md_data {
     int hd, nh, nkv;
     ts_type cache;      /* of the K and V caches; 0 is F32, set F16 or Q8_0 explicitly */
     float *q, *kc, *vc; /* q [hd, nh, n_q]; caches [hd, nkv, MD_BS, MD_NBLK] */
+    float *sinks;       /* [nh] attention sinks, or NULL */
     int32_t table[MD_MAXB * MD_NS], len[MD_NS];
 } md_data;
 
@@ -614,7 +647,12 @@ static float *kv_run(const md_data *d, ts_backend *host, ts_backend *b, int nt, 
     h_set_i32(&h, sq, seq, nt);
     h_set_i32(&h, ps, pos, nt);
     h_set_i32(&h, ln, d->len, MD_NS);
-    ts_attn_args a = {q, kc, vc, tab, sq, ps, ln, 1.0f / 8.0f, 0.0f, window};
+    ts_attn_args a = {q, kc, vc, tab, sq, ps, ln, 1.0f / 8.0f, 0.0f, window, NULL};
+    if (d->sinks != NULL) {
+        int64_t hn[1] = {d->nh};
+        a.sinks = h_param(&h, "sinks", TS_TYPE_F32, 1, hn);
+        assert_int_equal(ts_backend_tensor_set_f32(host, a.sinks, d->sinks, d->nh, &err), TS_OK);
+    }
     ts_tensor *out = ts_graph_output(h.g, ts_attention(h.g, &a));
     float *got = h_run(&h, b, out, &err);
     if (got == NULL) {
@@ -776,23 +814,31 @@ static void test_prefill_decode_bits(void **state) {
             }
             int64_t row = (int64_t)d.hd * d.nh;
             for (int li = 0; li < n_levels; li++) {
-                for (int window = 0; window <= 70; window += 70) {
+                /* Modes: no window; window 70; window 70 with attention sinks (large enough
+                 * to be the running max at first, so the max moves later). */
+                float sinks[16];
+                for (int i = 0; i < d.nh; i++) {
+                    sinks[i] = 3.0f * (float)(i % 4) - 2.0f;
+                }
+                for (int mode = 0; mode < 3; mode++) {
+                    int window = mode == 0 ? 0 : 70;
+                    d.sinks = mode == 2 ? sinks : NULL;
                     const char *lv = ts_isa_name(levels[li]), *ty = ts_type_name(d.cache);
                     float *want = kv_run(&d, ref, ref, L, seq, pos, d.q, window);
                     ts_backend *cpu = cpu_at(levels[li], 2);
                     float *got = kv_run(&d, ref, cpu, L, seq, pos, d.q, window);
                     double e = h_nrmse(got, want, row * L);
                     if (!(e <= 1e-5)) {
-                        fail_msg("%s, hd %d, %d/%d heads, %s, window %d: prefill vs ref nrmse %.3g",
-                                 lv, d.hd, d.nh, d.nkv, ty, window, e);
+                        fail_msg("%s, hd %d, %d/%d heads, %s, mode %d: prefill vs ref nrmse %.3g",
+                                 lv, d.hd, d.nh, d.nkv, ty, mode, e);
                     }
                     for (int i = 0; i < 8; i++) {
                         int t = alone[i];
                         float *one = kv_run(&d, ref, cpu, 1, seq, pos + t, d.q + t * row, window);
                         if (memcmp(one, got + t * row, (size_t)row * sizeof *one) != 0) {
-                            fail_msg("%s, hd %d, %d/%d heads, %s, window %d: token %d decoded "
+                            fail_msg("%s, hd %d, %d/%d heads, %s, mode %d: token %d decoded "
                                      "alone differs from the prefill",
-                                     lv, d.hd, d.nh, d.nkv, ty, window, t);
+                                     lv, d.hd, d.nh, d.nkv, ty, mode, t);
                         }
                         free(one);
                     }
@@ -800,8 +846,8 @@ static void test_prefill_decode_bits(void **state) {
                         ts_backend *other = cpu_at(levels[li], nth);
                         float *o = kv_run(&d, ref, other, L, seq, pos, d.q, window);
                         if (memcmp(o, got, (size_t)(row * L) * sizeof *o) != 0) {
-                            fail_msg("%s, hd %d, %s, window %d: %d threads differ from 2", lv, d.hd,
-                                     ty, window, nth);
+                            fail_msg("%s, hd %d, %s, mode %d: %d threads differ from 2", lv, d.hd,
+                                     ty, mode, nth);
                         }
                         free(o);
                         ts_backend_destroy(other);
@@ -829,9 +875,9 @@ static void test_avx512_vs_avx2(void **state) {
     ts_backend *ref = NULL;
     assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
     ts_backend *a2 = cpu_at(TS_ISA_AVX2, 2), *a5 = cpu_at(TS_ISA_AVX512, 2);
-    const big_variant extra[] = {{128, 8, 2, TS_TYPE_F16, 0.0f, 7},
-                                 {80, 10, 2, TS_TYPE_F32, 0.0f, 0},
-                                 {16, 3, 1, TS_TYPE_F16, 0.0f, 5}};
+    const big_variant extra[] = {{128, 8, 2, TS_TYPE_F16, 0.0f, 7, false},
+                                 {80, 10, 2, TS_TYPE_F32, 0.0f, 0, false},
+                                 {16, 3, 1, TS_TYPE_F16, 0.0f, 5, false}};
     const size_t n_big = sizeof k_big_variants / sizeof k_big_variants[0];
     for (size_t vi = 0; vi < n_big + sizeof extra / sizeof extra[0]; vi++) {
         const big_variant *v = vi < n_big ? &k_big_variants[vi] : &extra[vi - n_big];

@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 
 #include <cmocka.h>
@@ -279,6 +280,34 @@ static float *run_case(ts_type type, int64_t k, int64_t n, int64_t n_exp, int n_
 }
 
 /* The reference against the definition, computed here in double. */
+/* SWIGLU_OAI (gpt-oss): CPU against the reference, with gate and up values beyond the limit
+ * on both sides, and the reference against the definition at chosen points (the clamps: gate
+ * only from above, up from both sides). A bad limit does not build. */
+static void test_swiglu_oai(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, g_ref, 41);
+    int64_t ne[3] = {37, 3, 4};
+    ts_tensor *gt = h_param(&h, "gate", TS_TYPE_F32, 3, ne);
+    ts_tensor *up = h_param(&h, "up", TS_TYPE_F32, 3, ne);
+    h_fill(&h, gt, 12.0f);
+    h_fill(&h, up, 12.0f);
+    float *want = check(&h, ts_op_swiglu_oai(h.g, gt, up, 1.702f, 7.0f), 1e-6, "SWIGLU_OAI");
+    const float *gv = gt->data, *uv = up->data;
+    int clamped = 0;
+    for (int64_t i = 0; i < 37 * 3 * 4; i++) {
+        double x = gv[i] < 7.0f ? gv[i] : 7.0;
+        double y = uv[i] < -7.0f ? -7.0 : (uv[i] > 7.0f ? 7.0 : uv[i]);
+        double d = (y + 1.0) * x / (1.0 + exp(-1.702 * x));
+        clamped += gv[i] > 7.0f || uv[i] > 7.0f || uv[i] < -7.0f;
+        assert_float_equal(want[i], d, 1e-5 * (1.0 + fabs(d)));
+    }
+    assert_true(clamped > 20);
+    free(want);
+    assert_null(ts_op_swiglu_oai(h.g, gt, up, 1.702f, 0.0f));
+    h_free(&h);
+}
+
 static void test_mul_mat_id_definition(void **state) {
     (void)state;
     const int64_t k = 24, n = 7, n_exp = 5, n_tok = 9;
@@ -416,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_topk),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_sigmoid),
+        cmocka_unit_test(test_swiglu_oai),
         cmocka_unit_test(test_mul_mat_id_definition),
         cmocka_unit_test(test_mul_mat_id_types),
         cmocka_unit_test(test_mul_mat_id_ffn),

@@ -14,11 +14,11 @@
 const char *const ts_tiny_archs[] = {
     "llama",   "qwen2",   "qwen3",    "phi3",    "gemma2",   "gemma3",   "gpt2",    "granite",
     "smollm3", "olmo2",   "exaone4",  "cohere2", "ernie4_5", "qwen3moe", "qwen2moe", "mixtral",
-    NULL};
+    "gpt-oss", NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
-typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA, K_ROUTER } kind;
+typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA, K_ROUTER, K_SINK } kind;
 
 typedef struct tdesc {
     char name[64];
@@ -79,6 +79,15 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.swa_pattern = 2;
         s.n_swa = 8;
         s.tied_output = true;
+    } else if (arch != NULL && strcmp(arch, "gpt-oss") == 0) {
+        /* Layer 0 a window of 8, layer 1 full; experts of 64 units (two MXFP4 blocks: a
+         * shard of two still holds whole blocks). */
+        s.n_swa = 8;
+        s.head_dim = 32;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 64;
+        s.rope_base = 150000.0f;
     } else if (arch != NULL && strcmp(arch, "bert") == 0) {
         s.n_head_kv = 4; /* BERT has no GQA */
         s.norm_eps = 1e-12f;
@@ -127,7 +136,7 @@ static void add3(tlist *l, kind k, int64_t ne0, int64_t ne1, int64_t ne2, const 
     d->ne[2] = ne2 > 0 ? ne2 : 1;
     bool matrix = k == K_MATRIX || k == K_EMBD || k == K_OUTPUT;
     d->type = matrix ? l->spec->wtype : l->spec->vec_type;
-    if (k == K_POS || k == K_EXTRA || k == K_ROUTER) {
+    if (k == K_POS || k == K_EXTRA || k == K_ROUTER || k == K_SINK) {
         d->type = TS_TYPE_F32;
     }
     if (l->spec->reshape != NULL && strcmp(l->spec->reshape, d->name) == 0) {
@@ -187,8 +196,9 @@ static void build_list(tlist *l) {
     bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only;
     int64_t qn = is(s, "olmo2") ? Q : D, kn = is(s, "olmo2") ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
-    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias;
-    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral");
+    bool oss = is(s, "gpt-oss"); /* biases everywhere, attention sinks */
+    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias || oss;
+    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || oss;
     /* Mixtral's experts have feed_forward_length units (it has no expert_feed_forward_length). */
     int64_t X = s->n_expert, FE = is(s, "mixtral") ? F : s->n_ff_exp, FS = s->n_ff_shexp;
 
@@ -234,8 +244,11 @@ static void build_list(tlist *l) {
             add(l, K_NORM, kn, 0, "blk.%lld.attn_k_norm.weight", il);
         }
         add(l, K_MATRIX, Q, E, "blk.%lld.attn_output.weight", il);
-        if (gpt2) {
+        if (gpt2 || oss) {
             add(l, K_BIAS, E, 0, "blk.%lld.attn_output.bias", il);
+        }
+        if (oss) {
+            add(l, K_SINK, s->n_head, 0, "blk.%lld.attn_sinks.weight", il);
         }
         if (gemma || post_only) {
             add(l, K_NORM, E, 0, "blk.%lld.post_attention_norm.weight", il);
@@ -254,6 +267,12 @@ static void build_list(tlist *l) {
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_up_exps.weight", il);
             add3(l, K_MATRIX, FE, E, X, "blk.%lld.ffn_down_exps.weight", il);
+            if (oss) {
+                add(l, K_BIAS, X, 0, "blk.%lld.ffn_gate_inp.bias", il);
+                add(l, K_BIAS, FE, X, "blk.%lld.ffn_gate_exps.bias", il);
+                add(l, K_BIAS, FE, X, "blk.%lld.ffn_up_exps.bias", il);
+                add(l, K_BIAS, E, X, "blk.%lld.ffn_down_exps.bias", il);
+            }
             if (FS > 0) {
                 add(l, K_NORM, E, 0, "blk.%lld.ffn_gate_inp_shexp.weight", il);
                 add(l, K_MATRIX, E, FS, "blk.%lld.ffn_gate_shexp.weight", il);
@@ -317,6 +336,7 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
         a = 1.0f;
         break;
     case K_BIAS: a = 0.1f; break;
+    case K_SINK: a = 2.0f; break;
     case K_NORM: a = 0.2f; break;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -525,7 +545,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
             return st;
         }
     }
-    if ((gemma || cohere2) && s->n_swa > 0 &&
+    if ((gemma || cohere2 || is(s, "gpt-oss")) && s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;
     }

@@ -88,7 +88,7 @@ static void test_llama_plan(void **state) {
             ts_op_kv_store(g, ts_graph_param(g, "k_cache", TS_TYPE_F16, 4, cn), k, slot);
         ts_tensor *vc =
             ts_op_kv_store(g, ts_graph_param(g, "v_cache", TS_TYPE_F16, 4, cn), v, slot);
-        ts_attn_args a = {q, kc, vc, table, seq, pos, len, 0.25f, 0.0f, 0};
+        ts_attn_args a = {q, kc, vc, table, seq, pos, len, 0.25f, 0.0f, 0, NULL};
         ts_tensor *o = ts_op_reshape(g, ts_attention(g, &a), 2, d2);
         x = ts_op_add(g, x, ts_linear(g, o, ts_graph_param(g, "wo", TS_TYPE_Q4_0, 2, wq), NULL));
         h = ts_rms_norm(g, x, ts_graph_param(g, "ffn_norm", TS_TYPE_F32, 1, dn), 1e-5f);

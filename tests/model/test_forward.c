@@ -72,7 +72,9 @@ static void run_prompt(const ts_model *m, ts_backend *b, ts_registry *reg, const
 
 static void test_cpu_vs_ref(void **state) {
     (void)state;
-    const ts_type types[] = {TS_TYPE_F32, TS_TYPE_F16, TS_TYPE_Q8_0, TS_TYPE_Q4_0, TS_TYPE_Q4_1};
+    /* MXFP4 (gpt-oss's expert type) for the mixtures of experts only. */
+    const ts_type types[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_Q8_0,
+                             TS_TYPE_Q4_0, TS_TYPE_Q4_1, TS_TYPE_MXFP4};
     ts_backend *ref = fu_backend(false), *cpu = fu_backend(true);
     assert_non_null(ref);
     assert_non_null(cpu);
@@ -84,6 +86,9 @@ static void test_cpu_vs_ref(void **state) {
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             ts_tiny_spec s = ts_tiny_spec_default(ts_tiny_archs[ai]);
             s.wtype = types[ti];
+            if (s.wtype == TS_TYPE_MXFP4 && s.n_expert == 0) {
+                continue;
+            }
             /* Expert choice is discontinuous: the rounding of a quantized run moves a layer's
              * hidden state by ~1%, enough to swap two experts of near-equal score for some
              * token, which changes its logits by far more than the tolerance. With quantized

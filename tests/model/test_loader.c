@@ -83,9 +83,10 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     }
     assert_float_equal(hp->attn_softcap, s->attn_softcap, 1e-6);
     assert_float_equal(hp->final_softcap, s->final_softcap, 1e-6);
-    assert_int_equal(hp->n_swa, gemma || cohere2 ? s->n_swa : 0);
-    if (strcmp(s->arch, "gemma2") == 0) {
-        /* Gemma 2 alternates: even layers local, odd layers global. */
+    bool oss = strcmp(s->arch, "gpt-oss") == 0;
+    assert_int_equal(hp->n_swa, gemma || cohere2 || oss ? s->n_swa : 0);
+    if (strcmp(s->arch, "gemma2") == 0 || oss) {
+        /* Gemma 2 and gpt-oss alternate: even layers local, odd layers global. */
         assert_true(ts_hparams_layer_is_swa(hp, 0));
         assert_false(ts_hparams_layer_is_swa(hp, 1));
     } else if (strcmp(s->arch, "gemma3") == 0) {
@@ -152,7 +153,7 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(embd->ne[0], s->n_embd);
     assert_int_equal(embd->ne[1], s->n_vocab);
     bool qkv_bias =
-        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias;
+        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias || oss;
     if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
         assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
     }

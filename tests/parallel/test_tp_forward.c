@@ -189,6 +189,16 @@ static void test_llama_split_and_replicated_kv(void **state) {
     check_parity(&s, tps, 1, false);
 }
 
+/* gpt-oss: each shard takes its heads' sinks and its units of the expert biases; the down
+ * bias is added once (shard 0) before the all-reduce. */
+static void test_gpt_oss(void **state) {
+    (void)state;
+    ts_tiny_spec s = ts_tiny_spec_default("gpt-oss");
+    const int tps[] = {2};
+    check_parity(&s, tps, 1, true);
+    check_parity(&s, tps, 1, false);
+}
+
 /* 6 heads of 16 in 3 KV groups, 192 FFN units: the SmolLM2 shape in small. */
 static ts_tiny_spec smol_shape(void) {
     ts_tiny_spec s = ts_tiny_spec_default("llama");
@@ -716,6 +726,7 @@ static void test_rank_fails_mid_run(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),         cmocka_unit_test(test_llama_split_and_replicated_kv),
+        cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_tp3),          cmocka_unit_test(test_uneven),
         cmocka_unit_test(test_families),
         cmocka_unit_test(test_rope_factors),     cmocka_unit_test(test_quantized),

@@ -138,6 +138,44 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
                    (size_t)(ff * *cols) * sizeof(float));
         }
         *rows = n_exp * ff;
+    } else if (strncmp(how, "deint_t", 7) == 0) {
+        /* gpt-oss's gate_up_proj [n_expert, n_embd, 2 * n_ff] (x @ W), gate at even and up
+         * at odd columns: each expert's half (deint_t0 gate, deint_t1 up) transposed to
+         * [n_ff, n_embd]. */
+        assert_int_equal(t->n_dims, 3);
+        int64_t E = t->dims[0], H = t->dims[1], I = t->dims[2] / 2, off = how[7] == '1';
+        for (int64_t e = 0; e < E; e++) {
+            for (int64_t i = 0; i < I; i++) {
+                for (int64_t h = 0; h < H; h++) {
+                    dst[(e * I + i) * H + h] = src[(e * H + h) * 2 * I + 2 * i + off];
+                }
+            }
+        }
+        *rows = E * I;
+        *cols = H;
+    } else if (strncmp(how, "deint", 5) == 0) {
+        /* gpt-oss's gate_up_proj_bias [n_expert, 2 * n_ff], interleaved as above. */
+        assert_int_equal(t->n_dims, 2);
+        int64_t E = t->dims[0], I = t->dims[1] / 2, off = how[5] == '1';
+        for (int64_t e = 0; e < E; e++) {
+            for (int64_t i = 0; i < I; i++) {
+                dst[e * I + i] = src[e * 2 * I + 2 * i + off];
+            }
+        }
+        *cols = I;
+    } else if (strcmp(how, "transpose3") == 0) {
+        /* gpt-oss's down_proj [n_expert, n_ff, n_embd] (x @ W): each expert transposed. */
+        assert_int_equal(t->n_dims, 3);
+        int64_t E = t->dims[0], I = t->dims[1], H = t->dims[2];
+        for (int64_t e = 0; e < E; e++) {
+            for (int64_t i = 0; i < I; i++) {
+                for (int64_t h = 0; h < H; h++) {
+                    dst[(e * H + h) * I + i] = src[(e * I + i) * H + h];
+                }
+            }
+        }
+        *rows = E * H;
+        *cols = I;
     } else if (strncmp(how, "rope_permute", 12) == 0) {
         /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i. */
         int64_t d = head_dim;

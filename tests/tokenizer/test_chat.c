@@ -153,6 +153,12 @@ static void test_detect(void **state) {
     assert_int_equal(ts_chat_template_detect(unknown, sizeof unknown - 1, &tp, &err),
                      TS_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "tojson"));
+    /* gpt-oss's harmony template: a clear message that it is not supported, not garbage. */
+    const char harmony[] = "{{- '<|start|>' + message.role + '<|channel|>final<|message|>' + "
+                           "message.content + '<|end|>' }}";
+    assert_int_equal(ts_chat_template_detect(harmony, sizeof harmony - 1, &tp, &err),
+                     TS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "harmony"));
     assert_int_equal(ts_chat_template_from_name("vicuna-9000", &tp, &err), TS_ERR_NOT_FOUND);
     assert_non_null(strstr(err.msg, "chatml"));
 }

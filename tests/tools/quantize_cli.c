@@ -258,6 +258,50 @@ static void test_moe(void **state) {
     unlink(in);
 }
 
+/* MXFP4_MOE (llama.cpp's, as gpt-oss files are distributed): the experts MXFP4, the other
+ * matrices Q8_0, router, biases and sinks F32; the tiny gpt-oss loads and generates. */
+static void test_mxfp4_moe(void **state) {
+    (void)state;
+    if (bin() == NULL) {
+        skip();
+    }
+    char in[400], out[512], cmd[1800], log[8192];
+    assert_non_null(ts_tiny_temp_path(in, sizeof in, "quantoss"));
+    ts_tiny_spec spec = ts_tiny_spec_default("gpt-oss");
+    ts_error err = {0};
+    assert_int_equal(ts_tiny_write(&spec, in, &err), TS_OK);
+    snprintf(out, sizeof out, "%s.mxfp4moe.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s MXFP4_MOE", bin(), in, out);
+    if (run(cmd, log, sizeof log) != 0) {
+        fail_msg("quantize MXFP4_MOE: %s", log);
+    }
+    ts_gguf *b = NULL;
+    assert_int_equal(ts_gguf_open(out, &b, &err), TS_OK);
+    int n_exps = 0, n_q8 = 0;
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(b); i++) {
+        const ts_gguf_tensor *t = ts_gguf_tensor_at(b, i);
+        if (strstr(t->name, "_exps.weight") != NULL) {
+            assert_int_equal(t->type, TS_TYPE_MXFP4);
+            n_exps++;
+        } else if (t->n_dims >= 2 && strstr(t->name, ".weight") != NULL &&
+                   strstr(t->name, "ffn_gate_inp") == NULL) {
+            assert_int_equal(t->type, TS_TYPE_Q8_0);
+            n_q8++;
+        } else {
+            assert_int_equal(t->type, TS_TYPE_F32);
+        }
+    }
+    assert_int_equal(n_exps, 3 * spec.n_layer);
+    assert_true(n_q8 >= 4 * spec.n_layer + 2);
+    ts_gguf_close(b);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", bin(), out);
+    if (run(cmd, log, sizeof log) != 0) {
+        fail_msg("tessera run on the MXFP4_MOE gpt-oss: %s", log);
+    }
+    unlink(out);
+    unlink(in);
+}
+
 static void test_errors(void **state) {
     (void)state;
     if (cli_bin() == NULL) {
@@ -291,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_q4_k_m_mix),
         cmocka_unit_test(test_mxfp4),
         cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_mxfp4_moe),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,6 +87,21 @@ void cpu_attn_item_rows(const ts_tensor *n, const cpu_attn_item *it, float *qb, 
     }
 }
 
+void cpu_attn_item_sink(const ts_tensor *n, const cpu_attn_item *it, int64_t r, float *mx,
+                        float *sum) {
+    const ts_tensor *sk = n->src[7];
+    if (sk == NULL) {
+        *mx = -INFINITY;
+        *sum = 0.0f;
+        return;
+    }
+    int64_t ng = it->g1 - it->g0, nkh = it->kh1 - it->kh0;
+    int64_t group = n->src[0]->ne[1] / n->src[1]->ne[1];
+    int64_t g = r % ng, khi = (r / ng) % nkh;
+    *mx = ((const float *)sk->data)[(it->kh0 + khi) * group + it->g0 + g];
+    *sum = 1.0f;
+}
+
 /* Deals the tiled kernels' work items to this thread and runs each with run_item. Items are
  * dealt round-robin (item % nth) so that causal prefill, where later tiles see more keys,
  * spreads evenly over threads. Few tiles (decode): one item per query head so that all
@@ -145,6 +160,7 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
     }
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
     const ts_tensor *seq = n->src[4], *pos = n->src[5], *lens = n->src[6];
+    const float *sinks = n->src[7] != NULL ? (const float *)n->src[7]->data : NULL;
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
     int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1], bs = k->ne[2];
     int64_t group = nh / nkv, cap = tab->ne[0] * bs;
@@ -169,8 +185,10 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
             for (int64_t d = 0; d < hd; d++) {
                 memcpy(&qg[g * hd + d], qr + d * q->nb[0], sizeof(float));
             }
-            mx[g] = -INFINITY;
-            sum[g] = 0.0f;
+            /* An attention sink starts the online softmax: its logit is the first max and
+             * its weight 1 is in the sum, with no value. */
+            mx[g] = sinks != NULL ? sinks[kh * group + g] : -INFINITY;
+            sum[g] = sinks != NULL ? 1.0f : 0.0f;
         }
         memset(acc, 0, (size_t)(group * hd) * sizeof *acc);
         int64_t j_hi = p < (int64_t)len - 1 ? p : (int64_t)len - 1;

@@ -290,9 +290,9 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
     float *mx = z + ATT_GH * ATT_KC, *sum = mx + ATT_QT * group;
     int64_t jlo[ATT_QT], jhi[ATT_QT], J0, J1;
     cpu_attn_item_rows(n, it, qb, jlo, jhi, &J0, &J1);
+    /* Rows start from the attention sink when there is one (cpu_attn_item_sink). */
     for (int64_t r = 0; r < nt * nkh * ng; r++) {
-        mx[r] = -INFINITY;
-        sum[r] = 0.0f;
+        cpu_attn_item_sink(n, it, r, &mx[r], &sum[r]);
     }
     memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
     /* The row bytes of all the item's kv heads at one key (contiguous in the cache). */

@@ -533,9 +533,13 @@ void cpu_attn_item_avx512(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item
     size_t offs[2][ATT5_KC]; /* this chunk's and the next one's key offsets */
     int64_t jlo[ATT_QT], jhi[ATT_QT], J0, J1;
     cpu_attn_item_rows(n, it, qb, jlo, jhi, &J0, &J1);
+    /* Rows start from the attention sink when there is one (cpu_attn_item_sink): its weight
+     * is in the sum's lane 0. */
     for (int64_t r = 0; r < nt * nkh * ng; r++) {
-        mx[r] = -INFINITY;
+        float s0;
+        cpu_attn_item_sink(n, it, r, &mx[r], &s0);
         _mm512_storeu_ps(sum + r * LANES, _mm512_setzero_ps());
+        sum[r * LANES] = s0;
     }
     memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
     /* The row bytes of all the item's kv heads at one key (contiguous in the cache). */

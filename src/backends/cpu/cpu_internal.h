@@ -109,6 +109,10 @@ void cpu_attn_item_avx512(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item
  * (J0 = INT64_MAX, J1 = -1 when no token sees a key). */
 void cpu_attn_item_rows(const ts_tensor *n, const cpu_attn_item *it, float *qb, int64_t *jlo,
                         int64_t *jhi, int64_t *J0, int64_t *J1);
+/* cpu_attn.c: the online softmax's start for the item's row r: with attention sinks (src[7])
+ * the head's sink logit as the max and 1 as the sum; else -inf and 0. */
+void cpu_attn_item_sink(const ts_tensor *n, const cpu_attn_item *it, int64_t r, float *mx,
+                        float *sum);
 /* cpu_attn_avx2.c: one item of the AVX2 tiled ATTENTION. */
 void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it);
 static inline size_t cpu_attn_avx512_scratch(int64_t hd, int64_t group) {

@@ -135,6 +135,21 @@ static void glu(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *g = n->src[0], *u = n->src[1];
     int64_t ne0 = n->ne[0], lo, hi;
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
+    if (n->op == TS_OP_SWIGLU_OAI) {
+        /* gpt-oss's clamped SwiGLU (ir.h), scalar at every level: the expert FFNs' matmuls
+         * dominate, not this. */
+        float alpha = n->fp[0], limit = n->fp[1];
+        for (int64_t r = lo; r < hi; r++) {
+            float *out = (float *)row_at(n, r);
+            const char *rg = row_at(g, r), *ru = row_at(u, r);
+            for (int64_t i = 0; i < ne0; i++) {
+                float x = fminf(ld(rg, g->nb[0], i), limit);
+                float y = fminf(fmaxf(ld(ru, u->nb[0], i), -limit), limit);
+                out[i] = (y + 1.0f) * (x / (1.0f + expf(-alpha * x)));
+            }
+        }
+        return;
+    }
     bool swi = n->op == TS_OP_SWIGLU;
     bool simd = c->isa >= TS_ISA_AVX2 && g->nb[0] == sizeof(float) && u->nb[0] == sizeof(float);
     bool erf = !swi && n->ip[0] == TS_GELU_ERF;
@@ -273,7 +288,7 @@ static void rope(const cpu_op_ctx *c, ts_tensor *n) {
 }
 
 static void softmax(const cpu_op_ctx *c, ts_tensor *n) {
-    const ts_tensor *a = n->src[0], *mask = n->src[1];
+    const ts_tensor *a = n->src[0], *mask = n->src[1], *sinks = n->src[2];
     int64_t ne0 = n->ne[0], lo, hi;
     float scale = n->fp[0], cap = n->fp[1];
     cpu_split(ts_tensor_nrows(n), c->ith, c->nth, &lo, &hi);
@@ -300,6 +315,12 @@ static void softmax(const cpu_op_ctx *c, ts_tensor *n) {
             continue;
         }
         double sum = 0.0;
+        if (sinks != NULL) {
+            /* The row's attention sink (by its dim-2 index) joins the denominator. */
+            float sk = ((const float *)sinks->data)[(r / n->ne[1]) % n->ne[2]];
+            mx = sk > mx ? sk : mx;
+            sum = expf(sk - mx);
+        }
         for (int64_t i = 0; i < ne0; i++) {
             out[i] = expf(out[i] - mx);
             sum += out[i];
@@ -318,5 +339,6 @@ static const cpu_op_desc k_ops[] = {
     {.op = TS_OP_GEGLU, .run = glu},       {.op = TS_OP_RMS_NORM, .run = norm},
     {.op = TS_OP_NORM, .run = norm},       {.op = TS_OP_ROPE, .run = rope, .scratch = rope_scratch},
     {.op = TS_OP_SOFTMAX, .run = softmax}, {.op = TS_OP_SIGMOID, .run = unary},
+    {.op = TS_OP_SWIGLU_OAI, .run = glu},
 };
 const cpu_op_table cpu_rowwise_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

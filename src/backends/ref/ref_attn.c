@@ -99,7 +99,7 @@ static bool visible(int64_t j, int64_t p, int window) {
 
 ts_status ref_attention(ts_tensor *n, ts_error *err) {
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
-    const ts_tensor *seq = n->src[4], *pos = n->src[5], *lens = n->src[6];
+    const ts_tensor *seq = n->src[4], *pos = n->src[5], *lens = n->src[6], *sinks = n->src[7];
     int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1], bs = k->ne[2];
     int64_t cap = tab->ne[0] * bs, group = nh / nkv;
     float scale = n->fp[0], softcap = n->fp[1];
@@ -137,7 +137,9 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
         }
         for (int64_t h = 0; h < nh && st == TS_OK; h++) {
             int64_t kh = h / group;
-            double mx = -INFINITY;
+            /* An attention sink is one more logit, with no value. */
+            double sink = sinks != NULL ? ref_getf(sinks, h, 0, 0, 0) : -INFINITY;
+            double mx = sink;
             for (int64_t j = 0; j < len; j++) {
                 if (!visible(j, p, window)) {
                     continue;
@@ -154,7 +156,7 @@ ts_status ref_attention(ts_tensor *n, ts_error *err) {
                 z[j] = dot;
                 mx = dot > mx ? dot : mx;
             }
-            double sum = 0.0;
+            double sum = sinks != NULL ? exp(sink - mx) : 0.0;
             for (int64_t j = 0; j < len; j++) {
                 if (visible(j, p, window)) {
                     z[j] = exp(z[j] - mx);

@@ -65,6 +65,7 @@ static ts_status run_node(ts_tensor *n, ts_error *err) {
     case TS_OP_MUL_MAT_ID:
         return ref_mul_mat_id(n, err);
     case TS_OP_SWIGLU:
+    case TS_OP_SWIGLU_OAI:
     case TS_OP_GEGLU: return ref_glu(n, err);
     case TS_OP_RMS_NORM:
     case TS_OP_NORM: return ref_norm(n, err);

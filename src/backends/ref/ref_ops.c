@@ -120,9 +120,17 @@ ts_status ref_glu(ts_tensor *n, ts_error *err) {
     const ts_tensor *g = n->src[0], *u = n->src[1];
     FOR_ROWS(n) {
         for (int64_t i0 = 0; i0 < n->ne[0]; i0++) {
-            double x = ref_getf(g, i0, i1, i2, i3);
+            double x = ref_getf(g, i0, i1, i2, i3), up = ref_getf(u, i0, i1, i2, i3);
+            if (n->op == TS_OP_SWIGLU_OAI) {
+                double alpha = n->fp[0], limit = n->fp[1];
+                x = x < limit ? x : limit;
+                up = up < -limit ? -limit : (up > limit ? limit : up);
+                double y = (up + 1.0) * x / (1.0 + exp(-alpha * x));
+                ref_setf(n, i0, i1, i2, i3, (float)y);
+                continue;
+            }
             double act = n->op == TS_OP_SWIGLU ? silu(x) : gelu(x, n->ip[0]);
-            ref_setf(n, i0, i1, i2, i3, (float)(act * ref_getf(u, i0, i1, i2, i3)));
+            ref_setf(n, i0, i1, i2, i3, (float)(act * up));
         }
     }
     return TS_OK;
@@ -202,7 +210,7 @@ ts_status ref_rope(ts_tensor *n, ts_error *err) {
 }
 
 ts_status ref_softmax(ts_tensor *n, ts_error *err) {
-    const ts_tensor *a = n->src[0], *mask = n->src[1];
+    const ts_tensor *a = n->src[0], *mask = n->src[1], *sinks = n->src[2];
     float scale = n->fp[0], cap = n->fp[1];
     float *z = row_buffer(n->ne[0], n, err);
     if (z == NULL) {
@@ -222,6 +230,14 @@ ts_status ref_softmax(ts_tensor *n, ts_error *err) {
             mx = x > mx ? x : mx;
         }
         double sum = 0.0;
+        if (sinks != NULL && mx != -INFINITY) {
+            /* The sink's logit joins the denominator (the max moves to it if larger). */
+            double sk = ref_getf(sinks, i2, 0, 0, 0);
+            if (sk > mx) {
+                mx = sk;
+            }
+            sum += exp(sk - mx);
+        }
         for (int64_t i0 = 0; i0 < n->ne[0] && mx != -INFINITY; i0++) {
             sum += exp((double)z[i0] - mx);
         }
