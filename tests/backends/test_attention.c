@@ -934,9 +934,9 @@ static void test_released_blocks(void **state) {
     /* Windows 17 and 24: token 40 of sequence 0 sees keys from 24 or 17 on, token 35 of
      * sequence 1 from 19 or 12 on; with 17 block 0 of both is dead, with 24 that of
      * sequence 0. The soft-capped variant runs the CPU's scalar kernel at every level. */
-    const big_variant vars[] = {{64, 8, 2, TS_TYPE_F16, 0.0f, 17},
-                                {256, 2, 2, TS_TYPE_F32, 0.0f, 24},
-                                {64, 6, 3, TS_TYPE_Q8_0, 1.5f, 17}};
+    const big_variant vars[] = {{64, 8, 2, TS_TYPE_F16, 0.0f, 17, false},
+                                {256, 2, 2, TS_TYPE_F32, 0.0f, 24, true},
+                                {64, 6, 3, TS_TYPE_Q8_0, 1.5f, 17, false}};
     for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
         const big_variant *v = &vars[vi];
         int64_t n = (int64_t)v->hd * v->nh * BIG_NT;

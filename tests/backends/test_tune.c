@@ -129,7 +129,9 @@ static void test_round_trip(void **state) {
     double ms = 0;
     describe(b, first, sizeof first, &notice, &ms);
     assert_string_equal(notice, "");
-    assert_true(ms > 0 && ms < 1000); /* four types, well under a second */
+    /* Measured, so positive; no upper bound: a loaded or sanitized machine takes longer, and
+     * speed is a benchmark's business, not a test's. */
+    assert_true(ms > 0);
     ts_backend_destroy(b);
     read_text(text, sizeof text);
     char head[384];

@@ -262,7 +262,7 @@ static void test_moe(void **state) {
  * matrices Q8_0, router, biases and sinks F32; the tiny gpt-oss loads and generates. */
 static void test_mxfp4_moe(void **state) {
     (void)state;
-    if (bin() == NULL) {
+    if (cli_bin() == NULL) {
         skip();
     }
     char in[400], out[512], cmd[1800], log[8192];
@@ -271,7 +271,7 @@ static void test_mxfp4_moe(void **state) {
     ts_error err = {0};
     assert_int_equal(ts_tiny_write(&spec, in, &err), TS_OK);
     snprintf(out, sizeof out, "%s.mxfp4moe.gguf", in);
-    snprintf(cmd, sizeof cmd, "%s quantize %s %s MXFP4_MOE", bin(), in, out);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s MXFP4_MOE", cli_bin(), in, out);
     if (run(cmd, log, sizeof log) != 0) {
         fail_msg("quantize MXFP4_MOE: %s", log);
     }
@@ -294,7 +294,7 @@ static void test_mxfp4_moe(void **state) {
     assert_int_equal(n_exps, 3 * spec.n_layer);
     assert_true(n_q8 >= 4 * spec.n_layer + 2);
     ts_gguf_close(b);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", bin(), out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", cli_bin(), out);
     if (run(cmd, log, sizeof log) != 0) {
         fail_msg("tessera run on the MXFP4_MOE gpt-oss: %s", log);
     }
