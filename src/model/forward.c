@@ -487,7 +487,7 @@ static ts_tensor *residual(ts_forward *f, ts_tensor *out) {
  * architecture has a table) under a LayerNorm, then post-norm blocks whose attention (with
  * RoPE on Q and K where its positions are rotary: nomic-bert) sees every key of the token's
  * sequence (the ATTENTION op's visibility rule j <= pos, given each sequence's last position as
- * every token's horizon). embd is the last block's output at the output rows; there are no logits. */
+ * every token's horizon). embd is the last block's output at the output rows; no logits. */
 static ts_status build_encoder(ts_forward *f, ts_error *err) {
     const ts_hparams *hp = &f->m->hp;
     ts_graph *g = f->g;
