@@ -227,10 +227,19 @@ ARCHS = {
              layer_norm_eps=1e-12, hidden_act="gelu", pad_token_id=0),
         "bert",
     ),
+    # nomic-embed-text v1.5's layout: RoPE (base 1000), no position table, bias-free SwiGLU.
+    "nomic_bert": (
+        "NomicBertConfig", "NomicBertModel",
+        dict(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+             num_attention_heads=4, max_position_embeddings=64, type_vocab_size=2,
+             layer_norm_eps=1e-12, hidden_act="silu", pad_token_id=0,
+             rope_parameters={"rope_type": "default", "rope_theta": 1000.0}),
+        "nomic-bert",
+    ),
 }
 
 # Encoder archs -> the pooling their GGUF metadata names (pooling_type: 1 mean, 2 cls).
-ENCODERS = {"bert": 1}
+ENCODERS = {"bert": 1, "nomic_bert": 1}
 # A second input of the encoder's batch, so that the reference covers two sequences of
 # different lengths attending only within themselves.
 TOKENS_B = [5, 77, 19, 240, 8, 61, 130]
@@ -346,7 +355,21 @@ _BERT_BLOCK = {
     "output.LayerNorm.weight": "layer_output_norm.weight",
     "output.LayerNorm.bias": "layer_output_norm.bias",
 }
-_BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h|encoder\.layer)\.(\d+)\.(.+)$")
+# transformers' NomicBertModel (its conversion mapping renames the original checkpoint's
+# Wqkv, fc11 (up), fc12 (gate), fc2, norm1, norm2, emb_ln; llama.cpp's converter reads those
+# and writes Wqkv fused as attn_qkv, which the fuse_qkv transform rebuilds from q/k/v).
+_NOMIC_BLOCK = {
+    "self_attn.q_proj.weight": "attn_qkv.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "attn_output_norm.weight",
+    "post_attention_layernorm.bias": "attn_output_norm.bias",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "post_mlp_layernorm.weight": "layer_output_norm.weight",
+    "post_mlp_layernorm.bias": "layer_output_norm.bias",
+}
+_BLOCK_RE = re.compile(r"^(?:model\.layers|transformer\.h|encoder\.layer|layers)\.(\d+)\.(.+)$")
 
 
 def _gguf_arch(arch):
@@ -359,14 +382,14 @@ def gguf_name(arch, hf_name):
     arch = _gguf_arch(arch)
     if hf_name in _TOP:
         return _TOP[hf_name]
-    if arch == "bert" and hf_name in _BERT_TOP:
+    if arch in ("bert", "nomic-bert") and hf_name in _BERT_TOP:
         return _BERT_TOP[hf_name]
     m = _BLOCK_RE.match(hf_name)
     if not m:
         raise KeyError(hf_name)
     table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
-             "bert": _BERT_BLOCK,
+             "bert": _BERT_BLOCK, "nomic-bert": _NOMIC_BLOCK,
              "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
              "gpt-oss": _GPT_OSS_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
@@ -375,7 +398,10 @@ def gguf_name(arch, hf_name):
 def gguf_entries(arch, hf_name):
     """[(GGUF name, transform)] of an HF parameter: one entry, or two for a fused 3-D expert
     gate_up_proj [n_expert, 2 * n_ff, n_embd], whose first half of each expert's rows is the
-    gate ("half0") and second the up projection ("half1")."""
+    gate ("half0") and second the up projection ("half1"); none for the k_proj / v_proj of
+    nomic-bert, which the q_proj's fused attn_qkv entry ("fuse_qkv") holds."""
+    if _gguf_arch(arch) == "nomic-bert" and re.search(r"self_attn\.[kv]_proj\.weight$", hf_name):
+        return []
     name = gguf_name(arch, hf_name)
     if _gguf_arch(arch) == "gpt-oss" and hf_name.endswith("mlp.experts.gate_up_proj"):
         # [n_expert, n_embd, 2 n_ff] interleaved -> each half transposed to [n_ff, n_embd]
@@ -403,6 +429,8 @@ def transform(arch, hf_name):
         return "transpose3"  # [n_expert, n_ff, n_embd] (x @ W) -> [n_expert, n_embd, n_ff]
     if arch == "gpt2" and re.search(r"\.(c_attn|c_proj|c_fc)\.weight$", hf_name):
         return "transpose"
+    if arch == "nomic-bert" and hf_name.endswith("self_attn.q_proj.weight"):
+        return "fuse_qkv"  # rows of q_proj, then k_proj, then v_proj of the same layer
     return ""
 
 
@@ -428,7 +456,7 @@ def gguf_metadata(arch, cfg):
         put("attention.head_count", "u32", cfg["n_head"])
         put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_epsilon"])
         return meta
-    if arch == "bert":
+    if arch in ("bert", "nomic-bert"):
         put("context_length", "u32", cfg["max_position_embeddings"])
         put("embedding_length", "u32", cfg["hidden_size"])
         put("block_count", "u32", cfg["num_hidden_layers"])
@@ -436,7 +464,9 @@ def gguf_metadata(arch, cfg):
         put("attention.head_count", "u32", cfg["num_attention_heads"])
         put("attention.layer_norm_epsilon", "f32", cfg["layer_norm_eps"])
         put("attention.causal", "bool", False)
-        put("pooling_type", "u32", ENCODERS[arch])
+        put("pooling_type", "u32", ENCODERS[entry])
+        if arch == "nomic-bert":
+            put("rope.freq_base", "f32", cfg["rope_parameters"]["rope_theta"])
         return meta
     put("context_length", "u32", cfg["max_position_embeddings"])
     put("embedding_length", "u32", cfg["hidden_size"])

@@ -252,10 +252,30 @@ static const ts_tensor_pattern k_bert[] = {
     T("blk.{L}.layer_output_norm.bias", TS_ROLE_FFN_NORM_B, R, TS_DIM_EMBD, NONE),
 };
 
+/* nomic-bert (nomic-embed-text v1 / v1.5): BERT's post-norm encoder with RoPE (halves, no
+ * position table), a fused bias-free QKV projection and a bias-free SwiGLU MLP (the original
+ * checkpoint's fc11 is ffn_up, fc12 the gate ffn_gate, fc2 ffn_down). */
+static const ts_tensor_pattern k_nomic_bert[] = {
+    T("token_embd.weight", TS_ROLE_TOKEN_EMBD, R, TS_DIM_EMBD, TS_DIM_VOCAB),
+    T("token_types.weight", TS_ROLE_TOKEN_TYPES, O, TS_DIM_EMBD, TS_DIM_TOKEN_TYPES),
+    T("token_embd_norm.weight", TS_ROLE_TOKEN_EMBD_NORM, R, TS_DIM_EMBD, NONE),
+    T("token_embd_norm.bias", TS_ROLE_TOKEN_EMBD_NORM_B, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_qkv.weight", TS_ROLE_ATTN_QKV, R, TS_DIM_EMBD, TS_DIM_QKV),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.attn_output_norm.bias", TS_ROLE_ATTN_NORM_B, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+    T("blk.{L}.layer_output_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.layer_output_norm.bias", TS_ROLE_FFN_NORM_B, R, TS_DIM_EMBD, NONE),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const ts_encoder_desc k_encoders[] = {
     {.name = "bert", .token_types = true, .pooling = TS_POOL_CLS},
+    {.name = "nomic-bert", .token_types = true, .pooling = TS_POOL_MEAN},
 };
 
 static const ts_arch_desc k_archs[] = {
@@ -383,6 +403,12 @@ static const ts_arch_desc k_archs[] = {
      .pos = TS_POS_LEARNED,
      .tensors = k_bert,
      .n_tensors = N(k_bert)},
+    {.name = "nomic-bert",
+     .norm = TS_NORM_LAYER,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_nomic_bert,
+     .n_tensors = N(k_nomic_bert)},
 };
 
 const ts_encoder_desc *ts_arch_encoder(const char *name) {
@@ -408,5 +434,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, gpt-oss";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, gpt-oss, nomic-bert";
 }

@@ -509,10 +509,11 @@ static ts_tensor *residual(ts_forward *f, ts_tensor *out) {
     return s != 1.0f ? ts_op_scale(f->g, out, s) : out;
 }
 
-/* An encoder (BERT family, arch.h): embeddings (+ token type 0, + learned positions) under a
- * LayerNorm, then post-norm blocks whose attention sees every key of the token's sequence
- * (the ATTENTION op's visibility rule j <= pos, given each sequence's last position as every
- * token's horizon). embd is the last block's output at the output rows; there are no logits. */
+/* An encoder (BERT family, arch.h): embeddings (+ token type 0, + learned positions where the
+ * architecture has a table) under a LayerNorm, then post-norm blocks whose attention (with
+ * RoPE on Q and K where its positions are rotary: nomic-bert) sees every key of the token's
+ * sequence (the ATTENTION op's visibility rule j <= pos, given each sequence's last position as
+ * every token's horizon). embd is the last block's output at the output rows; no logits. */
 static ts_status build_encoder(ts_forward *f, ts_error *err) {
     const ts_hparams *hp = &f->m->hp;
     ts_graph *g = f->g;
@@ -805,15 +806,16 @@ void ts_forward_destroy(ts_forward *f) {
 }
 
 /* An encoder's token sees every key of its sequence, so each sequence of a step must be whole:
- * positions 0..len-1, each once, with len below the position table. */
+ * positions 0..len-1, each once, with len at most the trained context (the rows of a learned
+ * position table; the positions a RoPE encoder was trained on). */
 static ts_status check_whole_sequences(const ts_forward *f, const ts_batch *bt, ts_error *err) {
     int32_t *count = f->horizon_buf; /* scratch: reset by the run that follows */
     for (int64_t s = 0; s < bt->n_seqs; s++) {
         count[s] = 0;
         if (bt->seq_len[s] > f->m->hp.n_ctx_train) {
             return ts_error_set(err, TS_ERR_RANGE,
-                                "forward: sequence %lld has %d tokens; the encoder's position "
-                                "table has %lld",
+                                "forward: sequence %lld has %d tokens; the encoder was trained "
+                                "for %lld positions",
                                 (long long)s, bt->seq_len[s], (long long)f->m->hp.n_ctx_train);
         }
     }

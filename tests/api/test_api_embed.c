@@ -1,6 +1,6 @@
 /*
- * test_api_embed.c — embeddings through the public API (ts_context_embed) on the tiny BERT and
- * the tiny llama:
+ * test_api_embed.c — embeddings through the public API (ts_context_embed) on the tiny encoders
+ * (BERT, nomic-bert) and the tiny llama:
  *  - pooling: mean, cls and last equal what the per-token vectors (pooling none) give, the
  *    model's own pooling is the file's pooling_type, normalisation gives unit vectors in the
  *    same direction;
@@ -138,16 +138,19 @@ static bool first_sees_last(ts_context *ctx, int64_t E) {
     return api_max_abs_diff(v, v + E, E) > 1e-4;
 }
 
-static api_model open_bert(void) {
-    ts_tiny_spec spec = ts_tiny_spec_default("bert");
+static api_model open_encoder(const char *arch) {
+    ts_tiny_spec spec = ts_tiny_spec_default(arch);
     api_model m;
-    api_model_open(&m, &spec, "embed-bert");
+    char name[64];
+    snprintf(name, sizeof name, "embed-%s", arch);
+    api_model_open(&m, &spec, name);
     return m;
 }
 
-static void test_encoder(void **state) {
-    (void)state;
-    api_model m = open_bert();
+/* Everything about one encoder family (ts_tiny_encoders). */
+static void check_encoder(const char *arch) {
+    printf("  encoder %s\n", arch);
+    api_model m = open_encoder(arch);
     ts_llm_info info;
     ts_llm_get_info(m.llm, &info);
     assert_int_equal(info.encoder, 1);
@@ -206,6 +209,13 @@ static void test_encoder(void **state) {
     assert_int_equal(ts_context_embed(ctx, in1, &n1, 1, NULL, model, NULL), TS_OK);
     ts_context_destroy(ctx);
     api_model_close(&m);
+}
+
+static void test_encoder(void **state) {
+    (void)state;
+    for (int i = 0; ts_tiny_encoders[i] != NULL; i++) {
+        check_encoder(ts_tiny_encoders[i]);
+    }
 }
 
 static void test_pooling_names(void **state) {

@@ -15,7 +15,7 @@ const char *const ts_tiny_archs[] = {
     "llama",   "qwen2",   "qwen3",    "phi3",    "gemma2",   "gemma3",   "gpt2",    "granite",
     "smollm3", "olmo2",   "exaone4",  "cohere2", "ernie4_5", "qwen3moe", "qwen2moe", "mixtral",
     "gpt-oss", NULL};
-const char *const ts_tiny_encoders[] = {"bert", NULL};
+const char *const ts_tiny_encoders[] = {"bert", "nomic-bert", NULL};
 
 /* What a tensor's values look like. */
 typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA, K_ROUTER, K_SINK } kind;
@@ -92,6 +92,11 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.n_head_kv = 4; /* BERT has no GQA */
         s.norm_eps = 1e-12f;
         s.pooling = 1; /* mean, as sentence-transformers models */
+    } else if (arch != NULL && strcmp(arch, "nomic-bert") == 0) {
+        s.n_head_kv = 4; /* no GQA */
+        s.norm_eps = 1e-12f;
+        s.pooling = 1;
+        s.rope_base = 1000.0f; /* nomic-embed-text v1.5's rotary_emb_base */
     }
     if (arch != NULL && (strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0 ||
                          strcmp(arch, "mixtral") == 0)) {
@@ -185,6 +190,28 @@ static void build_bert(tlist *l) {
     }
 }
 
+/* nomic-bert after token_embd: two token types, LayerNorms with biases after the embeddings and
+ * after each residual add, a fused bias-free QKV, a bias-free SwiGLU MLP; RoPE, no position
+ * table. */
+static void build_nomic_bert(tlist *l) {
+    const ts_tiny_spec *s = l->spec;
+    int64_t E = s->n_embd, F = s->n_ff;
+    add(l, K_POS, E, 2, "token_types.weight", 0);
+    add(l, K_NORM, E, 0, "token_embd_norm.weight", 0);
+    add(l, K_BIAS, E, 0, "token_embd_norm.bias", 0);
+    for (int64_t il = 0; il < s->n_layer; il++) {
+        add(l, K_MATRIX, E, 3 * E, "blk.%lld.attn_qkv.weight", il);
+        add(l, K_MATRIX, E, E, "blk.%lld.attn_output.weight", il);
+        add(l, K_NORM, E, 0, "blk.%lld.attn_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.attn_output_norm.bias", il);
+        add(l, K_MATRIX, E, F, "blk.%lld.ffn_gate.weight", il);
+        add(l, K_MATRIX, E, F, "blk.%lld.ffn_up.weight", il);
+        add(l, K_MATRIX, F, E, "blk.%lld.ffn_down.weight", il);
+        add(l, K_NORM, E, 0, "blk.%lld.layer_output_norm.weight", il);
+        add(l, K_BIAS, E, 0, "blk.%lld.layer_output_norm.bias", il);
+    }
+}
+
 static void build_list(tlist *l) {
     const ts_tiny_spec *s = l->spec;
     int64_t E = s->n_embd, F = s->n_ff, V = s->n_vocab;
@@ -205,6 +232,10 @@ static void build_list(tlist *l) {
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
     if (is(s, "bert")) {
         build_bert(l);
+        return;
+    }
+    if (is(s, "nomic-bert")) {
+        build_nomic_bert(l);
         return;
     }
     if (gpt2) {
@@ -492,6 +523,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     snprintf(name, sizeof name, "tiny-%s", s->arch);
     const char *arch = s->arch_name ? s->arch_name : s->arch;
     bool gpt2 = is(s, "gpt2"), cohere2 = is(s, "cohere2"), bert = is(s, "bert");
+    bool encoder = bert || is(s, "nomic-bert");
     bool gemma = is(s, "gemma2") || is(s, "gemma3");
     bool layer_norm = gpt2 || cohere2;
     ts_status st;
@@ -504,13 +536,15 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
         (st = key_f32(w, s,
-                      layer_norm || bert ? "attention.layer_norm_epsilon"
-                                         : "attention.layer_norm_rms_epsilon",
+                      layer_norm || encoder ? "attention.layer_norm_epsilon"
+                                            : "attention.layer_norm_rms_epsilon",
                       s->norm_eps, err))) {
         return st;
     }
-    if (bert && ((st = ts_gguf_writer_add_bool(w, "bert.attention.causal", false, err)) ||
-                 (st = key_u32(w, s, "pooling_type", s->pooling, err)))) {
+    char causal[96];
+    snprintf(causal, sizeof causal, "%s.attention.causal", arch);
+    if (encoder && ((st = ts_gguf_writer_add_bool(w, causal, false, err)) ||
+                    (st = key_u32(w, s, "pooling_type", s->pooling, err)))) {
         return st;
     }
     if (!gpt2 && !bert && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {

@@ -264,6 +264,16 @@ static void test_missing_tensor(void **state) {
     s.omit = "blk.0.post_attention_norm.weight";
     const char *p9[] = {"blk.0.post_attention_norm.weight", "missing", NULL};
     expect_error(&s, TS_ERR_FORMAT, p9);
+
+    /* nomic-bert: its SwiGLU gate and fused QKV are required (no table of positions). */
+    s = ts_tiny_spec_default("nomic-bert");
+    s.omit = "blk.1.ffn_gate.weight";
+    const char *p10[] = {"blk.1.ffn_gate.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p10);
+    s = ts_tiny_spec_default("nomic-bert");
+    s.omit = "blk.0.attn_qkv.weight";
+    const char *p11[] = {"blk.0.attn_qkv.weight", "missing", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p11);
 }
 
 static void test_wrong_shape(void **state) {

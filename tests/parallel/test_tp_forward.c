@@ -13,6 +13,7 @@
  * with tp = 1 within a relative RMS error of 5e-5 (only the order of f32 additions differs),
  * and so must the prefill's embeddings (read from the leader); the greedy tokens must be equal,
  * and the runner's KV bytes are the sum of its shards' (uneven shards hold different KV heads).
+ * Encoders (BERT, nomic-bert): one step's embeddings with tp = 2 and 4 against tp = 1.
  * The real SmolLM2-135M (9 heads, 3 KV) runs with tp = 2 (uneven: 6 + 3 heads) and tp = 3 when
  * it is cached.
  *
@@ -178,6 +179,50 @@ static void check_parity(const ts_tiny_spec *spec, const int *tps, int n_tps, bo
     free(want_e);
     free(got_e);
     ts_model_close(m);
+}
+
+/* Encoders (BERT, nomic-bert): one step of two whole sequences (12 and 7 tokens, attending
+ * within themselves both ways); every token's embedding (an encoder has no logits) with tp 2
+ * and 4 against tp 1, on the reference and CPU backends. */
+static void test_encoders(void **state) {
+    (void)state;
+    for (int a = 0; ts_tiny_encoders[a] != NULL; a++) {
+        ts_tiny_spec spec = ts_tiny_spec_default(ts_tiny_encoders[a]);
+        ts_model *m = fu_open_tiny(&spec);
+        assert_non_null(m);
+        assert_non_null(m->hp.enc);
+        int32_t V = (int32_t)m->hp.n_vocab, p0[12], p1[7];
+        fu_prompt(p0, 12, V, 1);
+        fu_prompt(p1, 7, V, 2);
+        fu_part parts[2] = {{p0, 0, 12, {0, 1}}, {p1, 0, 7, {2, 3}}};
+        size_t n = EMBD_ROWS * (size_t)m->hp.n_embd;
+        float *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+        for (int cpu = 0; cpu < 2; cpu++) {
+            const int tps[] = {1, 2, 4};
+            for (int i = 0; i < 3; i++) {
+                tp_group t;
+                ts_error err = {0};
+                if (group_open(m, tps[i], cpu, &t, &err) != TS_OK ||
+                    fu_run(t.r, parts, 2, NULL, i == 0 ? want : got, &err) != TS_OK) {
+                    fail_msg("%s tp %d: %s", spec.arch, tps[i], err.msg);
+                }
+                assert_int_equal(t.r->n_shards, tps[i]);
+                group_close(&t);
+                double e = i == 0 ? 0.0 : fu_nrmse(got, want, n);
+                if (!(e < 5e-5)) {
+                    fail_msg("%s %s tp %d: embeddings differ from tp 1 (relative RMS %.3g)",
+                             spec.arch, cpu ? "cpu" : "ref", tps[i], e);
+                }
+                if (i > 0) {
+                    printf("  %s %s tp %d: embeddings relative RMS %.3g against tp 1\n", spec.arch,
+                           cpu ? "cpu" : "ref", tps[i], e);
+                }
+            }
+        }
+        free(want);
+        free(got);
+        ts_model_close(m);
+    }
 }
 
 static void test_llama_split_and_replicated_kv(void **state) {
@@ -733,7 +778,7 @@ int main(void) {
         cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
         cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
         cmocka_unit_test(test_group_of_one), cmocka_unit_test(test_smollm2),
-        cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_moe),          cmocka_unit_test(test_encoders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,8 @@
  * GGUF name and the layout transform a converter must apply (docs/reference.md). This test
  * converts the weights to GGUF with our writer (applying the transforms: llama's RoPE row
  * permutation, Gemma's norm +1, GPT-2's Conv1D transpose, the split of a fused 3-D expert
- * gate_up into GGUF's ffn_gate_exps and ffn_up_exps), loads the result with our model
+ * gate_up into GGUF's ffn_gate_exps and ffn_up_exps, nomic-bert's q/k/v fused into attn_qkv),
+ * loads the result with our model
  * loader and compares the logits of every position, on the reference and CPU backends with f32
  * weights and an f32 KV cache. Every <arch>.logits.json in the directory is checked:
  *     |ours - hf| <= 1e-4 + 1e-4 |hf|      (seen: at most 7e-6)
@@ -195,6 +196,45 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
     return dst;
 }
 
+/* The HF tensor named like q (a "...q_proj.weight") with q_proj replaced by part. */
+static const hf_tensor *sibling(const hf_tensor *q, const char *part, const hf_tensor *hf,
+                                int n_hf) {
+    char name[sizeof q->name];
+    const char *at = strstr(q->name, "q_proj");
+    assert_non_null(at);
+    snprintf(name, sizeof name, "%.*s%s%s", (int)(at - q->name), q->name, part, at + 6);
+    for (int k = 0; k < n_hf; k++) {
+        if (strcmp(hf[k].name, name) == 0) {
+            return &hf[k];
+        }
+    }
+    fail_msg("fuse_qkv: no tensor '%s' beside '%s'", name, q->name);
+    return NULL;
+}
+
+/* Concatenates the rows of q (an HF [rows, cols] q_proj weight) and its layer's k_proj and
+ * v_proj into out (whose data is the returned buffer, the caller's to free). */
+static float *fuse_qkv(const hf_tensor *q, const hf_tensor *hf, int n_hf, hf_tensor *out) {
+    const hf_tensor *parts[3] = {q, sibling(q, "k_proj", hf, n_hf), sibling(q, "v_proj", hf, n_hf)};
+    *out = *q;
+    out->dims[0] = 0;
+    for (int p = 0; p < 3; p++) {
+        assert_int_equal(parts[p]->n_dims, 2);
+        assert_int_equal(parts[p]->dims[1], q->dims[1]);
+        out->dims[0] += parts[p]->dims[0];
+    }
+    float *cat = malloc((size_t)out->dims[0] * q->dims[1] * sizeof(float));
+    assert_non_null(cat);
+    size_t at = 0;
+    for (int p = 0; p < 3; p++) {
+        size_t n = (size_t)parts[p]->dims[0] * parts[p]->dims[1];
+        memcpy(cat + at, parts[p]->data, n * sizeof(float));
+        at += n;
+    }
+    out->data = cat;
+    return cat;
+}
+
 /* Integer metadata value of key (0 when absent). */
 static int64_t meta_int(const cJSON *meta, const char *key) {
     for (int i = 0; i < cJSON_GetArraySize(meta); i++) {
@@ -355,7 +395,17 @@ static tiny tiny_load(const char *arch, const char *suffix, bool llama3_keys) {
             continue;
         }
         int64_t rows, cols;
-        keep[i] = transform(t, how, head_dim, &rows, &cols);
+        hf_tensor fused; /* its dims describe the tensor written (data freed after the copy) */
+        if (strcmp(how, "fuse_qkv") == 0) {
+            /* nomic-bert: GGUF's attn_qkv is the layer's q_proj rows, then k_proj, then v_proj
+             * (the original checkpoint's Wqkv, which transformers splits). */
+            float *cat = fuse_qkv(t, hf, n_hf, &fused);
+            keep[i] = transform(&fused, "", head_dim, &rows, &cols);
+            free(cat);
+            t = &fused;
+        } else {
+            keep[i] = transform(t, how, head_dim, &rows, &cols);
+        }
         /* GGUF extents are HF's reversed; a transpose swapped the two of a matrix. */
         int64_t ne[3] = {cols, rows, 1};
         if (t->n_dims == 3) {
