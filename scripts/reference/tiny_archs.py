@@ -196,6 +196,38 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         "qwen2moe",
     ),
+    # OLMoE: pre-norm blocks, Q/K norms over the whole projection (k_norm over the KV heads with
+    # GQA), softmax top-k without renormalisation (norm_topk_prob False as OLMoE-1B-7B; the
+    # converter writes no expert_feed_forward_length: the experts have feed_forward_length
+    # units).
+    "olmoe": (
+        "OlmoeConfig", "OlmoeForCausalLM",
+        dict(_COMMON, intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+             norm_topk_prob=False, clip_qkv=None, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "olmoe",
+    ),
+    # Granite MoE: granite's muP multipliers (all != 1) and experts weighted by a softmax over
+    # the chosen experts' router logits.
+    "granitemoe": (
+        "GraniteMoeConfig", "GraniteMoeForCausalLM",
+        dict(_COMMON, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+             rms_norm_eps=1e-6, tie_word_embeddings=True,
+             embedding_multiplier=2.5, residual_multiplier=0.6, attention_multiplier=0.2,
+             logits_scaling=2.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "granitemoe",
+    ),
+    # GraniteMoeShared: the same plus a shared expert added ungated; GGUF "granitemoe".
+    "granitemoeshared": (
+        "GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM",
+        dict(_COMMON, intermediate_size=32, shared_intermediate_size=48, num_local_experts=4,
+             num_experts_per_tok=2, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             embedding_multiplier=2.5, residual_multiplier=0.6, attention_multiplier=0.2,
+             logits_scaling=2.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "granitemoe",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -251,6 +283,18 @@ _MOE_BLOCK = dict(
         "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
         "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
         "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    },
+)
+# Granite MoE: a router, 3-D experts (gate_up_proj split as above) and the shared expert's
+# fused input_linear [2 * n_ff_shexp, n_embd] (gate rows first), split the same way.
+_GRANITEMOE_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "block_sparse_moe.router.weight": "ffn_gate_inp.weight",
+        "block_sparse_moe.experts.gate_up_proj": "ffn_gate_exps.weight",
+        "block_sparse_moe.experts.down_proj": "ffn_down_exps.weight",
+        "shared_mlp.input_linear.weight": "ffn_gate_shexp.weight",  # and ffn_up_shexp
+        "shared_mlp.output_linear.weight": "ffn_down_shexp.weight",
     },
 )
 _GEMMA_BLOCK = dict(
@@ -337,17 +381,21 @@ def gguf_name(arch, hf_name):
     table = {"gpt2": _GPT2_BLOCK, "gemma2": _GEMMA_BLOCK, "gemma3": _GEMMA_BLOCK,
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
              "bert": _BERT_BLOCK,
-             "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK}
+             "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
+             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
 def gguf_entries(arch, hf_name):
     """[(GGUF name, transform)] of an HF parameter: one entry, or two for a fused 3-D expert
     gate_up_proj [n_expert, 2 * n_ff, n_embd], whose first half of each expert's rows is the
-    gate ("half0") and second the up projection ("half1")."""
+    gate ("half0") and second the up projection ("half1"), or a fused 2-D shared expert
+    input_linear [2 * n_ff, n_embd] (Granite), split the same way."""
     name = gguf_name(arch, hf_name)
-    if hf_name.endswith("mlp.experts.gate_up_proj"):
+    if hf_name.endswith(".experts.gate_up_proj"):
         return [(name, "half0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "half1")]
+    if hf_name.endswith("shared_mlp.input_linear.weight"):
+        return [(name, "half0"), (name.replace("ffn_gate_shexp", "ffn_up_shexp"), "half1")]
     return [(name, transform(arch, hf_name))]
 
 
@@ -356,8 +404,8 @@ def transform(arch, hf_name):
     arch = _gguf_arch(arch)
     if arch == "llama" and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
-    if arch in ("granite", "smollm3") and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$",
-                                                     hf_name):
+    if arch in ("granite", "granitemoe", "smollm3") and re.search(
+            r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
     if arch in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
         return "add_one"
@@ -415,7 +463,7 @@ def gguf_metadata(arch, cfg):
         rope = rope["full_attention"]
     put("rope.freq_base", "f32", rope.get("rope_theta", 10000.0))
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    if arch in ("llama", "phi3", "granite", "smollm3", "cohere2"):
+    if arch in ("llama", "phi3", "granite", "granitemoe", "smollm3", "cohere2"):
         put("rope.dimension_count", "u32", head_dim)
     if arch in ("qwen3", "gemma2", "gemma3", "qwen3moe"):
         put("attention.key_length", "u32", head_dim)
@@ -423,7 +471,7 @@ def gguf_metadata(arch, cfg):
     if arch in ("gemma2", "gemma3"):
         put("attention.sliding_window", "u32", cfg["sliding_window"])
         put("attention.sliding_window_pattern", "u32", 2)
-    if arch == "granite":
+    if arch in ("granite", "granitemoe"):
         put("attention.scale", "f32", cfg["attention_multiplier"])
         put("embedding_scale", "f32", cfg["embedding_multiplier"])
         put("residual_scale", "f32", cfg["residual_multiplier"])
@@ -451,6 +499,11 @@ def gguf_metadata(arch, cfg):
         put("expert_count", "u32", cfg.get("num_experts") or cfg["num_local_experts"])
         put("expert_used_count", "u32", cfg["num_experts_per_tok"])
         put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+    if arch in ("olmoe", "granitemoe"):
+        put("expert_count", "u32", cfg.get("num_experts") or cfg["num_local_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+    if arch == "granitemoe" and cfg.get("shared_intermediate_size"):
+        put("expert_shared_feed_forward_length", "u32", cfg["shared_intermediate_size"])
     if arch == "qwen2moe":
         put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta

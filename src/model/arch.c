@@ -98,6 +98,35 @@ static const ts_tensor_pattern k_qwen2moe[] = {
     T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, R, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
+/* OLMoE: OLMo 2's Q / K norms over the whole projection in llama's pre-norm blocks; every
+ * layer's FFN a mixture of experts. */
+static const ts_tensor_pattern k_olmoe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_Q, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_KV, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+};
+
+/* Granite MoE (and GraniteMoeShared, which GGUF files also call "granitemoe"): llama
+ * attention, experts, and optionally a shared expert added without a gate. */
+static const ts_tensor_pattern k_granitemoe[] = {
+    GLOBAL_TENSORS(O),
+    ROPE_FREQS,
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -349,7 +378,26 @@ static const ts_arch_desc k_archs[] = {
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_qwen2moe,
-     .n_tensors = N(k_qwen2moe)},
+     .n_tensors = N(k_qwen2moe),
+     .moe_raw_w = true},
+    {.name = "olmoe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_olmoe,
+     .n_tensors = N(k_olmoe),
+     .qk_norm_full = true,
+     .moe_raw_w = true},
+    /* Granite MoE: granite's muP multipliers and logit divisor; softmax over the chosen
+     * experts' router logits (renormalized weights). */
+    {.name = "granitemoe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_granitemoe,
+     .n_tensors = N(k_granitemoe),
+     .mup_scales = true,
+     .logit_scale = TS_LOGIT_SCALE_DIV},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -381,5 +429,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe";
 }

@@ -152,6 +152,10 @@ typedef struct ts_arch_desc {
      * multipliers). */
     bool mup_scales;
     ts_logit_scale_use logit_scale;
+    /* The routed experts' weights are the gating probabilities as they are, not renormalized
+     * over the chosen experts, unless <arch>.expert_weights_norm says otherwise (Qwen2-MoE,
+     * OLMoE: llama.cpp's graphs for them never renormalize). */
+    bool moe_raw_w;
 } ts_arch_desc;
 
 /* How an encoder turns per-token hidden states into one vector per input (llama.cpp's

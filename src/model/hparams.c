@@ -319,8 +319,9 @@ void ts_hparams_free(ts_hparams *hp) {
 static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
     ts_status st;
     hp->moe_gating = TS_MOE_SOFTMAX;
-    /* As llama.cpp's graphs: Mixtral ("llama") and Qwen3-MoE renormalize, Qwen2-MoE does not. */
-    hp->moe_norm_w = strcmp(arch, "qwen2moe") != 0;
+    /* As llama.cpp's graphs: Mixtral ("llama"), Qwen3-MoE and Granite MoE renormalize,
+     * Qwen2-MoE and OLMoE do not (the moe_raw_w trait). */
+    hp->moe_norm_w = !hp->arch->moe_raw_w;
     hp->moe_w_scale = 1.0f;
     if ((st = get_int(g, arch, "expert_count", false, 0, &hp->n_expert, err))) {
         return st;
