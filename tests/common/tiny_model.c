@@ -11,10 +11,10 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {
-    "llama",   "qwen2",   "qwen3",    "phi3",    "gemma2",   "gemma3",   "gpt2",    "granite",
-    "smollm3", "olmo2",   "exaone4",  "cohere2", "ernie4_5", "qwen3moe", "qwen2moe", "mixtral",
-    NULL};
+const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",      "phi3",     "gemma2",
+                                     "gemma3",  "gpt2",    "granite",    "smollm3",  "olmo2",
+                                     "exaone4", "cohere2", "ernie4_5",   "qwen3moe", "qwen2moe",
+                                     "mixtral", "olmoe",   "granitemoe", NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
@@ -85,15 +85,22 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.pooling = 1; /* mean, as sentence-transformers models */
     }
     if (arch != NULL && (strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0 ||
-                         strcmp(arch, "mixtral") == 0)) {
+                         strcmp(arch, "mixtral") == 0 || strcmp(arch, "olmoe") == 0 ||
+                         strcmp(arch, "granitemoe") == 0)) {
+        /* Mixtral, OLMoE and Granite MoE files have no expert_feed_forward_length: their
+         * experts have feed_forward_length units. */
+        bool ff_exp = strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0;
         s.n_expert = 6;
         s.n_expert_used = 2;
         s.n_ff_exp = 64;
-        s.n_ff = strcmp(arch, "mixtral") == 0 ? 64 : s.n_ff;
-        s.n_ff_shexp = strcmp(arch, "qwen2moe") == 0 ? 96 : 0;
+        s.n_ff = ff_exp ? s.n_ff : 64;
+        /* Qwen2-MoE's shared expert is gated, Granite's (GraniteMoeShared) is not. */
+        s.n_ff_shexp = strcmp(arch, "qwen2moe") == 0     ? 96
+                       : strcmp(arch, "granitemoe") == 0 ? 32
+                                                         : 0;
         s.arch_name = strcmp(arch, "mixtral") == 0 ? "llama" : NULL;
         s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
-        s.rope_base = strcmp(arch, "mixtral") == 0 ? 10000.0f : 1000000.0f;
+        s.rope_base = ff_exp ? 1000000.0f : 10000.0f;
         s.norm_eps = 1e-6f;
     }
     return s;
@@ -184,13 +191,18 @@ static void build_list(tlist *l) {
     bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
     /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
     bool post_only = is(s, "olmo2") || is(s, "exaone4");
-    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only;
-    int64_t qn = is(s, "olmo2") ? Q : D, kn = is(s, "olmo2") ? KV : D;
+    bool qk_norm =
+        is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only || is(s, "olmoe");
+    bool qk_full = is(s, "olmo2") || is(s, "olmoe");
+    int64_t qn = qk_full ? Q : D, kn = qk_full ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
     bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias;
-    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral");
-    /* Mixtral's experts have feed_forward_length units (it has no expert_feed_forward_length). */
-    int64_t X = s->n_expert, FE = is(s, "mixtral") ? F : s->n_ff_exp, FS = s->n_ff_shexp;
+    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
+               is(s, "granitemoe");
+    /* Mixtral's, OLMoE's and Granite MoE's experts have feed_forward_length units (they have no
+     * expert_feed_forward_length). */
+    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe");
+    int64_t X = s->n_expert, FE = ff_exp ? s->n_ff_exp : F, FS = s->n_ff_shexp;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
     if (is(s, "bert")) {
@@ -254,8 +266,10 @@ static void build_list(tlist *l) {
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_up_exps.weight", il);
             add3(l, K_MATRIX, FE, E, X, "blk.%lld.ffn_down_exps.weight", il);
-            if (FS > 0) {
+            if (FS > 0 && is(s, "qwen2moe")) {
                 add(l, K_NORM, E, 0, "blk.%lld.ffn_gate_inp_shexp.weight", il);
+            }
+            if (FS > 0) {
                 add(l, K_MATRIX, E, FS, "blk.%lld.ffn_gate_shexp.weight", il);
                 add(l, K_MATRIX, E, FS, "blk.%lld.ffn_up_shexp.weight", il);
                 add(l, K_MATRIX, FS, E, "blk.%lld.ffn_down_shexp.weight", il);
@@ -504,7 +518,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
         return st;
     }
-    if (s->n_expert > 0 && !is(s, "mixtral") &&
+    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe")) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
@@ -543,10 +557,11 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     }
     /* Granite's muP multipliers and logit divisor, Cohere's logit multiplier: values away from
      * 1 so that a loader ignoring one gives other logits. */
-    if (is(s, "granite") && ((st = key_f32(w, s, "embedding_scale", 1.5f, err)) ||
-                             (st = key_f32(w, s, "residual_scale", 0.5f, err)) ||
-                             (st = key_f32(w, s, "attention.scale", 0.15f, err)) ||
-                             (st = key_f32(w, s, "logit_scale", 4.0f, err)))) {
+    if ((is(s, "granite") || is(s, "granitemoe")) &&
+        ((st = key_f32(w, s, "embedding_scale", 1.5f, err)) ||
+         (st = key_f32(w, s, "residual_scale", 0.5f, err)) ||
+         (st = key_f32(w, s, "attention.scale", 0.15f, err)) ||
+         (st = key_f32(w, s, "logit_scale", 4.0f, err)))) {
         return st;
     }
     if (cohere2 && (st = key_f32(w, s, "logit_scale", 0.5f, err))) {

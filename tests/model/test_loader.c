@@ -71,7 +71,8 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(hp->head_dim, head_dim);
     assert_int_equal(hp->n_rot, head_dim);
     assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
-    bool granite = strcmp(s->arch, "granite") == 0, cohere2 = strcmp(s->arch, "cohere2") == 0;
+    bool granite = strcmp(s->arch, "granite") == 0 || strcmp(s->arch, "granitemoe") == 0;
+    bool cohere2 = strcmp(s->arch, "cohere2") == 0;
     assert_float_equal(hp->attn_scale, granite ? 0.15 : 1.0 / sqrt((double)head_dim), 1e-6);
     assert_int_equal(m->n_unused, 0); /* every tensor a family's file holds is used */
     bool gemma = strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gemma3") == 0;
