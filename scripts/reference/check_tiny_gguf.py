@@ -36,6 +36,7 @@ SKIP = {
     "olmoe": "transformers' GGUF loader does not read GGUF architecture 'olmoe'",
     "granitemoe": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
     "granitemoeshared": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
+    "dots1": "transformers' GGUF loader does not read GGUF architecture 'dots1'",
 }
 
 

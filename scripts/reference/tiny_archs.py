@@ -228,6 +228,20 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         "granitemoe",
     ),
+    # dots.llm1: Qwen3 attention (per-head Q/K norms); layer 0 dense (first_k_dense_replace 1),
+    # layers 1-2 six experts of 16 units chosen by sigmoid(logits) + e_score_correction_bias
+    # (a buffer, which gen_tiny.py redraws and stores like a parameter), weighted by the
+    # unbiased sigmoid renormalized (norm_topk_prob) times routed_scaling_factor 2.5, plus two
+    # shared experts (one MLP of 2 * 16 units) added ungated.
+    "dots1": (
+        "Dots1Config", "Dots1ForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, moe_intermediate_size=16, n_routed_experts=6,
+             num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=1, n_group=1,
+             topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5, sliding_window=None,
+             rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "dots1",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -295,6 +309,16 @@ _GRANITEMOE_BLOCK = dict(
         "block_sparse_moe.experts.down_proj": "ffn_down_exps.weight",
         "shared_mlp.input_linear.weight": "ffn_gate_shexp.weight",  # and ffn_up_shexp
         "shared_mlp.output_linear.weight": "ffn_down_shexp.weight",
+    },
+)
+# dots.llm1 (DeepSeek-V3's router): the selection bias buffer and the shared experts' MLP.
+_DOTS1_BLOCK = dict(
+    _MOE_BLOCK,
+    **{
+        "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
+        "mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight",
+        "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+        "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
     },
 )
 _GEMMA_BLOCK = dict(
@@ -382,7 +406,7 @@ def gguf_name(arch, hf_name):
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
              "bert": _BERT_BLOCK,
              "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
-             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK}
+             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK, "dots1": _DOTS1_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
@@ -504,6 +528,17 @@ def gguf_metadata(arch, cfg):
         put("expert_used_count", "u32", cfg["num_experts_per_tok"])
     if arch == "granitemoe" and cfg.get("shared_intermediate_size"):
         put("expert_shared_feed_forward_length", "u32", cfg["shared_intermediate_size"])
+    if arch == "dots1":
+        # Dots1Model (a Qwen2MoeModel): base keys plus these; HF Dots1 always scores by sigmoid
+        # (llama.cpp has no default for dots1: its files carry expert_gating_func 2).
+        put("expert_count", "u32", cfg["n_routed_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("leading_dense_block_count", "u32", cfg["first_k_dense_replace"])
+        put("expert_shared_count", "u32", cfg["n_shared_experts"])
+        put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
+        put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
+        put("expert_gating_func", "u32", 2)
     if arch == "qwen2moe":
         put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta

@@ -127,6 +127,26 @@ static const ts_tensor_pattern k_granitemoe[] = {
     T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
+/* dots.llm1: Qwen3 attention (per-head Q/K norms); the leading layers dense, the others
+ * experts chosen by sigmoid score + selection bias, plus an ungated shared expert. */
+static const ts_tensor_pattern k_dots1[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -398,6 +418,15 @@ static const ts_arch_desc k_archs[] = {
      .n_tensors = N(k_granitemoe),
      .mup_scales = true,
      .logit_scale = TS_LOGIT_SCALE_DIV},
+    /* dots.llm1: its converter always writes expert_weights_norm and expert_gating_func;
+     * without them llama.cpp does not renormalize. */
+    {.name = "dots1",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_dots1,
+     .n_tensors = N(k_dots1),
+     .moe_raw_w = true},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -429,5 +458,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe, dots1";
 }

@@ -63,8 +63,8 @@ typedef enum ts_role {
     TS_ROLE_ROPE_FREQS,         /* llama3 scaling: per-pair divisors of the RoPE angle */
     TS_ROLE_ROPE_FACTORS_LONG,  /* Phi-3 longrope: divisors when the context exceeds the */
     TS_ROLE_ROPE_FACTORS_SHORT, /* original one (long), else the short ones */
-    TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
-    TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
+    TS_ROLE_TOKEN_TYPES,        /* encoders: token-type (segment) embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM,    /* encoders: LayerNorm of the summed input embeddings */
     TS_ROLE_TOKEN_EMBD_NORM_B,
     /* Per-layer roles start here. In an encoder (post-norm, ts_encoder_desc) the
      * ATTN_NORM and FFN_NORM roles are the norms after each residual add (BERT's
@@ -103,6 +103,8 @@ typedef enum ts_role {
     TS_ROLE_FFN_GATE_SHEXP,     /* shared expert [n_embd, n_ff_shexp] */
     TS_ROLE_FFN_UP_SHEXP,       /* [n_embd, n_ff_shexp] */
     TS_ROLE_FFN_DOWN_SHEXP,     /* [n_ff_shexp, n_embd] */
+    TS_ROLE_FFN_EXP_PROBS_B,    /* [n_expert] selection bias: experts are chosen by score + bias
+                                   but weighted by the unbiased score (DeepSeek-V3, dots.llm1) */
     TS_ROLE_COUNT
 } ts_role;
 
@@ -154,7 +156,7 @@ typedef struct ts_arch_desc {
     ts_logit_scale_use logit_scale;
     /* The routed experts' weights are the gating probabilities as they are, not renormalized
      * over the chosen experts, unless <arch>.expert_weights_norm says otherwise (Qwen2-MoE,
-     * OLMoE: llama.cpp's graphs for them never renormalize). */
+     * OLMoE: llama.cpp's graphs for them never renormalize; dots.llm1 files carry the key). */
     bool moe_raw_w;
 } ts_arch_desc;
 

@@ -330,14 +330,18 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
         return TS_OK;
     }
     int64_t gating = TS_MOE_SOFTMAX;
+    /* dots.llm1 and DeepSeek files give their shared expert as a count of expert widths. */
+    int64_t n_shared = 1;
     if ((st = check_positive("expert_count", hp->n_expert, 4096, err)) ||
         (st = get_int(g, arch, "expert_used_count", true, 0, &hp->n_expert_used, err)) ||
         (st = check_positive("expert_used_count", hp->n_expert_used, hp->n_expert, err)) ||
         (st =
              get_int(g, arch, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp, err)) ||
         (st = check_positive("expert_feed_forward_length", hp->n_ff_exp, (int64_t)1 << 24, err)) ||
-        (st = get_int(g, arch, "expert_shared_feed_forward_length", false, hp->n_ff_exp,
-                      &hp->n_ff_shexp, err)) ||
+        (st = get_int(g, arch, "expert_shared_count", false, 1, &n_shared, err)) ||
+        (st = n_shared == 0 ? TS_OK : check_positive("expert_shared_count", n_shared, 64, err)) ||
+        (st = get_int(g, arch, "expert_shared_feed_forward_length", false,
+                      (n_shared > 0 ? n_shared : 1) * hp->n_ff_exp, &hp->n_ff_shexp, err)) ||
         (st = check_positive("expert_shared_feed_forward_length", hp->n_ff_shexp, (int64_t)1 << 24,
                              err)) ||
         (st = get_int(g, arch, "expert_gating_func", false, TS_MOE_SOFTMAX, &gating, err)) ||
@@ -361,12 +365,6 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
                             arch, (long long)gating);
     }
     hp->moe_gating = (ts_moe_gating)gating;
-    if (hp->moe_gating == TS_MOE_SIGMOID && hp->moe_norm_w) {
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "model: sigmoid expert gating with normalized weights "
-                            "(%s.expert_weights_norm) is not supported yet",
-                            arch);
-    }
     return TS_OK;
 }
 

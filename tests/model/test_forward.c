@@ -484,8 +484,9 @@ static void expect_bad_batch(ts_forward *f, const ts_batch *b, const char *part)
     }
 }
 
-/* The routing keys: sigmoid gating, weights not renormalized, a weight scale; each changes the
- * logits of the tiny Mixtral and runs alike on CPU and reference (F32 weights). */
+/* The routing keys: sigmoid gating (weights as they are, or renormalized), weights not
+ * renormalized, a weight scale; each changes the logits of the tiny Mixtral and runs alike on
+ * CPU and reference (F32 weights). */
 static void test_moe_routing_keys(void **state) {
     (void)state;
     ts_backend *ref = fu_backend(false), *cpu = fu_backend(true);
@@ -499,16 +500,19 @@ static void test_moe_routing_keys(void **state) {
     assert_true(m->hp.moe_norm_w && m->hp.moe_gating == TS_MOE_SOFTMAX);
     run_prompt(m, ref, NULL, prompt, N_PROMPT, base);
     ts_model_close(m);
-    for (int v = 0; v < 3; v++) {
+    static const char *const whats[] = {"sigmoid, no norm", "softmax, no norm", "scale 2.5",
+                                        "sigmoid, norm"};
+    for (int v = 0; v < 4; v++) {
         ts_tiny_spec s = ts_tiny_spec_default("mixtral");
-        const char *what = v == 0 ? "sigmoid, no norm" : v == 1 ? "softmax, no norm" : "scale 2.5";
-        s.moe_gating = v == 0 ? 2 : 1;
+        const char *what = whats[v];
+        bool sigmoid = v == 0 || v == 3;
+        s.moe_gating = sigmoid ? 2 : 1;
         s.moe_norm = v < 2 ? 2 : 1;
         s.moe_w_scale = v == 2 ? 2.5f : 0.0f;
         m = fu_open_tiny(&s);
         assert_non_null(m);
-        assert_int_equal(m->hp.moe_gating, v == 0 ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX);
-        assert_int_equal(m->hp.moe_norm_w, v == 2);
+        assert_int_equal(m->hp.moe_gating, sigmoid ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX);
+        assert_int_equal(m->hp.moe_norm_w, v >= 2);
         run_prompt(m, ref, NULL, prompt, N_PROMPT, a);
         run_prompt(m, cpu, NULL, prompt, N_PROMPT, b);
         double e = fu_nrmse(b, a, n), d = fu_nrmse(a, base, n);

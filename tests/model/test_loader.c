@@ -356,9 +356,6 @@ static void test_moe_errors(void **state) {
     expect_error(&s, TS_ERR_FORMAT, p7);
 
     s = ts_tiny_spec_default("mixtral");
-    s.moe_gating = 2; /* sigmoid, and the llama default of renormalized weights */
-    const char *p9[] = {"sigmoid", "expert_weights_norm", "not supported", NULL};
-    expect_error(&s, TS_ERR_UNSUPPORTED, p9);
     s.moe_gating = 3;
     const char *p10[] = {"llama.expert_gating_func 3", "not supported", NULL};
     expect_error(&s, TS_ERR_UNSUPPORTED, p10);
