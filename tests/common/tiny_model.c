@@ -14,7 +14,7 @@
 const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",      "phi3",     "gemma2",
                                      "gemma3",  "gpt2",    "granite",    "smollm3",  "olmo2",
                                      "exaone4", "cohere2", "ernie4_5",   "qwen3moe", "qwen2moe",
-                                     "mixtral", "olmoe",   "granitemoe", NULL};
+                                     "mixtral", "olmoe",   "granitemoe", "dots1",    NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
@@ -101,6 +101,18 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.arch_name = strcmp(arch, "mixtral") == 0 ? "llama" : NULL;
         s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
         s.rope_base = ff_exp ? 1000000.0f : 10000.0f;
+        s.norm_eps = 1e-6f;
+    } else if (arch != NULL && strcmp(arch, "dots1") == 0) {
+        /* Layer 0 dense, layers 1-2 experts chosen by sigmoid + selection bias, renormalized
+         * and scaled, plus two shared experts' worth of units (expert_shared_count 2). */
+        s.n_layer = 3;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 64;
+        s.moe_gating = 2;
+        s.moe_norm = 1;
+        s.moe_w_scale = 2.5f;
         s.norm_eps = 1e-6f;
     }
     return s;
@@ -191,17 +203,18 @@ static void build_list(tlist *l) {
     bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
     /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
     bool post_only = is(s, "olmo2") || is(s, "exaone4");
-    bool qk_norm =
-        is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only || is(s, "olmoe");
+    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only ||
+                   is(s, "olmoe") || is(s, "dots1");
     bool qk_full = is(s, "olmo2") || is(s, "olmoe");
     int64_t qn = qk_full ? Q : D, kn = qk_full ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
     bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias;
     bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
-               is(s, "granitemoe");
+               is(s, "granitemoe") || is(s, "dots1");
+    int64_t n_dense = is(s, "dots1") ? 1 : 0; /* leading dense layers (dots1) */
     /* Mixtral's, OLMoE's and Granite MoE's experts have feed_forward_length units (they have no
      * expert_feed_forward_length). */
-    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe");
+    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "dots1");
     int64_t X = s->n_expert, FE = ff_exp ? s->n_ff_exp : F, FS = s->n_ff_shexp;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
@@ -261,8 +274,11 @@ static void build_list(tlist *l) {
             add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
         } else if (phi3) {
             add(l, K_MATRIX, E, 2 * F, "blk.%lld.ffn_up.weight", il);
-        } else if (moe) {
+        } else if (moe && il >= n_dense) {
             add(l, K_ROUTER, E, X, "blk.%lld.ffn_gate_inp.weight", il);
+            if (is(s, "dots1")) {
+                add(l, K_BIAS, X, 0, "blk.%lld.exp_probs_b.bias", il);
+            }
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_up_exps.weight", il);
             add3(l, K_MATRIX, FE, E, X, "blk.%lld.ffn_down_exps.weight", il);
@@ -518,11 +534,17 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
         return st;
     }
-    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe")) &&
+    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "dots1")) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
-    if (s->n_ff_shexp > 0 &&
+    /* dots1 gives its shared expert as a count of expert widths (and its dense layers). */
+    if (is(s, "dots1") &&
+        ((st = key_u32(w, s, "expert_shared_count", s->n_ff_shexp / s->n_ff_exp, err)) ||
+         (st = key_u32(w, s, "leading_dense_block_count", 1, err)))) {
+        return st;
+    }
+    if (s->n_ff_shexp > 0 && !is(s, "dots1") &&
         (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
         return st;
     }

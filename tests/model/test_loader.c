@@ -144,9 +144,11 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
         assert_int_equal(down->ne[2], s->n_expert);
         assert_int_equal(m->hp.n_expert, s->n_expert);
         assert_int_equal(m->hp.n_expert_used, s->n_expert_used);
-        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+        /* (The last layer: dots1's first layer is dense.) */
+        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer - 1));
         /* The router stays F32 (as llama.cpp's quantizer leaves it). */
-        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, 0)->type, TS_TYPE_F32);
+        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, s->n_layer - 1)->type,
+                         TS_TYPE_F32);
     }
     const ts_gguf_tensor *embd = ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0);
     assert_non_null(embd);
@@ -359,6 +361,24 @@ static void test_moe_errors(void **state) {
     s.moe_gating = 3;
     const char *p10[] = {"llama.expert_gating_func 3", "not supported", NULL};
     expect_error(&s, TS_ERR_UNSUPPORTED, p10);
+
+    /* dots1: the shared expert is expert_shared_count (2) expert widths; sigmoid gating with
+     * renormalized, scaled weights; a selection bias in the expert layers only. */
+    s = ts_tiny_spec_default("dots1");
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_ff_shexp, 64);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SIGMOID);
+    assert_true(m->hp.moe_norm_w);
+    assert_float_equal(m->hp.moe_w_scale, 2.5, 1e-6);
+    assert_null(ts_model_tensor(m, TS_ROLE_FFN_EXP_PROBS_B, 0));
+    assert_non_null(ts_model_tensor(m, TS_ROLE_FFN_EXP_PROBS_B, 1));
+    assert_non_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+    ts_model_close(m);
+    s.n_ff_shexp = 65 * s.n_ff_exp;
+    const char *p11[] = {"expert_shared_count = 65", "1..64", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p11);
 
     /* A llama layer with neither: the dense FFN's first missing tensor is named. */
     s = ts_tiny_spec_default("mixtral");
