@@ -37,6 +37,7 @@ SKIP = {
     "granitemoe": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
     "granitemoeshared": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
     "dots1": "transformers' GGUF loader does not read GGUF architecture 'dots1'",
+    "glm4moe": "transformers' GGUF loader does not read GGUF architecture 'glm4moe'",
 }
 
 

@@ -242,6 +242,21 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         "dots1",
     ),
+    # GLM-4.5 (glm4moe): q/k/v biases, per-head Q/K norms (use_qk_norm), RoPE (NeoX) on the
+    # first half of each head (partial_rotary_factor 0.5, head_dim 16); dots1's router (sigmoid
+    # + selection bias, renormalized, times routed_scaling_factor 1.5) and shared expert; layer 0
+    # dense. No MTP layer (num_mtp_layers 0: the converter then writes nextn_predict_layers 0).
+    "glm4moe": (
+        "Glm4MoeConfig", "Glm4MoeForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, head_dim=16, moe_intermediate_size=16,
+             n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=1,
+             first_k_dense_replace=1, n_group=1, topk_group=1, norm_topk_prob=True,
+             routed_scaling_factor=1.5, use_qk_norm=True, attention_bias=True,
+             num_mtp_layers=0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                              "partial_rotary_factor": 0.5}),
+        "glm4moe",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -311,7 +326,8 @@ _GRANITEMOE_BLOCK = dict(
         "shared_mlp.output_linear.weight": "ffn_down_shexp.weight",
     },
 )
-# dots.llm1 (DeepSeek-V3's router): the selection bias buffer and the shared experts' MLP.
+# dots.llm1 and GLM-4.5 (DeepSeek-V3's router): the selection bias buffer and the shared
+# experts' MLP. GLM-4.5's GGUF calls the norm before the MLP post_attention_norm.
 _DOTS1_BLOCK = dict(
     _MOE_BLOCK,
     **{
@@ -320,6 +336,9 @@ _DOTS1_BLOCK = dict(
         "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
         "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
     },
+)
+_GLM4MOE_BLOCK = dict(
+    _DOTS1_BLOCK, **{"post_attention_layernorm.weight": "post_attention_norm.weight"}
 )
 _GEMMA_BLOCK = dict(
     _LLAMA_BLOCK,
@@ -406,7 +425,8 @@ def gguf_name(arch, hf_name):
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
              "bert": _BERT_BLOCK,
              "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
-             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK, "dots1": _DOTS1_BLOCK}
+             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK, "dots1": _DOTS1_BLOCK,
+             "glm4moe": _GLM4MOE_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
@@ -539,6 +559,21 @@ def gguf_metadata(arch, cfg):
         put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
         put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
         put("expert_gating_func", "u32", 2)
+    if arch == "glm4moe":
+        # Glm4MoeModel: rope.dimension_count = head_dim * partial_rotary_factor, key_length /
+        # value_length from head_dim (TextModel), the MoE keys, gating always sigmoid.
+        put("rope.dimension_count", "u32", int(head_dim * rope.get("partial_rotary_factor", 0.5)))
+        put("attention.key_length", "u32", head_dim)
+        put("attention.value_length", "u32", head_dim)
+        put("expert_count", "u32", cfg["n_routed_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("expert_shared_count", "u32", cfg["n_shared_experts"])
+        put("leading_dense_block_count", "u32", cfg["first_k_dense_replace"])
+        put("expert_gating_func", "u32", 2)
+        put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
+        put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
+        put("nextn_predict_layers", "u32", cfg["num_nextn_predict_layers"])
     if arch == "qwen2moe":
         put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta

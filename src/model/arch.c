@@ -147,6 +147,27 @@ static const ts_tensor_pattern k_dots1[] = {
     T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
+/* GLM-4.5: q/k/v biases, optional per-head Q/K norms; the norm before the FFN is called
+ * post_attention_norm; dense leading layers, then dots1's experts (selection bias, shared
+ * expert). */
+static const ts_tensor_pattern k_glm4moe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, O, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, O, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.post_attention_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -427,6 +448,15 @@ static const ts_arch_desc k_archs[] = {
      .tensors = k_dots1,
      .n_tensors = N(k_dots1),
      .moe_raw_w = true},
+    /* GLM-4.5 / 4.5-Air: RoPE (NeoX) on rope.dimension_count of each head's dims; sigmoid
+     * gating is llama.cpp's default for it (and what its converter writes). */
+    {.name = "glm4moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_glm4moe,
+     .n_tensors = N(k_glm4moe),
+     .moe_raw_w = true},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -458,5 +488,5 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe, dots1";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe, dots1, glm4moe";
 }

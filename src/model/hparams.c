@@ -409,6 +409,20 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         (st = check_positive("attention.head_count", hp->n_head, 65536, err))) {
         return st;
     }
+    /* GLM-4.5 files append their multi-token-prediction layers as the last blocks; a forward
+     * pass runs only the layers before them (their tensors are left unused). */
+    int64_t n_nextn = 0;
+    if ((st = get_int(g, arch, "nextn_predict_layers", false, 0, &n_nextn, err))) {
+        return st;
+    }
+    if (n_nextn < 0 || n_nextn >= hp->n_layer) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: %s.nextn_predict_layers = %lld is out of range (expected "
+                            "0..%lld: fewer than block_count %lld)",
+                            arch, (long long)n_nextn, (long long)(hp->n_layer - 1),
+                            (long long)hp->n_layer);
+    }
+    hp->n_layer -= n_nextn;
     if ((st = get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv,
                       err)) ||
         (st = check_positive("attention.head_count_kv", hp->n_head_kv, hp->n_head, err))) {
