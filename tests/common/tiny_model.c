@@ -11,10 +11,10 @@
 #include "quant/quant.h"
 #include "util/error.h"
 
-const char *const ts_tiny_archs[] = {"llama",   "qwen2",   "qwen3",      "phi3",     "gemma2",
-                                     "gemma3",  "gpt2",    "granite",    "smollm3",  "olmo2",
-                                     "exaone4", "cohere2", "ernie4_5",   "qwen3moe", "qwen2moe",
-                                     "mixtral", "olmoe",   "granitemoe", "dots1",    NULL};
+const char *const ts_tiny_archs[] = {
+    "llama",    "qwen2",   "qwen3", "phi3",       "gemma2",  "gemma3",   "gpt2",
+    "granite",  "smollm3", "olmo2", "exaone4",    "cohere2", "ernie4_5", "qwen3moe",
+    "qwen2moe", "mixtral", "olmoe", "granitemoe", "dots1",   "glm4moe",  NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
@@ -102,6 +102,19 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
         s.rope_base = ff_exp ? 1000000.0f : 10000.0f;
         s.norm_eps = 1e-6f;
+    } else if (arch != NULL && strcmp(arch, "glm4moe") == 0) {
+        /* GLM-4.5's shape: q/k/v biases, per-head Q/K norms, RoPE on half of each head, layer
+         * 0 dense, then dots1's routing with one shared expert. */
+        s.n_layer = 3;
+        s.head_dim = 32;
+        s.n_rot = 16;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 32;
+        s.moe_gating = 2;
+        s.moe_norm = 1;
+        s.moe_w_scale = 1.5f;
     } else if (arch != NULL && strcmp(arch, "dots1") == 0) {
         /* Layer 0 dense, layers 1-2 experts chosen by sigmoid + selection bias, renormalized
          * and scaled, plus two shared experts' worth of units (expert_shared_count 2). */
@@ -204,17 +217,18 @@ static void build_list(tlist *l) {
     /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
     bool post_only = is(s, "olmo2") || is(s, "exaone4");
     bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only ||
-                   is(s, "olmoe") || is(s, "dots1");
+                   is(s, "olmoe") || is(s, "dots1") || is(s, "glm4moe");
     bool qk_full = is(s, "olmo2") || is(s, "olmoe");
     int64_t qn = qk_full ? Q : D, kn = qk_full ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
-    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias;
+    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || is(s, "glm4moe") || s->qkv_bias;
     bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
-               is(s, "granitemoe") || is(s, "dots1");
-    int64_t n_dense = is(s, "dots1") ? 1 : 0; /* leading dense layers (dots1) */
+               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe");
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe"); /* exp_probs_b, dense layer 0 */
+    int64_t n_dense = sel_bias ? 1 : 0;
     /* Mixtral's, OLMoE's and Granite MoE's experts have feed_forward_length units (they have no
      * expert_feed_forward_length). */
-    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "dots1");
+    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias;
     int64_t X = s->n_expert, FE = ff_exp ? s->n_ff_exp : F, FS = s->n_ff_shexp;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
@@ -232,7 +246,13 @@ static void build_list(tlist *l) {
     if ((!s->tied_output || phi3 || is(s, "olmo2")) && !parallel) {
         add(l, K_OUTPUT, E, V, "output.weight", 0);
     }
-    for (int64_t il = 0; il < s->n_layer; il++) {
+    for (int64_t il = 0; il < s->n_layer + s->n_nextn; il++) {
+        if (il >= s->n_layer) {
+            /* A multi-token-prediction block (GLM-4.5): what the forward pass leaves alone. */
+            add(l, K_MATRIX, 2 * E, E, "blk.%lld.nextn.eh_proj.weight", il);
+            add(l, K_NORM, E, 0, "blk.%lld.nextn.enorm.weight", il);
+            add(l, K_NORM, E, 0, "blk.%lld.nextn.hnorm.weight", il);
+        }
         if (!post_only) {
             add(l, K_NORM, E, 0, "blk.%lld.attn_norm.weight", il);
         }
@@ -266,7 +286,11 @@ static void build_list(tlist *l) {
             add(l, K_NORM, E, 0, "blk.%lld.post_attention_norm.weight", il);
         }
         if (!post_only && !parallel) {
-            add(l, K_NORM, E, 0, "blk.%lld.ffn_norm.weight", il);
+            /* GLM-4.5's GGUF calls the norm before the FFN post_attention_norm. */
+            add(l, K_NORM, E, 0,
+                is(s, "glm4moe") ? "blk.%lld.post_attention_norm.weight"
+                                 : "blk.%lld.ffn_norm.weight",
+                il);
         }
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.ffn_norm.bias", il);
@@ -276,7 +300,7 @@ static void build_list(tlist *l) {
             add(l, K_MATRIX, E, 2 * F, "blk.%lld.ffn_up.weight", il);
         } else if (moe && il >= n_dense) {
             add(l, K_ROUTER, E, X, "blk.%lld.ffn_gate_inp.weight", il);
-            if (is(s, "dots1")) {
+            if (sel_bias) {
                 add(l, K_BIAS, X, 0, "blk.%lld.exp_probs_b.bias", il);
             }
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
@@ -509,7 +533,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = ts_gguf_writer_add_cstr(w, "general.name", name, err)) ||
         (st = key_u32(w, s, "context_length", s->n_ctx_train, err)) ||
         (st = key_u32(w, s, "embedding_length", s->n_embd, err)) ||
-        (st = key_u32(w, s, "block_count", s->n_layer, err)) ||
+        (st = key_u32(w, s, "block_count", s->n_layer + s->n_nextn, err)) ||
         (st = key_u32(w, s, "feed_forward_length", s->n_ff, err)) ||
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
@@ -526,6 +550,12 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     if (!gpt2 && !bert && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
         return st;
     }
+    if (s->n_rot > 0 && (st = key_u32(w, s, "rope.dimension_count", s->n_rot, err))) {
+        return st;
+    }
+    if (s->n_nextn > 0 && (st = key_u32(w, s, "nextn_predict_layers", s->n_nextn, err))) {
+        return st;
+    }
     if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
@@ -534,17 +564,19 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
         return st;
     }
-    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "dots1")) &&
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe");
+    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
-    /* dots1 gives its shared expert as a count of expert widths (and its dense layers). */
-    if (is(s, "dots1") &&
+    /* dots1 and glm4moe give their shared expert as a count of expert widths (and their dense
+     * layers). */
+    if (sel_bias &&
         ((st = key_u32(w, s, "expert_shared_count", s->n_ff_shexp / s->n_ff_exp, err)) ||
          (st = key_u32(w, s, "leading_dense_block_count", 1, err)))) {
         return st;
     }
-    if (s->n_ff_shexp > 0 && !is(s, "dots1") &&
+    if (s->n_ff_shexp > 0 && !sel_bias &&
         (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
         return st;
     }
@@ -627,7 +659,8 @@ ts_status ts_tiny_write(const ts_tiny_spec *s, const char *path, ts_error *err) 
                             s->arch ? s->arch : "(null)");
     }
     if (s->n_vocab < TS_TINY_MIN_VOCAB || s->n_head < 1 || s->n_head_kv < 1 ||
-        s->n_head % s->n_head_kv != 0 || s->n_layer < 1 || s->n_embd < 1 || s->n_ff < 1) {
+        s->n_head % s->n_head_kv != 0 || s->n_layer + s->n_nextn < 1 || s->n_layer < 0 ||
+        s->n_nextn < 0 || s->n_embd < 1 || s->n_ff < 1) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "tiny: bad sizes for '%s'", s->arch);
     }
     tlist *l = calloc(1, sizeof *l);

@@ -528,6 +528,32 @@ static void test_moe_routing_keys(void **state) {
     ts_backend_destroy(cpu);
 }
 
+/* GLM-4.5's multi-token-prediction block after the last layer changes nothing: the logits
+ * equal those of the same file without it (every other tensor has the same values). */
+static void test_nextn_block_not_run(void **state) {
+    (void)state;
+    ts_backend *ref = fu_backend(false);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 5);
+    ts_tiny_spec s = ts_tiny_spec_default("glm4moe");
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    run_prompt(m, ref, NULL, prompt, N_PROMPT, a);
+    ts_model_close(m);
+    s.n_nextn = 1;
+    m = fu_open_tiny(&s);
+    assert_non_null(m);
+    assert_int_equal(m->hp.n_layer, 3);
+    run_prompt(m, ref, NULL, prompt, N_PROMPT, b);
+    ts_model_close(m);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(a);
+    free(b);
+    ts_backend_destroy(ref);
+}
+
 static void test_bad_batches(void **state) {
     (void)state;
     ts_backend *be = fu_backend(false);
@@ -601,11 +627,17 @@ static void test_bad_batches(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cpu_vs_ref),      cmocka_unit_test(test_decomposed_vs_paged),
-        cmocka_unit_test(test_chunked_prefill), cmocka_unit_test(test_two_sequences),
-        cmocka_unit_test(test_copy_block),      cmocka_unit_test(test_kv_types),
-        cmocka_unit_test(test_kv_q8_0),         cmocka_unit_test(test_bad_batches),
-        cmocka_unit_test(test_embeddings),      cmocka_unit_test(test_moe_routing_keys),
+        cmocka_unit_test(test_cpu_vs_ref),
+        cmocka_unit_test(test_decomposed_vs_paged),
+        cmocka_unit_test(test_chunked_prefill),
+        cmocka_unit_test(test_two_sequences),
+        cmocka_unit_test(test_copy_block),
+        cmocka_unit_test(test_kv_types),
+        cmocka_unit_test(test_kv_q8_0),
+        cmocka_unit_test(test_bad_batches),
+        cmocka_unit_test(test_embeddings),
+        cmocka_unit_test(test_moe_routing_keys),
+        cmocka_unit_test(test_nextn_block_not_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,7 +69,7 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(hp->n_head, s->n_head);
     assert_int_equal(hp->n_head_kv, s->n_head_kv);
     assert_int_equal(hp->head_dim, head_dim);
-    assert_int_equal(hp->n_rot, head_dim);
+    assert_int_equal(hp->n_rot, s->n_rot > 0 ? s->n_rot : head_dim);
     assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
     bool granite = strcmp(s->arch, "granite") == 0 || strcmp(s->arch, "granitemoe") == 0;
     bool cohere2 = strcmp(s->arch, "cohere2") == 0;
@@ -154,8 +154,8 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_non_null(embd);
     assert_int_equal(embd->ne[0], s->n_embd);
     assert_int_equal(embd->ne[1], s->n_vocab);
-    bool qkv_bias =
-        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias;
+    bool qkv_bias = strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 ||
+                    strcmp(s->arch, "glm4moe") == 0 || s->qkv_bias;
     if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
         assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
     }
@@ -379,6 +379,28 @@ static void test_moe_errors(void **state) {
     s.n_ff_shexp = 65 * s.n_ff_exp;
     const char *p11[] = {"expert_shared_count = 65", "1..64", NULL};
     expect_error(&s, TS_ERR_FORMAT, p11);
+
+    /* glm4moe: a trailing multi-token-prediction block is not a layer; its tensors (and only
+     * those) are left unused. All blocks cannot be such blocks. */
+    s = ts_tiny_spec_default("glm4moe");
+    s.n_nextn = 1;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_layer, 3);
+    assert_int_equal(m->hp.n_rot, 16);
+    assert_true(m->n_unused >= 3);
+    for (int64_t i = 0; i < m->n_unused; i++) {
+        assert_true(strncmp(m->unused[i]->name, "blk.3.", 6) == 0);
+    }
+    ts_model_close(m);
+    s.n_nextn = 4; /* with 3 layers: block_count 7, 4 of them MTP blocks is still fine */
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_layer, 3);
+    ts_model_close(m);
+    s = ts_tiny_spec_default("glm4moe");
+    s.n_layer = 0; /* block_count 1, and that block an MTP one */
+    s.n_nextn = 1;
+    const char *p12[] = {"glm4moe.nextn_predict_layers = 1", "0..0", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p12);
 
     /* A llama layer with neither: the dense FFN's first missing tensor is named. */
     s = ts_tiny_spec_default("mixtral");
