@@ -38,6 +38,7 @@ SKIP = {
     "granitemoeshared": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
     "dots1": "transformers' GGUF loader does not read GGUF architecture 'dots1'",
     "glm4moe": "transformers' GGUF loader does not read GGUF architecture 'glm4moe'",
+    "ernie4_5_moe": "transformers' GGUF loader does not read GGUF architecture 'ernie4_5-moe'",
 }
 
 

@@ -60,7 +60,9 @@ def build(arch):
         for name, p in model.named_parameters():
             z = torch.randn(p.shape, generator=gen, dtype=torch.float32)
             is_norm = p.dim() == 1 and name.endswith("weight")
-            if is_norm:
+            if name.endswith("e_score_correction_bias"):
+                val = 0.1 * z  # ERNIE 4.5's selection bias, a [1, n_expert] parameter
+            elif is_norm:
                 val = 0.1 * z if gemma else 1.0 + 0.1 * z
             elif p.dim() == 1:
                 val = 0.1 * z

@@ -257,6 +257,20 @@ ARCHS = {
                               "partial_rotary_factor": 0.5}),
         "glm4moe",
     ),
+    # ERNIE 4.5 MoE: ernie4_5's attention (head_dim 16, interleaved RoPE, unpermuted); layer 0
+    # dense, layers 1-2 six experts of 16 units, top-2 by softmax + moe_statics'
+    # e_score_correction_bias (a [1, n_expert] parameter, drawn 0.1*N like a bias), weighted by
+    # the unbiased probabilities renormalized, plus 2 shared experts (one MLP of 32 units; the
+    # converter writes its width as intermediate_size / num_key_value_heads, 64 / 2).
+    "ernie4_5_moe": (
+        "Ernie4_5_MoeConfig", "Ernie4_5_MoeForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, head_dim=16, moe_num_experts=6, moe_k=2,
+             moe_intermediate_size=16, moe_num_shared_experts=2, moe_layer_start_index=1,
+             moe_layer_end_index=2, moe_layer_interval=1, use_bias=False, rms_norm_eps=1e-5,
+             tie_word_embeddings=True,
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "ernie4_5-moe",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -336,6 +350,9 @@ _DOTS1_BLOCK = dict(
         "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
         "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
     },
+)
+_ERNIE_MOE_BLOCK = dict(
+    _DOTS1_BLOCK, **{"mlp.gate.moe_statics.e_score_correction_bias": "exp_probs_b.bias"}
 )
 _GLM4MOE_BLOCK = dict(
     _DOTS1_BLOCK, **{"post_attention_layernorm.weight": "post_attention_norm.weight"}
@@ -426,7 +443,7 @@ def gguf_name(arch, hf_name):
              "bert": _BERT_BLOCK,
              "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
              "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK, "dots1": _DOTS1_BLOCK,
-             "glm4moe": _GLM4MOE_BLOCK}
+             "glm4moe": _GLM4MOE_BLOCK, "ernie4_5-moe": _ERNIE_MOE_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
@@ -528,7 +545,7 @@ def gguf_metadata(arch, cfg):
         put("vocab_size", "u32", cfg["vocab_size"])
     if arch == "exaone4":
         put("vocab_size", "u32", cfg["vocab_size"])
-    if arch == "ernie4_5":
+    if arch in ("ernie4_5", "ernie4_5-moe"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)
     if cfg.get("attn_logit_softcapping"):
@@ -559,6 +576,16 @@ def gguf_metadata(arch, cfg):
         put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
         put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
         put("expert_gating_func", "u32", 2)
+    if arch == "ernie4_5-moe":
+        # Ernie4_5MoeModel (conversion/ernie.py).
+        put("expert_count", "u32", cfg["moe_num_experts"])
+        put("expert_used_count", "u32", cfg["moe_k"])
+        put("interleave_moe_layer_step", "u32", cfg["moe_layer_interval"])
+        put("leading_dense_block_count", "u32", cfg["moe_layer_start_index"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("expert_shared_count", "u32", cfg["moe_num_shared_experts"])
+        put("expert_shared_feed_forward_length", "u32",
+            cfg["intermediate_size"] // cfg["num_key_value_heads"])
     if arch == "glm4moe":
         # Glm4MoeModel: rope.dimension_count = head_dim * partial_rotary_factor, key_length /
         # value_length from head_dim (TextModel), the MoE keys, gating always sigmoid.

@@ -168,6 +168,24 @@ static const ts_tensor_pattern k_glm4moe[] = {
     T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
 };
 
+/* ERNIE 4.5 MoE: llama attention; dense leading layers, then experts chosen by softmax +
+ * selection bias, plus an ungated shared expert. */
+static const ts_tensor_pattern k_ernie4_5_moe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -450,6 +468,14 @@ static const ts_arch_desc k_archs[] = {
      .moe_raw_w = true},
     /* GLM-4.5 / 4.5-Air: RoPE (NeoX) on rope.dimension_count of each head's dims; sigmoid
      * gating is llama.cpp's default for it (and what its converter writes). */
+    /* ERNIE 4.5 MoE (GGUF "ernie4_5-moe"): ernie4_5's unpermuted interleaved RoPE; softmax
+     * gating, renormalized (llama.cpp's graph always does). */
+    {.name = "ernie4_5-moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_ernie4_5_moe,
+     .n_tensors = N(k_ernie4_5_moe)},
     {.name = "glm4moe",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
@@ -488,5 +514,6 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe, dots1, glm4moe";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, olmoe, granitemoe, dots1, glm4moe, "
+           "ernie4_5-moe";
 }
