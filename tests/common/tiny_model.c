@@ -12,9 +12,10 @@
 #include "util/error.h"
 
 const char *const ts_tiny_archs[] = {
-    "llama",    "qwen2",   "qwen3", "phi3",       "gemma2",  "gemma3",   "gpt2",
-    "granite",  "smollm3", "olmo2", "exaone4",    "cohere2", "ernie4_5", "qwen3moe",
-    "qwen2moe", "mixtral", "olmoe", "granitemoe", "dots1",   "glm4moe",  NULL};
+    "llama",    "qwen2",    "qwen3",        "phi3",    "gemma2",  "gemma3",
+    "gpt2",     "granite",  "smollm3",      "olmo2",   "exaone4", "cohere2",
+    "ernie4_5", "qwen3moe", "qwen2moe",     "mixtral", "olmoe",   "granitemoe",
+    "dots1",    "glm4moe",  "ernie4_5_moe", NULL};
 const char *const ts_tiny_encoders[] = {"bert", NULL};
 
 /* What a tensor's values look like. */
@@ -102,6 +103,17 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
         s.rope_base = ff_exp ? 1000000.0f : 10000.0f;
         s.norm_eps = 1e-6f;
+    } else if (arch != NULL && strcmp(arch, "ernie4_5_moe") == 0) {
+        /* ernie4_5's attention; layer 0 dense, then experts chosen by softmax + selection
+         * bias, renormalized, and a shared expert of two experts' width. */
+        s.arch_name = "ernie4_5-moe";
+        s.n_layer = 3;
+        s.head_dim = 32;
+        s.tied_output = true;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 64;
     } else if (arch != NULL && strcmp(arch, "glm4moe") == 0) {
         /* GLM-4.5's shape: q/k/v biases, per-head Q/K norms, RoPE on half of each head, layer
          * 0 dense, then dots1's routing with one shared expert. */
@@ -223,8 +235,9 @@ static void build_list(tlist *l) {
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
     bool bias = is(s, "qwen2") || is(s, "qwen2moe") || is(s, "glm4moe") || s->qkv_bias;
     bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
-               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe");
-    bool sel_bias = is(s, "dots1") || is(s, "glm4moe"); /* exp_probs_b, dense layer 0 */
+               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
+    /* exp_probs_b, and a dense layer 0 */
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
     int64_t n_dense = sel_bias ? 1 : 0;
     /* Mixtral's, OLMoE's and Granite MoE's experts have feed_forward_length units (they have no
      * expert_feed_forward_length). */
@@ -564,19 +577,23 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
         return st;
     }
-    bool sel_bias = is(s, "dots1") || is(s, "glm4moe");
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
+    bool ernie_moe = is(s, "ernie4_5_moe");
     if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
-    /* dots1 and glm4moe give their shared expert as a count of expert widths (and their dense
-     * layers). */
+    /* dots1, glm4moe and ernie4_5-moe give their shared expert as a count of expert widths
+     * (ERNIE's converter also writes its width) and their dense layers. */
     if (sel_bias &&
         ((st = key_u32(w, s, "expert_shared_count", s->n_ff_shexp / s->n_ff_exp, err)) ||
          (st = key_u32(w, s, "leading_dense_block_count", 1, err)))) {
         return st;
     }
-    if (s->n_ff_shexp > 0 && !sel_bias &&
+    if (ernie_moe && (st = key_u32(w, s, "interleave_moe_layer_step", 1, err))) {
+        return st;
+    }
+    if (s->n_ff_shexp > 0 && (!sel_bias || ernie_moe) &&
         (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
         return st;
     }
