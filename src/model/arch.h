@@ -63,8 +63,8 @@ typedef enum ts_role {
     TS_ROLE_ROPE_FREQS,         /* llama3 scaling: per-pair divisors of the RoPE angle */
     TS_ROLE_ROPE_FACTORS_LONG,  /* Phi-3 longrope: divisors when the context exceeds the */
     TS_ROLE_ROPE_FACTORS_SHORT, /* original one (long), else the short ones */
-    TS_ROLE_TOKEN_TYPES,        /* encoders: token-type (segment) embeddings */
-    TS_ROLE_TOKEN_EMBD_NORM,    /* encoders: LayerNorm of the summed input embeddings */
+    TS_ROLE_TOKEN_TYPES,     /* encoders: token-type (segment) embeddings */
+    TS_ROLE_TOKEN_EMBD_NORM, /* encoders: LayerNorm of the summed input embeddings */
     TS_ROLE_TOKEN_EMBD_NORM_B,
     /* Per-layer roles start here. In an encoder (post-norm, ts_encoder_desc) the
      * ATTN_NORM and FFN_NORM roles are the norms after each residual add (BERT's
