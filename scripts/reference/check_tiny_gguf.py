@@ -31,7 +31,15 @@ import tiny_archs  # noqa: E402
 # Archs whose GGUF transformers cannot load back (their mapping is checked by test_tiny_hf.c
 # only). Mixtral GGUFs say "llama"; transformers' GGUF loader maps that to LlamaForCausalLM
 # and has no table for MixtralForCausalLM's experts.
-SKIP = {"mixtral": "transformers' GGUF loader has no Mixtral (llama with experts) mapping"}
+SKIP = {
+    "mixtral": "transformers' GGUF loader has no Mixtral (llama with experts) mapping",
+    "olmoe": "transformers' GGUF loader does not read GGUF architecture 'olmoe'",
+    "granitemoe": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
+    "granitemoeshared": "transformers' GGUF loader does not read GGUF architecture 'granitemoe'",
+    "dots1": "transformers' GGUF loader does not read GGUF architecture 'dots1'",
+    "glm4moe": "transformers' GGUF loader does not read GGUF architecture 'glm4moe'",
+    "ernie4_5_moe": "transformers' GGUF loader does not read GGUF architecture 'ernie4_5-moe'",
+}
 
 
 def rope_permute(w, n_head):
@@ -53,7 +61,10 @@ def to_gguf_tensors(arch, model, config):
 def convert(a, t, arch, config):
     """One tensor in GGUF layout (numpy order: GGUF's ne reversed)."""
     if True:
-        if t in ("half0", "half1"):
+        if t in ("half0", "half1") and a.ndim == 2:  # Granite's fused shared expert
+            ff = a.shape[0] // 2
+            a = np.ascontiguousarray(a[:ff] if t == "half0" else a[ff:])
+        elif t in ("half0", "half1"):
             ff = a.shape[1] // 2
             a = np.ascontiguousarray(a[:, :ff] if t == "half0" else a[:, ff:])
         elif t == "squeeze":

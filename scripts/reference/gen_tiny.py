@@ -22,6 +22,8 @@ weights too small to exercise attention):
   biases        0.1*N(0,1)
   embeddings    0.5*N(0,1)
   matrices      N(0,1)/sqrt(fan_in)
+and then (DeepSeek-V3-style routers, e.g. dots1) each e_score_correction_bias buffer 0.1*N(0,1),
+stored in the .bin after the parameters.
 """
 import argparse
 import struct
@@ -58,7 +60,9 @@ def build(arch):
         for name, p in model.named_parameters():
             z = torch.randn(p.shape, generator=gen, dtype=torch.float32)
             is_norm = p.dim() == 1 and name.endswith("weight")
-            if is_norm:
+            if name.endswith("e_score_correction_bias"):
+                val = 0.1 * z  # ERNIE 4.5's selection bias, a [1, n_expert] parameter
+            elif is_norm:
                 val = 0.1 * z if gemma else 1.0 + 0.1 * z
             elif p.dim() == 1:
                 val = 0.1 * z
@@ -77,7 +81,17 @@ def build(arch):
             elif arch == "gpt_oss" and name.endswith("mlp.experts.down_proj"):
                 val = z / float(np.sqrt(p.shape[1]))
             p.copy_(val)
+        # A router's selection bias is a buffer (DeepSeek-V3's e_score_correction_bias, zero
+        # at init): redrawn too (after every parameter, so the parameters' values do not
+        # depend on it) and stored like a parameter (selection_buffers).
+        for name, b in selection_buffers(model):
+            b.copy_(0.1 * torch.randn(b.shape, generator=gen, dtype=torch.float32))
     return model, config
+
+
+def selection_buffers(model):
+    """(name, buffer) of the routers' expert-selection biases, which the weight file holds."""
+    return [(n, b) for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
 
 
 def write_bin(path, tensors):
@@ -147,6 +161,7 @@ def run_arch(arch, out_dir):
 
     model, config = build(arch)
     tensors = [(n, p.detach().float().numpy().copy()) for n, p in model.named_parameters()]
+    tensors += [(n, b.detach().float().numpy().copy()) for n, b in selection_buffers(model)]
     # Tensors a converter computes from the config (llama3's rope_freqs, Phi-3's LongRoPE
     # factors) follow the parameters, under their GGUF names.
     extra = tiny_archs.extra_tensors(arch, config.to_dict())
@@ -219,6 +234,11 @@ def run_arch(arch, out_dir):
             "command": common.command_line(),
         },
     }
+    if selection_buffers(model):
+        doc["how"]["init"] += (
+            "; then each router selection bias buffer (e_score_correction_bias) 0.1*N"
+        )
+        doc["how"]["tensors"] += "; the selection bias buffers follow the parameters"
     if arch in tiny_archs.ENCODERS:
         doc["inputs"] = [tiny_archs.TOKENS, tiny_archs.TOKENS_B]
         doc["hidden"] = [[common.f32_list(row) for row in h] for h in hidden]

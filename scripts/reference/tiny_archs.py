@@ -211,6 +211,81 @@ ARCHS = {
                               "original_max_position_embeddings": 32}),
         "gpt-oss",
     ),
+    # OLMoE: pre-norm blocks, Q/K norms over the whole projection (k_norm over the KV heads with
+    # GQA), softmax top-k without renormalisation (norm_topk_prob False as OLMoE-1B-7B; the
+    # converter writes no expert_feed_forward_length: the experts have feed_forward_length
+    # units).
+    "olmoe": (
+        "OlmoeConfig", "OlmoeForCausalLM",
+        dict(_COMMON, intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+             norm_topk_prob=False, clip_qkv=None, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "olmoe",
+    ),
+    # Granite MoE: granite's muP multipliers (all != 1) and experts weighted by a softmax over
+    # the chosen experts' router logits.
+    "granitemoe": (
+        "GraniteMoeConfig", "GraniteMoeForCausalLM",
+        dict(_COMMON, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+             rms_norm_eps=1e-6, tie_word_embeddings=True,
+             embedding_multiplier=2.5, residual_multiplier=0.6, attention_multiplier=0.2,
+             logits_scaling=2.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "granitemoe",
+    ),
+    # GraniteMoeShared: the same plus a shared expert added ungated; GGUF "granitemoe".
+    "granitemoeshared": (
+        "GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM",
+        dict(_COMMON, intermediate_size=32, shared_intermediate_size=48, num_local_experts=4,
+             num_experts_per_tok=2, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             embedding_multiplier=2.5, residual_multiplier=0.6, attention_multiplier=0.2,
+             logits_scaling=2.0,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "granitemoe",
+    ),
+    # dots.llm1: Qwen3 attention (per-head Q/K norms); layer 0 dense (first_k_dense_replace 1),
+    # layers 1-2 six experts of 16 units chosen by sigmoid(logits) + e_score_correction_bias
+    # (a buffer, which gen_tiny.py redraws and stores like a parameter), weighted by the
+    # unbiased sigmoid renormalized (norm_topk_prob) times routed_scaling_factor 2.5, plus two
+    # shared experts (one MLP of 2 * 16 units) added ungated.
+    "dots1": (
+        "Dots1Config", "Dots1ForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, moe_intermediate_size=16, n_routed_experts=6,
+             num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=1, n_group=1,
+             topk_group=1, norm_topk_prob=True, routed_scaling_factor=2.5, sliding_window=None,
+             rms_norm_eps=1e-6, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "dots1",
+    ),
+    # GLM-4.5 (glm4moe): q/k/v biases, per-head Q/K norms (use_qk_norm), RoPE (NeoX) on the
+    # first half of each head (partial_rotary_factor 0.5, head_dim 16); dots1's router (sigmoid
+    # + selection bias, renormalized, times routed_scaling_factor 1.5) and shared expert; layer 0
+    # dense. No MTP layer (num_mtp_layers 0: the converter then writes nextn_predict_layers 0).
+    "glm4moe": (
+        "Glm4MoeConfig", "Glm4MoeForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, head_dim=16, moe_intermediate_size=16,
+             n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=1,
+             first_k_dense_replace=1, n_group=1, topk_group=1, norm_topk_prob=True,
+             routed_scaling_factor=1.5, use_qk_norm=True, attention_bias=True,
+             num_mtp_layers=0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                              "partial_rotary_factor": 0.5}),
+        "glm4moe",
+    ),
+    # ERNIE 4.5 MoE: ernie4_5's attention (head_dim 16, interleaved RoPE, unpermuted); layer 0
+    # dense, layers 1-2 six experts of 16 units, top-2 by softmax + moe_statics'
+    # e_score_correction_bias (a [1, n_expert] parameter, drawn 0.1*N like a bias), weighted by
+    # the unbiased probabilities renormalized, plus 2 shared experts (one MLP of 32 units; the
+    # converter writes its width as intermediate_size / num_key_value_heads, 64 / 2).
+    "ernie4_5_moe": (
+        "Ernie4_5_MoeConfig", "Ernie4_5_MoeForCausalLM",
+        dict(_COMMON, num_hidden_layers=3, head_dim=16, moe_num_experts=6, moe_k=2,
+             moe_intermediate_size=16, moe_num_shared_experts=2, moe_layer_start_index=1,
+             moe_layer_end_index=2, moe_layer_interval=1, use_bias=False, rms_norm_eps=1e-5,
+             tie_word_embeddings=True,
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "ernie4_5-moe",
+    ),
     "gpt2": (
         "GPT2Config", "GPT2LMHeadModel",
         dict(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=4, n_inner=None,
@@ -291,6 +366,35 @@ _GPT_OSS_BLOCK = dict(
         "mlp.experts.down_proj": "ffn_down_exps.weight",
         "mlp.experts.down_proj_bias": "ffn_down_exps.bias",
     },
+)
+# Granite MoE: a router, 3-D experts (gate_up_proj split as above) and the shared expert's
+# fused input_linear [2 * n_ff_shexp, n_embd] (gate rows first), split the same way.
+_GRANITEMOE_BLOCK = dict(
+    _LLAMA_BLOCK,
+    **{
+        "block_sparse_moe.router.weight": "ffn_gate_inp.weight",
+        "block_sparse_moe.experts.gate_up_proj": "ffn_gate_exps.weight",
+        "block_sparse_moe.experts.down_proj": "ffn_down_exps.weight",
+        "shared_mlp.input_linear.weight": "ffn_gate_shexp.weight",  # and ffn_up_shexp
+        "shared_mlp.output_linear.weight": "ffn_down_shexp.weight",
+    },
+)
+# dots.llm1 and GLM-4.5 (DeepSeek-V3's router): the selection bias buffer and the shared
+# experts' MLP. GLM-4.5's GGUF calls the norm before the MLP post_attention_norm.
+_DOTS1_BLOCK = dict(
+    _MOE_BLOCK,
+    **{
+        "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
+        "mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight",
+        "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+        "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
+    },
+)
+_ERNIE_MOE_BLOCK = dict(
+    _DOTS1_BLOCK, **{"mlp.gate.moe_statics.e_score_correction_bias": "exp_probs_b.bias"}
+)
+_GLM4MOE_BLOCK = dict(
+    _DOTS1_BLOCK, **{"post_attention_layernorm.weight": "post_attention_norm.weight"}
 )
 _GEMMA_BLOCK = dict(
     _LLAMA_BLOCK,
@@ -391,14 +495,17 @@ def gguf_name(arch, hf_name):
              "olmo2": _POSTNORM_BLOCK, "exaone4": _POSTNORM_BLOCK,
              "bert": _BERT_BLOCK, "nomic-bert": _NOMIC_BLOCK,
              "llama": _MOE_BLOCK, "qwen3moe": _MOE_BLOCK, "qwen2moe": _MOE_BLOCK,
-             "gpt-oss": _GPT_OSS_BLOCK}
+             "gpt-oss": _GPT_OSS_BLOCK,
+             "olmoe": _MOE_BLOCK, "granitemoe": _GRANITEMOE_BLOCK, "dots1": _DOTS1_BLOCK,
+             "glm4moe": _GLM4MOE_BLOCK, "ernie4_5-moe": _ERNIE_MOE_BLOCK}
     return f"blk.{m.group(1)}." + table.get(arch, _LLAMA_BLOCK)[m.group(2)]
 
 
 def gguf_entries(arch, hf_name):
     """[(GGUF name, transform)] of an HF parameter: one entry, or two for a fused 3-D expert
     gate_up_proj [n_expert, 2 * n_ff, n_embd], whose first half of each expert's rows is the
-    gate ("half0") and second the up projection ("half1"); none for the k_proj / v_proj of
+    gate ("half0") and second the up projection ("half1"), or a fused 2-D shared expert
+    input_linear [2 * n_ff, n_embd] (Granite), split the same way; none for the k_proj / v_proj of
     nomic-bert, which the q_proj's fused attn_qkv entry ("fuse_qkv") holds."""
     if _gguf_arch(arch) == "nomic-bert" and re.search(r"self_attn\.[kv]_proj\.weight$", hf_name):
         return []
@@ -408,8 +515,10 @@ def gguf_entries(arch, hf_name):
         return [(name, "deint_t0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "deint_t1")]
     if _gguf_arch(arch) == "gpt-oss" and hf_name.endswith("mlp.experts.gate_up_proj_bias"):
         return [(name, "deint0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "deint1")]
-    if hf_name.endswith("mlp.experts.gate_up_proj"):
+    if hf_name.endswith(".experts.gate_up_proj"):
         return [(name, "half0"), (name.replace("ffn_gate_exps", "ffn_up_exps"), "half1")]
+    if hf_name.endswith("shared_mlp.input_linear.weight"):
+        return [(name, "half0"), (name.replace("ffn_gate_shexp", "ffn_up_shexp"), "half1")]
     return [(name, transform(arch, hf_name))]
 
 
@@ -418,8 +527,8 @@ def transform(arch, hf_name):
     arch = _gguf_arch(arch)
     if arch == "llama" and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
-    if arch in ("granite", "smollm3") and re.search(r"self_attn\.[qk]_proj\.(weight|bias)$",
-                                                     hf_name):
+    if arch in ("granite", "granitemoe", "smollm3") and re.search(
+            r"self_attn\.[qk]_proj\.(weight|bias)$", hf_name):
         return "rope_permute_q" if ".q_proj." in hf_name else "rope_permute_k"
     if arch in ("gemma2", "gemma3") and hf_name.endswith("norm.weight"):
         return "add_one"
@@ -483,7 +592,7 @@ def gguf_metadata(arch, cfg):
         rope = rope["full_attention"]
     put("rope.freq_base", "f32", rope.get("rope_theta", 10000.0))
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    if arch in ("llama", "phi3", "granite", "smollm3", "cohere2"):
+    if arch in ("llama", "phi3", "granite", "granitemoe", "smollm3", "cohere2"):
         put("rope.dimension_count", "u32", head_dim)
     if arch in ("qwen3", "gemma2", "gemma3", "qwen3moe", "gpt-oss"):
         put("attention.key_length", "u32", head_dim)
@@ -491,7 +600,7 @@ def gguf_metadata(arch, cfg):
     if arch in ("gemma2", "gemma3"):
         put("attention.sliding_window", "u32", cfg["sliding_window"])
         put("attention.sliding_window_pattern", "u32", 2)
-    if arch == "granite":
+    if arch in ("granite", "granitemoe"):
         put("attention.scale", "f32", cfg["attention_multiplier"])
         put("embedding_scale", "f32", cfg["embedding_multiplier"])
         put("residual_scale", "f32", cfg["residual_multiplier"])
@@ -504,7 +613,7 @@ def gguf_metadata(arch, cfg):
         put("vocab_size", "u32", cfg["vocab_size"])
     if arch == "exaone4":
         put("vocab_size", "u32", cfg["vocab_size"])
-    if arch == "ernie4_5":
+    if arch in ("ernie4_5", "ernie4_5-moe"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)
     if cfg.get("attn_logit_softcapping"):
@@ -526,6 +635,47 @@ def gguf_metadata(arch, cfg):
         put("expert_used_count", "u32", cfg["num_experts_per_tok"])
         put("expert_feed_forward_length", "u32", cfg["intermediate_size"])
         put("attention.sliding_window", "u32", cfg["sliding_window"])
+    if arch in ("olmoe", "granitemoe"):
+        put("expert_count", "u32", cfg.get("num_experts") or cfg["num_local_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+    if arch == "granitemoe" and cfg.get("shared_intermediate_size"):
+        put("expert_shared_feed_forward_length", "u32", cfg["shared_intermediate_size"])
+    if arch == "dots1":
+        # Dots1Model (a Qwen2MoeModel): base keys plus these; HF Dots1 always scores by sigmoid
+        # (llama.cpp has no default for dots1: its files carry expert_gating_func 2).
+        put("expert_count", "u32", cfg["n_routed_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("leading_dense_block_count", "u32", cfg["first_k_dense_replace"])
+        put("expert_shared_count", "u32", cfg["n_shared_experts"])
+        put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
+        put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
+        put("expert_gating_func", "u32", 2)
+    if arch == "ernie4_5-moe":
+        # Ernie4_5MoeModel (conversion/ernie.py).
+        put("expert_count", "u32", cfg["moe_num_experts"])
+        put("expert_used_count", "u32", cfg["moe_k"])
+        put("interleave_moe_layer_step", "u32", cfg["moe_layer_interval"])
+        put("leading_dense_block_count", "u32", cfg["moe_layer_start_index"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("expert_shared_count", "u32", cfg["moe_num_shared_experts"])
+        put("expert_shared_feed_forward_length", "u32",
+            cfg["intermediate_size"] // cfg["num_key_value_heads"])
+    if arch == "glm4moe":
+        # Glm4MoeModel: rope.dimension_count = head_dim * partial_rotary_factor, key_length /
+        # value_length from head_dim (TextModel), the MoE keys, gating always sigmoid.
+        put("rope.dimension_count", "u32", int(head_dim * rope.get("partial_rotary_factor", 0.5)))
+        put("attention.key_length", "u32", head_dim)
+        put("attention.value_length", "u32", head_dim)
+        put("expert_count", "u32", cfg["n_routed_experts"])
+        put("expert_used_count", "u32", cfg["num_experts_per_tok"])
+        put("expert_feed_forward_length", "u32", cfg["moe_intermediate_size"])
+        put("expert_shared_count", "u32", cfg["n_shared_experts"])
+        put("leading_dense_block_count", "u32", cfg["first_k_dense_replace"])
+        put("expert_gating_func", "u32", 2)
+        put("expert_weights_scale", "f32", cfg["routed_scaling_factor"])
+        put("expert_weights_norm", "bool", cfg["norm_topk_prob"])
+        put("nextn_predict_layers", "u32", cfg["num_nextn_predict_layers"])
     if arch == "qwen2moe":
         put("expert_shared_feed_forward_length", "u32", cfg["shared_expert_intermediate_size"])
     return meta

@@ -98,6 +98,8 @@
  *      and s == seq[t], j < len[s]), else -inf. ip[0] = cap (keys per sequence), ip[1] =
  *      window. Used by the decomposed attention.
  *  SIGMOID(a) -> 1 / (1 + exp(-a)).
+ *  LOG(a) -> ln(a) elementwise (0 gives -inf, a negative NaN). Renormalizes sigmoid expert
+ *      weights: SOFTMAX(LOG(p)) = p / sum(p) along each row.
  *  TOPK(a f32 [n, r1, r2, r3], k) -> i32 [k, r1, r2, r3]: out[j, r] is the index of the
  *      j-th largest element of row r (j = 0 the largest). Order: larger value first; equal
  *      values lower index first; NaN sorts below every number (NaNs among themselves by
@@ -182,6 +184,7 @@ typedef enum ts_op {
     TS_OP_GATHER,
     TS_OP_MUL_MAT_ID,
     TS_OP_SWIGLU_OAI, /* gpt-oss's clamped SwiGLU */
+    TS_OP_LOG, /* mixture of experts: sigmoid weights renormalized as SOFTMAX(LOG(p)) */
     TS_OP_COUNT,
 } ts_op;
 
@@ -384,6 +387,7 @@ ts_tensor *ts_op_attention_ext(ts_graph *g, ts_tensor *q, ts_tensor *k, ts_tenso
 ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tensor *len,
                            int64_t cap, int window);
 ts_tensor *ts_op_sigmoid(ts_graph *g, ts_tensor *a);
+ts_tensor *ts_op_log(ts_graph *g, ts_tensor *a);
 ts_tensor *ts_op_topk(ts_graph *g, ts_tensor *a, int k);
 ts_tensor *ts_op_gather(ts_graph *g, ts_tensor *a, ts_tensor *idx);
 ts_tensor *ts_op_mul_mat_id(ts_graph *g, ts_tensor *w, ts_tensor *x, ts_tensor *ids);

@@ -214,6 +214,7 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
     case TS_OP_SILU:
     case TS_OP_GELU:
     case TS_OP_SIGMOID:
+    case TS_OP_LOG:
         return check_f32(n, a, "input", err);
     case TS_OP_TOPK:
     case TS_OP_GATHER:
@@ -765,6 +766,10 @@ ts_tensor *ts_op_attn_mask(ts_graph *g, ts_tensor *seq, ts_tensor *pos, ts_tenso
 
 ts_tensor *ts_op_sigmoid(ts_graph *g, ts_tensor *a) {
     return finish(g, like(g, TS_OP_SIGMOID, a, NULL, NULL));
+}
+
+ts_tensor *ts_op_log(ts_graph *g, ts_tensor *a) {
+    return finish(g, like(g, TS_OP_LOG, a, NULL, NULL));
 }
 
 ts_tensor *ts_op_topk(ts_graph *g, ts_tensor *a, int k) {

@@ -107,6 +107,7 @@ static bool inplace_op(ts_op op) {
     case TS_OP_SILU:
     case TS_OP_GELU:
     case TS_OP_SIGMOID:
+    case TS_OP_LOG:
     case TS_OP_SWIGLU:
     case TS_OP_SWIGLU_OAI:
     case TS_OP_GEGLU:

@@ -41,6 +41,7 @@ static const char *const k_op_names[TS_OP_COUNT] = {
     [TS_OP_TOPK] = "TOPK",
     [TS_OP_GATHER] = "GATHER",
     [TS_OP_MUL_MAT_ID] = "MUL_MAT_ID",
+    [TS_OP_LOG] = "LOG",
 };
 
 const char *ts_op_name(ts_op op) {

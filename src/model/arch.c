@@ -116,6 +116,94 @@ static const ts_tensor_pattern k_gpt_oss[] = {
     T("blk.{L}.ffn_down_exps.bias", TS_ROLE_FFN_DOWN_EXPS_B, O, TS_DIM_EMBD, TS_DIM_EXPERT),
 };
 
+/* OLMoE: OLMo 2's Q / K norms over the whole projection in llama's pre-norm blocks; every
+ * layer's FFN a mixture of experts. */
+static const ts_tensor_pattern k_olmoe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_Q, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_KV, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+};
+
+/* Granite MoE (and GraniteMoeShared, which GGUF files also call "granitemoe"): llama
+ * attention, experts, and optionally a shared expert added without a gate. */
+static const ts_tensor_pattern k_granitemoe[] = {
+    GLOBAL_TENSORS(O),
+    ROPE_FREQS,
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    MOE_FFN(R),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
+/* dots.llm1: Qwen3 attention (per-head Q/K norms); the leading layers dense, the others
+ * experts chosen by sigmoid score + selection bias, plus an ungated shared expert. */
+static const ts_tensor_pattern k_dots1[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
+/* GLM-4.5: q/k/v biases, optional per-head Q/K norms; the norm before the FFN is called
+ * post_attention_norm; dense leading layers, then dots1's experts (selection bias, shared
+ * expert). */
+static const ts_tensor_pattern k_glm4moe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, O, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, O, TS_DIM_HEAD, NONE),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.post_attention_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
+/* ERNIE 4.5 MoE: llama attention; dense leading layers, then experts chosen by softmax +
+ * selection bias, plus an ungated shared expert. */
+static const ts_tensor_pattern k_ernie4_5_moe[] = {
+    GLOBAL_TENSORS(O),
+    T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
+    SEPARATE_QKV(O),
+    T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
+    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    MOE_FFN(O),
+    T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
+    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+};
+
 static const ts_tensor_pattern k_qwen2[] = {
     GLOBAL_TENSORS(O),
     ROPE_FREQS,
@@ -387,7 +475,8 @@ static const ts_arch_desc k_archs[] = {
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_qwen2moe,
-     .n_tensors = N(k_qwen2moe)},
+     .n_tensors = N(k_qwen2moe),
+     .moe_raw_w = true},
     /* gpt-oss: layer il is local when il % 2 == 0 (llama.cpp's swa pattern 2, HF's
      * layer_types). */
     {.name = "gpt-oss",
@@ -397,6 +486,50 @@ static const ts_arch_desc k_archs[] = {
      .swa_pattern = 2,
      .tensors = k_gpt_oss,
      .n_tensors = N(k_gpt_oss)},
+    {.name = "olmoe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_olmoe,
+     .n_tensors = N(k_olmoe),
+     .qk_norm_full = true,
+     .moe_raw_w = true},
+    /* Granite MoE: granite's muP multipliers and logit divisor; softmax over the chosen
+     * experts' router logits (renormalized weights). */
+    {.name = "granitemoe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_granitemoe,
+     .n_tensors = N(k_granitemoe),
+     .mup_scales = true,
+     .logit_scale = TS_LOGIT_SCALE_DIV},
+    /* dots.llm1: its converter always writes expert_weights_norm and expert_gating_func;
+     * without them llama.cpp does not renormalize. */
+    {.name = "dots1",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_dots1,
+     .n_tensors = N(k_dots1),
+     .moe_raw_w = true},
+    /* GLM-4.5 / 4.5-Air: RoPE (NeoX) on rope.dimension_count of each head's dims; sigmoid
+     * gating is llama.cpp's default for it (and what its converter writes). */
+    /* ERNIE 4.5 MoE (GGUF "ernie4_5-moe"): ernie4_5's unpermuted interleaved RoPE; softmax
+     * gating, renormalized (llama.cpp's graph always does). */
+    {.name = "ernie4_5-moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NORMAL,
+     .tensors = k_ernie4_5_moe,
+     .n_tensors = N(k_ernie4_5_moe)},
+    {.name = "glm4moe",
+     .norm = TS_NORM_RMS,
+     .ffn = TS_FFN_SWIGLU,
+     .pos = TS_POS_ROPE_NEOX,
+     .tensors = k_glm4moe,
+     .n_tensors = N(k_glm4moe),
+     .moe_raw_w = true},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,
@@ -434,5 +567,6 @@ const ts_arch_desc *ts_arch_find(const char *name) {
 
 const char *ts_arch_supported_list(void) {
     return "llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2, granite, smollm3, olmo2, exaone4, "
-           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, gpt-oss, nomic-bert";
+           "ernie4_5, cohere2, bert, qwen3moe, qwen2moe, gpt-oss, nomic-bert, olmoe, granitemoe, "
+           "dots1, glm4moe, ernie4_5-moe";
 }

@@ -114,6 +114,8 @@ typedef enum ts_role {
     TS_ROLE_FFN_GATE_EXPS_B,    /* [n_ff_exp, n_expert] */
     TS_ROLE_FFN_UP_EXPS_B,      /* [n_ff_exp, n_expert] */
     TS_ROLE_FFN_DOWN_EXPS_B,    /* [n_embd, n_expert] */
+    TS_ROLE_FFN_EXP_PROBS_B,    /* [n_expert] selection bias: experts are chosen by score + bias
+                                   but weighted by the unbiased score (DeepSeek-V3, dots.llm1) */
     TS_ROLE_COUNT
 } ts_role;
 
@@ -163,6 +165,10 @@ typedef struct ts_arch_desc {
      * multipliers). */
     bool mup_scales;
     ts_logit_scale_use logit_scale;
+    /* The routed experts' weights are the gating probabilities as they are, not renormalized
+     * over the chosen experts, unless <arch>.expert_weights_norm says otherwise (Qwen2-MoE,
+     * OLMoE: llama.cpp's graphs for them never renormalize; dots.llm1 files carry the key). */
+    bool moe_raw_w;
 } ts_arch_desc;
 
 /* How an encoder turns per-token hidden states into one vector per input (llama.cpp's

@@ -381,9 +381,10 @@ static ts_tensor *expert_bias(ts_forward *f, ts_tensor *y, ts_tensor *bias, ts_t
 
 /* The mixture of experts of layer il over h [n_embd, T]:
  *   logits = router · h                       [n_expert, T]
- *   p = softmax(logits) (or sigmoid)          ids = TOPK(p, n_used)      [n_used, T]
- *   w = GATHER(p, ids), or with renormalized weights softmax(GATHER(logits, ids)), which is
- *       p[ids] / sum(p[ids]) for softmax gating; times expert_weights_scale
+ *   p = softmax(logits) (or sigmoid)          ids = TOPK(p (+ exp_probs_b), n_used)  [n_used, T]
+ *   w = GATHER(p, ids), or with renormalized weights p[ids] / sum(p[ids]): for softmax gating
+ *       softmax(GATHER(logits, ids)), for sigmoid softmax(log(GATHER(p, ids))); times
+ *       expert_weights_scale. A selection bias (DeepSeek-V3 style) only chooses the experts.
  *   y[:, e, t] = down_x(silu(gate_x(h_t)) * up_x(h_t)), x = ids[e, t]  (MUL_MAT_ID each;
  *       gpt-oss: router and experts have biases, the activation is SWIGLU_OAI)
  *   out = sum_e w[e, t] y[:, e, t]  (+ sigmoid(gate_inp_shexp · h) * shared_ffn(h))
@@ -402,9 +403,16 @@ static ts_tensor *moe_block(ts_forward *f, ts_tensor *h, int64_t il) {
     ts_tensor *probs = hp->moe_gating == TS_MOE_SIGMOID
                            ? ts_op_sigmoid(g, logits)
                            : ts_op_softmax(g, logits, NULL, 1.0f, 0.0f);
-    ts_tensor *ids = ts_op_topk(g, probs, (int)n_used);
-    ts_tensor *w = hp->moe_norm_w ? ts_op_softmax(g, ts_op_gather(g, logits, ids), NULL, 1.0f, 0.0f)
-                                  : ts_op_gather(g, probs, ids);
+    ts_tensor *bias = weight(f, TS_ROLE_FFN_EXP_PROBS_B, il);
+    ts_tensor *ids = ts_op_topk(g, bias != NULL ? ts_op_add(g, probs, bias) : probs, (int)n_used);
+    ts_tensor *w;
+    if (!hp->moe_norm_w) {
+        w = ts_op_gather(g, probs, ids);
+    } else if (hp->moe_gating == TS_MOE_SIGMOID) {
+        w = ts_op_softmax(g, ts_op_log(g, ts_op_gather(g, probs, ids)), NULL, 1.0f, 0.0f);
+    } else {
+        w = ts_op_softmax(g, ts_op_gather(g, logits, ids), NULL, 1.0f, 0.0f);
+    }
     if (hp->moe_w_scale != 1.0f) {
         w = ts_op_scale(g, w, hp->moe_w_scale);
     }

@@ -319,8 +319,9 @@ void ts_hparams_free(ts_hparams *hp) {
 static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
     ts_status st;
     hp->moe_gating = TS_MOE_SOFTMAX;
-    /* As llama.cpp's graphs: Mixtral ("llama") and Qwen3-MoE renormalize, Qwen2-MoE does not. */
-    hp->moe_norm_w = strcmp(arch, "qwen2moe") != 0;
+    /* As llama.cpp's graphs: Mixtral ("llama"), Qwen3-MoE and Granite MoE renormalize,
+     * Qwen2-MoE and OLMoE do not (the moe_raw_w trait). */
+    hp->moe_norm_w = !hp->arch->moe_raw_w;
     hp->moe_w_scale = 1.0f;
     if ((st = get_int(g, arch, "expert_count", false, 0, &hp->n_expert, err))) {
         return st;
@@ -329,14 +330,18 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
         return TS_OK;
     }
     int64_t gating = TS_MOE_SOFTMAX;
+    /* dots.llm1 and DeepSeek files give their shared expert as a count of expert widths. */
+    int64_t n_shared = 1;
     if ((st = check_positive("expert_count", hp->n_expert, 4096, err)) ||
         (st = get_int(g, arch, "expert_used_count", true, 0, &hp->n_expert_used, err)) ||
         (st = check_positive("expert_used_count", hp->n_expert_used, hp->n_expert, err)) ||
         (st =
              get_int(g, arch, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp, err)) ||
         (st = check_positive("expert_feed_forward_length", hp->n_ff_exp, (int64_t)1 << 24, err)) ||
-        (st = get_int(g, arch, "expert_shared_feed_forward_length", false, hp->n_ff_exp,
-                      &hp->n_ff_shexp, err)) ||
+        (st = get_int(g, arch, "expert_shared_count", false, 1, &n_shared, err)) ||
+        (st = n_shared == 0 ? TS_OK : check_positive("expert_shared_count", n_shared, 64, err)) ||
+        (st = get_int(g, arch, "expert_shared_feed_forward_length", false,
+                      (n_shared > 0 ? n_shared : 1) * hp->n_ff_exp, &hp->n_ff_shexp, err)) ||
         (st = check_positive("expert_shared_feed_forward_length", hp->n_ff_shexp, (int64_t)1 << 24,
                              err)) ||
         (st = get_int(g, arch, "expert_gating_func", false, TS_MOE_SOFTMAX, &gating, err)) ||
@@ -360,12 +365,6 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
                             arch, (long long)gating);
     }
     hp->moe_gating = (ts_moe_gating)gating;
-    if (hp->moe_gating == TS_MOE_SIGMOID && hp->moe_norm_w) {
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "model: sigmoid expert gating with normalized weights "
-                            "(%s.expert_weights_norm) is not supported yet",
-                            arch);
-    }
     return TS_OK;
 }
 
@@ -410,6 +409,20 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
         (st = check_positive("attention.head_count", hp->n_head, 65536, err))) {
         return st;
     }
+    /* GLM-4.5 files append their multi-token-prediction layers as the last blocks; a forward
+     * pass runs only the layers before them (their tensors are left unused). */
+    int64_t n_nextn = 0;
+    if ((st = get_int(g, arch, "nextn_predict_layers", false, 0, &n_nextn, err))) {
+        return st;
+    }
+    if (n_nextn < 0 || n_nextn >= hp->n_layer) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: %s.nextn_predict_layers = %lld is out of range (expected "
+                            "0..%lld: fewer than block_count %lld)",
+                            arch, (long long)n_nextn, (long long)(hp->n_layer - 1),
+                            (long long)hp->n_layer);
+    }
+    hp->n_layer -= n_nextn;
     if ((st = get_int(g, arch, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv,
                       err)) ||
         (st = check_positive("attention.head_count_kv", hp->n_head_kv, hp->n_head, err))) {

@@ -78,10 +78,12 @@ typedef struct ts_hparams {
     int64_t n_expert;      /* <arch>.expert_count (default 0) */
     int64_t n_expert_used; /* <arch>.expert_used_count: experts per token (required with experts) */
     int64_t n_ff_exp;      /* <arch>.expert_feed_forward_length (default n_ff) */
-    int64_t n_ff_shexp;    /* <arch>.expert_shared_feed_forward_length (default n_ff_exp) */
+    int64_t n_ff_shexp;    /* <arch>.expert_shared_feed_forward_length (default
+                              expert_shared_count * n_ff_exp, that count defaulting to 1) */
     ts_moe_gating moe_gating; /* <arch>.expert_gating_func: 1 softmax (default), 2 sigmoid */
-    bool moe_norm_w;          /* <arch>.expert_weights_norm (default true, qwen2moe false): the
-                                 top-k weights are divided by their sum */
+    bool moe_norm_w;          /* <arch>.expert_weights_norm (default true; false for the
+                                 archs with the moe_raw_w trait): the top-k weights are divided
+                                 by their sum */
     float moe_w_scale;        /* <arch>.expert_weights_scale: multiplier of the weights; 1 = none */
 } ts_hparams;
 

@@ -199,6 +199,39 @@ static void test_sigmoid(void **state) {
     h_free(&h);
 }
 
+/* LOG of sigmoid scores (what renormalizes sigmoid expert weights): CPU vs ref, and the ref
+ * against log(1 / (1 + exp(-x))) of the inputs, and on a few exact values. */
+static void test_log(void **state) {
+    (void)state;
+    harness h;
+    h_init(&h, g_ref, 41);
+    int64_t ne[2] = {67, 5};
+    ts_tensor *a = h_param(&h, "a", TS_TYPE_F32, 2, ne);
+    h_fill(&h, a, 8.0f);
+    float *got = check(&h, ts_op_log(h.g, ts_op_sigmoid(h.g, a)), 1e-6, "LOG(SIGMOID)");
+    float av[335];
+    ts_error err = {0};
+    assert_int_equal(ts_backend_tensor_get_f32(g_ref, a, av, 335, &err), TS_OK);
+    for (int i = 0; i < 335; i++) {
+        double want = -log1p(exp(-(double)av[i]));
+        assert_true(fabs(got[i] - want) <= 1e-6 * (1.0 + fabs(want)));
+    }
+    free(got);
+    h_free(&h);
+
+    h_init(&h, g_ref, 42);
+    int64_t ne1[1] = {3};
+    ts_tensor *z = h_param(&h, "z", TS_TYPE_F32, 1, ne1);
+    float zv[3] = {1.0f, 0.5f, 1e-30f};
+    assert_int_equal(ts_backend_tensor_set_f32(g_ref, z, zv, 3, &err), TS_OK);
+    got = check(&h, ts_op_log(h.g, z), 1e-7, "LOG");
+    assert_true(got[0] == 0.0f);
+    assert_true(fabs(got[1] - log(0.5)) < 1e-7);
+    assert_true(fabs(got[2] - log(1e-30)) < 1e-5);
+    free(got);
+    h_free(&h);
+}
+
 static double matmul_tol(ts_type vt) {
     switch (vt) {
     case TS_TYPE_F32:
@@ -446,6 +479,7 @@ int main(void) {
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_sigmoid),
         cmocka_unit_test(test_swiglu_oai),
+        cmocka_unit_test(test_log),
         cmocka_unit_test(test_mul_mat_id_definition),
         cmocka_unit_test(test_mul_mat_id_types),
         cmocka_unit_test(test_mul_mat_id_ffn),

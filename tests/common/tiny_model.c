@@ -12,9 +12,10 @@
 #include "util/error.h"
 
 const char *const ts_tiny_archs[] = {
-    "llama",   "qwen2",   "qwen3",    "phi3",    "gemma2",   "gemma3",   "gpt2",    "granite",
-    "smollm3", "olmo2",   "exaone4",  "cohere2", "ernie4_5", "qwen3moe", "qwen2moe", "mixtral",
-    "gpt-oss", NULL};
+    "llama",    "qwen2",    "qwen3",        "phi3",    "gemma2",  "gemma3",
+    "gpt2",     "granite",  "smollm3",      "olmo2",   "exaone4", "cohere2",
+    "ernie4_5", "qwen3moe", "qwen2moe",     "mixtral", "olmoe",   "granitemoe",
+    "dots1",    "glm4moe",  "ernie4_5_moe", "gpt-oss", NULL};
 const char *const ts_tiny_encoders[] = {"bert", "nomic-bert", NULL};
 
 /* What a tensor's values look like. */
@@ -99,15 +100,58 @@ ts_tiny_spec ts_tiny_spec_default(const char *arch) {
         s.rope_base = 1000.0f; /* nomic-embed-text v1.5's rotary_emb_base */
     }
     if (arch != NULL && (strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0 ||
-                         strcmp(arch, "mixtral") == 0)) {
+                         strcmp(arch, "mixtral") == 0 || strcmp(arch, "olmoe") == 0 ||
+                         strcmp(arch, "granitemoe") == 0)) {
+        /* Mixtral, OLMoE and Granite MoE files have no expert_feed_forward_length: their
+         * experts have feed_forward_length units. */
+        bool ff_exp = strcmp(arch, "qwen3moe") == 0 || strcmp(arch, "qwen2moe") == 0;
         s.n_expert = 6;
         s.n_expert_used = 2;
         s.n_ff_exp = 64;
-        s.n_ff = strcmp(arch, "mixtral") == 0 ? 64 : s.n_ff;
-        s.n_ff_shexp = strcmp(arch, "qwen2moe") == 0 ? 96 : 0;
+        s.n_ff = ff_exp ? s.n_ff : 64;
+        /* Qwen2-MoE's shared expert is gated, Granite's (GraniteMoeShared) is not. */
+        s.n_ff_shexp = strcmp(arch, "qwen2moe") == 0     ? 96
+                       : strcmp(arch, "granitemoe") == 0 ? 32
+                                                         : 0;
         s.arch_name = strcmp(arch, "mixtral") == 0 ? "llama" : NULL;
         s.head_dim = strcmp(arch, "qwen3moe") == 0 ? 32 : 0;
-        s.rope_base = strcmp(arch, "mixtral") == 0 ? 10000.0f : 1000000.0f;
+        s.rope_base = ff_exp ? 1000000.0f : 10000.0f;
+        s.norm_eps = 1e-6f;
+    } else if (arch != NULL && strcmp(arch, "ernie4_5_moe") == 0) {
+        /* ernie4_5's attention; layer 0 dense, then experts chosen by softmax + selection
+         * bias, renormalized, and a shared expert of two experts' width. */
+        s.arch_name = "ernie4_5-moe";
+        s.n_layer = 3;
+        s.head_dim = 32;
+        s.tied_output = true;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 64;
+    } else if (arch != NULL && strcmp(arch, "glm4moe") == 0) {
+        /* GLM-4.5's shape: q/k/v biases, per-head Q/K norms, RoPE on half of each head, layer
+         * 0 dense, then dots1's routing with one shared expert. */
+        s.n_layer = 3;
+        s.head_dim = 32;
+        s.n_rot = 16;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 32;
+        s.moe_gating = 2;
+        s.moe_norm = 1;
+        s.moe_w_scale = 1.5f;
+    } else if (arch != NULL && strcmp(arch, "dots1") == 0) {
+        /* Layer 0 dense, layers 1-2 experts chosen by sigmoid + selection bias, renormalized
+         * and scaled, plus two shared experts' worth of units (expert_shared_count 2). */
+        s.n_layer = 3;
+        s.n_expert = 6;
+        s.n_expert_used = 2;
+        s.n_ff_exp = 32;
+        s.n_ff_shexp = 64;
+        s.moe_gating = 2;
+        s.moe_norm = 1;
+        s.moe_w_scale = 2.5f;
         s.norm_eps = 1e-6f;
     }
     return s;
@@ -220,14 +264,22 @@ static void build_list(tlist *l) {
     bool gpt2 = is(s, "gpt2"), phi3 = is(s, "phi3"), gemma = is(s, "gemma2") || is(s, "gemma3");
     /* OLMo 2 / EXAONE 4 norm block outputs only; OLMo 2's Q/K norms span the projection. */
     bool post_only = is(s, "olmo2") || is(s, "exaone4");
-    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only;
-    int64_t qn = is(s, "olmo2") ? Q : D, kn = is(s, "olmo2") ? KV : D;
+    bool qk_norm = is(s, "qwen3") || is(s, "gemma3") || is(s, "qwen3moe") || post_only ||
+                   is(s, "olmoe") || is(s, "dots1") || is(s, "glm4moe");
+    bool qk_full = is(s, "olmo2") || is(s, "olmoe");
+    int64_t qn = qk_full ? Q : D, kn = qk_full ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
     bool oss = is(s, "gpt-oss"); /* biases everywhere, attention sinks */
-    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || s->qkv_bias || oss;
-    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || oss;
-    /* Mixtral's experts have feed_forward_length units (it has no expert_feed_forward_length). */
-    int64_t X = s->n_expert, FE = is(s, "mixtral") ? F : s->n_ff_exp, FS = s->n_ff_shexp;
+    bool bias = is(s, "qwen2") || is(s, "qwen2moe") || is(s, "glm4moe") || s->qkv_bias || oss;
+    bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
+               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe") || oss;
+    /* exp_probs_b, and a dense layer 0 */
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
+    int64_t n_dense = sel_bias ? 1 : 0;
+    /* Mixtral's, OLMoE's and Granite MoE's experts have feed_forward_length units (they have no
+     * expert_feed_forward_length). */
+    bool ff_exp = is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias || oss;
+    int64_t X = s->n_expert, FE = ff_exp ? s->n_ff_exp : F, FS = s->n_ff_shexp;
 
     add(l, K_EMBD, E, V, "token_embd.weight", 0);
     if (is(s, "bert")) {
@@ -248,7 +300,13 @@ static void build_list(tlist *l) {
     if ((!s->tied_output || phi3 || is(s, "olmo2")) && !parallel) {
         add(l, K_OUTPUT, E, V, "output.weight", 0);
     }
-    for (int64_t il = 0; il < s->n_layer; il++) {
+    for (int64_t il = 0; il < s->n_layer + s->n_nextn; il++) {
+        if (il >= s->n_layer) {
+            /* A multi-token-prediction block (GLM-4.5): what the forward pass leaves alone. */
+            add(l, K_MATRIX, 2 * E, E, "blk.%lld.nextn.eh_proj.weight", il);
+            add(l, K_NORM, E, 0, "blk.%lld.nextn.enorm.weight", il);
+            add(l, K_NORM, E, 0, "blk.%lld.nextn.hnorm.weight", il);
+        }
         if (!post_only) {
             add(l, K_NORM, E, 0, "blk.%lld.attn_norm.weight", il);
         }
@@ -285,7 +343,11 @@ static void build_list(tlist *l) {
             add(l, K_NORM, E, 0, "blk.%lld.post_attention_norm.weight", il);
         }
         if (!post_only && !parallel) {
-            add(l, K_NORM, E, 0, "blk.%lld.ffn_norm.weight", il);
+            /* GLM-4.5's GGUF calls the norm before the FFN post_attention_norm. */
+            add(l, K_NORM, E, 0,
+                is(s, "glm4moe") ? "blk.%lld.post_attention_norm.weight"
+                                 : "blk.%lld.ffn_norm.weight",
+                il);
         }
         if (gpt2) {
             add(l, K_BIAS, E, 0, "blk.%lld.ffn_norm.bias", il);
@@ -293,8 +355,11 @@ static void build_list(tlist *l) {
             add(l, K_BIAS, F, 0, "blk.%lld.ffn_up.bias", il);
         } else if (phi3) {
             add(l, K_MATRIX, E, 2 * F, "blk.%lld.ffn_up.weight", il);
-        } else if (moe) {
+        } else if (moe && il >= n_dense) {
             add(l, K_ROUTER, E, X, "blk.%lld.ffn_gate_inp.weight", il);
+            if (sel_bias) {
+                add(l, K_BIAS, X, 0, "blk.%lld.exp_probs_b.bias", il);
+            }
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_gate_exps.weight", il);
             add3(l, K_MATRIX, E, FE, X, "blk.%lld.ffn_up_exps.weight", il);
             add3(l, K_MATRIX, FE, E, X, "blk.%lld.ffn_down_exps.weight", il);
@@ -304,8 +369,10 @@ static void build_list(tlist *l) {
                 add(l, K_BIAS, FE, X, "blk.%lld.ffn_up_exps.bias", il);
                 add(l, K_BIAS, E, X, "blk.%lld.ffn_down_exps.bias", il);
             }
-            if (FS > 0) {
+            if (FS > 0 && is(s, "qwen2moe")) {
                 add(l, K_NORM, E, 0, "blk.%lld.ffn_gate_inp_shexp.weight", il);
+            }
+            if (FS > 0) {
                 add(l, K_MATRIX, E, FS, "blk.%lld.ffn_gate_shexp.weight", il);
                 add(l, K_MATRIX, E, FS, "blk.%lld.ffn_up_shexp.weight", il);
                 add(l, K_MATRIX, FS, E, "blk.%lld.ffn_down_shexp.weight", il);
@@ -531,7 +598,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = ts_gguf_writer_add_cstr(w, "general.name", name, err)) ||
         (st = key_u32(w, s, "context_length", s->n_ctx_train, err)) ||
         (st = key_u32(w, s, "embedding_length", s->n_embd, err)) ||
-        (st = key_u32(w, s, "block_count", s->n_layer, err)) ||
+        (st = key_u32(w, s, "block_count", s->n_layer + s->n_nextn, err)) ||
         (st = key_u32(w, s, "feed_forward_length", s->n_ff, err)) ||
         (st = key_u32(w, s, "attention.head_count", s->n_head, err)) ||
         (st = key_u32(w, s, "attention.head_count_kv", s->n_head_kv, err)) ||
@@ -550,6 +617,12 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     if (!gpt2 && !bert && (st = key_f32(w, s, "rope.freq_base", s->rope_base, err))) {
         return st;
     }
+    if (s->n_rot > 0 && (st = key_u32(w, s, "rope.dimension_count", s->n_rot, err))) {
+        return st;
+    }
+    if (s->n_nextn > 0 && (st = key_u32(w, s, "nextn_predict_layers", s->n_nextn, err))) {
+        return st;
+    }
     if (s->head_dim > 0 && ((st = key_u32(w, s, "attention.key_length", s->head_dim, err)) ||
                             (st = key_u32(w, s, "attention.value_length", s->head_dim, err)))) {
         return st;
@@ -558,11 +631,23 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
                             (st = key_u32(w, s, "expert_used_count", s->n_expert_used, err)))) {
         return st;
     }
-    if (s->n_expert > 0 && !is(s, "mixtral") &&
+    bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
+    bool ernie_moe = is(s, "ernie4_5_moe");
+    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias || is(s, "gpt-oss")) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
-    if (s->n_ff_shexp > 0 &&
+    /* dots1, glm4moe and ernie4_5-moe give their shared expert as a count of expert widths
+     * (ERNIE's converter also writes its width) and their dense layers. */
+    if (sel_bias &&
+        ((st = key_u32(w, s, "expert_shared_count", s->n_ff_shexp / s->n_ff_exp, err)) ||
+         (st = key_u32(w, s, "leading_dense_block_count", 1, err)))) {
+        return st;
+    }
+    if (ernie_moe && (st = key_u32(w, s, "interleave_moe_layer_step", 1, err))) {
+        return st;
+    }
+    if (s->n_ff_shexp > 0 && (!sel_bias || ernie_moe) &&
         (st = key_u32(w, s, "expert_shared_feed_forward_length", s->n_ff_shexp, err))) {
         return st;
     }
@@ -597,10 +682,11 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     }
     /* Granite's muP multipliers and logit divisor, Cohere's logit multiplier: values away from
      * 1 so that a loader ignoring one gives other logits. */
-    if (is(s, "granite") && ((st = key_f32(w, s, "embedding_scale", 1.5f, err)) ||
-                             (st = key_f32(w, s, "residual_scale", 0.5f, err)) ||
-                             (st = key_f32(w, s, "attention.scale", 0.15f, err)) ||
-                             (st = key_f32(w, s, "logit_scale", 4.0f, err)))) {
+    if ((is(s, "granite") || is(s, "granitemoe")) &&
+        ((st = key_f32(w, s, "embedding_scale", 1.5f, err)) ||
+         (st = key_f32(w, s, "residual_scale", 0.5f, err)) ||
+         (st = key_f32(w, s, "attention.scale", 0.15f, err)) ||
+         (st = key_f32(w, s, "logit_scale", 4.0f, err)))) {
         return st;
     }
     if (cohere2 && (st = key_f32(w, s, "logit_scale", 0.5f, err))) {
@@ -644,7 +730,8 @@ ts_status ts_tiny_write(const ts_tiny_spec *s, const char *path, ts_error *err) 
                             s->arch ? s->arch : "(null)");
     }
     if (s->n_vocab < TS_TINY_MIN_VOCAB || s->n_head < 1 || s->n_head_kv < 1 ||
-        s->n_head % s->n_head_kv != 0 || s->n_layer < 1 || s->n_embd < 1 || s->n_ff < 1) {
+        s->n_head % s->n_head_kv != 0 || s->n_layer + s->n_nextn < 1 || s->n_layer < 0 ||
+        s->n_nextn < 0 || s->n_embd < 1 || s->n_ff < 1) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "tiny: bad sizes for '%s'", s->arch);
     }
     tlist *l = calloc(1, sizeof *l);

@@ -3,7 +3,10 @@
  *
  * For each architecture tessera supports (llama, qwen2, qwen3, phi3, gemma2, gemma3, gpt2,
  * granite, smollm3, olmo2, exaone4, cohere2, ernie4_5, and the mixture-of-experts families
- * qwen3moe, qwen2moe and mixtral, a llama with experts whose GGUF says "llama") the
+ * qwen3moe, qwen2moe, mixtral (a llama with experts whose GGUF says "llama"), olmoe,
+ * granitemoe, here with GraniteMoeShared's ungated shared expert, dots1, a dense first
+ * layer and then experts chosen with a selection bias, and glm4moe, the same with q/k/v
+ * biases and RoPE on half of each head) the
  * writer knows, independently of src/model/arch.c, which tensors a GGUF of that family holds
  * and with which shapes (the llama.cpp naming and layout conventions), and writes the
  * hyperparameter keys src/model/hparams.c reads. So a test that loads these files checks the
@@ -81,14 +84,19 @@ typedef struct ts_tiny_spec {
     const char *extra[3];
     int64_t extra_ne0;
     float extra_first;
-    /* Mixture of experts (qwen3moe, qwen2moe, mixtral; ignored by the dense families). */
+    /* Mixture of experts (qwen3moe, qwen2moe, mixtral, olmoe, granitemoe, dots1, glm4moe;
+     * ignored by the dense families). */
     int64_t n_expert;      /* experts per layer */
     int64_t n_expert_used; /* experts per token */
     int64_t n_ff_exp;      /* hidden units of an expert (expert_feed_forward_length) */
-    int64_t n_ff_shexp;    /* qwen2moe: hidden units of the shared expert */
+    int64_t n_ff_shexp;    /* qwen2moe, granitemoe, dots1, glm4moe: units of the shared expert */
     int moe_gating;        /* expert_gating_func written (1 softmax, 2 sigmoid); 0: key absent */
     int moe_norm;          /* expert_weights_norm: 1 true, 2 false; 0: key absent */
     float moe_w_scale;     /* expert_weights_scale; 0: key absent */
+    int64_t n_rot;         /* rope.dimension_count written (0: not written, all of head_dim) */
+    /* glm4moe: trailing multi-token-prediction blocks (nextn_predict_layers): block_count is
+     * n_layer + n_nextn, each extra block an expert layer plus its nextn.* tensors. */
+    int64_t n_nextn;
 } ts_tiny_spec;
 
 /* The supported families, NULL-terminated. */

@@ -489,8 +489,9 @@ static void expect_bad_batch(ts_forward *f, const ts_batch *b, const char *part)
     }
 }
 
-/* The routing keys: sigmoid gating, weights not renormalized, a weight scale; each changes the
- * logits of the tiny Mixtral and runs alike on CPU and reference (F32 weights). */
+/* The routing keys: sigmoid gating (weights as they are, or renormalized), weights not
+ * renormalized, a weight scale; each changes the logits of the tiny Mixtral and runs alike on
+ * CPU and reference (F32 weights). */
 static void test_moe_routing_keys(void **state) {
     (void)state;
     ts_backend *ref = fu_backend(false), *cpu = fu_backend(true);
@@ -504,16 +505,19 @@ static void test_moe_routing_keys(void **state) {
     assert_true(m->hp.moe_norm_w && m->hp.moe_gating == TS_MOE_SOFTMAX);
     run_prompt(m, ref, NULL, prompt, N_PROMPT, base);
     ts_model_close(m);
-    for (int v = 0; v < 3; v++) {
+    static const char *const whats[] = {"sigmoid, no norm", "softmax, no norm", "scale 2.5",
+                                        "sigmoid, norm"};
+    for (int v = 0; v < 4; v++) {
         ts_tiny_spec s = ts_tiny_spec_default("mixtral");
-        const char *what = v == 0 ? "sigmoid, no norm" : v == 1 ? "softmax, no norm" : "scale 2.5";
-        s.moe_gating = v == 0 ? 2 : 1;
+        const char *what = whats[v];
+        bool sigmoid = v == 0 || v == 3;
+        s.moe_gating = sigmoid ? 2 : 1;
         s.moe_norm = v < 2 ? 2 : 1;
         s.moe_w_scale = v == 2 ? 2.5f : 0.0f;
         m = fu_open_tiny(&s);
         assert_non_null(m);
-        assert_int_equal(m->hp.moe_gating, v == 0 ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX);
-        assert_int_equal(m->hp.moe_norm_w, v == 2);
+        assert_int_equal(m->hp.moe_gating, sigmoid ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX);
+        assert_int_equal(m->hp.moe_norm_w, v >= 2);
         run_prompt(m, ref, NULL, prompt, N_PROMPT, a);
         run_prompt(m, cpu, NULL, prompt, N_PROMPT, b);
         double e = fu_nrmse(b, a, n), d = fu_nrmse(a, base, n);
@@ -527,6 +531,32 @@ static void test_moe_routing_keys(void **state) {
     free(b);
     ts_backend_destroy(ref);
     ts_backend_destroy(cpu);
+}
+
+/* GLM-4.5's multi-token-prediction block after the last layer changes nothing: the logits
+ * equal those of the same file without it (every other tensor has the same values). */
+static void test_nextn_block_not_run(void **state) {
+    (void)state;
+    ts_backend *ref = fu_backend(false);
+    size_t n = (size_t)N_PROMPT * V;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int32_t prompt[N_PROMPT];
+    fu_prompt(prompt, N_PROMPT, V, 5);
+    ts_tiny_spec s = ts_tiny_spec_default("glm4moe");
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    run_prompt(m, ref, NULL, prompt, N_PROMPT, a);
+    ts_model_close(m);
+    s.n_nextn = 1;
+    m = fu_open_tiny(&s);
+    assert_non_null(m);
+    assert_int_equal(m->hp.n_layer, 3);
+    run_prompt(m, ref, NULL, prompt, N_PROMPT, b);
+    ts_model_close(m);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(a);
+    free(b);
+    ts_backend_destroy(ref);
 }
 
 static void test_bad_batches(void **state) {
@@ -691,6 +721,7 @@ int main(void) {
         cmocka_unit_test(test_kv_q8_0),         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_embeddings),      cmocka_unit_test(test_moe_routing_keys),
         cmocka_unit_test(test_window_pool),
+        cmocka_unit_test(test_nextn_block_not_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

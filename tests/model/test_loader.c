@@ -69,9 +69,10 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     assert_int_equal(hp->n_head, s->n_head);
     assert_int_equal(hp->n_head_kv, s->n_head_kv);
     assert_int_equal(hp->head_dim, head_dim);
-    assert_int_equal(hp->n_rot, head_dim);
+    assert_int_equal(hp->n_rot, s->n_rot > 0 ? s->n_rot : head_dim);
     assert_float_equal(hp->norm_eps, s->norm_eps, 1e-12);
-    bool granite = strcmp(s->arch, "granite") == 0, cohere2 = strcmp(s->arch, "cohere2") == 0;
+    bool granite = strcmp(s->arch, "granite") == 0 || strcmp(s->arch, "granitemoe") == 0;
+    bool cohere2 = strcmp(s->arch, "cohere2") == 0;
     assert_float_equal(hp->attn_scale, granite ? 0.15 : 1.0 / sqrt((double)head_dim), 1e-6);
     assert_int_equal(m->n_unused, 0); /* every tensor a family's file holds is used */
     bool gemma = strcmp(s->arch, "gemma2") == 0 || strcmp(s->arch, "gemma3") == 0;
@@ -144,16 +145,18 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
         assert_int_equal(down->ne[2], s->n_expert);
         assert_int_equal(m->hp.n_expert, s->n_expert);
         assert_int_equal(m->hp.n_expert_used, s->n_expert_used);
-        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+        /* (The last layer: dots1's first layer is dense.) */
+        assert_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, s->n_layer - 1));
         /* The router stays F32 (as llama.cpp's quantizer leaves it). */
-        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, 0)->type, TS_TYPE_F32);
+        assert_int_equal(ts_model_tensor(m, TS_ROLE_FFN_GATE_INP, s->n_layer - 1)->type,
+                         TS_TYPE_F32);
     }
     const ts_gguf_tensor *embd = ts_model_tensor(m, TS_ROLE_TOKEN_EMBD, 0);
     assert_non_null(embd);
     assert_int_equal(embd->ne[0], s->n_embd);
     assert_int_equal(embd->ne[1], s->n_vocab);
-    bool qkv_bias =
-        strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 || s->qkv_bias || oss;
+    bool qkv_bias = strcmp(s->arch, "qwen2") == 0 || strcmp(s->arch, "qwen2moe") == 0 ||
+                    strcmp(s->arch, "glm4moe") == 0 || s->qkv_bias || oss;
     if (!phi3 && strcmp(s->arch, "gpt2") != 0) {
         assert_int_equal(ts_model_tensor(m, TS_ROLE_ATTN_Q_B, 0) != NULL, qkv_bias);
     }
@@ -366,12 +369,49 @@ static void test_moe_errors(void **state) {
     expect_error(&s, TS_ERR_FORMAT, p7);
 
     s = ts_tiny_spec_default("mixtral");
-    s.moe_gating = 2; /* sigmoid, and the llama default of renormalized weights */
-    const char *p9[] = {"sigmoid", "expert_weights_norm", "not supported", NULL};
-    expect_error(&s, TS_ERR_UNSUPPORTED, p9);
     s.moe_gating = 3;
     const char *p10[] = {"llama.expert_gating_func 3", "not supported", NULL};
     expect_error(&s, TS_ERR_UNSUPPORTED, p10);
+
+    /* dots1: the shared expert is expert_shared_count (2) expert widths; sigmoid gating with
+     * renormalized, scaled weights; a selection bias in the expert layers only. */
+    s = ts_tiny_spec_default("dots1");
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_ff_shexp, 64);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SIGMOID);
+    assert_true(m->hp.moe_norm_w);
+    assert_float_equal(m->hp.moe_w_scale, 2.5, 1e-6);
+    assert_null(ts_model_tensor(m, TS_ROLE_FFN_EXP_PROBS_B, 0));
+    assert_non_null(ts_model_tensor(m, TS_ROLE_FFN_EXP_PROBS_B, 1));
+    assert_non_null(ts_model_tensor(m, TS_ROLE_FFN_DOWN, 0));
+    ts_model_close(m);
+    s.n_ff_shexp = 65 * s.n_ff_exp;
+    const char *p11[] = {"expert_shared_count = 65", "1..64", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p11);
+
+    /* glm4moe: a trailing multi-token-prediction block is not a layer; its tensors (and only
+     * those) are left unused. All blocks cannot be such blocks. */
+    s = ts_tiny_spec_default("glm4moe");
+    s.n_nextn = 1;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_layer, 3);
+    assert_int_equal(m->hp.n_rot, 16);
+    assert_true(m->n_unused >= 3);
+    for (int64_t i = 0; i < m->n_unused; i++) {
+        assert_true(strncmp(m->unused[i]->name, "blk.3.", 6) == 0);
+    }
+    ts_model_close(m);
+    s.n_nextn = 4; /* with 3 layers: block_count 7, 4 of them MTP blocks is still fine */
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.n_layer, 3);
+    ts_model_close(m);
+    s = ts_tiny_spec_default("glm4moe");
+    s.n_layer = 0; /* block_count 1, and that block an MTP one */
+    s.n_nextn = 1;
+    const char *p12[] = {"glm4moe.nextn_predict_layers = 1", "0..0", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p12);
 
     /* A llama layer with neither: the dense FFN's first missing tensor is named. */
     s = ts_tiny_spec_default("mixtral");

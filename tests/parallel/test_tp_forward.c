@@ -337,10 +337,16 @@ static void test_rope_factors(void **state) {
 
 /* Mixtures of experts: every shard routes every token with the replicated router and holds a
  * slice of every expert's hidden units (and of the shared expert's); one all-reduce after the
- * weighted sum. Uneven slices at tp 3 (64 units: 22 + 21 + 21), whole Q8_0 blocks at tp 2. */
+ * weighted sum. Uneven slices at tp 3 (64 units: 22 + 21 + 21), whole Q8_0 blocks at tp 2.
+ * OLMoE adds Q/K norms over the whole projection, Granite MoE muP multipliers and an ungated
+ * shared expert (32 units: 11 + 11 + 10 at tp 3), dots1 a dense first layer, a replicated
+ * selection bias and sigmoid weights renormalized (32 expert units: 11 + 11 + 10), glm4moe
+ * q/k/v biases and RoPE on half of each head, ernie4_5_moe a selection bias over softmax
+ * scores. */
 static void test_moe(void **state) {
     (void)state;
-    const char *archs[] = {"qwen3moe", "qwen2moe", "mixtral"};
+    const char *archs[] = {"qwen3moe",   "qwen2moe", "mixtral", "olmoe",
+                           "granitemoe", "dots1",    "glm4moe", "ernie4_5_moe"};
     const int tp2[] = {2}, tp23[] = {2, 3};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         ts_tiny_spec s = ts_tiny_spec_default(archs[i]);

@@ -130,10 +130,13 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
     } else if (strcmp(how, "squeeze") == 0) {
         /* [1, n] -> [n]: the same values, one dimension (the caller writes a vector). */
     } else if (strcmp(how, "half0") == 0 || strcmp(how, "half1") == 0) {
-        /* A fused 3-D expert gate_up [n_expert, 2 * n_ff, n_embd]: each expert's first (half0,
-         * the gate) or second (half1, up) n_ff rows. */
-        assert_int_equal(t->n_dims, 3);
-        int64_t n_exp = t->dims[0], ff = t->dims[1] / 2, off = how[4] == '1' ? ff : 0;
+        /* A fused 3-D expert gate_up [n_expert, 2 * n_ff, n_embd] (or a 2-D [2 * n_ff, n_embd]
+         * one, Granite's shared expert, as one expert): each expert's first (half0, the gate)
+         * or second (half1, up) n_ff rows. */
+        assert_true(t->n_dims == 2 || t->n_dims == 3);
+        bool stacked = t->n_dims == 3;
+        int64_t n_exp = stacked ? t->dims[0] : 1, ff = t->dims[stacked ? 1 : 0] / 2;
+        int64_t off = how[4] == '1' ? ff : 0;
         for (int64_t e = 0; e < n_exp; e++) {
             memcpy(dst + e * ff * *cols, src + (e * 2 * ff + off) * *cols,
                    (size_t)(ff * *cols) * sizeof(float));

@@ -1,6 +1,6 @@
 /*
  * cpu_ops.c — CPU kernels for elementwise and row-wise ops (threads split rows): ADD, MUL,
- * SCALE, SILU, GELU, SIGMOID, SWIGLU, GEGLU, RMS_NORM, NORM, ROPE, SOFTMAX, and their
+ * SCALE, SILU, GELU, SIGMOID, LOG, SWIGLU, GEGLU, RMS_NORM, NORM, ROPE, SOFTMAX, and their
  * descriptors.
  *
  * Each output row is written only after the same row of the first source has been read at
@@ -112,6 +112,11 @@ static void unary(const cpu_op_ctx *c, ts_tensor *n) {
         case TS_OP_SIGMOID:
             for (int64_t i = 0; i < ne0; i++) {
                 out[i] = 1.0f / (1.0f + expf(-ld(ra, nb0, i)));
+            }
+            break;
+        case TS_OP_LOG:
+            for (int64_t i = 0; i < ne0; i++) {
+                out[i] = logf(ld(ra, nb0, i));
             }
             break;
         default:
@@ -340,5 +345,6 @@ static const cpu_op_desc k_ops[] = {
     {.op = TS_OP_NORM, .run = norm},       {.op = TS_OP_ROPE, .run = rope, .scratch = rope_scratch},
     {.op = TS_OP_SOFTMAX, .run = softmax}, {.op = TS_OP_SIGMOID, .run = unary},
     {.op = TS_OP_SWIGLU_OAI, .run = glu},
+    {.op = TS_OP_LOG, .run = unary},
 };
 const cpu_op_table cpu_rowwise_ops = {k_ops, (int)(sizeof k_ops / sizeof k_ops[0])};

@@ -57,6 +57,7 @@ static ts_status run_node(ts_tensor *n, ts_error *err) {
     case TS_OP_SILU:
     case TS_OP_GELU:
     case TS_OP_SIGMOID:
+    case TS_OP_LOG:
         return ref_unary(n, err);
     case TS_OP_TOPK:
         return ref_topk(n, err);

@@ -107,6 +107,9 @@ ts_status ref_unary(ts_tensor *n, ts_error *err) {
             case TS_OP_SIGMOID:
                 y = 1.0 / (1.0 + exp(-x));
                 break;
+            case TS_OP_LOG:
+                y = log(x);
+                break;
             default: y = gelu(x, n->ip[0]); break;
             }
             ref_setf(n, i0, i1, i2, i3, (float)y);
