@@ -33,11 +33,24 @@
         T("blk.{L}.attn_k.bias", TS_ROLE_ATTN_K_B, bias_req, TS_DIM_KV, NONE),                    \
         T("blk.{L}.attn_v.bias", TS_ROLE_ATTN_V_B, bias_req, TS_DIM_KV, NONE)
 
-#define GATED_FFN                                                                                 \
-    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),                         \
-        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                \
-        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                    \
-        T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD)
+/* A gated dense FFN's three matrices (req_: required, or optional where a layer may hold
+ * experts instead). */
+#define DENSE_FFN(req_)                                                                            \
+    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, req_, TS_DIM_EMBD, TS_DIM_FF),                  \
+        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, req_, TS_DIM_EMBD, TS_DIM_FF),                  \
+        T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, req_, TS_DIM_FF, TS_DIM_EMBD)
+
+#define GATED_FFN                                                                                  \
+    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE), DENSE_FFN(R)
+
+/* A mixture's shared expert: gate, up and down of n_ff_shexp units. */
+#define SHARED_EXPERT(req_)                                                                        \
+    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, req_, TS_DIM_EMBD,                  \
+      TS_DIM_FF_SHEXP),                                                                            \
+        T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, req_, TS_DIM_EMBD,                  \
+          TS_DIM_FF_SHEXP),                                                                        \
+        T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, req_, TS_DIM_FF_SHEXP,          \
+          TS_DIM_EMBD)
 
 /* llama.cpp's converter writes Llama 3.1's scaling as one global tensor. */
 #define ROPE_FREQS T("rope_freqs.weight", TS_ROLE_ROPE_FREQS, O, TS_DIM_ROT_HALF, NONE)
@@ -63,9 +76,7 @@ static const ts_tensor_pattern k_llama[] = {
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(O),
     MOE_FFN(O),
 };
 
@@ -93,9 +104,7 @@ static const ts_tensor_pattern k_qwen2moe[] = {
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
     MOE_FFN(R),
     T("blk.{L}.ffn_gate_inp_shexp.weight", TS_ROLE_FFN_GATE_INP_SHEXP, O, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, R, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, R, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, R, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+    SHARED_EXPERT(R),
 };
 
 /* gpt-oss: biased attention with per-head sinks, every other layer a sliding window; a
@@ -140,9 +149,7 @@ static const ts_tensor_pattern k_granitemoe[] = {
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
     MOE_FFN(R),
-    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+    SHARED_EXPERT(O),
 };
 
 /* dots.llm1: Qwen3 attention (per-head Q/K norms); the leading layers dense, the others
@@ -155,14 +162,10 @@ static const ts_tensor_pattern k_dots1[] = {
     T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, TS_DIM_HEAD, NONE),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(O),
     MOE_FFN(O),
     T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
-    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+    SHARED_EXPERT(O),
 };
 
 /* GLM-4.5: q/k/v biases, optional per-head Q/K norms; the norm before the FFN is called
@@ -176,14 +179,10 @@ static const ts_tensor_pattern k_glm4moe[] = {
     T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, O, TS_DIM_HEAD, NONE),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.post_attention_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(O),
     MOE_FFN(O),
     T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
-    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+    SHARED_EXPERT(O),
 };
 
 /* ERNIE 4.5 MoE: llama attention; dense leading layers, then experts chosen by softmax +
@@ -194,14 +193,10 @@ static const ts_tensor_pattern k_ernie4_5_moe[] = {
     SEPARATE_QKV(O),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, O, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, O, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(O),
     MOE_FFN(O),
     T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
-    T("blk.{L}.ffn_gate_shexp.weight", TS_ROLE_FFN_GATE_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_up_shexp.weight", TS_ROLE_FFN_UP_SHEXP, O, TS_DIM_EMBD, TS_DIM_FF_SHEXP),
-    T("blk.{L}.ffn_down_shexp.weight", TS_ROLE_FFN_DOWN_SHEXP, O, TS_DIM_FF_SHEXP, TS_DIM_EMBD),
+    SHARED_EXPERT(O),
 };
 
 static const ts_tensor_pattern k_qwen2[] = {
@@ -286,9 +281,7 @@ static const ts_tensor_pattern k_gpt2[] = {
         T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, R, kv_dim, NONE),                     \
         T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),               \
         T("blk.{L}.post_attention_norm.weight", TS_ROLE_ATTN_POST_NORM, R, TS_DIM_EMBD, NONE),     \
-        T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),                 \
-        T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),                     \
-        T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),                 \
+        DENSE_FFN(R),                                                                              \
         T("blk.{L}.post_ffw_norm.weight", TS_ROLE_FFN_POST_NORM, R, TS_DIM_EMBD, NONE)
 
 static const ts_tensor_pattern k_olmo2[] = {
@@ -311,9 +304,7 @@ static const ts_tensor_pattern k_cohere2[] = {
     T("blk.{L}.attn_k.weight", TS_ROLE_ATTN_K, R, TS_DIM_EMBD, TS_DIM_KV),
     T("blk.{L}.attn_v.weight", TS_ROLE_ATTN_V, R, TS_DIM_EMBD, TS_DIM_KV),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(R),
 };
 
 /* BERT (and models converted to its layout: RoBERTa, XLM-RoBERTa with the position table
@@ -352,9 +343,7 @@ static const ts_tensor_pattern k_nomic_bert[] = {
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.attn_output_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
     T("blk.{L}.attn_output_norm.bias", TS_ROLE_ATTN_NORM_B, R, TS_DIM_EMBD, NONE),
-    T("blk.{L}.ffn_gate.weight", TS_ROLE_FFN_GATE, R, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_up.weight", TS_ROLE_FFN_UP, R, TS_DIM_EMBD, TS_DIM_FF),
-    T("blk.{L}.ffn_down.weight", TS_ROLE_FFN_DOWN, R, TS_DIM_FF, TS_DIM_EMBD),
+    DENSE_FFN(R),
     T("blk.{L}.layer_output_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
     T("blk.{L}.layer_output_norm.bias", TS_ROLE_FFN_NORM_B, R, TS_DIM_EMBD, NONE),
 };
