@@ -163,6 +163,25 @@ ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_messa
                              size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
                              ts_error *err);
 
+/* The model's own chat template (its tokenizer.chat_template, Jinja source), NUL-terminated and
+ * owned by the ts_llm; NULL when the file has none. */
+const char *ts_llm_chat_template(const ts_llm *llm);
+
+/* Renders a chat request with a chat template. request_json is a JSON object: "messages" (as
+ * OpenAI's API shapes them: role, content as a string or a list of text parts, tool_calls,
+ * tool_call_id, name, reasoning_content), optional "tools", "add_generation_prompt" (default
+ * true), and any other keys, which become template variables (e.g. "enable_thinking");
+ * "bos_token" and "eos_token" default to the model's. The template is, in order: the built-in
+ * family `name` (C renderers, role and content only), the Jinja `source`, or the model's own
+ * template run by the Jinja engine (sandboxed; see docs/templates.md). The result holds no
+ * BOS the tokenizer would add: tokenize it with add_special and parse_special.
+ * Errors: TS_ERR_NOT_FOUND (no template), TS_ERR_FORMAT (malformed request or template,
+ * "template:LINE: ..."), TS_ERR_UNSUPPORTED (a construct the engine lacks), TS_ERR_ABORTED
+ * (the template's raise_exception: "template raised: MESSAGE"), TS_ERR_LIMIT. */
+ts_status ts_llm_chat_render(const ts_llm *llm, const char *name, const char *source,
+                             const char *request_json, size_t request_len, char **text,
+                             size_t *len, ts_error *err);
+
 /* ---- sampling and requests (the engine's vocabulary) ----------------------------------------- */
 
 /* Temperatures below this are greedy (as in vLLM, whose threshold is the same 1e-5). */
@@ -347,6 +366,8 @@ typedef struct ts_context_params {
                                  their window, where a sequence keeps only its window's blocks
                                  (same results, far less memory at long contexts) */
     const char *chat_template; /* built-in template name instead of the model's; NULL: model's */
+    const char *chat_template_source; /* Jinja template text instead of the model's (copied);
+                                         NULL: model's. chat_template wins when both are set */
     /* debugging hooks */
     const char *dump;         /* every node's name, op, shape, checksum to this file ("-":
                                  stdout); NULL: off */
@@ -386,7 +407,11 @@ typedef struct ts_context_info {
                                    shared by all sequences (0: none; kv_tokens is then every
                                    layer's) */
     uint64_t kv_swa_bytes;      /* the part of kv_bytes in that cache */
-    const char *chat_template;  /* the template family's name, or NULL when there is none */
+    const char *chat_template;  /* the built-in family's name when one is used instead of a
+                                   Jinja template, else NULL */
+    const char *chat_template_source; /* the Jinja template in use (the model's or
+                                   params.chat_template_source), NULL when none; owned by the
+                                   context. Tool-call and reasoning formats are read from it */
     double load_ms;             /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
      * with one activation row / with several (one level per type), e.g. "Q4_1 avx2/avx2"
@@ -409,6 +434,11 @@ const ts_llm *ts_context_llm(const ts_context *ctx);
 ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,
                                  int add_generation_prompt, char **text, size_t *len,
                                  ts_error *err);
+
+/* ts_llm_chat_render with the context's template (params.chat_template, then
+ * params.chat_template_source, then the model's). */
+ts_status ts_context_chat_render(const ts_context *ctx, const char *request_json,
+                                 size_t request_len, char **text, size_t *len, ts_error *err);
 
 /* -- requests -- */
 

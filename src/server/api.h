@@ -62,6 +62,14 @@ typedef struct ts_api_limits {
     int64_t n_embd;         /* embeddings: the model's vector size (dimensions must match) */
 } ts_api_limits;
 
+/* tool_choice of a chat request. */
+typedef enum ts_api_tool_choice {
+    TS_API_TOOL_AUTO = 0,     /* the model decides (default) */
+    TS_API_TOOL_NONE = 1,     /* "none": no tool calls are parsed from the output */
+    TS_API_TOOL_REQUIRED = 2, /* "required": the model should call one or more tools */
+    TS_API_TOOL_NAMED = 3,    /* {"type":"function","function":{"name":N}} */
+} ts_api_tool_choice;
+
 /* One prompt of a completions request: text, or token ids given directly. */
 typedef struct ts_api_prompt {
     const char *text; /* NUL-terminated view into the parsed JSON, or NULL when ids given */
@@ -85,6 +93,15 @@ typedef struct ts_api_request {
     bool add_generation_prompt; /* chat template: open the assistant turn (default true) */
     bool add_special_tokens;    /* tokenize: add BOS etc. as the model asks (default true; a
                                    rendered chat template holds no BOS, so true there too) */
+
+    /* chat: what the template sees. chat_json is {"messages": [...], "tools": [...],
+     * "add_generation_prompt": b, ...chat_template_kwargs} as ts_llm_chat_render takes it
+     * (owned; messages keep tool_calls, tool_call_id, name, reasoning_content). */
+    char *chat_json;
+    bool has_tools;                 /* tools given (and tool_choice is not "none") */
+    ts_api_tool_choice tool_choice; /* default auto when tools are given */
+    const char *tool_choice_name;   /* TS_API_TOOL_NAMED: the function's name (view) */
+    bool parallel_tool_calls;       /* default true */
 
     /* detokenize */
     int32_t *tokens; /* [n_tokens], owned */
