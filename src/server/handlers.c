@@ -101,8 +101,8 @@ static bool acc_append(choice_acc *c, const char *t, size_t n) {
 }
 
 /* Waits for the whole answer and builds it. */
-static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64_t prompt_tokens,
-                        int sock) {
+static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
+                        const ts_chat_out_config *chat_cfg, uint64_t prompt_tokens, int sock) {
     int32_t n_choices = j->n_subs * j->n_per;
     choice_acc *acc = calloc((size_t)n_choices, sizeof *acc);
     ts_api_error e;
@@ -189,10 +189,25 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64
             choice_acc *c = &acc[i];
             cJSON *ch = cJSON_CreateObject();
             cJSON_AddNumberToObject(ch, "index", i);
-            if (chat) {
+            const char *finish = ts_finish_reason_name(c->finish);
+            if (chat && chat_cfg != NULL && ts_chat_out_active(chat_cfg)) {
+                /* The same parser a stream uses, fed the whole answer at once. */
+                ts_chat_out *po = ts_chat_out_create(chat_cfg);
+                cJSON *msg = NULL;
+                if (po != NULL && ts_chat_out_feed(po, c->text ? c->text : "", c->len) == TS_OK &&
+                    ts_chat_out_finish(po) == TS_OK) {
+                    msg = ts_chat_out_message_json(po);
+                    finish = ts_chat_out_finish_reason(po, c->finish);
+                }
+                ts_chat_out_destroy(po);
+                oom |= msg == NULL;
+                cJSON_AddItemToObject(ch, "message", msg);
+            } else if (chat) {
                 cJSON *msg = cJSON_AddObjectToObject(ch, "message");
                 cJSON_AddStringToObject(msg, "role", "assistant");
                 cJSON_AddStringToObject(msg, "content", c->text ? c->text : "");
+            }
+            if (chat) {
                 if (c->logprobs != NULL) {
                     cJSON *lp = cJSON_AddObjectToObject(ch, "logprobs");
                     cJSON_AddItemToObject(lp, "content", c->logprobs);
@@ -208,11 +223,16 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r, uint64
                 }
             }
             c->logprobs = NULL; /* now owned by root */
-            cJSON_AddStringToObject(ch, "finish_reason", ts_finish_reason_name(c->finish));
+            cJSON_AddStringToObject(ch, "finish_reason", finish);
             cJSON_AddItemToArray(choices, ch);
             completion += (uint64_t)c->completion_tokens;
         }
         cJSON_AddItemToObject(root, "usage", ts_server_usage(prompt_tokens, completion, cached));
+        if (oom) {
+            cJSON_Delete(root);
+            root = NULL;
+            ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        }
     }
     for (int32_t i = 0; i < n_choices; i++) {
         free(acc[i].text);
@@ -295,6 +315,17 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
                                                                             : r.params.max_tokens);
         }
     }
+    /* Chat answers are parsed into content, reasoning and tool calls; the markers that
+     * delimit them are special tokens in some vocabularies, so their text is kept. */
+    ts_chat_out_config chat_cfg = {0};
+    if (st == TS_OK && kind == TS_API_CHAT) {
+        ts_server_chat_config(s, &r, ids[0], n_ids[0], &chat_cfg);
+        if (chat_cfg.parse_tools || chat_cfg.format.reasoning == TS_CHAT_REASONING_MISTRAL ||
+            chat_cfg.format.reasoning == TS_CHAT_REASONING_COMMAND_R) {
+            r.params.render_special = true;
+        }
+    }
+    const ts_chat_out_config *chat = kind == TS_API_CHAT ? &chat_cfg : NULL;
     ts_reply reply = {0};
     ts_job *j = NULL;
     if (st == TS_OK) {
@@ -323,7 +354,8 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         }
     }
     if (st == TS_OK) {
-        reply = r.stream ? ts_stream_start(s, j, &r, sock) : collect(s, j, &r, prompt_tokens, sock);
+        reply = r.stream ? ts_stream_start(s, j, &r, chat, sock)
+                         : collect(s, j, &r, chat, prompt_tokens, sock);
     }
     for (int32_t k = 0; k < n_subs; k++) {
         ts_free(owned[k]);

@@ -40,6 +40,7 @@
 #include <microhttpd.h>
 
 #include "server/api.h"
+#include "server/chat_out.h"
 #include "server/metrics.h"
 #include "tessera.h"
 
@@ -235,8 +236,19 @@ struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool
 
 /* ---- streaming (stream.c) -------------------------------------------------------------- */
 
-/* Takes ownership of the job (admitted, requests added) and the parsed request's settings. */
-ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r, int sock);
+/* Takes ownership of the job (admitted, requests added) and the parsed request's settings.
+ * chat: how chat answers are parsed (each choice gets its own parser when it is active);
+ * NULL for completions. */
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
+                         const ts_chat_out_config *chat, int sock);
+
+/* ---- chat_reply.c ---------------------------------------------------------------------- */
+
+/* How a chat request's answers are parsed: formats from the chat template in use, tools and
+ * tool_choice from r, whether the prompt (ids, the rendered and tokenized prompt) opened the
+ * reasoning. cfg->tools points into r->root (the parser copies it). */
+void ts_server_chat_config(ts_server *s, const ts_api_request *r, const int32_t *ids, int32_t n_ids,
+                           ts_chat_out_config *cfg);
 
 /* ---- page.c ------------------------------------------------------------------------------ */
 

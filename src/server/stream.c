@@ -3,9 +3,14 @@
  *
  * Each event is `data: <json>\n\n`; the stream ends with `data: [DONE]\n\n`. Chat streams open
  * with one chunk per choice carrying the assistant role, then content deltas; the chunk that
- * ends a choice carries its finish_reason. With stream_options.include_usage, a last chunk
- * with empty choices carries usage. A generation error or a shutdown mid-stream becomes
- * `data: {"error": {...}}` followed by [DONE], which OpenAI clients raise as an APIError.
+ * ends a choice carries its finish_reason. When the chat answer is parsed (reasoning, tool
+ * calls; chat_out.h), each choice's text goes through its own parser and every event it gives
+ * becomes a chunk (content, reasoning_content, tool_calls deltas); a token's logprobs ride on
+ * the first chunk its text produced, or on a chunk with an empty delta when its text is still
+ * held back; the finish_reason comes alone in a last chunk with an empty delta. With
+ * stream_options.include_usage, a last chunk with empty choices carries usage. A generation error
+ * or a shutdown mid-stream becomes `data: {"error": {...}}` followed by [DONE], which OpenAI
+ * clients raise as an APIError.
  *
  * libmicrohttpd runs one thread per connection and calls the content reader below on it; the
  * reader blocks on the job's eventfd and the client socket (never on the engine), and sends
@@ -31,7 +36,8 @@ typedef struct stream {
     char id[64];
     double created;
     int32_t n_choices;
-    size_t *text_off; /* [n_choices] bytes of text sent so far (completions text_offset) */
+    size_t *text_off;   /* [n_choices] bytes of text sent so far (completions text_offset) */
+    ts_chat_out **chat; /* [n_choices] answer parsers, or NULL when chat answers are not parsed */
     uint64_t prompt_sub[TS_API_MAX_PROMPTS], cached_sub[TS_API_MAX_PROMPTS];
     uint64_t completion;
     bool error_sent;
@@ -93,6 +99,67 @@ static void put_error(stream *st, int status, const char *code, const char *msg)
     st->error_sent = true;
 }
 
+static cJSON *chat_choice(int32_t index, cJSON *delta, cJSON *logprobs, const char *finish) {
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", index);
+    cJSON_AddItemToObject(ch, "delta", delta != NULL ? delta : cJSON_CreateObject());
+    if (logprobs != NULL) {
+        cJSON_AddItemToObject(ch, "logprobs", logprobs);
+    } else {
+        cJSON_AddNullToObject(ch, "logprobs");
+    }
+    if (finish != NULL) {
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
+    } else {
+        cJSON_AddNullToObject(ch, "finish_reason");
+    }
+    return ch;
+}
+
+static void put_choice(stream *st, cJSON *ch) {
+    cJSON *c = chunk_base(st);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "choices"), ch);
+    put_json(st, c);
+}
+
+/* A chat event through the choice's parser (finish set: the answer ended normally). */
+static void put_parsed(stream *st, ts_chat_out *po, const ts_job_event *ev, bool lp,
+                       ts_finish_reason finish) {
+    ts_status s1 = ts_chat_out_feed(po, ev->text, ev->text_len);
+    ts_status s2 = finish != TS_FINISH_NONE ? ts_chat_out_finish(po) : TS_OK;
+    if (s1 != TS_OK || s2 != TS_OK) {
+        put_error(st, 500, NULL, "out of memory");
+        return;
+    }
+    cJSON *logprobs = NULL;
+    if (lp) {
+        logprobs = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(logprobs, "content"),
+                             ts_server_chat_logprob(st->s->llm, &ev->logprobs));
+    }
+    const ts_chat_event *evs = NULL;
+    size_t n = ts_chat_out_events(po, &evs);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *deltas[2];
+        int k = ts_chat_out_event_deltas(&evs[i], deltas);
+        if (k == 0) {
+            put_error(st, 500, NULL, "out of memory");
+            break;
+        }
+        for (int d = 0; d < k; d++) {
+            put_choice(st, chat_choice(ev->choice, deltas[d], logprobs, NULL));
+            logprobs = NULL;
+        }
+    }
+    ts_chat_out_clear(po);
+    if (logprobs != NULL) {
+        put_choice(st, chat_choice(ev->choice, NULL, logprobs, NULL));
+    }
+    if (finish != TS_FINISH_NONE) {
+        put_choice(st, chat_choice(ev->choice, NULL, NULL, ts_chat_out_finish_reason(po, finish)));
+    }
+}
+
 static void put_event(stream *st, const ts_job_event *ev) {
     const char *finish = NULL;
     if (ev->finish == TS_FINISH_STOP || ev->finish == TS_FINISH_LENGTH) {
@@ -105,6 +172,10 @@ static void put_event(stream *st, const ts_job_event *ev) {
         return;
     }
     bool lp = ev->has_logprobs && ev->token >= 0;
+    if (st->chat != NULL && st->chat[ev->choice] != NULL) {
+        put_parsed(st, st->chat[ev->choice], ev, lp, finish != NULL ? ev->finish : TS_FINISH_NONE);
+        return;
+    }
     if (ev->text_len == 0 && !lp && finish == NULL) {
         return; /* text held back (a possible stop string): nothing to say yet */
     }
@@ -214,18 +285,37 @@ static void stream_free(void *cls) {
     stream *st = cls;
     ts_job_release(st->j);
     free(st->text_off);
+    for (int32_t i = 0; st->chat != NULL && i < st->n_choices; i++) {
+        ts_chat_out_destroy(st->chat[i]);
+    }
+    free(st->chat);
     free(st->buf);
     free(st);
 }
 
-ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r, int sock) {
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
+                         const ts_chat_out_config *chat, int sock) {
     stream *st = calloc(1, sizeof *st);
     int32_t n_choices = j->n_subs * j->n_per;
+    bool oom = st == NULL;
     if (st != NULL) {
+        st->n_choices = n_choices;
         st->text_off = calloc((size_t)n_choices, sizeof *st->text_off);
+        oom = st->text_off == NULL;
     }
-    if (st == NULL || st->text_off == NULL) {
-        free(st);
+    if (!oom && chat != NULL && ts_chat_out_active(chat)) {
+        st->chat = calloc((size_t)n_choices, sizeof *st->chat);
+        oom = st->chat == NULL;
+        for (int32_t i = 0; !oom && i < n_choices; i++) {
+            st->chat[i] = ts_chat_out_create(chat);
+            oom = st->chat[i] == NULL;
+        }
+    }
+    if (oom) {
+        if (st != NULL) {
+            st->j = NULL;
+            stream_free(st);
+        }
         ts_job_release(j);
         ts_api_error e;
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");

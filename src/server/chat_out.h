@@ -1,0 +1,182 @@
+/*
+ * chat_out.h — the model's generated text as an OpenAI chat message: content,
+ * reasoning_content and tool_calls, parsed incrementally so streams and whole answers agree.
+ *
+ * Chat models write tool calls and their thinking as marked-up text, and each family marks it
+ * up its own way. The format is read from the chat template's Jinja source
+ * (ts_chat_out_detect), the only description of the model's conventions a GGUF carries:
+ *
+ *   hermes      <tool_call>{"name": N, "arguments": {...}}</tool_call>, several in a row for
+ *               parallel calls (Hermes 2/3, Qwen 2.5/3, QwQ, Granite 4, ...); the same tag
+ *               holding <function=N><parameter=K>V</parameter></function> (Qwen3-Coder,
+ *               Qwen3.5, Nemotron 3) or N<arg_key>K</arg_key><arg_value>V</arg_value> (GLM 4.5+)
+ *   llama3      the whole answer is {"name": N, "parameters": {...}} (Llama 3.1/3.2/3.3), or
+ *               <|python_tag|> followed by such JSON, a builtin call N.call(k="v"), or code
+ *   mistral     [TOOL_CALLS][{"name": N, "arguments": {...}, "id": I}, ...] (Nemo) or
+ *               [TOOL_CALLS]N[ARGS]{...} (Small 3.2, Devstral, Ministral 3; [CALL_ID]I allowed)
+ *   deepseek    <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
+ *               ```json {...} ```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (R1), or
+ *               <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1)
+ *   functionary <function=N>{...}</function> (v3.1), <|python_tag|>code
+ *   command-r   <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>
+ *               (Command R7B; the answer sits in <|START_RESPONSE|>...<|END_RESPONSE|>)
+ *   granite     <|tool_call|>[{"name", "arguments"}, ...] (Granite 3.x; <response> stripped)
+ *   phi4        <|tool_call|>[...]<|/tool_call|> or functools[...] (Phi-4-mini)
+ *   firefunction functools[{"name", "arguments"}, ...]
+ *   kimi        <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0
+ *               <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>
+ *   generic     any other template: the whole answer is a JSON object {"name", "arguments"}
+ *               (or a list of them, {"tool_call": ...}, {"tool_calls": [...]})
+ *
+ * Reasoning is <think>...</think> (Qwen3, QwQ, DeepSeek R1, GLM, SmolLM3, Granite 3.3 ...),
+ * [THINK]...[/THINK] (Magistral, Ministral 3) or <|START_THINKING|>...<|END_THINKING|>
+ * (Command R7B), recognised at the start of the answer only. When the rendered prompt ends
+ * with the opening tag (DeepSeek R1's generation prompt adds "<think>\n"), the answer starts
+ * inside the reasoning. Reasoning that never closes is all reasoning_content (the answer ran
+ * out of tokens while thinking, or the model never stopped thinking), as llama.cpp does.
+ *
+ * Invariants (what the tests check):
+ *  - The parser is deterministic in the text and blind to how it was cut: feeding the same
+ *    text in any chunks gives the same events in total, so a streamed answer concatenated
+ *    equals the non-streamed one (which is the same parser fed once).
+ *  - Text that might be the start of a marker (a trailing "<tool_c") is held back and later
+ *    released as content when it turns out not to be one. Trailing whitespace is held too:
+ *    whitespace next to reasoning and tool calls is dropped, elsewhere it is kept.
+ *  - A tool call is reported whole, when its closing marker (or the end of its JSON value, or
+ *    the end of the answer) has been seen and it parsed: name, id and its arguments as
+ *    compact JSON text ({"a":1}), which is what OpenAI sends in function.arguments. A call
+ *    that does not parse (bad JSON, no name, arguments that are not an object) is returned as
+ *    content, marker and all; nothing in the text can make the parser fail other than memory.
+ *  - The answer-is-JSON formats (llama3, generic) only take an object whose name is one of
+ *    the offered tools and that has "arguments" or "parameters", since an ordinary answer may
+ *    be JSON too.
+ *
+ * Thread safety: a parser belongs to one thread; the functions share no state.
+ */
+#ifndef TS_SERVER_CHAT_OUT_H
+#define TS_SERVER_CHAT_OUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "tessera.h"
+
+typedef enum ts_chat_tool_format {
+    TS_CHAT_TOOLS_GENERIC = 0,
+    TS_CHAT_TOOLS_HERMES,
+    TS_CHAT_TOOLS_LLAMA3,
+    TS_CHAT_TOOLS_MISTRAL,
+    TS_CHAT_TOOLS_DEEPSEEK,
+    TS_CHAT_TOOLS_FUNCTIONARY,
+    TS_CHAT_TOOLS_COMMAND_R,
+    TS_CHAT_TOOLS_GRANITE,
+    TS_CHAT_TOOLS_PHI4,
+    TS_CHAT_TOOLS_FIREFUNCTION,
+    TS_CHAT_TOOLS_KIMI,
+    TS_CHAT_TOOLS_COUNT,
+} ts_chat_tool_format;
+
+typedef enum ts_chat_reasoning_format {
+    TS_CHAT_REASONING_NONE = 0,
+    TS_CHAT_REASONING_THINK,     /* <think> ... </think> */
+    TS_CHAT_REASONING_MISTRAL,   /* [THINK] ... [/THINK] */
+    TS_CHAT_REASONING_COMMAND_R, /* <|START_THINKING|> ... <|END_THINKING|> */
+    TS_CHAT_REASONING_COUNT,
+} ts_chat_reasoning_format;
+
+typedef struct ts_chat_out_format {
+    ts_chat_tool_format tools;
+    ts_chat_reasoning_format reasoning;
+} ts_chat_out_format;
+
+/* The formats a chat template's Jinja source implies (NULL: generic tools, no reasoning). */
+ts_chat_out_format ts_chat_out_detect(const char *template_source);
+
+/* "hermes", "think", ... for logs and tests. */
+const char *ts_chat_tool_format_name(ts_chat_tool_format f);
+const char *ts_chat_reasoning_format_name(ts_chat_reasoning_format f);
+
+/* True when the rendered prompt ends (whitespace aside) with the format's opening reasoning
+ * tag, so the answer starts inside the reasoning. */
+bool ts_chat_out_prompt_opens_reasoning(ts_chat_reasoning_format f, const char *prompt, size_t len);
+
+typedef struct ts_chat_out_config {
+    ts_chat_out_format format;
+    bool parse_tools;         /* tools were offered and tool_choice is not "none" */
+    bool parallel_tool_calls; /* false: only the first call is kept */
+    bool reasoning_open;      /* the prompt opened the reasoning (see above) */
+    const cJSON *tools;       /* the request's "tools" array (copied; may be NULL): names for the
+                                 answer-is-JSON formats, parameter types for the XML forms */
+    uint64_t id_seed;         /* tool-call ids are derived from it (unique per request) */
+} ts_chat_out_config;
+
+/* False when the configuration parses nothing (no reasoning format, no tools): the text is
+ * then the content as it stands and callers may skip the parser. */
+bool ts_chat_out_active(const ts_chat_out_config *cfg);
+
+typedef enum ts_chat_event_kind {
+    TS_CHAT_EVENT_CONTENT = 0,
+    TS_CHAT_EVENT_REASONING,
+    TS_CHAT_EVENT_TOOL_CALL,
+} ts_chat_event_kind;
+
+/* One piece of the answer. Pointers are owned by the parser and valid until its next call. */
+typedef struct ts_chat_event {
+    ts_chat_event_kind kind;
+    const char *text; /* content / reasoning delta: [len] bytes (not NUL-terminated) */
+    size_t len;
+    int32_t index;         /* tool call: its position in tool_calls */
+    const char *id;        /* tool call: "call_<24 alphanumerics>" (mistral: 9 alphanumerics) */
+    const char *name;      /* tool call: the function's name */
+    const char *arguments; /* tool call: compact JSON text of the arguments */
+} ts_chat_event;
+
+typedef struct ts_chat_tool_call {
+    char *id, *name, *arguments; /* NUL-terminated, owned by the parser */
+} ts_chat_tool_call;
+
+typedef struct ts_chat_out ts_chat_out;
+
+/* A parser for one choice. NULL when out of memory. */
+ts_chat_out *ts_chat_out_create(const ts_chat_out_config *cfg);
+void ts_chat_out_destroy(ts_chat_out *p);
+
+/* Feeds the next piece of generated text (any bytes; UTF-8 characters may be split across
+ * pieces). TS_ERR_NOMEM is the only failure; after it the parser's output is incomplete. */
+ts_status ts_chat_out_feed(ts_chat_out *p, const char *text, size_t len);
+
+/* The answer ended: held-back text is released, an open tool call is parsed as it stands. */
+ts_status ts_chat_out_finish(ts_chat_out *p);
+
+/* Events produced since the last ts_chat_out_clear (adjacent deltas of one kind merged). */
+size_t ts_chat_out_events(ts_chat_out *p, const ts_chat_event **events);
+void ts_chat_out_clear(ts_chat_out *p);
+
+/* The answer so far: content and reasoning (NUL-terminated, "" when none) and the tool calls.
+ * Pointers are owned by the parser and valid until its next call. */
+const char *ts_chat_out_content(const ts_chat_out *p, size_t *len);
+const char *ts_chat_out_reasoning(const ts_chat_out *p, size_t *len);
+size_t ts_chat_out_tool_calls(const ts_chat_out *p, const ts_chat_tool_call **calls);
+
+/* ---- OpenAI's shapes (chat_reply.c) --------------------------------------------------- */
+
+/* The non-streamed message: {"role": "assistant", "content": text or null (null only when
+ * there are tool calls and no text), "reasoning_content" (only when there is reasoning),
+ * "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}] (only when
+ * there are calls)}. NULL when out of memory. */
+cJSON *ts_chat_out_message_json(const ts_chat_out *p);
+
+/* The deltas of a stream for one event, into out[0..return): {"content": t},
+ * {"reasoning_content": t}, or for a tool call two deltas, {"tool_calls": [{"index", "id",
+ * "type": "function", "function": {"name", "arguments": ""}}]} then {"tool_calls": [{"index",
+ * "function": {"arguments": A}}]}. 0 when out of memory. */
+int ts_chat_out_event_deltas(const ts_chat_event *ev, cJSON *out[2]);
+
+/* finish_reason: "tool_calls" when the answer ended normally (stop) with calls, else the
+ * engine's reason. */
+const char *ts_chat_out_finish_reason(const ts_chat_out *p, ts_finish_reason why);
+
+#endif /* TS_SERVER_CHAT_OUT_H */
