@@ -167,18 +167,30 @@ ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_messa
  * owned by the ts_llm; NULL when the file has none. */
 const char *ts_llm_chat_template(const ts_llm *llm);
 
+/* Which template renders a chat request and how. Zero-initialised: the model's own. */
+typedef struct ts_chat_options {
+    const char *name;   /* a built-in family ("chatml", "llama3", ...; C renderers, role and
+                           content only); NULL: none */
+    const char *source; /* Jinja template text used instead of the model's; NULL: the model's */
+    int keep_special;   /* nonzero: keep a leading BOS / trailing EOS text that tokenizing with
+                           add_special would add again (the template's exact bytes) */
+    int64_t now;        /* strftime_now's clock in Unix seconds; 0: the current time */
+} ts_chat_options;
+
 /* Renders a chat request with a chat template. request_json is a JSON object: "messages" (as
  * OpenAI's API shapes them: role, content as a string or a list of text parts, tool_calls,
  * tool_call_id, name, reasoning_content), optional "tools", "add_generation_prompt" (default
  * true), and any other keys, which become template variables (e.g. "enable_thinking");
  * "bos_token" and "eos_token" default to the model's. The template is, in order: the built-in
- * family `name` (C renderers, role and content only), the Jinja `source`, or the model's own
- * template run by the Jinja engine (sandboxed; see docs/templates.md). The result holds no
- * BOS the tokenizer would add: tokenize it with add_special and parse_special.
+ * family opt->name, the Jinja opt->source, or the model's own template run by the Jinja engine
+ * (sandboxed; docs/templates.md). Unless keep_special, the result holds no BOS/EOS text the
+ * tokenizer adds itself: tokenize it with add_special and parse_special. opt may be NULL;
+ * llm may be NULL when opt->source is given (bos_token and eos_token are then "" unless the
+ * request gives them).
  * Errors: TS_ERR_NOT_FOUND (no template), TS_ERR_FORMAT (malformed request or template,
  * "template:LINE: ..."), TS_ERR_UNSUPPORTED (a construct the engine lacks), TS_ERR_ABORTED
  * (the template's raise_exception: "template raised: MESSAGE"), TS_ERR_LIMIT. */
-ts_status ts_llm_chat_render(const ts_llm *llm, const char *name, const char *source,
+ts_status ts_llm_chat_render(const ts_llm *llm, const ts_chat_options *opt,
                              const char *request_json, size_t request_len, char **text,
                              size_t *len, ts_error *err);
 
@@ -412,6 +424,9 @@ typedef struct ts_context_info {
     const char *chat_template_source; /* the Jinja template in use (the model's or
                                    params.chat_template_source), NULL when none; owned by the
                                    context. Tool-call and reasoning formats are read from it */
+    const char *chat_template_notice; /* why the model's own template cannot be used (it does
+                                   not compile) and what renders instead, one line; "" when
+                                   nothing is wrong. Owned by the context */
     double load_ms;             /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
      * with one activation row / with several (one level per type), e.g. "Q4_1 avx2/avx2"

@@ -169,9 +169,9 @@ int ts_cmd_chat(int argc, char **argv) {
     if (rc != 0) {
         return rc;
     }
-    if (cli.info.chat_template == NULL) {
-        fprintf(stderr, "error: the model has no chat template tessera recognises; pass "
-                        "--chat-template NAME\n");
+    if (!ts_cli_has_chat_template(&cli)) {
+        fprintf(stderr, "error: the model has no usable chat template; pass "
+                        "--chat-template-file F or --chat-template NAME\n");
         ts_cli_close(&cli);
         return 1;
     }
@@ -182,7 +182,7 @@ int ts_cmd_chat(int argc, char **argv) {
     size_t keep = h.n;
     int64_t n_ctx = cli.info.n_ctx; /* the engine's, after its defaults */
     fprintf(stderr, "tessera chat (%s template) — /reset clears, /exit quits\n",
-            cli.info.chat_template);
+            cli.info.chat_template != NULL ? cli.info.chat_template : "Jinja");
     char *line = NULL;
     size_t lcap = 0;
     for (;;) {

@@ -43,35 +43,6 @@ static void usage(FILE *f) {
     ts_cli_print_common_help(f);
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf != NULL) {
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (b == NULL) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        if (got == 0) {
-            break;
-        }
-        n += got;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* -log softmax(logits)[target], in double precision. */
 static double nll_of(const float *logits, int64_t n_vocab, int32_t target) {
     float max = logits[0];
@@ -189,7 +160,7 @@ int ts_cmd_perplexity(int argc, char **argv) {
         return rc < 0 ? 0 : rc;
     }
     size_t text_len = 0;
-    char *text = read_file(o.file, &text_len);
+    char *text = ts_cli_read_file(o.file, &text_len);
     if (text == NULL) {
         perror(o.file);
         return 1;

@@ -270,9 +270,9 @@ static char *render_prompt(const run_opts *o, const ts_cli *cli, const char *pro
     if (!o->chat) {
         return strdup(prompt);
     }
-    if (cli->info.chat_template == NULL) {
-        fprintf(stderr, "error: the model has no chat template it recognises; pass "
-                        "--chat-template NAME\n");
+    if (!ts_cli_has_chat_template(cli)) {
+        fprintf(stderr, "error: the model has no usable chat template; pass "
+                        "--chat-template-file F or --chat-template NAME\n");
         return NULL;
     }
     ts_message msgs[2];

@@ -213,7 +213,9 @@ int ts_cmd_serve(int argc, char **argv) {
            "chat template %s%s)\n",
            v6 ? "[" : "", host, v6 ? "]" : "", ts_server_port(srv), sc.model_name,
            (long long)cli.info.n_ctx, (long long)cli.info.max_seqs,
-           cli.info.chat_template != NULL ? cli.info.chat_template : "none",
+           cli.info.chat_template != NULL          ? cli.info.chat_template
+           : cli.info.chat_template_source != NULL ? "Jinja"
+                                                   : "none",
            sc.api_key ? ", API key required" : "");
     char kv[256];
     ts_cli_format_kv(&cli.info, kv, sizeof kv);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "common.h"
 #include "tessera.h"
 
 static void usage(FILE *f) {
@@ -30,34 +31,6 @@ static void usage(FILE *f) {
                "  --ids             print only the ids, space-separated on one line\n"
                "  --parse-special   recognise control tokens such as <|im_start|> in the text\n"
                "  --add-special     add bos/eos as the model asks\n");
-}
-
-/* Reads all of f; returns a malloc'd buffer (never NULL on success). */
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf != NULL) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            break;
-        }
-        if (n == cap) {
-            char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (bigger == NULL) {
-                free(buf);
-                return NULL;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    if (buf != NULL && ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 /* Length of the valid UTF-8 character at p (n bytes available), 0 when invalid. */
@@ -154,7 +127,7 @@ int ts_cmd_tokenize(int argc, char **argv) {
             perror(file);
             return 1;
         }
-        text = read_all(f, &len);
+        text = ts_cli_read_stream(f, &len);
         if (f != stdin) {
             fclose(f);
         }

@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,9 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
     } else if (strcmp(a, "--chat-template") == 0) {
         NEED_VALUE();
         o->ctx.chat_template = val;
+    } else if (strcmp(a, "--chat-template-file") == 0) {
+        NEED_VALUE();
+        o->chat_template_file = val;
     } else if (strcmp(a, "--dump") == 0) {
         NEED_VALUE();
         o->ctx.dump = val;
@@ -207,6 +211,8 @@ void ts_cli_print_common_help(FILE *f) {
             "      --override F=NAME     choose an implementation of a functional family,\n"
             "                            e.g. attention=decomposed (repeatable)\n"
             "      --chat-template NAME  use a built-in chat template instead of the model's\n"
+            "                            (C renderers: chatml, llama3, gemma, mistral-v7, ...)\n"
+            "      --chat-template-file F  a Jinja chat template instead of the model's\n"
             "      --tp N                tensor parallelism: N shards in this process\n"
             "      --tp-mpi              one shard per MPI process (mpirun -np N tessera ...)\n"
             "      --retune              measure which CPU kernel is fastest per weight type\n"
@@ -234,6 +240,17 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
     ts_error err = {0};
     ts_context_params p = o->ctx;
     p.overrides = o->overrides;
+    char *tmpl = NULL;
+    if (o->chat_template_file != NULL) {
+        size_t n = 0;
+        tmpl = ts_cli_read_file(o->chat_template_file, &n);
+        if (tmpl == NULL) {
+            fprintf(stderr, "error: --chat-template-file %s: %s\n", o->chat_template_file,
+                    strerror(errno));
+            return 1;
+        }
+        p.chat_template_source = tmpl;
+    }
     double t0 = ts_cli_now_ms();
     ts_llm_params lp = ts_cli_llm_params();
     ts_status st = ts_llm_open(o->model, &lp, &cli->llm, &err);
@@ -242,6 +259,7 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
         ts_llm_get_info(cli->llm, &cli->model);
         st = ts_context_create(cli->llm, &p, &cli->ctx, &err);
     }
+    free(tmpl); /* the context keeps its own copy */
     if (st == TS_OK && cli->ctx == NULL) {
         /* An MPI follower rank whose group has ended. */
         ts_cli_close(cli);
@@ -254,7 +272,56 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
     }
     ts_context_get_info(cli->ctx, &cli->info);
     ts_cli_print_kernel_notice(&cli->info);
+    if (cli->info.chat_template_notice != NULL && cli->info.chat_template_notice[0] != '\0') {
+        fprintf(stderr, "warning: %s\n", cli->info.chat_template_notice);
+    }
     return 0;
+}
+
+bool ts_cli_has_chat_template(const ts_cli *cli) {
+    return cli->info.chat_template != NULL || cli->info.chat_template_source != NULL;
+}
+
+char *ts_cli_read_stream(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf != NULL) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            break;
+        }
+        if (n == cap) {
+            char *bigger = cap <= SIZE_MAX / 4 ? realloc(buf, cap * 2 + 1) : NULL;
+            if (bigger == NULL) {
+                free(buf);
+                return NULL;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    if (buf != NULL && ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+char *ts_cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+    char *buf = ts_cli_read_stream(f, len);
+    int saved = errno;
+    fclose(f);
+    errno = saved;
+    return buf;
 }
 
 double ts_cli_now_ms(void) {

@@ -18,6 +18,7 @@ typedef struct ts_cli_opts {
     const char *model;                           /* -m */
     ts_context_params ctx;                       /* every other model option */
     const char *overrides[TS_CLI_MAX_OVERRIDES]; /* --override family=name; ctx points here */
+    const char *chat_template_file;              /* --chat-template-file (read at open) */
 } ts_cli_opts;
 
 /* A model and its context; torn down by ts_cli_close. */
@@ -60,6 +61,14 @@ bool ts_cli_check_compare(ts_cli *cli);
  * tokens in the text parsed). *ids is released with ts_free. */
 ts_status ts_cli_tokenize(const ts_cli *cli, const char *text, int32_t **ids, size_t *n,
                           ts_error *err);
+
+/* All of a stream / a file, NUL-terminated (*len excludes the NUL); NULL on a read error or
+ * out of memory (errno says which for files). Released with free(). */
+char *ts_cli_read_stream(FILE *f, size_t *len);
+char *ts_cli_read_file(const char *path, size_t *len);
+
+/* True when the context has a chat template (a built-in family or a Jinja template). */
+bool ts_cli_has_chat_template(const ts_cli *cli);
 
 /* Milliseconds on a monotonic clock. */
 double ts_cli_now_ms(void);

@@ -27,6 +27,7 @@ static const command k_commands[] = {
     {"quantize", ts_cmd_quantize, "requantize an F32/F16/BF16 model to another type"},
     {"tokenize", ts_cmd_tokenize, "show how a model's tokenizer splits text"},
     {"embed", ts_cmd_embed, "embedding vectors of texts (BERT-family encoders, decoders)"},
+    {"template", ts_cmd_template, "render a chat request with a chat template (exact bytes)"},
 };
 
 static void usage(FILE *f) {

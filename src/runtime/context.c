@@ -175,14 +175,7 @@ static ts_status apply_overrides(ts_context *ctx, const ts_context_params *p, ts
 }
 
 static ts_status choose_template(ts_context *ctx, const ts_context_params *p, ts_error *err) {
-    if (p->chat_template != NULL) {
-        ts_status st = ts_chat_template_from_name(p->chat_template, &ctx->tmpl, err);
-        ctx->has_tmpl = st == TS_OK;
-        return st;
-    }
-    ts_error absent = {0};
-    ctx->has_tmpl = ts_tokenizer_chat_template(ctx->llm->tok, &ctx->tmpl, &absent) == TS_OK;
-    return TS_OK;
+    return rt_chat_open(&ctx->chat, ctx->llm, p->chat_template, p->chat_template_source, err);
 }
 
 /* The engine configuration: the engine's defaults for the model, then the parameters. */
@@ -329,7 +322,9 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_bytes = ctx->runner->kv_bytes;
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
-    in->chat_template = ctx->has_tmpl ? ts_chat_family_name(ctx->tmpl.family) : NULL;
+    in->chat_template = ctx->chat.has_family ? ts_chat_family_name(ctx->chat.family.family) : NULL;
+    in->chat_template_source = ctx->chat.tpl != NULL ? ctx->chat.source : NULL;
+    in->chat_template_notice = ctx->chat.notice;
     in->kernels = ctx->kernels;
     in->kernel_notice = ctx->kernel_notice;
     /* The in-process shards' repacked weights too (an MPI rank's are its own). */
@@ -425,6 +420,7 @@ void ts_context_destroy(ts_context *ctx) {
         return;
     }
     rt_batch_free(&ctx->b);
+    rt_chat_close(&ctx->chat);
     ts_engine_destroy(ctx->engine);
     ts_runner_destroy(ctx->runner); /* ends the group's forward: followers stop */
     tp_group_close(&ctx->tp);
@@ -446,22 +442,6 @@ void ts_context_get_info(const ts_context *ctx, ts_context_info *out) {
 
 const ts_llm *ts_context_llm(const ts_context *ctx) {
     return ctx->llm;
-}
-
-ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,
-                                 int add_generation_prompt, char **text, size_t *len,
-                                 ts_error *err) {
-    ts_error local = {0};
-    err = err != NULL ? err : &local;
-    if (ctx == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_prompt: NULL argument");
-    }
-    if (!ctx->has_tmpl) {
-        return ts_error_set(err, TS_ERR_NOT_FOUND,
-                            "the model has no chat template that tessera knows (choose a "
-                            "built-in one by name)");
-    }
-    return rt_chat_render(&ctx->tmpl, msgs, n_msgs, add_generation_prompt, text, len, err);
 }
 
 ts_status rt_use_mode(ts_context *ctx, int mode, const char *fn, bool *claimed, ts_error *err) {

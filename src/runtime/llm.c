@@ -1,6 +1,6 @@
 /*
  * llm.c — models in the public API: opening a file (whole model or vocabulary only), what a
- * model is (ts_llm_info), text <-> tokens, chat templates, and ts_free.
+ * model is (ts_llm_info), text <-> tokens, and ts_free.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +146,26 @@ static ts_status report_unused(ts_llm *llm, const ts_llm_params *params, ts_erro
     return TS_OK;
 }
 
+/* The file's chat template as a C string (it may hold no NUL: the engine takes lengths, but
+ * the public API hands out a C string). */
+static ts_status copy_chat_template(ts_llm *llm, ts_error *err) {
+    const char *src = NULL;
+    size_t len = 0;
+    if (!ts_tokenizer_chat_template_source(llm->tok, &src, &len)) {
+        return TS_OK;
+    }
+    if (memchr(src, '\0', len) != NULL) {
+        return ts_error_set(err, TS_ERR_FORMAT, "tokenizer.chat_template holds a NUL byte");
+    }
+    llm->chat_src = malloc(len + 1);
+    if (llm->chat_src == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "chat template: out of memory (%zu bytes)", len);
+    }
+    memcpy(llm->chat_src, src, len);
+    llm->chat_src[len] = '\0';
+    return TS_OK;
+}
+
 static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm **out,
                           ts_error *err) {
     if (out != NULL) {
@@ -167,6 +187,9 @@ static ts_status llm_open(const char *path, const ts_llm_params *params, ts_llm 
     }
     if (st == TS_OK) {
         st = report_unused(llm, params, err);
+    }
+    if (st == TS_OK) {
+        st = copy_chat_template(llm, err);
     }
     if (st != TS_OK && strstr(err->msg, path) == NULL) {
         ts_error_prefix(err, "%s: ", path); /* every error names the file */
@@ -197,6 +220,7 @@ void ts_llm_close(ts_llm *llm) {
     ts_model_close(llm->model);
     ts_gguf_close(llm->vocab_gguf);
     free(llm->unused);
+    free(llm->chat_src);
     free(llm);
 }
 
@@ -251,34 +275,6 @@ ts_status ts_llm_token_to_piece(const ts_llm *llm, int32_t token, int render_spe
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_token_to_piece: NULL argument");
     }
     return ts_tokenizer_token_to_piece(llm->tok, token, render_special != 0, piece, len, err);
-}
-
-/* Renders msgs with tmpl (shared by ts_llm_chat_prompt and ts_context_chat_prompt). */
-ts_status rt_chat_render(const ts_chat_template *tmpl, const ts_message *msgs, size_t n_msgs,
-                         int add_generation_prompt, char **text, size_t *len, ts_error *err) {
-    size_t n = 0;
-    ts_status st = ts_chat_apply(tmpl, msgs, n_msgs, add_generation_prompt != 0, text, &n, err);
-    if (st == TS_OK && len != NULL) {
-        *len = n;
-    }
-    return st;
-}
-
-ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_message *msgs,
-                             size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
-                             ts_error *err) {
-    ts_error local = {0};
-    err = err != NULL ? err : &local;
-    if (llm == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_chat_prompt: NULL argument");
-    }
-    ts_chat_template tmpl;
-    ts_status st = name != NULL ? ts_chat_template_from_name(name, &tmpl, err)
-                                : ts_tokenizer_chat_template(llm->tok, &tmpl, err);
-    if (st != TS_OK) {
-        return st;
-    }
-    return rt_chat_render(&tmpl, msgs, n_msgs, add_generation_prompt, text, len, err);
 }
 
 void ts_free(void *p) {

@@ -7,9 +7,9 @@
  * name, debugging hooks, functional overrides, the tensor-parallel group, the runner, the KV
  * cache sizing and the engine (ts_context). Nothing here computes.
  *
- * Files: llm.c (models, tokens, chat), context.c (making and tearing down a context, reports),
- * tp_group.c (the shards of --tp / --tp-mpi), requests.c (the engine's request API and
- * ts_context_generate), decode.c (the batch API over the KV block manager), quantize.c.
+ * Files: llm.c (models, tokens), chat.c (chat templates), context.c (making and tearing down a
+ * context, reports), tp_group.c (the shards of --tp / --tp-mpi), requests.c (the engine's request
+ * API and ts_context_generate), decode.c (the batch API over the KV block manager), quantize.c.
  *
  * Error rule: the public functions accept a NULL ts_error and substitute a local one, so inside
  * src/ an error buffer is never NULL.
@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "model/runner.h"
 #include "model/tp.h"
+#include "template/jinja.h"
 #include "tessera.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,7 +40,19 @@ struct ts_llm {
     char file_type[32];
     ts_llm_info info; /* strings point into this struct */
     char *unused;     /* info.unused_tensors when not "" (owned) */
+    char *chat_src;   /* tokenizer.chat_template NUL-terminated (owned); NULL when absent */
 };
+
+/* The chat template a context (or one ts_llm_chat_render call) renders with (chat.c): a
+ * built-in family, or a compiled Jinja template. */
+typedef struct rt_chat {
+    bool has_family;
+    ts_chat_template family;
+    ts_tpl *tpl;                         /* NULL when a family renders or there is no template */
+    char *source;                        /* the Jinja text (owned), also when it did not compile */
+    char broken[TS_ERROR_MSG_MAX + 32];  /* why the model's own template did not compile, or "" */
+    char notice[TS_ERROR_MSG_MAX + 128]; /* what was done about it (a warning), or "" */
+} rt_chat;
 
 /* The shards of a tensor-parallel context (tp_group.c). */
 typedef struct tp_group {
@@ -101,8 +114,7 @@ struct ts_context {
     ts_runner *runner;
     ts_engine *engine;
     ts_engine_config ec; /* after defaults */
-    ts_chat_template tmpl;
-    bool has_tmpl;
+    rt_chat chat;
     ts_context_info info;
     char kv_type[8];
     char kernels[512];        /* info.kernels */
@@ -119,9 +131,17 @@ struct ts_context {
 ts_status rt_batch_init(ts_context *ctx, ts_error *err);
 void rt_batch_free(rt_batch *b);
 
-/* Renders msgs with a chat template (llm.c). */
-ts_status rt_chat_render(const ts_chat_template *tmpl, const ts_message *msgs, size_t n_msgs,
-                         int add_generation_prompt, char **text, size_t *len, ts_error *err);
+/* Chooses the template (chat.c): the family `name`, else the Jinja `source`, else the
+ * model's own. A model template that does not compile is not an error here (completions still
+ * work): c->broken says why and a family its markers name renders instead when there is one. */
+ts_status rt_chat_open(rt_chat *c, const ts_llm *llm, const char *name, const char *source,
+                       ts_error *err);
+void rt_chat_close(rt_chat *c);
+/* Renders a chat request (see ts_llm_chat_render); opt may be NULL. */
+ts_status rt_chat_apply(const rt_chat *c, const ts_llm *llm, const ts_chat_options *opt,
+                        const char *json, size_t len, char **text, size_t *out_len, ts_error *err);
+/* {"messages":[{"role","content"}...],"add_generation_prompt":b}; NULL when out of memory. */
+char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_generation_prompt);
 
 /* Picks the context's mode for this call: TS_ERR_STATE when the other one is in use.
  * *claimed tells whether this call chose it (so that a call that then fails can give it back

@@ -136,6 +136,12 @@ void ts_api_request_free(ts_api_request *r);
 ts_status ts_api_parse_embeddings(const cJSON *root, const ts_api_limits *lim, ts_api_request *r,
                                   ts_api_error *err);
 
+/* The chat fields (api_chat.c; called by ts_api_parse after the messages' roles and contents):
+ * tools, tool_choice, parallel_tool_calls, chat_template_kwargs, add_generation_prompt,
+ * tool calls and tool results in messages; builds r->chat_json from the body's text. */
+ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len, ts_api_request *r,
+                            ts_api_error *err);
+
 /* Sets *err and returns TS_ERR_INVALID_ARG (or TS_ERR_NOT_FOUND for 404). */
 ts_status ts_api_error_set(ts_api_error *err, int status, const char *type, const char *param,
                            const char *code, const char *fmt, ...)

@@ -298,8 +298,11 @@ static ts_status parse_messages(const cJSON *root, ts_api_request *r, ts_api_err
             r->messages[i].role = "user";
         } else if (strcmp(rs, "assistant") == 0) {
             r->messages[i].role = "assistant";
+        } else if (strcmp(rs, "tool") == 0) {
+            r->messages[i].role = "tool";
         } else {
-            return BAD(name, "%s '%.64s' is not supported (system, developer, user, assistant)",
+            return BAD(name,
+                       "%s '%.64s' is not supported (system, developer, user, assistant, tool)",
                        name, rs);
         }
         r->n_messages++;
@@ -432,10 +435,6 @@ static ts_status reject_unsupported(const cJSON *root, ts_api_request *r, ts_api
     if (v != NULL && !(is_integer(v, 1, 1e9) && (int32_t)v->valuedouble == r->params.n)) {
         return BAD("best_of", "best_of must equal n (best-of selection is not supported)");
     }
-    v = field(root, "tools");
-    if (v != NULL && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)) {
-        return BAD("tools", "tools are not supported");
-    }
     v = field(root, "response_format");
     if (v != NULL) {
         const cJSON *t = cJSON_IsObject(v) ? field(v, "type") : NULL;
@@ -537,8 +536,8 @@ static ts_status parse_generation(const cJSON *root, const ts_api_limits *lim, t
     return st;
 }
 
-static ts_status parse_body(ts_api_kind kind, const cJSON *root, const ts_api_limits *lim,
-                            ts_api_request *r, ts_api_error *err) {
+static ts_status parse_body(ts_api_kind kind, const char *body, size_t len, const cJSON *root,
+                            const ts_api_limits *lim, ts_api_request *r, ts_api_error *err) {
     ts_status st = parse_model(root, lim, err);
     if (st != TS_OK) {
         return st;
@@ -550,12 +549,13 @@ static ts_status parse_body(ts_api_kind kind, const cJSON *root, const ts_api_li
         return st == TS_OK ? parse_generation(root, lim, r, err) : st;
     case TS_API_CHAT:
         st = parse_messages(root, r, err);
+        st = st == TS_OK ? ts_api_parse_chat(root, body, len, r, err) : st;
         return st == TS_OK ? parse_generation(root, lim, r, err) : st;
     case TS_API_TOKENIZE:
         if (field(root, "messages") != NULL) {
             st = parse_messages(root, r, err);
             if (st == TS_OK) {
-                st = get_bool(root, "add_generation_prompt", &r->add_generation_prompt, err);
+                st = ts_api_parse_chat(root, body, len, r, err);
             }
         } else {
             st = parse_prompt(root, lim, r, err);
@@ -616,7 +616,7 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_
     } else if (!cJSON_IsObject(root)) {
         st = BAD(NULL, "the body must be a JSON object, got %s", type_name(root));
     } else {
-        st = parse_body(kind, root, limits, out, err);
+        st = parse_body(kind, body, len, root, limits, out, err);
     }
     if (st != TS_OK) {
         ts_api_request_free(out);
@@ -642,6 +642,7 @@ void ts_api_request_free(ts_api_request *r) {
     free(r->inputs);
     free(r->owned_texts);
     free(r->messages);
+    free(r->chat_json);
     free(r->tokens);
     free(r->bias);
     cJSON_Delete(r->root);

@@ -36,12 +36,15 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
     size_t len = 0;
     ts_error e = {0};
     if (r->kind == TS_API_CHAT || (r->kind == TS_API_TOKENIZE && r->n_messages > 0)) {
-        ts_status st = ts_context_chat_prompt(s->ctx, r->messages, (size_t)r->n_messages,
-                                              r->add_generation_prompt, &rendered, &len, &e);
+        ts_status st =
+            ts_context_chat_render(s->ctx, r->chat_json, strlen(r->chat_json), &rendered, &len, &e);
         if (st == TS_ERR_NOT_FOUND) {
             return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                    "the model has no chat template this server recognises "
-                                    "(start the server with --chat-template NAME)");
+                                    "the model has no chat template (start the server with "
+                                    "--chat-template-file F or --chat-template NAME)");
+        }
+        if (st == TS_ERR_NOMEM) {
+            return ts_api_error_set(err, 500, "server_error", "messages", NULL, "%s", e.msg);
         }
         if (st != TS_OK) {
             return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,

@@ -173,6 +173,12 @@ ts_status ts_chat_template_detect(const char *tmpl, size_t n, ts_chat_template *
     return TS_OK;
 }
 
+bool ts_tokenizer_chat_template_source(const ts_tokenizer *t, const char **src, size_t *len) {
+    *src = t->chat_template.ptr;
+    *len = (size_t)t->chat_template.len;
+    return t->chat_template.ptr != NULL;
+}
+
 ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out, ts_error *err) {
     if (t->chat_template.ptr == NULL) {
         return ts_error_set(err, TS_ERR_NOT_FOUND,

@@ -184,6 +184,10 @@ const char *ts_chat_family_name(ts_chat_family family);
 ts_status ts_chat_template_detect(const char *tmpl, size_t len, ts_chat_template *out,
                                   ts_error *err);
 
+/* The tokenizer.chat_template text (a view into the file, not NUL-terminated); false when the
+ * file has none. */
+bool ts_tokenizer_chat_template_source(const ts_tokenizer *t, const char **src, size_t *len);
+
 /* Detects the template stored in the tokenizer's GGUF (tokenizer.chat_template);
  * TS_ERR_NOT_FOUND when the file has none. */
 ts_status ts_tokenizer_chat_template(const ts_tokenizer *t, ts_chat_template *out, ts_error *err);

@@ -19,7 +19,17 @@ const char *const ts_tiny_archs[] = {
 const char *const ts_tiny_encoders[] = {"bert", "nomic-bert", NULL};
 
 /* What a tensor's values look like. */
-typedef enum kind { K_MATRIX, K_EMBD, K_OUTPUT, K_NORM, K_BIAS, K_POS, K_EXTRA, K_ROUTER, K_SINK } kind;
+typedef enum kind {
+    K_MATRIX,
+    K_EMBD,
+    K_OUTPUT,
+    K_NORM,
+    K_BIAS,
+    K_POS,
+    K_EXTRA,
+    K_ROUTER,
+    K_SINK
+} kind;
 
 typedef struct tdesc {
     char name[64];
@@ -269,10 +279,11 @@ static void build_list(tlist *l) {
     bool qk_full = is(s, "olmo2") || is(s, "olmoe");
     int64_t qn = qk_full ? Q : D, kn = qk_full ? KV : D;
     bool parallel = is(s, "cohere2"); /* one norm feeds attention and FFN */
-    bool oss = is(s, "gpt-oss"); /* biases everywhere, attention sinks */
+    bool oss = is(s, "gpt-oss");      /* biases everywhere, attention sinks */
     bool bias = is(s, "qwen2") || is(s, "qwen2moe") || is(s, "glm4moe") || s->qkv_bias || oss;
     bool moe = is(s, "qwen3moe") || is(s, "qwen2moe") || is(s, "mixtral") || is(s, "olmoe") ||
-               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe") || oss;
+               is(s, "granitemoe") || is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe") ||
+               oss;
     /* exp_probs_b, and a dense layer 0 */
     bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
     int64_t n_dense = sel_bias ? 1 : 0;
@@ -423,19 +434,33 @@ static void fill_values(const ts_tiny_spec *s, const tdesc *d, float *v, int64_t
     uint64_t st = name_seed(s->seed, d->name);
     float a = 1.0f;
     switch (d->k) {
-    case K_MATRIX: a = sqrtf(3.0f / (float)d->ne[0]); break;
+    case K_MATRIX:
+        a = sqrtf(3.0f / (float)d->ne[0]);
+        break;
     case K_ROUTER:
         a = 4.0f * sqrtf(3.0f / (float)d->ne[0]);
         break;
-    case K_OUTPUT: a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]); break;
-    case K_EMBD: a = 1.0f; break;
-    case K_POS: a = 0.3f; break;
+    case K_OUTPUT:
+        a = s->logit_scale * sqrtf(3.0f / (float)d->ne[0]);
+        break;
+    case K_EMBD:
+        a = 1.0f;
+        break;
+    case K_POS:
+        a = 0.3f;
+        break;
     case K_EXTRA:
         a = 1.0f;
         break;
-    case K_BIAS: a = 0.1f; break;
-    case K_SINK: a = 2.0f; break;
-    case K_NORM: a = 0.2f; break;
+    case K_BIAS:
+        a = 0.1f;
+        break;
+    case K_SINK:
+        a = 2.0f;
+        break;
+    case K_NORM:
+        a = 0.2f;
+        break;
     }
     for (int64_t i = 0; i < n; i++) {
         v[i] = a * uniform(&st) + (d->k == K_NORM ? 1.0f : 0.0f);
@@ -531,16 +556,14 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
         vpush(vb, t, 6, 0.0f);
     }
     static const char *const words[] = {
-        SP,          SP "the",   SP "cat", SP "sat",   SP "on",   SP "mat",  SP "hello",
-        SP "world",  SP "a",     SP "is",  SP "of",    SP "and",  "th",      "he",
-        "in",        "er",       "an",     "re",       ".",       ",",       "!",
-        "?",         "0",        "1",      "2",        "3",       "4",       "5",
-        "6",         "7",        "8",      "9",        SP "t",    SP "c",    SP "s",
-        SP "o",      SP "m",     SP "h",   SP "w",     "e",       "t",       "a",
-        "o",         "i",        "n",      "s",        "h",       "r",       "d",
-        "l",         "c",        "u",      "m",        "w",       "f",       "g",
-        "y",         "p",        "b",      "v",        "k",       "x",       "j",
-        "q",         "z",
+        SP,      SP "the", SP "cat", SP "sat", SP "on", SP "mat", SP "hello", SP "world", SP "a",
+        SP "is", SP "of",  SP "and", "th",     "he",    "in",     "er",       "an",       "re",
+        ".",     ",",      "!",      "?",      "0",     "1",      "2",        "3",        "4",
+        "5",     "6",      "7",      "8",      "9",     SP "t",   SP "c",     SP "s",     SP "o",
+        SP "m",  SP "h",   SP "w",   "e",      "t",     "a",      "o",        "i",        "n",
+        "s",     "h",      "r",      "d",      "l",     "c",      "u",        "m",        "w",
+        "f",     "g",      "y",      "p",      "b",     "v",      "k",        "x",        "j",
+        "q",     "z",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0] && vb->n < n; i++) {
         vpush(vb, words[i], 1, (float)strlen(words[i]) - 10.0f);
@@ -564,8 +587,8 @@ static ts_status build_vocab(int64_t n, vocab *vb, ts_error *err) {
 
 /* ---- metadata ----------------------------------------------------------------------------- */
 
-static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix,
-                         int64_t v, ts_error *err) {
+static ts_status key_u32(ts_gguf_writer *w, const ts_tiny_spec *s, const char *suffix, int64_t v,
+                         ts_error *err) {
     if (s->omit_key != NULL && strcmp(s->omit_key, suffix) == 0) {
         return TS_OK;
     }
@@ -633,7 +656,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     }
     bool sel_bias = is(s, "dots1") || is(s, "glm4moe") || is(s, "ernie4_5_moe");
     bool ernie_moe = is(s, "ernie4_5_moe");
-    if (s->n_expert > 0 && (is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias || is(s, "gpt-oss")) &&
+    if (s->n_expert > 0 &&
+        (is(s, "qwen3moe") || is(s, "qwen2moe") || sel_bias || is(s, "gpt-oss")) &&
         (st = key_u32(w, s, "expert_feed_forward_length", s->n_ff_exp, err))) {
         return st;
     }
@@ -693,9 +717,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         return st;
     }
     if ((st = ts_gguf_writer_add_cstr(w, "tokenizer.ggml.model", "llama", err)) ||
-        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens",
-                                           (const char *const *)vb->tok, (uint64_t)vb->n,
-                                           err)) ||
+        (st = ts_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)vb->tok,
+                                           (uint64_t)vb->n, err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.scores", TS_GGUF_FLOAT32, vb->score,
                                        (uint64_t)vb->n, err)) ||
         (st = ts_gguf_writer_add_array(w, "tokenizer.ggml.token_type", TS_GGUF_INT32, vb->type,
@@ -706,6 +729,9 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
         (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", !s->no_add_bos, err)) ||
         (st = ts_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false, err))) {
         return st;
+    }
+    if (s->chat_template != NULL) {
+        return ts_gguf_writer_add_cstr(w, "tokenizer.chat_template", s->chat_template, err);
     }
     return TS_OK;
 }

@@ -45,34 +45,35 @@
 #include "tessera.h"
 
 #define TS_TINY_MIN_VOCAB 320
-#define TS_TINY_BOS 1
-#define TS_TINY_EOS 2
+#define TS_TINY_BOS       1
+#define TS_TINY_EOS       2
 
 typedef struct ts_tiny_spec {
     const char *arch;      /* layout family: one of ts_tiny_archs */
     const char *arch_name; /* general.architecture written (NULL: arch) */
     uint64_t seed;
-    ts_type wtype;     /* matrices and token_embd */
-    ts_type vec_type;  /* norm weights and biases: F32 (default), F16 or BF16 */
-    int64_t n_vocab;   /* rows of token_embd = tokenizer size (>= TS_TINY_MIN_VOCAB) */
+    ts_type wtype;    /* matrices and token_embd */
+    ts_type vec_type; /* norm weights and biases: F32 (default), F16 or BF16 */
+    int64_t n_vocab;  /* rows of token_embd = tokenizer size (>= TS_TINY_MIN_VOCAB) */
     int64_t n_ctx_train;
     int64_t n_embd;
     int64_t n_ff;
     int64_t n_layer;
     int64_t n_head;
     int64_t n_head_kv;
-    int64_t head_dim;  /* 0: n_embd / n_head (no key_length key); else written explicitly */
-    int64_t n_swa;     /* gemma2/gemma3/cohere2 attention.sliding_window (0: not written) */
+    int64_t head_dim;    /* 0: n_embd / n_head (no key_length key); else written explicitly */
+    int64_t n_swa;       /* gemma2/gemma3/cohere2 attention.sliding_window (0: not written) */
     float attn_softcap;  /* gemma2 attn_logit_softcapping (0: not written) */
     float final_softcap; /* gemma2 final_logit_softcapping (0: not written) */
     float rope_base;
     float norm_eps;
-    bool tied_output;  /* leave out output.weight (where the family allows it) */
-    bool qkv_bias;     /* llama/qwen3/gemma: also write the optional Q/K/V biases */
-    float logit_scale; /* multiplies the output matrix (1: unit-variance logits) */
+    bool tied_output;    /* leave out output.weight (where the family allows it) */
+    bool qkv_bias;       /* llama/qwen3/gemma: also write the optional Q/K/V biases */
+    float logit_scale;   /* multiplies the output matrix (1: unit-variance logits) */
     int64_t swa_pattern; /* attention.sliding_window_pattern (0: key not written) */
-    uint32_t pooling;  /* encoders: <arch>.pooling_type written (bert default: 1, mean) */
-    bool no_add_bos;   /* write add_bos_token = false (tokenizing adds no BOS, as SmolLM2's) */
+    uint32_t pooling;    /* encoders: <arch>.pooling_type written (bert default: 1, mean) */
+    bool no_add_bos;     /* write add_bos_token = false (tokenizing adds no BOS, as SmolLM2's) */
+    const char *chat_template; /* tokenizer.chat_template written (NULL: none) */
     /* Fault injection (NULL: none). */
     const char *omit;
     const char *reshape;

@@ -55,6 +55,16 @@ static void check_request(const ts_api_request *r, ts_api_kind kind, const ts_ap
     for (int32_t i = 0; i < r->n_messages; i++) {
         CHECK(r->messages[i].role != NULL && r->messages[i].content != NULL);
     }
+    if (kind == TS_API_CHAT) {
+        /* The template's variables are built from the body's text: always one JSON object
+         * holding every message. */
+        CHECK(r->chat_json != NULL);
+        cJSON *vars = cJSON_Parse(r->chat_json);
+        CHECK(cJSON_IsObject(vars));
+        CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(vars, "messages")) ==
+              r->n_messages);
+        cJSON_Delete(vars);
+    }
     CHECK(r->n_prompts >= 0 && r->n_prompts <= TS_API_MAX_PROMPTS);
     for (int32_t p = 0; p < r->n_prompts; p++) {
         const ts_api_prompt *pr = &r->prompts[p];

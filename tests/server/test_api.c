@@ -286,8 +286,8 @@ static void test_bad_bodies(void **state) {
     expect_bad(H, "{\"messages\":[]}", 400, "messages", "1 to 1024");
     expect_bad(H, "{\"messages\":[5]}", 400, "messages[0]", "an object");
     expect_bad(H, "{\"messages\":[{\"content\":\"x\"}]}", 400, "messages[0].role", "string");
-    expect_bad(H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0].role",
-               "'tool'");
+    expect_bad(H, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400,
+               "messages[0].role", "'function'");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\"}]}", 400, "messages[0].content", "required");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages[0].content",
                "a number");
@@ -304,7 +304,103 @@ static void test_bad_bodies(void **state) {
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400,
                "logprobs", "boolean");
     expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 400,
-               "tools", "not supported");
+               "tools[0]", "function must be an object");
+}
+
+/* The template's variables: the body's own text with roles, text parts and string arguments
+ * normalised, tools, reasoning_effort and chat_template_kwargs at the top. */
+static void test_chat_json(void **state) {
+    (void)state;
+    const ts_api_kind H = TS_API_CHAT;
+    ts_api_request r;
+    ts_api_error e;
+    const char *body =
+        "{\"model\":\"tiny\", \"messages\": [ {\"role\":\"developer\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"one\"},"
+        "{\"type\":\"text\",\"text\":\"tw\\u00f6\"}]},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\": 1.0}\"}},"
+        "{\"id\":\"c2\",\"function\":{\"name\":\"g\",\"arguments\":{\"y\": [2.50, 1e3]}}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":0.0}}}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+        "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}},"
+        "\"parallel_tool_calls\":false,\"reasoning_effort\":\"low\","
+        "\"chat_template_kwargs\":{\"enable_thinking\":false,\"x\":1.0}}";
+    assert_int_equal(parse(TS_API_CHAT, body, &r, &e), TS_OK);
+    assert_true(r.has_tools);
+    assert_int_equal(r.tool_choice, TS_API_TOOL_NAMED);
+    assert_string_equal(r.tool_choice_name, "g");
+    assert_false(r.parallel_tool_calls);
+    assert_string_equal(
+        r.chat_json,
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":\"one\\ntw\xc3\xb6\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"x\": 1.0}}},"
+        "{\"id\":\"c2\",\"function\":{\"name\":\"g\",\"arguments\":{\"y\": [2.50, 1e3]}}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"42\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":0.0}}}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+        "\"reasoning_effort\":\"low\",\"add_generation_prompt\":true,"
+        "\"enable_thinking\":false,\"x\":1.0}");
+    ts_api_request_free(&r);
+
+    /* No tools, tool_choice none: nothing to parse, tools still shown to the template. */
+    assert_int_equal(parse(TS_API_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                           "\"add_generation_prompt\":false}",
+                           &r, &e),
+                     TS_OK);
+    assert_false(r.has_tools);
+    assert_true(r.parallel_tool_calls);
+    assert_string_equal(r.chat_json, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                     "\"add_generation_prompt\":false}");
+    ts_api_request_free(&r);
+    assert_int_equal(parse(TS_API_CHAT,
+                           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":"
+                           "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                           "\"tool_choice\":\"none\"}",
+                           &r, &e),
+                     TS_OK);
+    assert_false(r.has_tools);
+    assert_int_equal(r.tool_choice, TS_API_TOOL_NONE);
+    assert_non_null(strstr(r.chat_json, "\"tools\":[{"));
+    ts_api_request_free(&r);
+
+    const char *U = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    char b[512];
+#define BODY(rest) (snprintf(b, sizeof b, "%s%s", U, rest), b)
+    expect_bad(H, BODY("\"tools\":{}}"), 400, "tools", "an array");
+    expect_bad(H, BODY("\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]}"), 400,
+               "tools[0]", "\"function\"");
+    expect_bad(H, BODY("\"tools\":[{\"function\":{\"name\":\"\"}}]}"), 400,
+               "tools[0].function.name", "non-empty");
+    expect_bad(H, BODY("\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":[]}}]}"), 400,
+               "tools[0].function.parameters", "JSON Schema");
+    expect_bad(H, BODY("\"tool_choice\":\"always\"}"), 400, "tool_choice", "'always'");
+    expect_bad(H, BODY("\"tool_choice\":\"required\"}"), 400, "tool_choice", "needs tools");
+    expect_bad(H, BODY("\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}}"),
+               400, "tool_choice", "not in tools");
+    expect_bad(H, BODY("\"parallel_tool_calls\":1}"), 400, "parallel_tool_calls", "boolean");
+    expect_bad(H, BODY("\"chat_template_kwargs\":[1]}"), 400, "chat_template_kwargs", "object");
+    expect_bad(H, BODY("\"add_generation_prompt\":\"yes\"}"), 400, "add_generation_prompt",
+               "boolean");
+#undef BODY
+    expect_bad(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", 400,
+               "messages[0].tool_calls", "only allowed in assistant");
+    expect_bad(H,
+               "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+               "{\"name\":3}}]}]}",
+               400, "messages[0].tool_calls[0]", "name must be a string");
+    expect_bad(H,
+               "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+               "{\"name\":\"f\",\"arguments\":5}}]}]}",
+               400, "messages[0].tool_calls[0]", "arguments");
+    expect_bad(H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\",\"tool_call_id\":7}]}", 400,
+               "messages[0].tool_call_id", "a string");
 }
 
 static void test_hostile_bytes(void **state) {
@@ -514,6 +610,7 @@ int main(void) {
         cmocka_unit_test(test_completion_ok),
         cmocka_unit_test(test_completion_defaults_and_forms),
         cmocka_unit_test(test_chat_ok),
+        cmocka_unit_test(test_chat_json),
         cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_embeddings_bodies),
         cmocka_unit_test(test_bad_bodies),

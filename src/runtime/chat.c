@@ -1,0 +1,443 @@
+/*
+ * chat.c — chat requests in the public API: choosing a template (a built-in family, a Jinja
+ * text given by the caller, or the model's own) and rendering a request with it.
+ *
+ * A request is a JSON object as OpenAI's chat API shapes it (messages, tools, ...). For a
+ * Jinja template it becomes the template's variables as it is, with bos_token, eos_token and
+ * add_generation_prompt added when absent; the built-in families read only each message's role
+ * and text. The model's template is compiled once per context (rt_chat_open) and rendered per
+ * request; the sandboxed engine itself lives in src/template/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "runtime/runtime.h"
+#include "util/error.h"
+
+/* ---- JSON text ------------------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) {
+        return;
+    }
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) {
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(sbuf *b, const char *s) {
+    sb_put(b, s, strlen(s));
+}
+
+/* s[0..n) as a JSON string literal (UTF-8 kept; control bytes escaped). */
+static void sb_json_str(sbuf *b, const char *s, size_t n) {
+    sb_put(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            continue;
+        }
+        sb_put(b, s + run, i - run);
+        run = i + 1;
+        char esc[8];
+        switch (c) {
+        case '"':
+            sb_puts(b, "\\\"");
+            break;
+        case '\\':
+            sb_puts(b, "\\\\");
+            break;
+        case '\n':
+            sb_puts(b, "\\n");
+            break;
+        case '\r':
+            sb_puts(b, "\\r");
+            break;
+        case '\t':
+            sb_puts(b, "\\t");
+            break;
+        default:
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sb_puts(b, esc);
+        }
+    }
+    sb_put(b, s + run, n - run);
+    sb_put(b, "\"", 1);
+}
+
+char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_generation_prompt) {
+    sbuf b = {0};
+    sb_puts(&b, "{\"messages\":[");
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *role = msgs[i].role != NULL ? msgs[i].role : "";
+        const char *content = msgs[i].content != NULL ? msgs[i].content : "";
+        sb_puts(&b, i ? ",{\"role\":" : "{\"role\":");
+        sb_json_str(&b, role, strlen(role));
+        sb_puts(&b, ",\"content\":");
+        sb_json_str(&b, content, strlen(content));
+        sb_puts(&b, "}");
+    }
+    sb_puts(&b, add_generation_prompt ? "],\"add_generation_prompt\":true}"
+                                      : "],\"add_generation_prompt\":false}");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+/* ---- choosing the template ------------------------------------------------------------------ */
+
+ts_status rt_chat_open(rt_chat *c, const ts_llm *llm, const char *name, const char *source,
+                       ts_error *err) {
+    memset(c, 0, sizeof *c);
+    if (name != NULL) {
+        ts_status st = ts_chat_template_from_name(name, &c->family, err);
+        c->has_family = st == TS_OK;
+        return st;
+    }
+    bool own = source == NULL;
+    size_t len = 0;
+    if (own) {
+        source = llm != NULL ? llm->chat_src : NULL;
+        if (source == NULL) {
+            return TS_OK; /* none: rendering says so */
+        }
+    }
+    len = strlen(source);
+    c->source = malloc(len + 1);
+    if (c->source == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "chat template: out of memory (%zu bytes)", len);
+    }
+    memcpy(c->source, source, len + 1);
+    ts_status st = ts_tpl_compile(c->source, len, &c->tpl, err);
+    if (st == TS_OK) {
+        return TS_OK;
+    }
+    if (!own) {
+        ts_error_prefix(err, "chat template: ");
+        rt_chat_close(c);
+        return st;
+    }
+    /* The model's own template does not compile here: a model is still usable for
+     * completions, so the context keeps the reason and renders with the built-in family its
+     * markers name when there is one. */
+    snprintf(c->broken, sizeof c->broken, "the model's chat template: %s", err->msg);
+    ts_error none = {0};
+    c->has_family = ts_chat_template_detect(c->source, len, &c->family, &none) == TS_OK;
+    if (c->has_family) {
+        snprintf(c->notice, sizeof c->notice,
+                 "%s; using the built-in '%s' template its markers name", c->broken,
+                 ts_chat_family_name(c->family.family));
+    } else {
+        snprintf(c->notice, sizeof c->notice, "%s; chat requests will fail", c->broken);
+    }
+    ts_error_clear(err);
+    return TS_OK;
+}
+
+void rt_chat_close(rt_chat *c) {
+    ts_tpl_free(c->tpl);
+    free(c->source);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- rendering ------------------------------------------------------------------------------ */
+
+/* The built-in family's rendering of the request's messages (role and text only). */
+static ts_status render_family(const rt_chat *c, const char *json, size_t len, char **text,
+                               size_t *out_len, ts_error *err) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (root == NULL || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return ts_error_set(err, TS_ERR_FORMAT, "chat request: not a JSON object");
+    }
+    const char *fam = ts_chat_family_name(c->family.family);
+    ts_status st = TS_OK;
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    int n = cJSON_GetArraySize(msgs);
+    ts_message *m = calloc((size_t)(n > 0 ? n : 1), sizeof *m);
+    char **joined = calloc((size_t)(n > 0 ? n : 1), sizeof *joined);
+    if (m == NULL || joined == NULL) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "chat request: out of memory");
+    } else if (!cJSON_IsArray(msgs)) {
+        st = ts_error_set(err, TS_ERR_FORMAT, "chat request: messages must be an array");
+    } else if (tools != NULL && !cJSON_IsNull(tools) && cJSON_GetArraySize(tools) > 0) {
+        st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                          "the built-in '%s' template does not render tools (use the model's "
+                          "Jinja template or --chat-template-file)",
+                          fam);
+    }
+    for (int i = 0; st == TS_OK && i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!cJSON_IsString(role)) {
+            st = ts_error_set(err, TS_ERR_FORMAT,
+                              "chat request: messages[%d].role must be a string", i);
+            break;
+        }
+        if (strcmp(role->valuestring, "system") != 0 && strcmp(role->valuestring, "user") != 0 &&
+            strcmp(role->valuestring, "assistant") != 0) {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                              "the built-in '%s' template renders system, user and assistant "
+                              "turns only; messages[%d] has role '%s'",
+                              fam, i, role->valuestring);
+            break;
+        }
+        if (cJSON_GetObjectItemCaseSensitive(msg, "tool_calls") != NULL &&
+            cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(msg, "tool_calls")) > 0) {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                              "the built-in '%s' template does not render tool calls "
+                              "(messages[%d])",
+                              fam, i);
+            break;
+        }
+        m[i].role = role->valuestring;
+        if (cJSON_IsString(content)) {
+            m[i].content = content->valuestring;
+        } else if (content == NULL || cJSON_IsNull(content)) {
+            m[i].content = "";
+        } else if (cJSON_IsArray(content)) {
+            sbuf b = {0};
+            sb_puts(&b, "");
+            const cJSON *part;
+            cJSON_ArrayForEach(part, content) {
+                const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (cJSON_IsString(t)) {
+                    sb_puts(&b, t->valuestring);
+                }
+            }
+            if (b.oom) {
+                free(b.p);
+                st = ts_error_set(err, TS_ERR_NOMEM, "chat request: out of memory");
+                break;
+            }
+            joined[i] = b.p;
+            m[i].content = b.p;
+        } else {
+            st = ts_error_set(err, TS_ERR_FORMAT,
+                              "chat request: messages[%d].content must be a string or a list of "
+                              "text parts",
+                              i);
+        }
+    }
+    if (st == TS_OK) {
+        bool gen = agp == NULL || cJSON_IsTrue(agp);
+        st = ts_chat_apply(&c->family, m, (size_t)n, gen, text, out_len, err);
+    }
+    for (int i = 0; joined != NULL && i < n; i++) {
+        free(joined[i]);
+    }
+    free(joined);
+    free(m);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The text of a special token, or "" when the vocabulary has none. */
+static const char *special_text(const ts_tokenizer *tok, ts_token id, size_t *len) {
+    const char *t = NULL;
+    ts_error none = {0};
+    if (tok == NULL || id < 0 || ts_tokenizer_token_text(tok, id, &t, len, &none) != TS_OK) {
+        *len = 0;
+        return "";
+    }
+    return t;
+}
+
+/* The request with bos_token, eos_token and add_generation_prompt added where absent. The
+ * given text is kept as it is (its numbers stay as written, e.g. 1.0 vs 1). */
+static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_error *err) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (root == NULL || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        ts_error_set(err, TS_ERR_FORMAT, "chat request: not a JSON object");
+        return NULL;
+    }
+    const ts_tokenizer *tok = llm != NULL ? llm->tok : NULL;
+    const ts_tokenizer_special *sp = tok != NULL ? ts_tokenizer_get_special(tok) : NULL;
+    sbuf b = {0};
+    sb_puts(&b, "{");
+    size_t n;
+    if (cJSON_GetObjectItemCaseSensitive(root, "bos_token") == NULL) {
+        const char *t = special_text(tok, sp != NULL ? sp->bos : -1, &n);
+        sb_puts(&b, "\"bos_token\":");
+        sb_json_str(&b, t, n);
+        sb_puts(&b, ",");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(root, "eos_token") == NULL) {
+        const char *t = special_text(tok, sp != NULL ? sp->eos : -1, &n);
+        sb_puts(&b, "\"eos_token\":");
+        sb_json_str(&b, t, n);
+        sb_puts(&b, ",");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt") == NULL) {
+        sb_puts(&b, "\"add_generation_prompt\":true,");
+    }
+    bool empty = root->child == NULL;
+    cJSON_Delete(root);
+    const char *open = memchr(json, '{', len);
+    size_t rest = (size_t)(json + len - (open + 1));
+    if (empty) {
+        if (b.n > 1) {
+            b.n--; /* the last comma */
+        }
+        sb_puts(&b, "}");
+    } else {
+        sb_put(&b, open + 1, rest);
+    }
+    if (b.oom) {
+        free(b.p);
+        ts_error_set(err, TS_ERR_NOMEM, "chat request: out of memory");
+        return NULL;
+    }
+    return b.p;
+}
+
+/* Drops a leading BOS / trailing EOS text that tokenizing with add_special adds again. */
+static void strip_added_specials(const ts_llm *llm, char *text, size_t *len) {
+    const ts_tokenizer_special *sp = ts_tokenizer_get_special(llm->tok);
+    size_t n;
+    if (sp->add_bos) {
+        const char *bos = special_text(llm->tok, sp->bos, &n);
+        if (n > 0 && *len >= n && memcmp(text, bos, n) == 0) {
+            memmove(text, text + n, *len - n + 1);
+            *len -= n;
+        }
+    }
+    if (sp->add_eos) {
+        const char *eos = special_text(llm->tok, sp->eos, &n);
+        if (n > 0 && *len >= n && memcmp(text + *len - n, eos, n) == 0) {
+            *len -= n;
+            text[*len] = '\0';
+        }
+    }
+}
+
+ts_status rt_chat_apply(const rt_chat *c, const ts_llm *llm, const ts_chat_options *opt,
+                        const char *json, size_t len, char **text, size_t *out_len, ts_error *err) {
+    size_t n = 0;
+    ts_status st;
+    if (c->tpl == NULL && !c->has_family) {
+        if (c->broken[0] != '\0') {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED, "%s", c->broken);
+        }
+        return ts_error_set(err, TS_ERR_NOT_FOUND,
+                            "the model has no chat template (give one with --chat-template-file "
+                            "or name a built-in one with --chat-template)");
+    }
+    if (c->tpl == NULL) {
+        st = render_family(c, json, len, text, &n, err);
+    } else {
+        char *vars = template_vars(llm, json, len, err);
+        if (vars == NULL) {
+            return err->status;
+        }
+        ts_tpl_options to = {.now = opt != NULL ? opt->now : 0};
+        st = ts_tpl_render(c->tpl, vars, strlen(vars), &to, text, &n, err);
+        free(vars);
+        if (st == TS_OK && llm != NULL && (opt == NULL || !opt->keep_special)) {
+            strip_added_specials(llm, *text, &n);
+        }
+    }
+    if (st == TS_OK && out_len != NULL) {
+        *out_len = n;
+    }
+    return st;
+}
+
+/* ---- the public functions ------------------------------------------------------------------- */
+
+const char *ts_llm_chat_template(const ts_llm *llm) {
+    return llm != NULL ? llm->chat_src : NULL;
+}
+
+ts_status ts_llm_chat_render(const ts_llm *llm, const ts_chat_options *opt,
+                             const char *request_json, size_t request_len, char **text, size_t *len,
+                             ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if ((llm == NULL && (opt == NULL || opt->source == NULL)) || request_json == NULL ||
+        text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_chat_render: NULL argument");
+    }
+    rt_chat c;
+    ts_status st = rt_chat_open(&c, llm, opt != NULL ? opt->name : NULL,
+                                opt != NULL ? opt->source : NULL, err);
+    if (st == TS_OK) {
+        st = rt_chat_apply(&c, llm, opt, request_json, request_len, text, len, err);
+    }
+    rt_chat_close(&c);
+    return st;
+}
+
+ts_status ts_llm_chat_prompt(const ts_llm *llm, const char *name, const ts_message *msgs,
+                             size_t n_msgs, int add_generation_prompt, char **text, size_t *len,
+                             ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (llm == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_chat_prompt: NULL argument");
+    }
+    char *json = rt_chat_messages_json(msgs, n_msgs, add_generation_prompt);
+    if (json == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "ts_llm_chat_prompt: out of memory");
+    }
+    ts_chat_options opt = {.name = name};
+    ts_status st = ts_llm_chat_render(llm, &opt, json, strlen(json), text, len, err);
+    free(json);
+    return st;
+}
+
+ts_status ts_context_chat_render(const ts_context *ctx, const char *request_json,
+                                 size_t request_len, char **text, size_t *len, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (ctx == NULL || request_json == NULL || text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_render: NULL argument");
+    }
+    return rt_chat_apply(&ctx->chat, ctx->llm, NULL, request_json, request_len, text, len, err);
+}
+
+ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,
+                                 int add_generation_prompt, char **text, size_t *len,
+                                 ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (ctx == NULL || (msgs == NULL && n_msgs > 0) || text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_prompt: NULL argument");
+    }
+    char *json = rt_chat_messages_json(msgs, n_msgs, add_generation_prompt);
+    if (json == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "ts_context_chat_prompt: out of memory");
+    }
+    ts_status st = ts_context_chat_render(ctx, json, strlen(json), text, len, err);
+    free(json);
+    return st;
+}

@@ -1,0 +1,494 @@
+/*
+ * api_chat.c — the chat fields of a request (tools, tool_choice, parallel_tool_calls,
+ * chat_template_kwargs, messages with tool calls and tool results) and the JSON the chat
+ * template renders (ts_api_request.chat_json).
+ *
+ * The template's variables are built from the body's own text, not re-printed from cJSON, so
+ * values reach the template as the client wrote them (1.0 stays a float, a 64-bit integer
+ * stays exact). Three things change on the way, as vLLM does: a "developer" turn becomes
+ * "system", a content list of text parts becomes one string (parts joined by newlines), and a
+ * tool call's "arguments" given as a JSON string becomes the object it encodes, since
+ * templates print arguments with tojson.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/api.h"
+
+#define BAD(field, ...)                                                                            \
+    ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
+
+#define MAX_TOOLS 128 /* OpenAI's limit on tools in one request */
+
+/* ---- the body's text ------------------------------------------------------------------------ */
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) {
+        i++;
+    }
+    return i;
+}
+
+/* End of the string literal opening at s[i] == '"'. */
+static size_t string_end(const char *s, size_t n, size_t i) {
+    for (i++; i < n && s[i] != '"'; i++) {
+        i += s[i] == '\\';
+    }
+    return i < n ? i + 1 : n;
+}
+
+/* End of the JSON value starting at s[i]. The text is valid JSON (cJSON accepted it), so this
+ * only has to count brackets outside strings; no recursion. */
+static size_t value_end(const char *s, size_t n, size_t i) {
+    if (i < n && s[i] == '"') {
+        return string_end(s, n, i);
+    }
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+        int depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = string_end(s, n, i);
+                continue;
+            }
+            depth += c == '{' || c == '[';
+            depth -= c == '}' || c == ']';
+            i++;
+            if (depth == 0) {
+                return i;
+            }
+        }
+        return n;
+    }
+    while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
+           s[i] != '\n' && s[i] != '\r') {
+        i++;
+    }
+    return i;
+}
+
+typedef struct span {
+    size_t at, end; /* [at, end) of the body; end == 0: absent */
+} span;
+
+/* Walks the members of an object or the elements of an array: *cur starts at the opening
+ * bracket's offset (from `open`) and moves past each item as it is returned. */
+static size_t open_at(size_t bracket) {
+    return bracket + 1;
+}
+
+/* The next member of an object (key and value spans); false after the last. */
+static bool next_member(const char *s, size_t n, size_t *cur, span *key, span *val) {
+    size_t i = skip_ws(s, n, *cur);
+    i = skip_ws(s, n, i + (i < n && s[i] == ','));
+    if (i >= n || s[i] != '"') {
+        return false;
+    }
+    key->at = i;
+    key->end = string_end(s, n, i);
+    i = skip_ws(s, n, key->end);
+    i = skip_ws(s, n, i + 1); /* ':' */
+    val->at = i;
+    val->end = value_end(s, n, i);
+    *cur = val->end;
+    return true;
+}
+
+/* The next element of an array; false after the last. */
+static bool next_element(const char *s, size_t n, size_t *cur, span *val) {
+    size_t i = skip_ws(s, n, *cur);
+    i = skip_ws(s, n, i + (i < n && s[i] == ','));
+    if (i >= n || s[i] == ']') {
+        return false;
+    }
+    val->at = i;
+    val->end = value_end(s, n, i);
+    *cur = val->end;
+    return true;
+}
+
+/* ---- building the JSON ---------------------------------------------------------------------- */
+
+typedef struct jbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} jbuf;
+
+static void put(jbuf *b, const char *s, size_t n) {
+    if (b->oom) {
+        return;
+    }
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->n + n + 1) {
+            cap *= 2;
+        }
+        char *p = realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void puts_(jbuf *b, const char *s) {
+    put(b, s, strlen(s));
+}
+
+static void put_span(jbuf *b, const char *s, span v) {
+    put(b, s + v.at, v.end - v.at);
+}
+
+/* A C string as a JSON string literal. */
+static void put_str(jbuf *b, const char *s) {
+    cJSON *str = cJSON_CreateString(s);
+    char *q = str != NULL ? cJSON_PrintUnformatted(str) : NULL;
+    cJSON_Delete(str);
+    if (q == NULL) {
+        b->oom = true;
+        return;
+    }
+    puts_(b, q);
+    cJSON_free(q);
+}
+
+/* A key span's text equals name (keys written with escapes never match: those members are
+ * copied as they are, which is what a template would see anyway). */
+static bool key_is(const char *s, span k, const char *name) {
+    size_t len = strlen(name);
+    return k.end - k.at == len + 2 && memcmp(s + k.at + 1, name, len) == 0;
+}
+
+/* One tool call, with a string "arguments" holding a JSON object replaced by that object. */
+static void put_tool_call(jbuf *b, const char *s, size_t n, span call, const cJSON *node) {
+    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(node, "function");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    bool rewrite = parsed != NULL && cJSON_IsObject(parsed);
+    cJSON_Delete(parsed);
+    if (!rewrite || s[call.at] != '{') {
+        put_span(b, s, call);
+        return;
+    }
+    puts_(b, "{");
+    span k, v;
+    size_t cur = open_at(call.at);
+    for (int i = 0; next_member(s, n, &cur, &k, &v); i++) {
+        put(b, i ? "," : "", i ? 1 : 0);
+        put_span(b, s, k);
+        puts_(b, ":");
+        if (!key_is(s, k, "function") || s[v.at] != '{') {
+            put_span(b, s, v);
+            continue;
+        }
+        puts_(b, "{");
+        span fk, fv;
+        size_t fcur = open_at(v.at);
+        for (int j = 0; next_member(s, n, &fcur, &fk, &fv); j++) {
+            put(b, j ? "," : "", j ? 1 : 0);
+            put_span(b, s, fk);
+            puts_(b, ":");
+            if (key_is(s, fk, "arguments")) {
+                puts_(b, args->valuestring); /* the decoded string is the object's JSON text */
+            } else {
+                put_span(b, s, fv);
+            }
+        }
+        puts_(b, "}");
+    }
+    puts_(b, "}");
+}
+
+/* One message, normalised (role, content, tool call arguments; see the top of the file). */
+static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON *node,
+                        const ts_message *view) {
+    puts_(b, "{");
+    span k, v;
+    size_t cur = open_at(msg.at);
+    for (int i = 0; next_member(s, n, &cur, &k, &v); i++) {
+        put(b, i ? "," : "", i ? 1 : 0);
+        put_span(b, s, k);
+        puts_(b, ":");
+        if (key_is(s, k, "role")) {
+            put_str(b, view->role);
+        } else if (key_is(s, k, "content") && s[v.at] == '[') {
+            put_str(b, view->content);
+        } else if (key_is(s, k, "tool_calls") && s[v.at] == '[') {
+            const cJSON *call = cJSON_GetObjectItemCaseSensitive(node, "tool_calls")->child;
+            puts_(b, "[");
+            span e;
+            size_t ecur = open_at(v.at);
+            for (int j = 0; call != NULL && next_element(s, n, &ecur, &e); j++, call = call->next) {
+                put(b, j ? "," : "", j ? 1 : 0);
+                put_tool_call(b, s, n, e, call);
+            }
+            puts_(b, "]");
+        } else {
+            put_span(b, s, v);
+        }
+    }
+    puts_(b, "}");
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+static const char *kind_of(const cJSON *v) {
+    return cJSON_IsString(v)   ? "a string"
+           : cJSON_IsNumber(v) ? "a number"
+           : cJSON_IsBool(v)   ? "a boolean"
+           : cJSON_IsArray(v)  ? "an array"
+           : cJSON_IsObject(v) ? "an object"
+           : cJSON_IsNull(v)   ? "null"
+                               : "an invalid value";
+}
+
+static const cJSON *get(const cJSON *obj, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return v == NULL || cJSON_IsNull(v) ? NULL : v;
+}
+
+static ts_status check_tools(const cJSON *tools, ts_api_error *err) {
+    if (!cJSON_IsArray(tools)) {
+        return BAD("tools", "tools must be an array, got %s", kind_of(tools));
+    }
+    int count = cJSON_GetArraySize(tools);
+    if (count > MAX_TOOLS) {
+        return BAD("tools", "tools holds %d functions; at most %d", count, MAX_TOOLS);
+    }
+    char name[48];
+    for (int i = 0; i < count; i++) {
+        const cJSON *t = cJSON_GetArrayItem(tools, i);
+        snprintf(name, sizeof name, "tools[%d]", i);
+        const cJSON *type = get(t, "type");
+        const cJSON *fn = get(t, "function");
+        if (!cJSON_IsObject(t)) {
+            return BAD(name, "%s must be an object, got %s", name, kind_of(t));
+        }
+        if (type != NULL && (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))) {
+            return BAD(name, "%s.type must be \"function\"", name);
+        }
+        if (!cJSON_IsObject(fn)) {
+            return BAD(name, "%s.function must be an object, got %s", name, kind_of(fn));
+        }
+        const cJSON *fname = get(fn, "name");
+        if (!cJSON_IsString(fname) || fname->valuestring[0] == '\0') {
+            snprintf(name, sizeof name, "tools[%d].function.name", i);
+            return BAD(name, "%s must be a non-empty string", name);
+        }
+        const cJSON *desc = get(fn, "description");
+        if (desc != NULL && !cJSON_IsString(desc)) {
+            snprintf(name, sizeof name, "tools[%d].function.description", i);
+            return BAD(name, "%s must be a string, got %s", name, kind_of(desc));
+        }
+        const cJSON *params = get(fn, "parameters");
+        if (params != NULL && !cJSON_IsObject(params)) {
+            snprintf(name, sizeof name, "tools[%d].function.parameters", i);
+            return BAD(name, "%s must be a JSON Schema object, got %s", name, kind_of(params));
+        }
+    }
+    return TS_OK;
+}
+
+static bool has_tool(const cJSON *tools, const char *fname) {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *n = get(get(t, "function"), "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, fname) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static ts_status parse_tool_choice(const cJSON *root, const cJSON *tools, ts_api_request *r,
+                                   ts_api_error *err) {
+    const cJSON *c = get(root, "tool_choice");
+    int n_tools = tools != NULL ? cJSON_GetArraySize(tools) : 0;
+    r->tool_choice = TS_API_TOOL_AUTO;
+    if (c == NULL) {
+        return TS_OK;
+    }
+    if (cJSON_IsString(c)) {
+        const char *v = c->valuestring;
+        if (strcmp(v, "none") == 0) {
+            r->tool_choice = TS_API_TOOL_NONE;
+        } else if (strcmp(v, "auto") == 0) {
+            r->tool_choice = TS_API_TOOL_AUTO;
+        } else if (strcmp(v, "required") == 0) {
+            r->tool_choice = TS_API_TOOL_REQUIRED;
+        } else {
+            return BAD("tool_choice",
+                       "tool_choice must be \"none\", \"auto\", \"required\" or "
+                       "{\"type\": \"function\", \"function\": {\"name\": ...}}, "
+                       "got '%.64s'",
+                       v);
+        }
+    } else if (cJSON_IsObject(c)) {
+        const cJSON *name = get(get(c, "function"), "name");
+        if (!cJSON_IsString(name)) {
+            return BAD("tool_choice", "tool_choice.function.name must be a string");
+        }
+        if (tools == NULL || !has_tool(tools, name->valuestring)) {
+            return BAD("tool_choice", "tool_choice names function '%.64s', which is not in tools",
+                       name->valuestring);
+        }
+        r->tool_choice = TS_API_TOOL_NAMED;
+        r->tool_choice_name = name->valuestring;
+    } else {
+        return BAD("tool_choice", "tool_choice must be a string or an object, got %s", kind_of(c));
+    }
+    if (r->tool_choice == TS_API_TOOL_REQUIRED && n_tools == 0) {
+        return BAD("tool_choice", "tool_choice \"required\" needs tools");
+    }
+    return TS_OK;
+}
+
+/* The members of a message beyond role and content: tool calls, tool results, names. */
+static ts_status check_message_extras(const cJSON *msg, int i, const char *role,
+                                      ts_api_error *err) {
+    char name[64];
+    const cJSON *calls = get(msg, "tool_calls");
+    if (calls != NULL) {
+        snprintf(name, sizeof name, "messages[%d].tool_calls", i);
+        if (strcmp(role, "assistant") != 0) {
+            return BAD(name, "%s is only allowed in assistant messages", name);
+        }
+        if (!cJSON_IsArray(calls)) {
+            return BAD(name, "%s must be an array, got %s", name, kind_of(calls));
+        }
+        int k = 0;
+        const cJSON *call;
+        cJSON_ArrayForEach(call, calls) {
+            snprintf(name, sizeof name, "messages[%d].tool_calls[%d]", i, k++);
+            const cJSON *fn = get(call, "function");
+            const cJSON *fname = get(fn, "name");
+            const cJSON *args = get(fn, "arguments");
+            const cJSON *id = get(call, "id");
+            if (!cJSON_IsObject(call) || !cJSON_IsObject(fn)) {
+                return BAD(name,
+                           "%s must be {\"id\", \"type\": \"function\", \"function\": "
+                           "{\"name\", \"arguments\"}}",
+                           name);
+            }
+            if (!cJSON_IsString(fname)) {
+                return BAD(name, "%s.function.name must be a string", name);
+            }
+            if (args != NULL && !cJSON_IsString(args) && !cJSON_IsObject(args)) {
+                return BAD(name, "%s.function.arguments must be a string of JSON (or an object)",
+                           name);
+            }
+            if (id != NULL && !cJSON_IsString(id)) {
+                return BAD(name, "%s.id must be a string", name);
+            }
+        }
+    }
+    static const char *const k_strings[] = {"tool_call_id", "name", "reasoning_content"};
+    for (size_t s = 0; s < sizeof k_strings / sizeof k_strings[0]; s++) {
+        const cJSON *v = get(msg, k_strings[s]);
+        if (v != NULL && !cJSON_IsString(v)) {
+            snprintf(name, sizeof name, "messages[%d].%s", i, k_strings[s]);
+            return BAD(name, "%s must be a string, got %s", name, kind_of(v));
+        }
+    }
+    return TS_OK;
+}
+
+ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len, ts_api_request *r,
+                            ts_api_error *err) {
+    const cJSON *msgs = get(root, "messages");
+    const cJSON *tools = get(root, "tools");
+    const cJSON *kwargs = get(root, "chat_template_kwargs");
+    ts_status st;
+    int i = 0;
+    const cJSON *msg;
+    cJSON_ArrayForEach(msg, msgs) {
+        st = check_message_extras(msg, i, r->messages[i].role, err);
+        if (st != TS_OK) {
+            return st;
+        }
+        i++;
+    }
+    if (tools != NULL && (st = check_tools(tools, err)) != TS_OK) {
+        return st;
+    }
+    if ((st = parse_tool_choice(root, tools, r, err)) != TS_OK) {
+        return st;
+    }
+    const cJSON *ptc = get(root, "parallel_tool_calls");
+    if (ptc != NULL && !cJSON_IsBool(ptc)) {
+        return BAD("parallel_tool_calls", "parallel_tool_calls must be a boolean, got %s",
+                   kind_of(ptc));
+    }
+    r->parallel_tool_calls = ptc == NULL || cJSON_IsTrue(ptc);
+    if (kwargs != NULL && !cJSON_IsObject(kwargs)) {
+        return BAD("chat_template_kwargs", "chat_template_kwargs must be an object, got %s",
+                   kind_of(kwargs));
+    }
+    const cJSON *agp = get(root, "add_generation_prompt");
+    if (agp != NULL && !cJSON_IsBool(agp)) {
+        return BAD("add_generation_prompt", "add_generation_prompt must be a boolean, got %s",
+                   kind_of(agp));
+    }
+    if (agp != NULL) {
+        r->add_generation_prompt = cJSON_IsTrue(agp);
+    }
+    int n_tools = tools != NULL ? cJSON_GetArraySize(tools) : 0;
+    r->has_tools = n_tools > 0 && r->tool_choice != TS_API_TOOL_NONE;
+
+    /* The template's variables, from the body's text. */
+    jbuf b = {0};
+    span k, v, top_msgs = {0}, top_tools = {0}, top_kwargs = {0}, top_effort = {0};
+    size_t cur = open_at(skip_ws(body, len, 0));
+    while (next_member(body, len, &cur, &k, &v)) {
+        top_msgs = key_is(body, k, "messages") ? v : top_msgs;
+        top_tools = key_is(body, k, "tools") ? v : top_tools;
+        top_kwargs = key_is(body, k, "chat_template_kwargs") ? v : top_kwargs;
+        top_effort = key_is(body, k, "reasoning_effort") ? v : top_effort;
+    }
+    if (top_msgs.end == 0) {
+        return BAD("messages", "write the key \"messages\" without escapes");
+    }
+    puts_(&b, "{\"messages\":[");
+    span e;
+    cur = open_at(top_msgs.at);
+    const cJSON *node = msgs->child;
+    for (int m = 0; m < r->n_messages && node != NULL && next_element(body, len, &cur, &e);
+         m++, node = node->next) {
+        put(&b, m ? "," : "", m ? 1 : 0);
+        put_message(&b, body, len, e, node, &r->messages[m]);
+    }
+    puts_(&b, "]");
+    if (n_tools > 0 && top_tools.end != 0) {
+        puts_(&b, ",\"tools\":");
+        put_span(&b, body, top_tools);
+    }
+    if (top_effort.end != 0 && body[top_effort.at] == '"') {
+        puts_(&b, ",\"reasoning_effort\":");
+        put_span(&b, body, top_effort);
+    }
+    puts_(&b, r->add_generation_prompt ? ",\"add_generation_prompt\":true"
+                                       : ",\"add_generation_prompt\":false");
+    if (kwargs != NULL && top_kwargs.end != 0) {
+        cur = open_at(top_kwargs.at);
+        while (next_member(body, len, &cur, &k, &v)) {
+            puts_(&b, ",");
+            put_span(&b, body, k);
+            puts_(&b, ":");
+            put_span(&b, body, v);
+        }
+    }
+    puts_(&b, "}");
+    if (b.oom) {
+        free(b.p);
+        return ts_api_error_set(err, 500, "server_error", "messages", NULL, "out of memory");
+    }
+    r->chat_json = b.p;
+    return TS_OK;
+}

@@ -1,0 +1,194 @@
+/* test_api_chat.c — chat requests through the public API: ts_llm_chat_render with a Jinja
+ * source, the model's own template, a built-in family; the BOS the tokenizer adds is dropped;
+ * ts_llm_chat_prompt / ts_context_chat_prompt go the same way; errors keep their kind. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "api_util.h"
+
+/* A small template in the style of real ones: bos, a loop over the turns, tools, a
+ * generation prompt, and a refusal. */
+static const char k_tmpl[] =
+    "{{ bos_token }}{% for m in messages %}"
+    "{% if m.role == 'function' %}{{ raise_exception('no function role') }}{% endif %}"
+    "<|{{ m.role }}|>{{ m.content if m.content is string else '' }}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}[{{ c.function.name }} "
+    "{{ c.function.arguments | tojson }}]{% endfor %}{% endif %}<|end|>\n"
+    "{% endfor %}{% if tools %}tools: {{ tools | map(attribute='function.name') | join(',') }}\n"
+    "{% endif %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
+static char *render(const ts_llm *llm, const ts_chat_options *opt, const char *json,
+                    ts_status want) {
+    char *text = NULL;
+    size_t len = 0;
+    ts_error err = {0};
+    ts_status st = ts_llm_chat_render(llm, opt, json, strlen(json), &text, &len, &err);
+    if (st != want) {
+        fail_msg("render %s: got %s (%s), want %s", json, ts_status_str(st), err.msg,
+                 ts_status_str(want));
+    }
+    if (st == TS_OK) {
+        assert_int_equal(strlen(text), len);
+    }
+    return text;
+}
+
+static void test_render_source(void **state) {
+    (void)state;
+    ts_chat_options opt = {.source = k_tmpl, .keep_special = 1};
+    char *t = render(NULL, &opt,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                     "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":"
+                     "{\"name\":\"f\",\"arguments\":{\"x\":1.0,\"s\":\"\\u00e9\"}}}]}],"
+                     "\"tools\":[{\"function\":{\"name\":\"f\"}},{\"function\":{\"name\":\"g\"}}],"
+                     "\"bos_token\":\"<s>\"}",
+                     TS_OK);
+    assert_string_equal(t,
+                        "<s><|user|>hi<|end|>\n<|assistant|>[f {\"x\": 1.0, \"s\": \"\xc3\xa9\"}]"
+                        "<|end|>\ntools: f,g\n<|assistant|>");
+    ts_free(t);
+    /* add_generation_prompt false; bos_token "" without a model. */
+    t = render(NULL, &opt,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+               "\"add_generation_prompt\":false}",
+               TS_OK);
+    assert_string_equal(t, "<|user|>a<|end|>\n");
+    ts_free(t);
+    /* The template's own refusal, with its message. */
+    char *none = NULL;
+    size_t len = 0;
+    ts_error err = {0};
+    const char *bad = "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}";
+    assert_int_equal(ts_llm_chat_render(NULL, &opt, bad, strlen(bad), &none, &len, &err),
+                     TS_ERR_ABORTED);
+    assert_string_equal(err.msg, "template raised: no function role");
+    assert_null(none);
+    /* Malformed requests and templates. */
+    render(NULL, &opt, "[1]", TS_ERR_FORMAT);
+    render(NULL, &opt, "{\"messages\":", TS_ERR_FORMAT);
+    ts_chat_options broken = {.source = "{% if x %}never closed"};
+    render(NULL, &broken, "{\"messages\":[]}", TS_ERR_FORMAT);
+    /* Neither a model nor a source. */
+    render(NULL, NULL, "{\"messages\":[]}", TS_ERR_INVALID_ARG);
+}
+
+static void test_model_template(void **state) {
+    (void)state;
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    spec.chat_template = k_tmpl;
+    api_model m;
+    api_model_open(&m, &spec, "api_chat");
+    const char *src = ts_llm_chat_template(m.llm);
+    assert_non_null(src);
+    assert_string_equal(src, k_tmpl);
+
+    /* The model's bos ("<s>", added by the tokenizer) is dropped unless keep_special. */
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    char *t = render(m.llm, NULL, req, TS_OK);
+    assert_string_equal(t, "<|user|>hi<|end|>\n<|assistant|>");
+    ts_free(t);
+    ts_chat_options keep = {.keep_special = 1};
+    t = render(m.llm, &keep, req, TS_OK);
+    assert_string_equal(t, "<s><|user|>hi<|end|>\n<|assistant|>");
+    ts_free(t);
+
+    /* ts_llm_chat_prompt: the same through role/content pairs; by name: a built-in family. */
+    ts_message msgs[] = {{"user", "hi"}};
+    size_t len = 0;
+    ts_error err = {0};
+    assert_int_equal(ts_llm_chat_prompt(m.llm, NULL, msgs, 1, 1, &t, &len, &err), TS_OK);
+    assert_string_equal(t, "<|user|>hi<|end|>\n<|assistant|>");
+    ts_free(t);
+    assert_int_equal(ts_llm_chat_prompt(m.llm, "chatml", msgs, 1, 1, &t, &len, &err), TS_OK);
+    assert_string_equal(t, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    ts_free(t);
+
+    /* Built-in families render role and text only: tools and tool turns are refused. */
+    ts_chat_options fam = {.name = "chatml"};
+    render(m.llm, &fam,
+           "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":"
+           "{\"name\":\"f\"}}]}",
+           TS_ERR_UNSUPPORTED);
+    render(m.llm, &fam, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}",
+           TS_ERR_UNSUPPORTED);
+    t = render(m.llm, &fam,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+               "{\"type\":\"text\",\"text\":\"b\"}]}],\"add_generation_prompt\":false}",
+               TS_OK);
+    assert_string_equal(t, "<|im_start|>user\nab<|im_end|>\n");
+    ts_free(t);
+
+    /* A context renders with the model's template, or params.chat_template_source. */
+    ts_context_params p = api_params();
+    ts_context *ctx = NULL;
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    ts_context_info info;
+    ts_context_get_info(ctx, &info);
+    assert_null(info.chat_template);
+    assert_string_equal(info.chat_template_source, k_tmpl);
+    assert_string_equal(info.chat_template_notice, "");
+    assert_int_equal(ts_context_chat_render(ctx, req, strlen(req), &t, &len, &err), TS_OK);
+    assert_string_equal(t, "<|user|>hi<|end|>\n<|assistant|>");
+    ts_free(t);
+    assert_int_equal(ts_context_chat_prompt(ctx, msgs, 1, 0, &t, &len, &err), TS_OK);
+    assert_string_equal(t, "<|user|>hi<|end|>\n");
+    ts_free(t);
+    ts_context_destroy(ctx);
+
+    p.chat_template_source = "[{{ messages | length }}]";
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    assert_int_equal(ts_context_chat_render(ctx, req, strlen(req), &t, &len, &err), TS_OK);
+    assert_string_equal(t, "[1]");
+    ts_free(t);
+    ts_context_destroy(ctx);
+
+    /* A given template that does not compile fails the context; the model's own one does
+     * not (completions still work) and says why at render time. */
+    p.chat_template_source = "{% for %}";
+    assert_int_not_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    assert_non_null(strstr(err.msg, "chat template"));
+    api_model_close(&m);
+
+    spec.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}{% frobnicate %}";
+    api_model_open(&m, &spec, "api_chat_bad");
+    p.chat_template_source = NULL;
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    ts_context_get_info(ctx, &info);
+    assert_null(info.chat_template_source);
+    assert_non_null(strstr(info.chat_template_notice, "frobnicate"));
+    assert_int_equal(ts_context_chat_render(ctx, req, strlen(req), &t, &len, &err),
+                     TS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "frobnicate"));
+    ts_context_destroy(ctx);
+    api_model_close(&m);
+}
+
+/* A model without a template: NOT_FOUND, naming the way out. */
+static void test_no_template(void **state) {
+    (void)state;
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    api_model m;
+    api_model_open(&m, &spec, "api_chat_none");
+    assert_null(ts_llm_chat_template(m.llm));
+    char *t = render(m.llm, NULL, "{\"messages\":[]}", TS_ERR_NOT_FOUND);
+    assert_null(t);
+    ts_error err = {0};
+    size_t len = 0;
+    assert_int_equal(ts_llm_chat_render(m.llm, NULL, "{\"messages\":[]}", 15, &t, &len, &err),
+                     TS_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "--chat-template"));
+    api_model_close(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render_source),
+        cmocka_unit_test(test_model_template),
+        cmocka_unit_test(test_no_template),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
