@@ -371,6 +371,13 @@ static bool glm_call(const char *s, size_t len, const cJSON *tools, chat_calls *
     if (!valid_name(name, name_len)) {
         return false;
     }
+    /* A bare word is a call only when it names an offered tool (a no-argument call). */
+    const char *rest = s + end;
+    size_t rest_len = len - end;
+    trim(&rest, &rest_len);
+    if (rest_len == 0 && find_tool(tools, name, name_len) == NULL) {
+        return false;
+    }
     char *fn = dup_n(name, name_len);
     cJSON *args = cJSON_CreateObject();
     bool ok = fn != NULL && args != NULL;

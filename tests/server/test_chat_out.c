@@ -273,6 +273,8 @@ static void test_hermes_xml_and_glm(void **state) {
           "<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n"
           "</tool_call>",
           "", "Need weather.", "get_weather {\"location\":\"Paris\",\"days\":2}|");
+    check(&c, "<tool_call>get_time</tool_call>", "", "", "get_time {}|");
+    check(&c, "<tool_call>hello</tool_call>", "<tool_call>hello</tool_call>", "", "");
 }
 
 static void test_reasoning(void **state) {
