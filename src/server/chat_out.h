@@ -175,8 +175,8 @@ cJSON *ts_chat_out_message_json(const ts_chat_out *p);
  * "function": {"arguments": A}}]}. 0 when out of memory. */
 int ts_chat_out_event_deltas(const ts_chat_event *ev, cJSON *out[2]);
 
-/* finish_reason: "tool_calls" when the answer ended normally (stop) with calls, else the
- * engine's reason. */
-const char *ts_chat_out_finish_reason(const ts_chat_out *p, ts_finish_reason why);
+/* True when the finish_reason is "tool_calls": the answer ended normally (stop, not length)
+ * and holds calls. Otherwise it is the engine's reason. */
+bool ts_chat_out_tool_finish(const ts_chat_out *p, ts_finish_reason why);
 
 #endif /* TS_SERVER_CHAT_OUT_H */

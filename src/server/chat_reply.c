@@ -100,10 +100,7 @@ int ts_chat_out_event_deltas(const ts_chat_event *ev, cJSON *out[2]) {
     return 2;
 }
 
-const char *ts_chat_out_finish_reason(const ts_chat_out *p, ts_finish_reason why) {
+bool ts_chat_out_tool_finish(const ts_chat_out *p, ts_finish_reason why) {
     const ts_chat_tool_call *calls = NULL;
-    if (p != NULL && why == TS_FINISH_STOP && ts_chat_out_tool_calls(p, &calls) > 0) {
-        return "tool_calls";
-    }
-    return ts_finish_reason_name(why);
+    return p != NULL && why == TS_FINISH_STOP && ts_chat_out_tool_calls(p, &calls) > 0;
 }

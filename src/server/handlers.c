@@ -200,7 +200,9 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
                 if (po != NULL && ts_chat_out_feed(po, c->text ? c->text : "", c->len) == TS_OK &&
                     ts_chat_out_finish(po) == TS_OK) {
                     msg = ts_chat_out_message_json(po);
-                    finish = ts_chat_out_finish_reason(po, c->finish);
+                    if (ts_chat_out_tool_finish(po, c->finish)) {
+                        finish = "tool_calls";
+                    }
                 }
                 ts_chat_out_destroy(po);
                 oom |= msg == NULL;

@@ -156,7 +156,9 @@ static void put_parsed(stream *st, ts_chat_out *po, const ts_job_event *ev, bool
         put_choice(st, chat_choice(ev->choice, NULL, logprobs, NULL));
     }
     if (finish != TS_FINISH_NONE) {
-        put_choice(st, chat_choice(ev->choice, NULL, NULL, ts_chat_out_finish_reason(po, finish)));
+        const char *why =
+            ts_chat_out_tool_finish(po, finish) ? "tool_calls" : ts_finish_reason_name(finish);
+        put_choice(st, chat_choice(ev->choice, NULL, NULL, why));
     }
 }
 

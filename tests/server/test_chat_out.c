@@ -562,8 +562,8 @@ static void test_json_shapes(void **state) {
     assert_int_equal(k, 3);
     ts_chat_out_clear(p);
     assert_int_equal(ts_chat_out_finish(p), TS_OK);
-    assert_string_equal(ts_chat_out_finish_reason(p, TS_FINISH_STOP), "tool_calls");
-    assert_string_equal(ts_chat_out_finish_reason(p, TS_FINISH_LENGTH), "length");
+    assert_true(ts_chat_out_tool_finish(p, TS_FINISH_STOP));
+    assert_false(ts_chat_out_tool_finish(p, TS_FINISH_LENGTH));
     cJSON *m = ts_chat_out_message_json(p);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(m, "content")));
     assert_string_equal(cJSON_GetObjectItem(m, "reasoning_content")->valuestring, "Hmm.");
@@ -582,7 +582,7 @@ static void test_json_shapes(void **state) {
     m = ts_chat_out_message_json(p);
     char *t = cJSON_PrintUnformatted(m);
     assert_string_equal(t, "{\"role\":\"assistant\",\"content\":\"\"}");
-    assert_string_equal(ts_chat_out_finish_reason(p, TS_FINISH_STOP), "stop");
+    assert_false(ts_chat_out_tool_finish(p, TS_FINISH_STOP));
     free(t);
     cJSON_Delete(m);
     ts_chat_out_destroy(p);
