@@ -1,0 +1,170 @@
+"""Tool calling and reasoning through the openai client, end to end.
+
+The small test model knows no tool format, so it cannot be made to call a tool without a
+grammar; these tests check what it can: requests with tools and tool round trips are served,
+answers come back in OpenAI's shapes, a streamed answer adds up to the non-streamed one, and a
+template whose generation prompt opens a <think> block makes the answer reasoning_content.
+The parsing of each family's calls is tested in test_chat_out.c with recorded outputs.
+"""
+import json
+
+import pytest
+
+# A Hermes-style template (tools in the system turn, <tool_call> JSON, <tool_response>), with
+# a <think> block opened by the generation prompt when enable_thinking is set.
+TEMPLATE = """\
+{%- if tools %}<|im_start|>system
+You may call functions. To call one, answer <tool_call>{"name": N, "arguments": {...}}</tool_call>.
+<tools>
+{%- for t in tools %}
+{{ t | tojson }}
+{%- endfor %}
+</tools><|im_end|>
+{% endif %}
+{%- for m in messages %}
+{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant
+{%- for tc in m.tool_calls %}
+<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": \
+{{ tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif m.role == 'tool' %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking %}<think>
+{% endif %}{% endif %}"""
+
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]},
+    },
+}]
+
+
+@pytest.fixture(scope="module")
+def tool_server(tmp_path_factory):
+    from conftest import Server
+    path = tmp_path_factory.mktemp("tpl") / "hermes.jinja"
+    path.write_text(TEMPLATE)
+    s = Server(["--ctx", "1024", "--quiet", "--chat-template-file", str(path)])
+    yield s
+    rc, log = s.stop()
+    assert rc == 0, log
+
+
+@pytest.fixture(scope="module")
+def tclient(tool_server):
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=tool_server.url + "/v1", api_key=tool_server.api_key,
+                         max_retries=0, timeout=120)
+
+
+def model_of(client):
+    return client.models.list().data[0].id
+
+
+def collect_stream(stream):
+    """The streamed deltas of choice 0 put back together as a message."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for chunk in stream:
+        for ch in chunk.choices:
+            d = ch.delta
+            content += d.content or ""
+            reasoning += getattr(d, "reasoning_content", None) or ""
+            for tc in d.tool_calls or []:
+                call = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                if tc.id:
+                    call["id"] = tc.id
+                    assert tc.type == "function"
+                if tc.function and tc.function.name:
+                    call["name"] += tc.function.name
+                if tc.function and tc.function.arguments:
+                    call["arguments"] += tc.function.arguments
+            if ch.finish_reason:
+                finish = ch.finish_reason
+    return content, reasoning, [calls[i] for i in sorted(calls)], finish
+
+
+def test_tools_stream_matches_whole(tclient):
+    model = model_of(tclient)
+    args = dict(model=model, tools=TOOLS, max_tokens=24, temperature=0, seed=5,
+                messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    r = tclient.chat.completions.create(**args)
+    m = r.choices[0].message
+    assert m.role == "assistant"
+    assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+             for c in m.tool_calls or []]
+    for c in calls:
+        assert c["id"].startswith("call_")
+        assert isinstance(json.loads(c["arguments"]), dict)
+    content, reasoning, scalls, finish = collect_stream(
+        tclient.chat.completions.create(stream=True, **args))
+    assert content == (m.content or "")
+    assert reasoning == (getattr(m, "reasoning_content", None) or "")
+    assert [(c["name"], c["arguments"]) for c in scalls] == \
+        [(c["name"], c["arguments"]) for c in calls]
+    assert finish == r.choices[0].finish_reason
+
+
+def test_tool_round_trip_accepted(tclient):
+    model = model_of(tclient)
+    messages = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "call_abc", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": "{\"temp_c\": 21}"},
+    ]
+    r = tclient.chat.completions.create(model=model, tools=TOOLS, messages=messages,
+                                        max_tokens=8, temperature=0)
+    assert r.choices[0].message.role == "assistant"
+    assert r.usage.prompt_tokens > 20
+
+
+def test_tool_choice_none_and_named(tclient):
+    model = model_of(tclient)
+    for choice in ("none", "required",
+                   {"type": "function", "function": {"name": "get_weather"}}):
+        r = tclient.chat.completions.create(
+            model=model, tools=TOOLS, tool_choice=choice, max_tokens=6, temperature=0,
+            parallel_tool_calls=False,
+            messages=[{"role": "user", "content": "Weather in Oslo?"}])
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+        if choice == "none":
+            assert not r.choices[0].message.tool_calls
+
+
+def test_reasoning_opened_by_the_prompt(tclient):
+    """The generation prompt ends with "<think>\\n": the answer is reasoning until </think>,
+    and the small model never closes it, so all of it is reasoning_content."""
+    model = model_of(tclient)
+    args = dict(model=model, max_tokens=16, temperature=0, seed=1,
+                extra_body={"chat_template_kwargs": {"enable_thinking": True}},
+                messages=[{"role": "user", "content": "Count to three."}])
+    r = tclient.chat.completions.create(**args)
+    m = r.choices[0].message
+    reasoning = getattr(m, "reasoning_content", None) or ""
+    assert reasoning != ""
+    content, sreasoning, calls, finish = collect_stream(
+        tclient.chat.completions.create(stream=True, **args))
+    assert (content, sreasoning, calls) == (m.content, reasoning, [])
+    assert finish == r.choices[0].finish_reason
+
+    # Without the opened block the same question is answered as content.
+    r2 = tclient.chat.completions.create(
+        model=model, max_tokens=16, temperature=0, seed=1,
+        messages=[{"role": "user", "content": "Count to three."}])
+    assert r2.choices[0].message.content != ""
+    assert getattr(r2.choices[0].message, "reasoning_content", None) is None
