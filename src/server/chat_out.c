@@ -48,14 +48,19 @@ typedef struct tool_format {
     section sections[MAX_SECTIONS];
     const char *strip[MAX_STRIPS]; /* content wrappers removed from the content */
     const char *json_start;        /* characters that open an answer-is-JSON call, or NULL */
+    const char *orphan_close;      /* dropped right after an answer-is-JSON call, or NULL */
     int id_len;                    /* alphanumerics after "call_" (Mistral: 9, no prefix) */
 } tool_format;
 
 static const tool_format k_tools[TS_CHAT_TOOLS_COUNT] = {
     [TS_CHAT_TOOLS_GENERIC] = {.name = "generic", .json_start = "{[", .id_len = 24},
+    /* Small models often leave out the opening <tool_call> and write the JSON and the
+     * closing tag: such an answer is taken as a call too (strictly, as for llama3). */
     [TS_CHAT_TOOLS_HERMES] = {.name = "hermes",
                               .sections = {{"<tool_call>", "</tool_call>", SCAN_MARKED,
                                             BODY_HERMES}},
+                              .json_start = "{",
+                              .orphan_close = "</tool_call>",
                               .id_len = 24},
     [TS_CHAT_TOOLS_LLAMA3] = {.name = "llama3",
                               .sections = {{"<|python_tag|>", NULL, SCAN_TO_END, BODY_PYTHON_TAG}},
@@ -238,6 +243,7 @@ struct ts_chat_out {
     bool reasoning_ok;  /* a reasoning block may still open (nothing emitted yet) */
     bool lstrip;        /* drop whitespace before the next content */
     bool after_section; /* the last thing emitted was a tool call */
+    bool after_json;    /* ... from an answer-is-JSON section */
     bool lstrip_reasoning;
     bool finished;
     bool oom;
@@ -346,6 +352,7 @@ static void emit_text(ts_chat_out *p, ts_chat_event_kind kind, const char *s, si
         p->reasoning_ok = false;
         p->at_start = false;
         p->after_section = false;
+        p->after_json = false;
     }
 }
 
@@ -463,6 +470,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
     bool strict = p->sec == &k_json_start;
     if (chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
         emit_calls(p, &found);
+        p->after_json = strict;
         p->mode = MODE_CONTENT;
         p->sec = NULL;
         p->at_start = true;
@@ -677,6 +685,22 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
         if (i == len && !final) {
             return; /* only whitespace so far: wait */
         }
+        const char *orphan = p->after_json ? p->fmt->orphan_close : NULL;
+        if (i < len && orphan != NULL) {
+            size_t n = strlen(orphan);
+            size_t have = len - i < n ? len - i : n;
+            if (memcmp(s + i, orphan, have) == 0) {
+                if (have < n && !final) {
+                    return; /* could be the closing tag */
+                }
+                if (have == n) {
+                    sbuf_consume(&p->pending, i + n);
+                    p->after_json = false;
+                    *progress = true;
+                    return;
+                }
+            }
+        }
         if (i < len && p->reasoning_ok) {
             size_t n = strlen(p->think_open);
             size_t have = len - i < n ? len - i : n;
@@ -732,9 +756,8 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
         return;
     }
     if (final) {
-        if (!p->after_section) {
-            emit_text(p, TS_CHAT_EVENT_CONTENT, s, len);
-        }
+        /* After a call, lstrip is set: whitespace alone is dropped, text is kept. */
+        emit_text(p, TS_CHAT_EVENT_CONTENT, s, len);
         sbuf_consume(&p->pending, len);
         return;
     }

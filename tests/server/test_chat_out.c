@@ -235,6 +235,15 @@ static void test_hermes(void **state) {
           "<tool_call>{\"arguments\": {}}</tool_call>", "", "");
     check(&c, "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call> ok",
           "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call> ok", "", "");
+    /* the opening tag left out (SmolLM2 few-shot does this): a strict answer-is-JSON call,
+     * and the orphan closing tag is dropped */
+    check(&c, "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>",
+          "", "", W_PARIS);
+    check(&c, "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_",
+          "</tool_", "", W_PARIS);
+    check(&c, "{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+          "{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>", "", "");
+    check(&c, "{\"a\": 1}", "{\"a\": 1}", "", "");
     /* things that look like a marker but are not */
     check(&c, "Use the <tool> tag, or <tool_cal, and a < b.",
           "Use the <tool> tag, or <tool_cal, and a < b.", "", "");

@@ -168,3 +168,56 @@ def test_reasoning_opened_by_the_prompt(tclient):
         messages=[{"role": "user", "content": "Count to three."}])
     assert r2.choices[0].message.content != ""
     assert getattr(r2.choices[0].message, "reasoning_content", None) is None
+
+
+def few_shot(city, n=2):
+    """Earlier turns where the assistant called get_weather: enough for the small model to
+    write a call itself (it leaves out the opening <tool_call>, which the parser accepts)."""
+    msgs = []
+    for i, c in enumerate(["Paris", "Oslo", "Madrid"][:n]):
+        msgs.append({"role": "user", "content": f"What is the weather in {c}?"})
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{i}", "type": "function",
+            "function": {"name": "get_weather", "arguments": json.dumps({"city": c})}}]})
+    msgs.append({"role": "user", "content": f"What is the weather in {city}?"})
+    return msgs
+
+
+def test_model_calls_a_tool(tclient):
+    """Greedy SmolLM2-135M-Instruct answers the few-shot prompt with a call (checked by hand:
+    '{"name": "get_weather", "arguments": {"city": "Rome"}}\\n</tool_call>')."""
+    model = model_of(tclient)
+    args = dict(model=model, tools=TOOLS, max_tokens=40, temperature=0,
+                messages=few_shot("Rome"))
+    r = tclient.chat.completions.create(**args)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls"
+    assert ch.message.content is None
+    assert len(ch.message.tool_calls) == 1
+    call = ch.message.tool_calls[0]
+    assert call.type == "function" and call.id.startswith("call_") and len(call.id) == 29
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Rome"}
+
+    content, reasoning, calls, finish = collect_stream(
+        tclient.chat.completions.create(stream=True, **args))
+    assert (content, reasoning, finish) == ("", "", "tool_calls")
+    assert [(c["name"], c["arguments"]) for c in calls] == \
+        [("get_weather", call.function.arguments)]
+    assert calls[0]["id"].startswith("call_") and calls[0]["id"] != call.id
+
+    # The round trip: the call and its result go back, the model answers.
+    messages = args["messages"] + [
+        {"role": "assistant", "content": None,
+         "tool_calls": [c.model_dump(exclude_none=True) for c in ch.message.tool_calls]},
+        {"role": "tool", "tool_call_id": call.id, "content": "{\"temp_c\": 24}"},
+    ]
+    r2 = tclient.chat.completions.create(model=model, tools=TOOLS, messages=messages,
+                                         max_tokens=8, temperature=0)
+    assert r2.usage.prompt_tokens > r.usage.prompt_tokens
+
+    # tool_choice "none": the same answer is text.
+    r3 = tclient.chat.completions.create(tool_choice="none", **args)
+    assert r3.choices[0].finish_reason == "stop"
+    assert r3.choices[0].message.tool_calls is None
+    assert "get_weather" in r3.choices[0].message.content
