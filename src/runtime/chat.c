@@ -204,7 +204,9 @@ static ts_status render_family(const rt_chat *c, const char *json, size_t len, c
         }
         if (strcmp(role->valuestring, "system") != 0 && strcmp(role->valuestring, "user") != 0 &&
             strcmp(role->valuestring, "assistant") != 0) {
-            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+            /* A tool turn is real but beyond these renderers; any other role is a mistake. */
+            bool tool = strcmp(role->valuestring, "tool") == 0;
+            st = ts_error_set(err, tool ? TS_ERR_UNSUPPORTED : TS_ERR_INVALID_ARG,
                               "the built-in '%s' template renders system, user and assistant "
                               "turns only; messages[%d] has role '%s'",
                               fam, i, role->valuestring);

@@ -60,6 +60,9 @@ typedef struct ts_api_limits {
     int32_t max_n;          /* largest n (parallel samples) */
     const char *model_name; /* the served model's id; a body naming another is 404 */
     int64_t n_embd;         /* embeddings: the model's vector size (dimensions must match) */
+    bool tools_in_template; /* the chat template renders "tools" itself; when false, offered
+                               tools are described in the system turn instead (see
+                               api_chat.c) */
 } ts_api_limits;
 
 /* tool_choice of a chat request. */
@@ -139,8 +142,8 @@ ts_status ts_api_parse_embeddings(const cJSON *root, const ts_api_limits *lim, t
 /* The chat fields (api_chat.c; called by ts_api_parse after the messages' roles and contents):
  * tools, tool_choice, parallel_tool_calls, chat_template_kwargs, add_generation_prompt,
  * tool calls and tool results in messages; builds r->chat_json from the body's text. */
-ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len, ts_api_request *r,
-                            ts_api_error *err);
+ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
+                            const ts_api_limits *lim, ts_api_request *r, ts_api_error *err);
 
 /* Sets *err and returns TS_ERR_INVALID_ARG (or TS_ERR_NOT_FOUND for 404). */
 ts_status ts_api_error_set(ts_api_error *err, int status, const char *type, const char *param,

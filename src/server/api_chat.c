@@ -9,6 +9,10 @@
  * "system", a content list of text parts becomes one string (parts joined by newlines), and a
  * tool call's "arguments" given as a JSON string becomes the object it encodes, since
  * templates print arguments with tojson.
+ *
+ * A template that never mentions "tools" (SmolLM2's, say) would drop the tools silently; they
+ * are then described in a system turn, with the answer format the generic tool-call parser
+ * reads, as llama.cpp's server does for such templates.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,8 +404,31 @@ static ts_status check_message_extras(const cJSON *msg, int i, const char *role,
     return TS_OK;
 }
 
-ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len, ts_api_request *r,
-                            ts_api_error *err) {
+/* The system turn that describes the offered tools to a template that does not render them:
+ * the tools' JSON and the answer that calls one, which the server's generic parser reads. */
+static void put_tools_system(jbuf *b, const char *body, span tools, const char *before) {
+    static const char head[] = "You can call the following tools (JSON descriptions):\n";
+    static const char tail[] =
+        "\n\nTo call a tool, answer with only a JSON object of the form {\"name\": \"<tool "
+        "name>\", \"arguments\": {<the arguments>}} and nothing else. Otherwise answer "
+        "normally.";
+    size_t pre = before != NULL ? strlen(before) + 2 : 0;
+    size_t n = pre + sizeof head + (tools.end - tools.at) + sizeof tail;
+    char *text = malloc(n);
+    if (text == NULL) {
+        b->oom = true;
+        return;
+    }
+    snprintf(text, n, "%s%s%s%.*s%s", before != NULL ? before : "", before != NULL ? "\n\n" : "",
+             head, (int)(tools.end - tools.at), body + tools.at, tail);
+    puts_(b, "{\"role\":\"system\",\"content\":");
+    put_str(b, text);
+    puts_(b, "}");
+    free(text);
+}
+
+ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
+                            const ts_api_limits *lim, ts_api_request *r, ts_api_error *err) {
     const cJSON *msgs = get(root, "messages");
     const cJSON *tools = get(root, "tools");
     const cJSON *kwargs = get(root, "chat_template_kwargs");
@@ -455,17 +482,28 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len, ts_
     if (top_msgs.end == 0) {
         return BAD("messages", "write the key \"messages\" without escapes");
     }
+    /* Tools the template does not render are described in the system turn (merged into the
+     * first one when the conversation opens with one). */
+    bool describe = n_tools > 0 && top_tools.end != 0 && !lim->tools_in_template &&
+                    r->tool_choice != TS_API_TOOL_NONE;
+    bool merge = describe && r->n_messages > 0 && strcmp(r->messages[0].role, "system") == 0;
     puts_(&b, "{\"messages\":[");
+    if (describe) {
+        put_tools_system(&b, body, top_tools, merge ? r->messages[0].content : NULL);
+    }
     span e;
     cur = open_at(top_msgs.at);
     const cJSON *node = msgs->child;
     for (int m = 0; m < r->n_messages && node != NULL && next_element(body, len, &cur, &e);
          m++, node = node->next) {
-        put(&b, m ? "," : "", m ? 1 : 0);
+        if (m == 0 && merge) {
+            continue;
+        }
+        put(&b, m > 0 || describe ? "," : "", m > 0 || describe ? 1 : 0);
         put_message(&b, body, len, e, node, &r->messages[m]);
     }
     puts_(&b, "]");
-    if (n_tools > 0 && top_tools.end != 0) {
+    if (n_tools > 0 && top_tools.end != 0 && !describe) {
         puts_(&b, ",\"tools\":");
         put_span(&b, body, top_tools);
     }

@@ -549,13 +549,13 @@ static ts_status parse_body(ts_api_kind kind, const char *body, size_t len, cons
         return st == TS_OK ? parse_generation(root, lim, r, err) : st;
     case TS_API_CHAT:
         st = parse_messages(root, r, err);
-        st = st == TS_OK ? ts_api_parse_chat(root, body, len, r, err) : st;
+        st = st == TS_OK ? ts_api_parse_chat(root, body, len, lim, r, err) : st;
         return st == TS_OK ? parse_generation(root, lim, r, err) : st;
     case TS_API_TOKENIZE:
         if (field(root, "messages") != NULL) {
             st = parse_messages(root, r, err);
             if (st == TS_OK) {
-                st = ts_api_parse_chat(root, body, len, r, err);
+                st = ts_api_parse_chat(root, body, len, lim, r, err);
             }
         } else {
             st = parse_prompt(root, lim, r, err);

@@ -22,6 +22,10 @@ ts_api_limits ts_server_limits(const ts_server *s) {
         .model_name = s->model_name,
         .n_embd = s->n_embd,
     };
+    ts_context_info info;
+    ts_context_get_info(s->ctx, &info);
+    lim.tools_in_template =
+        info.chat_template_source != NULL && strstr(info.chat_template_source, "tools") != NULL;
     return lim;
 }
 

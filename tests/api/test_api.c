@@ -879,7 +879,9 @@ static void test_default_model(void **state) {
     assert_int_equal(ts_context_create(llm, NULL, &ctx, &err), TS_OK);
     ts_context_info ci;
     ts_context_get_info(ctx, &ci);
-    assert_non_null(ci.chat_template);
+    assert_null(ci.chat_template); /* the file's own Jinja template, not a built-in family */
+    assert_non_null(ci.chat_template_source);
+    assert_string_equal(ci.chat_template_source, ts_llm_chat_template(llm));
     char *prompt2 = NULL;
     assert_int_equal(ts_context_chat_prompt(ctx, msgs, 1, 1, &prompt2, NULL, &err), TS_OK);
     assert_string_equal(prompt, prompt2);

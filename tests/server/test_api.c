@@ -14,8 +14,12 @@
 #include "server/api.h"
 #include "server/metrics.h"
 
-static const ts_api_limits k_lim = {
-    .n_vocab = 1000, .n_ctx = 512, .max_n = 4, .model_name = "tiny", .n_embd = 64};
+static const ts_api_limits k_lim = {.n_vocab = 1000,
+                                    .n_ctx = 512,
+                                    .max_n = 4,
+                                    .model_name = "tiny",
+                                    .n_embd = 64,
+                                    .tools_in_template = true};
 
 static ts_status parse(ts_api_kind kind, const char *body, ts_api_request *r, ts_api_error *e) {
     memset(e, 0, sizeof *e);
@@ -368,6 +372,35 @@ static void test_chat_json(void **state) {
     assert_false(r.has_tools);
     assert_int_equal(r.tool_choice, TS_API_TOOL_NONE);
     assert_non_null(strstr(r.chat_json, "\"tools\":[{"));
+    ts_api_request_free(&r);
+
+    /* A template that does not render tools: they are described in the system turn, merged
+     * into the conversation's own system turn when it has one. */
+    ts_api_limits plain = k_lim;
+    plain.tools_in_template = false;
+    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
+    char body2[512];
+    snprintf(body2, sizeof body2, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],%s",
+             tools);
+    assert_int_equal(ts_api_parse(H, body2, strlen(body2), &plain, &r, &e), TS_OK);
+    assert_true(r.has_tools);
+    assert_null(strstr(r.chat_json, "\"tools\":"));
+    assert_non_null(strstr(r.chat_json,
+                           "{\"messages\":[{\"role\":\"system\",\"content\":\"You can "
+                           "call the following tools (JSON descriptions):\\n[{\\\"type"));
+    assert_non_null(strstr(r.chat_json, "\"},{\"role\":\"user\",\"content\":\"x\"}]"));
+    ts_api_request_free(&r);
+    snprintf(body2, sizeof body2,
+             "{\"messages\":[{\"role\":\"system\",\"content\":\"Be kind.\"},"
+             "{\"role\":\"user\",\"content\":\"x\"}],%s",
+             tools);
+    assert_int_equal(ts_api_parse(H, body2, strlen(body2), &plain, &r, &e), TS_OK);
+    assert_non_null(strstr(r.chat_json, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be "
+                                        "kind.\\n\\nYou can call"));
+    assert_null(strstr(r.chat_json, "Be kind.\"}"));
+    cJSON *vars = cJSON_Parse(r.chat_json);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(vars, "messages")), 2);
+    cJSON_Delete(vars);
     ts_api_request_free(&r);
 
     const char *U = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
