@@ -95,6 +95,7 @@ static const tool_format k_tools[TS_CHAT_TOOLS_COUNT] = {
     [TS_CHAT_TOOLS_FIREFUNCTION] = {.name = "firefunction",
                                     .sections = {{"functools", NULL, SCAN_JSON, BODY_JSON_CALLS}},
                                     .id_len = 24},
+    [TS_CHAT_TOOLS_HARMONY] = {.name = "harmony", .id_len = 24},
     [TS_CHAT_TOOLS_KIMI] = {.name = "kimi",
                             .sections = {{"<|tool_calls_section_begin|>",
                                           "<|tool_calls_section_end|>", SCAN_MARKED, BODY_KIMI}},
@@ -110,6 +111,7 @@ static const struct {
     [TS_CHAT_REASONING_THINK] = {"think", "<think>", "</think>"},
     [TS_CHAT_REASONING_MISTRAL] = {"mistral", "[THINK]", "[/THINK]"},
     [TS_CHAT_REASONING_COMMAND_R] = {"command-r", "<|START_THINKING|>", "<|END_THINKING|>"},
+    [TS_CHAT_REASONING_HARMONY] = {"harmony", "<|channel|>analysis<|message|>", "<|end|>"},
 };
 
 const char *ts_chat_tool_format_name(ts_chat_tool_format f) {
@@ -131,6 +133,12 @@ ts_chat_out_format ts_chat_out_detect(const char *src) {
     }
     /* Most specific markers first: several templates also mention <tool_call> or
      * <function= in their instructions. */
+    if (has(src, "<|channel|>") && has(src, "<|message|>")) {
+        /* gpt-oss: channels carry the reasoning, the answer and the calls alike. */
+        f.tools = TS_CHAT_TOOLS_HARMONY;
+        f.reasoning = TS_CHAT_REASONING_HARMONY;
+        return f;
+    }
     if (has(src, "<|tool_calls_section_begin|>")) {
         f.tools = TS_CHAT_TOOLS_KIMI;
     } else if (has(src, "<|START_ACTION|>")) {
@@ -246,6 +254,12 @@ struct ts_chat_out {
     bool after_json;    /* ... from an answer-is-JSON section */
     bool lstrip_reasoning;
     bool finished;
+    /* Harmony (gpt-oss): the answer is a sequence of messages. */
+    bool harmony;
+    bool h_plain;   /* the answer turned out not to use channels: all content */
+    bool h_in_body; /* inside a message's body (else reading its header) */
+    int h_kind;     /* the body's destination (H_*) */
+    char h_name[257];
     bool oom;
 
     sbuf content, reasoning;
@@ -279,8 +293,9 @@ ts_chat_out *ts_chat_out_create(const ts_chat_out_config *cfg) {
         }
     }
     p->at_start = true;
-    p->reasoning_ok = p->think_open != NULL;
-    if (p->think_open != NULL && cfg->reasoning_open) {
+    p->harmony = cfg->format.reasoning == TS_CHAT_REASONING_HARMONY;
+    p->reasoning_ok = p->think_open != NULL && !p->harmony;
+    if (p->think_open != NULL && cfg->reasoning_open && !p->harmony) {
         p->mode = MODE_REASONING;
         p->reasoning_ok = false;
         p->lstrip_reasoning = true;
@@ -769,9 +784,129 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
     sbuf_consume(&p->pending, upto);
 }
 
+/* ---- harmony ------------------------------------------------------------------------------ */
+
+enum { H_CONTENT, H_REASONING, H_TOOL };
+
+#define H_MAX_HEADER 512
+
+static const char *const k_h_ends[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>"};
+
+/* The word after `key` in a header (up to whitespace or "<|"), or NULL. */
+static const char *h_word(const char *h, size_t len, const char *key, size_t *n) {
+    size_t at = find_lit(h, len, 0, key);
+    if (at == len) {
+        return NULL;
+    }
+    const char *w = h + at + strlen(key);
+    size_t k = 0;
+    while (w + k < h + len && !is_ws(w[k]) && w[k] != '<') {
+        k++;
+    }
+    *n = k;
+    return w;
+}
+
+static void h_header(ts_chat_out *p, const char *h, size_t len) {
+    size_t n_ch = 0, n_to = 0;
+    const char *ch = h_word(h, len, "<|channel|>", &n_ch);
+    const char *to = h_word(h, len, "to=", &n_to);
+    if (to != NULL && n_to > 10 && memcmp(to, "functions.", 10) == 0) {
+        to += 10, n_to -= 10;
+    }
+    p->h_kind = H_CONTENT;
+    if (to != NULL && n_to > 0 && !(n_to == 9 && memcmp(to, "assistant", 9) == 0) &&
+        n_to < sizeof p->h_name && p->fmt != NULL) {
+        p->h_kind = H_TOOL;
+        memcpy(p->h_name, to, n_to);
+        p->h_name[n_to] = '\0';
+    } else if (ch != NULL && n_ch == 8 && memcmp(ch, "analysis", 8) == 0) {
+        p->h_kind = H_REASONING;
+    }
+}
+
+static void step_harmony(ts_chat_out *p, bool final, bool *progress) {
+    const char *s = p->pending.p;
+    size_t len = p->pending.len;
+    if (p->h_plain) {
+        emit_text(p, TS_CHAT_EVENT_CONTENT, s, len);
+        sbuf_consume(&p->pending, len);
+        return;
+    }
+    if (!p->h_in_body) {
+        /* A header starts with a special token or "to=" and ends with <|message|> within
+         * H_MAX_HEADER bytes; an answer that does not is plain text, all content. Both
+         * tests look only at what the first bytes are, so any chunking decides alike. */
+        size_t i = 0;
+        while (i < len && is_ws(s[i])) {
+            i++;
+        }
+        size_t rest = len - i;
+        bool header = rest == 0 || (rest >= 2 ? memcmp(s + i, "<|", 2) == 0 : s[i] == '<') ||
+                      memcmp(s + i, "to=", rest < 3 ? rest : 3) == 0;
+        size_t lim = len < H_MAX_HEADER ? len : H_MAX_HEADER;
+        size_t at = header ? find_lit(s, lim, 0, "<|message|>") : lim;
+        if (at < lim) {
+            h_header(p, s, at);
+            sbuf_consume(&p->pending, at + 11);
+            p->h_in_body = true;
+            *progress = true;
+        } else if (!header || len >= H_MAX_HEADER) {
+            p->h_plain = true;
+            *progress = true;
+        } else if (final) {
+            sbuf_consume(&p->pending, len); /* a header with no message: nothing to say */
+        }
+        return;
+    }
+    size_t end = len, end_len = 0;
+    for (size_t k = 0; k < sizeof k_h_ends / sizeof k_h_ends[0]; k++) {
+        size_t at = find_lit(s, end, 0, k_h_ends[k]);
+        if (at < end) {
+            end = at;
+            /* <|start|> opens the next message's header: it stays. */
+            end_len = k == 3 ? 0 : strlen(k_h_ends[k]);
+        }
+    }
+    if (p->h_kind == H_TOOL) {
+        if (end == len && !final) {
+            return;
+        }
+        chat_calls found = {0};
+        if (chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
+            emit_calls(p, &found);
+        } else {
+            emit_text(p, TS_CHAT_EVENT_CONTENT, s, end);
+        }
+        chat_calls_truncate(&found, 0);
+        free(found.v);
+    } else {
+        ts_chat_event_kind kind =
+            p->h_kind == H_REASONING ? TS_CHAT_EVENT_REASONING : TS_CHAT_EVENT_CONTENT;
+        if (end == len && !final) {
+            size_t keep = 0;
+            for (size_t k = 0; k < sizeof k_h_ends / sizeof k_h_ends[0]; k++) {
+                size_t m = partial_suffix(s, len, k_h_ends[k]);
+                keep = m > keep ? m : keep;
+            }
+            emit_text(p, kind, s, len - keep);
+            sbuf_consume(&p->pending, len - keep);
+            return;
+        }
+        emit_text(p, kind, s, end);
+    }
+    sbuf_consume(&p->pending, end + end_len);
+    p->h_in_body = false;
+    *progress = true;
+}
+
 static void run(ts_chat_out *p, bool final) {
     bool progress = true;
-    while (progress && !p->oom) {
+    while (progress && !p->oom && p->harmony) {
+        progress = false;
+        step_harmony(p, final, &progress);
+    }
+    while (progress && !p->oom && !p->harmony) {
         progress = false;
         switch (p->mode) {
         case MODE_CONTENT:

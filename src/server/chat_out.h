@@ -25,6 +25,9 @@
  *   firefunction functools[{"name", "arguments"}, ...]
  *   kimi        <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0
  *               <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|>
+ *   harmony     gpt-oss: the answer is messages, <|channel|>C [to=functions.N]<|message|>
+ *               BODY<|end|> (or <|call|>, <|return|>); channel analysis is the reasoning,
+ *               final the content, a message to functions.N a call whose body is arguments
  *   generic     any other template: the whole answer is a JSON object {"name", "arguments"}
  *               (or a list of them, {"tool_call": ...}, {"tool_calls": [...]})
  *
@@ -76,6 +79,7 @@ typedef enum ts_chat_tool_format {
     TS_CHAT_TOOLS_PHI4,
     TS_CHAT_TOOLS_FIREFUNCTION,
     TS_CHAT_TOOLS_KIMI,
+    TS_CHAT_TOOLS_HARMONY, /* gpt-oss; with TS_CHAT_REASONING_HARMONY */
     TS_CHAT_TOOLS_COUNT,
 } ts_chat_tool_format;
 
@@ -84,6 +88,7 @@ typedef enum ts_chat_reasoning_format {
     TS_CHAT_REASONING_THINK,     /* <think> ... </think> */
     TS_CHAT_REASONING_MISTRAL,   /* [THINK] ... [/THINK] */
     TS_CHAT_REASONING_COMMAND_R, /* <|START_THINKING|> ... <|END_THINKING|> */
+    TS_CHAT_REASONING_HARMONY,   /* gpt-oss channels: analysis is reasoning, final content */
     TS_CHAT_REASONING_COUNT,
 } ts_chat_reasoning_format;
 

@@ -680,6 +680,16 @@ static bool kimi(const char *s, size_t len, chat_calls *out) {
     }
 }
 
+bool chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
+                    size_t len) {
+    cJSON *a = json_whole(args, len);
+    if (!valid_name(name, name_len) || !cJSON_IsObject(a)) {
+        cJSON_Delete(a);
+        return false;
+    }
+    return push_args(out, name, name_len, a);
+}
+
 bool chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools, bool strict,
                       chat_calls *out) {
     size_t before = out->n;

@@ -330,7 +330,8 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     if (st == TS_OK && kind == TS_API_CHAT) {
         ts_server_chat_config(s, &r, ids[0], n_ids[0], &chat_cfg);
         if (chat_cfg.parse_tools || chat_cfg.format.reasoning == TS_CHAT_REASONING_MISTRAL ||
-            chat_cfg.format.reasoning == TS_CHAT_REASONING_COMMAND_R) {
+            chat_cfg.format.reasoning == TS_CHAT_REASONING_COMMAND_R ||
+            chat_cfg.format.reasoning == TS_CHAT_REASONING_HARMONY) {
             r.params.render_special = true;
         }
     }

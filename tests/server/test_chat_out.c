@@ -463,6 +463,31 @@ static void test_other_families(void **state) {
     assert_int_equal(ts_chat_out_tool_calls(p, &calls), 1);
     assert_string_equal(calls[0].id, "functions.get_weather:0");
     ts_chat_out_destroy(p);
+    /* gpt-oss (harmony) */
+    ts_chat_out_config h = cfg_for(TS_CHAT_TOOLS_HARMONY, TS_CHAT_REASONING_HARMONY);
+    check(&h,
+          "<|channel|>analysis<|message|>User asks the weather. Call get_weather.<|end|>"
+          "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+          "<|message|>{\"location\":\"Paris\"}<|call|>",
+          "", "User asks the weather. Call get_weather.", W_PARIS);
+    check(&h,
+          "<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant to=functions.get_time"
+          "<|channel|>commentary json<|message|>{}",
+          "", "Simple.", "get_time {}|");
+    check(&h,
+          "<|channel|>analysis<|message|>2+2=4<|end|><|start|>assistant<|channel|>final"
+          "<|message|>The answer is 4.",
+          "The answer is 4.", "2+2=4", "");
+    check(&h, "<|channel|>final<|message|>Hi <|e", "Hi <|e", "", "");
+    check(&h, "<|channel|>commentary to=functions.get_time<|message|>{oops}<|call|>", "{oops}", "",
+          "");
+    check(&h, "Plain answer, no channels.", "Plain answer, no channels.", "", "");
+    ts_chat_out_config hn = h;
+    hn.parse_tools = false;
+    check(&hn,
+          "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary "
+          "to=functions.get_time<|message|>{}<|call|>",
+          "{}", "x", "");
     /* generic */
     ts_chat_out_config ge = cfg_for(TS_CHAT_TOOLS_GENERIC, TS_CHAT_REASONING_NONE);
     check(&ge,
@@ -507,6 +532,8 @@ static void test_detect(void **state) {
         {"<|tool|>{{ tools }}<|/tool|>", TS_CHAT_TOOLS_PHI4, TS_CHAT_REASONING_NONE},
         {"' functools[' + ", TS_CHAT_TOOLS_FIREFUNCTION, TS_CHAT_REASONING_NONE},
         {"<|tool_calls_section_begin|>", TS_CHAT_TOOLS_KIMI, TS_CHAT_REASONING_NONE},
+        {"<|start|>assistant<|channel|>final<|message|>", TS_CHAT_TOOLS_HARMONY,
+         TS_CHAT_REASONING_HARMONY},
         {"{% if tools %}{{ tools | tojson }}{% endif %}", TS_CHAT_TOOLS_GENERIC,
          TS_CHAT_REASONING_NONE},
     };
