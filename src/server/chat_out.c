@@ -247,11 +247,12 @@ struct ts_chat_out {
     int depth;
     bool json_started, in_str, esc, named_json;
 
-    bool at_start;      /* only whitespace since the answer began or the last call */
-    bool reasoning_ok;  /* a reasoning block may still open (nothing emitted yet) */
-    bool lstrip;        /* drop whitespace before the next content */
-    bool after_section; /* the last thing emitted was a tool call */
-    bool after_json;    /* ... from an answer-is-JSON section */
+    bool at_start;           /* only whitespace since the answer began or the last call */
+    bool reasoning_ok;       /* a reasoning block may still open (nothing emitted yet) */
+    bool lstrip;             /* drop whitespace before the next content */
+    bool after_section;      /* the last thing emitted was a tool call */
+    bool after_json;         /* ... from an answer-is-JSON section */
+    bool fence, after_fence; /* that section opened with a ```json fence */
     bool lstrip_reasoning;
     bool finished;
     /* Harmony (gpt-oss): the answer is a sequence of messages. */
@@ -460,7 +461,7 @@ static void start_section(ts_chat_out *p, const section *sec) {
     p->sec = sec;
     p->scan = 0;
     p->depth = 0;
-    p->json_started = p->in_str = p->esc = p->named_json = false;
+    p->json_started = p->in_str = p->esc = p->named_json = p->fence = false;
 }
 
 /* The section's text goes back to the content: its opening marker, and, when whole is set,
@@ -486,6 +487,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
     if (chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
         emit_calls(p, &found);
         p->after_json = strict;
+        p->after_fence = p->fence;
         p->mode = MODE_CONTENT;
         p->sec = NULL;
         p->at_start = true;
@@ -700,7 +702,7 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
         if (i == len && !final) {
             return; /* only whitespace so far: wait */
         }
-        const char *orphan = p->after_json ? p->fmt->orphan_close : NULL;
+        const char *orphan = p->after_json ? (p->after_fence ? "```" : p->fmt->orphan_close) : NULL;
         if (i < len && orphan != NULL) {
             size_t n = strlen(orphan);
             size_t have = len - i < n ? len - i : n;
@@ -728,6 +730,38 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
                     p->mode = MODE_REASONING;
                     p->reasoning_ok = false;
                     p->lstrip_reasoning = true;
+                    *progress = true;
+                    return;
+                }
+            }
+        }
+        if (i < len && p->fmt != NULL && p->fmt->json_start != NULL && s[i] == '`') {
+            /* A call in a Markdown fence: ```json, a line break, then the JSON. */
+            size_t j = i, rest = len - i;
+            if (memcmp(s + i, "```", rest < 3 ? rest : 3) == 0 && rest < 3 && !final) {
+                return;
+            }
+            if (rest >= 3 && memcmp(s + i, "```", 3) == 0) {
+                j = i + 3;
+                size_t r = len - j;
+                if (r >= 4 && memcmp(s + j, "json", 4) == 0) {
+                    j += 4;
+                } else if (r < 4 && memcmp(s + j, "json", r) == 0 && !final) {
+                    return;
+                }
+                size_t k = j;
+                while (k < len && is_ws(s[k])) {
+                    k++;
+                }
+                if (k == len && !final) {
+                    return;
+                }
+                if (k < len && k > j && strchr(p->fmt->json_start, s[k]) != NULL) {
+                    size_t drop = p->after_section ? i : 0;
+                    sbuf_consume(&p->pending, drop);
+                    start_section(p, &k_json_start);
+                    p->scan = k - drop;
+                    p->fence = true;
                     *progress = true;
                     return;
                 }

@@ -707,6 +707,10 @@ bool chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON 
         }
         break;
     case BODY_JSON_START:
+        if (starts(s, len, "```")) { /* a fence's opening line (its closing one follows) */
+            size_t f = starts(s, len, "```json") ? 7 : 3;
+            s += f, len -= f;
+        }
         ok = json_sequence(s, len, tools, strict, out);
         break;
     case BODY_PYTHON_TAG:

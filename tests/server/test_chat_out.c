@@ -499,6 +499,15 @@ static void test_other_families(void **state) {
           "", "", W_PARIS);
     check(&ge, "[{\"name\": \"get_time\", \"arguments\": {}}]", "", "", "get_time {}|");
     check(&ge, "[1, 2, 3]", "[1, 2, 3]", "", "");
+    /* a call in a Markdown fence */
+    check(&ge, "```json\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}\n```", "", "",
+          "get_time {\"tz\":\"UTC\"}|");
+    check(&ge, "```\n[{\"name\": \"get_time\", \"arguments\": {}}]\n```\n", "", "", "get_time {}|");
+    check(&ge, "```json\n{\"a\": 1}\n```", "```json\n{\"a\": 1}\n```", "", "");
+    check(&ge, "```python\nprint(1)\n```", "```python\nprint(1)\n```", "", "");
+    check(&ge, "``x", "``x", "", "");
+    check(&ge, "```json{\"name\": \"get_time\", \"arguments\": {}}```",
+          "```json{\"name\": \"get_time\", \"arguments\": {}}```", "", "");
     check(&ge, "{\"name\": \"unknown_fn\", \"arguments\": {}}",
           "{\"name\": \"unknown_fn\", \"arguments\": {}}", "", "");
     /* without tools offered, nothing is a call */
@@ -693,6 +702,17 @@ static void test_random_inputs(void **state) {
         "<arg_value>",
         "<|tool_call_begin|>",
         "<|tool_call_argument_begin|>",
+        "<|channel|>",
+        "<|message|>",
+        "<|end|>",
+        "<|call|>",
+        "<|start|>",
+        "analysis",
+        "final",
+        " to=functions.get_time",
+        "```json\n",
+        "```",
+        ";",
     };
     uint64_t seed = 7;
     char buf[512];
