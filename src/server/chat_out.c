@@ -14,6 +14,10 @@
  *              the body is parsed (chat_out_calls.c): calls are emitted, or the section's raw
  *              text becomes content.
  *
+ * gpt-oss (harmony) answers are a sequence of messages instead and have their own two steps:
+ * a header up to <|message|> says where the body goes (reasoning, content, a call), the body
+ * runs to <|end|>, <|call|>, <|return|> or the next <|start|>.
+ *
  * Each step consumes a prefix of pending and decides only on what it has seen, never on
  * where a piece of input ended, so any chunking of the same text gives the same events.
  */

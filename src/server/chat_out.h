@@ -50,9 +50,10 @@
  *    compact JSON text ({"a":1}), which is what OpenAI sends in function.arguments. A call
  *    that does not parse (bad JSON, no name, arguments that are not an object) is returned as
  *    content, marker and all; nothing in the text can make the parser fail other than memory.
- *  - The answer-is-JSON formats (llama3, generic) only take an object whose name is one of
- *    the offered tools and that has "arguments" or "parameters", since an ordinary answer may
- *    be JSON too.
+ *  - The answer-is-JSON formats (llama3, generic, and hermes when the model leaves out the
+ *    opening <tool_call>) only take an object whose name is one of the offered tools and
+ *    that has "arguments" or "parameters", since an ordinary answer may be JSON too; such an
+ *    answer may sit in a ```json fence.
  *
  * Thread safety: a parser belongs to one thread; the functions share no state.
  */
