@@ -119,6 +119,9 @@ typedef struct ts_chat_out_config {
     uint64_t id_seed;         /* tool-call ids are derived from it (unique per request) */
 } ts_chat_out_config;
 
+/* Added to id_seed once per choice index, so the choices of one request get different ids. */
+#define TS_CHAT_OUT_CHOICE_SEED 0xD6E8FEB86659FD93ull
+
 /* False when the configuration parses nothing (no reasoning format, no tools): the text is
  * then the content as it stands and callers may skip the parser. */
 bool ts_chat_out_active(const ts_chat_out_config *cfg);

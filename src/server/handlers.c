@@ -199,7 +199,9 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
             const char *finish = ts_finish_reason_name(c->finish);
             if (chat && chat_cfg != NULL && ts_chat_out_active(chat_cfg)) {
                 /* The same parser a stream uses, fed the whole answer at once. */
-                ts_chat_out *po = ts_chat_out_create(chat_cfg);
+                ts_chat_out_config cc = *chat_cfg;
+                cc.id_seed += (uint64_t)i * TS_CHAT_OUT_CHOICE_SEED; /* ids differ per choice */
+                ts_chat_out *po = ts_chat_out_create(&cc);
                 cJSON *msg = NULL;
                 if (po != NULL && ts_chat_out_feed(po, c->text ? c->text : "", c->len) == TS_OK &&
                     ts_chat_out_finish(po) == TS_OK) {

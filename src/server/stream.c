@@ -309,7 +309,9 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
         st->chat = calloc((size_t)n_choices, sizeof *st->chat);
         oom = st->chat == NULL;
         for (int32_t i = 0; !oom && i < n_choices; i++) {
-            st->chat[i] = ts_chat_out_create(chat);
+            ts_chat_out_config cc = *chat;
+            cc.id_seed += (uint64_t)i * TS_CHAT_OUT_CHOICE_SEED; /* ids differ per choice */
+            st->chat[i] = ts_chat_out_create(&cc);
             oom = st->chat[i] == NULL;
         }
     }

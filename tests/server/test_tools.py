@@ -221,3 +221,28 @@ def test_model_calls_a_tool(tclient):
     assert r3.choices[0].finish_reason == "stop"
     assert r3.choices[0].message.tool_calls is None
     assert "get_weather" in r3.choices[0].message.content
+
+
+def test_each_choice_has_its_own_parser(tclient):
+    """n=2: both choices are parsed on their own, streamed and not."""
+    model = model_of(tclient)
+    args = dict(model=model, tools=TOOLS, max_tokens=40, temperature=0, n=2,
+                messages=few_shot("Rome"))
+    r = tclient.chat.completions.create(**args)
+    assert [c.finish_reason for c in r.choices] == ["tool_calls", "tool_calls"]
+    ids = [c.message.tool_calls[0].id for c in r.choices]
+    assert ids[0] != ids[1]
+    per = {}
+    for chunk in tclient.chat.completions.create(stream=True, **args):
+        for ch in chunk.choices:
+            p = per.setdefault(ch.index, {"args": "", "names": [], "finish": None})
+            for tc in ch.delta.tool_calls or []:
+                assert tc.index == 0
+                if tc.function.name:
+                    p["names"].append(tc.function.name)
+                p["args"] += tc.function.arguments or ""
+            p["finish"] = ch.finish_reason or p["finish"]
+    for i in (0, 1):
+        assert per[i]["names"] == ["get_weather"]
+        assert json.loads(per[i]["args"]) == {"city": "Rome"}
+        assert per[i]["finish"] == "tool_calls"
