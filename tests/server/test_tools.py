@@ -246,3 +246,28 @@ def test_each_choice_has_its_own_parser(tclient):
         assert per[i]["names"] == ["get_weather"]
         assert json.loads(per[i]["args"]) == {"city": "Rome"}
         assert per[i]["finish"] == "tool_calls"
+
+
+def test_logprobs_and_stop_with_tools(tclient):
+    """Logprobs cover every token whether its text became content or a call, streamed and
+    not; a stop string still ends the answer before the parser sees it."""
+    model = model_of(tclient)
+    args = dict(model=model, tools=TOOLS, max_tokens=40, temperature=0, logprobs=True,
+                top_logprobs=2, messages=few_shot("Rome"))
+    r = tclient.chat.completions.create(**args)
+    whole = [e.token for e in r.choices[0].logprobs.content]
+    assert r.choices[0].finish_reason == "tool_calls"
+    streamed = []
+    for chunk in tclient.chat.completions.create(stream=True, **args):
+        for ch in chunk.choices:
+            if ch.logprobs and ch.logprobs.content:
+                streamed += [e.token for e in ch.logprobs.content]
+    assert streamed == whole
+
+    # A stop string inside the call: the call is cut, so its text is content.
+    r2 = tclient.chat.completions.create(model=model, tools=TOOLS, max_tokens=40, temperature=0,
+                                         stop=["Rome"], messages=few_shot("Rome"))
+    ch = r2.choices[0]
+    assert ch.finish_reason == "stop"
+    assert ch.message.tool_calls is None
+    assert ch.message.content.startswith("{\"name\": \"get_weather\"")
