@@ -149,7 +149,7 @@ static jj_value list_of(jj_ctx *c, const sort_item *items, size_t n, bool vals) 
     return l;
 }
 
-static jj_value html_escape(jj_ctx *c, jj_value v) {
+jj_value jj_html_escape(jj_ctx *c, jj_value v) {
     if (v.type == JJ_STR && (v.flags & JJ_F_SAFE))
         return v;
     jj_value s = str_of(c, v);
@@ -331,9 +331,16 @@ static bool run_test(jj_ctx *c, jj_value v, const jj_args *a, int first) {
     return jj_test(c, name.s.p, name.s.n, v, &rest);
 }
 
+/* jinja2's generator filters skip a falsy input without iterating it (none|map(...) is
+ * empty) and return a generator. */
+static jj_value gen_input(jj_ctx *c, jj_value v) {
+    return jj_truthy(v) ? jj_iterate(c, v) : jj_new_list(c, 0);
+}
+
 static jj_value do_select(jj_ctx *c, jj_value seq, const jj_args *a, bool attr, bool keep) {
-    jj_value items = jj_iterate(c, seq);
+    jj_value items = gen_input(c, seq);
     jj_value out = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     if (attr && a->n_pos < 1)
         jj_fail(c, TS_ERR_TYPE, "selectattr/rejectattr need an attribute name");
     for (size_t i = 0; i < items.l->n; i++) {
@@ -347,8 +354,9 @@ static jj_value do_select(jj_ctx *c, jj_value seq, const jj_args *a, bool attr, 
 }
 
 static jj_value do_map(jj_ctx *c, jj_value seq, const jj_args *a) {
-    jj_value items = jj_iterate(c, seq);
+    jj_value items = gen_input(c, seq);
     jj_value out = jj_new_list(c, items.l->n);
+    out.flags = JJ_F_GEN;
     const jj_value *attr = jj_arg(a, -1, "attribute");
     const jj_value *dflt = jj_arg(a, -1, "default");
     if (!attr && a->n_pos < 1)
@@ -618,6 +626,7 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
     const jj_value *attr = jj_arg(a, 1, "attribute");
     jj_value items = jj_iterate(c, v);
     jj_value out = jj_new_list(c, 0), seen = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     for (size_t i = 0; i < items.l->n; i++) {
         jj_value k = attr ? attr_path(c, items.l->v[i], *attr) : items.l->v[i];
         k = fold(c, k, cs);
@@ -693,6 +702,7 @@ static jj_value f_batch(jj_ctx *c, jj_value v, const jj_args *a) {
         jj_fail(c, TS_ERR_RANGE, "batch size must be positive");
     jj_value items = jj_iterate(c, v);
     jj_value out = jj_new_list(c, 0), cur = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     for (size_t i = 0; i < items.l->n; i++) {
         if ((int64_t)cur.l->n == size) {
             jj_list_push(c, out.l, cur);
@@ -785,6 +795,8 @@ static jj_value f_tojson(jj_ctx *c, jj_value v, const jj_args *a) {
 }
 
 static jj_value first_last(jj_ctx *c, jj_value v, bool last) {
+    if (last && v.type == JJ_LIST && (v.flags & JJ_F_GEN))
+        jj_fail(c, TS_ERR_TYPE, "'generator' object is not reversible");
     jj_value items = jj_iterate(c, v);
     if (items.l->n == 0)
         return jj_undef_msg(c, "No %s item, sequence was empty.", last ? "last" : "first");
@@ -855,11 +867,12 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
     }
     if (IS("items")) {
         NOARGS("items");
+        jj_value l = jj_new_list(c, v.type == JJ_DICT ? v.d->n : 0);
+        l.flags = JJ_F_GEN;
         if (v.type == JJ_UNDEF)
-            return jj_new_list(c, 0);
+            return l;
         if (v.type != JJ_DICT)
             jj_fail(c, TS_ERR_TYPE, "Can only get item pairs from a mapping.");
-        jj_value l = jj_new_list(c, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) {
             jj_value t = jj_new_list(c, 2);
             t.flags = JJ_F_TUPLE;
@@ -915,7 +928,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         NOARGS("escape");
         if (IS("forceescape"))
             v.flags &= (uint8_t)~JJ_F_SAFE;
-        return html_escape(c, v);
+        return jj_html_escape(c, v);
     }
     if (IS("abs")) {
         NOARGS("abs");
@@ -949,6 +962,9 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         for (size_t i = 0; i < items.l->n; i++)
             l.l->v[i] = items.l->v[items.l->n - 1 - i];
         l.l->n = items.l->n;
+        /* reversed(list) is an iterator; a generator is reversed into a new list. */
+        if (v.type == JJ_LIST && !(v.flags & JJ_F_GEN))
+            l.flags = JJ_F_GEN;
         return l;
     }
     if (IS("batch"))

@@ -403,6 +403,8 @@ static void dump(jwriter *w, jj_value v, int level) {
         put_string(w, v.s.p, v.s.n);
         return;
     case JJ_LIST:
+        if (v.flags & JJ_F_GEN)
+            jj_fail(w->c, TS_ERR_TYPE, "Object of type generator is not JSON serializable");
         if (v.l->n == 0) {
             jj_buf_puts(w->b, "[]");
             return;

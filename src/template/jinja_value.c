@@ -244,7 +244,7 @@ bool jj_truthy(jj_value v) {
     case JJ_STR:
         return v.s.n > 0;
     case JJ_LIST:
-        return v.l->n > 0;
+        return (v.flags & JJ_F_GEN) || v.l->n > 0;
     case JJ_DICT:
         return v.d->n > 0;
     default:
@@ -274,6 +274,8 @@ bool jj_equal(jj_value a, jj_value b) {
     case JJ_STR:
         return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JJ_LIST:
+        if ((a.flags | b.flags) & JJ_F_GEN)
+            return a.l == b.l;
         if ((a.flags & JJ_F_TUPLE) != (b.flags & JJ_F_TUPLE) || a.l->n != b.l->n)
             return false;
         if (a.l == b.l)
@@ -319,7 +321,7 @@ const char *jj_type_name(jj_value v) {
     case JJ_STR:
         return "str";
     case JJ_LIST:
-        return v.flags & JJ_F_TUPLE ? "tuple" : "list";
+        return v.flags & JJ_F_GEN ? "generator" : v.flags & JJ_F_TUPLE ? "tuple" : "list";
     case JJ_DICT:
         return "dict";
     case JJ_NS:
@@ -524,6 +526,10 @@ static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
         jj_buf_puts(b, "Undefined");
         return;
     case JJ_LIST: {
+        if (v.flags & JJ_F_GEN) {
+            jj_buf_puts(b, "<generator object>");
+            return;
+        }
         bool tuple = v.flags & JJ_F_TUPLE;
         jj_buf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
@@ -621,12 +627,15 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
     case JJ_STR:
         return (int64_t)jj_utf8_count(v.s.p, v.s.n);
     case JJ_LIST:
+        if (v.flags & JJ_F_GEN)
+            break;
         return (int64_t)v.l->n;
     case JJ_DICT:
         return (int64_t)v.d->n;
     default:
-        jj_fail(c, TS_ERR_TYPE, "object of type '%s' has no len()", jj_type_name(v));
+        break;
     }
+    jj_fail(c, TS_ERR_TYPE, "object of type '%s' has no len()", jj_type_name(v));
 }
 
 /* ---- UTF-8 and Unicode -------------------------------------------------------------- */
