@@ -306,8 +306,6 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
     case JJ_DICT:
         return jj_dict_find(container.d, item) != NULL;
     case JJ_UNDEF:
-        if (container.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, container);
         return false;
     default:
         jj_fail(c, TS_ERR_TYPE, "argument of type '%s' is not iterable", jj_type_name(container));

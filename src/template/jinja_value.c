@@ -491,8 +491,6 @@ static void str_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
     char tmp[40];
     switch (v.type) {
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return;
     case JJ_NONE:
         jj_buf_puts(b, "None");
@@ -595,8 +593,6 @@ jj_value jj_iterate(jj_ctx *c, jj_value v) {
     case JJ_LIST:
         return v;
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return jj_new_list(c, 0);
     case JJ_DICT: {
         jj_value l = jj_new_list(c, v.d->n);
