@@ -257,6 +257,11 @@ static jj_value arith(jj_ctx *c, int op, jj_value a, jj_value b) {
         return r;
     }
     if (op == OP_ADD && a.type == JJ_STR && b.type == JJ_STR) {
+        if (a.s.n + b.s.n > c->max_output)
+            jj_fail(c, TS_ERR_LIMIT,
+                    "a string would exceed the output limit of %zu bytes "
+                    "(max_output)",
+                    c->max_output);
         char *p = jj_alloc(c->arena, a.s.n + b.s.n + 1);
         memcpy(p, a.s.p, a.s.n);
         memcpy(p + a.s.n, b.s.p, b.s.n);

@@ -88,6 +88,13 @@ void jj_buf_init(jj_buf *b, jj_arena *a) {
 static void buf_reserve(jj_buf *b, size_t more) {
     if (b->cap - b->n > more)
         return;
+    jj_arena *a = b->arena;
+    if (a->max_string && b->n + more > a->max_string) {
+        ts_error_set(a->err, TS_ERR_LIMIT,
+                     "template: a string would exceed the output limit of %zu bytes (max_output)",
+                     a->max_string);
+        longjmp(*a->fail_jmp, 1);
+    }
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->n <= more)
         cap *= 2;
