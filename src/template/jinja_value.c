@@ -46,8 +46,8 @@ void *jj_alloc(jj_arena *a, size_t size) {
         size_t want = size > CHUNK_MIN / 4 ? size : CHUNK_MIN;
         if (a->limit && a->used_total + want + sizeof(jj_chunk) > a->limit) {
             ts_error_set(a->err, TS_ERR_LIMIT,
-                         "template: memory limit of %zu bytes reached (values too large)",
-                         a->limit);
+                         "template:%d: memory limit of %zu bytes reached (values too large)",
+                         a->line ? *a->line : 0, a->limit);
             longjmp(*a->fail_jmp, 1);
         }
         c = malloc(sizeof(jj_chunk) + want);
@@ -91,8 +91,9 @@ static void buf_reserve(jj_buf *b, size_t more) {
     jj_arena *a = b->arena;
     if (a->max_string && b->n + more > a->max_string) {
         ts_error_set(a->err, TS_ERR_LIMIT,
-                     "template: a string would exceed the output limit of %zu bytes (max_output)",
-                     a->max_string);
+                     "template:%d: a string would exceed the output limit of %zu bytes "
+                     "(max_output)",
+                     a->line ? *a->line : 0, a->max_string);
         longjmp(*a->fail_jmp, 1);
     }
     size_t cap = b->cap ? b->cap : 64;
