@@ -163,21 +163,20 @@ jj_value jj_undef_msg(jj_ctx *c, const char *fmt, ...) {
 }
 
 jj_value jj_new_list(jj_ctx *c, size_t cap) {
+    /* Never an empty allocation, so items is never NULL (memcpy of 0 items stays defined). */
     jj_list *l = jj_alloc(c->arena, sizeof(*l));
-    if (cap) {
-        l->v = jj_alloc(c->arena, cap * sizeof(jj_value));
-        l->cap = cap;
-    }
+    cap = cap ? cap : 4;
+    l->v = jj_alloc(c->arena, cap * sizeof(jj_value));
+    l->cap = cap;
     return (jj_value){.type = JJ_LIST, .l = l};
 }
 
 jj_value jj_new_dict(jj_ctx *c, size_t cap) {
     jj_dict *d = jj_alloc(c->arena, sizeof(*d));
-    if (cap) {
-        d->keys = jj_alloc(c->arena, cap * sizeof(jj_value));
-        d->vals = jj_alloc(c->arena, cap * sizeof(jj_value));
-        d->cap = cap;
-    }
+    cap = cap ? cap : 4;
+    d->keys = jj_alloc(c->arena, cap * sizeof(jj_value));
+    d->vals = jj_alloc(c->arena, cap * sizeof(jj_value));
+    d->cap = cap;
     return (jj_value){.type = JJ_DICT, .d = d};
 }
 
