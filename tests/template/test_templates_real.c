@@ -16,6 +16,7 @@
  * template found in both is checked once, from the repository. The test prints one line per
  * template and each failing case with its first differing byte, then the total rate, and fails
  * when that rate is below 98% or when a committed case not marked "known_diff" fails.
+ * TS_TEMPLATES_ONLY=name,... checks only the templates whose file name contains one of them.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -72,6 +73,24 @@ static void name_set_free(name_set *s) {
         free(s->names[i]);
     }
     free(s->names);
+}
+
+/* TS_TEMPLATES_ONLY=a,b limits the run to templates whose file name contains a or b (to debug one
+ * template); unset, every template is checked. */
+static int selected(const char *file) {
+    const char *only = getenv("TS_TEMPLATES_ONLY");
+    if (only == NULL || only[0] == '\0') {
+        return 1;
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", only);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (tok[0] != '\0' && strstr(file, tok) != NULL) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The whole file, NUL-terminated; NULL when it cannot be read. */
@@ -222,7 +241,7 @@ static void check_file(const char *dir, const char *file, int committed, name_se
     const cJSON *now = cJSON_GetObjectItemCaseSensitive(doc, "now");
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(doc, "cases");
     assert_true(cJSON_IsString(tname) && cJSON_IsNumber(now) && cJSON_IsArray(cases));
-    if (name_set_has(seen, tname->valuestring)) {
+    if (name_set_has(seen, tname->valuestring) || !selected(tname->valuestring)) {
         cJSON_Delete(doc);
         free(text);
         return;
@@ -339,6 +358,7 @@ static void test_real_templates(void **state) {
     printf("total: %d/%d template x conversation pairs match jinja2 (%.2f%%) over %d templates; "
            "%d committed regression(s)\n",
            all.passed, all.found, 100.0 * rate, all.templates, all.regressions);
+    fflush(stdout);
     name_set_free(&seen);
     assert_true(all.found > 0);
     if (rate < MIN_RATE) {
