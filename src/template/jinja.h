@@ -30,12 +30,12 @@ typedef struct ts_tpl ts_tpl;
 
 /* Zero fields mean the defaults given. */
 typedef struct ts_tpl_options {
-    size_t max_output;   /* bytes of rendered text; 0: 4 MiB */
-    uint64_t max_steps;  /* evaluation steps (nodes, loop iterations, filter items); 0: 50M */
-    int max_depth;       /* nesting of macro calls / includes of expressions; 0: 128 */
-    int64_t now;         /* strftime_now's clock, Unix seconds UTC; 0: the current time */
-    int no_trim_blocks;  /* nonzero: trim_blocks off (Hugging Face turns it on) */
-    int no_lstrip_blocks;/* nonzero: lstrip_blocks off (Hugging Face turns it on) */
+    size_t max_output;    /* bytes of rendered text; 0: 4 MiB */
+    uint64_t max_steps;   /* evaluation steps (nodes, loop iterations, filter items); 0: 50M */
+    int max_depth;        /* nesting of macro calls / includes of expressions; 0: 128 */
+    int64_t now;          /* strftime_now's clock, Unix seconds UTC; 0: the current time */
+    int no_trim_blocks;   /* nonzero: trim_blocks off (Hugging Face turns it on) */
+    int no_lstrip_blocks; /* nonzero: lstrip_blocks off (Hugging Face turns it on) */
 } ts_tpl_options;
 
 /* Compiles template source (need not be NUL-terminated). Syntax errors are TS_ERR_FORMAT and

@@ -1,0 +1,171 @@
+/*
+ * jinja.c — the engine's public functions (jinja.h): compile, render, free.
+ *
+ * Both entry points own an arena and a jmp_buf; everything below them allocates from the
+ * arena and fails by longjmp back here with the message already in err (see
+ * jinja_internal.h). A compiled template is immutable, so one may be rendered from several
+ * threads at once; each render has its own arena.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "template/jinja_internal.h"
+
+#define DEFAULT_MAX_OUTPUT ((size_t)4 << 20)
+#define DEFAULT_MAX_STEPS  UINT64_C(50000000)
+#define DEFAULT_MAX_DEPTH  128
+/* A render's memory: its output several times over, plus room for the variables. */
+#define MEMORY_FACTOR 16
+#define MEMORY_MIN    ((size_t)256 << 20)
+
+void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ts_error_set(a->err, st, "template:%d: %s", line, msg);
+    longjmp(*a->fail_jmp, 1);
+}
+
+/* jinja2 reads "\r\n" and "\r" as "\n" and drops one trailing newline. */
+static char *normalize(jj_arena *a, const char *src, size_t len, size_t *out_len) {
+    char *s = jj_alloc(a, len + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '\r') {
+            s[n++] = '\n';
+            if (i + 1 < len && src[i + 1] == '\n')
+                i++;
+        } else {
+            s[n++] = src[i];
+        }
+    }
+    if (n > 0 && s[n - 1] == '\n')
+        n--;
+    s[n] = 0;
+    *out_len = n;
+    return s;
+}
+
+static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt, ts_tpl **out,
+                         ts_error *err) {
+    ts_tpl *t = calloc(1, sizeof(*t));
+    if (!t)
+        return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory");
+    jmp_buf jmp;
+    jj_arena_init(&t->arena, 0, &jmp, err);
+    if (setjmp(jmp)) {
+        jj_arena_free(&t->arena);
+        free(t);
+        return err->status;
+    }
+    size_t n;
+    char *s = normalize(&t->arena, src, len, &n);
+    jj_tok *toks;
+    size_t n_toks;
+    jj_lex(&t->arena, s, n, !(opt && opt->no_trim_blocks), !(opt && opt->no_lstrip_blocks), &toks,
+           &n_toks);
+    jj_parse(&t->arena, toks, n_toks, &t->body);
+    t->src = s;
+    t->src_n = n;
+    t->trim_blocks = !(opt && opt->no_trim_blocks);
+    t->lstrip_blocks = !(opt && opt->no_lstrip_blocks);
+    t->arena.fail_jmp = NULL;
+    t->arena.err = NULL;
+    *out = t;
+    return TS_OK;
+}
+
+ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *err) {
+    ts_error local;
+    if (!err)
+        err = &local;
+    if (!out || (!src && len))
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL source or output");
+    *out = NULL;
+    return compile(src ? src : "", len, NULL, out, err);
+}
+
+void ts_tpl_free(ts_tpl *t) {
+    if (!t)
+        return;
+    jj_arena_free(&t->arena);
+    free(t);
+}
+
+static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
+                        const ts_tpl_options *opt, char **out, size_t *out_len, ts_error *err) {
+    ts_tpl_options o = opt ? *opt : (ts_tpl_options){0};
+    /* Whitespace control is decided by the lexer: other settings than the compiled ones
+     * need the template compiled again with them (a private copy, freed below). */
+    if (!o.no_trim_blocks != t->trim_blocks || !o.no_lstrip_blocks != t->lstrip_blocks) {
+        ts_tpl *variant;
+        ts_status st = compile(t->src, t->src_n, &o, &variant, err);
+        if (st != TS_OK)
+            return st;
+        st = render(variant, vars_json, vars_len, opt, out, out_len, err);
+        ts_tpl_free(variant);
+        return st;
+    }
+    jj_ctx c = {
+        .err = err,
+        .max_output = o.max_output ? o.max_output : DEFAULT_MAX_OUTPUT,
+        .max_steps = o.max_steps ? o.max_steps : DEFAULT_MAX_STEPS,
+        .max_depth = o.max_depth > 0 ? o.max_depth : DEFAULT_MAX_DEPTH,
+        .now = o.now ? o.now : (int64_t)time(NULL),
+    };
+    size_t mem =
+        c.max_output > MEMORY_MIN / MEMORY_FACTOR ? c.max_output * MEMORY_FACTOR : MEMORY_MIN;
+    if (mem < vars_len * 8 + MEMORY_MIN)
+        mem = vars_len * 8 + MEMORY_MIN;
+    jj_arena arena;
+    jmp_buf jmp;
+    jj_arena_init(&arena, mem, &jmp, err);
+    c.arena = &arena;
+    c.jmp = &jmp;
+    if (setjmp(jmp)) {
+        jj_arena_free(&arena);
+        return err->status;
+    }
+    jj_value vars = vars_len ? jj_json_parse(&c, vars_json, vars_len) : jj_new_dict(&c, 0);
+    if (vars.type != JJ_DICT) {
+        jj_arena_free(&arena);
+        return ts_error_set(err, TS_ERR_FORMAT, "vars: the variables must be a JSON object");
+    }
+    c.vars = vars.d;
+    jj_buf result;
+    jj_buf_init(&result, &arena);
+    c.out = &result;
+    jj_exec_template(&c, &t->body);
+    char *text = malloc(result.n + 1);
+    if (!text) {
+        jj_arena_free(&arena);
+        return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory (%zu bytes)", result.n + 1);
+    }
+    if (result.n)
+        memcpy(text, result.p, result.n);
+    text[result.n] = 0;
+    jj_arena_free(&arena);
+    *out = text;
+    if (out_len)
+        *out_len = result.n;
+    ts_error_clear(err);
+    return TS_OK;
+}
+
+ts_status ts_tpl_render(const ts_tpl *t, const char *vars_json, size_t vars_len,
+                        const ts_tpl_options *opt, char **out, size_t *out_len, ts_error *err) {
+    ts_error local;
+    if (!err)
+        err = &local;
+    if (!t || !out || (!vars_json && vars_len))
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL template or output");
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    return render(t, vars_json ? vars_json : "", vars_len, opt, out, out_len, err);
+}
