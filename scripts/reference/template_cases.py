@@ -204,6 +204,16 @@ def call(cid, name, args):
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
+# A tool with only a name (no description, no parameters), and arguments with numbers and strings
+# whose JSON / str() forms differ between languages: Python's shortest repr of floats (1e-07,
+# 1e+17, -0.0, 3.0), integers a double cannot hold exactly (2^53 + 1, -2^63), control characters
+# and U+2028. (Integers beyond 64 bits are left out: Python keeps them exact, tessera's engine
+# refuses them as input.)
+MINIMAL_TOOL = {"type": "function", "function": {"name": "ping"}}
+NUMBER_ARGS = {"big": 9007199254740993, "min64": -9223372036854775808, "neg": -7,
+               "negzero": -0.0, "third": 1 / 3, "tiny": 1e-07, "huge": 1e17, "whole": 3.0,
+               "ctrl": "a\u0001b\u001fc\u007fd", "ls": "x\u2028y", "esc": "\"\\/\b\f\t",
+               "nested": [1, [2.5, {"k": None}], True]}
 WEATHER_ARGS = {"location": "Paris", "unit": "celsius"}
 FLIGHT_ARGS = {"route": {"from": "CDG", "to": "NRT"}, "passengers": 2, "max_price": 1200.5,
                "cabin": ["economy"], "flexible": False}
@@ -296,6 +306,34 @@ CONVERSATIONS = [
         {"role": "assistant", "content": [{"type": "text", "text": "A shiny red apple."}]},
         {"role": "user", "content": [{"type": "text", "text": "Thanks!"}]},
     ], False, True, {}),
+    ("numbers_and_escapes", [
+        {"role": "user", "content": "Ping with odd values: \u0001 \u001f \u007f \u2028 \\ \"."},
+        {"role": "assistant", "content": "",
+         "tool_calls": [call("n0mb3rs01", "ping", NUMBER_ARGS)]},
+        {"role": "tool", "tool_call_id": "n0mb3rs01", "name": "ping",
+         "content": "{\"ok\": true, \"latency_ms\": 0.25}"},
+    ], True, True, {"tools": TOOLS + [MINIMAL_TOOL]}),
+    ("empty_messages", [], False, True, {}),
+    ("documents_and_kwargs", [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Using the documents, what are the capitals?"},
+    ], False, True, {"documents": [
+        {"title": "Doc «1»", "text": "Paris is the capital of France."},
+        {"title": "Doc 2", "text": "東京 (Tokyo) is the capital of Japan.\nIt is large."}],
+        "reasoning_effort": "high", "builtin_tools": ["brave_search", "python"],
+        "tools_in_user_message": False, "date_string": "14 Mar 2025"}),
+    ("system_mid_and_names", [
+        {"role": "user", "name": "alice", "content": "Hello, I am Alice."},
+        {"role": "assistant", "content": "Hi Alice!"},
+        {"role": "system", "content": "From now on, answer in French."},
+        {"role": "user", "name": "alice", "content": "How are you?"},
+    ], False, True, {}),
+    ("final_assistant_reasoning", [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Is 91 prime?"},
+        {"role": "assistant", "content": "No: 91 = 7 × 13.",
+         "reasoning_content": "91 / 7 = 13, so it is composite."},
+    ], False, False, {"enable_thinking": True}),
     ("reasoning_tool_call", [
         {"role": "user", "content": "Is it warm in Paris?"},
         {"role": "assistant", "content": "", "reasoning_content": "I should call get_weather.",
@@ -327,7 +365,7 @@ def case_vars(name, conv):
     bos, eos = family_tokens(name)
     v = {"messages": alias_reasoning(messages), "tools": TOOLS if with_tools else None,
          "documents": None, "add_generation_prompt": agp, "bos_token": bos, "eos_token": eos}
-    v.update(extra)
+    v.update(extra)  # may replace tools or documents (in place) and add variables
     return v
 
 
