@@ -257,6 +257,11 @@ static jj_value arith(jj_ctx *c, int op, jj_value a, jj_value b) {
         return r;
     }
     if (op == OP_ADD && a.type == JJ_STR && b.type == JJ_STR) {
+        if (a.s.n + b.s.n > c->max_output)
+            jj_fail(c, TS_ERR_LIMIT,
+                    "a string would exceed the output limit of %zu bytes "
+                    "(max_output)",
+                    c->max_output);
         char *p = jj_alloc(c->arena, a.s.n + b.s.n + 1);
         memcpy(p, a.s.p, a.s.n);
         memcpy(p + a.s.n, b.s.p, b.s.n);
@@ -306,8 +311,6 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
     case JJ_DICT:
         return jj_dict_find(container.d, item) != NULL;
     case JJ_UNDEF:
-        if (container.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, container);
         return false;
     default:
         jj_fail(c, TS_ERR_TYPE, "argument of type '%s' is not iterable", jj_type_name(container));

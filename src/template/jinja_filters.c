@@ -7,6 +7,7 @@
  * Filters not listed here are compile errors outside an if (runtime errors inside one), as
  * jinja2 does; docs/templates.md lists which exist.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,8 +58,6 @@ static jj_value buf_value(jj_buf *b) {
 }
 
 static jj_value str_of(jj_ctx *c, jj_value v) {
-    if (v.type == JJ_UNDEF && (v.flags & JJ_F_UNDEF_UNSAFE))
-        jj_undef_fail(c, v);
     return jj_to_str(c, v);
 }
 
@@ -507,7 +506,8 @@ static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
         char buf[64];
         size_t k = 0;
         for (size_t i = 0; i < t.s.n && k + 1 < sizeof(buf); i++)
-            if (t.s.p[i] != '_' || (i > 0 && i + 1 < t.s.n))
+            if (!(t.s.p[i] == '_' && i > 0 && i + 1 < t.s.n &&
+                  isalnum((unsigned char)t.s.p[i - 1]) && isalnum((unsigned char)t.s.p[i + 1])))
                 buf[k++] = t.s.p[i];
         buf[k] = 0;
         char *end;
@@ -1168,10 +1168,9 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
         }
     }
     if (IS("filter") || IS("test")) {
-        jj_value s = test_arg(c, a, name);
-        if (s.type != JJ_STR)
+        if (v.type != JJ_STR)
             return false;
-        return IS("filter") ? jj_filter_exists(s.s.p, s.s.n) : jj_test_exists(s.s.p, s.s.n);
+        return IS("filter") ? jj_filter_exists(v.s.p, v.s.n) : jj_test_exists(v.s.p, v.s.n);
     }
 #undef IS
     jj_fail(c, TS_ERR_UNSUPPORTED, "no test named '%.*s'", (int)n, name);

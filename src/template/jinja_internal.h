@@ -42,6 +42,7 @@ typedef struct jj_arena {
     jj_chunk *head;    /* newest chunk first */
     size_t used_total; /* bytes handed out plus chunk overhead */
     size_t limit;      /* 0: none; reaching it fails through fail_jmp */
+    size_t max_string; /* 0: none; a jj_buf growing past it fails (TS_ERR_LIMIT) */
     jmp_buf *fail_jmp; /* where an allocation failure or the limit unwinds to */
     ts_error *err;     /* receives the failure's message */
 } jj_arena;

@@ -459,8 +459,6 @@ static void dump(jwriter *w, jj_value v, int level) {
         return;
     }
     default:
-        if (v.type == JJ_UNDEF && (v.flags & JJ_F_UNDEF_UNSAFE))
-            jj_undef_fail(w->c, v);
         jj_fail(w->c, TS_ERR_TYPE, "Object of type %s is not JSON serializable", jj_type_name(v));
     }
 }

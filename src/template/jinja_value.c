@@ -88,6 +88,13 @@ void jj_buf_init(jj_buf *b, jj_arena *a) {
 static void buf_reserve(jj_buf *b, size_t more) {
     if (b->cap - b->n > more)
         return;
+    jj_arena *a = b->arena;
+    if (a->max_string && b->n + more > a->max_string) {
+        ts_error_set(a->err, TS_ERR_LIMIT,
+                     "template: a string would exceed the output limit of %zu bytes (max_output)",
+                     a->max_string);
+        longjmp(*a->fail_jmp, 1);
+    }
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->n <= more)
         cap *= 2;
@@ -491,8 +498,6 @@ static void str_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
     char tmp[40];
     switch (v.type) {
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return;
     case JJ_NONE:
         jj_buf_puts(b, "None");
@@ -595,8 +600,6 @@ jj_value jj_iterate(jj_ctx *c, jj_value v) {
     case JJ_LIST:
         return v;
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return jj_new_list(c, 0);
     case JJ_DICT: {
         jj_value l = jj_new_list(c, v.d->n);
