@@ -276,13 +276,11 @@ static void check_file(const char *dir, const char *file, int committed, name_se
         if (!ok) {
             int regression = committed && !cJSON_IsString(known);
             all->regressions += regression;
-            snprintf(line, sizeof line, "    %s %s: %s%s%s\n", regression ? "FAIL" : "fail",
+            snprintf(line, sizeof line, "    %s %s: %s%s%s%s\n", regression ? "FAIL" : "fail",
                      cJSON_IsString(name) ? name->valuestring : "?", why,
                      cJSON_IsString(known) ? " (known_diff: " : "",
-                     cJSON_IsString(known) ? known->valuestring : "");
-            if (cJSON_IsString(known)) {
-                strncat(line, ")", sizeof line - strlen(line) - 1);
-            }
+                     cJSON_IsString(known) ? known->valuestring : "",
+                     cJSON_IsString(known) ? ")" : "");
         } else if (cJSON_IsString(known)) {
             snprintf(line, sizeof line, "    note %s: passes now; remove its known_diff\n",
                      cJSON_IsString(name) ? name->valuestring : "?");
