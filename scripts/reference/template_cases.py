@@ -57,8 +57,8 @@ NOW = 1741964966
 APACHE, MIT = "Apache-2.0", "MIT"
 LICENCES = {
     "Apertus-8B-Instruct": ("swiss-ai/Apertus-8B-Instruct-2509", APACHE, True),
-    "Apriel-1.6-15b-Thinker-fixed": ("ServiceNow-AI/Apriel-1.6-15b-Thinker", MIT, True),
-    "Bielik-11B-v3.0-Instruct": ("speakleash/Bielik-11B-v3.0-Instruct", APACHE, True),
+    "Apriel-1.6-15b-Thinker-fixed": ("ServiceNow-AI/Apriel-1.6-15b-Thinker", "unverified (Apriel 1.5 is MIT)", False),
+    "Bielik-11B-v3.0-Instruct": ("speakleash/Bielik-11B-v3.0-Instruct", "unverified (Bielik v2 is Apache-2.0)", False),
     "ByteDance-Seed-OSS": ("ByteDance-Seed/Seed-OSS-36B-Instruct", APACHE, True),
     "Cohere2MoE": ("CohereLabs (Command, MoE)", "CC-BY-NC-4.0 (Cohere's open weights)", False),
     "CohereForAI-c4ai-command-r-plus-tool_use": ("CohereForAI/c4ai-command-r-plus", "CC-BY-NC-4.0", False),
