@@ -56,7 +56,8 @@ NOW = 1741964966
 # the model's repository, so the model's licence covers it. Only permissive ones are committed.
 APACHE, MIT = "Apache-2.0", "MIT"
 LICENCES = {
-    "Apertus-8B-Instruct": ("swiss-ai/Apertus-8B-Instruct-2509", APACHE, True),
+    "Apertus-8B-Instruct": ("swiss-ai/Apertus-8B-Instruct-2509",
+                            APACHE + " (weights gated by an acceptable use policy)", True),
     "Apriel-1.6-15b-Thinker-fixed": ("ServiceNow-AI/Apriel-1.6-15b-Thinker", "unverified (Apriel 1.5 is MIT)", False),
     "Bielik-11B-v3.0-Instruct": ("speakleash/Bielik-11B-v3.0-Instruct", "unverified (Bielik v2 is Apache-2.0)", False),
     "ByteDance-Seed-OSS": ("ByteDance-Seed/Seed-OSS-36B-Instruct", APACHE, True),
