@@ -125,6 +125,8 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     jj_arena arena;
     jmp_buf jmp;
     jj_arena_init(&arena, mem, &jmp, err);
+    arena.max_string = c.max_output;
+    arena.line = &c.line;
     c.arena = &arena;
     c.jmp = &jmp;
     if (setjmp(jmp)) {

@@ -189,7 +189,7 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
     }
     case JJ_LIST:
     case JJ_STR:
-        if (key.type == JJ_INT || key.type == JJ_BOOL) {
+        if ((key.type == JJ_INT || key.type == JJ_BOOL) && !(obj.flags & JJ_F_GEN)) {
             int64_t len = obj.type == JJ_LIST ? (int64_t)obj.l->n : jj_length(c, obj);
             int64_t i = key.i < 0 ? key.i + len : key.i;
             if (i >= 0 && i < len) {

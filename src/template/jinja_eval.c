@@ -248,7 +248,20 @@ static jj_value arith(jj_ctx *c, int op, jj_value a, jj_value b) {
             break;
         }
     }
+    if (op == OP_ADD && a.type == JJ_STR && b.type == JJ_STR && ((a.flags | b.flags) & JJ_F_SAFE)) {
+        /* Markup + str escapes the plain side (|safe makes Markup; autoescape is off). */
+        a = jj_html_escape(c, a);
+        b = jj_html_escape(c, b);
+        jj_value r = arith(c, op, jj_str(a.s.p, a.s.n), jj_str(b.s.p, b.s.n));
+        r.flags = JJ_F_SAFE;
+        return r;
+    }
     if (op == OP_ADD && a.type == JJ_STR && b.type == JJ_STR) {
+        if (a.s.n + b.s.n > c->max_output)
+            jj_fail(c, TS_ERR_LIMIT,
+                    "a string would exceed the output limit of %zu bytes "
+                    "(max_output)",
+                    c->max_output);
         char *p = jj_alloc(c->arena, a.s.n + b.s.n + 1);
         memcpy(p, a.s.p, a.s.n);
         memcpy(p + a.s.n, b.s.p, b.s.n);
@@ -298,8 +311,6 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
     case JJ_DICT:
         return jj_dict_find(container.d, item) != NULL;
     case JJ_UNDEF:
-        if (container.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, container);
         return false;
     default:
         jj_fail(c, TS_ERR_TYPE, "argument of type '%s' is not iterable", jj_type_name(container));
@@ -376,8 +387,8 @@ static void slice_bounds(jj_ctx *c, jj_value lo, jj_value hi, jj_value st, int64
 static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_value st) {
     if (obj.type == JJ_UNDEF)
         jj_undef_fail(c, obj);
-    if (obj.type != JJ_STR && obj.type != JJ_LIST)
-        jj_fail(c, TS_ERR_TYPE, "'%s' object is not subscriptable", jj_type_name(obj));
+    if ((obj.type != JJ_STR && obj.type != JJ_LIST) || (obj.flags & JJ_F_GEN))
+        return jj_undef_msg(c, "'%s object' has no element slice", jj_type_name(obj));
     jj_value items = obj.type == JJ_STR ? jj_iterate(c, obj) : obj;
     int64_t n = (int64_t)items.l->n, start, stop, step;
     slice_bounds(c, lo, hi, st, n, &start, &stop, &step);

@@ -7,6 +7,7 @@
  * Filters not listed here are compile errors outside an if (runtime errors inside one), as
  * jinja2 does; docs/templates.md lists which exist.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,8 +58,6 @@ static jj_value buf_value(jj_buf *b) {
 }
 
 static jj_value str_of(jj_ctx *c, jj_value v) {
-    if (v.type == JJ_UNDEF && (v.flags & JJ_F_UNDEF_UNSAFE))
-        jj_undef_fail(c, v);
     return jj_to_str(c, v);
 }
 
@@ -149,7 +148,7 @@ static jj_value list_of(jj_ctx *c, const sort_item *items, size_t n, bool vals) 
     return l;
 }
 
-static jj_value html_escape(jj_ctx *c, jj_value v) {
+jj_value jj_html_escape(jj_ctx *c, jj_value v) {
     if (v.type == JJ_STR && (v.flags & JJ_F_SAFE))
         return v;
     jj_value s = str_of(c, v);
@@ -331,9 +330,16 @@ static bool run_test(jj_ctx *c, jj_value v, const jj_args *a, int first) {
     return jj_test(c, name.s.p, name.s.n, v, &rest);
 }
 
+/* jinja2's generator filters skip a falsy input without iterating it (none|map(...) is
+ * empty) and return a generator. */
+static jj_value gen_input(jj_ctx *c, jj_value v) {
+    return jj_truthy(v) ? jj_iterate(c, v) : jj_new_list(c, 0);
+}
+
 static jj_value do_select(jj_ctx *c, jj_value seq, const jj_args *a, bool attr, bool keep) {
-    jj_value items = jj_iterate(c, seq);
+    jj_value items = gen_input(c, seq);
     jj_value out = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     if (attr && a->n_pos < 1)
         jj_fail(c, TS_ERR_TYPE, "selectattr/rejectattr need an attribute name");
     for (size_t i = 0; i < items.l->n; i++) {
@@ -347,8 +353,9 @@ static jj_value do_select(jj_ctx *c, jj_value seq, const jj_args *a, bool attr, 
 }
 
 static jj_value do_map(jj_ctx *c, jj_value seq, const jj_args *a) {
-    jj_value items = jj_iterate(c, seq);
+    jj_value items = gen_input(c, seq);
     jj_value out = jj_new_list(c, items.l->n);
+    out.flags = JJ_F_GEN;
     const jj_value *attr = jj_arg(a, -1, "attribute");
     const jj_value *dflt = jj_arg(a, -1, "default");
     if (!attr && a->n_pos < 1)
@@ -499,7 +506,8 @@ static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
         char buf[64];
         size_t k = 0;
         for (size_t i = 0; i < t.s.n && k + 1 < sizeof(buf); i++)
-            if (t.s.p[i] != '_' || (i > 0 && i + 1 < t.s.n))
+            if (!(t.s.p[i] == '_' && i > 0 && i + 1 < t.s.n &&
+                  isalnum((unsigned char)t.s.p[i - 1]) && isalnum((unsigned char)t.s.p[i + 1])))
                 buf[k++] = t.s.p[i];
         buf[k] = 0;
         char *end;
@@ -618,6 +626,7 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
     const jj_value *attr = jj_arg(a, 1, "attribute");
     jj_value items = jj_iterate(c, v);
     jj_value out = jj_new_list(c, 0), seen = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     for (size_t i = 0; i < items.l->n; i++) {
         jj_value k = attr ? attr_path(c, items.l->v[i], *attr) : items.l->v[i];
         k = fold(c, k, cs);
@@ -693,6 +702,7 @@ static jj_value f_batch(jj_ctx *c, jj_value v, const jj_args *a) {
         jj_fail(c, TS_ERR_RANGE, "batch size must be positive");
     jj_value items = jj_iterate(c, v);
     jj_value out = jj_new_list(c, 0), cur = jj_new_list(c, 0);
+    out.flags = JJ_F_GEN;
     for (size_t i = 0; i < items.l->n; i++) {
         if ((int64_t)cur.l->n == size) {
             jj_list_push(c, out.l, cur);
@@ -785,6 +795,8 @@ static jj_value f_tojson(jj_ctx *c, jj_value v, const jj_args *a) {
 }
 
 static jj_value first_last(jj_ctx *c, jj_value v, bool last) {
+    if (last && v.type == JJ_LIST && (v.flags & JJ_F_GEN))
+        jj_fail(c, TS_ERR_TYPE, "'generator' object is not reversible");
     jj_value items = jj_iterate(c, v);
     if (items.l->n == 0)
         return jj_undef_msg(c, "No %s item, sequence was empty.", last ? "last" : "first");
@@ -855,11 +867,12 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
     }
     if (IS("items")) {
         NOARGS("items");
+        jj_value l = jj_new_list(c, v.type == JJ_DICT ? v.d->n : 0);
+        l.flags = JJ_F_GEN;
         if (v.type == JJ_UNDEF)
-            return jj_new_list(c, 0);
+            return l;
         if (v.type != JJ_DICT)
             jj_fail(c, TS_ERR_TYPE, "Can only get item pairs from a mapping.");
-        jj_value l = jj_new_list(c, v.d->n);
         for (size_t i = 0; i < v.d->n; i++) {
             jj_value t = jj_new_list(c, 2);
             t.flags = JJ_F_TUPLE;
@@ -915,7 +928,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         NOARGS("escape");
         if (IS("forceescape"))
             v.flags &= (uint8_t)~JJ_F_SAFE;
-        return html_escape(c, v);
+        return jj_html_escape(c, v);
     }
     if (IS("abs")) {
         NOARGS("abs");
@@ -949,6 +962,9 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         for (size_t i = 0; i < items.l->n; i++)
             l.l->v[i] = items.l->v[items.l->n - 1 - i];
         l.l->n = items.l->n;
+        /* reversed(list) is an iterator; a generator is reversed into a new list. */
+        if (v.type == JJ_LIST && !(v.flags & JJ_F_GEN))
+            l.flags = JJ_F_GEN;
         return l;
     }
     if (IS("batch"))
@@ -1152,10 +1168,9 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
         }
     }
     if (IS("filter") || IS("test")) {
-        jj_value s = test_arg(c, a, name);
-        if (s.type != JJ_STR)
+        if (v.type != JJ_STR)
             return false;
-        return IS("filter") ? jj_filter_exists(s.s.p, s.s.n) : jj_test_exists(s.s.p, s.s.n);
+        return IS("filter") ? jj_filter_exists(v.s.p, v.s.n) : jj_test_exists(v.s.p, v.s.n);
     }
 #undef IS
     jj_fail(c, TS_ERR_UNSUPPORTED, "no test named '%.*s'", (int)n, name);

@@ -42,6 +42,8 @@ typedef struct jj_arena {
     jj_chunk *head;    /* newest chunk first */
     size_t used_total; /* bytes handed out plus chunk overhead */
     size_t limit;      /* 0: none; reaching it fails through fail_jmp */
+    size_t max_string; /* 0: none; a jj_buf growing past it fails (TS_ERR_LIMIT) */
+    const int *line;   /* the line being rendered, for limit messages; NULL when compiling */
     jmp_buf *fail_jmp; /* where an allocation failure or the limit unwinds to */
     ts_error *err;     /* receives the failure's message */
 } jj_arena;
@@ -81,10 +83,12 @@ typedef enum jj_type {
 } jj_type;
 
 enum {
-    JJ_F_TUPLE = 1,       /* JJ_LIST: a tuple (prints with parentheses) */
-    JJ_F_SAFE = 2,        /* JJ_STR: marked safe (|safe, |escape); printing is unchanged */
-    JJ_F_UNDEF_MSG = 4,   /* JJ_UNDEF: s is the whole message, not a variable name */
-    JJ_F_UNDEF_UNSAFE = 8 /* JJ_UNDEF: a forbidden attribute; using it is a security error */
+    JJ_F_TUPLE = 1,        /* JJ_LIST: a tuple (prints with parentheses) */
+    JJ_F_SAFE = 2,         /* JJ_STR: marked safe (|safe, |escape); printing is unchanged */
+    JJ_F_UNDEF_MSG = 4,    /* JJ_UNDEF: s is the whole message, not a variable name */
+    JJ_F_UNDEF_UNSAFE = 8, /* JJ_UNDEF: a forbidden attribute; using it is a security error */
+    JJ_F_GEN = 16          /* JJ_LIST: a generator in jinja2 (map, select, ...): always true,
+                              no len(), no indexing, not JSON */
 };
 
 typedef struct jj_list jj_list;
@@ -416,6 +420,8 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
 jj_value jj_strip(jj_value s, jj_value chars, bool left, bool right); /* chars: str or none */
 jj_value jj_case(jj_ctx *c, jj_value s, char mode);                   /* 'u' 'l' 's' 'c' 't' */
 jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t count);
+/* markupsafe's escape: & < > " ' as entities; a safe string is returned as is. */
+jj_value jj_html_escape(jj_ctx *c, jj_value v);
 jj_value jj_split_value(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit);
 
 /* JSON. */

@@ -403,6 +403,8 @@ static void dump(jwriter *w, jj_value v, int level) {
         put_string(w, v.s.p, v.s.n);
         return;
     case JJ_LIST:
+        if (v.flags & JJ_F_GEN)
+            jj_fail(w->c, TS_ERR_TYPE, "Object of type generator is not JSON serializable");
         if (v.l->n == 0) {
             jj_buf_puts(w->b, "[]");
             return;
@@ -457,8 +459,6 @@ static void dump(jwriter *w, jj_value v, int level) {
         return;
     }
     default:
-        if (v.type == JJ_UNDEF && (v.flags & JJ_F_UNDEF_UNSAFE))
-            jj_undef_fail(w->c, v);
         jj_fail(w->c, TS_ERR_TYPE, "Object of type %s is not JSON serializable", jj_type_name(v));
     }
 }

@@ -220,8 +220,7 @@ static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, boo
         if (i >= s.s.n)
             break;
         if (maxsplit >= 0 && k == maxsplit) {
-            jj_value rest = jj_strip(jj_str(s.s.p + i, s.s.n - i), jj_none(), false, true);
-            jj_list_push(c, words.l, rest);
+            jj_list_push(c, words.l, jj_str(s.s.p + i, s.s.n - i));
             break;
         }
         size_t b = i;

@@ -46,8 +46,8 @@ void *jj_alloc(jj_arena *a, size_t size) {
         size_t want = size > CHUNK_MIN / 4 ? size : CHUNK_MIN;
         if (a->limit && a->used_total + want + sizeof(jj_chunk) > a->limit) {
             ts_error_set(a->err, TS_ERR_LIMIT,
-                         "template: memory limit of %zu bytes reached (values too large)",
-                         a->limit);
+                         "template:%d: memory limit of %zu bytes reached (values too large)",
+                         a->line ? *a->line : 0, a->limit);
             longjmp(*a->fail_jmp, 1);
         }
         c = malloc(sizeof(jj_chunk) + want);
@@ -88,6 +88,14 @@ void jj_buf_init(jj_buf *b, jj_arena *a) {
 static void buf_reserve(jj_buf *b, size_t more) {
     if (b->cap - b->n > more)
         return;
+    jj_arena *a = b->arena;
+    if (a->max_string && b->n + more > a->max_string) {
+        ts_error_set(a->err, TS_ERR_LIMIT,
+                     "template:%d: a string would exceed the output limit of %zu bytes "
+                     "(max_output)",
+                     a->line ? *a->line : 0, a->max_string);
+        longjmp(*a->fail_jmp, 1);
+    }
     size_t cap = b->cap ? b->cap : 64;
     while (cap - b->n <= more)
         cap *= 2;
@@ -155,21 +163,20 @@ jj_value jj_undef_msg(jj_ctx *c, const char *fmt, ...) {
 }
 
 jj_value jj_new_list(jj_ctx *c, size_t cap) {
+    /* Never an empty allocation, so items is never NULL (memcpy of 0 items stays defined). */
     jj_list *l = jj_alloc(c->arena, sizeof(*l));
-    if (cap) {
-        l->v = jj_alloc(c->arena, cap * sizeof(jj_value));
-        l->cap = cap;
-    }
+    cap = cap ? cap : 4;
+    l->v = jj_alloc(c->arena, cap * sizeof(jj_value));
+    l->cap = cap;
     return (jj_value){.type = JJ_LIST, .l = l};
 }
 
 jj_value jj_new_dict(jj_ctx *c, size_t cap) {
     jj_dict *d = jj_alloc(c->arena, sizeof(*d));
-    if (cap) {
-        d->keys = jj_alloc(c->arena, cap * sizeof(jj_value));
-        d->vals = jj_alloc(c->arena, cap * sizeof(jj_value));
-        d->cap = cap;
-    }
+    cap = cap ? cap : 4;
+    d->keys = jj_alloc(c->arena, cap * sizeof(jj_value));
+    d->vals = jj_alloc(c->arena, cap * sizeof(jj_value));
+    d->cap = cap;
     return (jj_value){.type = JJ_DICT, .d = d};
 }
 
@@ -244,7 +251,7 @@ bool jj_truthy(jj_value v) {
     case JJ_STR:
         return v.s.n > 0;
     case JJ_LIST:
-        return v.l->n > 0;
+        return (v.flags & JJ_F_GEN) || v.l->n > 0;
     case JJ_DICT:
         return v.d->n > 0;
     default:
@@ -274,6 +281,8 @@ bool jj_equal(jj_value a, jj_value b) {
     case JJ_STR:
         return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JJ_LIST:
+        if ((a.flags | b.flags) & JJ_F_GEN)
+            return a.l == b.l;
         if ((a.flags & JJ_F_TUPLE) != (b.flags & JJ_F_TUPLE) || a.l->n != b.l->n)
             return false;
         if (a.l == b.l)
@@ -319,7 +328,7 @@ const char *jj_type_name(jj_value v) {
     case JJ_STR:
         return "str";
     case JJ_LIST:
-        return v.flags & JJ_F_TUPLE ? "tuple" : "list";
+        return v.flags & JJ_F_GEN ? "generator" : v.flags & JJ_F_TUPLE ? "tuple" : "list";
     case JJ_DICT:
         return "dict";
     case JJ_NS:
@@ -489,8 +498,6 @@ static void str_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
     char tmp[40];
     switch (v.type) {
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return;
     case JJ_NONE:
         jj_buf_puts(b, "None");
@@ -524,6 +531,10 @@ static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
         jj_buf_puts(b, "Undefined");
         return;
     case JJ_LIST: {
+        if (v.flags & JJ_F_GEN) {
+            jj_buf_puts(b, "<generator object>");
+            return;
+        }
         bool tuple = v.flags & JJ_F_TUPLE;
         jj_buf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
@@ -589,8 +600,6 @@ jj_value jj_iterate(jj_ctx *c, jj_value v) {
     case JJ_LIST:
         return v;
     case JJ_UNDEF:
-        if (v.flags & JJ_F_UNDEF_UNSAFE)
-            jj_undef_fail(c, v);
         return jj_new_list(c, 0);
     case JJ_DICT: {
         jj_value l = jj_new_list(c, v.d->n);
@@ -621,12 +630,15 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
     case JJ_STR:
         return (int64_t)jj_utf8_count(v.s.p, v.s.n);
     case JJ_LIST:
+        if (v.flags & JJ_F_GEN)
+            break;
         return (int64_t)v.l->n;
     case JJ_DICT:
         return (int64_t)v.d->n;
     default:
-        jj_fail(c, TS_ERR_TYPE, "object of type '%s' has no len()", jj_type_name(v));
+        break;
     }
+    jj_fail(c, TS_ERR_TYPE, "object of type '%s' has no len()", jj_type_name(v));
 }
 
 /* ---- UTF-8 and Unicode -------------------------------------------------------------- */
