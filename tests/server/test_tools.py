@@ -271,3 +271,41 @@ def test_logprobs_and_stop_with_tools(tclient):
     assert ch.finish_reason == "stop"
     assert ch.message.tool_calls is None
     assert ch.message.content.startswith("{\"name\": \"get_weather\"")
+
+
+def test_model_template_without_tools(client, model_id):
+    """The shared server runs the model's own template, which never mentions tools: the server
+    describes them in the system turn and reads the generic answer (a bare JSON call)."""
+    msgs = []
+    for c in ("London", "Paris"):
+        msgs.append({"role": "user", "content": f"What is the weather in {c}?"})
+        msgs.append({"role": "assistant",
+                     "content": json.dumps({"name": "get_weather", "arguments": {"city": c}})})
+    msgs.append({"role": "user", "content": "What is the weather in Tokyo?"})
+    args = dict(model=model_id, tools=TOOLS, max_tokens=40, temperature=0, messages=msgs)
+    r = client.chat.completions.create(**args)
+    ch = r.choices[0]
+    assert ch.finish_reason == "tool_calls", ch.message
+    assert [(c.function.name, json.loads(c.function.arguments))
+            for c in ch.message.tool_calls] == [("get_weather", {"city": "Tokyo"})]
+    content, reasoning, calls, finish = collect_stream(
+        client.chat.completions.create(stream=True, **args))
+    assert (content, reasoning, finish) == ("", "", "tool_calls")
+    assert json.loads(calls[0]["arguments"]) == {"city": "Tokyo"}
+
+
+def test_tools_bad_requests(client, model_id):
+    openai = pytest.importorskip("openai")
+    user = [{"role": "user", "content": "x"}]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model_id, messages=user, tools=TOOLS,
+                                       tool_choice={"type": "function",
+                                                    "function": {"name": "nope"}})
+    assert "not in tools" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model_id, messages=user,
+                                       tools=[{"type": "function", "function": {"name": ""}}])
+    assert "tools[0].function.name" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model_id, messages=user, tool_choice="required")
+    assert "needs tools" in str(e.value)
