@@ -97,7 +97,7 @@ static jj_value unsafe(jj_ctx *c, jj_value obj, const char *name, size_t n) {
 
 static jj_value no_attr(jj_ctx *c, jj_value obj, const char *name, size_t n) {
     if (obj.type == JJ_NONE)
-        return jj_undef_msg(c, "None has no attribute '%.*s'", (int)n, name);
+        return jj_undef_msg(c, "'None' has no attribute '%.*s'", (int)n, name);
     return jj_undef_msg(c, "'%s object' has no attribute '%.*s'", jj_type_name(obj), (int)n, name);
 }
 
@@ -219,6 +219,8 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
     jj_buf b;
     jj_buf_init(&b, c->arena);
     jj_repr_to(c, &b, key);
+    if (obj.type == JJ_NONE)
+        return jj_undef_msg(c, "None has no element %.*s", (int)(b.n > 100 ? 100 : b.n), b.p);
     return jj_undef_msg(c, "'%s object' has no element %.*s", jj_type_name(obj),
                         (int)(b.n > 100 ? 100 : b.n), b.p);
 }

@@ -37,9 +37,19 @@ void jj_step(jj_ctx *c, uint64_t n) {
         jj_fail(c, TS_ERR_LIMIT, "step limit of %" PRIu64 " reached (max_steps)", c->max_steps);
 }
 
+/* The C stack a render may use below its start, whatever max_depth says: macro recursion
+ * is the only unbounded recursion (expressions are capped at compile time). */
+#define STACK_BUDGET ((uintptr_t)1 << 20)
+
 void jj_enter(jj_ctx *c) {
     if (++c->depth > c->max_depth)
         jj_fail(c, TS_ERR_LIMIT, "nesting depth limit of %d reached (max_depth)", c->max_depth);
+    char here;
+    uintptr_t at = (uintptr_t)&here;
+    uintptr_t used = c->stack_base > at ? c->stack_base - at : at - c->stack_base;
+    if (used > STACK_BUDGET)
+        jj_fail(c, TS_ERR_LIMIT, "nesting uses more than %zu KiB of stack (max_depth %d)",
+                (size_t)(STACK_BUDGET >> 10), c->max_depth);
 }
 
 void jj_leave(jj_ctx *c) {
@@ -459,8 +469,10 @@ jj_value jj_eval(jj_ctx *c, jj_frame *f, const jj_node *n) {
     case N_LIST:
     case N_TUPLE: {
         jj_value l = jj_new_list(c, (size_t)n->items.n);
-        for (int i = 0; i < n->items.n; i++)
+        for (int i = 0; i < n->items.n; i++) {
             l.l->v[i] = jj_eval(c, f, n->items.v[i]);
+            jj_note_depth(c, &l.l->depth, l.l->v[i]);
+        }
         l.l->n = (size_t)n->items.n;
         if (n->kind == N_TUPLE)
             l.flags = JJ_F_TUPLE;
