@@ -327,6 +327,16 @@ case("err_items_not_mapping", "{{ nums|items|list }}", status="TS_ERR_TYPE")
 case("err_join_non_str", "{{ ', '.join([1, 2]) }}", status="TS_ERR_TYPE")
 case("err_set_attr_non_ns", "{% set x = {} %}{% set x.a = 1 %}", status="TS_ERR_TYPE")
 case("err_dictsort_list", "{{ nums|dictsort }}", status="TS_ERR_TYPE")
+case("err_int_undefined", "{{ missing|int }}", status="TS_ERR_FORMAT")
+case("err_abs_undefined", "{{ missing|abs }}", status="TS_ERR_TYPE")
+case("err_indent_non_str", "{{ 5|indent }}", status="TS_ERR_TYPE")
+case("err_truncate_int", "{{ 5|truncate }}", status="TS_ERR_TYPE")
+case("truncate_short_list", "{{ nums|truncate(5) }}")
+case("err_percent_unused", "{{ 'abc' % 5 }}", status="TS_ERR_TYPE")
+case("percent_list_unused", "{{ 'abc' % [] }}")
+case("err_in_dict_unhashable", "{{ [1] in d }}", status="TS_ERR_TYPE")
+case("err_unique_unhashable", "{{ [[1], [1]]|unique|list }}", status="TS_ERR_TYPE")
+case("undefined_filters", "[{{ missing|trim }}{{ missing|upper }}{{ missing|first }}{{ missing|sum }}{{ missing|join }}{{ missing|sort }}{{ missing|list }}{{ missing|wordcount }}{{ missing|e }}{{ missing|truncate }}{{ missing|min }}]")
 
 # ---- limits (ours) --------------------------------------------------------------------
 case("limit_steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",

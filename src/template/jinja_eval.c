@@ -319,6 +319,8 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
                 return true;
         return false;
     case JJ_DICT:
+        if ((item.type == JJ_LIST && !(item.flags & JJ_F_TUPLE)) || item.type == JJ_DICT)
+            jj_fail(c, TS_ERR_TYPE, "unhashable type: '%s'", jj_type_name(item));
         return jj_dict_find(container.d, item) != NULL;
     case JJ_UNDEF:
         return false;
