@@ -186,6 +186,14 @@ case("filter_block_chain", "{% filter trim | replace('l', 'L') %}   hello   {% e
 case("with_block", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]")
 case("generation_block", "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}{% endif %}{% endfor %}")
 case("print_tag", "{% print name ~ '!' %}")
+case("filter_block_scope", "{% filter upper %}{% set y = 1 %}{{ y }}{% endfilter %}[{{ y }}]")
+case("set_block_scope", "{% set x %}{% set y = 2 %}{{ y }}{% endset %}{{ x }}[{{ y }}]")
+case("break_in_set_block", "{% for i in range(5) %}{% set x %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endset %}{{ x }}{% endfor %}")
+case("break_in_filter_block", "{% for i in range(5) %}{% filter upper %}a{% if i == 1 %}{% continue %}{% endif %}b{% endfilter %}{% endfor %}")
+case("err_break_outside_loop", "x\n{% break %}", status="TS_ERR_FORMAT")
+case("err_break_in_macro", "{% for i in xs %}{% macro m() %}\n{% break %}{% endmacro %}{% endfor %}",
+     vars=dict(VARS, xs=[1]), status="TS_ERR_FORMAT")
+case("err_continue_in_for_else", "{% for i in [] %}{% else %}\n{% continue %}{% endfor %}", status="TS_ERR_FORMAT")
 
 # ---- tests (is) -----------------------------------------------------------------------
 case("test_defined", "{{ name is defined }} {{ missing is defined }} {{ missing is undefined }} {{ messages[0].x is defined }}")
@@ -373,6 +381,9 @@ def make_env_render(src):
 def template_line(exc):
     """The template line jinja2 reports for exc: its lineno, or the innermost traceback frame
     that belongs to the template."""
+    import jinja2
+    if isinstance(exc, SyntaxError) and not isinstance(exc, jinja2.TemplateSyntaxError):
+        return None  # Python's error in the generated code (break outside loop): no template line
     line = getattr(exc, "lineno", None)
     if line:
         return line

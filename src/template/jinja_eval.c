@@ -593,13 +593,14 @@ static jj_value eval_call(jj_ctx *c, jj_frame *f, const jj_node *n, jj_value cal
 
 static flow exec_body(jj_ctx *c, jj_frame *f, const jj_nodes *body);
 
-/* Renders body into a string (macro bodies, block set, filter blocks, caller()). */
-static jj_value capture(jj_ctx *c, jj_frame *f, const jj_nodes *body) {
+/* Renders body into a string (macro bodies, block set, filter blocks, caller()). *fl gets
+ * a break/continue that ended the body early (inline blocks pass it to their loop). */
+static jj_value capture(jj_ctx *c, jj_frame *f, const jj_nodes *body, flow *fl) {
     jj_buf buf, *saved = c->out;
     jj_buf_init(&buf, c->arena);
     c->out = &buf;
     jj_enter(c);
-    exec_body(c, f, body);
+    *fl = exec_body(c, f, body);
     jj_leave(c);
     c->out = saved;
     return jj_str(buf.p ? buf.p : "", buf.n);
@@ -723,7 +724,8 @@ jj_value jj_call_macro(jj_ctx *c, jj_func *fn, const jj_args *args) {
     frame_set(c, f, "kwargs", 6, kwargs);
     if (fn->kind == JJ_FN_MACRO && fn->caller.type == JJ_FUNC)
         frame_set(c, f, "caller", 6, fn->caller);
-    jj_value r = capture(c, f, &m->body);
+    flow fl; /* always FLOW_NEXT: break/continue cannot appear in a macro body */
+    jj_value r = capture(c, f, &m->body, &fl);
     jj_leave(c);
     return r;
 }
@@ -749,7 +751,12 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
         assign(c, f, &n->items, jj_eval(c, f, n->a), n->line);
         return FLOW_NEXT;
     case S_SETBLOCK: {
-        jj_value v = capture(c, f, &n->body);
+        /* A break inside the block leaves the loop at once: nothing is assigned. */
+        /* The body has its own scope, as in jinja2: a set inside it stays inside. */
+        flow fl;
+        jj_value v = capture(c, frame_new(c, f), &n->body, &fl);
+        if (fl != FLOW_NEXT)
+            return fl;
         v = apply_chain(c, f, n->b, v);
         frame_set(c, f, n->name, n->name_n, v);
         return FLOW_NEXT;
@@ -763,7 +770,10 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
         return FLOW_NEXT;
     }
     case S_FILTERBLOCK: {
-        jj_value v = capture(c, f, &n->body);
+        flow fl;
+        jj_value v = capture(c, frame_new(c, f), &n->body, &fl);
+        if (fl != FLOW_NEXT)
+            return fl;
         emit_value(c, apply_chain(c, f, n->b, v));
         return FLOW_NEXT;
     }
