@@ -287,6 +287,8 @@ case("dict_global", "{{ dict(a=1, b=2) }} {{ dict([('x', 1)]) }} {{ dict({'k': 2
 case("raise_exception", "{% if t %}{{ raise_exception('Bad role: ' ~ name) }}{% endif %}", status="TS_ERR_ABORTED")
 case("strftime_now", "{{ strftime_now('%Y-%m-%d %H:%M %d %b %Y %A') }}")
 case("range_too_big", "{{ range(10 ** 9)|length }}", status="TS_ERR_LIMIT")
+case("range_edge", "{{ range(9223372036854775806, 9223372036854775807, 10)|list }} {{ [1, 2, 3][::9223372036854775807] }} {{ 1.5|round(-400) }}")
+case("err_format_huge_index", "{{ '{99999999999}'.format(1) }}", status="TS_ERR_RANGE")
 case("namespace_underscore", "{% set ns = namespace() %}{% set ns._x = 1 %}", status="TS_ERR_UNSUPPORTED")
 
 # ---- chat-template idioms -------------------------------------------------------------

@@ -406,8 +406,11 @@ static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_v
     slice_bounds(c, lo, hi, st, n, &start, &stop, &step);
     jj_value r = jj_new_list(c, 0);
     r.flags = obj.flags & JJ_F_TUPLE;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         jj_list_push(c, r.l, items.l->v[i]);
+        if (__builtin_add_overflow(i, step, &i))
+            break;
+    }
     jj_step(c, r.l->n);
     if (obj.type != JJ_STR)
         return r;

@@ -66,7 +66,7 @@ static int64_t int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *w
         return dflt;
     if (v->type == JJ_INT || v->type == JJ_BOOL)
         return v->i;
-    if (v->type == JJ_FLOAT)
+    if (v->type == JJ_FLOAT && v->f > -9.2e18 && v->f < 9.2e18)
         return (int64_t)v->f;
     jj_fail(c, TS_ERR_TYPE, "%s: expected an integer, got '%s'", what, jj_type_name(*v));
 }
@@ -191,6 +191,8 @@ static double py_round(double x, int64_t nd) {
     }
     if (nd > 300)
         return x;
+    if (nd < -308)
+        return copysign(0.0, x);
     double p = pow(10.0, (double)-nd);
     double y = x / p;
     double r = nearbyint(y);
