@@ -476,8 +476,8 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     int64_t leeway = int_arg(c, jj_arg(a, 3, "leeway"), 5, "truncate leeway");
     /* jinja2 measures the value itself: a string, or a list/dict short enough to return as
      * is; anything else has no len(). */
-    if (v.type != JJ_STR && v.type != JJ_UNDEF) {
-        int64_t len = jj_length(c, v);
+    if (v.type != JJ_STR) {
+        int64_t len = jj_length(c, v); /* undefined: 0, returned as is */
         if (len <= length + leeway)
             return v;
         jj_fail(c, TS_ERR_TYPE, "truncate needs a string, not '%s'", jj_type_name(v));
