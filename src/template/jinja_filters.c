@@ -274,8 +274,20 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
         case 'x':
         case 'X':
         case 'o': {
-            if (v.type == JJ_FLOAT)
+            if (v.type == JJ_FLOAT && conv != 'd' && conv != 'i')
+                jj_fail(c, TS_ERR_TYPE, "%%%c format: an integer is required, not float", conv);
+            if (v.type == JJ_FLOAT) {
+                if (!isfinite(v.f))
+                    jj_fail(c, TS_ERR_RANGE, "cannot convert float %s to integer",
+                            isnan(v.f) ? "NaN" : "infinity");
+                if (fabs(v.f) >= 9.2e18) {
+                    /* Python prints the float's exact integer value; so does %.0f. */
+                    snprintf(tmp, sizeof(tmp), "%.0f", trunc(v.f));
+                    jj_buf_puts(&b, tmp);
+                    break;
+                }
                 v = jj_int((int64_t)v.f);
+            }
             if (v.type != JJ_INT && v.type != JJ_BOOL)
                 jj_fail(c, TS_ERR_TYPE, "%%%c format: a real number is required, not %s", conv,
                         jj_type_name(v));
