@@ -186,6 +186,14 @@ case("filter_block_chain", "{% filter trim | replace('l', 'L') %}   hello   {% e
 case("with_block", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]")
 case("generation_block", "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}{{ m.content }}{% endgeneration %}{% endif %}{% endfor %}")
 case("print_tag", "{% print name ~ '!' %}")
+case("filter_block_scope", "{% filter upper %}{% set y = 1 %}{{ y }}{% endfilter %}[{{ y }}]")
+case("set_block_scope", "{% set x %}{% set y = 2 %}{{ y }}{% endset %}{{ x }}[{{ y }}]")
+case("break_in_set_block", "{% for i in range(5) %}{% set x %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% endset %}{{ x }}{% endfor %}")
+case("break_in_filter_block", "{% for i in range(5) %}{% filter upper %}a{% if i == 1 %}{% continue %}{% endif %}b{% endfilter %}{% endfor %}")
+case("err_break_outside_loop", "x\n{% break %}", status="TS_ERR_FORMAT")
+case("err_break_in_macro", "{% for i in xs %}{% macro m() %}\n{% break %}{% endmacro %}{% endfor %}",
+     vars=dict(VARS, xs=[1]), status="TS_ERR_FORMAT")
+case("err_continue_in_for_else", "{% for i in [] %}{% else %}\n{% continue %}{% endfor %}", status="TS_ERR_FORMAT")
 
 # ---- tests (is) -----------------------------------------------------------------------
 case("test_defined", "{{ name is defined }} {{ missing is defined }} {{ missing is undefined }} {{ messages[0].x is defined }}")
@@ -279,6 +287,8 @@ case("dict_global", "{{ dict(a=1, b=2) }} {{ dict([('x', 1)]) }} {{ dict({'k': 2
 case("raise_exception", "{% if t %}{{ raise_exception('Bad role: ' ~ name) }}{% endif %}", status="TS_ERR_ABORTED")
 case("strftime_now", "{{ strftime_now('%Y-%m-%d %H:%M %d %b %Y %A') }}")
 case("range_too_big", "{{ range(10 ** 9)|length }}", status="TS_ERR_LIMIT")
+case("range_edge", "{{ range(9223372036854775806, 9223372036854775807, 10)|list }} {{ [1, 2, 3][::9223372036854775807] }} {{ 1.5|round(-400) }}")
+case("err_format_huge_index", "{{ '{99999999999}'.format(1) }}", status="TS_ERR_RANGE")
 case("namespace_underscore", "{% set ns = namespace() %}{% set ns._x = 1 %}", status="TS_ERR_UNSUPPORTED")
 
 # ---- chat-template idioms -------------------------------------------------------------
@@ -327,6 +337,18 @@ case("err_items_not_mapping", "{{ nums|items|list }}", status="TS_ERR_TYPE")
 case("err_join_non_str", "{{ ', '.join([1, 2]) }}", status="TS_ERR_TYPE")
 case("err_set_attr_non_ns", "{% set x = {} %}{% set x.a = 1 %}", status="TS_ERR_TYPE")
 case("err_dictsort_list", "{{ nums|dictsort }}", status="TS_ERR_TYPE")
+case("err_int_undefined", "{{ missing|int }}", status="TS_ERR_FORMAT")
+case("err_abs_undefined", "{{ missing|abs }}", status="TS_ERR_TYPE")
+case("err_indent_non_str", "{{ 5|indent }}", status="TS_ERR_TYPE")
+case("err_truncate_int", "{{ 5|truncate }}", status="TS_ERR_TYPE")
+case("truncate_short_list", "{{ nums|truncate(5) }}")
+case("err_percent_unused", "{{ 'abc' % 5 }}", status="TS_ERR_TYPE")
+case("percent_float_d", "{{ '%d|%5d|%i'|format(4.4e50, -3.7, 2.9) }}")
+case("err_percent_float_x", "{{ '%x'|format(3.0) }}", status="TS_ERR_TYPE")
+case("percent_list_unused", "{{ 'abc' % [] }}")
+case("err_in_dict_unhashable", "{{ [1] in d }}", status="TS_ERR_TYPE")
+case("err_unique_unhashable", "{{ [[1], [1]]|unique|list }}", status="TS_ERR_TYPE")
+case("undefined_filters", "[{{ missing|trim }}{{ missing|upper }}{{ missing|first }}{{ missing|sum }}{{ missing|join }}{{ missing|sort }}{{ missing|list }}{{ missing|wordcount }}{{ missing|e }}{{ missing|truncate }}{{ missing|min }}]")
 
 # ---- limits (ours) --------------------------------------------------------------------
 case("limit_steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
@@ -363,6 +385,9 @@ def make_env_render(src):
 def template_line(exc):
     """The template line jinja2 reports for exc: its lineno, or the innermost traceback frame
     that belongs to the template."""
+    import jinja2
+    if isinstance(exc, SyntaxError) and not isinstance(exc, jinja2.TemplateSyntaxError):
+        return None  # Python's error in the generated code (break outside loop): no template line
     line = getattr(exc, "lineno", None)
     if line:
         return line

@@ -128,6 +128,8 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     arena.max_string = c.max_output;
     arena.line = &c.line;
     c.arena = &arena;
+    char stack_anchor;
+    c.stack_base = (uintptr_t)&stack_anchor;
     c.jmp = &jmp;
     if (setjmp(jmp)) {
         jj_arena_free(&arena);

@@ -97,7 +97,7 @@ static jj_value unsafe(jj_ctx *c, jj_value obj, const char *name, size_t n) {
 
 static jj_value no_attr(jj_ctx *c, jj_value obj, const char *name, size_t n) {
     if (obj.type == JJ_NONE)
-        return jj_undef_msg(c, "None has no attribute '%.*s'", (int)n, name);
+        return jj_undef_msg(c, "'None' has no attribute '%.*s'", (int)n, name);
     return jj_undef_msg(c, "'%s object' has no attribute '%.*s'", jj_type_name(obj), (int)n, name);
 }
 
@@ -219,6 +219,8 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
     jj_buf b;
     jj_buf_init(&b, c->arena);
     jj_repr_to(c, &b, key);
+    if (obj.type == JJ_NONE)
+        return jj_undef_msg(c, "None has no element %.*s", (int)(b.n > 100 ? 100 : b.n), b.p);
     return jj_undef_msg(c, "'%s object' has no element %.*s", jj_type_name(obj),
                         (int)(b.n > 100 ? 100 : b.n), b.p);
 }
@@ -266,8 +268,11 @@ static jj_value g_range(jj_ctx *c, const jj_args *a) {
         jj_fail(c, TS_ERR_LIMIT,
                 "range too big: the sandbox blocks ranges larger than MAX_RANGE (%d)", MAX_RANGE);
     jj_value l = jj_new_list(c, count > 0 ? (size_t)count + 1 : 0);
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         jj_list_push(c, l.l, jj_int(i));
+        if (__builtin_add_overflow(i, step, &i))
+            break;
+    }
     jj_step(c, l.l->n);
     return l;
 }
@@ -340,7 +345,8 @@ static jj_value call_global(jj_ctx *c, const jj_func *fn, const jj_args *a) {
     }
     if (name_is(name, n, "raise_exception")) {
         jj_value msg = a->n_pos ? jj_to_str(c, a->pos[0]) : jj_cstr("");
-        ts_error_set(c->err, TS_ERR_ABORTED, "template raised: %.*s", (int)msg.s.n, msg.s.p);
+        int shown = msg.s.n > TS_ERROR_MSG_MAX ? TS_ERROR_MSG_MAX : (int)msg.s.n;
+        ts_error_set(c->err, TS_ERR_ABORTED, "template raised: %.*s", shown, msg.s.p);
         longjmp(*c->jmp, 1);
     }
     if (name_is(name, n, "strftime_now"))

@@ -37,9 +37,19 @@ void jj_step(jj_ctx *c, uint64_t n) {
         jj_fail(c, TS_ERR_LIMIT, "step limit of %" PRIu64 " reached (max_steps)", c->max_steps);
 }
 
+/* The C stack a render may use below its start, whatever max_depth says: macro recursion
+ * is the only unbounded recursion (expressions are capped at compile time). */
+#define STACK_BUDGET ((uintptr_t)1 << 20)
+
 void jj_enter(jj_ctx *c) {
     if (++c->depth > c->max_depth)
         jj_fail(c, TS_ERR_LIMIT, "nesting depth limit of %d reached (max_depth)", c->max_depth);
+    char here;
+    uintptr_t at = (uintptr_t)&here;
+    uintptr_t used = c->stack_base > at ? c->stack_base - at : at - c->stack_base;
+    if (used > STACK_BUDGET)
+        jj_fail(c, TS_ERR_LIMIT, "nesting uses more than %zu KiB of stack (max_depth %d)",
+                (size_t)(STACK_BUDGET >> 10), c->max_depth);
 }
 
 void jj_leave(jj_ctx *c) {
@@ -309,6 +319,8 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
                 return true;
         return false;
     case JJ_DICT:
+        if ((item.type == JJ_LIST && !(item.flags & JJ_F_TUPLE)) || item.type == JJ_DICT)
+            jj_fail(c, TS_ERR_TYPE, "unhashable type: '%s'", jj_type_name(item));
         return jj_dict_find(container.d, item) != NULL;
     case JJ_UNDEF:
         return false;
@@ -394,8 +406,11 @@ static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_v
     slice_bounds(c, lo, hi, st, n, &start, &stop, &step);
     jj_value r = jj_new_list(c, 0);
     r.flags = obj.flags & JJ_F_TUPLE;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
         jj_list_push(c, r.l, items.l->v[i]);
+        if (__builtin_add_overflow(i, step, &i))
+            break;
+    }
     jj_step(c, r.l->n);
     if (obj.type != JJ_STR)
         return r;
@@ -459,8 +474,10 @@ jj_value jj_eval(jj_ctx *c, jj_frame *f, const jj_node *n) {
     case N_LIST:
     case N_TUPLE: {
         jj_value l = jj_new_list(c, (size_t)n->items.n);
-        for (int i = 0; i < n->items.n; i++)
+        for (int i = 0; i < n->items.n; i++) {
             l.l->v[i] = jj_eval(c, f, n->items.v[i]);
+            jj_note_depth(c, &l.l->depth, l.l->v[i]);
+        }
         l.l->n = (size_t)n->items.n;
         if (n->kind == N_TUPLE)
             l.flags = JJ_F_TUPLE;
@@ -579,13 +596,14 @@ static jj_value eval_call(jj_ctx *c, jj_frame *f, const jj_node *n, jj_value cal
 
 static flow exec_body(jj_ctx *c, jj_frame *f, const jj_nodes *body);
 
-/* Renders body into a string (macro bodies, block set, filter blocks, caller()). */
-static jj_value capture(jj_ctx *c, jj_frame *f, const jj_nodes *body) {
+/* Renders body into a string (macro bodies, block set, filter blocks, caller()). *fl gets
+ * a break/continue that ended the body early (inline blocks pass it to their loop). */
+static jj_value capture(jj_ctx *c, jj_frame *f, const jj_nodes *body, flow *fl) {
     jj_buf buf, *saved = c->out;
     jj_buf_init(&buf, c->arena);
     c->out = &buf;
     jj_enter(c);
-    exec_body(c, f, body);
+    *fl = exec_body(c, f, body);
     jj_leave(c);
     c->out = saved;
     return jj_str(buf.p ? buf.p : "", buf.n);
@@ -709,7 +727,8 @@ jj_value jj_call_macro(jj_ctx *c, jj_func *fn, const jj_args *args) {
     frame_set(c, f, "kwargs", 6, kwargs);
     if (fn->kind == JJ_FN_MACRO && fn->caller.type == JJ_FUNC)
         frame_set(c, f, "caller", 6, fn->caller);
-    jj_value r = capture(c, f, &m->body);
+    flow fl; /* always FLOW_NEXT: break/continue cannot appear in a macro body */
+    jj_value r = capture(c, f, &m->body, &fl);
     jj_leave(c);
     return r;
 }
@@ -735,7 +754,12 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
         assign(c, f, &n->items, jj_eval(c, f, n->a), n->line);
         return FLOW_NEXT;
     case S_SETBLOCK: {
-        jj_value v = capture(c, f, &n->body);
+        /* A break inside the block leaves the loop at once: nothing is assigned. */
+        /* The body has its own scope, as in jinja2: a set inside it stays inside. */
+        flow fl;
+        jj_value v = capture(c, frame_new(c, f), &n->body, &fl);
+        if (fl != FLOW_NEXT)
+            return fl;
         v = apply_chain(c, f, n->b, v);
         frame_set(c, f, n->name, n->name_n, v);
         return FLOW_NEXT;
@@ -749,7 +773,10 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
         return FLOW_NEXT;
     }
     case S_FILTERBLOCK: {
-        jj_value v = capture(c, f, &n->body);
+        flow fl;
+        jj_value v = capture(c, frame_new(c, f), &n->body, &fl);
+        if (fl != FLOW_NEXT)
+            return fl;
         emit_value(c, apply_chain(c, f, n->b, v));
         return FLOW_NEXT;
     }

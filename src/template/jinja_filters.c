@@ -66,7 +66,7 @@ static int64_t int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *w
         return dflt;
     if (v->type == JJ_INT || v->type == JJ_BOOL)
         return v->i;
-    if (v->type == JJ_FLOAT)
+    if (v->type == JJ_FLOAT && v->f > -9.2e18 && v->f < 9.2e18)
         return (int64_t)v->f;
     jj_fail(c, TS_ERR_TYPE, "%s: expected an integer, got '%s'", what, jj_type_name(*v));
 }
@@ -191,6 +191,8 @@ static double py_round(double x, int64_t nd) {
     }
     if (nd > 300)
         return x;
+    if (nd < -308)
+        return copysign(0.0, x);
     double p = pow(10.0, (double)-nd);
     double y = x / p;
     double r = nearbyint(y);
@@ -272,8 +274,20 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
         case 'x':
         case 'X':
         case 'o': {
-            if (v.type == JJ_FLOAT)
+            if (v.type == JJ_FLOAT && conv != 'd' && conv != 'i')
+                jj_fail(c, TS_ERR_TYPE, "%%%c format: an integer is required, not float", conv);
+            if (v.type == JJ_FLOAT) {
+                if (!isfinite(v.f))
+                    jj_fail(c, TS_ERR_RANGE, "cannot convert float %s to integer",
+                            isnan(v.f) ? "NaN" : "infinity");
+                if (fabs(v.f) >= 9.2e18) {
+                    /* Python prints the float's exact integer value; so does %.0f. */
+                    snprintf(tmp, sizeof(tmp), "%.0f", trunc(v.f));
+                    jj_buf_puts(&b, tmp);
+                    break;
+                }
                 v = jj_int((int64_t)v.f);
+            }
             if (v.type != JJ_INT && v.type != JJ_BOOL)
                 jj_fail(c, TS_ERR_TYPE, "%%%c format: a real number is required, not %s", conv,
                         jj_type_name(v));
@@ -304,7 +318,11 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             jj_fail(c, TS_ERR_UNSUPPORTED, "unsupported format character '%c'", conv);
         }
     }
-    if (tuple && next < args.l->n)
+    /* Python: a lone argument no conversion used is an error unless it is a mapping or a
+     * sequence other than str (those have __getitem__ and count as a mapping). */
+    bool unused = tuple ? next < args.l->n
+                        : next == 0 && !mapping && args.type != JJ_LIST && args.type != JJ_NS;
+    if (unused)
         jj_fail(c, TS_ERR_TYPE, "not all arguments converted during string formatting");
     return buf_value(&b);
 }
@@ -425,6 +443,12 @@ static jj_value f_indent(jj_ctx *c, jj_value v, const jj_args *a) {
         memset(sp, ' ', (size_t)width);
         ind = jj_str(sp, (size_t)width);
     }
+    /* jinja2 appends "\n" to the value, which only a string allows. */
+    if (v.type == JJ_UNDEF)
+        jj_undef_fail(c, v);
+    if (v.type != JJ_STR)
+        jj_fail(c, TS_ERR_TYPE, "unsupported operand type(s) for +=: '%s' and 'str'",
+                jj_type_name(v));
     jj_value s = str_of(c, v);
     /* jinja2 appends "\n" and splits lines, which drops one trailing newline's line. */
     jj_value lines;
@@ -462,6 +486,14 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     const jj_value *e = jj_arg(a, 2, "end");
     jj_value end = e ? str_of(c, *e) : jj_cstr("...");
     int64_t leeway = int_arg(c, jj_arg(a, 3, "leeway"), 5, "truncate leeway");
+    /* jinja2 measures the value itself: a string, or a list/dict short enough to return as
+     * is; anything else has no len(). */
+    if (v.type != JJ_STR) {
+        int64_t len = jj_length(c, v); /* undefined: 0, returned as is */
+        if (len <= length + leeway)
+            return v;
+        jj_fail(c, TS_ERR_TYPE, "truncate needs a string, not '%s'", jj_type_name(v));
+    }
     jj_value s = str_of(c, v);
     int64_t n = (int64_t)jj_utf8_count(s.s.p, s.s.n);
     int64_t end_n = (int64_t)jj_utf8_count(end.s.p, end.s.n);
@@ -494,6 +526,8 @@ static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
     int64_t base = int_arg(c, jj_arg(a, 1, "base"), 10, "int base");
     jj_value dflt = d ? *d : jj_int(0);
     switch (v.type) {
+    case JJ_UNDEF:
+        jj_undef_fail(c, v);
     case JJ_INT:
     case JJ_BOOL:
         return jj_int(v.i);
@@ -529,6 +563,8 @@ static jj_value f_float(jj_ctx *c, jj_value v, const jj_args *a) {
     jj_args_check(c, a, "float", 1, kw);
     const jj_value *d = jj_arg(a, 0, "default");
     jj_value dflt = d ? *d : jj_float(0.0);
+    if (v.type == JJ_UNDEF)
+        jj_undef_fail(c, v);
     if (v.type == JJ_FLOAT)
         return v;
     if (v.type == JJ_INT || v.type == JJ_BOOL)
@@ -552,8 +588,6 @@ static jj_value f_round(jj_ctx *c, jj_value v, const jj_args *a) {
     jj_args_check(c, a, "round", 2, kw);
     int64_t prec = int_arg(c, jj_arg(a, 0, "precision"), 0, "round precision");
     const jj_value *m = jj_arg(a, 1, "method");
-    if (v.type == JJ_UNDEF)
-        jj_undef_fail(c, v);
     if (v.type != JJ_INT && v.type != JJ_BOOL && v.type != JJ_FLOAT)
         jj_fail(c, TS_ERR_TYPE, "type %s doesn't define __round__ method", jj_type_name(v));
     if (!m || jj_str_eq(*m, "common")) {
@@ -630,6 +664,8 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
     for (size_t i = 0; i < items.l->n; i++) {
         jj_value k = attr ? attr_path(c, items.l->v[i], *attr) : items.l->v[i];
         k = fold(c, k, cs);
+        if ((k.type == JJ_LIST && !(k.flags & JJ_F_TUPLE)) || k.type == JJ_DICT)
+            jj_fail(c, TS_ERR_TYPE, "unhashable type: '%s'", jj_type_name(k));
         bool dup = false;
         jj_step(c, seen.l->n + 1);
         for (size_t j = 0; j < seen.l->n && !dup; j++)
@@ -939,8 +975,6 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
                 jj_fail(c, TS_ERR_RANGE, "integer overflow in abs");
             return jj_int(v.i < 0 ? -v.i : v.i);
         }
-        if (v.type == JJ_UNDEF)
-            jj_undef_fail(c, v);
         jj_fail(c, TS_ERR_TYPE, "bad operand type for abs(): '%s'", jj_type_name(v));
     }
     if (IS("sum"))

@@ -113,16 +113,23 @@ typedef struct jj_value {
     };
 } jj_value;
 
+/* depth: 1 + the deepest item's depth, kept by jj_list_push / jj_dict_set / literals and
+ * capped at JJ_MAX_VALUE_DEPTH, so printing, comparing and JSON never recurse without bound
+ * (a template can nest a value in itself level by level: ns.v = [ns.v]). */
 struct jj_list {
     jj_value *v;
     size_t n, cap;
+    uint32_t depth;
 };
 
 struct jj_dict {
     jj_value *keys;
     jj_value *vals;
     size_t n, cap;
+    uint32_t depth;
 };
+
+#define JJ_MAX_VALUE_DEPTH 512
 
 /* ---- tokens and nodes --------------------------------------------------------------- */
 
@@ -309,8 +316,9 @@ typedef struct jj_ctx {
     uint64_t steps, max_steps;
     int depth, max_depth;
     int64_t now;
-    jj_dict *vars; /* the render's variables */
-    int line;      /* line of the node being evaluated, for messages */
+    jj_dict *vars;        /* the render's variables */
+    int line;             /* line of the node being evaluated, for messages */
+    uintptr_t stack_base; /* address of a local at the render's start (see jj_enter) */
 } jj_ctx;
 
 /* Unwinds with status and "template:LINE: " + message. */
@@ -341,6 +349,8 @@ jj_value jj_undef_msg(jj_ctx *c, const char *fmt, ...) TS_PRINTF(2, 3); /* whole
 jj_value jj_new_list(jj_ctx *c, size_t cap);
 jj_value jj_new_dict(jj_ctx *c, size_t cap);
 void jj_list_push(jj_ctx *c, jj_list *l, jj_value v);
+/* Raises depth for an item of value v, failing past JJ_MAX_VALUE_DEPTH. */
+void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v);
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v);
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n); /* NULL if absent */
 jj_value *jj_dict_find(const jj_dict *d, jj_value key);             /* NULL if absent */

@@ -23,6 +23,7 @@ typedef struct parser {
     size_t pos, n;
     int nest;    /* current nesting, capped at MAX_NEST */
     int in_cond; /* inside an if / inline if of the current scope */
+    int in_loop; /* inside a for body of the current function (break/continue allowed) */
 } parser;
 
 static const jj_tok *cur(const parser *P) {
@@ -722,7 +723,7 @@ static jj_node *parse_statement(parser *P) {
     if (t->type != TK_NAME)
         fail_unexpected(P, "a tag name");
     advance(P);
-    int saved_cond = P->in_cond;
+    int saved_cond = P->in_cond, saved_loop = P->in_loop;
     jj_node *n;
     int which;
     if (is_name(t, "if")) {
@@ -745,7 +746,9 @@ static jj_node *parse_statement(parser *P) {
             jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, cur(P)->line,
                             "recursive for loops are not supported");
         expect_block_end(P);
+        P->in_loop = 1;
         parse_body(P, &n->body, END_FOR, &which);
+        P->in_loop = saved_loop; /* the else branch runs after the loop */
         if (which == 0) {
             expect_block_end(P);
             parse_body(P, &n->orelse, END_FOR2, &which);
@@ -775,6 +778,7 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "macro")) {
         n = new_node(P, S_MACRO, line);
         P->in_cond = 0;
+        P->in_loop = 0; /* a macro body is a function of its own, as in jinja2 */
         if (cur(P)->type != TK_NAME)
             fail_unexpected(P, "a macro name");
         set_name(n, cur(P));
@@ -786,6 +790,7 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "call")) {
         n = new_node(P, S_CALLBLOCK, line);
         P->in_cond = 0;
+        P->in_loop = 0;
         if (is_op(cur(P), OP_LPAREN))
             parse_params(P, n);
         n->a = parse_expr(P);
@@ -823,10 +828,13 @@ static jj_node *parse_statement(parser *P) {
         n->a = parse_tuple(P, false);
         expect_block_end(P);
     } else if (is_name(t, "break") || is_name(t, "continue")) {
+        if (!P->in_loop)
+            jj_compile_fail(P->a, TS_ERR_FORMAT, line, "'%.*s' outside loop", (int)t->n, t->s);
         n = new_node(P, is_name(t, "break") ? S_BREAK : S_CONTINUE, line);
         expect_block_end(P);
     } else if (is_name(t, "generation")) {
         n = new_node(P, S_GENERATION, line);
+        P->in_loop = 0; /* transformers makes it a call block */
         expect_block_end(P);
         parse_body(P, &n->body, END_GEN, &which);
         expect_block_end(P);
@@ -834,6 +842,7 @@ static jj_node *parse_statement(parser *P) {
         jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, line, "unknown tag '%.*s'", (int)t->n, t->s);
     }
     P->in_cond = saved_cond;
+    P->in_loop = saved_loop;
     return n;
 }
 

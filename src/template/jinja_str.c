@@ -308,9 +308,9 @@ static jj_value format(jj_ctx *c, jj_value fmt, const jj_args *a) {
         if (fend == field) {
             v = jj_arg(a, auto_idx++, NULL);
         } else if (*field >= '0' && *field <= '9') {
-            int idx = 0;
+            int idx = 0; /* saturates: any index past the arguments is simply missing */
             for (const char *r = field; r < fend && *r >= '0' && *r <= '9'; r++)
-                idx = idx * 10 + (*r - '0');
+                idx = idx > 100000 ? idx : idx * 10 + (*r - '0');
             v = idx < a->n_pos ? &a->pos[idx] : NULL;
         } else {
             v = NULL;

@@ -180,7 +180,17 @@ jj_value jj_new_dict(jj_ctx *c, size_t cap) {
     return (jj_value){.type = JJ_DICT, .d = d};
 }
 
+void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v) {
+    uint32_t d = v.type == JJ_LIST ? v.l->depth : v.type == JJ_DICT ? v.d->depth : 0;
+    if (d + 1 > *depth) {
+        if (d + 1 > JJ_MAX_VALUE_DEPTH)
+            jj_fail(c, TS_ERR_LIMIT, "value nested deeper than %d levels", JJ_MAX_VALUE_DEPTH);
+        *depth = d + 1;
+    }
+}
+
 void jj_list_push(jj_ctx *c, jj_list *l, jj_value v) {
+    jj_note_depth(c, &l->depth, v);
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
         jj_value *nv = jj_alloc(c->arena, cap * sizeof(jj_value));
@@ -209,6 +219,7 @@ jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n) {
 }
 
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v) {
+    jj_note_depth(c, &d->depth, v);
     jj_value *old = jj_dict_find(d, k);
     if (old) {
         *old = v;

@@ -215,6 +215,35 @@ static void test_deep_json(void **state) {
     free(vars);
 }
 
+/* Whatever max_depth a caller allows, macro recursion stops within the stack budget, and a
+ * value nested level by level stops at the value depth cap, before printing or comparing it
+ * could recurse without bound. */
+static void test_recursion_guards(void **state) {
+    (void)state;
+    const char *src =
+        "{% macro r(n) %}{{ ((((((((r(n + 1) ~ 'x')))))))) }}{% endmacro %}{{ r(0) }}";
+    ts_tpl *t;
+    ts_error err = {0};
+    assert_int_equal(ts_tpl_compile(src, strlen(src), &t, &err), TS_OK);
+    ts_tpl_options o = {.max_depth = 1000000, .max_steps = UINT64_C(1) << 40};
+    char *out = NULL;
+    size_t n;
+    assert_int_equal(ts_tpl_render(t, "{}", 2, &o, &out, &n, &err), TS_ERR_LIMIT);
+    assert_non_null(strstr(err.msg, "stack"));
+    ts_tpl_free(t);
+    const char *eq = "{% set ns = namespace(a=[], b=[]) %}{% for i in range(2000) %}"
+                     "{% set ns.a = [ns.a] %}{% set ns.b = [ns.b] %}{% endfor %}{{ ns.a == ns.b }}";
+    assert_int_equal(ts_tpl_compile(eq, strlen(eq), &t, &err), TS_OK);
+    assert_int_equal(ts_tpl_render(t, "{}", 2, NULL, &out, &n, &err), TS_ERR_LIMIT);
+    assert_non_null(strstr(err.msg, "nested deeper"));
+    ts_tpl_free(t);
+    /* A namespace holding itself prints without looping forever. */
+    const char *self = "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}";
+    assert_int_equal(ts_tpl_compile(self, strlen(self), &t, &err), TS_OK);
+    assert_int_equal(ts_tpl_render(t, "{}", 2, NULL, &out, &n, &err), TS_ERR_LIMIT);
+    ts_tpl_free(t);
+}
+
 static void test_api_misuse(void **state) {
     (void)state;
     ts_tpl *t = NULL;
@@ -326,9 +355,10 @@ static void test_speed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cases),     cmocka_unit_test(test_deep_nesting),
-        cmocka_unit_test(test_deep_json), cmocka_unit_test(test_api_misuse),
-        cmocka_unit_test(test_reuse),     cmocka_unit_test(test_speed),
+        cmocka_unit_test(test_cases),      cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_deep_json),  cmocka_unit_test(test_recursion_guards),
+        cmocka_unit_test(test_api_misuse), cmocka_unit_test(test_reuse),
+        cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
