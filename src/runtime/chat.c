@@ -15,93 +15,62 @@
 #include <cjson/cJSON.h>
 
 #include "runtime/runtime.h"
+#include "util/buf.h"
 #include "util/error.h"
 
 /* ---- JSON text ------------------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) {
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) {
-    sb_put(b, s, strlen(s));
-}
-
 /* s[0..n) as a JSON string literal (UTF-8 kept; control bytes escaped). */
-static void sb_json_str(sbuf *b, const char *s, size_t n) {
-    sb_put(b, "\"", 1);
+static void json_str(ts_buf *b, const char *s, size_t n) {
+    ts_buf_put(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
             continue;
         }
-        sb_put(b, s + run, i - run);
+        ts_buf_put(b, s + run, i - run);
         run = i + 1;
         char esc[8];
         switch (c) {
         case '"':
-            sb_puts(b, "\\\"");
+            ts_buf_puts(b, "\\\"");
             break;
         case '\\':
-            sb_puts(b, "\\\\");
+            ts_buf_puts(b, "\\\\");
             break;
         case '\n':
-            sb_puts(b, "\\n");
+            ts_buf_puts(b, "\\n");
             break;
         case '\r':
-            sb_puts(b, "\\r");
+            ts_buf_puts(b, "\\r");
             break;
         case '\t':
-            sb_puts(b, "\\t");
+            ts_buf_puts(b, "\\t");
             break;
         default:
             snprintf(esc, sizeof esc, "\\u%04x", c);
-            sb_puts(b, esc);
+            ts_buf_puts(b, esc);
         }
     }
-    sb_put(b, s + run, n - run);
-    sb_put(b, "\"", 1);
+    ts_buf_put(b, s + run, n - run);
+    ts_buf_put(b, "\"", 1);
 }
 
 char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_generation_prompt) {
-    sbuf b = {0};
-    sb_puts(&b, "{\"messages\":[");
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{\"messages\":[");
     for (size_t i = 0; i < n_msgs; i++) {
         const char *role = msgs[i].role != NULL ? msgs[i].role : "";
         const char *content = msgs[i].content != NULL ? msgs[i].content : "";
-        sb_puts(&b, i ? ",{\"role\":" : "{\"role\":");
-        sb_json_str(&b, role, strlen(role));
-        sb_puts(&b, ",\"content\":");
-        sb_json_str(&b, content, strlen(content));
-        sb_puts(&b, "}");
+        ts_buf_puts(&b, i ? ",{\"role\":" : "{\"role\":");
+        json_str(&b, role, strlen(role));
+        ts_buf_puts(&b, ",\"content\":");
+        json_str(&b, content, strlen(content));
+        ts_buf_puts(&b, "}");
     }
-    sb_puts(&b, add_generation_prompt ? "],\"add_generation_prompt\":true}"
-                                      : "],\"add_generation_prompt\":false}");
+    ts_buf_puts(&b, add_generation_prompt ? "],\"add_generation_prompt\":true}"
+                                          : "],\"add_generation_prompt\":false}");
     if (b.oom) {
         free(b.p);
         return NULL;
@@ -226,13 +195,13 @@ static ts_status render_family(const rt_chat *c, const char *json, size_t len, c
         } else if (content == NULL || cJSON_IsNull(content)) {
             m[i].content = "";
         } else if (cJSON_IsArray(content)) {
-            sbuf b = {0};
-            sb_puts(&b, "");
+            ts_buf b = {0};
+            ts_buf_puts(&b, "");
             const cJSON *part;
             cJSON_ArrayForEach(part, content) {
                 const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
                 if (cJSON_IsString(t)) {
-                    sb_puts(&b, t->valuestring);
+                    ts_buf_puts(&b, t->valuestring);
                 }
             }
             if (b.oom) {
@@ -284,23 +253,23 @@ static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_e
     }
     const ts_tokenizer *tok = llm != NULL ? llm->tok : NULL;
     const ts_tokenizer_special *sp = tok != NULL ? ts_tokenizer_get_special(tok) : NULL;
-    sbuf b = {0};
-    sb_puts(&b, "{");
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{");
     size_t n;
     if (cJSON_GetObjectItemCaseSensitive(root, "bos_token") == NULL) {
         const char *t = special_text(tok, sp != NULL ? sp->bos : -1, &n);
-        sb_puts(&b, "\"bos_token\":");
-        sb_json_str(&b, t, n);
-        sb_puts(&b, ",");
+        ts_buf_puts(&b, "\"bos_token\":");
+        json_str(&b, t, n);
+        ts_buf_puts(&b, ",");
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "eos_token") == NULL) {
         const char *t = special_text(tok, sp != NULL ? sp->eos : -1, &n);
-        sb_puts(&b, "\"eos_token\":");
-        sb_json_str(&b, t, n);
-        sb_puts(&b, ",");
+        ts_buf_puts(&b, "\"eos_token\":");
+        json_str(&b, t, n);
+        ts_buf_puts(&b, ",");
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt") == NULL) {
-        sb_puts(&b, "\"add_generation_prompt\":true,");
+        ts_buf_puts(&b, "\"add_generation_prompt\":true,");
     }
     bool empty = root->child == NULL;
     cJSON_Delete(root);
@@ -310,9 +279,9 @@ static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_e
         if (b.n > 1) {
             b.n--; /* the last comma */
         }
-        sb_puts(&b, "}");
+        ts_buf_puts(&b, "}");
     } else {
-        sb_put(&b, open + 1, rest);
+        ts_buf_put(&b, open + 1, rest);
     }
     if (b.oom) {
         free(b.p);

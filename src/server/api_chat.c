@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "server/api.h"
+#include "util/buf.h"
 
 #define BAD(field, ...)                                                                            \
     ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
@@ -114,36 +115,14 @@ static bool next_element(const char *s, size_t n, size_t *cur, span *val) {
 
 /* ---- building the JSON ---------------------------------------------------------------------- */
 
-typedef struct jbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} jbuf;
+typedef ts_buf jbuf;
 
 static void put(jbuf *b, const char *s, size_t n) {
-    if (b->oom) {
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->n + n + 1) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    ts_buf_put(b, s, n);
 }
 
 static void puts_(jbuf *b, const char *s) {
-    put(b, s, strlen(s));
+    ts_buf_puts(b, s);
 }
 
 static void put_span(jbuf *b, const char *s, span v) {
