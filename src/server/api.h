@@ -162,6 +162,11 @@ size_t ts_api_utf8_check(const char *s, size_t len);
  * depth exceeds max; so the scan is linear and never recurses. */
 int ts_api_json_depth(const char *s, size_t len, int max);
 
+/* Offset of the first control byte (below 0x20) JSON does not allow: any inside a string
+ * (they must be escaped there) and any but tab, newline and carriage return outside; len when
+ * there is none. cJSON is lenient about both, the chat template's JSON reader is not. */
+size_t ts_api_json_control_check(const char *s, size_t len);
+
 /* Compares a presented secret with the expected one in time that depends only on the
  * presented length, never on where they differ. */
 bool ts_api_key_equal(const char *given, size_t given_len, const char *expected,

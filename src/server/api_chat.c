@@ -452,11 +452,12 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
     jbuf b = {0};
     span k, v, top_msgs = {0}, top_tools = {0}, top_kwargs = {0}, top_effort = {0};
     size_t cur = open_at(skip_ws(body, len, 0));
-    while (next_member(body, len, &cur, &k, &v)) {
-        top_msgs = key_is(body, k, "messages") ? v : top_msgs;
-        top_tools = key_is(body, k, "tools") ? v : top_tools;
-        top_kwargs = key_is(body, k, "chat_template_kwargs") ? v : top_kwargs;
-        top_effort = key_is(body, k, "reasoning_effort") ? v : top_effort;
+    while (next_member(body, len, &cur, &k, &v)) { /* the first of repeated keys, as cJSON */
+        top_msgs = key_is(body, k, "messages") && top_msgs.end == 0 ? v : top_msgs;
+        top_tools = key_is(body, k, "tools") && top_tools.end == 0 ? v : top_tools;
+        top_kwargs =
+            key_is(body, k, "chat_template_kwargs") && top_kwargs.end == 0 ? v : top_kwargs;
+        top_effort = key_is(body, k, "reasoning_effort") && top_effort.end == 0 ? v : top_effort;
     }
     if (top_msgs.end == 0) {
         return BAD("messages", "write the key \"messages\" without escapes");

@@ -594,6 +594,13 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_
     if (bad < len) {
         return BAD(NULL, "the body is not valid UTF-8 (byte offset %zu)", bad);
     }
+    bad = ts_api_json_control_check(body, len);
+    if (bad < len) {
+        return BAD(NULL,
+                   "the body is not valid JSON: control byte 0x%02x at byte offset %zu "
+                   "(escape it inside strings)",
+                   (unsigned)(unsigned char)body[bad], bad);
+    }
     int depth = ts_api_json_depth(body, len, TS_API_MAX_DEPTH);
     if (depth > TS_API_MAX_DEPTH) {
         return BAD(NULL, "the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);

@@ -108,6 +108,25 @@ int ts_api_json_depth(const char *s, size_t len, int max) {
     return deepest;
 }
 
+size_t ts_api_json_control_check(const char *s, size_t len) {
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 && (in_str || (c != ' ' && c != '\t' && c != '\n' && c != '\r'))) {
+            return i;
+        }
+        if (in_str && c == '\\') {
+            i++;
+            if (i < len && (unsigned char)s[i] < 0x20) {
+                return i;
+            }
+        } else if (c == '"') {
+            in_str = !in_str;
+        }
+    }
+    return len;
+}
+
 bool ts_api_key_equal(const char *given, size_t given_len, const char *expected,
                       size_t expected_len) {
     if (expected_len == 0) {

@@ -44,6 +44,22 @@ static void expect_bad(ts_api_kind kind, const char *body, int status, const cha
     assert_null(r.root); /* nothing is kept on failure */
 }
 
+/* Like expect_bad for a body with NUL bytes (400, no parameter). */
+static void expect_bad_n(ts_api_kind kind, const char *body, size_t len, const char *needle) {
+    ts_api_request r;
+    ts_api_error e;
+    memset(&e, 0, sizeof e);
+    ts_status st = ts_api_parse(kind, body, len, &k_lim, &r, &e);
+    if (st == TS_OK || e.status != 400 || strstr(e.message, needle) == NULL) {
+        print_error("got status %d message '%s', want 400 ~'%s'\n", st == TS_OK ? 200 : e.status,
+                    e.message, needle);
+        if (st == TS_OK) {
+            ts_api_request_free(&r);
+        }
+        fail();
+    }
+}
+
 static void test_completion_ok(void **state) {
     (void)state;
     ts_api_request r;
@@ -438,6 +454,23 @@ static void test_chat_json(void **state) {
 
 static void test_hostile_bytes(void **state) {
     (void)state;
+    /* Raw control bytes: refused inside strings and keys, and outside but for whitespace
+     * (cJSON would take a NUL inside a key as the key's end). */
+    static const char nul_key[] = "{\"messages\":[{\"role\0\0\":\"user\",\"content\":\"x\"}]}";
+    expect_bad_n(TS_API_CHAT, nul_key, sizeof nul_key - 1, "control byte 0x00");
+    expect_bad(TS_API_CHAT, "\x01{\"messages\":[]}", 400, "", "control byte 0x01 at byte offset 0");
+    expect_bad(TS_API_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\nb\"}]}", 400, "",
+               "control byte 0x0a");
+    ts_api_request r;
+    ts_api_error e;
+    assert_int_equal(parse(TS_API_CHAT,
+                           "{\r\n\t\"messages\": [{\"role\":\"user\",\"content\":\"a\\nb\"}],"
+                           "\"messages\":[1,2]}",
+                           &r, &e),
+                     TS_OK);
+    assert_string_equal(r.chat_json, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\nb\"}],"
+                                     "\"add_generation_prompt\":true}");
+    ts_api_request_free(&r);
     /* Invalid UTF-8 anywhere (inside a string, too) is refused before parsing. */
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"a\xff\"}", 400, "", "byte offset 12");
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"\xc0\xaf\"}", 400, "", "UTF-8"); /* overlong */
@@ -465,8 +498,6 @@ static void test_hostile_bytes(void **state) {
         flat[at++] = '[';
     }
     at += (size_t)sprintf(flat + at, "\\\"{\"}");
-    ts_api_request r;
-    ts_api_error e;
     assert_int_equal(parse(TS_API_COMPLETIONS, flat, &r, &e), TS_OK);
     assert_int_equal(strlen(r.prompts[0].text), depth / 2 + 2);
     ts_api_request_free(&r);
@@ -477,7 +508,7 @@ static void test_hostile_bytes(void **state) {
     const char nul_body[] = "{\"prompt\":\"a\"}\0garbage";
     assert_int_not_equal(
         ts_api_parse(TS_API_COMPLETIONS, nul_body, sizeof nul_body - 1, &k_lim, &r2, &e), TS_OK);
-    assert_non_null(strstr(e.message, "after the JSON value"));
+    assert_non_null(strstr(e.message, "control byte 0x00 at byte offset 14"));
     expect_bad(TS_API_COMPLETIONS, "{\"prompt\":\"a\"} {}", 400, "", "after the JSON value");
     assert_int_equal(parse(TS_API_COMPLETIONS, " {\"prompt\":\"a\"}\r\n ", &r, &e), TS_OK);
     ts_api_request_free(&r);
