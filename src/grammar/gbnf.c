@@ -339,7 +339,8 @@ static int cmp_range(const void *a, const void *b) {
 /* Interns the class made of r->tmp's ranges (negated or not); *id its index. */
 static bool finish_class(reader *r, bool neg, uint32_t *id) {
     uint32_t n = r->n_tmp;
-    qsort(r->tmp, n, 2 * sizeof(uint32_t), cmp_range);
+    if (n)
+        qsort(r->tmp, n, 2 * sizeof(uint32_t), cmp_range);
     uint32_t m = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint32_t lo = r->tmp[2 * k], hi = r->tmp[2 * k + 1];
@@ -386,7 +387,7 @@ static bool finish_class(reader *r, bool neg, uint32_t *id) {
     while (r->ctab[slot]) {
         const gclass *o = &r->classes[r->ctab[slot] - 1];
         if (o->n == m && o->neg == c.neg &&
-            memcmp(r->ranges + 2 * (size_t)o->off, r->tmp, (size_t)m * 8) == 0) {
+            (m == 0 || memcmp(r->ranges + 2 * (size_t)o->off, r->tmp, (size_t)m * 8) == 0)) {
             *id = r->ctab[slot] - 1;
             return true;
         }
@@ -399,7 +400,8 @@ static bool finish_class(reader *r, bool neg, uint32_t *id) {
         !grow(r, (void **)&r->classes, &r->cap_classes, r->n_classes + 1, sizeof *r->classes))
         return false;
     c.off = r->n_ranges;
-    memcpy(r->ranges + 2 * (size_t)r->n_ranges, r->tmp, (size_t)m * 8);
+    if (m)
+        memcpy(r->ranges + 2 * (size_t)r->n_ranges, r->tmp, (size_t)m * 8);
     r->n_ranges += m;
     *id = r->n_classes;
     r->classes[r->n_classes++] = c;
@@ -719,6 +721,9 @@ ts_status ts_grammar_from_gbnf(const char *text, size_t len, const char *root, t
     if (!root)
         root = "root";
     reader r = {.s = text ? text : "", .n = len, .err = err};
+    /* Non-NULL from the start: empty classes ('.') index these arrays with zero lengths. */
+    if (grow(&r, (void **)&r.ranges, &r.cap_ranges, 16, sizeof *r.ranges))
+        grow(&r, (void **)&r.tmp, &r.cap_tmp, 16, sizeof *r.tmp);
     skip_space(&r, true);
     while (!r.failed && r.i < r.n)
         read_rule(&r);
