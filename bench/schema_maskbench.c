@@ -5,6 +5,8 @@
  *   schema_maskbench [-v] [--jsonl] FILE...     every file: compile the schema to GBNF, read
  *                                               the GBNF, match every test instance (serialized
  *                                               compactly) byte by byte
+ *   schema_maskbench [-v] [--jsonl] --cases F   the same over the cases of a JSON-lines file
+ *                                               (scripts/grammar_maskbench.py writes it)
  *   schema_maskbench -p FILE                    print the GBNF of FILE's schema (or of FILE when
  *                                               it is a bare schema)
  *
@@ -106,7 +108,7 @@ int main(int argc, char **argv) {
         free(text);
         return 0;
     }
-    for (; first < argc && argv[first][0] == '-'; first++) {
+    for (; first < argc && argv[first][0] == '-' && strcmp(argv[first], "--cases"); first++) {
         if (!strcmp(argv[first], "-v"))
             verbose = true;
         else if (!strcmp(argv[first], "--jsonl"))
@@ -116,20 +118,47 @@ int main(int argc, char **argv) {
     long v_ok = 0, v_fail = 0, i_ok = 0, i_fail = 0;
     hist *h = NULL;
     size_t nh = 0;
-    double *times = malloc(sizeof(double) * (size_t)(argc + 1));
+    double *times = NULL;
     size_t nt = 0;
-    for (int a = first; a < argc; a++) {
-        size_t len;
-        char *text = read_file(argv[a], &len);
-        cJSON *j = text ? cJSON_Parse(text) : NULL;
-        free(text);
-        if (!j) {
-            fprintf(stderr, "%s: cannot read or parse\n", argv[a]);
+    /* Cases: --cases FILE (JSON lines {"file", "schema": text, "tests": [[valid, text]...]},
+     * written by scripts/grammar_maskbench.py with Python's exact compact serialization), or
+     * MaskBench files serialized here with cJSON (which prints 1.0 as 1: use --cases). */
+    FILE *cases = NULL;
+    char *line = NULL;
+    size_t line_cap = 0;
+    if (first + 1 < argc && !strcmp(argv[first], "--cases")) {
+        cases = fopen(argv[first + 1], "r");
+        if (!cases) {
+            fprintf(stderr, "cannot read %s\n", argv[first + 1]);
+            return 2;
+        }
+    }
+    for (int a = first;; a++) {
+        cJSON *j = NULL;
+        const char *name = NULL;
+        if (cases) {
+            if (getline(&line, &line_cap, cases) < 0)
+                break;
+            j = cJSON_Parse(line);
+            name = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "file")) : NULL;
+        } else {
+            if (a >= argc)
+                break;
+            size_t len;
+            char *text = read_file(argv[a], &len);
+            j = text ? cJSON_Parse(text) : NULL;
+            free(text);
+            name = argv[a];
+        }
+        if (!j || !name) {
+            fprintf(stderr, "%s: cannot read or parse\n", cases ? "a case line" : argv[a]);
+            cJSON_Delete(j);
             continue;
         }
         files++;
         cJSON *schema = cJSON_GetObjectItem(j, "schema");
-        char *st = cJSON_PrintUnformatted(schema);
+        char *st = cases ? strdup(cJSON_GetStringValue(schema) ? schema->valuestring : "")
+                         : cJSON_PrintUnformatted(schema);
         char *g = NULL;
         ts_error err;
         double t0 = now_us();
@@ -137,11 +166,12 @@ int main(int argc, char **argv) {
         double t1 = now_us();
         ts_grammar *gr = NULL;
         if (rc == TS_OK) {
+            times = realloc(times, (nt + 1) * sizeof *times);
             times[nt++] = t1 - t0;
             rc = ts_grammar_from_gbnf(g, strlen(g), "root", &gr, &err);
             if (rc != TS_OK) {
                 gbnf_fail++;
-                fprintf(stderr, "%s: GBNF does not compile: %s\n", argv[a], err.msg);
+                fprintf(stderr, "%s: GBNF does not compile: %s\n", name, err.msg);
             }
         }
         int fv_ok = 0, fv_fail = 0, fi_ok = 0, fi_fail = 0;
@@ -151,8 +181,17 @@ int main(int argc, char **argv) {
             if (cJSON_GetArraySize(tests) > 0)
                 with_tests++;
             for (cJSON *t = tests ? tests->child : NULL; t; t = t->next) {
-                bool valid = cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"));
-                char *doc = cJSON_PrintUnformatted(cJSON_GetObjectItem(t, "data"));
+                bool valid;
+                char *doc;
+                if (cases) {
+                    valid = cJSON_IsTrue(cJSON_GetArrayItem(t, 0));
+                    doc = strdup(cJSON_GetStringValue(cJSON_GetArrayItem(t, 1)));
+                } else {
+                    valid = cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"));
+                    char *d = cJSON_PrintUnformatted(cJSON_GetObjectItem(t, "data"));
+                    doc = strdup(d);
+                    cJSON_free(d);
+                }
                 ts_gmatch *m = ts_gmatch_create(gr);
                 bool acc =
                     m && ts_gmatch_accept_bytes(m, doc, strlen(doc)) && ts_gmatch_is_accepting(m);
@@ -162,9 +201,9 @@ int main(int argc, char **argv) {
                 else
                     acc ? fi_fail++ : fi_ok++;
                 if (verbose && (valid != acc))
-                    fprintf(stderr, "%s: %s instance %s: %.300s\n", argv[a],
+                    fprintf(stderr, "%s: %s instance %s: %.300s\n", name,
                             valid ? "valid" : "INVALID", acc ? "accepted" : "rejected", doc);
-                cJSON_free(doc);
+                free(doc);
             }
             if (!fv_fail && !fi_fail)
                 passing++;
@@ -178,6 +217,8 @@ int main(int argc, char **argv) {
                 h[nh++] = (hist){strdup(msg), 0};
             }
             h[i].count++;
+            if (verbose)
+                fprintf(stderr, "%s: %s\n", name, err.msg);
         }
         v_ok += fv_ok;
         v_fail += fv_fail;
@@ -185,7 +226,7 @@ int main(int argc, char **argv) {
         i_fail += fi_fail;
         if (jsonl) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "file", argv[a]);
+            cJSON_AddStringToObject(o, "file", name);
             if (rc == TS_OK)
                 cJSON_AddNullToObject(o, "compile_error");
             else
@@ -195,16 +236,19 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "valid_fail", fv_fail);
             cJSON_AddNumberToObject(o, "invalid_ok", fi_ok);
             cJSON_AddNumberToObject(o, "invalid_fail", fi_fail);
-            char *line = cJSON_PrintUnformatted(o);
-            puts(line);
-            cJSON_free(line);
+            char *out = cJSON_PrintUnformatted(o);
+            puts(out);
+            cJSON_free(out);
             cJSON_Delete(o);
         }
         ts_grammar_free(gr);
         free(g);
-        cJSON_free(st);
+        free(st);
         cJSON_Delete(j);
     }
+    free(line);
+    if (cases)
+        fclose(cases);
     qsort(h, nh, sizeof *h, cmp_hist);
     qsort(times, nt, sizeof *times, cmp_dbl);
     printf("files %d  compiled %d (%.1f%%)  passing %d (%.1f%%)  gbnf-errors %d\n", files, compiled,

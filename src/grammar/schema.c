@@ -116,7 +116,18 @@ static char *compile_string(sctx *c, const cJSON *s) {
                      fmt->valuestring);
     if (pat) {
         size_t saved = path_push(c, "pattern");
+        char *single = (has_min || has_max) ? regex_single(c, pat->valuestring) : NULL;
         body = regex_expr(c, pat->valuestring, &emin, &emax);
+        if (body && body != X_EMPTY && single) {
+            /* ^X{a,b}$ with lengths: one repetition with the intersected bounds. */
+            int64_t lo = emin > minl ? emin : minl;
+            int64_t hi = emax < 0 ? maxl : (has_max && maxl < emax ? maxl : emax);
+            body = rep_expr(c, single, lo, hi);
+            emin = lo;
+            emax = hi;
+            if (body && !*body)
+                body = xdup(c, "\"\"");
+        }
         path_pop(c, saved);
     } else if (fmt) {
         body = format_expr(c, fmt->valuestring, &emin, &emax);
@@ -140,16 +151,12 @@ static char *compile_string(sctx *c, const cJSON *s) {
     }
     if (!has_min && !has_max)
         return prim(c, "string");
-    if (minl > TS_SCHEMA_MAX_REPEAT || maxl > TS_SCHEMA_MAX_REPEAT) {
-        if (has_max && maxl > TS_SCHEMA_MAX_REPEAT)
-            return sfail(c, TS_ERR_UNSUPPORTED, "'maxLength' above %d", TS_SCHEMA_MAX_REPEAT);
-        return sfail(c, TS_ERR_UNSUPPORTED, "'minLength' above %d", TS_SCHEMA_MAX_REPEAT);
-    }
     if (!prim(c, "cpchar"))
         return NULL;
-    if (!has_max)
-        return xf(c, "\"\\\"\" cpchar{%lld,} \"\\\"\"", (long long)minl);
-    return xf(c, "\"\\\"\" cpchar{%lld,%lld} \"\\\"\"", (long long)minl, (long long)maxl);
+    char *rep = rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
+    if (!rep || rep == X_EMPTY)
+        return rep;
+    return xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
 }
 
 /* ---- numbers ----------------------------------------------------------------------------- */
@@ -376,7 +383,9 @@ static char *compile_object(sctx *c, const cJSON *s) {
     size_t nreq = 0;
     for (size_t i = 0; i < n; i++)
         nreq += P[i].req;
-    if (has_minp && (size_t)minp > nreq)
+    /* minProperties 1 without required properties: the object is not empty. */
+    bool nonempty = has_minp && minp == 1 && nreq == 0;
+    if (has_minp && (size_t)minp > nreq && !nonempty)
         return sfail(c, TS_ERR_UNSUPPORTED, "'minProperties' above the number of required ones");
     if (has_maxp && (size_t)maxp < nreq)
         return X_EMPTY;
@@ -422,11 +431,15 @@ static char *compile_object(sctx *c, const cJSON *s) {
         return NULL;
     char *body;
     if (members == X_EMPTY)
-        body = xdup(c, "\"{\" ws \"}\"");
+        body = nonempty ? X_EMPTY : xdup(c, "\"{\" ws \"}\"");
+    else if (first_req == n && nonempty)
+        body = xf(c, "\"{\" ws %s ws \"}\"", members);
     else if (first_req == n)
         body = xf(c, "\"{\" ws ( %s ws )? \"}\"", members);
     else
         body = xf(c, "\"{\" ws %s ws \"}\"", members);
+    if (body == X_EMPTY)
+        return X_EMPTY;
     return rule_add(c, hint(c, "obj"), body);
 }
 
@@ -733,18 +746,20 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-static char *compile_ref(sctx *c, const char *ref) {
-    const cJSON *t = resolve_ref(c, ref);
-    if (!t)
-        return NULL;
+/* Compiles node into a rule of its own, once per key: a $ref target (key: the target) or a
+ * schema that is merged (key: its first member, which cJSON references share, so the merged
+ * copies of one schema meet the same rule). Recursion then ends at the rule's name; meeting a
+ * key again before entering any object or array would be a grammar that never ends. */
+static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const cJSON *node,
+                       bool do_merge, const char *what) {
     for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].node != t)
+        if (c->refs[i].node != key)
             continue;
         if (c->refs[i].busy && c->refs[i].nest == c->nest)
             return sfail(c, TS_ERR_FORMAT,
-                         "'$ref': '%.200s' refers back to itself before any object or array "
-                         "(a cycle with no base case)",
-                         ref);
+                         "%s refers back to itself before any object or array (a cycle with "
+                         "no base case)",
+                         what);
         return c->refs[i].name;
     }
     if (c->n_refs == c->cap_refs) {
@@ -755,12 +770,32 @@ static char *compile_ref(sctx *c, const char *ref) {
         c->refs = r;
         c->cap_refs = cap;
     }
-    const char *last = strrchr(ref, '/');
-    int32_t idx = rule_reserve(c, xf(c, "ref-%s", last ? last + 1 : "root"));
+    int32_t idx = rule_reserve(c, hint_name);
     if (idx < 0)
         return NULL;
     size_t ri = c->n_refs++;
-    c->refs[ri] = (sref){.node = t, .name = c->rules[idx].name, .nest = c->nest, .busy = true};
+    c->refs[ri] = (sref){.node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true};
+    char *body = NULL;
+    if (do_merge) {
+        const cJSON *m = merge(c, node);
+        body = m ? compile(c, m) : NULL;
+    } else {
+        body = compile(c, node);
+    }
+    c->refs[ri].busy = false;
+    if (!body)
+        return NULL;
+    if (body == X_EMPTY)
+        return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+    rule_set_body(c, idx, body);
+    return c->rules[idx].name;
+}
+
+static char *compile_ref(sctx *c, const char *ref) {
+    const cJSON *t = resolve_ref(c, ref);
+    if (!t)
+        return NULL;
+    const char *last = strrchr(ref, '/');
     /* Errors inside the target name its own pointer. */
     char saved_path[sizeof c->path];
     size_t saved_len = c->path_len;
@@ -768,16 +803,13 @@ static char *compile_ref(sctx *c, const char *ref) {
     const char *frag = strchr(ref, '#');
     snprintf(c->path, sizeof c->path, "%s", frag && frag[1] ? frag + 1 : "");
     c->path_len = strlen(c->path);
-    char *body = compile(c, t);
+    char *what = xf(c, "'$ref': '%.200s'", ref);
+    char *r = what ? memo_rule(c, cJSON_IsObject(t) && t->child ? t->child : t,
+                               xf(c, "ref-%s", last ? last + 1 : "root"), t, false, what)
+                   : NULL;
     memcpy(c->path, saved_path, sizeof saved_path);
     c->path_len = saved_len;
-    c->refs[ri].busy = false;
-    if (!body)
-        return NULL;
-    if (body == X_EMPTY)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' accepts no value", ref);
-    rule_set_body(c, idx, body);
-    return c->rules[idx].name;
+    return r;
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
@@ -894,9 +926,7 @@ static char *compile(sctx *c, const cJSON *s) {
         }
     }
     if (ref || get(s, "allOf")) {
-        const cJSON *m = merge(c, s);
-        if (m)
-            r = compile(c, m);
+        r = memo_rule(c, s->child, hint(c, "all"), s, true, "a schema with $ref/allOf");
         goto out;
     }
     bool any = get(s, "anyOf") != NULL, one = get(s, "oneOf") != NULL;

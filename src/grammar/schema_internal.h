@@ -159,6 +159,10 @@ char *canon_json(sctx *c, const cJSON *v);
 /* The JSON-string content (between the quotes) whose decoded text matches the ECMA-262 /
  * Python `re.search` pattern. minlen/maxlen (-1: unbounded) get the matched length range. */
 char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen);
+/* When the pattern is ^X{m,n}$ (also * + ?) for one character X: the GBNF of X (else NULL). */
+char *regex_single(sctx *c, const char *pattern);
+/* x{m,n} (n -1: unbounded), written so that large n stays small and unambiguous. */
+char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n);
 
 /* ---- schema_merge.c --------------------------------------------------------------------- */
 

@@ -30,6 +30,10 @@ typedef struct rx {
     const char *s;
     size_t i, n;
     int depth;
+    int top_pieces;  /* pieces in the top-level sequence */
+    bool top_single; /* that piece's atom is one character */
+    char *top_atom;
+    bool anch_both, alts; /* ^...$ ; more than one top-level alternative */
 } rx;
 
 typedef struct rnode {
@@ -513,6 +517,8 @@ static rnode rx_seq(rx *r, bool top) {
         return (rnode){NULL, 0, 0};
     if (top && r->i < r->n && r->s[r->i] == ')')
         return (rnode){rx_bad(r, "an unbalanced ')'"), 0, 0};
+    if (top)
+        r->anch_both = a_start && a_end;
     if (top && acc != X_EMPTY && (!a_start || !a_end)) {
         char *any = prim(c, "char");
         if (!any)
@@ -542,6 +548,8 @@ static rnode rx_alt(rx *r, bool top) {
             mx = (mx < 0 || s.max < 0) ? -1 : (s.max > mx ? s.max : mx);
         }
         if (r->i < r->n && r->s[r->i] == '|') {
+            if (top)
+                r->alts = true;
             r->i++;
             continue;
         }
@@ -563,4 +571,41 @@ char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen)
     *minlen = t.min;
     *maxlen = t.max;
     return t.e;
+}
+
+char *regex_single(sctx *c, const char *pattern) {
+    rx r = {.c = c, .s = pattern, .i = 0, .n = strlen(pattern), .depth = 0};
+    ts_error keep = *c->err;
+    ts_status st = c->st;
+    rnode t = rx_alt(&r, true);
+    bool ok = t.e && r.i == r.n && !r.alts && r.anch_both && r.top_pieces == 1 && r.top_single;
+    *c->err = keep;
+    c->st = st;
+    return ok ? r.top_atom : NULL;
+}
+
+char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
+    const int64_t B = 256;
+    if (n >= 0 && n < m)
+        return X_EMPTY;
+    if (m > TS_SCHEMA_MAX_REPEAT)
+        return sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
+                     TS_SCHEMA_MAX_REPEAT);
+    const char *g = xgroup(c, x);
+    if (!g)
+        return NULL;
+    if (n < 0)
+        return m == 0 ? xf(c, "%s*", g) : xf(c, "%s{%lld,}", g, (long long)m);
+    if (n <= 1000)
+        return n == m ? xf(c, "%s{%lld}", g, (long long)m)
+                      : xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+    /* x{0,K}, K = qB + r: either fewer than q full blocks of B and a partial one, or q full
+     * blocks and up to r more. Each length has one parse. */
+    int64_t k = n - m, q = k / B, rr = k % B;
+    char *upto = xf(c, "( ( %s{%lld} ){0,%lld} %s{0,%lld} | ( %s{%lld} ){%lld} %s{0,%lld} )", g,
+                    (long long)B, (long long)(q - 1), g, (long long)(B - 1), g, (long long)B,
+                    (long long)q, g, (long long)rr);
+    if (!upto || m == 0)
+        return upto;
+    return xf(c, "%s{%lld} %s", g, (long long)m, upto);
 }
