@@ -753,8 +753,10 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
 static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const cJSON *node,
                        bool do_merge, const char *what) {
     for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].node != key)
+        if (c->refs[i].node != key || c->refs[i].merged != do_merge)
             continue;
+        if (c->refs[i].busy)
+            c->refs[i].used = true;
         if (c->refs[i].busy && c->refs[i].nest == c->nest)
             return sfail(c, TS_ERR_FORMAT,
                          "%s refers back to itself before any object or array (a cycle with "
@@ -774,7 +776,8 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     if (idx < 0)
         return NULL;
     size_t ri = c->n_refs++;
-    c->refs[ri] = (sref){.node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true};
+    c->refs[ri] = (sref){
+        .node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true, .merged = do_merge};
     char *body = NULL;
     if (do_merge) {
         const cJSON *m = merge(c, node);
@@ -785,8 +788,13 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     c->refs[ri].busy = false;
     if (!body)
         return NULL;
-    if (body == X_EMPTY)
-        return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+    if (body == X_EMPTY) {
+        if (c->refs[ri].used)
+            return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+        c->rules[idx].dead = true;
+        c->refs[ri].name = X_EMPTY;
+        return X_EMPTY;
+    }
     rule_set_body(c, idx, body);
     return c->rules[idx].name;
 }
@@ -998,6 +1006,8 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
         } else {
             size_t o = 0;
             for (size_t i = 0; i < c.n_rules; i++) {
+                if (c.rules[i].dead)
+                    continue;
                 if (!c.rules[i].body) {
                     free(out);
                     out = NULL;

@@ -410,9 +410,15 @@ static int64_t len_add(int64_t a, int64_t b) {
 /* An atom and its quantifier. */
 static rnode rx_piece(rx *r) {
     sctx *c = r->c;
+    size_t at = r->i;
     rnode a = rx_atom(r);
     if (!a.e)
         return a;
+    if (r->depth == 0) {
+        r->top_pieces++;
+        r->top_atom = a.e;
+        r->top_single = a.min == 1 && a.max == 1 && r->s[at] != '(';
+    }
     if (r->i >= r->n)
         return a;
     char q = r->s[r->i];
