@@ -248,6 +248,8 @@ static char *key_not_in(sctx *c, const char **keys, size_t nk, size_t off, int d
         cpset one = {0};
         cps_add(c, &one, cp, cp);
         char *ch = cps_json(c, &one);
+        if (ch == X_EMPTY)
+            continue; /* a control character no extra key can be written with */
         char *rest = key_not_in(c, sub, ns, off + l, depth + 1);
         if (!rest || !ch)
             return NULL;
@@ -970,6 +972,14 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
     if (len > TS_SCHEMA_MAX_BYTES)
         return ts_error_set(err, TS_ERR_LIMIT, "schema: %zu bytes is more than the %u allowed", len,
                             TS_SCHEMA_MAX_BYTES);
+    /* JSON text is UTF-8; keys and strings go into the grammar as they are. */
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t l = utf8_dec(schema_json + i, len - i, &cp);
+        if (!l)
+            return ts_error_set(err, TS_ERR_FORMAT, "schema: invalid UTF-8 at byte %zu", i);
+        i += l;
+    }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(schema_json ? schema_json : "", len, &end, false);
     if (!doc) {

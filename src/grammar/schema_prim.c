@@ -110,9 +110,9 @@ static char *seq2(sctx *c, const char *a, const char *b) {
         return (char *)a;
     /* Two plain literals ("12" "3") read better as one ("123"). */
     size_t la = strlen(a), lb = strlen(b);
-    if (la >= 2 && lb >= 2 && a[0] == '"' && b[0] == '"' && a[la - 1] == '"' &&
-        b[lb - 1] == '"' && !strpbrk(a + 1, "\\ ") && !strpbrk(b + 1, "\\ ") &&
-        strchr(a + 1, '"') == a + la - 1 && strchr(b + 1, '"') == b + lb - 1)
+    if (la >= 2 && lb >= 2 && a[0] == '"' && b[0] == '"' && a[la - 1] == '"' && b[lb - 1] == '"' &&
+        !strpbrk(a + 1, "\\ ") && !strpbrk(b + 1, "\\ ") && strchr(a + 1, '"') == a + la - 1 &&
+        strchr(b + 1, '"') == b + lb - 1)
         return xf(c, "%.*s%s", (int)(la - 1), a, b + 1);
     return xf(c, "%s %s", xgroup(c, a), xgroup(c, b));
 }

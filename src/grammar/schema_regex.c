@@ -597,6 +597,8 @@ char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
     if (m > TS_SCHEMA_MAX_REPEAT)
         return sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
                      TS_SCHEMA_MAX_REPEAT);
+    if (x == X_EMPTY)
+        return m == 0 ? xdup(c, "") : X_EMPTY;
     const char *g = xgroup(c, x);
     if (!g)
         return NULL;
