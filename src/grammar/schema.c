@@ -410,12 +410,44 @@ static char *compile_object(sctx *c, const cJSON *s) {
     char **nf = xalloc(c, (n + 1) * sizeof *nf);
     if (!nf)
         return NULL;
-    nf[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
-    for (size_t i = n; i-- > 0;) {
-        char *piece = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
-                               : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
-        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece, nf[i + 1]) : piece;
-        if (many && i >= 1 && i <= n_first && nf[i])
+    /* pieces[i]: property i after a comma; the tail from n_first on is one flat sequence
+     * (written once: building it suffix by suffix would copy it n times). */
+    char **piece = xalloc(c, (n + 1) * sizeof *piece);
+    if (!piece)
+        return NULL;
+    size_t flat_len = 1;
+    for (size_t i = 0; i < n; i++) {
+        piece[i] = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
+                            : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
+        if (!piece[i])
+            return NULL;
+        if (i >= n_first)
+            flat_len += strlen(piece[i]) + 1;
+    }
+    piece[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
+    if (!piece[n])
+        return NULL;
+    flat_len += strlen(piece[n]) + 1;
+    char *flat = xalloc(c, flat_len);
+    if (!flat)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = n_first; i <= n; i++) {
+        size_t l = strlen(piece[i]);
+        if (!l)
+            continue;
+        if (o)
+            flat[o++] = ' ';
+        memcpy(flat + o, piece[i], l);
+        o += l;
+    }
+    flat[o] = '\0';
+    nf[n_first] = flat;
+    if (many && *flat && n_first >= 1)
+        nf[n_first] = rule_add(c, hint(c, xf(c, "r%zu", n_first)), flat);
+    for (size_t i = n_first; i-- > 1;) {
+        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
+        if (many && nf[i])
             nf[i] = rule_add(c, hint(c, xf(c, "r%zu", i)), nf[i]);
         if (!nf[i])
             return NULL;
