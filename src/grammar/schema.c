@@ -29,21 +29,12 @@ void ts_schema_maps_free(sctx *c);
 static char *compile(sctx *c, const cJSON *s);
 
 /* Keywords that constrain and that the compiler does not handle (some only in cases). */
-static const char *const unsupported_kw[] = {"not",
-                                             "if",
-                                             "dependentRequired",
-                                             "dependentSchemas",
-                                             "dependencies",
-                                             "patternProperties",
-                                             "propertyNames",
-                                             "unevaluatedProperties",
-                                             "unevaluatedItems",
-                                             "contains",
-                                             "minContains",
-                                             "maxContains",
-                                             "$dynamicRef",
-                                             "$recursiveRef",
-                                             NULL};
+/* clang-format off */
+static const char *const unsupported_kw[] = {
+    "not", "if", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
+    "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
+    "$dynamicRef", "$recursiveRef", NULL};
+/* clang-format on */
 
 /* Formats a validator may check that have no grammar here. Other unknown formats are
  * annotations (validators ignore them) and so are ignored. */
@@ -331,8 +322,63 @@ static char *compile_object(sctx *c, const cJSON *s) {
             .key = e->string, .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, v)), .req = is_req};
     }
     /* Additional properties: the schema for unlisted keys. */
-    char *extra = NULL;
-    if (!ap || cJSON_IsTrue(ap)) {
+    char *extra = NULL, *pkey = NULL;
+    const cJSON *pp = get(s, "patternProperties");
+    if (pp && !cJSON_IsObject(pp))
+        return c->nest--, sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
+    if (pp && pp->child) {
+        /* Supported: pattern schemas that constrain nothing next to allowed extras (no
+         * effect), or no listed keys, additionalProperties false and one schema for every
+         * pattern (keys matching any pattern, with that schema). */
+        bool trivial = true, same = true;
+        char *first = canon_json(c, pp->child);
+        for (const cJSON *e = pp->child; e; e = e->next) {
+            bool t = cJSON_IsTrue(e);
+            if (cJSON_IsObject(e)) {
+                t = true;
+                for (const cJSON *k = e->child; k; k = k->next)
+                    t = t && is_annotation(k->string);
+            }
+            trivial = trivial && t;
+            char *cv = canon_json(c, e);
+            same = same && cv && first && !strcmp(cv, first);
+        }
+        if (c->st != TS_OK)
+            return c->nest--, NULL;
+        if (trivial && (!ap || cJSON_IsTrue(ap))) {
+            /* Every key may appear with any value either way. */
+        } else if (cJSON_IsFalse(ap) && n == 0 && !props && !req && same) {
+            char **alts = xalloc(c, (size_t)cJSON_GetArraySize(pp) * sizeof *alts);
+            size_t na = 0;
+            for (const cJSON *e = pp->child; e && alts; e = e->next) {
+                int64_t mn, mx;
+                size_t saved = path_push(c, "patternProperties");
+                path_push(c, e->string);
+                alts[na++] = regex_expr(c, e->string, &mn, &mx);
+                path_pop(c, saved);
+                if (!alts[na - 1])
+                    return c->nest--, NULL;
+            }
+            char *kre = alts ? xalt(c, alts, na) : NULL;
+            if (!kre)
+                return c->nest--, NULL;
+            size_t saved = path_push(c, "patternProperties");
+            path_push(c, pp->child->string);
+            extra = compile(c, pp->child);
+            path_pop(c, saved);
+            if (!extra)
+                return c->nest--, NULL;
+            if (kre != X_EMPTY && extra != X_EMPTY)
+                pkey = rule_add(c, hint(c, "pkey"), xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, kre)));
+            else
+                extra = X_EMPTY;
+        } else {
+            return c->nest--, sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
+        }
+    }
+    if (extra) {
+        /* set by patternProperties */
+    } else if (!ap || cJSON_IsTrue(ap)) {
         extra = prim(c, "value");
     } else if (cJSON_IsFalse(ap)) {
         extra = X_EMPTY;
@@ -366,7 +412,9 @@ static char *compile_object(sctx *c, const cJSON *s) {
         char *key = nkeys ? key_not_in(c, keys, nkeys, 0, 0) : NULL;
         if (nkeys && !key)
             return c->nest--, NULL;
-        if (key)
+        if (pkey)
+            key = pkey;
+        else if (key)
             key = rule_add(c, hint(c, "xkey"), xf(c, "\"\\\"\" %s", xgroup(c, key)));
         else
             key = prim(c, "string");
