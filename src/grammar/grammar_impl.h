@@ -51,7 +51,14 @@ typedef struct gclass {
     uint32_t off;      /* ranges[2 * off ..] holds n (lo, hi) pairs, sorted and disjoint */
     uint32_t n;
     uint32_t neg; /* 1: the class matches code points outside the ranges */
+    /* How the class treats non-ASCII code points: GCLASS_NONE / GCLASS_ALL match none / all of
+     * them alike, GCLASS_MIXED depends on the code point. */
+    uint32_t uni;
 } gclass;
+
+#define GCLASS_NONE  0u
+#define GCLASS_ALL   1u
+#define GCLASS_MIXED 2u
 
 struct ts_grammar {
     uint32_t *elems; /* [n_elems] */
