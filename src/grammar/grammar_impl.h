@@ -127,6 +127,11 @@ struct ts_gvocab {
     uint32_t *tok_off; /* [n_nodes + 1] */
     int32_t *tok;      /* tokens in trie order */
     uint32_t max_depth;
+    /* For accepting whole subtrees at once (match.c): the ASCII bytes anywhere in node i's
+     * subtree, byte b as bit b >> 1; and whether every path from node i down is valid UTF-8 so
+     * far when it starts at a character boundary. */
+    uint64_t *sig;  /* [n_nodes] */
+    uint8_t *clean; /* [n_nodes] */
 };
 
 ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint32_t root,

@@ -62,6 +62,9 @@ typedef struct gstate {
     int32_t row;   /* this state's dense transition row in m->rows, or -1 */
     uint32_t hits; /* transitions looked up from this state (a row comes when it is hot) */
     uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
+    uint8_t loop_known;
+    uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
+                      every non-ASCII character does too */
 } gstate;
 
 /* gstate.uni: not computed yet; some class depends on the code point; every class treats all
@@ -92,7 +95,9 @@ struct ts_gmatch {
     uint32_t *work, cap_work;
     uint32_t *out, n_out, cap_out;
     uint32_t *dstate, cap_dstate; /* mask: state at each trie depth */
-    int32_t *rows;                /* [n_rows * 256] dense transitions of hot states */
+    uint64_t *dloop;              /* mask: that state's loop set (loop_of) */
+    size_t cap_dloop;
+    int32_t *rows; /* [n_rows * 256] dense transitions of hot states */
     uint32_t n_rows, cap_rows;
     /* The last masks computed, by state (valid until the tables are rebuilt): a sequence that
      * comes back to a state (inside a string, between list items) copies its mask. */
@@ -590,6 +595,7 @@ static void tables_free(ts_gmatch *m) {
     free(m->dstate);
     free(m->rows);
     free(m->mc_bits);
+    free(m->dloop);
 }
 
 /* Empty tables holding only the sentinel node. */
@@ -750,6 +756,29 @@ bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
     return ts_gmatch_accept_bytes(m, v->bytes + a, (size_t)(b - a));
 }
 
+/* The ASCII byte pairs that lead from state s back to s, when every non-ASCII character does
+ * too (else 0). A trie subtree whose bytes all loop and are valid UTF-8 is allowed as a whole:
+ * every path through it stays in s (or in s's canonical pending-UTF-8 states). */
+static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
+    if (m->states[s].loop_known)
+        return m->states[s].loop;
+    uint64_t loop = 0;
+    if (m->states[s].utf8 == 0 && uniform(m, s) == UNI_ALL) {
+        int32_t a = step(m, s, 0xC3);
+        if (a >= 0 && step(m, (uint32_t)a, 0xA9) == (int32_t)s) { /* U+00E9 stands for all */
+            for (uint32_t j = 0; j < 64; j++)
+                if (step(m, s, (uint8_t)(2 * j)) == (int32_t)s &&
+                    step(m, s, (uint8_t)(2 * j + 1)) == (int32_t)s)
+                    loop |= 1ull << j;
+        }
+    }
+    if (m->failed)
+        return 0;
+    m->states[s].loop = loop;
+    m->states[s].loop_known = 1;
+    return loop;
+}
+
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (!m || !v || !allowed)
         return 0;
@@ -775,21 +804,42 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     }
     if (!grow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1, sizeof *m->dstate))
         return 0;
+    size_t cap_dloop = m->cap_dloop;
+    if ((size_t)v->max_depth + 1 > cap_dloop) {
+        uint64_t *q = realloc(m->dloop, ((size_t)v->max_depth + 1) * sizeof *q);
+        if (!q)
+            return m->failed = true, 0;
+        m->dloop = q;
+        m->cap_dloop = (size_t)v->max_depth + 1;
+    }
     int32_t count = 0;
     uint32_t *ds = m->dstate;
+    uint64_t *dl = m->dloop;
     ds[0] = m->cur;
+    dl[0] = loop_of(m, m->cur);
     const uint8_t *byte = v->byte;
     const uint16_t *depth = v->depth;
     const uint32_t *skip = v->skip, *tok_off = v->tok_off;
     uint32_t i = 1;
     while (i < v->n_nodes) {
         uint32_t d = depth[i];
+        uint64_t loop = dl[d - 1];
+        if (loop && (v->sig[i] & ~loop) == 0 && v->clean[i]) { /* the whole subtree */
+            for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
+                int32_t t = v->tok[k];
+                allowed[t >> 5] |= 1u << (t & 31);
+            }
+            count += (int32_t)(tok_off[skip[i]] - tok_off[i]);
+            i = skip[i];
+            continue;
+        }
         int32_t s = step(m, ds[d - 1], byte[i]);
         if (s < 0) {
             i = skip[i];
             continue;
         }
         ds[d] = (uint32_t)s;
+        dl[d] = s == (int32_t)ds[d - 1] ? loop : loop_of(m, (uint32_t)s);
         for (uint32_t k = tok_off[i]; k < tok_off[i + 1]; k++) {
             int32_t t = v->tok[k];
             allowed[t >> 5] |= 1u << (t & 31);
