@@ -360,6 +360,18 @@ static bool finish_class(reader *r, bool neg, uint32_t *id) {
     if (neg)
         for (int w = 0; w < 4; w++)
             c.ascii[w] = ~c.ascii[w];
+    /* Non-ASCII: none when no range reaches 128, all when the ranges cover every scalar value
+     * from 128 on (surrogates aside); the negation swaps the two. */
+    bool any = false, low = false, high = false;
+    for (uint32_t k = 0; k < m; k++) {
+        uint32_t lo = r->tmp[2 * k], hi = r->tmp[2 * k + 1];
+        any |= hi >= 0x80;
+        low |= lo <= 0x80 && hi >= 0xD7FF;
+        high |= lo <= 0xE000 && hi >= 0x10FFFF;
+    }
+    c.uni = !any ? GCLASS_NONE : (low && high) ? GCLASS_ALL : GCLASS_MIXED;
+    if (neg && c.uni != GCLASS_MIXED)
+        c.uni = c.uni == GCLASS_NONE ? GCLASS_ALL : GCLASS_NONE;
     uint32_t h = hash_bytes((const char *)r->tmp, (size_t)m * 8) ^ (neg ? 0x9e3779b9u : 0);
     if (r->ctab_cap < 2 * (r->n_classes + 1)) {
         uint32_t cap = r->ctab_cap ? r->ctab_cap * 2 : 64;

@@ -51,7 +51,14 @@ typedef struct gclass {
     uint32_t off;      /* ranges[2 * off ..] holds n (lo, hi) pairs, sorted and disjoint */
     uint32_t n;
     uint32_t neg; /* 1: the class matches code points outside the ranges */
+    /* How the class treats non-ASCII code points: GCLASS_NONE / GCLASS_ALL match none / all of
+     * them alike, GCLASS_MIXED depends on the code point. */
+    uint32_t uni;
 } gclass;
+
+#define GCLASS_NONE  0u
+#define GCLASS_ALL   1u
+#define GCLASS_MIXED 2u
 
 struct ts_grammar {
     uint32_t *elems; /* [n_elems] */
@@ -120,6 +127,11 @@ struct ts_gvocab {
     uint32_t *tok_off; /* [n_nodes + 1] */
     int32_t *tok;      /* tokens in trie order */
     uint32_t max_depth;
+    /* For accepting whole subtrees at once (match.c): the ASCII bytes anywhere in node i's
+     * subtree, byte b as bit b >> 1; and whether every path from node i down is valid UTF-8 so
+     * far when it starts at a character boundary. */
+    uint64_t *sig;  /* [n_nodes] */
+    uint8_t *clean; /* [n_nodes] */
 };
 
 ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint32_t root,

@@ -43,6 +43,10 @@
 #define TR_LIMIT    (1u << 21)
 #define SENTINEL    0u /* node 0: the empty stack */
 #define REJECT      (-1)
+#define UNKNOWN     INT32_MIN  /* a dense row's entry not computed yet */
+#define ROW_HOT     16         /* lookups from a state before it gets a dense row */
+#define ROW_LIMIT   (1u << 14) /* dense rows per matcher (16 MiB) */
+#define MASK_CACHE  8
 
 typedef struct gnode {
     uint32_t pos;    /* element index of this entry */
@@ -55,7 +59,20 @@ typedef struct gstate {
     uint32_t utf8;   /* pending UTF-8: need | len << 2 | acc << 5; 0 = none */
     uint32_t hash;
     uint32_t next; /* hash chain */
+    int32_t row;   /* this state's dense transition row in m->rows, or -1 */
+    uint32_t hits; /* transitions looked up from this state (a row comes when it is hot) */
+    uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
+    uint8_t loop_known;
+    uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
+                      every non-ASCII character does too */
 } gstate;
+
+/* gstate.uni: not computed yet; some class depends on the code point; every class treats all
+ * non-ASCII code points alike (and at least one matches them, or none does). */
+#define UNI_UNKNOWN 0
+#define UNI_MIXED   1
+#define UNI_ALL     2
+#define UNI_NONE    3
 
 struct ts_gmatch {
     const ts_grammar *g;
@@ -78,7 +95,19 @@ struct ts_gmatch {
     uint32_t *work, cap_work;
     uint32_t *out, n_out, cap_out;
     uint32_t *dstate, cap_dstate; /* mask: state at each trie depth */
-    bool failed;                  /* an allocation failed: refuse everything */
+    uint64_t *dloop;              /* mask: that state's loop set (loop_of) */
+    size_t cap_dloop;
+    int32_t *rows; /* [n_rows * 256] dense transitions of hot states */
+    uint32_t n_rows, cap_rows;
+    /* The last masks computed, by state (valid until the tables are rebuilt): a sequence that
+     * comes back to a state (inside a string, between list items) copies its mask. */
+    uint32_t *mc_bits;            /* [MASK_CACHE][mc_words] */
+    size_t mc_words;              /* words per mask; 0: no cache yet */
+    const ts_gvocab *mc_vocab;    /* the vocabulary the cached masks are for */
+    int32_t mc_state[MASK_CACHE]; /* -1: empty slot */
+    int32_t mc_count[MASK_CACHE];
+    uint64_t mc_used[MASK_CACHE], mc_clock;
+    bool failed; /* an allocation failed: refuse everything */
 };
 
 /* ---- classes -------------------------------------------------------------------------------- */
@@ -226,8 +255,12 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
     uint32_t id = m->n_states++;
     memcpy(m->sets + m->n_sets, ids, (size_t)n * sizeof *ids);
     uint32_t b = h & m->state_mask;
-    m->states[id] = (gstate){
-        .off = (uint32_t)m->n_sets, .n = n, .utf8 = utf8, .hash = h, .next = m->state_head[b]};
+    m->states[id] = (gstate){.row = -1,
+                             .off = (uint32_t)m->n_sets,
+                             .n = n,
+                             .utf8 = utf8,
+                             .hash = h,
+                             .next = m->state_head[b]};
     m->state_head[b] = id;
     m->n_sets += n;
     return (int32_t)id;
@@ -377,6 +410,34 @@ static int32_t with_utf8(ts_gmatch *m, uint32_t s, uint32_t utf8) {
     return state(m, m->out, n, utf8);
 }
 
+/* How state s's classes treat non-ASCII code points (UNI_MIXED, UNI_ALL or UNI_NONE). */
+static uint8_t uniform(ts_gmatch *m, uint32_t s) {
+    if (m->states[s].uni != UNI_UNKNOWN)
+        return m->states[s].uni;
+    const ts_grammar *g = m->g;
+    uint8_t u = UNI_NONE;
+    for (uint32_t k = 0; k < m->states[s].n && u != UNI_MIXED; k++) {
+        uint32_t id = m->sets[m->states[s].off + k];
+        if (id == SENTINEL)
+            continue;
+        uint32_t cu = g->classes[GE_VAL(g->elems[m->nodes[id].pos])].uni;
+        if (cu == GCLASS_MIXED)
+            u = UNI_MIXED;
+        else if (cu == GCLASS_ALL)
+            u = UNI_ALL;
+    }
+    m->states[s].uni = u;
+    return u;
+}
+
+/* When every class treats non-ASCII code points alike (inside a JSON string, say), which
+ * character is pending does not matter, only how many bytes it still needs and what the next
+ * byte may be: such states keep a canonical value in place of the bits (1: no restriction;
+ * the lead bytes E0 ED F0 F4 keep theirs for the second byte's check) and complete with a
+ * representative code point. This keeps the states of all the multi-byte characters of a
+ * vocabulary down to a handful. */
+#define UNI_REPR 0xE9u
+
 static int32_t compute_step(ts_gmatch *m, uint32_t s, uint8_t b) {
     uint32_t u = m->states[s].utf8;
     if (u == 0) {
@@ -391,6 +452,14 @@ static int32_t compute_step(ts_gmatch *m, uint32_t s, uint8_t b) {
             len = 4, acc = b & 0x07;
         else
             return REJECT;
+        uint8_t uni = uniform(m, s);
+        if (uni == UNI_NONE)
+            return REJECT;
+        if (uni == UNI_ALL) {
+            bool keep =
+                (len == 3 && (acc == 0 || acc == 0xD)) || (len == 4 && (acc == 0 || acc == 4));
+            return with_utf8(m, s, (len - 1) | len << 2 | (keep ? acc : 1u) << 5);
+        }
         if (!partial_ok(m, s, acc, len - 1, len))
             return REJECT;
         return with_utf8(m, s, (len - 1) | len << 2 | acc << 5);
@@ -409,8 +478,13 @@ static int32_t compute_step(ts_gmatch *m, uint32_t s, uint8_t b) {
     }
     if (b < lo || b > hi)
         return REJECT;
-    acc = acc << 6 | (b & 0x3F);
     need--;
+    if (uniform(m, s) == UNI_ALL) { /* canonical: see above */
+        if (need == 0)
+            return advance_cp(m, s, UNI_REPR);
+        return with_utf8(m, s, need | len << 2 | 1u << 5);
+    }
+    acc = acc << 6 | (b & 0x3F);
     if (need == 0)
         return advance_cp(m, s, acc);
     if (!partial_ok(m, s, acc, need, len))
@@ -445,22 +519,53 @@ static bool rehash_tr(ts_gmatch *m, uint32_t cap) {
 }
 
 /* The state after byte b in state s, or REJECT. */
+static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b);
+
+/* The state after byte b in state s, or REJECT. A hot state's transitions sit in a dense row
+ * (one load); the others in the hash table. */
 static inline int32_t step(ts_gmatch *m, uint32_t s, uint8_t b) {
+    int32_t row = m->states[s].row;
+    if (row >= 0) {
+        int32_t v = m->rows[(size_t)row * 256 + b];
+        if (v != UNKNOWN)
+            return v;
+    }
+    return step_slow(m, s, b);
+}
+
+static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
+    if (m->failed)
+        return REJECT;
+    int32_t row = m->states[s].row;
+    if (row < 0 && ++m->states[s].hits >= ROW_HOT && m->n_rows < ROW_LIMIT) {
+        if (grow(m, (void **)&m->rows, &m->cap_rows, ((size_t)m->n_rows + 1) * 256,
+                 sizeof *m->rows)) {
+            row = (int32_t)m->n_rows++;
+            for (int k = 0; k < 256; k++)
+                m->rows[(size_t)row * 256 + k] = UNKNOWN;
+            m->states[s].row = row;
+        }
+    }
     uint64_t key = ((uint64_t)s << 8 | b) + 1;
     uint32_t h = mix((uint32_t)(key >> 32), (uint32_t)key) & m->tr_mask;
     for (;;) {
         uint64_t k = m->tr_key[h];
-        if (k == key)
+        if (k == key) {
+            if (row >= 0)
+                m->rows[(size_t)row * 256 + b] = m->tr_val[h];
             return m->tr_val[h];
+        }
         if (!k)
             break;
         h = (h + 1) & m->tr_mask;
     }
-    if (m->failed)
-        return REJECT;
     int32_t r = compute_step(m, s, b);
     if (m->failed)
         return REJECT;
+    if (row >= 0) {
+        m->rows[(size_t)row * 256 + b] = r;
+        return r;
+    }
     if ((m->n_tr + 1) * 2 > m->tr_mask + 1) {
         if (!rehash_tr(m, (m->tr_mask + 1) * 2))
             return REJECT;
@@ -488,11 +593,16 @@ static void tables_free(ts_gmatch *m) {
     free(m->work);
     free(m->out);
     free(m->dstate);
+    free(m->rows);
+    free(m->mc_bits);
+    free(m->dloop);
 }
 
 /* Empty tables holding only the sentinel node. */
 static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
     *m = (ts_gmatch){.g = g};
+    for (int k = 0; k < MASK_CACHE; k++)
+        m->mc_state[k] = -1;
     m->node_head = malloc(1024 * sizeof *m->node_head);
     m->state_head = malloc(256 * sizeof *m->state_head);
     if (!m->node_head || !m->state_head ||
@@ -646,6 +756,29 @@ bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
     return ts_gmatch_accept_bytes(m, v->bytes + a, (size_t)(b - a));
 }
 
+/* The ASCII byte pairs that lead from state s back to s, when every non-ASCII character does
+ * too (else 0). A trie subtree whose bytes all loop and are valid UTF-8 is allowed as a whole:
+ * every path through it stays in s (or in s's canonical pending-UTF-8 states). */
+static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
+    if (m->states[s].loop_known)
+        return m->states[s].loop;
+    uint64_t loop = 0;
+    if (m->states[s].utf8 == 0 && uniform(m, s) == UNI_ALL) {
+        int32_t a = step(m, s, 0xC3);
+        if (a >= 0 && step(m, (uint32_t)a, 0xA9) == (int32_t)s) { /* U+00E9 stands for all */
+            for (uint32_t j = 0; j < 64; j++)
+                if (step(m, s, (uint8_t)(2 * j)) == (int32_t)s &&
+                    step(m, s, (uint8_t)(2 * j + 1)) == (int32_t)s)
+                    loop |= 1ull << j;
+        }
+    }
+    if (m->failed)
+        return 0;
+    m->states[s].loop = loop;
+    m->states[s].loop_known = 1;
+    return loop;
+}
+
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (!m || !v || !allowed)
         return 0;
@@ -653,23 +786,60 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (m->failed)
         return 0;
     maybe_compact(m);
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (m->mc_vocab != v || m->mc_words != words) { /* another vocabulary: start over */
+        free(m->mc_bits);
+        m->mc_bits = malloc(MASK_CACHE * words * sizeof *m->mc_bits);
+        m->mc_words = m->mc_bits ? words : 0;
+        m->mc_vocab = v;
+        for (int k = 0; k < MASK_CACHE; k++)
+            m->mc_state[k] = -1;
+    }
+    for (int k = 0; k < MASK_CACHE && m->mc_words; k++) {
+        if (m->mc_state[k] == (int32_t)m->cur) {
+            memcpy(allowed, m->mc_bits + (size_t)k * words, words * sizeof *allowed);
+            m->mc_used[k] = ++m->mc_clock;
+            return m->mc_count[k];
+        }
+    }
     if (!grow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1, sizeof *m->dstate))
         return 0;
+    size_t cap_dloop = m->cap_dloop;
+    if ((size_t)v->max_depth + 1 > cap_dloop) {
+        uint64_t *q = realloc(m->dloop, ((size_t)v->max_depth + 1) * sizeof *q);
+        if (!q)
+            return m->failed = true, 0;
+        m->dloop = q;
+        m->cap_dloop = (size_t)v->max_depth + 1;
+    }
     int32_t count = 0;
     uint32_t *ds = m->dstate;
+    uint64_t *dl = m->dloop;
     ds[0] = m->cur;
+    dl[0] = loop_of(m, m->cur);
     const uint8_t *byte = v->byte;
     const uint16_t *depth = v->depth;
     const uint32_t *skip = v->skip, *tok_off = v->tok_off;
     uint32_t i = 1;
     while (i < v->n_nodes) {
         uint32_t d = depth[i];
+        uint64_t loop = dl[d - 1];
+        if (loop && (v->sig[i] & ~loop) == 0 && v->clean[i]) { /* the whole subtree */
+            for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
+                int32_t t = v->tok[k];
+                allowed[t >> 5] |= 1u << (t & 31);
+            }
+            count += (int32_t)(tok_off[skip[i]] - tok_off[i]);
+            i = skip[i];
+            continue;
+        }
         int32_t s = step(m, ds[d - 1], byte[i]);
         if (s < 0) {
             i = skip[i];
             continue;
         }
         ds[d] = (uint32_t)s;
+        dl[d] = s == (int32_t)ds[d - 1] ? loop : loop_of(m, (uint32_t)s);
         for (uint32_t k = tok_off[i]; k < tok_off[i + 1]; k++) {
             int32_t t = v->tok[k];
             allowed[t >> 5] |= 1u << (t & 31);
@@ -689,5 +859,15 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
                 count++;
             }
         }
+    if (m->mc_words) { /* remember it in the least recently used slot */
+        int lru = 0;
+        for (int k = 1; k < MASK_CACHE; k++)
+            if (m->mc_used[k] < m->mc_used[lru])
+                lru = k;
+        memcpy(m->mc_bits + (size_t)lru * words, allowed, words * sizeof *allowed);
+        m->mc_state[lru] = (int32_t)m->cur;
+        m->mc_count[lru] = count;
+        m->mc_used[lru] = ++m->mc_clock;
+    }
     return count;
 }

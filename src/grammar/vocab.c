@@ -31,6 +31,89 @@ static int cmp_piece(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* UTF-8 decoding states for the subtree summaries: at a character boundary, or inside a
+ * character needing 1-3 more bytes (the second byte after E0 ED F0 F4 has a narrower range). */
+enum { U_B, U_C1, U_C2, U_C3, U_E0, U_ED, U_F0, U_F4, U_N, U_BAD = U_N };
+
+static int utf8_next(int d, uint8_t b) {
+    bool cont = b >= 0x80 && b <= 0xBF;
+    switch (d) {
+    case U_B:
+        if (b < 0x80)
+            return U_B;
+        if (b >= 0xC2 && b <= 0xDF)
+            return U_C1;
+        if (b == 0xE0)
+            return U_E0;
+        if (b == 0xED)
+            return U_ED;
+        if (b >= 0xE1 && b <= 0xEF)
+            return U_C2;
+        if (b == 0xF0)
+            return U_F0;
+        if (b == 0xF4)
+            return U_F4;
+        if (b >= 0xF1 && b <= 0xF3)
+            return U_C3;
+        return U_BAD;
+    case U_C1:
+        return cont ? U_B : U_BAD;
+    case U_C2:
+        return cont ? U_C1 : U_BAD;
+    case U_C3:
+        return cont ? U_C2 : U_BAD;
+    case U_E0:
+        return b >= 0xA0 && b <= 0xBF ? U_C1 : U_BAD;
+    case U_ED:
+        return b >= 0x80 && b <= 0x9F ? U_C1 : U_BAD;
+    case U_F0:
+        return b >= 0x90 && b <= 0xBF ? U_C2 : U_BAD;
+    default:
+        return b >= 0x80 && b <= 0x8F ? U_C2 : U_BAD; /* U_F4 */
+    }
+}
+
+/* sig and clean for every node, children before parents (reverse preorder). valid[i] bit d:
+ * every path from node i is valid UTF-8 so far when decoding starts in state d. */
+static bool subtree_summaries(ts_gvocab *v) {
+    uint32_t n = v->n_nodes;
+    v->sig = calloc(n, sizeof *v->sig);
+    v->clean = calloc(n, 1);
+    uint32_t *parent = malloc((size_t)n * sizeof *parent);
+    uint32_t *path = malloc(((size_t)v->max_depth + 1) * sizeof *path);
+    uint8_t *child_and = malloc(n);
+    if (!v->sig || !v->clean || !parent || !path || !child_and) {
+        free(parent);
+        free(path);
+        free(child_and);
+        return false;
+    }
+    path[0] = 0;
+    parent[0] = 0;
+    for (uint32_t i = 1; i < n; i++) {
+        parent[i] = path[v->depth[i] - 1];
+        path[v->depth[i]] = i;
+    }
+    memset(child_and, 0xff, n);
+    for (uint32_t i = n - 1; i >= 1; i--) {
+        uint8_t b = v->byte[i], valid = 0;
+        for (int d = 0; d < U_N; d++) {
+            int t = utf8_next(d, b);
+            if (t != U_BAD && (child_and[i] >> t & 1))
+                valid |= (uint8_t)(1u << d);
+        }
+        v->clean[i] = valid & 1;
+        if (b < 0x80)
+            v->sig[i] |= 1ull << (b >> 1);
+        child_and[parent[i]] &= valid;
+        v->sig[parent[i]] |= v->sig[i];
+    }
+    free(parent);
+    free(path);
+    free(child_and);
+    return true;
+}
+
 void ts_gvocab_free(ts_gvocab *v) {
     if (!v)
         return;
@@ -43,6 +126,8 @@ void ts_gvocab_free(ts_gvocab *v) {
     free(v->skip);
     free(v->tok_off);
     free(v->tok);
+    free(v->sig);
+    free(v->clean);
     free(v);
 }
 
@@ -147,6 +232,8 @@ ts_status ts_gvocab_create(const char *const *pieces, const size_t *lens, int32_
     for (uint32_t l = 0; l <= plen; l++)
         v->skip[path[l]] = nn;
     v->n_nodes = nn;
+    if (!subtree_summaries(v))
+        goto nomem;
 
     /* Tokens by node (counting sort; sorted pieces already come in node order). */
     v->tok_off = calloc((size_t)nn + 1, sizeof *v->tok_off);
