@@ -14,9 +14,10 @@
  * string fails with TS_ERR_LIMIT instead of exhausting memory).
  *
  * Files: jinja_lex.c (source -> tokens), jinja_parse.c (tokens -> nodes), jinja_eval.c
- * (statements and expressions), jinja_value.c (arena, strings, lists, dicts, Python-style
- * printing and comparison), jinja_call.c (globals, methods of str/dict/list), jinja_filters.c
- * (filters and tests), jinja_json.c (the vars reader and tojson), jinja.c (the public API).
+ * (statements and expressions, scopes, macros), jinja_value.c (arena, strings, lists, dicts,
+ * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
+ * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
+ * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
 #define TS_TEMPLATE_JINJA_INTERNAL_H
