@@ -2,7 +2,7 @@
  * jinja_filters.c — jinja2's filters and tests that chat templates use, with jinja2's
  * argument names and defaults (x|join(d='', attribute=None), x|default(v, boolean=False),
  * x|tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False) as Hugging
- * Face overrides it, ...), and Python's printf-style `str % args`.
+ * Face overrides it, ...). Tests are in jinja_tests.c, `str % args` in jinja_str.c.
  *
  * Filters not listed here are compile errors outside an if (runtime errors inside one), as
  * jinja2 does; docs/templates.md lists which exist.
@@ -29,14 +29,6 @@ static const char *const FILTERS[] = {
     "string",  "striptags", "sum",       "title",      "tojson", "trim",       "truncate",
     "unique",  "upper",     "wordcount", NULL};
 
-static const char *const TESTS[] = {
-    "boolean", "callable", "defined",  "divisibleby", "eq",       "equalto", "escaped",
-    "even",    "false",    "filter",   "float",       "ge",       "gt",      "greaterthan",
-    "in",      "integer",  "iterable", "le",          "lessthan", "lower",   "lt",
-    "mapping", "ne",       "none",     "number",      "odd",      "sameas",  "sequence",
-    "string",  "test",     "true",     "undefined",   "upper",    "==",      "!=",
-    "<",       "<=",       ">",        ">=",          NULL};
-
 static bool listed(const char *const *list, const char *name, size_t n) {
     for (int i = 0; list[i]; i++)
         if (name_is(name, n, list[i]))
@@ -46,9 +38,6 @@ static bool listed(const char *const *list, const char *name, size_t n) {
 
 bool jj_filter_exists(const char *name, size_t n) {
     return listed(FILTERS, name, n);
-}
-bool jj_test_exists(const char *name, size_t n) {
-    return listed(TESTS, name, n);
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -197,134 +186,6 @@ static double py_round(double x, int64_t nd) {
     double y = x / p;
     double r = nearbyint(y);
     return r * p;
-}
-
-/* ---- printf-style formatting -------------------------------------------------------- */
-
-jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
-    jj_buf b;
-    jj_buf_init(&b, c->arena);
-    bool tuple = args.type == JJ_LIST && (args.flags & JJ_F_TUPLE);
-    bool mapping = args.type == JJ_DICT;
-    size_t next = 0;
-    const char *p = fmt.s.p, *end = p + fmt.s.n;
-    while (p < end) {
-        if (*p != '%') {
-            jj_buf_putc(&b, *p++);
-            continue;
-        }
-        if (++p >= end)
-            jj_fail(c, TS_ERR_FORMAT, "incomplete format");
-        if (*p == '%') {
-            jj_buf_putc(&b, '%');
-            p++;
-            continue;
-        }
-        jj_value v;
-        if (*p == '(') {
-            const char *q = memchr(p, ')', (size_t)(end - p));
-            if (!q || !mapping)
-                jj_fail(c, TS_ERR_FORMAT, "format requires a mapping");
-            const jj_value *hit = jj_dict_get(args.d, p + 1, (size_t)(q - p - 1));
-            if (!hit)
-                jj_fail(c, TS_ERR_RANGE, "format key '%.*s' not found", (int)(q - p - 1), p + 1);
-            v = *hit;
-            p = q + 1;
-        } else if (tuple) {
-            if (next >= args.l->n)
-                jj_fail(c, TS_ERR_TYPE, "not enough arguments for format string");
-            v = args.l->v[next++];
-        } else {
-            if (next++ > 0)
-                jj_fail(c, TS_ERR_TYPE, "not enough arguments for format string");
-            v = args;
-        }
-        /* Flags, width and precision go to C's printf for numbers. */
-        char spec[32] = "%";
-        size_t sn = 1;
-        while (p < end && strchr("-+ #0123456789.", *p) && sn < sizeof(spec) - 4)
-            spec[sn++] = *p++;
-        if (p >= end)
-            jj_fail(c, TS_ERR_FORMAT, "incomplete format");
-        char conv = *p++;
-        char tmp[512];
-        switch (conv) {
-        case 's':
-        case 'r': {
-            jj_buf sb;
-            jj_buf_init(&sb, c->arena);
-            if (conv == 'r')
-                jj_repr_to(c, &sb, v);
-            else
-                jj_str_to(c, &sb, v);
-            if (sn == 1) {
-                jj_buf_put(&b, sb.p, sb.n);
-            } else {
-                spec[sn++] = '.';
-                spec[sn++] = '*';
-                spec[sn++] = 's';
-                spec[sn] = 0;
-                snprintf(tmp, sizeof(tmp), spec, (int)sb.n, sb.p ? sb.p : "");
-                jj_buf_puts(&b, tmp);
-            }
-            break;
-        }
-        case 'd':
-        case 'i':
-        case 'x':
-        case 'X':
-        case 'o': {
-            if (v.type == JJ_FLOAT && conv != 'd' && conv != 'i')
-                jj_fail(c, TS_ERR_TYPE, "%%%c format: an integer is required, not float", conv);
-            if (v.type == JJ_FLOAT) {
-                if (!isfinite(v.f))
-                    jj_fail(c, TS_ERR_RANGE, "cannot convert float %s to integer",
-                            isnan(v.f) ? "NaN" : "infinity");
-                if (fabs(v.f) >= 9.2e18) {
-                    /* Python prints the float's exact integer value; so does %.0f. */
-                    snprintf(tmp, sizeof(tmp), "%.0f", trunc(v.f));
-                    jj_buf_puts(&b, tmp);
-                    break;
-                }
-                v = jj_int((int64_t)v.f);
-            }
-            if (v.type != JJ_INT && v.type != JJ_BOOL)
-                jj_fail(c, TS_ERR_TYPE, "%%%c format: a real number is required, not %s", conv,
-                        jj_type_name(v));
-            memcpy(spec + sn, "ll", 2);
-            sn += 2;
-            spec[sn++] = conv == 'i' ? 'd' : conv;
-            spec[sn] = 0;
-            snprintf(tmp, sizeof(tmp), spec, (long long)v.i);
-            jj_buf_puts(&b, tmp);
-            break;
-        }
-        case 'f':
-        case 'F':
-        case 'e':
-        case 'E':
-        case 'g':
-        case 'G': {
-            if (v.type != JJ_INT && v.type != JJ_BOOL && v.type != JJ_FLOAT)
-                jj_fail(c, TS_ERR_TYPE, "must be real number, not %s", jj_type_name(v));
-            double d = v.type == JJ_FLOAT ? v.f : (double)v.i;
-            spec[sn++] = conv;
-            spec[sn] = 0;
-            snprintf(tmp, sizeof(tmp), spec, d);
-            jj_buf_puts(&b, tmp);
-            break;
-        }
-        default:
-            jj_fail(c, TS_ERR_UNSUPPORTED, "unsupported format character '%c'", conv);
-        }
-    }
-    /* Python: a lone argument no conversion used is an error unless it is a mapping or a
-     * sequence other than str (those have __getitem__ and count as a mapping). */
-    bool unused = tuple ? next < args.l->n
-                        : next == 0 && !mapping && args.type != JJ_LIST && args.type != JJ_NS;
-    if (unused)
-        jj_fail(c, TS_ERR_TYPE, "not all arguments converted during string formatting");
-    return buf_value(&b);
 }
 
 /* ---- select / map ------------------------------------------------------------------- */
@@ -1058,154 +919,4 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
 #undef IS
 #undef NOARGS
     jj_fail(c, TS_ERR_UNSUPPORTED, "no filter named '%.*s'", (int)n, name);
-}
-
-/* ---- tests -------------------------------------------------------------------------- */
-
-static jj_value test_arg(jj_ctx *c, const jj_args *a, const char *tname) {
-    if (a->n_pos < 1)
-        jj_fail(c, TS_ERR_TYPE, "test '%s' needs an argument", tname);
-    return a->pos[0];
-}
-
-static bool num_mod(jj_ctx *c, jj_value v, int64_t m, int64_t want) {
-    if (v.type == JJ_INT || v.type == JJ_BOOL) {
-        int64_t r = v.i % m;
-        if (r < 0)
-            r += m < 0 ? -m : m;
-        return r == want;
-    }
-    if (v.type == JJ_FLOAT) {
-        double r = fmod(v.f, (double)m);
-        if (r < 0)
-            r += fabs((double)m);
-        return r == (double)want;
-    }
-    if (v.type == JJ_UNDEF)
-        jj_undef_fail(c, v);
-    jj_fail(c, TS_ERR_TYPE, "unsupported operand type(s) for %%: '%s' and 'int'", jj_type_name(v));
-}
-
-bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a) {
-    jj_step(c, 1);
-#define IS(lit) name_is(name, n, lit)
-    if (IS("defined"))
-        return v.type != JJ_UNDEF;
-    if (IS("undefined"))
-        return v.type == JJ_UNDEF;
-    if (IS("none"))
-        return v.type == JJ_NONE;
-    if (IS("boolean"))
-        return v.type == JJ_BOOL;
-    if (IS("true"))
-        return v.type == JJ_BOOL && v.i;
-    if (IS("false"))
-        return v.type == JJ_BOOL && !v.i;
-    if (IS("integer"))
-        return v.type == JJ_INT;
-    if (IS("float"))
-        return v.type == JJ_FLOAT;
-    if (IS("number"))
-        return v.type == JJ_INT || v.type == JJ_FLOAT || v.type == JJ_BOOL;
-    if (IS("string"))
-        return v.type == JJ_STR;
-    if (IS("mapping"))
-        return v.type == JJ_DICT;
-    if (IS("iterable"))
-        return v.type == JJ_STR || v.type == JJ_LIST || v.type == JJ_DICT || v.type == JJ_UNDEF ||
-               v.type == JJ_LOOP;
-    if (IS("sequence"))
-        return v.type == JJ_STR || v.type == JJ_LIST || v.type == JJ_DICT || v.type == JJ_UNDEF;
-    if (IS("callable"))
-        return v.type == JJ_FUNC || v.type == JJ_UNDEF;
-    if (IS("escaped"))
-        return v.type == JJ_STR && (v.flags & JJ_F_SAFE);
-    if (IS("odd"))
-        return num_mod(c, v, 2, 1);
-    if (IS("even"))
-        return num_mod(c, v, 2, 0);
-    if (IS("divisibleby")) {
-        jj_value d = test_arg(c, a, "divisibleby");
-        if ((d.type == JJ_INT || d.type == JJ_BOOL) && d.i == 0)
-            jj_fail(c, TS_ERR_RANGE, "integer division or modulo by zero");
-        if (d.type != JJ_INT && d.type != JJ_BOOL)
-            jj_fail(c, TS_ERR_TYPE, "divisibleby needs an integer");
-        return num_mod(c, v, d.i, 0);
-    }
-    if (IS("eq") || IS("equalto") || IS("=="))
-        return jj_equal(v, test_arg(c, a, "eq"));
-    if (IS("ne") || IS("!="))
-        return !jj_equal(v, test_arg(c, a, "ne"));
-    if (IS("lt") || IS("lessthan") || IS("<"))
-        return jj_compare(c, v, test_arg(c, a, "lt"), "<") < 0;
-    if (IS("le") || IS("<="))
-        return jj_compare(c, v, test_arg(c, a, "le"), "<=") <= 0;
-    if (IS("gt") || IS("greaterthan") || IS(">"))
-        return jj_compare(c, v, test_arg(c, a, "gt"), ">") > 0;
-    if (IS("ge") || IS(">="))
-        return jj_compare(c, v, test_arg(c, a, "ge"), ">=") >= 0;
-    if (IS("in")) {
-        jj_value seq = test_arg(c, a, "in");
-        if (seq.type == JJ_STR) {
-            if (v.type != JJ_STR)
-                jj_fail(c, TS_ERR_TYPE, "'in <string>' requires string as left operand");
-            for (size_t i = 0; i + v.s.n <= seq.s.n; i++)
-                if (memcmp(seq.s.p + i, v.s.p, v.s.n) == 0)
-                    return true;
-            return false;
-        }
-        if (seq.type == JJ_DICT)
-            return jj_dict_find(seq.d, v) != NULL;
-        jj_value items = jj_iterate(c, seq);
-        for (size_t i = 0; i < items.l->n; i++)
-            if (jj_equal(items.l->v[i], v))
-                return true;
-        return false;
-    }
-    if (IS("lower") || IS("upper")) {
-        jj_value s = str_of(c, v);
-        jj_value t = jj_case(c, s, IS("lower") ? 'l' : 'u');
-        bool cased = false;
-        for (size_t i = 0; i < s.s.n; i++)
-            cased |= jj_upper((unsigned char)s.s.p[i]) != jj_lower((unsigned char)s.s.p[i]);
-        for (size_t i = 0; i < s.s.n && !cased;) {
-            size_t adv;
-            uint32_t cp = jj_utf8_decode(s.s.p + i, s.s.n - i, &adv);
-            cased = jj_upper(cp) != jj_lower(cp);
-            i += adv;
-        }
-        return cased && jj_equal(s, t);
-    }
-    if (IS("sameas")) {
-        jj_value o = test_arg(c, a, "sameas");
-        if (v.type != o.type)
-            return false;
-        switch (v.type) {
-        case JJ_NONE:
-        case JJ_UNDEF:
-            return true;
-        case JJ_BOOL:
-            return v.i == o.i;
-        case JJ_INT:
-            return v.i == o.i && v.i >= -5 && v.i <= 256; /* CPython's small ints */
-        case JJ_STR:
-            return v.s.p == o.s.p && v.s.n == o.s.n;
-        case JJ_LIST:
-            return v.l == o.l;
-        case JJ_DICT:
-        case JJ_NS:
-            return v.d == o.d;
-        case JJ_FUNC:
-            return v.fn == o.fn;
-        default:
-            return false;
-        }
-    }
-    if (IS("filter") || IS("test")) {
-        if (v.type != JJ_STR)
-            return false;
-        return IS("filter") ? jj_filter_exists(v.s.p, v.s.n) : jj_test_exists(v.s.p, v.s.n);
-    }
-#undef IS
-    jj_fail(c, TS_ERR_UNSUPPORTED, "no test named '%.*s'", (int)n, name);
 }

@@ -14,9 +14,10 @@
  * string fails with TS_ERR_LIMIT instead of exhausting memory).
  *
  * Files: jinja_lex.c (source -> tokens), jinja_parse.c (tokens -> nodes), jinja_eval.c
- * (statements and expressions), jinja_value.c (arena, strings, lists, dicts, Python-style
- * printing and comparison), jinja_call.c (globals, methods of str/dict/list), jinja_filters.c
- * (filters and tests), jinja_json.c (the vars reader and tojson), jinja.c (the public API).
+ * (statements and expressions, scopes, macros), jinja_value.c (arena, strings, lists, dicts,
+ * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
+ * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
+ * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
 #define TS_TEMPLATE_JINJA_INTERNAL_H
@@ -292,7 +293,7 @@ void jj_lex(jj_arena *a, const char *src, size_t len, int trim_blocks, int lstri
 /* Parses tokens into a statement list. */
 void jj_parse(jj_arena *a, const jj_tok *toks, size_t n_toks, jj_nodes *body);
 
-/* Compile-time names of filters and tests (jinja_filters.c). */
+/* Whether a filter / test of that name exists (jinja_filters.c, jinja_tests.c). */
 bool jj_filter_exists(const char *name, size_t n);
 bool jj_test_exists(const char *name, size_t n);
 
@@ -412,16 +413,17 @@ struct jj_loop {
     jj_value changed_last; /* loop.changed(): the values of its previous call */
 };
 
+/* Calls fn (a macro, caller, global or bound method); anything else is a TypeError. */
 jj_value jj_call(jj_ctx *c, jj_value fn, const jj_args *args);
 jj_value jj_global(jj_ctx *c, const char *name, size_t n); /* builtin globals or undefined */
-jj_value jj_method(jj_ctx *c, jj_value self, const char *name, size_t n, bool *found);
 jj_value jj_call_macro(jj_ctx *c, jj_func *fn, const jj_args *args);
 jj_value jj_call_caller(jj_ctx *c, jj_func *fn, const jj_args *args);
 /* Renders a compiled body at the top level (jinja_eval.c). */
 void jj_exec_template(jj_ctx *c, const jj_nodes *body);
-/* str % args, Python's printf-style formatting (jinja_filters.c). */
+/* str % args, Python's printf-style formatting (jinja_str.c). */
 jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args);
 
+/* Applies filter `name` to v / runs test `name` on v, with the call's arguments. */
 jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *args);
 bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *args);
 
@@ -434,10 +436,9 @@ jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t c
 jj_value jj_html_escape(jj_ctx *c, jj_value v);
 jj_value jj_split_value(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit);
 
-/* JSON. */
 /* Parses strict JSON (RFC 8259) into values: integers that fit int64 stay integers, other
  * numbers are floats, object keys keep their order (a repeated key keeps its first place and
- * its last value, as Python's json does). Errors are TS_ERR_FORMAT "vars: offset N: ...". */
+ * its last value, as Python's json does). Errors: TS_ERR_FORMAT "vars: JSON offset N: ...". */
 jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n);
 /* Python's json.dumps(v, ensure_ascii, indent, separators, sort_keys) appended to b. */
 void jj_json_dump(jj_ctx *c, jj_buf *b, jj_value v, const char *indent, size_t indent_n,

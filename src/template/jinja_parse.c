@@ -22,7 +22,6 @@ typedef struct parser {
     const jj_tok *t;
     size_t pos, n;
     int nest;    /* current nesting, capped at MAX_NEST */
-    int in_cond; /* inside an if / inline if of the current scope */
     int in_loop; /* inside a for body of the current function (break/continue allowed) */
 } parser;
 
@@ -99,6 +98,19 @@ static void nest_in(parser *P) {
 }
 static void nest_out(parser *P) {
     P->nest--;
+}
+
+/* Left-leaning chains (a + b + c, x|f|g, a.b.c, f()()) deepen the tree one level per link
+ * without recursing in the parser; each link counts toward the nesting cap until the chain
+ * ends, so evaluation depth stays bounded too. */
+static void chain_link(parser *P, int *links) {
+    nest_in(P);
+    (*links)++;
+}
+
+static jj_node *chain_end(parser *P, int links, jj_node *n) {
+    P->nest -= links;
+    return n;
 }
 
 static jj_node *new_node(parser *P, int kind, int line) {
@@ -221,8 +233,11 @@ static jj_node *parse_subscript(parser *P, jj_node *obj) {
 }
 
 static jj_node *parse_postfix(parser *P, jj_node *n) {
+    int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
+        if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET) || is_op(t, OP_LPAREN))
+            chain_link(P, &links);
         if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET)) {
             n = parse_subscript(P, n);
         } else if (is_op(t, OP_LPAREN)) {
@@ -233,7 +248,7 @@ static jj_node *parse_postfix(parser *P, jj_node *n) {
             nest_out(P);
             n = call;
         } else {
-            return n;
+            return chain_end(P, links, n);
         }
     }
 }
@@ -252,12 +267,9 @@ static void parse_dotted_name(parser *P, jj_node *n) {
     }
 }
 
-static void check_known(parser *P, jj_node *n, bool is_filter) {
+static void check_known(jj_node *n, bool is_filter) {
     n->fn_known =
         is_filter ? jj_filter_exists(n->name, n->name_n) : jj_test_exists(n->name, n->name_n);
-    if (!n->fn_known && !P->in_cond)
-        jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, n->line, "no %s named '%.*s'",
-                        is_filter ? "filter" : "test", (int)n->name_n, n->name);
 }
 
 static jj_node *parse_filter(parser *P, jj_node *value) {
@@ -270,7 +282,7 @@ static jj_node *parse_filter(parser *P, jj_node *value) {
         parse_call_args(P, n);
         nest_out(P);
     }
-    check_known(P, n, true);
+    check_known(n, true);
     return n;
 }
 
@@ -300,13 +312,16 @@ static jj_node *parse_test(parser *P, jj_node *value) {
         nest_out(P);
         push(P, &n->items, arg);
     }
-    check_known(P, n, false);
+    check_known(n, false);
     return n;
 }
 
 static jj_node *parse_filter_expr(parser *P, jj_node *n) {
+    int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
+        if (is_op(t, OP_PIPE) || is_name(t, "is") || is_op(t, OP_LPAREN))
+            chain_link(P, &links);
         if (is_op(t, OP_PIPE))
             n = parse_filter(P, n);
         else if (is_name(t, "is"))
@@ -314,7 +329,7 @@ static jj_node *parse_filter_expr(parser *P, jj_node *n) {
         else if (is_op(t, OP_LPAREN))
             n = parse_postfix(P, n);
         else
-            return n;
+            return chain_end(P, links, n);
     }
 }
 
@@ -430,42 +445,50 @@ static jj_node *binop(parser *P, int op, jj_node *a, jj_node *b, int line) {
 
 static jj_node *parse_pow(parser *P) {
     jj_node *n = parse_unary(P, true);
+    int links = 0;
     while (is_op(cur(P), OP_POW)) {
         int line = cur(P)->line;
         advance(P);
+        chain_link(P, &links);
         n = binop(P, OP_POW, n, parse_unary(P, true), line);
     }
-    return n;
+    return chain_end(P, links, n);
 }
 
 static jj_node *parse_math2(parser *P) {
     jj_node *n = parse_pow(P);
+    int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
         if (!(is_op(t, OP_MUL) || is_op(t, OP_DIV) || is_op(t, OP_FLOORDIV) || is_op(t, OP_MOD)))
-            return n;
+            return chain_end(P, links, n);
         advance(P);
+        chain_link(P, &links);
         n = binop(P, t->op, n, parse_pow(P), t->line);
     }
 }
 
 static jj_node *parse_concat(parser *P) {
     jj_node *n = parse_math2(P);
+    int links = 0;
     while (is_op(cur(P), OP_TILDE)) {
         int line = cur(P)->line;
         advance(P);
+        chain_link(P, &links);
         n = binop(P, OP_TILDE, n, parse_math2(P), line);
     }
-    return n;
+    return chain_end(P, links, n);
 }
 
 static jj_node *parse_math1(parser *P) {
     jj_node *n = parse_concat(P);
+    int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
         if (!(is_op(t, OP_ADD) || is_op(t, OP_SUB)))
-            return n;
+            return chain_end(P, links, n);
         advance(P);
+        chain_link(P, &links);
         n = binop(P, t->op, n, parse_concat(P), t->line);
     }
 }
@@ -485,10 +508,11 @@ static int compare_op(parser *P) {
 static jj_node *parse_compare(parser *P) {
     jj_node *left = parse_math1(P);
     jj_node *result = NULL;
-    int op;
+    int op, links = 0;
     while ((op = compare_op(P)) != 0) {
         int line = cur(P)->line;
         advance(P);
+        chain_link(P, &links);
         if (op == OP_NOTIN)
             advance(P);
         jj_node *right = parse_math1(P);
@@ -503,7 +527,7 @@ static jj_node *parse_compare(parser *P) {
         }
         left = right;
     }
-    return result ? result : left;
+    return chain_end(P, links, result ? result : left);
 }
 
 static jj_node *parse_not(parser *P) {
@@ -521,46 +545,50 @@ static jj_node *parse_not(parser *P) {
 
 static jj_node *parse_and(parser *P) {
     jj_node *n = parse_not(P);
+    int links = 0;
     while (is_name(cur(P), "and")) {
         jj_node *m = new_node(P, N_AND, cur(P)->line);
         advance(P);
+        chain_link(P, &links);
         m->a = n;
         m->b = parse_not(P);
         n = m;
     }
-    return n;
+    return chain_end(P, links, n);
 }
 
 static jj_node *parse_or(parser *P) {
     jj_node *n = parse_and(P);
+    int links = 0;
     while (is_name(cur(P), "or")) {
         jj_node *m = new_node(P, N_OR, cur(P)->line);
         advance(P);
+        chain_link(P, &links);
         m->a = n;
         m->b = parse_and(P);
         n = m;
     }
-    return n;
+    return chain_end(P, links, n);
 }
 
 static jj_node *parse_expr(parser *P) {
     nest_in(P);
     jj_node *n = parse_or(P);
+    int links = 0;
     while (is_name(cur(P), "if")) {
         jj_node *c = new_node(P, N_COND, cur(P)->line);
         advance(P);
-        P->in_cond++;
+        chain_link(P, &links);
         c->a = n;
         c->b = parse_or(P);
         if (is_name(cur(P), "else")) {
             advance(P);
             c->c = parse_expr(P);
         }
-        P->in_cond--;
         n = c;
     }
     nest_out(P);
-    return n;
+    return chain_end(P, links, n);
 }
 
 /* Expressions separated by commas: one alone is itself, several (or a trailing comma) a
@@ -671,7 +699,9 @@ static void parse_params(parser *P, jj_node *n) {
 static jj_node *parse_filter_chain(parser *P) {
     /* The chain starts from the body's text: an N_FILTER whose a is NULL. */
     jj_node *n = NULL;
+    int links = 0;
     do {
+        chain_link(P, &links);
         jj_node *f = new_node(P, N_FILTER, cur(P)->line);
         f->a = n;
         parse_dotted_name(P, f);
@@ -680,10 +710,10 @@ static jj_node *parse_filter_chain(parser *P) {
             parse_call_args(P, f);
             nest_out(P);
         }
-        check_known(P, f, true);
+        check_known(f, true);
         n = f;
     } while (is_op(cur(P), OP_PIPE) && (advance(P), true));
-    return n;
+    return chain_end(P, links, n);
 }
 
 static const char *const END_IF[] = {"elif", "else", "endif", NULL};
@@ -698,14 +728,12 @@ static const char *const END_GEN[] = {"endgeneration", NULL};
 
 static jj_node *parse_if(parser *P, int line) {
     jj_node *n = new_node(P, S_IF, line);
-    P->in_cond++;
     n->a = parse_tuple(P, false);
     expect_block_end(P);
     int which;
     parse_body(P, &n->body, END_IF, &which);
     if (which == 0) {
         push(P, &n->orelse, parse_if(P, cur(P)->line));
-        P->in_cond--;
         return n;
     }
     if (which == 1) {
@@ -713,7 +741,6 @@ static jj_node *parse_if(parser *P, int line) {
         parse_body(P, &n->orelse, END_IF + 2, &which);
     }
     expect_block_end(P);
-    P->in_cond--;
     return n;
 }
 
@@ -723,14 +750,13 @@ static jj_node *parse_statement(parser *P) {
     if (t->type != TK_NAME)
         fail_unexpected(P, "a tag name");
     advance(P);
-    int saved_cond = P->in_cond, saved_loop = P->in_loop;
+    int saved_loop = P->in_loop;
     jj_node *n;
     int which;
     if (is_name(t, "if")) {
         return parse_if(P, line);
     } else if (is_name(t, "for")) {
         n = new_node(P, S_FOR, line);
-        P->in_cond = 0;
         parse_targets(P, &n->items, false);
         if (!is_name(cur(P), "in"))
             fail_unexpected(P, "'in'");
@@ -777,7 +803,6 @@ static jj_node *parse_statement(parser *P) {
         }
     } else if (is_name(t, "macro")) {
         n = new_node(P, S_MACRO, line);
-        P->in_cond = 0;
         P->in_loop = 0; /* a macro body is a function of its own, as in jinja2 */
         if (cur(P)->type != TK_NAME)
             fail_unexpected(P, "a macro name");
@@ -789,7 +814,6 @@ static jj_node *parse_statement(parser *P) {
         expect_block_end(P);
     } else if (is_name(t, "call")) {
         n = new_node(P, S_CALLBLOCK, line);
-        P->in_cond = 0;
         P->in_loop = 0;
         if (is_op(cur(P), OP_LPAREN))
             parse_params(P, n);
@@ -801,14 +825,12 @@ static jj_node *parse_statement(parser *P) {
         expect_block_end(P);
     } else if (is_name(t, "filter")) {
         n = new_node(P, S_FILTERBLOCK, line);
-        P->in_cond = 0;
         n->b = parse_filter_chain(P);
         expect_block_end(P);
         parse_body(P, &n->body, END_FILTER, &which);
         expect_block_end(P);
     } else if (is_name(t, "with")) {
         n = new_node(P, S_WITH, line);
-        P->in_cond = 0;
         while (!(cur(P)->type == TK_BLOCK_END)) {
             if (n->items.n > 0)
                 expect_op(P, OP_COMMA, "','");
@@ -841,7 +863,6 @@ static jj_node *parse_statement(parser *P) {
     } else {
         jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, line, "unknown tag '%.*s'", (int)t->n, t->s);
     }
-    P->in_cond = saved_cond;
     P->in_loop = saved_loop;
     return n;
 }
@@ -914,7 +935,69 @@ static void parse_body(parser *P, jj_nodes *body, const char *const *ends, int *
     }
 }
 
+/* An unknown filter or test is a compile error unless it sits in an if statement or an
+ * inline if of its own scope (jinja2's "soft" frames): there it fails only if evaluated.
+ * Loops, macros, call / filter / set blocks and with open scopes that are not soft. The
+ * walk's depth is bounded by the parser's nesting cap. */
+static void check_unknown(jj_arena *a, const jj_node *n, bool soft);
+
+static void check_list(jj_arena *a, const jj_nodes *l, bool soft) {
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i])
+            check_unknown(a, l->v[i], soft);
+}
+
+static void check_unknown(jj_arena *a, const jj_node *n, bool soft) {
+    if ((n->kind == N_FILTER || n->kind == N_TEST) && !n->fn_known && !soft)
+        jj_compile_fail(a, TS_ERR_UNSUPPORTED, n->line, "no %s named '%.*s'",
+                        n->kind == N_FILTER ? "filter" : "test", (int)n->name_n, n->name);
+    bool inner = soft;
+    switch (n->kind) {
+    case S_IF:
+    case N_COND:
+        inner = true;
+        break;
+    case S_FOR:
+        if (n->a)
+            check_unknown(a, n->a, soft); /* the iterable belongs to the outer scope */
+        inner = false;
+        if (n->b)
+            check_unknown(a, n->b, inner);
+        check_list(a, &n->items, inner);
+        check_list(a, &n->body, inner);
+        check_list(a, &n->orelse, inner);
+        return;
+    case S_MACRO:
+    case S_CALLBLOCK:
+    case S_FILTERBLOCK:
+    case S_SETBLOCK:
+    case S_WITH:
+        inner = false;
+        break;
+    default:
+        break;
+    }
+    if (n->kind == S_CALLBLOCK || n->kind == S_WITH) {
+        /* The call / the values are evaluated in the enclosing scope. */
+        if (n->a)
+            check_unknown(a, n->a, soft);
+        check_list(a, &n->items2, n->kind == S_WITH ? soft : inner);
+        check_list(a, &n->items, inner);
+        check_list(a, &n->body, inner);
+        return;
+    }
+    const jj_node *kids[3] = {n->a, n->b, n->c};
+    for (int i = 0; i < 3; i++)
+        if (kids[i])
+            check_unknown(a, kids[i], inner);
+    check_list(a, &n->items, inner);
+    check_list(a, &n->items2, inner);
+    check_list(a, &n->body, inner);
+    check_list(a, &n->orelse, inner);
+}
+
 void jj_parse(jj_arena *a, const jj_tok *toks, size_t n_toks, jj_nodes *body) {
     parser P = {.a = a, .t = toks, .n = n_toks};
     parse_body(&P, body, NULL, NULL);
+    check_list(a, body, false);
 }

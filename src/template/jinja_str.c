@@ -1,9 +1,11 @@
 /*
  * jinja_str.c — Python's str methods that templates call (strip, split, startswith,
  * replace, title, format, ...), shared with the filters that wrap them (trim, replace,
- * upper, title, capitalize, ...). Indices and lengths count code points, as in Python.
+ * upper, title, capitalize, ...), and printf-style `str % args` / the format filter. Indices
+ * and lengths count code points, as in Python.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -574,4 +576,132 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         return t;
     }
     jj_fail(c, TS_ERR_INTERNAL, "str.%.*s is listed but not implemented", (int)n, name);
+}
+
+/* ---- printf-style formatting -------------------------------------------------------- */
+
+jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
+    jj_buf b;
+    jj_buf_init(&b, c->arena);
+    bool tuple = args.type == JJ_LIST && (args.flags & JJ_F_TUPLE);
+    bool mapping = args.type == JJ_DICT;
+    size_t next = 0;
+    const char *p = fmt.s.p, *end = p + fmt.s.n;
+    while (p < end) {
+        if (*p != '%') {
+            jj_buf_putc(&b, *p++);
+            continue;
+        }
+        if (++p >= end)
+            jj_fail(c, TS_ERR_FORMAT, "incomplete format");
+        if (*p == '%') {
+            jj_buf_putc(&b, '%');
+            p++;
+            continue;
+        }
+        jj_value v;
+        if (*p == '(') {
+            const char *q = memchr(p, ')', (size_t)(end - p));
+            if (!q || !mapping)
+                jj_fail(c, TS_ERR_FORMAT, "format requires a mapping");
+            const jj_value *hit = jj_dict_get(args.d, p + 1, (size_t)(q - p - 1));
+            if (!hit)
+                jj_fail(c, TS_ERR_RANGE, "format key '%.*s' not found", (int)(q - p - 1), p + 1);
+            v = *hit;
+            p = q + 1;
+        } else if (tuple) {
+            if (next >= args.l->n)
+                jj_fail(c, TS_ERR_TYPE, "not enough arguments for format string");
+            v = args.l->v[next++];
+        } else {
+            if (next++ > 0)
+                jj_fail(c, TS_ERR_TYPE, "not enough arguments for format string");
+            v = args;
+        }
+        /* Flags, width and precision go to C's printf for numbers. */
+        char spec[32] = "%";
+        size_t sn = 1;
+        while (p < end && strchr("-+ #0123456789.", *p) && sn < sizeof(spec) - 4)
+            spec[sn++] = *p++;
+        if (p >= end)
+            jj_fail(c, TS_ERR_FORMAT, "incomplete format");
+        char conv = *p++;
+        char tmp[512];
+        switch (conv) {
+        case 's':
+        case 'r': {
+            jj_buf sb;
+            jj_buf_init(&sb, c->arena);
+            if (conv == 'r')
+                jj_repr_to(c, &sb, v);
+            else
+                jj_str_to(c, &sb, v);
+            if (sn == 1) {
+                jj_buf_put(&b, sb.p, sb.n);
+            } else {
+                spec[sn++] = '.';
+                spec[sn++] = '*';
+                spec[sn++] = 's';
+                spec[sn] = 0;
+                snprintf(tmp, sizeof(tmp), spec, (int)sb.n, sb.p ? sb.p : "");
+                jj_buf_puts(&b, tmp);
+            }
+            break;
+        }
+        case 'd':
+        case 'i':
+        case 'x':
+        case 'X':
+        case 'o': {
+            if (v.type == JJ_FLOAT && conv != 'd' && conv != 'i')
+                jj_fail(c, TS_ERR_TYPE, "%%%c format: an integer is required, not float", conv);
+            if (v.type == JJ_FLOAT) {
+                if (!isfinite(v.f))
+                    jj_fail(c, TS_ERR_RANGE, "cannot convert float %s to integer",
+                            isnan(v.f) ? "NaN" : "infinity");
+                if (fabs(v.f) >= 9.2e18) {
+                    /* Python prints the float's exact integer value; so does %.0f. */
+                    snprintf(tmp, sizeof(tmp), "%.0f", trunc(v.f));
+                    jj_buf_puts(&b, tmp);
+                    break;
+                }
+                v = jj_int((int64_t)v.f);
+            }
+            if (v.type != JJ_INT && v.type != JJ_BOOL)
+                jj_fail(c, TS_ERR_TYPE, "%%%c format: a real number is required, not %s", conv,
+                        jj_type_name(v));
+            memcpy(spec + sn, "ll", 2);
+            sn += 2;
+            spec[sn++] = conv == 'i' ? 'd' : conv;
+            spec[sn] = 0;
+            snprintf(tmp, sizeof(tmp), spec, (long long)v.i);
+            jj_buf_puts(&b, tmp);
+            break;
+        }
+        case 'f':
+        case 'F':
+        case 'e':
+        case 'E':
+        case 'g':
+        case 'G': {
+            if (v.type != JJ_INT && v.type != JJ_BOOL && v.type != JJ_FLOAT)
+                jj_fail(c, TS_ERR_TYPE, "must be real number, not %s", jj_type_name(v));
+            double d = v.type == JJ_FLOAT ? v.f : (double)v.i;
+            spec[sn++] = conv;
+            spec[sn] = 0;
+            snprintf(tmp, sizeof(tmp), spec, d);
+            jj_buf_puts(&b, tmp);
+            break;
+        }
+        default:
+            jj_fail(c, TS_ERR_UNSUPPORTED, "unsupported format character '%c'", conv);
+        }
+    }
+    /* Python: a lone argument no conversion used is an error unless it is a mapping or a
+     * sequence other than str (those have __getitem__ and count as a mapping). */
+    bool unused = tuple ? next < args.l->n
+                        : next == 0 && !mapping && args.type != JJ_LIST && args.type != JJ_NS;
+    if (unused)
+        jj_fail(c, TS_ERR_TYPE, "not all arguments converted during string formatting");
+    return buf_value(&b);
 }

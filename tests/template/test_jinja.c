@@ -165,6 +165,24 @@ static void test_deep_nesting(void **state) {
         assert_non_null(strstr(err.msg, "template:1:"));
         free(src);
     }
+    /* Long left-leaning chains build deep trees without nesting brackets. */
+    const char *links[] = {" + 1",  " ~ 'a'", "|trim",        ".x",    "[0]", " and 1",
+                           " or 1", " * 1",   " if 1 else 2", " == 1", "()"};
+    for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++) {
+        size_t ll = strlen(links[k]);
+        char *src = malloc(16 + 20000 * ll);
+        char *p = src + sprintf(src, "{{ 1");
+        for (int i = 0; i < 20000; i++)
+            p += sprintf(p, "%s", links[k]);
+        p += sprintf(p, " }}");
+        ts_tpl *t = NULL;
+        ts_error err = {0};
+        ts_status st = ts_tpl_compile(src, (size_t)(p - src), &t, &err);
+        if (st != TS_ERR_LIMIT)
+            fprintf(stderr, "chain of '%s': %s\n", links[k], err.msg);
+        assert_int_equal(st, TS_ERR_LIMIT);
+        free(src);
+    }
     /* Blocks nested too deeply. */
     char *src = malloc(20 * 1000 + 1);
     char *p = src;
@@ -348,8 +366,14 @@ static void test_speed(void **state) {
     double ms =
         ((double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6) / reps;
     fprintf(stderr, "20-message ChatML render: %.3f ms\n", ms);
-    /* Sanitizer builds are several times slower; the bound still holds with room. */
-    assert_true(ms < 1.0);
+    /* The 1 ms promise is for optimized builds; debug and sanitizer builds (several times
+     * slower, on a shared machine) only check that nothing is pathologically slow. */
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+    const double bound_ms = 1.0;
+#else
+    const double bound_ms = 20.0;
+#endif
+    assert_true(ms < bound_ms);
     ts_tpl_free(t);
 }
 
