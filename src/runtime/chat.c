@@ -242,8 +242,9 @@ static const char *special_text(const ts_tokenizer *tok, ts_token id, size_t *le
     return t;
 }
 
-/* The request with bos_token, eos_token and add_generation_prompt added where absent. The
- * given text is kept as it is (its numbers stay as written, e.g. 1.0 vs 1). */
+/* The request with bos_token, eos_token, add_generation_prompt, tools and documents added where
+ * absent, as transformers' apply_chat_template passes them. The given text is kept as it is
+ * (its numbers stay as written, e.g. 1.0 vs 1). */
 static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_error *err) {
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (root == NULL || !cJSON_IsObject(root)) {
@@ -270,6 +271,14 @@ static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_e
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt") == NULL) {
         ts_buf_puts(&b, "\"add_generation_prompt\":true,");
+    }
+    /* transformers always passes these two, None when absent: templates test "tools is not
+     * none", which an undefined tools would pass. */
+    if (cJSON_GetObjectItemCaseSensitive(root, "tools") == NULL) {
+        ts_buf_puts(&b, "\"tools\":null,");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(root, "documents") == NULL) {
+        ts_buf_puts(&b, "\"documents\":null,");
     }
     bool empty = root->child == NULL;
     cJSON_Delete(root);

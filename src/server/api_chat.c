@@ -192,10 +192,28 @@ static void put_tool_call(jbuf *b, const char *s, size_t n, span call, const cJS
 /* One message, normalised (role, content, tool call arguments; see the top of the file). */
 static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON *node,
                         const ts_message *view) {
-    puts_(b, "{");
-    span k, v;
+    /* Reasoning under any of its names is also given as "thinking" (gpt-oss templates read
+     * it) and "reasoning_content", as transformers does. */
+    span k, v, reasoning = {0};
+    bool has_thinking = false, has_rc = false;
     size_t cur = open_at(msg.at);
-    for (int i = 0; next_member(s, n, &cur, &k, &v); i++) {
+    while (next_member(s, n, &cur, &k, &v)) {
+        bool rc = key_is(s, k, "reasoning_content"), th = key_is(s, k, "thinking");
+        has_thinking |= th;
+        has_rc |= rc;
+        if ((rc || th || key_is(s, k, "reasoning")) && s[v.at] != 'n' && reasoning.end == 0) {
+            reasoning = v;
+        }
+    }
+    puts_(b, "{");
+    int i = 0;
+    if (reasoning.end != 0 && !has_thinking) {
+        puts_(b, "\"thinking\":");
+        put_span(b, s, reasoning);
+        i++;
+    }
+    cur = open_at(msg.at);
+    for (; next_member(s, n, &cur, &k, &v); i++) {
         put(b, i ? "," : "", i ? 1 : 0);
         put_span(b, s, k);
         puts_(b, ":");
@@ -216,6 +234,10 @@ static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON 
         } else {
             put_span(b, s, v);
         }
+    }
+    if (reasoning.end != 0 && !has_rc) {
+        puts_(b, i ? ",\"reasoning_content\":" : "\"reasoning_content\":");
+        put_span(b, s, reasoning);
     }
     puts_(b, "}");
 }

@@ -58,6 +58,12 @@ static void test_render_source(void **state) {
                TS_OK);
     assert_string_equal(t, "<|user|>a<|end|>\n");
     ts_free(t);
+    /* tools and documents are none when absent, as transformers passes them. */
+    ts_chat_options none_opt = {.source = "{{ tools is none }} {{ documents is none }} "
+                                          "{{ tools is defined }}"};
+    t = render(NULL, &none_opt, "{\"messages\":[]}", TS_OK);
+    assert_string_equal(t, "True True True");
+    ts_free(t);
     /* The template's own refusal, with its message. */
     char *none = NULL;
     size_t len = 0;

@@ -419,6 +419,20 @@ static void test_chat_json(void **state) {
     cJSON_Delete(vars);
     ts_api_request_free(&r);
 
+    /* Reasoning is also given as "thinking" and "reasoning_content" (transformers' aliases). */
+    assert_int_equal(parse(TS_API_CHAT,
+                           "{\"messages\":[{\"role\":\"assistant\",\"content\":\"a\","
+                           "\"reasoning\":\"r\"},{\"role\":\"assistant\",\"content\":\"b\","
+                           "\"reasoning_content\":\"q\",\"thinking\":null}]}",
+                           &r, &e),
+                     TS_OK);
+    assert_string_equal(r.chat_json,
+                        "{\"messages\":[{\"thinking\":\"r\",\"role\":\"assistant\",\"content\":"
+                        "\"a\",\"reasoning\":\"r\",\"reasoning_content\":\"r\"},{\"role\":"
+                        "\"assistant\",\"content\":\"b\",\"reasoning_content\":\"q\",\"thinking\":"
+                        "null}],\"add_generation_prompt\":true}");
+    ts_api_request_free(&r);
+
     const char *U = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
     char b[512];
 #define BODY(rest) (snprintf(b, sizeof b, "%s%s", U, rest), b)
