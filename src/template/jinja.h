@@ -48,7 +48,8 @@ void ts_tpl_free(ts_tpl *t);
  * floats, key order kept). *out is malloc'd and NUL-terminated. Errors: the JSON is malformed
  * or not an object (TS_ERR_FORMAT), a limit was reached (TS_ERR_LIMIT), a runtime error such
  * as calling an unknown filter or an attribute of undefined (TS_ERR_FORMAT / TS_ERR_UNSUPPORTED
- * / TS_ERR_TYPE, "template:LINE: ..."), and the template's own raise_exception(msg)
+ * / TS_ERR_TYPE, or TS_ERR_RANGE for a division by zero or an integer overflow;
+ * "template:LINE: ..."), and the template's own raise_exception(msg)
  * (TS_ERR_ABORTED; the message is exactly "template raised: " + msg). opt may be NULL. */
 ts_status ts_tpl_render(const ts_tpl *t, const char *vars_json, size_t vars_len,
                         const ts_tpl_options *opt, char **out, size_t *out_len, ts_error *err);
