@@ -64,7 +64,7 @@ int32_t ts_gvocab_size(const ts_gvocab *v);
 
 /* ---- matching ------------------------------------------------------------------------------ */
 
-ts_gmatch *ts_gmatch_create(const ts_grammar *g);         /* NULL when out of memory */
+ts_gmatch *ts_gmatch_create(const ts_grammar *g); /* NULL when out of memory */
 ts_gmatch *ts_gmatch_clone(const ts_gmatch *m);
 void ts_gmatch_free(ts_gmatch *m);
 

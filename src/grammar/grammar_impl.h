@@ -1,0 +1,141 @@
+/*
+ * grammar_impl.h — the compiled form of a grammar, shared by the GBNF reader (gbnf.c,
+ * gcheck.c), the matcher (match.c) and the mask computer (mask.c). Not a public interface.
+ *
+ * A grammar is a set of rules; a rule is a list of alternatives; an alternative is a sequence
+ * of elements ending in an END element. All alternatives of all rules live in one array of
+ * 32-bit elements (elems), so a parser position is one index into it:
+ *
+ *     elems:      [CLASS 3][REF 1][END] [CLASS 0][END] ...      type in the top 2 bits
+ *     alt_start:  index in elems of each alternative's first element
+ *     rule_alt:   rule r's alternatives are alt_start[rule_alt[r] .. rule_alt[r + 1]]
+ *
+ * Terminals are character classes over Unicode code points (a string literal is one class per
+ * character): sorted, merged, disjoint ranges plus a negation flag, with a 128-bit bitmap that
+ * answers ASCII (the negation already applied). Surrogates (U+D800..U+DFFF) never match: they
+ * cannot occur in valid UTF-8.
+ *
+ * Invariants a compiled grammar satisfies (gcheck.c proves them before the grammar is used):
+ * every referenced rule is defined; every rule can derive a finite string (productive); no
+ * rule reaches itself through a left-recursive path that needs a stack push (a left-edge
+ * cycle that is not made only of tail calls), so the matcher's closure always terminates.
+ */
+#ifndef TS_GRAMMAR_IMPL_H
+#define TS_GRAMMAR_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grammar/grammar.h"
+
+/* Element encoding. */
+#define GE_END        0u
+#define GE_CLASS      1u
+#define GE_REF        2u
+#define GE_ALT        3u /* only inside the reader: separates alternatives of a rule body */
+#define GE_TYPE(e)    ((e) >> 30)
+#define GE_VAL(e)     ((e)&0x3fffffffu)
+#define GE_MAKE(t, v) (((uint32_t)(t) << 30) | (uint32_t)(v))
+
+/* Limits on untrusted grammars (all reported as TS_ERR_LIMIT with the line:col). */
+#define TS_GRAMMAR_MAX_TEXT   (8u << 20) /* bytes of GBNF text */
+#define TS_GRAMMAR_MAX_ELEMS  (4u << 20) /* elements after expanding repetitions */
+#define TS_GRAMMAR_MAX_RULES  (1u << 20) /* rules incl. those made for groups/repetitions */
+#define TS_GRAMMAR_MAX_REPEAT 10000u     /* m and n of {m,n} */
+#define TS_GRAMMAR_MAX_NEST   256u       /* nesting depth of parentheses */
+#define TS_GRAMMAR_MAX_STACKS 4096u      /* live parser stacks in one matcher state */
+
+typedef struct gclass {
+    uint32_t ascii[4]; /* bit c set: code point c < 128 matches (negation applied) */
+    uint32_t off;      /* ranges[2 * off ..] holds n (lo, hi) pairs, sorted and disjoint */
+    uint32_t n;
+    uint32_t neg; /* 1: the class matches code points outside the ranges */
+    /* How the class treats non-ASCII code points: GCLASS_NONE / GCLASS_ALL match none / all of
+     * them alike, GCLASS_MIXED depends on the code point. */
+    uint32_t uni;
+} gclass;
+
+#define GCLASS_NONE  0u
+#define GCLASS_ALL   1u
+#define GCLASS_MIXED 2u
+
+struct ts_grammar {
+    uint32_t *elems; /* [n_elems] */
+    uint32_t n_elems;
+    uint32_t *alt_start; /* [n_alts] */
+    uint32_t n_alts;
+    uint32_t *rule_alt; /* [n_rules + 1] */
+    uint32_t n_rules;
+    gclass *classes; /* [n_classes] */
+    uint32_t n_classes;
+    uint32_t *ranges; /* [2 * n_ranges] */
+    uint32_t n_ranges;
+    uint32_t root; /* the start rule */
+};
+
+/* A code point matches class c (cp <= 0x10FFFF). */
+static inline bool gclass_match(const gclass *c, const uint32_t *ranges, uint32_t cp) {
+    if (cp < 128)
+        return (c->ascii[cp >> 5] >> (cp & 31)) & 1u;
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        return false;
+    const uint32_t *r = ranges + 2 * (size_t)c->off;
+    uint32_t lo = 0, hi = c->n;
+    while (lo < hi) { /* first range whose hi >= cp */
+        uint32_t mid = (lo + hi) / 2;
+        if (r[2 * mid + 1] < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool in = lo < c->n && r[2 * lo] <= cp;
+    return in != (c->neg != 0);
+}
+
+/* Some code point in [lo, hi] (no surrogates, lo >= 128) matches class c. */
+bool gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi);
+
+/* The reader's checks and the final layout: gcheck.c. body[r] holds rule r's elements with
+ * GE_ALT between alternatives (no END); name_of(r) names a rule for errors. */
+typedef struct gbuild_rule {
+    uint32_t *body;
+    uint32_t n, cap;
+    uint32_t origin; /* the user rule this one was made for (itself for user rules) */
+    char *name;      /* user rules only; NULL for synthesized ones */
+    bool defined;
+    uint32_t def_line, def_col, ref_line, ref_col; /* where defined / first referenced */
+} gbuild_rule;
+
+/* The vocabulary (vocab.c): every token's bytes, and a byte trie of the tokens in preorder so
+ * the mask is one forward scan. Node 0 is the root (the empty prefix). Node i > 0 adds byte[i]
+ * to its parent's prefix, sits at depth[i] (its prefix length), and its subtree ends just
+ * before node skip[i]; the tokens whose bytes are exactly node i's prefix are
+ * tok[tok_off[i] .. tok_off[i + 1]]. Tokens with no bytes (special / control) and eog tokens
+ * are not in the trie. */
+struct ts_gvocab {
+    int32_t n_vocab;
+    char *bytes;     /* all pieces, concatenated */
+    uint64_t *off;   /* [n_vocab + 1] piece i is bytes[off[i] .. off[i + 1]] */
+    uint8_t *is_eog; /* [n_vocab] */
+    int32_t *eog;    /* [n_eog] */
+    int32_t n_eog;
+    uint32_t n_nodes;
+    uint8_t *byte;     /* [n_nodes] */
+    uint16_t *depth;   /* [n_nodes] */
+    uint32_t *skip;    /* [n_nodes] */
+    uint32_t *tok_off; /* [n_nodes + 1] */
+    int32_t *tok;      /* tokens in trie order */
+    uint32_t max_depth;
+    /* For accepting whole subtrees at once (match.c): the ASCII bytes anywhere in node i's
+     * subtree, byte b as bit b >> 1; and whether every path from node i down is valid UTF-8 so
+     * far when it starts at a character boundary. */
+    uint64_t *sig;  /* [n_nodes] */
+    uint8_t *clean; /* [n_nodes] */
+};
+
+ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint32_t root,
+                                     gclass *classes, uint32_t n_classes, uint32_t *ranges,
+                                     uint32_t n_ranges, ts_grammar **out, ts_error *err);
+
+#endif /* TS_GRAMMAR_IMPL_H */
