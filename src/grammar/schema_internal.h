@@ -1,0 +1,193 @@
+/*
+ * schema_internal.h — the JSON Schema compiler's shared state (schema*.c only).
+ *
+ * The compiler walks the parsed schema (cJSON) once and builds GBNF text. Every schema node
+ * compiles to an *expression*: a GBNF fragment that can be concatenated into a sequence as is
+ * (a rule name, a literal, a class or a parenthesised group), or to X_EMPTY when the node accepts
+ * no value at all (the `false` schema, an enum with no value of the allowed types...). Named
+ * rules are created for $ref targets (so recursion works) and for shared pieces; identical rule
+ * bodies share one rule.
+ *
+ * Memory: every expression string lives in the context's arena and dies with it; objects the
+ * compiler builds (merged allOf schemas) are kept in `owned` and freed at the end. The arena
+ * and the rule table are bounded (TS_ERR_LIMIT), so a small schema cannot make the compiler
+ * allocate without end.
+ *
+ * Errors: the first error is recorded in c->err/c->st and every function then returns NULL;
+ * callers check for NULL and return. Messages start with "schema: <JSON pointer>: ".
+ */
+#ifndef TS_GRAMMAR_SCHEMA_INTERNAL_H
+#define TS_GRAMMAR_SCHEMA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "tessera.h"
+#include "util/error.h"
+
+/* Limits (documented in docs/schema.md). */
+#define TS_SCHEMA_MAX_BYTES  (1u << 20)  /* schema text */
+#define TS_SCHEMA_MAX_DEPTH  96          /* nested compile steps (subschemas, merges) */
+#define TS_SCHEMA_MAX_ARENA  (64u << 20) /* all expression text together */
+#define TS_SCHEMA_MAX_RULES  20000       /* rules in the output */
+#define TS_SCHEMA_MAX_OUTPUT (16u << 20) /* the GBNF text */
+#define TS_SCHEMA_MAX_REPEAT 1000        /* {m,n} bounds from patterns and lengths */
+#define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
+
+/* The marker for "this schema accepts nothing". Compared by address. */
+extern const char ts_schema_empty_marker[];
+#define X_EMPTY ((char *)ts_schema_empty_marker)
+
+typedef struct ablock ablock;
+
+typedef struct srule {
+    char *name; /* arena */
+    char *body; /* arena; NULL while a $ref target is being compiled */
+} srule;
+
+typedef struct sref {
+    const cJSON *node; /* the $ref target */
+    char *name;        /* its rule */
+    int nest;          /* object/array nesting when its compilation began */
+    bool busy;         /* being compiled now */
+} sref;
+
+typedef struct strmap {
+    char **keys;
+    int32_t *vals;
+    size_t cap, n;
+} strmap;
+
+typedef struct sctx {
+    ts_error *err;
+    ts_status st;
+    const cJSON *doc; /* the schema document ($ref "#..." resolves here) */
+
+    ablock *arena;
+    size_t arena_total;
+
+    srule *rules;
+    size_t n_rules, cap_rules;
+    strmap by_body; /* rule body -> rule index */
+    strmap by_name; /* rule name -> rule index */
+
+    sref *refs;
+    size_t n_refs, cap_refs;
+
+    cJSON **owned; /* schema objects built by the compiler (merges) */
+    size_t n_owned, cap_owned;
+
+    char path[512]; /* JSON pointer of the node being compiled */
+    size_t path_len;
+    int depth; /* compile recursion depth */
+    int nest;  /* objects/arrays entered: a $ref seen again at the same nest is left recursion */
+} sctx;
+
+/* ---- schema_util.c ---------------------------------------------------------------------- */
+
+/* Records the first error ("schema: <pointer>: " + message); returns NULL for tail calls. */
+void *sfail(sctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);
+char *xdup(sctx *c, const char *s);
+char *xf(sctx *c, const char *fmt, ...) TS_PRINTF(2, 3);
+void *xalloc(sctx *c, size_t n);
+
+/* Path handling: push a key (escaped per RFC 6901) or an index; pop restores the length. */
+size_t path_push(sctx *c, const char *key);
+size_t path_push_i(sctx *c, int i);
+void path_pop(sctx *c, size_t saved);
+
+/* Adds a rule named after hint (made unique) with body; a body already present returns the
+ * existing rule's name. */
+char *rule_add(sctx *c, const char *hint, const char *body);
+/* Reserves a name for a rule whose body comes later (rule_set_body). Returns its index. */
+int32_t rule_reserve(sctx *c, const char *hint);
+void rule_set_body(sctx *c, int32_t idx, const char *body);
+/* The index of the rule named name, or -1. */
+int32_t rule_find(sctx *c, const char *name);
+
+/* "( e )" unless e is already atomic (a name, literal, class or group). */
+char *xgroup(sctx *c, const char *e);
+/* Alternation of the non-empty items (X_EMPTY when all are empty). */
+char *xalt(sctx *c, char **items, size_t n);
+
+/* GBNF literal for bytes (UTF-8): "..." with escapes. */
+char *gbnf_lit(sctx *c, const char *s, size_t n);
+/* The JSON encoding of a string (compact, json.dumps(ensure_ascii=False) style). */
+char *json_quote(sctx *c, const char *s);
+
+/* Code point sets: sorted disjoint inclusive ranges. */
+typedef struct cpset {
+    uint32_t (*r)[2];
+    size_t n, cap;
+} cpset;
+void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi);
+void cps_add_set(sctx *c, cpset *s, const cpset *t);
+void cps_normalize(cpset *s);
+cpset cps_complement(sctx *c, const cpset *s);
+bool cps_has(const cpset *s, uint32_t cp);
+/* GBNF [class] of the set (X_EMPTY when empty). */
+char *cps_class(sctx *c, const cpset *s);
+/* The JSON-string encodings of one character of the set: raw where JSON allows, else the
+ * short escape (\" \\ \b \f \n \r \t). Other control characters are left out, and "/" is only
+ * raw, so every character has one encoding (key grammars rely on it). */
+char *cps_json(sctx *c, const cpset *s);
+
+/* Decodes one UTF-8 code point from s (n bytes left); returns its length (0: invalid). */
+size_t utf8_dec(const char *s, size_t n, uint32_t *cp);
+
+/* ---- schema_prim.c ---------------------------------------------------------------------- */
+
+/* Named primitive rules (created on first use). */
+char *prim(sctx *c, const char *name);
+/* Integers in [lo, hi] (has_lo/has_hi false: unbounded on that side). */
+char *int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
+/* Decimal numbers (no exponent when bounded) within the bounds. */
+char *num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
+                bool hi_excl);
+/* A string format; NULL with an error when unsupported. minlen/maxlen: its length range. */
+char *format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen);
+/* A JSON value exactly (whitespace allowed between tokens; numbers in canonical form). */
+char *const_expr(sctx *c, const cJSON *v);
+/* Canonical compact JSON of a value (for comparing enum values); arena. */
+char *canon_json(sctx *c, const cJSON *v);
+
+/* ---- schema_regex.c --------------------------------------------------------------------- */
+
+/* The JSON-string content (between the quotes) whose decoded text matches the ECMA-262 /
+ * Python `re.search` pattern. minlen/maxlen (-1: unbounded) get the matched length range. */
+char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen);
+/* When the pattern is ^X{m,n}$ (also * + ?) for one character X: the GBNF of X (else NULL). */
+char *regex_single(sctx *c, const char *pattern);
+/* x{m,n} (n -1: unbounded), written so that large n stays small and unambiguous. */
+char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n);
+
+/* ---- schema_merge.c --------------------------------------------------------------------- */
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_INT = 64 };
+#define T_ALL 127
+
+/* Keeps j (a schema object the compiler built) until the end; NULL (j freed) on error. */
+cJSON *own(sctx *c, cJSON *j);
+/* The schema "#/..." points at (in c->doc); NULL with an error for other references. */
+const cJSON *resolve_ref(sctx *c, const char *ref);
+/* An annotation or a keyword JSON Schema does not define: validators ignore it. */
+bool is_annotation(const char *k);
+int type_bit(const char *name);
+const char *type_name(int bit);
+/* The types of a JSON value (an integral number is T_NUM | T_INT). */
+int value_type(const cJSON *v);
+/* The "type" keyword as a mask; -1 when absent; 0 with an error when malformed. */
+int explicit_types(sctx *c, const cJSON *s);
+/* The types a schema may accept (over-approximation, for oneOf disjointness). */
+int sem_types(sctx *c, const cJSON *s, int depth);
+/* No JSON value is valid under both a and b (a sufficient test; false when unsure). */
+bool disjoint(sctx *c, const cJSON *a, const cJSON *b);
+/* s with its allOf and $ref opened and combined into one schema (owned, or s's part). */
+const cJSON *merge(sctx *c, const cJSON *s);
+/* The lower (upper) bound of a number schema, draft-4 and later forms. */
+void bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl);
+
+#endif /* TS_GRAMMAR_SCHEMA_INTERNAL_H */
