@@ -287,6 +287,19 @@ typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);
 
 #define TS_ENGINE_MAX_STOP 16
 
+/* What constrains a request's output (docs/grammar.md). The output is a sentence of the
+ * grammar: before each token the tokens that would leave it are masked (also for greedy
+ * decoding, after logit bias and penalties), and end-of-generation tokens are allowed only
+ * where the output is complete; one ends the sequence even with ignore_eos. Stop strings and
+ * max_tokens still cut the output short. */
+typedef enum ts_grammar_kind {
+    TS_GRAMMAR_NONE = 0,
+    TS_GRAMMAR_GBNF = 1,        /* grammar: GBNF text (llama.cpp's format), start rule "root" */
+    TS_GRAMMAR_JSON_SCHEMA = 2, /* grammar: a JSON Schema (JSON text); the output is compact or
+                                   whitespace-separated JSON that the schema accepts */
+    TS_GRAMMAR_JSON_OBJECT = 3, /* any JSON object (grammar unused) */
+} ts_grammar_kind;
+
 typedef struct ts_request_params {
     ts_sampler_params sampling;
     uint64_t seed;          /* used when has_seed; otherwise a fresh seed per request */
@@ -300,6 +313,12 @@ typedef struct ts_request_params {
     bool logprobs;          /* report ts_sample_info with each token */
     const void *cache_salt; /* prefix-cache namespace (copied), may be NULL */
     size_t cache_salt_len;
+    ts_grammar_kind grammar_kind; /* TS_GRAMMAR_NONE: unconstrained */
+    const char *grammar;          /* GBNF or JSON Schema text (compiled at submit, not kept);
+                                     a grammar that does not compile fails the submit with
+                                     TS_ERR_FORMAT, TS_ERR_UNSUPPORTED or TS_ERR_LIMIT and the
+                                     compiler's message */
+    size_t grammar_len;           /* bytes of grammar; 0: strlen(grammar) */
 } ts_request_params;
 
 /* Default sampling, n = 1, no limits beyond the context. */
@@ -319,6 +338,10 @@ typedef struct ts_engine_stats {
     uint64_t prefix_hit_tokens;
     uint32_t kv_swa_blocks_total; /* the sliding-window layers' pool (0: none, see swa_full) */
     uint32_t kv_swa_blocks_used;
+    uint64_t grammar_masks;       /* token masks computed for constrained sequences */
+    double grammar_mask_ms;       /* their computing time, summed over the mask threads */
+    double grammar_wait_ms;       /* time steps waited for masks after the forward pass (what
+                                     constraints added to step time) */
 } ts_engine_stats;
 
 /* ---- contexts --------------------------------------------------------------------------------
