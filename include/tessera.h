@@ -324,6 +324,37 @@ typedef struct ts_request_params {
 /* Default sampling, n = 1, no limits beyond the context. */
 ts_request_params ts_request_params_default(void);
 
+/* ---- constraints on their own ---------------------------------------------------------------
+ *
+ * What a constrained request does inside the engine, by hand: a grammar compiled against a
+ * model's vocabulary, a position in it, the mask of tokens that may come next. For tools that
+ * measure or test grammars (`tessera grammar bench`) and for callers that sample themselves
+ * (with ts_context_decode). The first ts_constraint_create of an llm builds its vocabulary's
+ * token trie (tens of ms for 50k tokens, about 0.1 s for 262k), which later calls share.
+ *
+ * Thread safety: a ts_constraint is used by one thread at a time; different constraints of one
+ * llm may be used on different threads. */
+
+typedef struct ts_constraint ts_constraint;
+
+/* Compiles text (GBNF or a JSON Schema by kind, len bytes, 0: strlen; unused for
+ * TS_GRAMMAR_JSON_OBJECT) for llm's vocabulary, positioned at the start. Errors as for a
+ * constrained ts_context_submit: TS_ERR_FORMAT, TS_ERR_UNSUPPORTED (a schema keyword the
+ * compiler does not handle, named with its JSON pointer), TS_ERR_LIMIT. The llm must outlive
+ * the constraint. */
+ts_status ts_constraint_create(ts_llm *llm, ts_grammar_kind kind, const char *text, size_t len,
+                               ts_constraint **out, ts_error *err);
+void ts_constraint_destroy(ts_constraint *c);
+/* Back to the start (and the matcher's caches emptied, as for a new sequence). */
+ts_status ts_constraint_reset(ts_constraint *c, ts_error *err);
+/* Sets bit t of allowed[(ts_llm_n_vocab + 31) / 32] exactly when token t may come next
+ * (end-of-generation tokens when the output so far is complete). Returns how many may. */
+int32_t ts_constraint_mask(ts_constraint *c, uint32_t *allowed);
+/* Advances over a token; 0 (and the position unchanged) when the grammar does not allow it. */
+int ts_constraint_accept(ts_constraint *c, int32_t token);
+/* Nonzero when the output so far is a complete sentence of the grammar. */
+int ts_constraint_is_accepting(const ts_constraint *c);
+
 typedef struct ts_engine_stats {
     int64_t n_running;         /* sequences in the running set */
     int64_t n_waiting;         /* sequences waiting (new or preempted) */

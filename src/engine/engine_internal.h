@@ -138,12 +138,6 @@ void ts_engine_masks_wait(ts_engine *e);
 int32_t ts_engine_mask_apply(ts_engine *e, const seq *s, float *row);
 void ts_engine_grammar_destroy(ts_engine *e);
 
-/* The tokens' bytes as grammars see them (pieces without special text; control tokens and ids
- * past the tokenizer's vocabulary are empty) with tok's end-of-generation ids: a vocabulary
- * of n_vocab tokens. */
-ts_status ts_engine_gvocab_build(const ts_tokenizer *tok, int32_t n_vocab, ts_gvocab **out,
-                                 ts_error *err);
-
 /* sched.c */
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);
 
