@@ -355,6 +355,13 @@ int ts_constraint_accept(ts_constraint *c, int32_t token);
 /* Nonzero when the output so far is a complete sentence of the grammar. */
 int ts_constraint_is_accepting(const ts_constraint *c);
 
+/* The GBNF text (NUL-terminated, released with ts_free) that a JSON Schema compiles to, start
+ * rule "root", for building larger grammars around a schema: its other rules are named "ws",
+ * "value", "object", "string", ... and "s-..." / "ref-..."; only the definition of "root" names
+ * root, so renaming that one line makes the schema a rule of another grammar. Errors as for
+ * TS_GRAMMAR_JSON_SCHEMA. */
+ts_status ts_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, ts_error *err);
+
 typedef struct ts_engine_stats {
     int64_t n_running;         /* sequences in the running set */
     int64_t n_waiting;         /* sequences waiting (new or preempted) */

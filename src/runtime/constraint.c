@@ -116,3 +116,14 @@ int ts_constraint_accept(ts_constraint *c, int32_t token) {
 int ts_constraint_is_accepting(const ts_constraint *c) {
     return ts_gmatch_is_accepting(c->m);
 }
+
+ts_status ts_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (schema == NULL || gbnf == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "ts_json_schema_to_gbnf: schema and gbnf "
+                            "are required");
+    }
+    return ts_schema_to_gbnf(schema, len == 0 ? strlen(schema) : len, gbnf, err);
+}

@@ -346,6 +346,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
             chat_cfg.format.reasoning == TS_CHAT_REASONING_HARMONY) {
             r.params.render_special = true;
         }
+        st = ts_server_tool_grammar(&r, &chat_cfg, &e);
     }
     const ts_chat_out_config *chat = kind == TS_API_CHAT ? &chat_cfg : NULL;
     ts_reply reply = {0};

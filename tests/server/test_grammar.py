@@ -117,3 +117,69 @@ def test_refusals(client, model_id):
                 "name": "r", "schema": {"$ref": "#/$defs/a",
                                         "$defs": {"a": {"$ref": "#/$defs/a"}}}}})
     assert time.time() - t0 < 5
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                   "required": ["city"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "parameters": {"type": "object", "properties": {
+        "zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"], "additionalProperties": False}}}
+
+
+def check_calls(choice, names, cut=False):
+    calls = choice.message.tool_calls
+    assert calls, choice.message.content
+    # Parallel calls may go on until max_tokens cuts the last one (left as content).
+    assert choice.finish_reason == "tool_calls" or (cut and choice.finish_reason == "length")
+    for c in calls:
+        assert c.function.name in names
+        args = json.loads(c.function.arguments)
+        if c.function.name == "get_weather":
+            assert list(args) == ["city"] and isinstance(args["city"], str)
+        else:
+            assert args == {"zone": "UTC"} or args == {"zone": "CET"}
+
+
+@pytest.fixture(scope="module")
+def hermes_client(tmp_path_factory):
+    openai = pytest.importorskip("openai")
+    from conftest import Server
+    from test_tools import TEMPLATE
+    path = tmp_path_factory.mktemp("tpl") / "hermes.jinja"
+    path.write_text(TEMPLATE)
+    s = Server(["--ctx", "1024", "--quiet", "--chat-template-file", str(path)])
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key=s.api_key, max_retries=0, timeout=120)
+    rc, log = s.stop()
+    assert rc == 0, log
+
+
+@pytest.mark.parametrize("which", ["hermes", "generic"])
+def test_tool_choice_constrains_the_call(which, hermes_client, client):
+    c = hermes_client if which == "hermes" else client
+    model = c.models.list().data[0].id
+    user = [{"role": "user", "content": "What is the weather in Oslo, and the time?"}]
+    r = c.chat.completions.create(model=model, messages=user, tools=[WEATHER, TIME],
+                                  tool_choice="required", temperature=0.9, seed=4, n=3,
+                                  max_tokens=120, parallel_tool_calls=False)
+    for ch in r.choices:
+        check_calls(ch, ("get_weather", "get_time"))
+        assert len(ch.message.tool_calls) == 1
+    r = c.chat.completions.create(model=model, messages=user, tools=[WEATHER, TIME],
+                                  tool_choice="required", temperature=0.9, seed=4,
+                                  max_tokens=120)
+    check_calls(r.choices[0], ("get_weather", "get_time"), cut=True)
+    r = c.chat.completions.create(model=model, messages=user, tools=[WEATHER, TIME],
+                                  tool_choice={"type": "function",
+                                               "function": {"name": "get_time"}},
+                                  temperature=0.9, seed=5, max_tokens=120,
+                                  parallel_tool_calls=False)
+    check_calls(r.choices[0], ("get_time",))
+    assert len(r.choices[0].message.tool_calls) == 1
+    openai = pytest.importorskip("openai")
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model=model, messages=user, tools=[WEATHER],
+                                  tool_choice="required",
+                                  response_format={"type": "json_object"})
+    assert "cannot be combined" in str(e.value)
