@@ -29,21 +29,12 @@ void ts_schema_maps_free(sctx *c);
 static char *compile(sctx *c, const cJSON *s);
 
 /* Keywords that constrain and that the compiler does not handle (some only in cases). */
-static const char *const unsupported_kw[] = {"not",
-                                             "if",
-                                             "dependentRequired",
-                                             "dependentSchemas",
-                                             "dependencies",
-                                             "patternProperties",
-                                             "propertyNames",
-                                             "unevaluatedProperties",
-                                             "unevaluatedItems",
-                                             "contains",
-                                             "minContains",
-                                             "maxContains",
-                                             "$dynamicRef",
-                                             "$recursiveRef",
-                                             NULL};
+/* clang-format off */
+static const char *const unsupported_kw[] = {
+    "not", "if", "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
+    "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
+    "$dynamicRef", "$recursiveRef", NULL};
+/* clang-format on */
 
 /* Formats a validator may check that have no grammar here. Other unknown formats are
  * annotations (validators ignore them) and so are ignored. */
@@ -248,6 +239,8 @@ static char *key_not_in(sctx *c, const char **keys, size_t nk, size_t off, int d
         cpset one = {0};
         cps_add(c, &one, cp, cp);
         char *ch = cps_json(c, &one);
+        if (ch == X_EMPTY)
+            continue; /* a control character no extra key can be written with */
         char *rest = key_not_in(c, sub, ns, off + l, depth + 1);
         if (!rest || !ch)
             return NULL;
@@ -329,8 +322,63 @@ static char *compile_object(sctx *c, const cJSON *s) {
             .key = e->string, .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, v)), .req = is_req};
     }
     /* Additional properties: the schema for unlisted keys. */
-    char *extra = NULL;
-    if (!ap || cJSON_IsTrue(ap)) {
+    char *extra = NULL, *pkey = NULL;
+    const cJSON *pp = get(s, "patternProperties");
+    if (pp && !cJSON_IsObject(pp))
+        return c->nest--, sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
+    if (pp && pp->child) {
+        /* Supported: pattern schemas that constrain nothing next to allowed extras (no
+         * effect), or no listed keys, additionalProperties false and one schema for every
+         * pattern (keys matching any pattern, with that schema). */
+        bool trivial = true, same = true;
+        char *first = canon_json(c, pp->child);
+        for (const cJSON *e = pp->child; e; e = e->next) {
+            bool t = cJSON_IsTrue(e);
+            if (cJSON_IsObject(e)) {
+                t = true;
+                for (const cJSON *k = e->child; k; k = k->next)
+                    t = t && is_annotation(k->string);
+            }
+            trivial = trivial && t;
+            char *cv = canon_json(c, e);
+            same = same && cv && first && !strcmp(cv, first);
+        }
+        if (c->st != TS_OK)
+            return c->nest--, NULL;
+        if (trivial && (!ap || cJSON_IsTrue(ap))) {
+            /* Every key may appear with any value either way. */
+        } else if (cJSON_IsFalse(ap) && n == 0 && !props && !req && same) {
+            char **alts = xalloc(c, (size_t)cJSON_GetArraySize(pp) * sizeof *alts);
+            size_t na = 0;
+            for (const cJSON *e = pp->child; e && alts; e = e->next) {
+                int64_t mn, mx;
+                size_t saved = path_push(c, "patternProperties");
+                path_push(c, e->string);
+                alts[na++] = regex_expr(c, e->string, &mn, &mx);
+                path_pop(c, saved);
+                if (!alts[na - 1])
+                    return c->nest--, NULL;
+            }
+            char *kre = alts ? xalt(c, alts, na) : NULL;
+            if (!kre)
+                return c->nest--, NULL;
+            size_t saved = path_push(c, "patternProperties");
+            path_push(c, pp->child->string);
+            extra = compile(c, pp->child);
+            path_pop(c, saved);
+            if (!extra)
+                return c->nest--, NULL;
+            if (kre != X_EMPTY && extra != X_EMPTY)
+                pkey = rule_add(c, hint(c, "pkey"), xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, kre)));
+            else
+                extra = X_EMPTY;
+        } else {
+            return c->nest--, sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
+        }
+    }
+    if (extra) {
+        /* set by patternProperties */
+    } else if (!ap || cJSON_IsTrue(ap)) {
         extra = prim(c, "value");
     } else if (cJSON_IsFalse(ap)) {
         extra = X_EMPTY;
@@ -364,7 +412,9 @@ static char *compile_object(sctx *c, const cJSON *s) {
         char *key = nkeys ? key_not_in(c, keys, nkeys, 0, 0) : NULL;
         if (nkeys && !key)
             return c->nest--, NULL;
-        if (key)
+        if (pkey)
+            key = pkey;
+        else if (key)
             key = rule_add(c, hint(c, "xkey"), xf(c, "\"\\\"\" %s", xgroup(c, key)));
         else
             key = prim(c, "string");
@@ -408,12 +458,44 @@ static char *compile_object(sctx *c, const cJSON *s) {
     char **nf = xalloc(c, (n + 1) * sizeof *nf);
     if (!nf)
         return NULL;
-    nf[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
-    for (size_t i = n; i-- > 0;) {
-        char *piece = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
-                               : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
-        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece, nf[i + 1]) : piece;
-        if (many && i >= 1 && i <= n_first && nf[i])
+    /* pieces[i]: property i after a comma; the tail from n_first on is one flat sequence
+     * (written once: building it suffix by suffix would copy it n times). */
+    char **piece = xalloc(c, (n + 1) * sizeof *piece);
+    if (!piece)
+        return NULL;
+    size_t flat_len = 1;
+    for (size_t i = 0; i < n; i++) {
+        piece[i] = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
+                            : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
+        if (!piece[i])
+            return NULL;
+        if (i >= n_first)
+            flat_len += strlen(piece[i]) + 1;
+    }
+    piece[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
+    if (!piece[n])
+        return NULL;
+    flat_len += strlen(piece[n]) + 1;
+    char *flat = xalloc(c, flat_len);
+    if (!flat)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = n_first; i <= n; i++) {
+        size_t l = strlen(piece[i]);
+        if (!l)
+            continue;
+        if (o)
+            flat[o++] = ' ';
+        memcpy(flat + o, piece[i], l);
+        o += l;
+    }
+    flat[o] = '\0';
+    nf[n_first] = flat;
+    if (many && *flat && n_first >= 1)
+        nf[n_first] = rule_add(c, hint(c, xf(c, "r%zu", n_first)), flat);
+    for (size_t i = n_first; i-- > 1;) {
+        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
+        if (many && nf[i])
             nf[i] = rule_add(c, hint(c, xf(c, "r%zu", i)), nf[i]);
         if (!nf[i])
             return NULL;
@@ -753,8 +835,10 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
 static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const cJSON *node,
                        bool do_merge, const char *what) {
     for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].node != key)
+        if (c->refs[i].node != key || c->refs[i].merged != do_merge)
             continue;
+        if (c->refs[i].busy)
+            c->refs[i].used = true;
         if (c->refs[i].busy && c->refs[i].nest == c->nest)
             return sfail(c, TS_ERR_FORMAT,
                          "%s refers back to itself before any object or array (a cycle with "
@@ -774,7 +858,8 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     if (idx < 0)
         return NULL;
     size_t ri = c->n_refs++;
-    c->refs[ri] = (sref){.node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true};
+    c->refs[ri] = (sref){
+        .node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true, .merged = do_merge};
     char *body = NULL;
     if (do_merge) {
         const cJSON *m = merge(c, node);
@@ -785,8 +870,13 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     c->refs[ri].busy = false;
     if (!body)
         return NULL;
-    if (body == X_EMPTY)
-        return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+    if (body == X_EMPTY) {
+        if (c->refs[ri].used)
+            return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+        c->rules[idx].dead = true;
+        c->refs[ri].name = X_EMPTY;
+        return X_EMPTY;
+    }
     rule_set_body(c, idx, body);
     return c->rules[idx].name;
 }
@@ -962,6 +1052,14 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
     if (len > TS_SCHEMA_MAX_BYTES)
         return ts_error_set(err, TS_ERR_LIMIT, "schema: %zu bytes is more than the %u allowed", len,
                             TS_SCHEMA_MAX_BYTES);
+    /* JSON text is UTF-8; keys and strings go into the grammar as they are. */
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t l = utf8_dec(schema_json + i, len - i, &cp);
+        if (!l)
+            return ts_error_set(err, TS_ERR_FORMAT, "schema: invalid UTF-8 at byte %zu", i);
+        i += l;
+    }
     const char *end = NULL;
     cJSON *doc = cJSON_ParseWithLengthOpts(schema_json ? schema_json : "", len, &end, false);
     if (!doc) {
@@ -998,6 +1096,8 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
         } else {
             size_t o = 0;
             for (size_t i = 0; i < c.n_rules; i++) {
+                if (c.rules[i].dead)
+                    continue;
                 if (!c.rules[i].body) {
                     free(out);
                     out = NULL;

@@ -46,6 +46,7 @@ typedef struct ablock ablock;
 typedef struct srule {
     char *name; /* arena */
     char *body; /* arena; NULL while a $ref target is being compiled */
+    bool dead;  /* reserved, then found to accept nothing and never referenced: not written */
 } srule;
 
 typedef struct sref {
@@ -53,6 +54,8 @@ typedef struct sref {
     char *name;        /* its rule */
     int nest;          /* object/array nesting when its compilation began */
     bool busy;         /* being compiled now */
+    bool merged;       /* a merged schema (key: its first member) rather than a $ref target */
+    bool used;         /* its name was handed out while it was being compiled */
 } sref;
 
 typedef struct strmap {

@@ -108,6 +108,12 @@ static char *seq2(sctx *c, const char *a, const char *b) {
         return (char *)b;
     if (!*b)
         return (char *)a;
+    /* Two plain literals ("12" "3") read better as one ("123"). */
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= 2 && lb >= 2 && a[0] == '"' && b[0] == '"' && a[la - 1] == '"' && b[lb - 1] == '"' &&
+        !strpbrk(a + 1, "\\ ") && !strpbrk(b + 1, "\\ ") && strchr(a + 1, '"') == a + la - 1 &&
+        strchr(b + 1, '"') == b + lb - 1)
+        return xf(c, "%.*s%s", (int)(la - 1), a, b + 1);
     return xf(c, "%s %s", xgroup(c, a), xgroup(c, b));
 }
 
@@ -126,8 +132,14 @@ static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
     if (n == 0)
         return xdup(c, "");
     if (lo[0] == hi[0]) {
-        char d[2] = {lo[0], 0};
-        return seq2(c, lit_str(c, d), same_len(c, lo + 1, hi + 1, n - 1));
+        size_t p = 0;
+        char d[24];
+        while (p < n && lo[p] == hi[p]) {
+            d[p] = lo[p];
+            p++;
+        }
+        d[p] = 0;
+        return seq2(c, lit_str(c, d), same_len(c, lo + p, hi + p, n - p));
     }
     bool lo_zeros = strspn(lo + 1, "0") == n - 1, hi_nines = strspn(hi + 1, "9") == n - 1;
     int start = lo[0] - '0', end = hi[0] - '0';

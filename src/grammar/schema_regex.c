@@ -410,9 +410,15 @@ static int64_t len_add(int64_t a, int64_t b) {
 /* An atom and its quantifier. */
 static rnode rx_piece(rx *r) {
     sctx *c = r->c;
+    size_t at = r->i;
     rnode a = rx_atom(r);
     if (!a.e)
         return a;
+    if (r->depth == 0) {
+        r->top_pieces++;
+        r->top_atom = a.e;
+        r->top_single = a.min == 1 && a.max == 1 && r->s[at] != '(';
+    }
     if (r->i >= r->n)
         return a;
     char q = r->s[r->i];
@@ -591,6 +597,8 @@ char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
     if (m > TS_SCHEMA_MAX_REPEAT)
         return sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
                      TS_SCHEMA_MAX_REPEAT);
+    if (x == X_EMPTY)
+        return m == 0 ? xdup(c, "") : X_EMPTY;
     const char *g = xgroup(c, x);
     if (!g)
         return NULL;

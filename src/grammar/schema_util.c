@@ -26,7 +26,14 @@ void *sfail(sctx *c, ts_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    c->st = ts_error_set(c->err, st, "schema: %s: %s", c->path_len ? c->path : "/", msg);
+    /* A long pointer keeps its end (where the problem is) so the message still fits. */
+    const char *path = c->path_len ? c->path : "/";
+    const char *more = "";
+    if (c->path_len > 160) {
+        path = c->path + c->path_len - 160;
+        more = "...";
+    }
+    c->st = ts_error_set(c->err, st, "schema: %s%s: %s", more, path, msg);
     return NULL;
 }
 

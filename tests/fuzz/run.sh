@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes one parser: tests/fuzz/run.sh [SECONDS] [gguf|api|template|chat_out|grammar] (defaults:
-# 60, gguf).
+# Fuzzes one parser: tests/fuzz/run.sh [SECONDS] [gguf|api|template|chat_out|grammar|schema]
+# (defaults: 60, gguf).
 #
 #   gguf  the GGUF reader (fuzz_gguf; seeds in corpus/gguf, dictionary gguf.dict)
 #   api   the server's request-body parser (fuzz_api; seeds in corpus/api)
@@ -8,6 +8,8 @@
 #   chat_out  the chat answer parser: tool calls, reasoning (fuzz_chat_out; corpus/chat_out)
 #   grammar   the GBNF reader and matcher (fuzz_grammar; seeds in corpus/grammar, dictionary
 #             gbnf.dict); every mask is checked against the per-token reference
+#   schema    the JSON Schema compiler (fuzz_schema; seeds in corpus/schema, dictionary
+#             schema.dict); what compiles must be GBNF the reader accepts
 #
 # Configures a clang build with -DTS_FUZZ=ON in build-fuzz/, builds the harness, and runs it for
 # SECONDS on a scratch copy of its corpus (the committed seeds stay untouched). Exits non-zero
@@ -18,7 +20,7 @@ set -euo pipefail
 secs=${1:-60}
 target=${2:-gguf}
 case $secs in
-    '' | *[!0-9]*) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar]" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema]" >&2; exit 2 ;;
 esac
 case $target in
     gguf) extra=(-max_len=16384 -dict="$(cd "$(dirname "$0")" && pwd)/gguf.dict") ;;
@@ -26,7 +28,8 @@ case $target in
     template) extra=(-max_len=4096 -dict="$(cd "$(dirname "$0")" && pwd)/jinja.dict") ;;
     chat_out) extra=(-max_len=4096) ;;
     grammar) extra=(-max_len=4096 -dict="$(cd "$(dirname "$0")" && pwd)/gbnf.dict") ;;
-    *) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar]" >&2; exit 2 ;;
+    schema) extra=(-max_len=4096 -dict="$(cd "$(dirname "$0")" && pwd)/schema.dict") ;;
+    *) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build-fuzz
