@@ -183,3 +183,14 @@ def test_tool_choice_constrains_the_call(which, hermes_client, client):
                                   tool_choice="required",
                                   response_format={"type": "json_object"})
     assert "cannot be combined" in str(e.value)
+
+
+def test_metrics_count_masks(client, model_id, server):
+    client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "JSON please"}],
+        response_format={"type": "json_object"}, max_tokens=8, temperature=0)
+    status, _, body = server.request("GET", "/metrics")
+    assert status == 200
+    masks = [line for line in body.decode().splitlines()
+             if line.startswith("tessera_grammar_masks_total ")]
+    assert masks and float(masks[0].split()[1]) >= 8
