@@ -287,6 +287,19 @@ typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);
 
 #define TS_ENGINE_MAX_STOP 16
 
+/* What constrains a request's output (docs/grammar.md). The output is a sentence of the
+ * grammar: before each token the tokens that would leave it are masked (also for greedy
+ * decoding, after logit bias and penalties), and end-of-generation tokens are allowed only
+ * where the output is complete; one ends the sequence even with ignore_eos. Stop strings and
+ * max_tokens still cut the output short. */
+typedef enum ts_grammar_kind {
+    TS_GRAMMAR_NONE = 0,
+    TS_GRAMMAR_GBNF = 1,        /* grammar: GBNF text (llama.cpp's format), start rule "root" */
+    TS_GRAMMAR_JSON_SCHEMA = 2, /* grammar: a JSON Schema (JSON text); the output is compact or
+                                   whitespace-separated JSON that the schema accepts */
+    TS_GRAMMAR_JSON_OBJECT = 3, /* any JSON object (grammar unused) */
+} ts_grammar_kind;
+
 typedef struct ts_request_params {
     ts_sampler_params sampling;
     uint64_t seed;          /* used when has_seed; otherwise a fresh seed per request */
@@ -300,10 +313,54 @@ typedef struct ts_request_params {
     bool logprobs;          /* report ts_sample_info with each token */
     const void *cache_salt; /* prefix-cache namespace (copied), may be NULL */
     size_t cache_salt_len;
+    ts_grammar_kind grammar_kind; /* TS_GRAMMAR_NONE: unconstrained */
+    const char *grammar;          /* GBNF or JSON Schema text (compiled at submit, not kept);
+                                     a grammar that does not compile fails the submit with
+                                     TS_ERR_FORMAT, TS_ERR_UNSUPPORTED or TS_ERR_LIMIT and the
+                                     compiler's message */
+    size_t grammar_len;           /* bytes of grammar; 0: strlen(grammar) */
 } ts_request_params;
 
 /* Default sampling, n = 1, no limits beyond the context. */
 ts_request_params ts_request_params_default(void);
+
+/* ---- constraints on their own ---------------------------------------------------------------
+ *
+ * What a constrained request does inside the engine, by hand: a grammar compiled against a
+ * model's vocabulary, a position in it, the mask of tokens that may come next. For tools that
+ * measure or test grammars (`tessera grammar bench`) and for callers that sample themselves
+ * (with ts_context_decode). The first ts_constraint_create of an llm builds its vocabulary's
+ * token trie (tens of ms for 50k tokens, about 0.1 s for 262k), which later calls share.
+ *
+ * Thread safety: a ts_constraint is used by one thread at a time; different constraints of one
+ * llm may be used on different threads. */
+
+typedef struct ts_constraint ts_constraint;
+
+/* Compiles text (GBNF or a JSON Schema by kind, len bytes, 0: strlen; unused for
+ * TS_GRAMMAR_JSON_OBJECT) for llm's vocabulary, positioned at the start. Errors as for a
+ * constrained ts_context_submit: TS_ERR_FORMAT, TS_ERR_UNSUPPORTED (a schema keyword the
+ * compiler does not handle, named with its JSON pointer), TS_ERR_LIMIT. The llm must outlive
+ * the constraint. */
+ts_status ts_constraint_create(ts_llm *llm, ts_grammar_kind kind, const char *text, size_t len,
+                               ts_constraint **out, ts_error *err);
+void ts_constraint_destroy(ts_constraint *c);
+/* Back to the start (and the matcher's caches emptied, as for a new sequence). */
+ts_status ts_constraint_reset(ts_constraint *c, ts_error *err);
+/* Sets bit t of allowed[(ts_llm_n_vocab + 31) / 32] exactly when token t may come next
+ * (end-of-generation tokens when the output so far is complete). Returns how many may. */
+int32_t ts_constraint_mask(ts_constraint *c, uint32_t *allowed);
+/* Advances over a token; 0 (and the position unchanged) when the grammar does not allow it. */
+int ts_constraint_accept(ts_constraint *c, int32_t token);
+/* Nonzero when the output so far is a complete sentence of the grammar. */
+int ts_constraint_is_accepting(const ts_constraint *c);
+
+/* The GBNF text (NUL-terminated, released with ts_free) that a JSON Schema compiles to, start
+ * rule "root", for building larger grammars around a schema: its other rules are named "ws",
+ * "value", "object", "string", ... and "s-..." / "ref-..."; only the definition of "root" names
+ * root, so renaming that one line makes the schema a rule of another grammar. Errors as for
+ * TS_GRAMMAR_JSON_SCHEMA. */
+ts_status ts_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, ts_error *err);
 
 typedef struct ts_engine_stats {
     int64_t n_running;         /* sequences in the running set */
@@ -319,6 +376,10 @@ typedef struct ts_engine_stats {
     uint64_t prefix_hit_tokens;
     uint32_t kv_swa_blocks_total; /* the sliding-window layers' pool (0: none, see swa_full) */
     uint32_t kv_swa_blocks_used;
+    uint64_t grammar_masks;       /* token masks computed for constrained sequences */
+    double grammar_mask_ms;       /* their computing time, summed over the mask threads */
+    double grammar_wait_ms;       /* time steps waited for masks after the forward pass (what
+                                     constraints added to step time) */
 } ts_engine_stats;
 
 /* ---- contexts --------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ typedef struct run_opts {
     bool chat;
     bool ignore_eos;
     ts_request_params req;
+    char *grammar; /* --grammar / --json-schema file contents (owned) */
 } run_opts;
 
 typedef struct job {
@@ -65,7 +66,11 @@ static void usage(FILE *f) {
             "      --repeat-penalty R    (default 1: off)\n"
             "      --presence-penalty P  --frequency-penalty P\n"
             "      --seed S              random seed (default: random)\n"
-            "      --ignore-eos          keep going past end-of-generation tokens\n\n");
+            "      --ignore-eos          keep going past end-of-generation tokens\n"
+            "      --grammar FILE        the output follows this GBNF grammar (root rule "
+            "\"root\")\n"
+            "      --json-schema FILE    the output is JSON that this JSON Schema accepts\n"
+            "      --json                the output is a JSON object\n\n");
     ts_cli_print_common_help(f);
 }
 
@@ -108,6 +113,27 @@ static int parse_args(run_opts *o, int argc, char **argv) {
             o->chat = true, needs = false;
         } else if (strcmp(a, "--ignore-eos") == 0) {
             o->req.ignore_eos = true, needs = false;
+        } else if (strcmp(a, "--json") == 0) {
+            if (o->req.grammar_kind != TS_GRAMMAR_NONE) {
+                fprintf(stderr, "error: give one of --grammar, --json-schema and --json\n");
+                return 2;
+            }
+            o->req.grammar_kind = TS_GRAMMAR_JSON_OBJECT, needs = false;
+        } else if ((strcmp(a, "--grammar") == 0 || strcmp(a, "--json-schema") == 0) &&
+                   val != NULL) {
+            if (o->req.grammar_kind != TS_GRAMMAR_NONE) {
+                fprintf(stderr, "error: give one of --grammar, --json-schema and --json\n");
+                return 2;
+            }
+            size_t len = 0;
+            o->grammar = ts_cli_read_file(val, &len);
+            if (o->grammar == NULL) {
+                fprintf(stderr, "error: %s: cannot read the file\n", val);
+                return 2;
+            }
+            o->req.grammar_kind = a[2] == 'g' ? TS_GRAMMAR_GBNF : TS_GRAMMAR_JSON_SCHEMA;
+            o->req.grammar = o->grammar;
+            o->req.grammar_len = len;
         } else if (val == NULL) {
             fprintf(stderr, "error: unknown option or missing value: %s\n", a);
             return 2;
@@ -408,6 +434,13 @@ int ts_cmd_run(int argc, char **argv) {
         fprintf(stderr, "kernels (one row / several): %s (measured in %.0f ms this load)\n",
                 cli.info.kernels, cli.info.tune_ms);
     }
+    if (es.grammar_masks > 0) {
+        fprintf(stderr,
+                "grammar: %llu token masks, %.1f ms computing them (%.1f us each), %.1f ms of "
+                "steps waiting for them after the forward pass\n",
+                (unsigned long long)es.grammar_masks, es.grammar_mask_ms,
+                es.grammar_mask_ms * 1e3 / (double)es.grammar_masks, es.grammar_wait_ms);
+    }
     if (rc == 0) {
         ts_context_report(cli.ctx, stderr);
     }
@@ -424,5 +457,6 @@ int ts_cmd_run(int argc, char **argv) {
     }
     free(prompts);
     ts_cli_close(&cli);
+    free(o.grammar);
     return rc;
 }

@@ -12,5 +12,6 @@ int ts_cmd_perplexity(int argc, char **argv);
 int ts_cmd_tokenize(int argc, char **argv);
 int ts_cmd_embed(int argc, char **argv);
 int ts_cmd_template(int argc, char **argv);
+int ts_cmd_grammar(int argc, char **argv);
 
 #endif /* TS_TOOLS_COMMANDS_H */

@@ -28,6 +28,7 @@ static const command k_commands[] = {
     {"tokenize", ts_cmd_tokenize, "show how a model's tokenizer splits text"},
     {"embed", ts_cmd_embed, "embedding vectors of texts (BERT-family encoders, decoders)"},
     {"template", ts_cmd_template, "render a chat request with a chat template (exact bytes)"},
+    {"grammar", ts_cmd_grammar, "measure grammar masks over a vocabulary (MaskBench files)"},
 };
 
 static void usage(FILE *f) {

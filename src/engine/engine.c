@@ -168,6 +168,7 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
     e->seed_counter = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_mutex_init(&e->gmu, NULL);
 
     ts_kv_config kc = {
         .n_blocks = (uint32_t)fc.n_blocks,
@@ -216,6 +217,7 @@ static void seq_free(seq *s) {
     }
     ts_sampler_destroy(s->sampler);
     ts_detok_stream_destroy(s->detok);
+    ts_gmatch_free(s->gm);
     free(s->tokens);
     free(s->held);
     free(s);
@@ -231,6 +233,7 @@ static void request_free(request *r) {
         }
     }
     free(r->seqs);
+    ts_grammar_free(r->grammar);
     free(r->stop_storage);
     free(r->salt);
     free(r);
@@ -248,6 +251,7 @@ void ts_engine_destroy(ts_engine *e) {
         n = r->next;
         request_free(r);
     }
+    ts_engine_grammar_destroy(e);
     ts_kv_destroy(e->kv);
     free(e->running);
     free(e->b_seqs);
@@ -304,6 +308,8 @@ static ts_status copy_params(request *r, const ts_request_params *p, ts_error *e
         memcpy(r->salt, p->cache_salt, p->cache_salt_len);
     }
     r->params.cache_salt = r->salt;
+    r->params.grammar = NULL; /* compiled into r->grammar */
+    r->params.grammar_len = 0;
     return TS_OK;
 }
 
@@ -342,6 +348,7 @@ seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *p
     s->req = r;
     s->index = index;
     s->batch_out = -1;
+    s->g_job = -1;
     s->tokens = malloc((size_t)r->cap_tokens * sizeof(int32_t));
     uint64_t seed = r->params.seed + (uint64_t)index;
     ts_status st = s->tokens ? TS_OK : ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
@@ -355,6 +362,12 @@ seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *p
     }
     if (st == TS_OK) {
         st = prime_detok(e, s, err);
+    }
+    if (st == TS_OK && r->grammar != NULL) {
+        s->gm = ts_gmatch_create(r->grammar);
+        if (s->gm == NULL) {
+            st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory for the grammar state");
+        }
     }
     if (st != TS_OK) {
         seq_free(s);
@@ -425,6 +438,9 @@ ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_p
     r->cb = cb;
     r->user = user;
     st = copy_params(r, p, err);
+    if (st == TS_OK) {
+        st = ts_engine_grammar_compile(e, p, &r->grammar, err);
+    }
     r->seqs = calloc((size_t)r->n, sizeof *r->seqs);
     if (st == TS_OK && r->seqs == NULL) {
         st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory");
@@ -674,6 +690,9 @@ static void publish_stats(ts_engine *e) {
     s->kv_swa_blocks_used = ks.swa.n_used;
     s->prefix_query_tokens = ks.prefix_query_tokens;
     s->prefix_hit_tokens = ks.prefix_hit_tokens;
+    s->grammar_masks = e->g_n_masks;
+    s->grammar_mask_ms = (double)e->g_mask_ns / 1e6;
+    s->grammar_wait_ms = (double)e->g_wait_ns / 1e6;
     pthread_mutex_unlock(&e->mu);
 }
 

@@ -117,4 +117,13 @@ ts_status ts_engine_embed(ts_engine *e, const int32_t *const *inputs, const int3
                           int32_t n_inputs, ts_pool_kind pool, bool normalize, float *out,
                           ts_error *err);
 
+/* The vocabulary as grammars see it (gmask.c): each token's piece without special text
+ * (control, unknown and unused tokens, and ids past the tokenizer's vocabulary, are empty and
+ * never allowed by a grammar) and tok's end-of-generation ids; n_vocab tokens. The engine
+ * builds one at its first constrained request; the runtime one per ts_llm for
+ * ts_constraint_create. */
+struct ts_gvocab;
+ts_status ts_engine_gvocab_build(const ts_tokenizer *tok, int32_t n_vocab,
+                                 struct ts_gvocab **out, ts_error *err);
+
 #endif /* TS_ENGINE_ENGINE_H */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "kv/kv.h"
 #include "model/runner.h"
 
@@ -29,6 +30,8 @@ typedef struct seq {
     struct seq *next;    /* waiting queue link */
     int32_t batch_chunk; /* tokens scheduled in the current step */
     int32_t batch_out;   /* output row in the current step, or -1 */
+    ts_gmatch *gm;       /* where the output is in the request's grammar; NULL: unconstrained */
+    int32_t g_job;       /* this step's mask job (gmask.c), or -1 */
 } seq;
 
 struct request {
@@ -46,6 +49,7 @@ struct request {
     char *stop_storage;
     const char *stop_ptrs[TS_ENGINE_MAX_STOP];
     void *salt;
+    ts_grammar *grammar; /* compiled at submit (owned); NULL: unconstrained */
     ts_engine_callback cb;
     void *user;
     seq **seqs;    /* [n] */
@@ -91,6 +95,19 @@ struct ts_engine {
 
     /* The sliding-window pool's batch slots and tables (used with swa_pool). */
     int32_t *b_slots_swa, *b_table_swa;
+
+    /* Grammars (gmask.c). The vocabulary trie is built by the first constrained submit, on
+     * the submitting thread, under gmu; the step thread reads it only after that request
+     * passed through mu, so it needs no lock there. */
+    pthread_mutex_t gmu;
+    ts_gvocab *gvocab;
+    struct gpool *gpool; /* mask threads, started by the first step with a constrained seq */
+    uint32_t *g_masks;   /* [max_seqs][g_words] this step's masks */
+    int32_t *g_counts;   /* [max_seqs] allowed tokens per mask */
+    seq **g_jobs;        /* [max_seqs] the sequences whose masks this step computes */
+    int32_t n_g_jobs;
+    size_t g_words; /* (n_vocab + 31) / 32 */
+    uint64_t g_n_masks, g_mask_ns, g_wait_ns;
 };
 
 /* output.c */
@@ -105,6 +122,21 @@ void ts_engine_retire_request(ts_engine *e, request *r);
 /* A sequence holding a copy of prompt[0..n_prompt) (its detokenizer primed to continue it). */
 seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *prompt,
                        int32_t n_prompt, ts_error *err);
+
+/* gmask.c */
+/* Compiles params' grammar for a request (building the vocabulary trie the first time);
+ * *out NULL when the request is unconstrained. */
+ts_status ts_engine_grammar_compile(ts_engine *e, const ts_request_params *p, ts_grammar **out,
+                                    ts_error *err);
+/* Starts computing the masks of the step's constrained sequences that sample (b_seqs[0..ns)
+ * with batch_out >= 0) on the mask threads; the caller runs the forward pass meanwhile. */
+ts_status ts_engine_masks_begin(ts_engine *e, int64_t ns, ts_error *err);
+/* Waits for (and helps with) the masks begun. */
+void ts_engine_masks_wait(ts_engine *e);
+/* Masks logits row [n_vocab] for s (-inf where its grammar forbids a token). Returns the
+ * number of allowed tokens. */
+int32_t ts_engine_mask_apply(ts_engine *e, const seq *s, float *row);
+void ts_engine_grammar_destroy(ts_engine *e);
 
 /* sched.c */
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);

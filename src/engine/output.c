@@ -117,7 +117,9 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
         return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, err.msg);
     }
     ts_finish_reason why = TS_FINISH_NONE;
-    bool eog = !r->params.ignore_eos && ts_tokenizer_is_eog(e->tok, token);
+    /* A grammar allows end-of-generation only where the output is complete: it ends even
+     * with ignore_eos. */
+    bool eog = (!r->params.ignore_eos || s->gm != NULL) && ts_tokenizer_is_eog(e->tok, token);
     if (eog) {
         why = TS_FINISH_STOP;
     } else {
@@ -128,8 +130,7 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
             return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "detokenization failed");
         }
     }
-    if (why == TS_FINISH_NONE &&
-        (s->n_generated >= r->max_tokens || s->n_tokens >= e->cfg.n_ctx)) {
+    if (why == TS_FINISH_NONE && (s->n_generated >= r->max_tokens || s->n_tokens >= e->cfg.n_ctx)) {
         why = TS_FINISH_LENGTH;
     }
     if (why != TS_FINISH_NONE) {

@@ -121,8 +121,8 @@ static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
         int32_t chunk = remaining < budget_left ? remaining : (int32_t)budget_left;
         for (;;) {
             ts_error kerr;
-            ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed,
-                                        (uint32_t)chunk, e->b_slots + b->nb, &kerr);
+            ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed, (uint32_t)chunk,
+                                        e->b_slots + b->nb, &kerr);
             if (st == TS_OK) {
                 break;
             }
@@ -164,15 +164,15 @@ static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
         int64_t budget_left = c->max_batch_tokens - b->nb;
         bool ok = false;
         uint32_t n_cached = 0;
-        ts_status st = ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len,
-                                       s->tokens, (uint32_t)s->n_tokens, (uint32_t)s->n_tokens,
-                                       &ok, &n_cached, err);
+        ts_status st =
+            ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len, s->tokens,
+                            (uint32_t)s->n_tokens, (uint32_t)s->n_tokens, &ok, &n_cached, err);
         if (st == TS_OK && !ok) {
             /* Not the whole prompt: is there room for its first chunk? */
             int64_t first = n_cached + budget_left;
             uint32_t n_alloc = (uint32_t)(first < s->n_tokens ? first : s->n_tokens);
-            st = ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len,
-                                 s->tokens, (uint32_t)s->n_tokens, n_alloc, &ok, NULL, err);
+            st = ts_kv_can_admit(e->kv, r->params.cache_salt, r->params.cache_salt_len, s->tokens,
+                                 (uint32_t)s->n_tokens, n_alloc, &ok, NULL, err);
         }
         if (st != TS_OK) {
             return st;
@@ -181,8 +181,7 @@ static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
             break; /* first come, first served: wait for blocks */
         }
         waiting_pop(e);
-        st = ts_kv_seq_open(e->kv, r->params.cache_salt, r->params.cache_salt_len, &s->kv_id,
-                            err);
+        st = ts_kv_seq_open(e->kv, r->params.cache_salt, r->params.cache_salt_len, &s->kv_id, err);
         if (st == TS_OK) {
             s->has_kv = true;
             st = ts_kv_seq_match_prefix(e->kv, s->kv_id, s->tokens, (uint32_t)s->n_tokens,
@@ -250,13 +249,27 @@ static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
     return TS_OK;
 }
 
-/* Samples one token for s from logits row `row`; true when s's request was freed. */
-static bool sample_one(ts_engine *e, seq *s, const float *row) {
+/* Samples one token for s from logits row `row`, masked here with the mask computed for `from`
+ * when s is constrained (s itself, or for the siblings of a fork their parent, whose grammar
+ * state they share; masking twice changes nothing); true when s's request was freed. */
+static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from) {
     ts_sample_info info;
     int32_t token = -1;
     ts_error err;
+    if (s->gm != NULL && from->g_job >= 0 && ts_engine_mask_apply(e, from, row) == 0) {
+        if (ts_gmatch_is_accepting(s->gm)) {
+            /* Complete, and the model has no end-of-generation token to say so. */
+            return ts_engine_finish_seq(e, s, TS_FINISH_STOP, NULL);
+        }
+        return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
+                                    "grammar: no token of the vocabulary can continue the output");
+    }
     if (ts_sampler_sample(s->sampler, row, &token, &info, &err) != TS_OK) {
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, err.msg);
+    }
+    if (s->gm != NULL && !ts_gmatch_accept_token(s->gm, e->gvocab, token)) {
+        return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
+                                    "grammar: the sampled token leaves the grammar");
     }
     return ts_engine_emit_token(e, s, token, &info);
 }
@@ -267,7 +280,7 @@ static void sample_outputs(ts_engine *e, const step *b) {
         if (s == NULL || s->batch_out < 0) {
             continue;
         }
-        const float *row = e->logits + (size_t)s->batch_out * (size_t)e->n_vocab;
+        float *row = e->logits + (size_t)s->batch_out * (size_t)e->n_vocab;
         request *r = s->req;
         if (s->index == 0 && r->n > 1 && !r->forked) {
             ts_error err;
@@ -294,13 +307,13 @@ static void sample_outputs(ts_engine *e, const step *b) {
             }
             int32_t n = r->n;
             for (int32_t i = 0; i < n; i++) {
-                if (sample_one(e, r->seqs[i], row)) {
+                if (sample_one(e, r->seqs[i], row, s)) {
                     break; /* request freed: it was the last live sequence */
                 }
             }
             continue;
         }
-        sample_one(e, s, row);
+        sample_one(e, s, row, s);
     }
 }
 
@@ -315,6 +328,9 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
     }
     if (st == TS_OK && b.nb == 0) {
         return TS_OK;
+    }
+    if (st == TS_OK) {
+        st = ts_engine_masks_begin(e, b.ns, err);
     }
     if (st == TS_OK) {
         ts_batch batch = {
@@ -337,6 +353,7 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
             e->b_out[0] = (int32_t)(b.nb - 1);
         }
         st = ts_runner_run(e->runner, &batch, e->logits, NULL, err);
+        ts_engine_masks_wait(e);
     }
     if (st != TS_OK) {
         /* Every sequence of this step fails; the engine itself goes on. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "runtime/runtime.h"
 #include "util/error.h"
 
@@ -216,6 +217,7 @@ void ts_llm_close(ts_llm *llm) {
     if (llm == NULL) {
         return;
     }
+    ts_gvocab_free(atomic_load(&llm->gvocab));
     ts_tokenizer_destroy(llm->tok);
     ts_model_close(llm->model);
     ts_gguf_close(llm->vocab_gguf);

@@ -41,6 +41,9 @@ struct ts_llm {
     ts_llm_info info; /* strings point into this struct */
     char *unused;     /* info.unused_tensors when not "" (owned) */
     char *chat_src;   /* tokenizer.chat_template NUL-terminated (owned); NULL when absent */
+    /* The vocabulary trie of ts_constraint_create (constraint.c), built by its first call
+     * (owned; set once, by compare-and-swap, so concurrent first calls are safe). */
+    _Atomic(struct ts_gvocab *) gvocab;
 };
 
 /* The chat template a context (or one ts_llm_chat_render call) renders with (chat.c): a

@@ -35,7 +35,8 @@
 #define TS_API_MAX_STOP_LEN     256  /* bytes of one stop string */
 #define TS_API_MAX_LOGIT_BIAS   1024
 #define TS_API_MAX_TOP_LOGPROBS 20
-#define TS_API_MAX_EMBED_INPUTS 2048 /* inputs in one /v1/embeddings body (OpenAI's limit) */
+#define TS_API_MAX_EMBED_INPUTS 2048      /* inputs in one /v1/embeddings body (OpenAI's limit) */
+#define TS_API_MAX_GRAMMAR      (1 << 20) /* bytes of a GBNF grammar or a compact schema */
 
 typedef enum ts_api_kind {
     TS_API_COMPLETIONS = 0, /* POST /v1/completions */
@@ -120,6 +121,10 @@ typedef struct ts_api_request {
     bool logprobs;      /* report logprobs (chat: logprobs=true; completions: logprobs set) */
     int32_t top_logprobs;
     const char *user; /* may be NULL */
+    /* the output's constraint: response_format json_object / json_schema, grammar (GBNF) or
+     * json_schema; params.grammar points at grammar_text */
+    char *grammar_text;        /* owned: the compact schema or the GBNF text */
+    const char *grammar_param; /* the field it came from (for errors), NULL when none */
 
     /* embeddings: input (a string, an array of strings, an array of token ids or an array
      * of arrays of token ids), encoding_format and dimensions */

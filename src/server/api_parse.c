@@ -435,15 +435,103 @@ static ts_status reject_unsupported(const cJSON *root, ts_api_request *r, ts_api
     if (v != NULL && !(is_integer(v, 1, 1e9) && (int32_t)v->valuedouble == r->params.n)) {
         return BAD("best_of", "best_of must equal n (best-of selection is not supported)");
     }
-    v = field(root, "response_format");
+    return TS_OK;
+}
+
+/* Keeps a schema (serialized compactly) or grammar text as the request's constraint. */
+static ts_status set_constraint(ts_api_request *r, const char *param, ts_grammar_kind kind,
+                                const cJSON *schema, const char *text, ts_api_error *err) {
+    if (r->grammar_param != NULL) {
+        return BAD(param, "%s and %s cannot both be given: each constrains the whole output",
+                   r->grammar_param, param);
+    }
+    char *copy = schema != NULL ? cJSON_PrintUnformatted(schema) : strdup(text);
+    if (copy == NULL) {
+        return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    size_t len = strlen(copy);
+    if (len > TS_API_MAX_GRAMMAR) {
+        free(copy);
+        return BAD(param, "the %s is %zu bytes; at most %d are accepted",
+                   kind == TS_GRAMMAR_GBNF ? "grammar" : "schema", len, TS_API_MAX_GRAMMAR);
+    }
+    r->grammar_text = copy;
+    r->grammar_param = param;
+    r->params.grammar_kind = kind;
+    r->params.grammar = copy;
+    r->params.grammar_len = len;
+    return TS_OK;
+}
+
+/* response_format (OpenAI), and grammar / json_schema (llama-server): what the output must
+ * be. The schema or grammar is compiled when the request is submitted; what the compiler
+ * refuses becomes a 400 naming this field (ts_handle_generate). */
+static ts_status parse_constraint(const cJSON *root, ts_api_request *r, ts_api_error *err) {
+    const cJSON *v = field(root, "response_format");
+    ts_status st = TS_OK;
     if (v != NULL) {
         const cJSON *t = cJSON_IsObject(v) ? field(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0) {
-            return BAD("response_format", "only response_format {\"type\": \"text\"} is "
-                                          "supported");
+        if (!cJSON_IsString(t)) {
+            return BAD("response_format",
+                       "response_format must be an object with a \"type\": \"text\", "
+                       "\"json_object\" or \"json_schema\"");
+        }
+        if (strcmp(t->valuestring, "json_object") == 0) {
+            /* llama-server also takes a schema here. */
+            const cJSON *sc = field(v, "schema");
+            st = sc != NULL
+                     ? set_constraint(r, "response_format", TS_GRAMMAR_JSON_SCHEMA, sc, NULL, err)
+                     : set_constraint(r, "response_format", TS_GRAMMAR_JSON_OBJECT, NULL, "", err);
+        } else if (strcmp(t->valuestring, "json_schema") == 0) {
+            const cJSON *js = field(v, "json_schema");
+            if (!cJSON_IsObject(js)) {
+                return BAD("response_format", "response_format.json_schema must be an object "
+                                              "with the schema in \"schema\"");
+            }
+            const cJSON *name = field(js, "name");
+            if (name != NULL && !cJSON_IsString(name)) {
+                return BAD("response_format", "response_format.json_schema.name must be a "
+                                              "string");
+            }
+            const cJSON *strict = field(js, "strict");
+            if (strict != NULL && !cJSON_IsBool(strict)) {
+                return BAD("response_format", "response_format.json_schema.strict must be a "
+                                              "boolean");
+            }
+            const cJSON *sc = field(js, "schema");
+            if (sc != NULL && !cJSON_IsObject(sc) && !cJSON_IsBool(sc)) {
+                return BAD("response_format",
+                           "response_format.json_schema.schema must be a JSON Schema (an "
+                           "object), got %s",
+                           type_name(sc));
+            }
+            /* No schema: any JSON object, as OpenAI's json_object mode. */
+            st = sc != NULL
+                     ? set_constraint(r, "response_format", TS_GRAMMAR_JSON_SCHEMA, sc, NULL, err)
+                     : set_constraint(r, "response_format", TS_GRAMMAR_JSON_OBJECT, NULL, "", err);
+        } else if (strcmp(t->valuestring, "text") != 0) {
+            return BAD("response_format",
+                       "response_format.type must be \"text\", \"json_object\" or "
+                       "\"json_schema\", got \"%.64s\"",
+                       t->valuestring);
         }
     }
-    return TS_OK;
+    v = field(root, "grammar");
+    if (st == TS_OK && v != NULL) {
+        if (!cJSON_IsString(v)) {
+            return BAD("grammar", "grammar must be a string of GBNF rules, got %s", type_name(v));
+        }
+        st = set_constraint(r, "grammar", TS_GRAMMAR_GBNF, NULL, v->valuestring, err);
+    }
+    v = field(root, "json_schema");
+    if (st == TS_OK && v != NULL) {
+        if (!cJSON_IsObject(v) && !cJSON_IsBool(v)) {
+            return BAD("json_schema", "json_schema must be a JSON Schema (an object), got %s",
+                       type_name(v));
+        }
+        st = set_constraint(r, "json_schema", TS_GRAMMAR_JSON_SCHEMA, v, NULL, err);
+    }
+    return st;
 }
 
 static ts_status parse_generation(const cJSON *root, const ts_api_limits *lim, ts_api_request *r,
@@ -532,6 +620,9 @@ static ts_status parse_generation(const cJSON *root, const ts_api_limits *lim, t
     }
     if (st == TS_OK) {
         st = reject_unsupported(root, r, err);
+    }
+    if (st == TS_OK) {
+        st = parse_constraint(root, r, err);
     }
     return st;
 }
@@ -652,6 +743,7 @@ void ts_api_request_free(ts_api_request *r) {
     free(r->chat_json);
     free(r->tokens);
     free(r->bias);
+    free(r->grammar_text);
     cJSON_Delete(r->root);
     memset(r, 0, sizeof *r);
 }

@@ -258,11 +258,21 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
     return ts_reply_json(200, text);
 }
 
+/* Whether a submit error is the grammar compiler's: its messages start with "grammar" (GBNF)
+ * or "schema" (JSON Schema), and only a constrained request compiles one. */
+static bool grammar_error(const ts_api_request *r, ts_status st, const ts_error *err) {
+    return r->grammar_param != NULL &&
+           (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED || st == TS_ERR_LIMIT) &&
+           (strncmp(err->msg, "grammar", 7) == 0 || strncmp(err->msg, "schema", 6) == 0);
+}
+
 /* A refusal from ts_context_submit. */
-static ts_reply submit_error(ts_status st, const ts_error *err) {
+static ts_reply submit_error(const ts_api_request *r, ts_status st, const ts_error *err) {
     ts_api_error e;
     if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
+    } else if (grammar_error(r, st, err)) {
+        ts_api_error_set(&e, 400, "invalid_request_error", r->grammar_param, NULL, "%s", err->msg);
     } else {
         /* TS_ERR_LIMIT: prompt + max_tokens beyond what the context or the KV cache holds. */
         ts_api_error_set(&e, 400, "invalid_request_error", st == TS_ERR_LIMIT ? "max_tokens" : NULL,
@@ -336,6 +346,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
             chat_cfg.format.reasoning == TS_CHAT_REASONING_HARMONY) {
             r.params.render_special = true;
         }
+        st = ts_server_tool_grammar(&r, &chat_cfg, &e);
     }
     const ts_chat_out_config *chat = kind == TS_API_CHAT ? &chat_cfg : NULL;
     ts_reply reply = {0};
@@ -362,7 +373,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         if (est != TS_OK) {
             st = est;
             ts_job_release(j);
-            reply = submit_error(est, &err);
+            reply = submit_error(&r, est, &err);
         }
     }
     if (st == TS_OK) {

@@ -197,6 +197,15 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
     gauge(&t, "tessera_prefix_cache_hit_rate", "gauge",
           "Prefix-cache hits over queries, in tokens, since start.",
           es->prefix_query_tokens ? (double)es->prefix_hit_tokens / es->prefix_query_tokens : 0.0);
+    gauge(&t, "tessera_grammar_masks_total", "counter",
+          "Token masks computed for constrained sequences (response_format, grammar, tools).",
+          (double)es->grammar_masks);
+    gauge(&t, "tessera_grammar_mask_seconds_total", "counter",
+          "Time spent computing token masks, summed over the mask threads.",
+          es->grammar_mask_ms / 1e3);
+    gauge(&t, "tessera_grammar_wait_seconds_total", "counter",
+          "Time engine steps waited for token masks after their forward pass.",
+          es->grammar_wait_ms / 1e3);
     for (int h = 0; h < TS_HIST_COUNT; h++) {
         const ts_histogram *hg = &c.hist[h];
         const char *name = k_hist_names[h];

@@ -250,6 +250,14 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
 void ts_server_chat_config(ts_server *s, const ts_api_request *r, const int32_t *ids, int32_t n_ids,
                            ts_chat_out_config *cfg);
 
+/* ---- tool_grammar.c ---------------------------------------------------------------------- */
+
+/* With tool_choice "required" or a named function, constrains r's answer to a call of the
+ * allowed tools in cfg's format (generic, llama3 and hermes; others are left free): sets
+ * r->params' grammar (owned by r as grammar_text, param "tools"). A request that already has a
+ * response_format / grammar is a 400. */
+ts_status ts_server_tool_grammar(ts_api_request *r, const ts_chat_out_config *cfg, ts_api_error *e);
+
 /* ---- page.c ------------------------------------------------------------------------------ */
 
 extern const char ts_server_page_html[];

@@ -76,6 +76,11 @@ static void check_request(const ts_api_request *r, ts_api_kind kind, const ts_ap
     if (kind == TS_API_COMPLETIONS || kind == TS_API_CHAT) {
         CHECK(r->params.n >= 1 && r->params.n <= lim->max_n);
         CHECK(r->params.n_stop >= 0 && r->params.n_stop <= TS_ENGINE_MAX_STOP);
+        /* A constraint is kept as its own NUL-terminated text, within the size limit. */
+        CHECK((r->params.grammar_kind == TS_GRAMMAR_NONE) == (r->grammar_param == NULL));
+        CHECK(r->params.grammar == r->grammar_text);
+        CHECK(r->grammar_text == NULL || (strlen(r->grammar_text) == r->params.grammar_len &&
+                                          r->params.grammar_len <= TS_API_MAX_GRAMMAR));
     }
 }
 

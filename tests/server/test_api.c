@@ -236,6 +236,67 @@ static void test_embeddings_bodies(void **state) {
     free(big);
 }
 
+/* response_format, grammar and json_schema become the request's constraint. */
+static void test_constraints(void **state) {
+    (void)state;
+    ts_api_request r;
+    ts_api_error e;
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],";
+    char body[1024];
+    snprintf(body, sizeof body,
+             "%s\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+             "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":"
+             "{\"type\":\"integer\"}}}}}}",
+             chat);
+    assert_int_equal(parse(TS_API_CHAT, body, &r, &e), TS_OK);
+    assert_int_equal(r.params.grammar_kind, TS_GRAMMAR_JSON_SCHEMA);
+    assert_string_equal(r.params.grammar,
+                        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}");
+    assert_int_equal(r.params.grammar_len, strlen(r.params.grammar));
+    assert_string_equal(r.grammar_param, "response_format");
+    ts_api_request_free(&r);
+    snprintf(body, sizeof body, "%s\"response_format\":{\"type\":\"json_object\"}}", chat);
+    assert_int_equal(parse(TS_API_CHAT, body, &r, &e), TS_OK);
+    assert_int_equal(r.params.grammar_kind, TS_GRAMMAR_JSON_OBJECT);
+    ts_api_request_free(&r);
+    snprintf(body, sizeof body, "%s\"response_format\":{\"type\":\"text\"}}", chat);
+    assert_int_equal(parse(TS_API_CHAT, body, &r, &e), TS_OK);
+    assert_int_equal(r.params.grammar_kind, TS_GRAMMAR_NONE);
+    assert_null(r.grammar_param);
+    ts_api_request_free(&r);
+    assert_int_equal(parse(TS_API_COMPLETIONS,
+                           "{\"prompt\":\"a\",\"grammar\":\"root ::= \\\"yes\\\"\"}", &r, &e),
+                     TS_OK);
+    assert_int_equal(r.params.grammar_kind, TS_GRAMMAR_GBNF);
+    assert_string_equal(r.params.grammar, "root ::= \"yes\"");
+    assert_string_equal(r.grammar_param, "grammar");
+    ts_api_request_free(&r);
+    assert_int_equal(
+        parse(TS_API_COMPLETIONS, "{\"prompt\":\"a\",\"json_schema\":{\"enum\":[1,2]}}", &r, &e),
+        TS_OK);
+    assert_int_equal(r.params.grammar_kind, TS_GRAMMAR_JSON_SCHEMA);
+    assert_string_equal(r.params.grammar, "{\"enum\":[1,2]}");
+    ts_api_request_free(&r);
+
+    const ts_api_kind C = TS_API_COMPLETIONS;
+    expect_bad(C, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"yaml\"}}", 400,
+               "response_format", "\"yaml\"");
+    expect_bad(C, "{\"prompt\":\"a\",\"response_format\":\"json\"}", 400, "response_format",
+               "must be an object");
+    expect_bad(C, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\"}}", 400,
+               "response_format", "json_schema must be an object");
+    expect_bad(C,
+               "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+               "{\"schema\":[1]}}}",
+               400, "response_format", "got an array");
+    expect_bad(C, "{\"prompt\":\"a\",\"grammar\":5}", 400, "grammar", "GBNF");
+    expect_bad(C, "{\"prompt\":\"a\",\"json_schema\":\"x\"}", 400, "json_schema", "got a string");
+    expect_bad(C,
+               "{\"prompt\":\"a\",\"grammar\":\"root ::= [a]\",\"response_format\":{\"type\":"
+               "\"json_object\"}}",
+               400, "grammar", "cannot both");
+}
+
 static void test_bad_bodies(void **state) {
     (void)state;
     const ts_api_kind C = TS_API_COMPLETIONS, H = TS_API_CHAT;
@@ -692,6 +753,7 @@ int main(void) {
         cmocka_unit_test(test_tokenize_bodies),
         cmocka_unit_test(test_embeddings_bodies),
         cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_constraints),
         cmocka_unit_test(test_hostile_bytes),
         cmocka_unit_test(test_utf8_and_depth),
         cmocka_unit_test(test_key_equal),
