@@ -464,7 +464,9 @@ static void bench_file(ts_llm *llm, const char *path, bool list, uint32_t *bits,
         dvec_push(&t->masks, masks.v[i]);
     }
     if (!list) {
-        qsort(masks.v, masks.n, sizeof *masks.v, cmp_double);
+        if (masks.n > 0) {
+            qsort(masks.v, masks.n, sizeof *masks.v, cmp_double);
+        }
         cJSON *m = cJSON_AddObjectToObject(out, "mask_us");
         cJSON_AddNumberToObject(m, "n", (double)masks.n);
         cJSON_AddNumberToObject(m, "p50", (double)(long long)(pct(&masks, 50) * 10) / 10);
@@ -540,8 +542,12 @@ static int bench(int argc, char **argv) {
     for (int i = 0; i < n_files; i++) {
         bench_file(llm, argv[first + i], list, bits, &t);
     }
-    qsort(t.masks.v, t.masks.n, sizeof *t.masks.v, cmp_double);
-    qsort(t.compile.v, t.compile.n, sizeof *t.compile.v, cmp_double);
+    if (t.masks.n > 0) { /* qsort takes no NULL array, even for zero items */
+        qsort(t.masks.v, t.masks.n, sizeof *t.masks.v, cmp_double);
+    }
+    if (t.compile.n > 0) {
+        qsort(t.compile.v, t.compile.n, sizeof *t.compile.v, cmp_double);
+    }
     fprintf(stderr,
             "{\"summary\":true,\"model\":\"%s\",\"n_vocab\":%d,\"vocab_trie_ms\":%.1f,"
             "\"files\":%zu,\"compiled\":%zu,\"passing\":%zu,\"valid_rejected\":%zu,"
