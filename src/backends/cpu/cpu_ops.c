@@ -225,13 +225,14 @@ static void norm(const cpu_op_ctx *c, ts_tensor *n) {
     }
 }
 
-/* cos and sin of one token (floats), the same twice each with the sin negated at even
- * positions (the AVX2 rotation of adjacent pairs), then the frequencies (doubles). */
+/* cos and sin of one token (n_rot / 2 floats each), the same twice each with the sin negated
+ * at even positions (the AVX2 rotation of adjacent pairs; n_rot floats each), then the
+ * frequencies (n_rot / 2 doubles, after up to 2 floats of alignment slack). */
 static void rope_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, size_t *per_thread) {
     (void)isa;
     (void)shared;
     *per_thread =
-        (size_t)(2 * n->ip[0] + 2) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
+        (size_t)(3 * n->ip[0] + 2) * sizeof(float) + (size_t)n->ip[0] / 2 * sizeof(double);
 }
 
 static void rope(const cpu_op_ctx *c, ts_tensor *n) {
