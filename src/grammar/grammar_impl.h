@@ -45,6 +45,8 @@
 #define TS_GRAMMAR_MAX_REPEAT 10000u     /* m and n of {m,n} */
 #define TS_GRAMMAR_MAX_NEST   256u       /* nesting depth of parentheses */
 #define TS_GRAMMAR_MAX_STACKS 4096u      /* live parser stacks in one matcher state */
+#define TS_GRAMMAR_MAX_CLOSURE 65536u    /* stack nodes one closure may visit (nested nullable
+                                            repetitions such as sp++++ explode it) */
 
 typedef struct gclass {
     uint32_t ascii[4]; /* bit c set: code point c < 128 matches (negation applied) */

@@ -295,10 +295,14 @@ static bool enqueue(ts_gmatch *m, uint32_t id, uint32_t *nw) {
 }
 
 /* Runs the closure over the queued nodes; the stacks whose top is a class (and the empty stack)
- * go to m->out. Returns false when out of memory. */
+ * go to m->out. Returns false when out of memory or past TS_GRAMMAR_MAX_CLOSURE nodes (the
+ * input is then refused, as past TS_GRAMMAR_MAX_STACKS: never accepted wrongly). */
 static bool close_over(ts_gmatch *m, uint32_t nw) {
     const ts_grammar *g = m->g;
+    uint32_t budget = TS_GRAMMAR_MAX_CLOSURE;
     while (nw) {
+        if (budget-- == 0)
+            return false;
         uint32_t id = m->work[--nw];
         gnode n = m->nodes[id];
         if (id == SENTINEL) {
