@@ -98,6 +98,7 @@ typedef struct ppl_opts {
 
 /* Returns 0, or the exit status after printing why the arguments are wrong (-1: --help). */
 static int parse_args(ppl_opts *o, int argc, char **argv) {
+    *o = (ppl_opts){0};
     ts_cli_opts_init(&o->co);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -85,6 +85,7 @@ static bool parse_float(const char *s, float *out) {
 }
 
 static int parse_args(run_opts *o, int argc, char **argv) {
+    *o = (run_opts){0};
     ts_cli_opts_init(&o->cli);
     o->n_predict = 256;
     o->req = ts_request_params_default();
