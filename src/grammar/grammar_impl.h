@@ -109,6 +109,8 @@ typedef struct gbuild_rule {
     uint32_t def_line, def_col, ref_line, ref_col; /* where defined / first referenced */
 } gbuild_rule;
 
+#define TS_GVOCAB_SLICES 16
+
 /* The vocabulary (vocab.c): every token's bytes, and a byte trie of the tokens in preorder so
  * the mask is one forward scan. Node 0 is the root (the empty prefix). Node i > 0 adds byte[i]
  * to its parent's prefix, sits at depth[i] (its prefix length), and its subtree ends just
@@ -130,11 +132,31 @@ struct ts_gvocab {
     int32_t *tok;      /* tokens in trie order */
     uint32_t max_depth;
     /* For accepting whole subtrees at once (match.c): the ASCII bytes anywhere in node i's
-     * subtree, byte b as bit b >> 1; and whether every path from node i down is valid UTF-8 so
-     * far when it starts at a character boundary. */
-    uint64_t *sig;  /* [n_nodes] */
-    uint8_t *clean; /* [n_nodes] */
+     * subtree, byte b as bit b >> 1; VF_* flags; and the subtree's height (the longest token
+     * below node i is depth[i] - 1 + height[i] bytes long). */
+    uint64_t *sig;     /* [n_nodes] */
+    uint8_t *flags;    /* [n_nodes] */
+    uint16_t *height;  /* [n_nodes] */
+    /* String slices: slice k is the set of tokens made only of string characters (see
+     * gstr_byte) that are valid UTF-8 so far and at most slice_len[k] bytes long, as a bitmap
+     * over the vocabulary. A state that takes every string of string characters up to L long
+     * allows slice L with a few word ORs instead of visiting its tokens one by one. */
+    uint32_t *slice_bits; /* [n_slices][(n_vocab + 31) / 32] */
+    uint16_t slice_len[TS_GVOCAB_SLICES];
+    int n_slices;
 };
+
+/* vocab flags: every path from node i down is valid UTF-8 so far when it starts at a character
+ * boundary; and, besides, made only of string characters. */
+#define VF_CLEAN 1u
+#define VF_STRC  2u
+
+/* String characters: what a JSON string takes unescaped, [^"\\\x00-\x1F], less DEL (which
+ * JSON allows but llama.cpp's json.gbnf leaves out, so that both kinds of grammar qualify).
+ * Every non-ASCII byte counts as one (UTF-8 validity is checked apart). */
+static inline bool gstr_byte(uint8_t b) {
+    return b >= 0x20 && b != '"' && b != '\\' && b != 0x7F;
+}
 
 ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint32_t root,
                                      gclass *classes, uint32_t n_classes, uint32_t *ranges,

@@ -63,9 +63,14 @@ typedef struct gstate {
     uint32_t hits; /* transitions looked up from this state (a row comes when it is hot) */
     uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
     uint8_t loop_known;
+    uint8_t run_known;
+    uint16_t run;  /* see run_of; RUN_INF: no bound */
+    uint32_t mark; /* run_of's walk that visited this state */
     uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
                       every non-ASCII character does too */
 } gstate;
+
+#define RUN_INF 0xFFFFu
 
 /* gstate.uni: not computed yet; some class depends on the code point; every class treats all
  * non-ASCII code points alike (and at least one matches them, or none does). */
@@ -96,6 +101,7 @@ struct ts_gmatch {
     uint32_t *out, n_out, cap_out;
     uint32_t *dstate, cap_dstate; /* mask: state at each trie depth */
     uint64_t *dloop;              /* mask: that state's loop set (loop_of) */
+    uint8_t *dpath;               /* mask: the path to that depth is all string characters */
     size_t cap_dloop;
     int32_t *rows; /* [n_rows * 256] dense transitions of hot states */
     uint32_t n_rows, cap_rows;
@@ -107,6 +113,8 @@ struct ts_gmatch {
     int32_t mc_state[MASK_CACHE]; /* -1: empty slot */
     int32_t mc_count[MASK_CACHE];
     uint64_t mc_used[MASK_CACHE], mc_clock;
+    uint32_t *chain, cap_chain; /* run_of's states */
+    uint32_t run_gen;
     bool failed; /* an allocation failed: refuse everything */
 };
 
@@ -600,6 +608,8 @@ static void tables_free(ts_gmatch *m) {
     free(m->rows);
     free(m->mc_bits);
     free(m->dloop);
+    free(m->chain);
+    free(m->dpath);
 }
 
 /* Empty tables holding only the sentinel node. */
@@ -783,6 +793,173 @@ static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
     return loop;
 }
 
+/* ---- string runs ---------------------------------------------------------------------------- */
+
+#define RUN_STATES 4096u /* states one run_of search may visit */
+#define RUN_NONASCII 0u  /* an atom's representative: any non-ASCII character (U+00E9) */
+
+/* The string characters (gstr_byte) that state s takes, grouped by which of its classes take
+ * them: each group (atom) leads to one state, whatever character of it comes. Writes the
+ * groups' representatives (RUN_NONASCII for the non-ASCII characters) to rep and returns how
+ * many there are; 0 when some string character is refused (or s is too varied to say). */
+static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97]) {
+    const ts_grammar *g = m->g;
+    const gstate *st = &m->states[s];
+    uint32_t cls[64];
+    int nc = 0;
+    for (uint32_t k = 0; k < st->n; k++) {
+        uint32_t id = m->sets[st->off + k];
+        if (id == SENTINEL)
+            continue;
+        uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
+        int j = 0;
+        while (j < nc && cls[j] != c)
+            j++;
+        if (j == nc) {
+            if (nc == 64)
+                return 0;
+            cls[nc++] = c;
+        }
+    }
+    uint64_t sig[97];
+    int n = 0;
+    for (int b = 0x20; b < 0x80; b++) {
+        if (!gstr_byte((uint8_t)b))
+            continue;
+        uint64_t x = 0;
+        for (int j = 0; j < nc; j++)
+            if (g->classes[cls[j]].ascii[b >> 5] >> (b & 31) & 1u)
+                x |= 1ull << j;
+        if (x == 0)
+            return 0;
+        int a = 0;
+        while (a < n && sig[a] != x)
+            a++;
+        if (a == n) {
+            sig[n] = x;
+            rep[n++] = (uint8_t)b;
+        }
+    }
+    uint64_t x = 0;
+    for (int j = 0; j < nc; j++) {
+        uint32_t u = g->classes[cls[j]].uni;
+        if (u == GCLASS_MIXED)
+            return 0;
+        if (u == GCLASS_ALL)
+            x |= 1ull << j;
+    }
+    if (x == 0)
+        return 0;
+    rep[n++] = RUN_NONASCII;
+    return n;
+}
+
+/* The state after one character of an atom from boundary state s, or REJECT. */
+static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep) {
+    if (rep != RUN_NONASCII)
+        return step(m, s, rep);
+    int32_t a = step(m, s, 0xC3);
+    return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
+}
+
+static void run_set(ts_gmatch *m, uint32_t s, uint32_t r) {
+    m->states[s].run = (uint16_t)(r < RUN_INF ? r : RUN_INF);
+    m->states[s].run_known = 1;
+}
+
+/* How many string characters state s takes for sure: every string of string characters at
+ * most that long is a prefix the grammar allows from s (RUN_INF: any length, as inside an
+ * unbounded string). It is the distance from s to the nearest state that refuses some string
+ * character, over the atoms' transitions: a breadth-first search, cut after `need` levels or
+ * RUN_STATES states (the bound is then a lower one). States the search meets that already know
+ * their run end their path there. Boundary states only (0 while a UTF-8 character is pending).
+ * Besides s, the states it passed learn their runs when that is exact: all of them when s has
+ * no bound, and each state of a single chain (a bounded string) its distance to the end. */
+static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
+    if (m->states[s].run_known)
+        return m->states[s].run;
+    if (m->states[s].utf8 != 0) {
+        run_set(m, s, 0);
+        return 0;
+    }
+    if (++m->run_gen == 0) {
+        for (uint32_t k = 0; k < m->n_states; k++)
+            m->states[k].mark = 0;
+        m->run_gen = 1;
+    }
+    uint32_t n = 0, head = 0, level_end = 1, level = 0;
+    uint32_t best = RUN_INF; /* the least path length found to a refusing or known state */
+    bool chain = true, cut = false;
+    if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain))
+        return 0;
+    m->chain[n++] = s;
+    m->states[s].mark = m->run_gen;
+    while (head < n && level < best) {
+        if (head == level_end) { /* the next level starts */
+            level++;
+            level_end = n;
+            if (level >= best)
+                break;
+            if (level > need) {
+                cut = true;
+                if (level < best)
+                    best = level;
+                break;
+            }
+        }
+        uint32_t x = m->chain[head++];
+        if (x != s && m->states[x].run_known) {
+            uint32_t r = m->states[x].run;
+            if (r != RUN_INF && level + r < best)
+                best = level + r;
+            continue;
+        }
+        uint8_t rep[97];
+        int na = string_atoms(m, x, rep);
+        if (na == 0) {
+            best = level;
+            break;
+        }
+        int fresh = 0;
+        for (int a = 0; a < na; a++) {
+            int32_t y = atom_step(m, x, rep[a]);
+            if (m->failed)
+                return 0;
+            if (y < 0) { /* past the matcher's limits: treat as refused */
+                best = level;
+                break;
+            }
+            gstate *ys = &m->states[y];
+            if (ys->mark == m->run_gen)
+                continue;
+            if (n >= RUN_STATES) { /* the states of this level are not all looked at */
+                cut = true;
+                if (level < best)
+                    best = level;
+                break;
+            }
+            ys->mark = m->run_gen;
+            if (!grow(m, (void **)&m->chain, &m->cap_chain, (size_t)n + 1, sizeof *m->chain))
+                return 0;
+            m->chain[n++] = (uint32_t)y;
+            fresh++;
+        }
+        if (fresh > 1 || na > 1)
+            chain = false;
+    }
+    run_set(m, s, best);
+    if (best == RUN_INF && !cut) {
+        for (uint32_t k = 1; k < n; k++)
+            run_set(m, m->chain[k], RUN_INF);
+    } else if (chain && best != RUN_INF) {
+        /* chain[k] is k steps along: best - k, recorded where it is not needlessly small */
+        for (uint32_t k = 1; k < n && k < best; k++)
+            if (!m->states[m->chain[k]].run_known && (!cut || 2 * k <= best))
+                run_set(m, m->chain[k], best - k);
+    }
+    return best;
+}
+
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (!m || !v || !allowed)
         return 0;
@@ -814,40 +991,76 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         if (!q)
             return m->failed = true, 0;
         m->dloop = q;
+        uint8_t *p = realloc(m->dpath, (size_t)v->max_depth + 1);
+        if (!p)
+            return m->failed = true, 0;
+        m->dpath = p;
         m->cap_dloop = (size_t)v->max_depth + 1;
     }
-    int32_t count = 0;
     uint32_t *ds = m->dstate;
     uint64_t *dl = m->dloop;
+    uint8_t *dp = m->dpath;
     ds[0] = m->cur;
     dl[0] = loop_of(m, m->cur);
-    const uint8_t *byte = v->byte;
-    const uint16_t *depth = v->depth;
+    dp[0] = 1;
+    /* The longest string slice the current state takes whole. */
+    uint32_t slice = 0;
+    if (v->n_slices > 0 && m->states[m->cur].utf8 == 0) {
+        uint32_t run = run_of(m, m->cur, v->max_depth);
+        int k = v->n_slices;
+        while (k > 0 && v->slice_len[k - 1] > run)
+            k--;
+        if (k > 0) {
+            const uint32_t *sb = v->slice_bits + (size_t)(k - 1) * words;
+            for (size_t w = 0; w < words; w++)
+                allowed[w] |= sb[w];
+            slice = v->slice_len[k - 1];
+        }
+    }
+    const uint8_t *byte = v->byte, *flags = v->flags;
+    const uint16_t *depth = v->depth, *height = v->height;
     const uint32_t *skip = v->skip, *tok_off = v->tok_off;
     uint32_t i = 1;
     while (i < v->n_nodes) {
         uint32_t d = depth[i];
+        uint32_t ps = ds[d - 1];
+        if ((flags[i] & VF_STRC) && m->states[ps].utf8 == 0) {
+            /* Made of string characters below: in the slice already when the path to here is
+             * too and no token is longer than the slice; allowed whole when the parent state
+             * takes strings that long. */
+            if (dp[d - 1] && d - 1 + height[i] <= slice) {
+                i = skip[i];
+                continue;
+            }
+            if (height[i] <= run_of(m, ps, v->max_depth)) {
+                for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
+                    int32_t t = v->tok[k];
+                    allowed[t >> 5] |= 1u << (t & 31);
+                }
+                i = skip[i];
+                continue;
+            }
+        }
         uint64_t loop = dl[d - 1];
-        if (loop && (v->sig[i] & ~loop) == 0 && v->clean[i]) { /* the whole subtree */
+        if (loop && (v->sig[i] & ~loop) == 0 && (flags[i] & VF_CLEAN)) { /* the whole subtree */
             for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
                 int32_t t = v->tok[k];
                 allowed[t >> 5] |= 1u << (t & 31);
             }
-            count += (int32_t)(tok_off[skip[i]] - tok_off[i]);
             i = skip[i];
             continue;
         }
-        int32_t s = step(m, ds[d - 1], byte[i]);
+        int32_t s = step(m, ps, byte[i]);
         if (s < 0) {
             i = skip[i];
             continue;
         }
         ds[d] = (uint32_t)s;
-        dl[d] = s == (int32_t)ds[d - 1] ? loop : loop_of(m, (uint32_t)s);
+        dl[d] = s == (int32_t)ps ? loop : loop_of(m, (uint32_t)s);
+        dp[d] = (uint8_t)(dp[d - 1] && (byte[i] >= 0x80 || gstr_byte(byte[i])));
         for (uint32_t k = tok_off[i]; k < tok_off[i + 1]; k++) {
             int32_t t = v->tok[k];
             allowed[t >> 5] |= 1u << (t & 31);
-            count++;
         }
         i++;
     }
@@ -858,11 +1071,11 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (accepting(m, m->cur))
         for (int32_t k = 0; k < v->n_eog; k++) {
             int32_t t = v->eog[k];
-            if (!(allowed[t >> 5] >> (t & 31) & 1u)) {
-                allowed[t >> 5] |= 1u << (t & 31);
-                count++;
-            }
+            allowed[t >> 5] |= 1u << (t & 31);
         }
+    int32_t count = 0;
+    for (size_t w = 0; w < words; w++)
+        count += __builtin_popcount(allowed[w]);
     if (m->mc_words) { /* remember it in the least recently used slot */
         int lru = 0;
         for (int k = 1; k < MASK_CACHE; k++)

@@ -73,19 +73,22 @@ static int utf8_next(int d, uint8_t b) {
     }
 }
 
-/* sig and clean for every node, children before parents (reverse preorder). valid[i] bit d:
- * every path from node i is valid UTF-8 so far when decoding starts in state d. */
+/* sig, flags and height for every node, children before parents (reverse preorder).
+ * valid[i] bit d: every path from node i is valid UTF-8 so far when decoding starts in state d;
+ * strc[i]: every byte below node i (itself included) is a string character. */
 static bool subtree_summaries(ts_gvocab *v) {
     uint32_t n = v->n_nodes;
     v->sig = calloc(n, sizeof *v->sig);
-    v->clean = calloc(n, 1);
+    v->flags = calloc(n, 1);
+    v->height = calloc(n, sizeof *v->height);
     uint32_t *parent = malloc((size_t)n * sizeof *parent);
     uint32_t *path = malloc(((size_t)v->max_depth + 1) * sizeof *path);
-    uint8_t *child_and = malloc(n);
-    if (!v->sig || !v->clean || !parent || !path || !child_and) {
+    uint8_t *child_and = malloc(n), *strc = malloc(n);
+    if (!v->sig || !v->flags || !v->height || !parent || !path || !child_and || !strc) {
         free(parent);
         free(path);
         free(child_and);
+        free(strc);
         return false;
     }
     path[0] = 0;
@@ -95,6 +98,7 @@ static bool subtree_summaries(ts_gvocab *v) {
         path[v->depth[i]] = i;
     }
     memset(child_and, 0xff, n);
+    memset(strc, 1, n);
     for (uint32_t i = n - 1; i >= 1; i--) {
         uint8_t b = v->byte[i], valid = 0;
         for (int d = 0; d < U_N; d++) {
@@ -102,15 +106,66 @@ static bool subtree_summaries(ts_gvocab *v) {
             if (t != U_BAD && (child_and[i] >> t & 1))
                 valid |= (uint8_t)(1u << d);
         }
-        v->clean[i] = valid & 1;
+        strc[i] &= (uint8_t)(b >= 0x80 || gstr_byte(b));
+        v->flags[i] = (uint8_t)((valid & 1 ? VF_CLEAN : 0) | (valid & 1 && strc[i] ? VF_STRC : 0));
         if (b < 0x80)
             v->sig[i] |= 1ull << (b >> 1);
-        child_and[parent[i]] &= valid;
-        v->sig[parent[i]] |= v->sig[i];
+        v->height[i]++; /* the node itself, over its highest child */
+        uint32_t p = parent[i];
+        child_and[p] &= valid;
+        strc[p] &= strc[i];
+        v->sig[p] |= v->sig[i];
+        if (v->height[i] > v->height[p])
+            v->height[p] = v->height[i];
     }
     free(parent);
     free(path);
     free(child_and);
+    free(strc);
+    return true;
+}
+
+/* Token t is made of string characters and is valid UTF-8 so far. */
+static bool string_token(const ts_gvocab *v, int32_t t) {
+    int d = U_B;
+    for (uint64_t k = v->off[t]; k < v->off[t + 1]; k++) {
+        uint8_t b = (uint8_t)v->bytes[k];
+        if (b < 0x80 && !gstr_byte(b))
+            return false;
+        d = utf8_next(d, b);
+        if (d == U_BAD)
+            return false;
+    }
+    return true;
+}
+
+/* The string slices (grammar_impl.h), by length up to the longest string token. */
+static bool build_slices(ts_gvocab *v) {
+    static const uint16_t lens[TS_GVOCAB_SLICES - 1] = {1,  2,  3,  4,  5,  6,  8,  10,
+                                                        12, 16, 20, 24, 32, 48, 64};
+    uint32_t longest = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (!v->is_eog[t] && v->off[t + 1] > v->off[t] && string_token(v, t) &&
+            v->off[t + 1] - v->off[t] > longest)
+            longest = (uint32_t)(v->off[t + 1] - v->off[t]);
+    int n = 0;
+    for (int k = 0; k < TS_GVOCAB_SLICES - 1 && lens[k] < longest; k++)
+        v->slice_len[n++] = lens[k];
+    if (longest > 0)
+        v->slice_len[n++] = (uint16_t)longest;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    v->slice_bits = calloc(n ? (size_t)n * words : 1, sizeof *v->slice_bits);
+    if (!v->slice_bits)
+        return false;
+    v->n_slices = n;
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        uint64_t len = v->off[t + 1] - v->off[t];
+        if (v->is_eog[t] || len == 0 || !string_token(v, t))
+            continue;
+        for (int k = 0; k < n; k++)
+            if (len <= v->slice_len[k])
+                v->slice_bits[(size_t)k * words + (t >> 5)] |= 1u << (t & 31);
+    }
     return true;
 }
 
@@ -127,7 +182,9 @@ void ts_gvocab_free(ts_gvocab *v) {
     free(v->tok_off);
     free(v->tok);
     free(v->sig);
-    free(v->clean);
+    free(v->flags);
+    free(v->height);
+    free(v->slice_bits);
     free(v);
 }
 
@@ -232,7 +289,7 @@ ts_status ts_gvocab_create(const char *const *pieces, const size_t *lens, int32_
     for (uint32_t l = 0; l <= plen; l++)
         v->skip[path[l]] = nn;
     v->n_nodes = nn;
-    if (!subtree_summaries(v))
+    if (!subtree_summaries(v) || !build_slices(v))
         goto nomem;
 
     /* Tokens by node (counting sort; sorted pieces already come in node order). */

@@ -153,7 +153,11 @@ static void synthetic(vocab *vc, int32_t n) {
                                         "\x84\x9e", "\xe3\x81",
                                         "\x81",     "\xed\xa0\x80",
                                         "\xc0\x80", "\xff",
-                                        "\x7f",     "\x01"};
+                                        "\x7f",     "\x01",
+                                        "hello",    " world",
+                                        "key",      "name",
+                                        "日本語",   "ab cd ef",
+                                        "é\"",      "x\\n"};
     size_t na = sizeof atoms / sizeof atoms[0];
     vc->n = n;
     vc->pieces = calloc((size_t)n, sizeof *vc->pieces);
@@ -210,6 +214,14 @@ static const char *const GRAMMARS[] = {
     "root ::= \"{\" ( \"\\\"\" [^\"]{0,8} \"\\\"\" )? \"}\" \"\\n\"?",
     "root ::= (\"true\" | \"t\" \"r\" \"ue\" | [a-z]{2,3} \" \")* \"null\"",
     "root ::= [^\\x00-\\x7F]* \"x\"",
+    /* String runs: bounded and unbounded strings, alone and beside literal keys, with the
+     * classes JSON Schema and llama.cpp's json.gbnf write. */
+    "root ::= \"\\\"\" [^\"\\\\\\x00-\\x1F]{0,7} \"\\\"\" [0-9]",
+    "root ::= \"{\" ( \"\\\"name\\\"\" | \"\\\"\" ch{2,30} \"\\\"\" ) \":\" [0-9]+ \"}\"\n"
+    "ch ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt]",
+    "root ::= (\"\\\"\" [^\"\\\\\\x7F\\x00-\\x1F]* \"\\\"\" \" \"?)+",
+    "root ::= \"\\\"\" ( ( ch{4} ){0,3} ch{0,3} ) \"\\\"\" \"x\"\nch ::= [^\"\\\\\\x00-\\x1F]",
+    "root ::= [^\"]{0,5} \"\\\"\" | [a-zé ]{1,9} \".\"",
 };
 
 static void test_synthetic(void **state) {
@@ -310,9 +322,12 @@ static void test_real_vocab(void **state) {
     ts_grammar *g = compile(json);
     int masks = walk(g, &vc, 2, 30, 3);
     ts_grammar_free(g);
-    g = compile(GRAMMARS[2]);
-    masks += walk(g, &vc, 1, 10, 5);
-    ts_grammar_free(g);
+    static const int more[] = {2, 7, 9}; /* unicode; string runs beside keys, in blocks */
+    for (size_t k = 0; k < sizeof more / sizeof more[0]; k++) {
+        g = compile(GRAMMARS[more[k]]);
+        masks += walk(g, &vc, 1, 12, 4);
+        ts_grammar_free(g);
+    }
     printf("%d masks equal to the reference (SmolLM2 vocabulary, %d tokens)\n", masks, vc.n);
     free(json);
     vocab_free(&vc);
