@@ -138,12 +138,17 @@ struct ts_gvocab {
     uint8_t *flags;    /* [n_nodes] */
     uint16_t *height;  /* [n_nodes] */
     /* String slices: slice k is the set of tokens made only of string characters (see
-     * gstr_byte) that are valid UTF-8 so far and at most slice_len[k] bytes long, as a bitmap
-     * over the vocabulary. A state that takes every string of string characters up to L long
-     * allows slice L with a few word ORs instead of visiting its tokens one by one. */
+     * gstr_byte) that are valid UTF-8 so far and at most slice_len[k] characters long (a
+     * trailing incomplete character counted), as a bitmap over the vocabulary. A state that
+     * takes every string of string characters up to L long allows slice L with a few word ORs
+     * instead of visiting its tokens one by one. */
     uint32_t *slice_bits; /* [n_slices][(n_vocab + 31) / 32] */
     uint16_t slice_len[TS_GVOCAB_SLICES];
     int n_slices;
+    /* The same tokens by length in characters: str_tok[str_off[l] .. str_off[l + 1]]. */
+    int32_t *str_tok;
+    uint32_t *str_off; /* [str_max + 2] */
+    uint32_t str_max;  /* the longest (0: none) */
 };
 
 /* vocab flags: every path from node i down is valid UTF-8 so far when it starts at a character

@@ -64,7 +64,8 @@ typedef struct gstate {
     uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
     uint8_t loop_known;
     uint8_t run_known;
-    uint16_t run;  /* see run_of; RUN_INF: no bound */
+    uint8_t run_closed; /* and no longer string of string characters is allowed */
+    uint16_t run;       /* see run_of; RUN_INF: no bound */
     uint32_t mark; /* run_of's walk that visited this state */
     uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
                       every non-ASCII character does too */
@@ -801,8 +802,10 @@ static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
 /* The string characters (gstr_byte) that state s takes, grouped by which of its classes take
  * them: each group (atom) leads to one state, whatever character of it comes. Writes the
  * groups' representatives (RUN_NONASCII for the non-ASCII characters) to rep and returns how
- * many there are; 0 when some string character is refused (or s is too varied to say). */
-static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97]) {
+ * many there are; 0 when some string character is refused (or s is too varied to say), -1
+ * when every one is. *mixed: some class takes some non-ASCII characters and not others (the
+ * non-ASCII group then stands for what the classes taking all of them do). */
+static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97], bool *mixed) {
     const ts_grammar *g = m->g;
     const gstate *st = &m->states[s];
     uint32_t cls[64];
@@ -823,6 +826,7 @@ static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97]) {
     }
     uint64_t sig[97];
     int n = 0;
+    bool some = false, all = true;
     for (int b = 0x20; b < 0x80; b++) {
         if (!gstr_byte((uint8_t)b))
             continue;
@@ -830,8 +834,11 @@ static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97]) {
         for (int j = 0; j < nc; j++)
             if (g->classes[cls[j]].ascii[b >> 5] >> (b & 31) & 1u)
                 x |= 1ull << j;
-        if (x == 0)
-            return 0;
+        if (x == 0) {
+            all = false;
+            continue;
+        }
+        some = true;
         int a = 0;
         while (a < n && sig[a] != x)
             a++;
@@ -841,30 +848,64 @@ static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97]) {
         }
     }
     uint64_t x = 0;
+    *mixed = false;
     for (int j = 0; j < nc; j++) {
         uint32_t u = g->classes[cls[j]].uni;
-        if (u == GCLASS_MIXED)
-            return 0;
+        if (u == GCLASS_MIXED) {
+            *mixed = true;
+            some = true;
+        }
         if (u == GCLASS_ALL)
             x |= 1ull << j;
     }
     if (x == 0)
+        return some ? 0 : -1;
+    if (!all)
         return 0;
     rep[n++] = RUN_NONASCII;
     return n;
 }
 
-/* The state after one character of an atom from boundary state s, or REJECT. */
-static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep) {
+/* The state after any non-ASCII character through the stacks of boundary state s whose class
+ * takes them all; REJECT when none does. */
+static int32_t nonascii_step(ts_gmatch *m, uint32_t s) {
+    const ts_grammar *g = m->g;
+    new_gen(m);
+    m->n_out = 0;
+    uint32_t nw = 0;
+    for (uint32_t k = 0; k < m->states[s].n; k++) {
+        uint32_t id = m->sets[m->states[s].off + k];
+        if (id == SENTINEL)
+            continue;
+        gnode n = m->nodes[id];
+        if (g->classes[GE_VAL(g->elems[n.pos])].uni != GCLASS_ALL)
+            continue;
+        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw))
+            return REJECT;
+    }
+    if (nw == 0 || !close_over(m, nw))
+        return REJECT;
+    return out_state(m);
+}
+
+/* The state after one character of an atom from boundary state s, or REJECT. With classes
+ * that treat non-ASCII characters differently (mixed), the non-ASCII atom follows only the
+ * stacks that take them all: a state with fewer stacks, whose language is contained in the
+ * real one's, so the runs found from it are still lower bounds (barring the matcher's stack
+ * limit, past which the real state is refused). */
+static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep, bool mixed) {
     if (rep != RUN_NONASCII)
         return step(m, s, rep);
+    if (mixed)
+        return nonascii_step(m, s);
     int32_t a = step(m, s, 0xC3);
     return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
 }
 
-static void run_set(ts_gmatch *m, uint32_t s, uint32_t r) {
+static void run_set(ts_gmatch *m, uint32_t s, uint32_t r, bool closed) {
     m->states[s].run = (uint16_t)(r < RUN_INF ? r : RUN_INF);
     m->states[s].run_known = 1;
+    m->states[s].run_closed = closed && r < RUN_INF;
 }
 
 /* How many string characters state s takes for sure: every string of string characters at
@@ -874,12 +915,14 @@ static void run_set(ts_gmatch *m, uint32_t s, uint32_t r) {
  * RUN_STATES states (the bound is then a lower one). States the search meets that already know
  * their run end their path there. Boundary states only (0 while a UTF-8 character is pending).
  * Besides s, the states it passed learn their runs when that is exact: all of them when s has
- * no bound, and each state of a single chain (a bounded string) its distance to the end. */
+ * no bound, and each state of a single chain (a bounded string: every character leads to the
+ * same next state) its distance to the end. Such a chain is closed when it ends in a state
+ * that refuses every string character: then no longer string is allowed either. */
 static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
     if (m->states[s].run_known)
         return m->states[s].run;
     if (m->states[s].utf8 != 0) {
-        run_set(m, s, 0);
+        run_set(m, s, 0, false);
         return 0;
     }
     if (++m->run_gen == 0) {
@@ -889,7 +932,7 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
     }
     uint32_t n = 0, head = 0, level_end = 1, level = 0;
     uint32_t best = RUN_INF; /* the least path length found to a refusing or known state */
-    bool chain = true, cut = false;
+    bool chain = true, cut = false, closed = false;
     if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain))
         return 0;
     m->chain[n++] = s;
@@ -902,33 +945,43 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
                 break;
             if (level > need) {
                 cut = true;
-                if (level < best)
-                    best = level;
+                best = level;
                 break;
             }
         }
         uint32_t x = m->chain[head++];
         if (x != s && m->states[x].run_known) {
             uint32_t r = m->states[x].run;
-            if (r != RUN_INF && level + r < best)
+            if (r != RUN_INF && level + r < best) {
                 best = level + r;
+                closed = m->states[x].run_closed;
+            }
             continue;
         }
         uint8_t rep[97];
-        int na = string_atoms(m, x, rep);
-        if (na == 0) {
+        bool mixed;
+        int na = string_atoms(m, x, rep, &mixed);
+        if (na <= 0) {
             best = level;
+            closed = na < 0;
             break;
         }
-        int fresh = 0;
+        int32_t y0 = REJECT;
+        if (mixed) /* the non-ASCII step is a lower bound only: the chain proves no closure */
+            chain = false;
         for (int a = 0; a < na; a++) {
-            int32_t y = atom_step(m, x, rep[a]);
+            int32_t y = atom_step(m, x, rep[a], mixed);
             if (m->failed)
                 return 0;
             if (y < 0) { /* past the matcher's limits: treat as refused */
                 best = level;
+                chain = false;
                 break;
             }
+            if (a == 0)
+                y0 = y;
+            else if (y != y0)
+                chain = false;
             gstate *ys = &m->states[y];
             if (ys->mark == m->run_gen)
                 continue;
@@ -942,22 +995,33 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
             if (!grow(m, (void **)&m->chain, &m->cap_chain, (size_t)n + 1, sizeof *m->chain))
                 return 0;
             m->chain[n++] = (uint32_t)y;
-            fresh++;
         }
-        if (fresh > 1 || na > 1)
-            chain = false;
     }
-    run_set(m, s, best);
+    closed = closed && chain && !cut;
+    run_set(m, s, best, closed);
     if (best == RUN_INF && !cut) {
         for (uint32_t k = 1; k < n; k++)
-            run_set(m, m->chain[k], RUN_INF);
+            run_set(m, m->chain[k], RUN_INF, false);
     } else if (chain && best != RUN_INF) {
         /* chain[k] is k steps along: best - k, recorded where it is not needlessly small */
         for (uint32_t k = 1; k < n && k < best; k++)
             if (!m->states[m->chain[k]].run_known && (!cut || 2 * k <= best))
-                run_set(m, m->chain[k], best - k);
+                run_set(m, m->chain[k], best - k, closed);
     }
     return best;
+}
+
+/* Set bits of a mask (a portable population count). */
+static int32_t mask_count(const uint32_t *bits, size_t words) {
+    int32_t n = 0;
+    for (size_t w = 0; w < words; w++) {
+        uint32_t x = bits[w];
+        x = x - ((x >> 1) & 0x55555555u);
+        x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+        x = (x + (x >> 4)) & 0x0F0F0F0Fu;
+        n += (int32_t)((x * 0x01010101u) >> 24);
+    }
+    return n;
 }
 
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
@@ -1005,6 +1069,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     dp[0] = 1;
     /* The longest string slice the current state takes whole. */
     uint32_t slice = 0;
+    bool all_str = false; /* every string token is decided: skip them all */
     if (v->n_slices > 0 && m->states[m->cur].utf8 == 0) {
         uint32_t run = run_of(m, m->cur, v->max_depth);
         int k = v->n_slices;
@@ -1015,6 +1080,16 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             for (size_t w = 0; w < words; w++)
                 allowed[w] |= sb[w];
             slice = v->slice_len[k - 1];
+        }
+        all_str = slice == v->str_max;
+        if (!all_str && m->states[m->cur].run_closed) {
+            /* exactly the string tokens up to run long: those the slice left out by length */
+            uint32_t hi = run < v->str_max ? run : v->str_max;
+            for (uint32_t k2 = v->str_off[slice + 1]; k2 < v->str_off[hi + 1]; k2++) {
+                int32_t t = v->str_tok[k2];
+                allowed[t >> 5] |= 1u << (t & 31);
+            }
+            all_str = true;
         }
     }
     const uint8_t *byte = v->byte, *flags = v->flags;
@@ -1028,7 +1103,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             /* Made of string characters below: in the slice already when the path to here is
              * too and no token is longer than the slice; allowed whole when the parent state
              * takes strings that long. */
-            if (dp[d - 1] && d - 1 + height[i] <= slice) {
+            if (dp[d - 1] && (all_str || d - 1 + height[i] <= slice)) {
                 i = skip[i];
                 continue;
             }
@@ -1073,9 +1148,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             int32_t t = v->eog[k];
             allowed[t >> 5] |= 1u << (t & 31);
         }
-    int32_t count = 0;
-    for (size_t w = 0; w < words; w++)
-        count += __builtin_popcount(allowed[w]);
+    int32_t count = mask_count(allowed, words);
     if (m->mc_words) { /* remember it in the least recently used slot */
         int lru = 0;
         for (int k = 1; k < MASK_CACHE; k++)

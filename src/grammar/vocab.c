@@ -139,15 +139,35 @@ static bool string_token(const ts_gvocab *v, int32_t t) {
     return true;
 }
 
-/* The string slices (grammar_impl.h), by length up to the longest string token. */
+/* Token t's length in characters, a trailing incomplete one counted (its lead bytes). */
+static uint32_t token_chars(const ts_gvocab *v, int32_t t) {
+    uint32_t n = 0;
+    for (uint64_t k = v->off[t]; k < v->off[t + 1]; k++)
+        n += ((uint8_t)v->bytes[k] & 0xC0) != 0x80;
+    return n;
+}
+
+/* The string slices and the string tokens by length (grammar_impl.h). */
 static bool build_slices(ts_gvocab *v) {
     static const uint16_t lens[TS_GVOCAB_SLICES - 1] = {1,  2,  3,  4,  5,  6,  8,  10,
                                                         12, 16, 20, 24, 32, 48, 64};
-    uint32_t longest = 0;
-    for (int32_t t = 0; t < v->n_vocab; t++)
-        if (!v->is_eog[t] && v->off[t + 1] > v->off[t] && string_token(v, t) &&
-            v->off[t + 1] - v->off[t] > longest)
-            longest = (uint32_t)(v->off[t + 1] - v->off[t]);
+    uint32_t *chars = malloc((size_t)v->n_vocab * sizeof *chars);
+    if (!chars)
+        return false;
+    uint32_t longest = 0, n_str = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        chars[t] = 0;
+        if (v->is_eog[t] || v->off[t + 1] == v->off[t] || !string_token(v, t))
+            continue;
+        chars[t] = token_chars(v, t);
+        n_str++;
+        if (chars[t] > longest)
+            longest = chars[t];
+    }
+    v->str_max = longest;
+    v->str_off = calloc((size_t)longest + 2, sizeof *v->str_off);
+    v->str_tok = malloc((n_str ? n_str : 1) * sizeof *v->str_tok);
+    uint32_t *fill = malloc(((size_t)longest + 1) * sizeof *fill);
     int n = 0;
     for (int k = 0; k < TS_GVOCAB_SLICES - 1 && lens[k] < longest; k++)
         v->slice_len[n++] = lens[k];
@@ -155,17 +175,28 @@ static bool build_slices(ts_gvocab *v) {
         v->slice_len[n++] = (uint16_t)longest;
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     v->slice_bits = calloc(n ? (size_t)n * words : 1, sizeof *v->slice_bits);
-    if (!v->slice_bits)
+    if (!v->str_off || !v->str_tok || !fill || !v->slice_bits) {
+        free(chars);
+        free(fill);
         return false;
+    }
     v->n_slices = n;
+    for (int32_t t = 0; t < v->n_vocab; t++)
+        if (chars[t])
+            v->str_off[chars[t] + 1]++;
+    for (uint32_t l = 0; l <= longest; l++)
+        v->str_off[l + 1] += v->str_off[l];
+    memcpy(fill, v->str_off, ((size_t)longest + 1) * sizeof *fill);
     for (int32_t t = 0; t < v->n_vocab; t++) {
-        uint64_t len = v->off[t + 1] - v->off[t];
-        if (v->is_eog[t] || len == 0 || !string_token(v, t))
+        if (!chars[t])
             continue;
+        v->str_tok[fill[chars[t]]++] = t;
         for (int k = 0; k < n; k++)
-            if (len <= v->slice_len[k])
+            if (chars[t] <= v->slice_len[k])
                 v->slice_bits[(size_t)k * words + (t >> 5)] |= 1u << (t & 31);
     }
+    free(chars);
+    free(fill);
     return true;
 }
 
@@ -185,6 +216,8 @@ void ts_gvocab_free(ts_gvocab *v) {
     free(v->flags);
     free(v->height);
     free(v->slice_bits);
+    free(v->str_tok);
+    free(v->str_off);
     free(v);
 }
 
