@@ -23,6 +23,7 @@
 #ifndef TS_GRAMMAR_IMPL_H
 #define TS_GRAMMAR_IMPL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +111,7 @@ typedef struct gbuild_rule {
 } gbuild_rule;
 
 #define TS_GVOCAB_SLICES 16
+#define TS_GVOCAB_KSLICES 64
 
 /* The vocabulary (vocab.c): every token's bytes, and a byte trie of the tokens in preorder so
  * the mask is one forward scan. Node 0 is the root (the empty prefix). Node i > 0 adds byte[i]
@@ -135,6 +137,7 @@ struct ts_gvocab {
      * subtree, byte b as bit b >> 1; VF_* flags; and the subtree's height (the longest token
      * below node i is depth[i] - 1 + height[i] bytes long). */
     uint64_t *sig;     /* [n_nodes] */
+    uint64_t *sig2;    /* [2 * n_nodes] the same bytes exactly: bit b of word b >> 6 */
     uint8_t *flags;    /* [n_nodes] */
     uint16_t *height;  /* [n_nodes] */
     /* String slices: slice k is the set of tokens made only of string characters (see
@@ -149,12 +152,34 @@ struct ts_gvocab {
     int32_t *str_tok;
     uint32_t *str_off; /* [str_max + 2] */
     uint32_t str_max;  /* the longest (0: none) */
+    /* Slices of other ASCII sets (class slices), made when a mask first needs them and kept
+     * (read by every thread masking over this vocabulary; made under the lock). */
+    pthread_mutex_t klock;
+    struct gkslice *kslices[TS_GVOCAB_KSLICES];
+    int n_kslices;
+    bool klock_made;
 };
+
+/* A class slice: the tokens whose bytes all lie in the ASCII set set[], as bitmaps of those
+ * at most len[k] bytes long, and listed by length (tok[off[l] .. off[l + 1]] are l long). */
+typedef struct gkslice {
+    uint64_t set[2];
+    uint32_t max; /* the longest such token */
+    int n;
+    uint16_t len[4];
+    uint32_t *bits; /* [n][(n_vocab + 31) / 32] */
+    int32_t *tok;
+    uint32_t *off; /* [max + 2] */
+} gkslice;
+
+/* The class slice of set[] (made now if new); NULL when out of memory or the cache is full. */
+const gkslice *ts_gvocab_kslice(ts_gvocab *v, const uint64_t set[2]);
 
 /* vocab flags: every path from node i down is valid UTF-8 so far when it starts at a character
  * boundary; and, besides, made only of string characters. */
 #define VF_CLEAN 1u
 #define VF_STRC  2u
+#define VF_ASCII 4u /* every byte below node i is ASCII */
 
 /* String characters: what a JSON string takes unescaped, [^"\\\x00-\x1F], less DEL (which
  * JSON allows but llama.cpp's json.gbnf leaves out, so that both kinds of grammar qualify).

@@ -54,6 +54,14 @@ typedef struct gnode {
     uint32_t next;   /* hash chain */
 } gnode;
 
+/* What run_of knows of a state (for one set of characters). */
+typedef struct grun {
+    uint16_t run;   /* RUN_INF: no bound */
+    uint8_t known;  /* run is set (for the set `key` names) */
+    uint8_t closed; /* and no longer string of those characters is allowed */
+    uint32_t key;   /* 0: string characters; c + 1: the ASCII characters of class c */
+} grun;
+
 typedef struct gstate {
     uint32_t off, n; /* sets[off .. off + n]: sorted node ids */
     uint32_t utf8;   /* pending UTF-8: need | len << 2 | acc << 5; 0 = none */
@@ -63,9 +71,7 @@ typedef struct gstate {
     uint32_t hits; /* transitions looked up from this state (a row comes when it is hot) */
     uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
     uint8_t loop_known;
-    uint8_t run_known;
-    uint8_t run_closed; /* and no longer string of string characters is allowed */
-    uint16_t run;       /* see run_of; RUN_INF: no bound */
+    grun run[2];   /* run_of's results: string characters, and the last class set asked */
     uint32_t mark; /* run_of's walk that visited this state */
     uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
                       every non-ASCII character does too */
@@ -797,15 +803,25 @@ static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
 /* ---- string runs ---------------------------------------------------------------------------- */
 
 #define RUN_STATES 4096u /* states one run_of search may visit */
+
+/* The characters a run is made of: the string characters (key 0, set = their ASCII part), or
+ * the ASCII characters of class key - 1. */
+typedef struct runset {
+    uint64_t set[2];
+    uint32_t key;
+} runset;
+
+static const runset STRING_RUNS = {{0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull}, 0};
 #define RUN_NONASCII 0u  /* an atom's representative: any non-ASCII character (U+00E9) */
 
-/* The string characters (gstr_byte) that state s takes, grouped by which of its classes take
- * them: each group (atom) leads to one state, whatever character of it comes. Writes the
+/* The characters of rs (the string characters, gstr_byte, or a class's ASCII set) that state
+ * s takes, grouped by which of its classes take them: each group (atom) leads to one state, whatever character of it comes. Writes the
  * groups' representatives (RUN_NONASCII for the non-ASCII characters) to rep and returns how
  * many there are; 0 when some string character is refused (or s is too varied to say), -1
  * when every one is. *mixed: some class takes some non-ASCII characters and not others (the
  * non-ASCII group then stands for what the classes taking all of them do). */
-static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97], bool *mixed) {
+static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[97],
+                        bool *mixed) {
     const ts_grammar *g = m->g;
     const gstate *st = &m->states[s];
     uint32_t cls[64];
@@ -828,7 +844,7 @@ static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97], bool *mixed) 
     int n = 0;
     bool some = false, all = true;
     for (int b = 0x20; b < 0x80; b++) {
-        if (!gstr_byte((uint8_t)b))
+        if (!(rs->set[b >> 6] >> (b & 63) & 1u))
             continue;
         uint64_t x = 0;
         for (int j = 0; j < nc; j++)
@@ -849,6 +865,8 @@ static int string_atoms(ts_gmatch *m, uint32_t s, uint8_t rep[97], bool *mixed) 
     }
     uint64_t x = 0;
     *mixed = false;
+    if (rs->key != 0) /* a class set: ASCII only */
+        return n > 0 && all ? n : some ? 0 : -1;
     for (int j = 0; j < nc; j++) {
         uint32_t u = g->classes[cls[j]].uni;
         if (u == GCLASS_MIXED) {
@@ -902,10 +920,17 @@ static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep, bool mixed) {
     return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
 }
 
-static void run_set(ts_gmatch *m, uint32_t s, uint32_t r, bool closed) {
-    m->states[s].run = (uint16_t)(r < RUN_INF ? r : RUN_INF);
-    m->states[s].run_known = 1;
-    m->states[s].run_closed = closed && r < RUN_INF;
+static void run_set(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t r, bool closed) {
+    m->states[s].run[rs->key != 0] = (grun){.run = (uint16_t)(r < RUN_INF ? r : RUN_INF),
+                                            .known = 1,
+                                            .closed = closed && r < RUN_INF,
+                                            .key = rs->key};
+}
+
+/* What state s knows of runs of rs; NULL when nothing. */
+static const grun *run_known(const ts_gmatch *m, uint32_t s, const runset *rs) {
+    const grun *r = &m->states[s].run[rs->key != 0];
+    return r->known && r->key == rs->key ? r : NULL;
 }
 
 /* How many string characters state s takes for sure: every string of string characters at
@@ -918,11 +943,12 @@ static void run_set(ts_gmatch *m, uint32_t s, uint32_t r, bool closed) {
  * no bound, and each state of a single chain (a bounded string: every character leads to the
  * same next state) its distance to the end. Such a chain is closed when it ends in a state
  * that refuses every string character: then no longer string is allowed either. */
-static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
-    if (m->states[s].run_known)
-        return m->states[s].run;
+static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need) {
+    const grun *known = run_known(m, s, rs);
+    if (known)
+        return known->run;
     if (m->states[s].utf8 != 0) {
-        run_set(m, s, 0, false);
+        run_set(m, s, rs, 0, false);
         return 0;
     }
     if (++m->run_gen == 0) {
@@ -950,17 +976,16 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
             }
         }
         uint32_t x = m->chain[head++];
-        if (x != s && m->states[x].run_known) {
-            uint32_t r = m->states[x].run;
-            if (r != RUN_INF && level + r < best) {
-                best = level + r;
-                closed = m->states[x].run_closed;
+        if (x != s && (known = run_known(m, x, rs)) != NULL) {
+            if (known->run != RUN_INF && level + known->run < best) {
+                best = level + known->run;
+                closed = known->closed;
             }
             continue;
         }
         uint8_t rep[97];
         bool mixed;
-        int na = string_atoms(m, x, rep, &mixed);
+        int na = string_atoms(m, x, rs, rep, &mixed);
         if (na <= 0) {
             best = level;
             closed = na < 0;
@@ -998,17 +1023,44 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, uint32_t need) {
         }
     }
     closed = closed && chain && !cut;
-    run_set(m, s, best, closed);
+    run_set(m, s, rs, best, closed);
     if (best == RUN_INF && !cut) {
         for (uint32_t k = 1; k < n; k++)
-            run_set(m, m->chain[k], RUN_INF, false);
+            run_set(m, m->chain[k], rs, RUN_INF, false);
     } else if (chain && best != RUN_INF) {
         /* chain[k] is k steps along: best - k, recorded where it is not needlessly small */
         for (uint32_t k = 1; k < n && k < best; k++)
-            if (!m->states[m->chain[k]].run_known && (!cut || 2 * k <= best))
-                run_set(m, m->chain[k], best - k, closed);
+            if (!run_known(m, m->chain[k], rs) && (!cut || 2 * k <= best))
+                run_set(m, m->chain[k], rs, best - k, closed);
     }
     return best;
+}
+
+/* The run set of state s's widest class: its printable ASCII characters but the quote (a
+ * pattern's identifier characters, hex digits, ...); false when s has none wide enough. */
+static bool class_runset(const ts_gmatch *m, uint32_t s, runset *rs) {
+    const ts_grammar *g = m->g;
+    const gstate *st = &m->states[s];
+    int best = 3; /* at least 4 characters */
+    for (uint32_t k = 0; k < st->n; k++) {
+        uint32_t id = m->sets[st->off + k];
+        if (id == SENTINEL)
+            continue;
+        uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
+        const uint32_t *a = g->classes[c].ascii;
+        uint64_t lo = ((uint64_t)a[1] << 32 | a[0]) & 0xFFFFFFFB00000000ull;
+        uint64_t hi = ((uint64_t)a[3] << 32 | a[2]) & 0x7FFFFFFFFFFFFFFFull;
+        int n = 0;
+        for (uint64_t x = lo; x; x &= x - 1)
+            n++;
+        for (uint64_t x = hi; x; x &= x - 1)
+            n++;
+        if (n > best) {
+            best = n;
+            *rs = (runset){{lo, hi}, c + 1};
+        }
+    }
+    return rs->key != 0;
 }
 
 /* Set bits of a mask (a portable population count). */
@@ -1066,12 +1118,11 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     uint8_t *dp = m->dpath;
     ds[0] = m->cur;
     dl[0] = loop_of(m, m->cur);
-    dp[0] = 1;
     /* The longest string slice the current state takes whole. */
     uint32_t slice = 0;
     bool all_str = false; /* every string token is decided: skip them all */
     if (v->n_slices > 0 && m->states[m->cur].utf8 == 0) {
-        uint32_t run = run_of(m, m->cur, v->max_depth);
+        uint32_t run = run_of(m, m->cur, &STRING_RUNS, v->max_depth);
         int k = v->n_slices;
         while (k > 0 && v->slice_len[k - 1] > run)
             k--;
@@ -1082,7 +1133,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             slice = v->slice_len[k - 1];
         }
         all_str = slice == v->str_max;
-        if (!all_str && m->states[m->cur].run_closed) {
+        if (!all_str && m->states[m->cur].run[0].closed) {
             /* exactly the string tokens up to run long: those the slice left out by length */
             uint32_t hi = run < v->str_max ? run : v->str_max;
             for (uint32_t k2 = v->str_off[slice + 1]; k2 < v->str_off[hi + 1]; k2++) {
@@ -1092,6 +1143,37 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             all_str = true;
         }
     }
+    /* No string run: a run of the widest class's ASCII characters (an identifier, hex digits,
+     * digits), allowed from that set's class slice. Bit 1 of dp: the path is in that set. */
+    runset ks = {{0, 0}, 0};
+    uint32_t kslice = 0;
+    bool all_k = false;
+    if (slice == 0 && m->states[m->cur].utf8 == 0 && class_runset(m, m->cur, &ks)) {
+        uint32_t run = run_of(m, m->cur, &ks, v->max_depth);
+        const gkslice *sl = run > 0 ? ts_gvocab_kslice((ts_gvocab *)v, ks.set) : NULL;
+        if (sl) {
+            int k = sl->n;
+            while (k > 0 && sl->len[k - 1] > run)
+                k--;
+            if (k > 0) {
+                const uint32_t *sb = sl->bits + (size_t)(k - 1) * words;
+                for (size_t w = 0; w < words; w++)
+                    allowed[w] |= sb[w];
+                kslice = sl->len[k - 1];
+            }
+            all_k = kslice == sl->max;
+            const grun *r = run_known(m, m->cur, &ks);
+            if (!all_k && r && r->closed) {
+                uint32_t hi = run < sl->max ? run : sl->max;
+                for (uint32_t k2 = sl->off[kslice + 1]; k2 < sl->off[hi + 1]; k2++) {
+                    int32_t t = sl->tok[k2];
+                    allowed[t >> 5] |= 1u << (t & 31);
+                }
+                all_k = true;
+            }
+        }
+    }
+    dp[0] = kslice > 0 || all_k ? 3 : 1;
     const uint8_t *byte = v->byte, *flags = v->flags;
     const uint16_t *depth = v->depth, *height = v->height;
     const uint32_t *skip = v->skip, *tok_off = v->tok_off;
@@ -1103,11 +1185,11 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             /* Made of string characters below: in the slice already when the path to here is
              * too and no token is longer than the slice; allowed whole when the parent state
              * takes strings that long. */
-            if (dp[d - 1] && (all_str || d - 1 + height[i] <= slice)) {
+            if ((dp[d - 1] & 1) && (all_str || d - 1 + height[i] <= slice)) {
                 i = skip[i];
                 continue;
             }
-            if (height[i] <= run_of(m, ps, v->max_depth)) {
+            if (height[i] <= run_of(m, ps, &STRING_RUNS, v->max_depth)) {
                 for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
                     int32_t t = v->tok[k];
                     allowed[t >> 5] |= 1u << (t & 31);
@@ -1115,6 +1197,12 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
                 i = skip[i];
                 continue;
             }
+        }
+        if ((dp[d - 1] & 2) && (flags[i] & VF_ASCII) && (v->sig2[2 * (size_t)i] & ~ks.set[0]) == 0 &&
+            (v->sig2[2 * (size_t)i + 1] & ~ks.set[1]) == 0 &&
+            (all_k || d - 1 + height[i] <= kslice)) { /* in the class slice already */
+            i = skip[i];
+            continue;
         }
         uint64_t loop = dl[d - 1];
         if (loop && (v->sig[i] & ~loop) == 0 && (flags[i] & VF_CLEAN)) { /* the whole subtree */
@@ -1132,7 +1220,11 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         }
         ds[d] = (uint32_t)s;
         dl[d] = s == (int32_t)ps ? loop : loop_of(m, (uint32_t)s);
-        dp[d] = (uint8_t)(dp[d - 1] && (byte[i] >= 0x80 || gstr_byte(byte[i])));
+        dp[d] = (uint8_t)(((dp[d - 1] & 1) && (byte[i] >= 0x80 || gstr_byte(byte[i]))) |
+                          ((dp[d - 1] & 2) && byte[i] < 0x80 &&
+                                   (ks.set[byte[i] >> 6] >> (byte[i] & 63) & 1u)
+                               ? 2
+                               : 0));
         for (uint32_t k = tok_off[i]; k < tok_off[i + 1]; k++) {
             int32_t t = v->tok[k];
             allowed[t >> 5] |= 1u << (t & 31);

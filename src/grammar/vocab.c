@@ -79,16 +79,19 @@ static int utf8_next(int d, uint8_t b) {
 static bool subtree_summaries(ts_gvocab *v) {
     uint32_t n = v->n_nodes;
     v->sig = calloc(n, sizeof *v->sig);
+    v->sig2 = calloc(2 * (size_t)n, sizeof *v->sig2);
     v->flags = calloc(n, 1);
     v->height = calloc(n, sizeof *v->height);
     uint32_t *parent = malloc((size_t)n * sizeof *parent);
     uint32_t *path = malloc(((size_t)v->max_depth + 1) * sizeof *path);
-    uint8_t *child_and = malloc(n), *strc = malloc(n);
-    if (!v->sig || !v->flags || !v->height || !parent || !path || !child_and || !strc) {
+    uint8_t *child_and = malloc(n), *strc = malloc(n), *ascii = malloc(n);
+    if (!v->sig || !v->sig2 || !v->flags || !v->height || !parent || !path || !child_and ||
+        !strc || !ascii) {
         free(parent);
         free(path);
         free(child_and);
         free(strc);
+        free(ascii);
         return false;
     }
     path[0] = 0;
@@ -99,6 +102,7 @@ static bool subtree_summaries(ts_gvocab *v) {
     }
     memset(child_and, 0xff, n);
     memset(strc, 1, n);
+    memset(ascii, 1, n);
     for (uint32_t i = n - 1; i >= 1; i--) {
         uint8_t b = v->byte[i], valid = 0;
         for (int d = 0; d < U_N; d++) {
@@ -108,13 +112,22 @@ static bool subtree_summaries(ts_gvocab *v) {
         }
         strc[i] &= (uint8_t)(b >= 0x80 || gstr_byte(b));
         v->flags[i] = (uint8_t)((valid & 1 ? VF_CLEAN : 0) | (valid & 1 && strc[i] ? VF_STRC : 0));
-        if (b < 0x80)
+        if (b < 0x80) {
             v->sig[i] |= 1ull << (b >> 1);
+            v->sig2[2 * (size_t)i + (b >> 6)] |= 1ull << (b & 63);
+        } else {
+            ascii[i] = 0;
+        }
+        if (ascii[i])
+            v->flags[i] |= VF_ASCII;
         v->height[i]++; /* the node itself, over its highest child */
         uint32_t p = parent[i];
         child_and[p] &= valid;
         strc[p] &= strc[i];
+        ascii[p] &= ascii[i];
         v->sig[p] |= v->sig[i];
+        v->sig2[2 * (size_t)p] |= v->sig2[2 * (size_t)i];
+        v->sig2[2 * (size_t)p + 1] |= v->sig2[2 * (size_t)i + 1];
         if (v->height[i] > v->height[p])
             v->height[p] = v->height[i];
     }
@@ -122,6 +135,7 @@ static bool subtree_summaries(ts_gvocab *v) {
     free(path);
     free(child_and);
     free(strc);
+    free(ascii);
     return true;
 }
 
@@ -200,6 +214,86 @@ static bool build_slices(ts_gvocab *v) {
     return true;
 }
 
+/* Token t's bytes all lie in the ASCII set set[]. */
+static bool in_set(const ts_gvocab *v, int32_t t, const uint64_t set[2]) {
+    for (uint64_t k = v->off[t]; k < v->off[t + 1]; k++) {
+        uint8_t b = (uint8_t)v->bytes[k];
+        if (b >= 0x80 || !(set[b >> 6] >> (b & 63) & 1u))
+            return false;
+    }
+    return true;
+}
+
+static gkslice *kslice_make(const ts_gvocab *v, const uint64_t set[2]) {
+    static const uint16_t lens[3] = {4, 8, 16};
+    gkslice *ks = calloc(1, sizeof *ks);
+    if (!ks)
+        return NULL;
+    ks->set[0] = set[0];
+    ks->set[1] = set[1];
+    uint32_t n = 0;
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        uint64_t len = v->off[t + 1] - v->off[t];
+        if (v->is_eog[t] || len == 0 || !in_set(v, t, set))
+            continue;
+        n++;
+        if (len > ks->max)
+            ks->max = (uint32_t)len;
+    }
+    for (int k = 0; k < 3 && lens[k] < ks->max; k++)
+        ks->len[ks->n++] = lens[k];
+    if (ks->max > 0)
+        ks->len[ks->n++] = (uint16_t)ks->max;
+    size_t words = ((size_t)v->n_vocab + 31) / 32;
+    ks->bits = calloc(ks->n ? (size_t)ks->n * words : 1, sizeof *ks->bits);
+    ks->tok = malloc((n ? n : 1) * sizeof *ks->tok);
+    ks->off = calloc((size_t)ks->max + 2, sizeof *ks->off);
+    uint32_t *fill = malloc(((size_t)ks->max + 1) * sizeof *fill);
+    if (!ks->bits || !ks->tok || !ks->off || !fill) {
+        free(ks->bits);
+        free(ks->tok);
+        free(ks->off);
+        free(ks);
+        free(fill);
+        return NULL;
+    }
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        uint64_t len = v->off[t + 1] - v->off[t];
+        if (!v->is_eog[t] && len > 0 && in_set(v, t, set))
+            ks->off[len + 1]++;
+    }
+    for (uint32_t l = 0; l <= ks->max; l++)
+        ks->off[l + 1] += ks->off[l];
+    memcpy(fill, ks->off, ((size_t)ks->max + 1) * sizeof *fill);
+    for (int32_t t = 0; t < v->n_vocab; t++) {
+        uint64_t len = v->off[t + 1] - v->off[t];
+        if (v->is_eog[t] || len == 0 || !in_set(v, t, set))
+            continue;
+        ks->tok[fill[len]++] = t;
+        for (int k = 0; k < ks->n; k++)
+            if (len <= ks->len[k])
+                ks->bits[(size_t)k * words + (t >> 5)] |= 1u << (t & 31);
+    }
+    free(fill);
+    return ks;
+}
+
+const gkslice *ts_gvocab_kslice(ts_gvocab *v, const uint64_t set[2]) {
+    const gkslice *found = NULL;
+    pthread_mutex_lock(&v->klock);
+    for (int k = 0; k < v->n_kslices && !found; k++)
+        if (v->kslices[k]->set[0] == set[0] && v->kslices[k]->set[1] == set[1])
+            found = v->kslices[k];
+    if (!found && v->n_kslices < TS_GVOCAB_KSLICES) {
+        gkslice *ks = kslice_make(v, set);
+        if (ks)
+            v->kslices[v->n_kslices++] = ks;
+        found = ks;
+    }
+    pthread_mutex_unlock(&v->klock);
+    return found;
+}
+
 void ts_gvocab_free(ts_gvocab *v) {
     if (!v)
         return;
@@ -218,6 +312,15 @@ void ts_gvocab_free(ts_gvocab *v) {
     free(v->slice_bits);
     free(v->str_tok);
     free(v->str_off);
+    free(v->sig2);
+    for (int k = 0; k < v->n_kslices; k++) {
+        free(v->kslices[k]->bits);
+        free(v->kslices[k]->tok);
+        free(v->kslices[k]->off);
+        free(v->kslices[k]);
+    }
+    if (v->klock_made)
+        pthread_mutex_destroy(&v->klock);
     free(v);
 }
 
@@ -259,6 +362,9 @@ ts_status ts_gvocab_create(const char *const *pieces, const size_t *lens, int32_
     uint32_t *path = NULL, *tok_node = NULL;
     if (!v)
         goto nomem;
+    if (pthread_mutex_init(&v->klock, NULL) != 0)
+        goto nomem;
+    v->klock_made = true;
     v->n_vocab = n_vocab;
     v->bytes = malloc(total ? total : 1);
     v->off = malloc(((size_t)n_vocab + 1) * sizeof *v->off);

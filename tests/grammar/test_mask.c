@@ -222,6 +222,9 @@ static const char *const GRAMMARS[] = {
     "root ::= (\"\\\"\" [^\"\\\\\\x7F\\x00-\\x1F]* \"\\\"\" \" \"?)+",
     "root ::= \"\\\"\" ( ( ch{4} ){0,3} ch{0,3} ) \"\\\"\" \"x\"\nch ::= [^\"\\\\\\x00-\\x1F]",
     "root ::= [^\"]{0,5} \"\\\"\" | [a-zé ]{1,9} \".\"",
+    /* Class runs: identifiers, hex digits, letters beside a literal. */
+    "root ::= \"\\\"\" [0-9a-fA-F]{6,12} \"\\\"\" | \"\\\"\" [\\x2D0-9A-Z\\x5Fa-z]{1,9} \"\\\"\" [ ]?",
+    "root ::= ([a-z]+ | \"key\" [0-9]{0,3}) (\",\" [a-z]{2,4})* \".\"",
 };
 
 static void test_synthetic(void **state) {
@@ -322,7 +325,7 @@ static void test_real_vocab(void **state) {
     ts_grammar *g = compile(json);
     int masks = walk(g, &vc, 2, 30, 3);
     ts_grammar_free(g);
-    static const int more[] = {2, 7, 9}; /* unicode; string runs beside keys, in blocks */
+    static const int more[] = {2, 7, 9, 11, 12}; /* unicode; string and class runs */
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++) {
         g = compile(GRAMMARS[more[k]]);
         masks += walk(g, &vc, 1, 12, 4);
