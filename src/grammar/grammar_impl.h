@@ -46,8 +46,9 @@
 #define TS_GRAMMAR_MAX_REPEAT 10000u     /* m and n of {m,n} */
 #define TS_GRAMMAR_MAX_NEST   256u       /* nesting depth of parentheses */
 #define TS_GRAMMAR_MAX_STACKS 4096u      /* live parser stacks in one matcher state */
-#define TS_GRAMMAR_MAX_CLOSURE 65536u    /* stack nodes one closure may visit (nested nullable
-                                            repetitions such as sp++++ explode it) */
+#define TS_GRAMMAR_MAX_CLOSURE                                                                     \
+    65536u /* stack nodes one closure may visit (nested nullable                                   \
+              repetitions such as sp++++ explode it) */
 
 typedef struct gclass {
     uint32_t ascii[4]; /* bit c set: code point c < 128 matches (negation applied) */
@@ -110,7 +111,7 @@ typedef struct gbuild_rule {
     uint32_t def_line, def_col, ref_line, ref_col; /* where defined / first referenced */
 } gbuild_rule;
 
-#define TS_GVOCAB_SLICES 16
+#define TS_GVOCAB_SLICES  16
 #define TS_GVOCAB_KSLICES 64
 
 /* The vocabulary (vocab.c): every token's bytes, and a byte trie of the tokens in preorder so
@@ -136,10 +137,10 @@ struct ts_gvocab {
     /* For accepting whole subtrees at once (match.c): the ASCII bytes anywhere in node i's
      * subtree, byte b as bit b >> 1; VF_* flags; and the subtree's height (the longest token
      * below node i is depth[i] - 1 + height[i] bytes long). */
-    uint64_t *sig;     /* [n_nodes] */
-    uint64_t *sig2;    /* [2 * n_nodes] the same bytes exactly: bit b of word b >> 6 */
-    uint8_t *flags;    /* [n_nodes] */
-    uint16_t *height;  /* [n_nodes] */
+    uint64_t *sig;    /* [n_nodes] */
+    uint64_t *sig2;   /* [2 * n_nodes] the same bytes exactly: bit b of word b >> 6 */
+    uint8_t *flags;   /* [n_nodes] */
+    uint16_t *height; /* [n_nodes] */
     /* String slices: slice k is the set of tokens made only of string characters (see
      * gstr_byte) that are valid UTF-8 so far and at most slice_len[k] characters long (a
      * trailing incomplete character counted), as a bitmap over the vocabulary. A state that

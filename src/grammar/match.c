@@ -803,6 +803,9 @@ static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
 /* ---- string runs ---------------------------------------------------------------------------- */
 
 #define RUN_STATES 4096u /* states one run_of search may visit */
+#define RUN_WORK                                                                                   \
+    65536u /* and stacks times groups it may step (an ambiguous pattern such as                    \
+              .*(Red|Blue|...).* makes many large states) */
 
 /* The characters a run is made of: the string characters (key 0, set = their ASCII part), or
  * the ASCII characters of class key - 1. */
@@ -812,16 +815,16 @@ typedef struct runset {
 } runset;
 
 static const runset STRING_RUNS = {{0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull}, 0};
-#define RUN_NONASCII 0u  /* an atom's representative: any non-ASCII character (U+00E9) */
+#define RUN_NONASCII 0u /* an atom's representative: any non-ASCII character (U+00E9) */
 
 /* The characters of rs (the string characters, gstr_byte, or a class's ASCII set) that state
- * s takes, grouped by which of its classes take them: each group (atom) leads to one state, whatever character of it comes. Writes the
- * groups' representatives (RUN_NONASCII for the non-ASCII characters) to rep and returns how
- * many there are; 0 when some string character is refused (or s is too varied to say), -1
- * when every one is. *mixed: some class takes some non-ASCII characters and not others (the
- * non-ASCII group then stands for what the classes taking all of them do). */
-static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[97],
-                        bool *mixed) {
+ * s takes, grouped by which of its classes take them: each group (atom) leads to one state,
+ * whatever character of it comes. Writes the groups' representatives (RUN_NONASCII for the
+ * non-ASCII characters) to rep and returns how many there are; 0 when some string character is
+ * refused (or s is too varied to say), -1 when every one is. *mixed: some class takes some
+ * non-ASCII characters and not others (the non-ASCII group then stands for what the classes taking
+ * all of them do). */
+static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[97], bool *mixed) {
     const ts_grammar *g = m->g;
     const gstate *st = &m->states[s];
     uint32_t cls[64];
@@ -936,11 +939,11 @@ static const grun *run_known(const ts_gmatch *m, uint32_t s, const runset *rs) {
 /* How many string characters state s takes for sure: every string of string characters at
  * most that long is a prefix the grammar allows from s (RUN_INF: any length, as inside an
  * unbounded string). It is the distance from s to the nearest state that refuses some string
- * character, over the atoms' transitions: a breadth-first search, cut after `need` levels or
- * RUN_STATES states (the bound is then a lower one). States the search meets that already know
- * their run end their path there. Boundary states only (0 while a UTF-8 character is pending).
- * Besides s, the states it passed learn their runs when that is exact: all of them when s has
- * no bound, and each state of a single chain (a bounded string: every character leads to the
+ * character, over the atoms' transitions: a breadth-first search, cut after `need` levels,
+ * RUN_STATES states or RUN_WORK work (the bound is then a lower one). States the search meets that
+ * already know their run end their path there. Boundary states only (0 while a UTF-8 character is
+ * pending). Besides s, the states it passed learn their runs when that is exact: all of them when s
+ * has no bound, and each state of a single chain (a bounded string: every character leads to the
  * same next state) its distance to the end. Such a chain is closed when it ends in a state
  * that refuses every string character: then no longer string is allowed either. */
 static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need) {
@@ -959,6 +962,7 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need
     uint32_t n = 0, head = 0, level_end = 1, level = 0;
     uint32_t best = RUN_INF; /* the least path length found to a refusing or known state */
     bool chain = true, cut = false, closed = false;
+    uint64_t work = 0;
     if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain))
         return 0;
     m->chain[n++] = s;
@@ -989,6 +993,12 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need
         if (na <= 0) {
             best = level;
             closed = na < 0;
+            break;
+        }
+        work += (uint64_t)na * m->states[x].n;
+        if (work > RUN_WORK) { /* this level is not all looked at: as RUN_STATES */
+            cut = true;
+            best = level;
             break;
         }
         int32_t y0 = REJECT;
@@ -1198,7 +1208,8 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
                 continue;
             }
         }
-        if ((dp[d - 1] & 2) && (flags[i] & VF_ASCII) && (v->sig2[2 * (size_t)i] & ~ks.set[0]) == 0 &&
+        if ((dp[d - 1] & 2) && (flags[i] & VF_ASCII) &&
+            (v->sig2[2 * (size_t)i] & ~ks.set[0]) == 0 &&
             (v->sig2[2 * (size_t)i + 1] & ~ks.set[1]) == 0 &&
             (all_k || d - 1 + height[i] <= kslice)) { /* in the class slice already */
             i = skip[i];

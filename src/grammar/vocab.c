@@ -85,8 +85,8 @@ static bool subtree_summaries(ts_gvocab *v) {
     uint32_t *parent = malloc((size_t)n * sizeof *parent);
     uint32_t *path = malloc(((size_t)v->max_depth + 1) * sizeof *path);
     uint8_t *child_and = malloc(n), *strc = malloc(n), *ascii = malloc(n);
-    if (!v->sig || !v->sig2 || !v->flags || !v->height || !parent || !path || !child_and ||
-        !strc || !ascii) {
+    if (!v->sig || !v->sig2 || !v->flags || !v->height || !parent || !path || !child_and || !strc ||
+        !ascii) {
         free(parent);
         free(path);
         free(child_and);
@@ -163,7 +163,7 @@ static uint32_t token_chars(const ts_gvocab *v, int32_t t) {
 
 /* The string slices and the string tokens by length (grammar_impl.h). */
 static bool build_slices(ts_gvocab *v) {
-    static const uint16_t lens[TS_GVOCAB_SLICES - 1] = {1,  2,  3,  4,  5,  6,  8,  10,
+    static const uint16_t lens[TS_GVOCAB_SLICES - 1] = {1,  2,  3,  4,  5,  6,  8, 10,
                                                         12, 16, 20, 24, 32, 48, 64};
     uint32_t *chars = malloc((size_t)v->n_vocab * sizeof *chars);
     if (!chars)
