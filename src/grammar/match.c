@@ -1073,6 +1073,33 @@ static bool class_runset(const ts_gmatch *m, uint32_t s, runset *rs) {
     return rs->key != 0;
 }
 
+/* ORs into allowed the longest slice (bits[k], the tokens at most len[k] long; the longest
+ * token is max long) within run; returns its length (0: none). When the run is closed, the
+ * tokens longer than that slice and at most run long come from the by-length list (tok[off[l]
+ * .. off[l + 1]] are l long). *all: every token of the slices is now decided. */
+static uint32_t allow_slices(uint32_t *allowed, size_t words, const uint32_t *bits,
+                             const uint16_t *len, int n, uint32_t max, const int32_t *tok,
+                             const uint32_t *off, uint32_t run, bool closed, bool *all) {
+    uint32_t got = 0;
+    int k = n;
+    while (k > 0 && len[k - 1] > run)
+        k--;
+    if (k > 0) {
+        const uint32_t *sb = bits + (size_t)(k - 1) * words;
+        for (size_t w = 0; w < words; w++)
+            allowed[w] |= sb[w];
+        got = len[k - 1];
+    }
+    *all = got == max;
+    if (!*all && closed) {
+        uint32_t hi = run < max ? run : max;
+        for (uint32_t q = off[got + 1]; q < off[hi + 1]; q++)
+            allowed[tok[q] >> 5] |= 1u << (tok[q] & 31);
+        *all = true;
+    }
+    return got;
+}
+
 /* Set bits of a mask (a portable population count). */
 static int32_t mask_count(const uint32_t *bits, size_t words) {
     int32_t n = 0;
@@ -1133,25 +1160,9 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     bool all_str = false; /* every string token is decided: skip them all */
     if (v->n_slices > 0 && m->states[m->cur].utf8 == 0) {
         uint32_t run = run_of(m, m->cur, &STRING_RUNS, v->max_depth);
-        int k = v->n_slices;
-        while (k > 0 && v->slice_len[k - 1] > run)
-            k--;
-        if (k > 0) {
-            const uint32_t *sb = v->slice_bits + (size_t)(k - 1) * words;
-            for (size_t w = 0; w < words; w++)
-                allowed[w] |= sb[w];
-            slice = v->slice_len[k - 1];
-        }
-        all_str = slice == v->str_max;
-        if (!all_str && m->states[m->cur].run[0].closed) {
-            /* exactly the string tokens up to run long: those the slice left out by length */
-            uint32_t hi = run < v->str_max ? run : v->str_max;
-            for (uint32_t k2 = v->str_off[slice + 1]; k2 < v->str_off[hi + 1]; k2++) {
-                int32_t t = v->str_tok[k2];
-                allowed[t >> 5] |= 1u << (t & 31);
-            }
-            all_str = true;
-        }
+        slice =
+            allow_slices(allowed, words, v->slice_bits, v->slice_len, v->n_slices, v->str_max,
+                         v->str_tok, v->str_off, run, m->states[m->cur].run[0].closed, &all_str);
     }
     /* No string run: a run of the widest class's ASCII characters (an identifier, hex digits,
      * digits), allowed from that set's class slice. Bit 1 of dp: the path is in that set. */
@@ -1161,27 +1172,10 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (slice == 0 && m->states[m->cur].utf8 == 0 && class_runset(m, m->cur, &ks)) {
         uint32_t run = run_of(m, m->cur, &ks, v->max_depth);
         const gkslice *sl = run > 0 ? ts_gvocab_kslice((ts_gvocab *)v, ks.set) : NULL;
-        if (sl) {
-            int k = sl->n;
-            while (k > 0 && sl->len[k - 1] > run)
-                k--;
-            if (k > 0) {
-                const uint32_t *sb = sl->bits + (size_t)(k - 1) * words;
-                for (size_t w = 0; w < words; w++)
-                    allowed[w] |= sb[w];
-                kslice = sl->len[k - 1];
-            }
-            all_k = kslice == sl->max;
-            const grun *r = run_known(m, m->cur, &ks);
-            if (!all_k && r && r->closed) {
-                uint32_t hi = run < sl->max ? run : sl->max;
-                for (uint32_t k2 = sl->off[kslice + 1]; k2 < sl->off[hi + 1]; k2++) {
-                    int32_t t = sl->tok[k2];
-                    allowed[t >> 5] |= 1u << (t & 31);
-                }
-                all_k = true;
-            }
-        }
+        const grun *r = run_known(m, m->cur, &ks);
+        if (sl)
+            kslice = allow_slices(allowed, words, sl->bits, sl->len, sl->n, sl->max, sl->tok,
+                                  sl->off, run, r && r->closed, &all_k);
     }
     dp[0] = kslice > 0 || all_k ? 3 : 1;
     const uint8_t *byte = v->byte, *flags = v->flags;
