@@ -376,6 +376,9 @@ static void new_gen(ts_gmatch *m) {
     }
 }
 
+/* advance_cp's cp for "any non-ASCII character, through the classes that take them all". */
+#define CP_ANY_NONASCII UINT32_MAX
+
 /* The state after code point cp completes in state s (stacks that accept it, moved on). */
 static int32_t advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
     const ts_grammar *g = m->g;
@@ -387,7 +390,8 @@ static int32_t advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
         if (id == SENTINEL)
             continue;
         gnode n = m->nodes[id];
-        if (!gclass_match(&g->classes[GE_VAL(g->elems[n.pos])], g->ranges, cp))
+        const gclass *c = &g->classes[GE_VAL(g->elems[n.pos])];
+        if (cp == CP_ANY_NONASCII ? c->uni != GCLASS_ALL : !gclass_match(c, g->ranges, cp))
             continue;
         if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw))
             return REJECT;
@@ -887,28 +891,6 @@ static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[
     return n;
 }
 
-/* The state after any non-ASCII character through the stacks of boundary state s whose class
- * takes them all; REJECT when none does. */
-static int32_t nonascii_step(ts_gmatch *m, uint32_t s) {
-    const ts_grammar *g = m->g;
-    new_gen(m);
-    m->n_out = 0;
-    uint32_t nw = 0;
-    for (uint32_t k = 0; k < m->states[s].n; k++) {
-        uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
-            continue;
-        gnode n = m->nodes[id];
-        if (g->classes[GE_VAL(g->elems[n.pos])].uni != GCLASS_ALL)
-            continue;
-        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw))
-            return REJECT;
-    }
-    if (nw == 0 || !close_over(m, nw))
-        return REJECT;
-    return out_state(m);
-}
-
 /* The state after one character of an atom from boundary state s, or REJECT. With classes
  * that treat non-ASCII characters differently (mixed), the non-ASCII atom follows only the
  * stacks that take them all: a state with fewer stacks, whose language is contained in the
@@ -917,8 +899,8 @@ static int32_t nonascii_step(ts_gmatch *m, uint32_t s) {
 static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep, bool mixed) {
     if (rep != RUN_NONASCII)
         return step(m, s, rep);
-    if (mixed)
-        return nonascii_step(m, s);
+    if (mixed) /* through the stacks whose class takes every non-ASCII character */
+        return advance_cp(m, s, CP_ANY_NONASCII);
     int32_t a = step(m, s, 0xC3);
     return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
 }
