@@ -175,6 +175,14 @@ typedef struct ts_chat_options {
     int keep_special;   /* nonzero: keep a leading BOS / trailing EOS text that tokenizing with
                            add_special would add again (the template's exact bytes) */
     int64_t now;        /* strftime_now's clock in Unix seconds; 0: the current time */
+    /* Limits of one render of an untrusted template (0: the engine's defaults, docs/templates.md).
+     * The render stops with TS_ERR_LIMIT naming the limit, or TS_ERR_ABORTED when
+     * cancel(cancel_user) returns nonzero (checked every few thousand steps; may be NULL). */
+    int64_t timeout_ms;  /* wall-clock time of the render */
+    size_t max_memory;   /* bytes the render may hold at once (values, text, the output) */
+    uint64_t max_work;   /* work units: every operation charges the bytes / items it touches */
+    int (*cancel)(void *cancel_user);
+    void *cancel_user;
 } ts_chat_options;
 
 /* Renders a chat request with a chat template. request_json is a JSON object: "messages" (as
@@ -319,6 +327,13 @@ typedef struct ts_request_params {
                                      TS_ERR_FORMAT, TS_ERR_UNSUPPORTED or TS_ERR_LIMIT and the
                                      compiler's message */
     size_t grammar_len;           /* bytes of grammar; 0: strlen(grammar) */
+    /* Stopping the grammar compile at submit (untrusted grammars and schemas can be costly):
+     * cancel(cancel_user) returning nonzero stops it (TS_ERR_ABORTED, e.g. the client left or
+     * the server shuts down); past compile_timeout_ms it stops with TS_ERR_LIMIT. cancel may
+     * be NULL; compile_timeout_ms 0: no time limit. */
+    int (*cancel)(void *cancel_user);
+    void *cancel_user;
+    int64_t compile_timeout_ms;
 } ts_request_params;
 
 /* Default sampling, n = 1, no limits beyond the context. */

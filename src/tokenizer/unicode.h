@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/utf8.h"
+
 /* General-category classes of a code point (bit set). */
 enum {
     TS_UNI_NUMBER = 0x01,      /* \p{N} */
@@ -47,16 +49,7 @@ extern const size_t ts_uni_lower_count;
 extern const ts_uni_nfd ts_uni_nfd_ranges[];
 extern const size_t ts_uni_nfd_count;
 
-/* Decodes one UTF-8 sequence at s[0..n) (n >= 1). Returns its length (1..4) and stores the
- * code point; returns 0 when s[0] does not start a valid, complete sequence. */
-size_t ts_utf8_decode(const char *s, size_t n, uint32_t *cp);
-
-/* Number of bytes a sequence starting with lead byte c claims (1..4), or 0 when c cannot
- * start a sequence (a continuation byte or 0xF8..0xFF). Says nothing about validity. */
-size_t ts_utf8_lead_len(unsigned char c);
-
-/* Encodes cp (<= 0x10FFFF) into out[0..4); returns the length. */
-size_t ts_utf8_encode(uint32_t cp, char out[4]);
+/* UTF-8 coding (ts_utf8_decode, ts_utf8_encode, ts_utf8_lead_len) is in util/utf8.h. */
 
 uint16_t ts_uni_flags(uint32_t cp);
 bool ts_uni_is_whitespace(uint32_t cp); /* the White_Space property */
