@@ -17,6 +17,7 @@
 #include "runtime/runtime.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/stop.h"
 
 /* ---- JSON text ------------------------------------------------------------------------------ */
 
@@ -339,7 +340,19 @@ ts_status rt_chat_apply(const rt_chat *c, const ts_llm *llm, const ts_chat_optio
         if (vars == NULL) {
             return err->status;
         }
-        ts_tpl_options to = {.now = opt != NULL ? opt->now : 0};
+        ts_tpl_options to = {0};
+        ts_stop stop = {0};
+        if (opt != NULL) {
+            to.now = opt->now;
+            to.max_work = opt->max_work;
+            to.max_memory = opt->max_memory;
+            stop.cancel = opt->cancel;
+            stop.user = opt->cancel_user;
+            if (opt->timeout_ms > 0) {
+                stop.deadline_ns = ts_now_ns() + opt->timeout_ms * 1000000;
+            }
+            to.stop = &stop;
+        }
         st = ts_tpl_render(c->tpl, vars, strlen(vars), &to, text, &n, err);
         free(vars);
         if (st == TS_OK && llm != NULL && (opt == NULL || !opt->keep_special)) {

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "tessera.h"
+#include "util/stop.h"
 
 typedef struct ts_tpl ts_tpl;
 
@@ -36,6 +37,11 @@ typedef struct ts_tpl_options {
     int64_t now;          /* strftime_now's clock, Unix seconds UTC; 0: the current time */
     int no_trim_blocks;   /* nonzero: trim_blocks off (Hugging Face turns it on) */
     int no_lstrip_blocks; /* nonzero: lstrip_blocks off (Hugging Face turns it on) */
+    uint64_t max_work;    /* work units: each operation charges the bytes / items it touches
+                             (compared, searched, copied, inserted); 0: the default */
+    size_t max_memory;    /* bytes the render may hold at once; 0: the default */
+    const ts_stop *stop;  /* cancel and deadline (util/stop.h), checked every few thousand
+                             steps; NULL: none. Borrowed for the call. */
 } ts_tpl_options;
 
 /* Compiles template source (need not be NUL-terminated). Syntax errors are TS_ERR_FORMAT and
