@@ -501,8 +501,8 @@ typedef struct ts_context_info {
                                    params.chat_template_source), NULL when none; owned by the
                                    context. Tool-call and reasoning formats are read from it */
     const char *chat_template_notice; /* why the model's own template cannot be used (it does
-                                   not compile) and what renders instead, one line; "" when
-                                   nothing is wrong. Owned by the context */
+                                   not compile, or the file has none) and what renders instead,
+                                   one line; "" when nothing is wrong. Owned by the context */
     double load_ms;             /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
      * with one activation row / with several (one level per type), e.g. "Q4_1 avx2/avx2"
@@ -521,7 +521,9 @@ void ts_context_get_info(const ts_context *ctx, ts_context_info *out);
 const ts_llm *ts_context_llm(const ts_context *ctx);
 
 /* Renders a conversation with the context's chat template (params.chat_template or the
- * model's). TS_ERR_NOT_FOUND when there is none. */
+ * model's; for a model whose file has none, the built-in family its architecture or turn-marker
+ * tokens name, e.g. gemma for Gemma 3, reported in ts_context_info.chat_template and
+ * chat_template_notice). TS_ERR_NOT_FOUND when there is none. */
 ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,
                                  int add_generation_prompt, char **text, size_t *len,
                                  ts_error *err);
@@ -530,6 +532,13 @@ ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, 
  * params.chat_template_source, then the model's). */
 ts_status ts_context_chat_render(const ts_context *ctx, const char *request_json,
                                  size_t request_len, char **text, size_t *len, ts_error *err);
+/* ts_context_chat_render with a render's limits and cancel from opt (timeout_ms, max_memory,
+ * max_work, cancel, cancel_user, keep_special, now; name and source must be NULL: the context's
+ * template is fixed). For untrusted requests (the server renders every chat request this way).
+ * opt may be NULL (the engine's default limits). */
+ts_status ts_context_chat_render_opt(const ts_context *ctx, const ts_chat_options *opt,
+                                     const char *request_json, size_t request_len, char **text,
+                                     size_t *len, ts_error *err);
 
 /* -- requests -- */
 
@@ -712,6 +721,14 @@ typedef struct ts_server_config {
     int conn_timeout_s;     /* idle connection timeout (default 60) */
     int max_connections;    /* concurrent connections (default 512) */
     FILE *log;              /* one line per request; NULL: silent */
+    /* Chat-template renders and grammar compiles run on the request's thread before
+     * admission; these bound them (0: the default). */
+    size_t render_memory;   /* bytes all renders in flight may hold together; each reserves
+                               min(render_memory, 64 MiB) or waits up to 2 s, then 503
+                               (default 512 MiB) */
+    int render_timeout_ms;  /* wall-clock limit of one render (default 10000) */
+    int grammar_timeout_ms; /* wall-clock limit of one grammar / schema compile (default
+                               5000) */
 } ts_server_config;
 
 ts_server_config ts_server_config_default(void);

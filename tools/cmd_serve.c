@@ -32,8 +32,28 @@ static void usage(FILE *f) {
             "      --timeout S           idle connection timeout in seconds (default 60)\n"
             "      --shutdown-grace S    on SIGTERM/SIGINT, seconds running requests may finish "
             "(default 10)\n"
+            "      --render-memory MIB   memory all chat-template renders in flight share; each "
+            "takes\n"
+            "                            min(MIB, 64) or waits up to 2 s, then 503 (default 512; "
+            "suffixes K, M, G)\n"
+            "      --render-timeout S    time limit of one chat-template render (default 10; "
+            "decimals allowed)\n"
+            "      --grammar-timeout S   time limit of one grammar / JSON-schema compile "
+            "(default 5)\n"
             "      --quiet               no per-request log lines\n\n");
     ts_cli_print_common_help(f);
+}
+
+/* Seconds (decimals allowed) in (0, hi] as milliseconds. */
+static bool parse_ms(const char *s, double hi, int *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (s == NULL || *s == '\0' || *end != '\0' || errno != 0 || !(v >= 0.001) || v > hi) {
+        return false;
+    }
+    *out = (int)(v * 1000.0 + 0.5);
+    return true;
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -144,6 +164,31 @@ int ts_cmd_serve(int argc, char **argv) {
                 return 2;
             }
             sc.conn_timeout_s = (int)v;
+        } else if (strcmp(a, "--render-memory") == 0) {
+            /* A bare number is MiB. */
+            bool bare = val[0] != '\0' && strspn(val, "0123456789") == strlen(val);
+            if (!ts_cli_parse_size(val, &size) || (bare && size > ((int64_t)1 << 20))) {
+                size = -1;
+            }
+            size = bare && size >= 0 ? size << 20 : size;
+            if (size < ((int64_t)1 << 20) || size > ((int64_t)1 << 40)) {
+                fprintf(stderr, "error: --render-memory: '%s' is not a size in 1M..1T (a bare "
+                                "number is MiB)\n", val);
+                return 2;
+            }
+            sc.render_memory = (size_t)size;
+        } else if (strcmp(a, "--render-timeout") == 0) {
+            if (!parse_ms(val, 3600, &sc.render_timeout_ms)) {
+                fprintf(stderr, "error: --render-timeout: '%s' is out of range (0.001..3600 s)\n",
+                        val);
+                return 2;
+            }
+        } else if (strcmp(a, "--grammar-timeout") == 0) {
+            if (!parse_ms(val, 3600, &sc.grammar_timeout_ms)) {
+                fprintf(stderr, "error: --grammar-timeout: '%s' is out of range (0.001..3600 s)\n",
+                        val);
+                return 2;
+            }
         } else if (strcmp(a, "--shutdown-grace") == 0) {
             if (!parse_int(val, 0, 3600, &grace_s)) {
                 fprintf(stderr, "error: --shutdown-grace: '%s' is out of range (0..3600 s)\n", val);

@@ -81,6 +81,62 @@ char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_gener
 
 /* ---- choosing the template ------------------------------------------------------------------ */
 
+static bool has_token(const ts_tokenizer *tok, const char *text) {
+    ts_token id;
+    return ts_tokenizer_find(tok, text, strlen(text), &id) == TS_OK;
+}
+
+/* The built-in family a model without a template most likely was trained on, from its
+ * architecture and the turn markers its vocabulary holds as tokens (as llama.cpp falls back to
+ * chatml, but by evidence). *why says which evidence. False when nothing matches: guessing a
+ * format the model has never seen would give plausible-looking but wrong prompts. */
+static bool family_from_vocab(const ts_llm *llm, ts_chat_family *out, const char **why) {
+    const ts_tokenizer *tok = llm != NULL ? llm->tok : NULL;
+    if (tok == NULL) {
+        return false;
+    }
+    const char *arch = ts_llm_arch(llm);
+    bool gemma_tokens = has_token(tok, "<start_of_turn>") && has_token(tok, "<end_of_turn>");
+    if (gemma_tokens || (arch != NULL && strncmp(arch, "gemma", 5) == 0)) {
+        *out = TS_CHAT_GEMMA;
+        *why = gemma_tokens ? "its <start_of_turn>/<end_of_turn> tokens"
+                            : "its architecture (gemma)";
+        return true;
+    }
+    if (has_token(tok, "<|start_header_id|>") && has_token(tok, "<|end_header_id|>") &&
+        has_token(tok, "<|eot_id|>")) {
+        *out = TS_CHAT_LLAMA3;
+        *why = "its <|start_header_id|>/<|eot_id|> tokens";
+        return true;
+    }
+    if (has_token(tok, "<|im_start|>") && has_token(tok, "<|im_end|>")) {
+        *out = TS_CHAT_CHATML;
+        *why = "its <|im_start|>/<|im_end|> tokens";
+        return true;
+    }
+    if (has_token(tok, "<|user|>") && has_token(tok, "<|assistant|>") && has_token(tok, "<|end|>")) {
+        *out = TS_CHAT_PHI3;
+        *why = "its <|user|>/<|assistant|>/<|end|> tokens";
+        return true;
+    }
+    if (has_token(tok, "<｜User｜>") &&
+        has_token(tok, "<｜Assistant｜>")) {
+        *out = TS_CHAT_DEEPSEEK3;
+        *why = "its <｜User｜>/<｜Assistant｜> tokens";
+        return true;
+    }
+    if (has_token(tok, "[INST]") && has_token(tok, "[/INST]")) {
+        bool v7 = has_token(tok, "[SYSTEM_PROMPT]") && has_token(tok, "[/SYSTEM_PROMPT]");
+        /* Tekken vocabularies are BPE ones; v3 with SentencePiece writes "[INST] " with a space. */
+        *out = v7 ? TS_CHAT_MISTRAL_V7
+                  : ts_tokenizer_get_kind(tok) == TS_TOKENIZER_BPE ? TS_CHAT_MISTRAL_V3_TEKKEN
+                                                                    : TS_CHAT_MISTRAL_V3;
+        *why = v7 ? "its [SYSTEM_PROMPT]/[INST] tokens" : "its [INST]/[/INST] tokens";
+        return true;
+    }
+    return false;
+}
+
 ts_status rt_chat_open(rt_chat *c, const ts_llm *llm, const char *name, const char *source,
                        ts_error *err) {
     memset(c, 0, sizeof *c);
@@ -93,6 +149,16 @@ ts_status rt_chat_open(rt_chat *c, const ts_llm *llm, const char *name, const ch
     size_t len = 0;
     if (own) {
         source = llm != NULL ? llm->chat_src : NULL;
+        const char *why = NULL;
+        if (source == NULL && family_from_vocab(llm, &c->family.family, &why)) {
+            /* No template in the file: the family the model's turn markers name renders. */
+            c->has_family = true;
+            snprintf(c->notice, sizeof c->notice,
+                     "the model has no chat template; using the built-in '%s' template (from "
+                     "%s); give --chat-template NAME or --chat-template-file F to choose another",
+                     ts_chat_family_name(c->family.family), why);
+            return TS_OK;
+        }
         if (source == NULL) {
             return TS_OK; /* none: rendering says so */
         }
@@ -416,6 +482,22 @@ ts_status ts_context_chat_render(const ts_context *ctx, const char *request_json
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_render: NULL argument");
     }
     return rt_chat_apply(&ctx->chat, ctx->llm, NULL, request_json, request_len, text, len, err);
+}
+
+ts_status ts_context_chat_render_opt(const ts_context *ctx, const ts_chat_options *opt,
+                                     const char *request_json, size_t request_len, char **text,
+                                     size_t *len, ts_error *err) {
+    ts_error local = {0};
+    err = err != NULL ? err : &local;
+    if (ctx == NULL || request_json == NULL || text == NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_context_chat_render_opt: NULL argument");
+    }
+    if (opt != NULL && (opt->name != NULL || opt->source != NULL)) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "ts_context_chat_render_opt: the context's template is fixed at "
+                            "create (opt->name and opt->source must be NULL)");
+    }
+    return rt_chat_apply(&ctx->chat, ctx->llm, opt, request_json, request_len, text, len, err);
 }
 
 ts_status ts_context_chat_prompt(const ts_context *ctx, const ts_message *msgs, size_t n_msgs,

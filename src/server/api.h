@@ -54,6 +54,31 @@ typedef struct ts_api_error {
     char message[TS_ERROR_MSG_MAX];
 } ts_api_error;
 
+/* What a chat template renders, found by rendering test conversations with it once at start
+ * (chat_caps.c, as llama.cpp's minja does). A request holding what the template cannot render
+ * is rewritten into what it can (the polyfills below) instead of failing. */
+typedef struct ts_chat_caps {
+    bool probed;            /* the probes ran; false: every capability is assumed */
+    bool system_role;       /* a system turn's text reaches the prompt */
+    bool tools;             /* the offered tools reach the prompt */
+    bool tool_calls;        /* an assistant turn's tool_calls reach the prompt */
+    bool tool_responses;    /* a "tool" turn's result reaches the prompt */
+    bool needs_content;     /* content null fails (or vanishes) where "" renders */
+} ts_chat_caps;
+
+/* The rewrites of a chat request for a template that lacks a capability (a bit set). */
+enum {
+    TS_API_POLYFILL_TOOLS = 1 << 0,          /* tools described in a system turn */
+    TS_API_POLYFILL_TOOL_CALLS = 1 << 1,     /* calls written as JSON into the content */
+    TS_API_POLYFILL_TOOL_RESPONSES = 1 << 2, /* results as user turns of JSON naming the tool */
+    TS_API_POLYFILL_SYSTEM_ROLE = 1 << 3,    /* system text moved into the next user turn */
+    TS_API_POLYFILL_NULL_CONTENT = 1 << 4,   /* content null rendered as "" */
+};
+
+/* "tool_calls,tool_responses": the names of the polyfills in `bits`, comma-separated, into
+ * buf (empty when none). */
+void ts_api_polyfill_names(unsigned bits, char *buf, size_t size);
+
 /* What the server knows about its model when it checks a body. */
 typedef struct ts_api_limits {
     int32_t n_vocab;        /* token ids must be below this */
@@ -63,7 +88,8 @@ typedef struct ts_api_limits {
     int64_t n_embd;         /* embeddings: the model's vector size (dimensions must match) */
     bool tools_in_template; /* the chat template renders "tools" itself; when false, offered
                                tools are described in the system turn instead (see
-                               api_chat.c) */
+                               api_chat.c). Only read when caps.probed is false */
+    ts_chat_caps caps;      /* what the chat template renders (zero: not probed) */
 } ts_api_limits;
 
 /* tool_choice of a chat request. */
@@ -106,6 +132,7 @@ typedef struct ts_api_request {
     ts_api_tool_choice tool_choice; /* default auto when tools are given */
     const char *tool_choice_name;   /* TS_API_TOOL_NAMED: the function's name (view) */
     bool parallel_tool_calls;       /* default true */
+    unsigned polyfills;             /* TS_API_POLYFILL_* applied to chat_json */
 
     /* detokenize */
     int32_t *tokens; /* [n_tokens], owned */

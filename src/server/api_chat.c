@@ -189,18 +189,29 @@ static void put_tool_call(jbuf *b, const char *s, size_t n, span call, const cJS
     puts_(b, "}");
 }
 
-/* One message, normalised (role, content, tool call arguments; see the top of the file). */
+/* How one message is rewritten for a template that lacks a capability (see polyfills below). */
+typedef struct msg_edit {
+    const char *role;    /* NULL: the message's own (normalised) */
+    const char *content; /* NULL: the message's own; else this text replaces or adds it */
+    bool empty_null;     /* content null or absent becomes "" */
+    bool drop_calls;     /* leave tool_calls out (they were written into content) */
+    bool drop_name;      /* leave name out (a tool turn become a user turn) */
+} msg_edit;
+
+/* One message, normalised (role, content, tool call arguments; see the top of the file) and
+ * edited as `ed` says. */
 static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON *node,
-                        const ts_message *view) {
+                        const ts_message *view, const msg_edit *ed) {
     /* Reasoning under any of its names is also given as "thinking" (gpt-oss templates read
      * it) and "reasoning_content", as transformers does. */
     span k, v, reasoning = {0};
-    bool has_thinking = false, has_rc = false;
+    bool has_thinking = false, has_rc = false, has_content = false;
     size_t cur = open_at(msg.at);
     while (next_member(s, n, &cur, &k, &v)) {
         bool rc = key_is(s, k, "reasoning_content"), th = key_is(s, k, "thinking");
         has_thinking |= th;
         has_rc |= rc;
+        has_content |= key_is(s, k, "content");
         if ((rc || th || key_is(s, k, "reasoning")) && s[v.at] != 'n' && reasoning.end == 0) {
             reasoning = v;
         }
@@ -213,12 +224,21 @@ static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON 
         i++;
     }
     cur = open_at(msg.at);
-    for (; next_member(s, n, &cur, &k, &v); i++) {
+    while (next_member(s, n, &cur, &k, &v)) {
+        if ((ed->drop_calls && key_is(s, k, "tool_calls")) ||
+            (ed->drop_name && key_is(s, k, "name"))) {
+            continue;
+        }
         put(b, i ? "," : "", i ? 1 : 0);
+        i++;
         put_span(b, s, k);
         puts_(b, ":");
         if (key_is(s, k, "role")) {
-            put_str(b, view->role);
+            put_str(b, ed->role != NULL ? ed->role : view->role);
+        } else if (key_is(s, k, "content") && ed->content != NULL) {
+            put_str(b, ed->content);
+        } else if (key_is(s, k, "content") && s[v.at] == 'n') {
+            puts_(b, ed->empty_null ? "\"\"" : "null");
         } else if (key_is(s, k, "content") && s[v.at] == '[') {
             put_str(b, view->content);
         } else if (key_is(s, k, "tool_calls") && s[v.at] == '[') {
@@ -235,11 +255,153 @@ static void put_message(jbuf *b, const char *s, size_t n, span msg, const cJSON 
             put_span(b, s, v);
         }
     }
+    if (!has_content && (ed->content != NULL || ed->empty_null)) {
+        puts_(b, i ? ",\"content\":" : "\"content\":");
+        put_str(b, ed->content != NULL ? ed->content : "");
+        i++;
+    }
     if (reasoning.end != 0 && !has_rc) {
         puts_(b, i ? ",\"reasoning_content\":" : "\"reasoning_content\":");
         put_span(b, s, reasoning);
     }
     puts_(b, "}");
+}
+
+/* ---- polyfills ------------------------------------------------------------------------------
+ *
+ * For a template that cannot render tool calls, tool results or system turns (SmolLM2's only
+ * concatenates role and content), the request is rewritten the way llama.cpp's server does it
+ * for such templates, in a form the model can read and the generic tool-call parser accepts:
+ *
+ *   assistant {content: null, tool_calls: [...]}
+ *       -> assistant {content: '{"tool_calls":[{"name":N,"arguments":{...},"id":I}],
+ *                                "content":C}'}          (content only when non-empty)
+ *   tool {tool_call_id: I, content: R}
+ *       -> user {content: '{"tool_response":{"tool":N,"content":R,"tool_call_id":I}}'}
+ *          (N from the message's name, else from the call with that id)
+ *   system {content: S}, then user {content: U}
+ *       -> user {content: "S\nU"}                  (a system turn with no user turn after
+ *                                                     it becomes a user turn of its own)
+ *
+ * and content null becomes "" where the template fails on null. */
+
+/* The calls of an assistant message as the JSON text its content carries instead. */
+static char *calls_as_content(const cJSON *msg) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(root, "tool_calls");
+    const cJSON *call;
+    cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls")) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(call, "id");
+        cJSON *tc = cJSON_CreateObject();
+        cJSON_AddStringToObject(tc, "name", cJSON_IsString(name) ? name->valuestring : "");
+        cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        if (parsed != NULL) {
+            cJSON_AddItemToObject(tc, "arguments", parsed);
+        } else if (args != NULL) {
+            cJSON_AddItemToObject(tc, "arguments", cJSON_Duplicate(args, true));
+        } else {
+            cJSON_AddObjectToObject(tc, "arguments");
+        }
+        if (cJSON_IsString(id)) {
+            cJSON_AddStringToObject(tc, "id", id->valuestring);
+        }
+        cJSON_AddItemToArray(list, tc);
+    }
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (cJSON_IsString(content) && content->valuestring[0] != '\0') {
+        cJSON_AddStringToObject(root, "content", content->valuestring);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* The name of the function a tool result answers: its own "name", else that of the call with
+ * its tool_call_id in an earlier assistant turn; NULL when neither says. */
+static const char *tool_name(const cJSON *msgs, const cJSON *msg) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(msg, "name");
+    if (cJSON_IsString(name)) {
+        return name->valuestring;
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id");
+    const char *found = NULL;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (m == msg) {
+            break;
+        }
+        const cJSON *call;
+        cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            const cJSON *cid = cJSON_GetObjectItemCaseSensitive(call, "id");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+            const cJSON *fname = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            if (cJSON_IsString(fname) &&
+                (found == NULL || (cJSON_IsString(id) && cJSON_IsString(cid) &&
+                                   strcmp(id->valuestring, cid->valuestring) == 0))) {
+                found = fname->valuestring; /* the matching call, else the latest */
+            }
+        }
+    }
+    return found;
+}
+
+/* A tool result as the JSON text of the user turn that carries it instead. */
+static char *response_as_content(const cJSON *msgs, const cJSON *msg, const char *content) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *resp = cJSON_AddObjectToObject(root, "tool_response");
+    const char *name = tool_name(msgs, msg);
+    if (name != NULL) {
+        cJSON_AddStringToObject(resp, "tool", name);
+    }
+    cJSON_AddStringToObject(resp, "content", content);
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id");
+    if (cJSON_IsString(id)) {
+        cJSON_AddStringToObject(resp, "tool_call_id", id->valuestring);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* Appends text to the system text waiting for the next user turn. */
+static void pend(jbuf *pending, const char *text) {
+    if (pending->n > 0) {
+        ts_buf_puts(pending, "\n");
+    }
+    ts_buf_puts(pending, text);
+}
+
+/* The waiting system text as a user turn of its own. */
+static void flush_pending(jbuf *b, jbuf *pending, int *written) {
+    if (pending->n == 0) {
+        return;
+    }
+    put(b, *written > 0 ? "," : "", *written > 0 ? 1 : 0);
+    puts_(b, "{\"role\":\"user\",\"content\":");
+    put_str(b, pending->p);
+    puts_(b, "}");
+    (*written)++;
+    pending->n = 0;
+    pending->p[0] = '\0';
+}
+
+static const char *const k_polyfill_names[] = {"tools", "tool_calls", "tool_responses",
+                                               "system_role", "null_content"};
+
+void ts_api_polyfill_names(unsigned bits, char *buf, size_t size) {
+    size_t at = 0;
+    if (size > 0) {
+        buf[0] = '\0';
+    }
+    for (size_t i = 0; i < sizeof k_polyfill_names / sizeof *k_polyfill_names; i++) {
+        if ((bits & (1u << i)) && at < size) {
+            int w = snprintf(buf + at, size - at, "%s%s", at ? "," : "", k_polyfill_names[i]);
+            at += w > 0 ? (size_t)w : 0;
+        }
+    }
 }
 
 /* ---- validation ----------------------------------------------------------------------------- */
@@ -405,9 +567,10 @@ static ts_status check_message_extras(const cJSON *msg, int i, const char *role,
     return TS_OK;
 }
 
-/* The system turn that describes the offered tools to a template that does not render them:
- * the tools' JSON and the answer that calls one, which the server's generic parser reads. */
-static void put_tools_system(jbuf *b, const char *body, span tools, const char *before) {
+/* The system text that describes the offered tools to a template that does not render them:
+ * the tools' JSON and the answer that calls one, which the server's generic parser reads;
+ * after `before` (the conversation's own system text) when not NULL. NULL when out of memory. */
+static char *tools_system_text(const char *body, span tools, const char *before) {
     static const char head[] = "You can call the following tools (JSON descriptions):\n";
     static const char tail[] =
         "\n\nTo call a tool, answer with only a JSON object of the form {\"name\": \"<tool "
@@ -416,16 +579,87 @@ static void put_tools_system(jbuf *b, const char *body, span tools, const char *
     size_t pre = before != NULL ? strlen(before) + 2 : 0;
     size_t n = pre + sizeof head + (tools.end - tools.at) + sizeof tail;
     char *text = malloc(n);
-    if (text == NULL) {
-        b->oom = true;
-        return;
+    if (text != NULL) {
+        snprintf(text, n, "%s%s%s%.*s%s", before != NULL ? before : "",
+                 before != NULL ? "\n\n" : "", head, (int)(tools.end - tools.at), body + tools.at,
+                 tail);
     }
-    snprintf(text, n, "%s%s%s%.*s%s", before != NULL ? before : "", before != NULL ? "\n\n" : "",
-             head, (int)(tools.end - tools.at), body + tools.at, tail);
-    puts_(b, "{\"role\":\"system\",\"content\":");
-    put_str(b, text);
-    puts_(b, "}");
-    free(text);
+    return text;
+}
+
+/* Writes the messages of the template's variables, rewritten as the template's capabilities
+ * ask (polyfills above); *bits gets the polyfills applied. */
+static void put_messages(jbuf *b, const char *body, size_t len, span top_msgs, const cJSON *msgs,
+                         const ts_api_request *r, const ts_chat_caps *caps, const char *tools_text,
+                         bool merge, unsigned *bits) {
+    bool probed = caps->probed;
+    bool fold_system = probed && !caps->system_role;
+    jbuf pending = {0};
+    int written = 0;
+    if (tools_text != NULL) {
+        *bits |= TS_API_POLYFILL_TOOLS;
+        if (fold_system) {
+            pend(&pending, tools_text);
+            *bits |= TS_API_POLYFILL_SYSTEM_ROLE;
+        } else {
+            puts_(b, "{\"role\":\"system\",\"content\":");
+            put_str(b, tools_text);
+            puts_(b, "}");
+            written++;
+        }
+    }
+    span e;
+    size_t cur = open_at(top_msgs.at);
+    const cJSON *node = msgs->child;
+    for (int m = 0; m < r->n_messages && node != NULL && next_element(body, len, &cur, &e);
+         m++, node = node->next) {
+        if (m == 0 && merge) {
+            continue;
+        }
+        const char *role = r->messages[m].role;
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(node, "tool_calls");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(node, "content");
+        msg_edit ed = {0};
+        char *owned = NULL;
+        if (fold_system && strcmp(role, "system") == 0) {
+            pend(&pending, r->messages[m].content);
+            *bits |= TS_API_POLYFILL_SYSTEM_ROLE;
+            continue;
+        }
+        if (probed && !caps->tool_calls && cJSON_GetArraySize(calls) > 0) {
+            owned = calls_as_content(node);
+            b->oom |= owned == NULL;
+            ed.content = owned;
+            ed.drop_calls = true;
+            *bits |= TS_API_POLYFILL_TOOL_CALLS;
+        } else if (probed && !caps->tool_responses && strcmp(role, "tool") == 0) {
+            owned = response_as_content(msgs, node, r->messages[m].content);
+            b->oom |= owned == NULL;
+            ed.content = owned;
+            ed.role = "user";
+            ed.drop_name = true;
+            *bits |= TS_API_POLYFILL_TOOL_RESPONSES;
+        } else if (probed && caps->needs_content && (content == NULL || cJSON_IsNull(content))) {
+            ed.empty_null = true;
+            *bits |= TS_API_POLYFILL_NULL_CONTENT;
+        }
+        if (pending.n > 0 && strcmp(role, "user") == 0 && ed.content == NULL) {
+            /* The waiting system text opens this user turn. */
+            pend(&pending, r->messages[m].content);
+            b->oom |= pending.oom;
+            owned = ts_buf_take(&pending);
+            ed.content = owned;
+        } else {
+            flush_pending(b, &pending, &written);
+        }
+        put(b, written > 0 ? "," : "", written > 0 ? 1 : 0);
+        put_message(b, body, len, e, node, &r->messages[m], &ed);
+        written++;
+        free(owned);
+    }
+    flush_pending(b, &pending, &written);
+    b->oom |= pending.oom;
+    free(pending.p);
 }
 
 ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
@@ -486,24 +720,18 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
     }
     /* Tools the template does not render are described in the system turn (merged into the
      * first one when the conversation opens with one). */
-    bool describe = n_tools > 0 && top_tools.end != 0 && !lim->tools_in_template &&
-                    r->tool_choice != TS_API_TOOL_NONE;
+    bool tools_ok = lim->caps.probed ? lim->caps.tools : lim->tools_in_template;
+    bool describe =
+        n_tools > 0 && top_tools.end != 0 && !tools_ok && r->tool_choice != TS_API_TOOL_NONE;
     bool merge = describe && r->n_messages > 0 && strcmp(r->messages[0].role, "system") == 0;
-    puts_(&b, "{\"messages\":[");
+    char *tools_text = NULL;
     if (describe) {
-        put_tools_system(&b, body, top_tools, merge ? r->messages[0].content : NULL);
+        tools_text = tools_system_text(body, top_tools, merge ? r->messages[0].content : NULL);
+        b.oom |= tools_text == NULL;
     }
-    span e;
-    cur = open_at(top_msgs.at);
-    const cJSON *node = msgs->child;
-    for (int m = 0; m < r->n_messages && node != NULL && next_element(body, len, &cur, &e);
-         m++, node = node->next) {
-        if (m == 0 && merge) {
-            continue;
-        }
-        put(&b, m > 0 || describe ? "," : "", m > 0 || describe ? 1 : 0);
-        put_message(&b, body, len, e, node, &r->messages[m]);
-    }
+    puts_(&b, "{\"messages\":[");
+    put_messages(&b, body, len, top_msgs, msgs, r, &lim->caps, tools_text, merge, &r->polyfills);
+    free(tools_text);
     puts_(&b, "]");
     if (n_tools > 0 && top_tools.end != 0 && !describe) {
         puts_(&b, ",\"tools\":");

@@ -7,6 +7,7 @@
  * admission (503 with Retry-After), then the context's own checks at submit (400 when the KV
  * cache could never hold the request). Only then is anything queued.
  */
+#define _GNU_SOURCE /* strcasestr */
 #include "server/server_internal.h"
 
 #include <stdio.h>
@@ -26,33 +27,25 @@ ts_api_limits ts_server_limits(const ts_server *s) {
     ts_context_get_info(s->ctx, &info);
     lim.tools_in_template =
         info.chat_template_source != NULL && strstr(info.chat_template_source, "tools") != NULL;
+    lim.caps = s->chat_caps;
     return lim;
 }
 
 ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
-                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
-                               ts_api_error *err) {
+                               ts_req_cancel *rc, const int32_t **ids, int32_t *n_ids,
+                               int32_t **owned, ts_api_error *err) {
     *ids = NULL;
     *n_ids = 0;
     *owned = NULL;
     const char *text = NULL;
     char *rendered = NULL;
     size_t len = 0;
+    bool reserved = false;
     ts_error e = {0};
     if (r->kind == TS_API_CHAT || (r->kind == TS_API_TOKENIZE && r->n_messages > 0)) {
-        ts_status st =
-            ts_context_chat_render(s->ctx, r->chat_json, strlen(r->chat_json), &rendered, &len, &e);
-        if (st == TS_ERR_NOT_FOUND) {
-            return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                    "the model has no chat template (start the server with "
-                                    "--chat-template-file F or --chat-template NAME)");
-        }
-        if (st == TS_ERR_NOMEM) {
-            return ts_api_error_set(err, 500, "server_error", "messages", NULL, "%s", e.msg);
-        }
+        ts_status st = ts_server_render(s, r, rc, &rendered, &len, &reserved, err);
         if (st != TS_OK) {
-            return ts_api_error_set(err, 400, "invalid_request_error", "messages", NULL,
-                                    "cannot apply the chat template: %s", e.msg);
+            return st;
         }
         text = rendered;
     } else if (r->prompts[k].text != NULL) {
@@ -63,10 +56,29 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
         *n_ids = r->prompts[k].n_ids;
         return TS_OK;
     }
+    /* No token is longer than max_token_bytes, so a longer text cannot fit the context:
+     * refused before tokenizing what a template may have made huge. */
+    if (r->kind != TS_API_TOKENIZE && len / s->max_token_bytes > (size_t)s->n_ctx) {
+        ts_free(rendered);
+        if (reserved) {
+            ts_server_render_release(s);
+        }
+        const char *what = r->kind == TS_API_CHAT ? "messages" : "prompt";
+        return ts_api_error_set(err, 400, "invalid_request_error", what,
+                                "context_length_exceeded",
+                                "This model's maximum context length is %lld tokens. However, "
+                                "your %s is %zu bytes long%s, more than that many tokens can "
+                                "hold.",
+                                (long long)s->n_ctx, what, len,
+                                r->kind == TS_API_CHAT ? " once rendered" : "");
+    }
     int32_t *out = NULL;
     size_t n = 0;
     ts_status st = ts_llm_tokenize(s->llm, text, len, r->add_special_tokens, 1, &out, &n, &e);
     ts_free(rendered);
+    if (reserved) {
+        ts_server_render_release(s);
+    }
     if (st != TS_OK) {
         return ts_api_error_set(err, 400, "invalid_request_error",
                                 r->kind == TS_API_CHAT ? "messages" : "prompt", NULL,
@@ -258,18 +270,30 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
     return ts_reply_json(200, text);
 }
 
-/* Whether a submit error is the grammar compiler's: its messages start with "grammar" (GBNF)
- * or "schema" (JSON Schema), and only a constrained request compiles one. */
+/* Whether a submit error is the grammar compiler's: its messages name the grammar, the schema
+ * or the compile (or start with "json" / "gbnf"), and only a constrained request compiles one;
+ * a compile stopped by its time limit is TS_ERR_LIMIT like a context overflow, told apart by
+ * that message. */
 static bool grammar_error(const ts_api_request *r, ts_status st, const ts_error *err) {
     return r->grammar_param != NULL &&
-           (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED || st == TS_ERR_LIMIT) &&
-           (strncmp(err->msg, "grammar", 7) == 0 || strncmp(err->msg, "schema", 6) == 0);
+           (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED || st == TS_ERR_LIMIT ||
+            st == TS_ERR_RANGE || st == TS_ERR_INVALID_ARG) &&
+           (strncasecmp(err->msg, "json", 4) == 0 || strncasecmp(err->msg, "gbnf", 4) == 0 ||
+            strcasestr(err->msg, "grammar") != NULL || strcasestr(err->msg, "schema") != NULL ||
+            strcasestr(err->msg, "compile") != NULL);
 }
 
-/* A refusal from ts_context_submit. */
-static ts_reply submit_error(const ts_api_request *r, ts_status st, const ts_error *err) {
+/* A refusal from ts_context_submit. A compile stopped by the request's cancel is the server
+ * shutting down (503) or the client gone (499: nothing is sent). */
+static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cancel *rc,
+                             ts_status st, const ts_error *err) {
     ts_api_error e;
-    if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
+    if (st == TS_ERR_ABORTED && atomic_load(&s->stopping)) {
+        ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",
+                         "the server is shutting down (%s)", err->msg);
+    } else if (st == TS_ERR_ABORTED && ts_req_cancelled(rc)) {
+        return (ts_reply){.status = 499, .response = NULL};
+    } else if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
     } else if (grammar_error(r, st, err)) {
         ts_api_error_set(&e, 400, "invalid_request_error", r->grammar_param, NULL, "%s", err->msg);
@@ -298,6 +322,8 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         return ts_reply_error(&e);
     }
     int32_t n_subs = kind == TS_API_CHAT ? 1 : r.n_prompts;
+    ts_req_cancel rc; /* stops the render and the grammar compile (client gone, shutdown) */
+    ts_req_cancel_init(&rc, s, sock);
     const int32_t *ids[TS_API_MAX_PROMPTS] = {0};
     int32_t *owned[TS_API_MAX_PROMPTS] = {0};
     int32_t n_ids[TS_API_MAX_PROMPTS] = {0};
@@ -306,7 +332,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     ts_status st = TS_OK;
     int64_t n_ctx = s->n_ctx;
     for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
-        st = ts_server_prompt_ids(s, &r, k, &ids[k], &n_ids[k], &owned[k], &e);
+        st = ts_server_prompt_ids(s, &r, k, &rc, &ids[k], &n_ids[k], &owned[k], &e);
         if (st != TS_OK) {
             break;
         }
@@ -363,22 +389,30 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     }
     if (st != TS_OK) {
         ts_job_release(j);
-        reply = ts_reply_error(&e);
+        /* 499: the client left while its template rendered; nobody is there to answer. */
+        reply = e.status == 499 ? (ts_reply){.status = 499, .response = NULL} : ts_reply_error(&e);
     }
     for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
         ts_request_params p = r.params;
         p.max_tokens = max_tokens[k];
+        ts_server_compile_stop(s, &rc, &p);
         ts_error err = {0};
         ts_status est = ts_job_add(j, k, ids[k], n_ids[k], &p, &err);
         if (est != TS_OK) {
             st = est;
             ts_job_release(j);
-            reply = submit_error(&r, est, &err);
+            reply = submit_error(s, &r, &rc, est, &err);
         }
     }
     if (st == TS_OK) {
         reply = r.stream ? ts_stream_start(s, j, &r, chat, sock)
                          : collect(s, j, &r, chat, prompt_tokens, sock);
+    }
+    if (r.polyfills != 0 && reply.response != NULL) {
+        /* The template could not render parts of the conversation as given (api_chat.c). */
+        char names[96];
+        ts_api_polyfill_names(r.polyfills, names, sizeof names);
+        MHD_add_response_header(reply.response, "X-Tessera-Template-Polyfill", names);
     }
     for (int32_t k = 0; k < n_subs; k++) {
         ts_free(owned[k]);
@@ -399,7 +433,9 @@ ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, si
     if (kind == TS_API_TOKENIZE) {
         const int32_t *ids = NULL;
         int32_t *owned = NULL, n = 0;
-        st = ts_server_prompt_ids(s, &r, 0, &ids, &n, &owned, &e);
+        ts_req_cancel rc;
+        ts_req_cancel_init(&rc, s, -1);
+        st = ts_server_prompt_ids(s, &r, 0, &rc, &ids, &n, &owned, &e);
         if (st == TS_OK) {
             cJSON_AddNumberToObject(root, "count", n);
             cJSON_AddNumberToObject(root, "max_model_len", (double)s->n_ctx);

@@ -97,6 +97,7 @@ static ts_reply reply_models(ts_server *s) {
     cJSON_AddNumberToObject(m, "created", (double)s->created);
     cJSON_AddStringToObject(m, "owned_by", "tessera");
     cJSON_AddNumberToObject(m, "max_model_len", (double)s->n_ctx);
+    cJSON_AddItemToObject(m, "chat_template", ts_server_chat_info(s));
     cJSON_AddItemToArray(data, m);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

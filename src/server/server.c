@@ -20,6 +20,9 @@ ts_server_config ts_server_config_default(void) {
         .conn_timeout_s = 60,
         .max_connections = 512,
         .log = NULL,
+        .render_memory = (size_t)512 << 20,
+        .render_timeout_ms = 10000,
+        .grammar_timeout_ms = 5000,
     };
     return c;
 }
@@ -52,6 +55,13 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
                             cfg->port, cfg->max_body, cfg->max_queue, (long long)info.max_seqs,
                             (long long)info.n_ctx, cfg->conn_timeout_s, cfg->max_connections);
     }
+    if (cfg->render_timeout_ms < 0 || cfg->grammar_timeout_ms < 0 ||
+        (cfg->render_memory != 0 && cfg->render_memory < ((size_t)1 << 20))) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "server: invalid render limits (render memory %zu bytes, at least "
+                            "1 MiB; render timeout %d ms, grammar timeout %d ms, not negative)",
+                            cfg->render_memory, cfg->render_timeout_ms, cfg->grammar_timeout_ms);
+    }
     if (cfg->api_key != NULL && cfg->api_key[0] == '\0') {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "server: the API key is empty");
     }
@@ -60,6 +70,12 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
         return ts_error_set(err, TS_ERR_NOMEM, "server: out of memory");
     }
     s->cfg = *cfg;
+    ts_server_config defaults = ts_server_config_default();
+    s->cfg.render_memory = cfg->render_memory ? cfg->render_memory : defaults.render_memory;
+    s->cfg.render_timeout_ms =
+        cfg->render_timeout_ms ? cfg->render_timeout_ms : defaults.render_timeout_ms;
+    s->cfg.grammar_timeout_ms =
+        cfg->grammar_timeout_ms ? cfg->grammar_timeout_ms : defaults.grammar_timeout_ms;
     s->host = dup_or_null(cfg->host ? cfg->host : "127.0.0.1");
     s->api_key = dup_or_null(cfg->api_key);
     s->model_name = dup_or_null(cfg->model_name);
@@ -87,6 +103,8 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->embed_cv, NULL);
+    pthread_cond_init(&s->render_cv, NULL);
+    atomic_init(&s->stopping, false);
     ts_llm_info mi;
     ts_llm_get_info(s->llm, &mi);
     s->n_embd = mi.n_embd;
@@ -94,6 +112,7 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     s->embed_max_tokens =
         s->encoder && info.max_batch_tokens < info.n_ctx ? info.max_batch_tokens : info.n_ctx;
     ts_metrics_init(&s->metrics);
+    ts_server_render_init(s);
     *out = s;
     return TS_OK;
 }
@@ -188,6 +207,8 @@ void ts_server_shutdown(ts_server *s, int grace_ms) {
     s->shut_down = true;
     pthread_mutex_lock(&s->mu);
     s->draining = true;
+    atomic_store(&s->stopping, true); /* renders and compiles before admission stop now */
+    pthread_cond_broadcast(&s->render_cv);
     pthread_mutex_unlock(&s->mu);
     if (s->daemon != NULL) {
         s->listen_fd_after_quiesce = MHD_quiesce_daemon(s->daemon);
@@ -237,6 +258,7 @@ void ts_server_destroy(ts_server *s) {
     ts_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->embed_cv);
+    pthread_cond_destroy(&s->render_cv);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
     free(s->api_key);

@@ -46,6 +46,12 @@
 
 typedef struct ts_job ts_job;
 typedef struct ts_embed_job ts_embed_job;
+typedef struct ts_req_cancel ts_req_cancel;
+
+/* How long a render waits for its share of the render budget before the request is 503. */
+#define TS_RENDER_WAIT_MS 2000
+/* The most one render reserves of the budget (a real chat prompt needs far less). */
+#define TS_RENDER_SHARE_MAX ((size_t)64 << 20)
 
 struct ts_server {
     ts_server_config cfg; /* strings point to the copies below */
@@ -78,6 +84,17 @@ struct ts_server {
     int64_t n_requests_open; /* HTTP requests between their first call and on_completed */
 
     ts_metrics metrics;
+
+    /* Chat renders (render.c). Every render of a request's chat template reserves
+     * render_share bytes of cfg.render_memory before it starts (and holds them until its text
+     * is tokenized), so all renders in flight together stay within the budget. */
+    ts_chat_caps chat_caps;   /* what the chat template renders (probed at create) */
+    atomic_bool stopping;     /* shutdown began: renders and grammar compiles stop */
+    size_t render_share;      /* bytes one render may hold: min(render_memory, 64 MiB) */
+    size_t render_used;       /* reserved by renders in flight (under mu) */
+    pthread_cond_t render_cv; /* signalled when a reservation is returned or on shutdown */
+    size_t max_token_bytes;   /* longest token text: a prompt longer than n_ctx times this
+                                 cannot fit the context, so it is refused untokenized */
 
     /* Embeddings (embed.c): jobs the engine thread runs between steps, under mu. */
     int64_t n_embd;           /* the model's vector size */
@@ -217,16 +234,53 @@ ts_reply ts_handle_embeddings(ts_server *s, const char *body, size_t len);
  * instead (the server is shutting down). */
 void ts_server_run_embed_jobs(ts_server *s, bool stop);
 
-/* Renders prompt k of a request into token ids (the context's chat template for chat). *ids
- * points either into r (ids the body gave; valid while r is) or to *owned, the buffer
- * ts_llm_tokenize returned, which the caller releases with ts_free (*owned is NULL when
- * nothing was allocated). */
+/* Renders prompt k of a request into token ids (the context's chat template for chat, through
+ * ts_server_render). *ids points either into r (ids the body gave; valid while r is) or to
+ * *owned, the buffer ts_llm_tokenize returned, which the caller releases with ts_free (*owned
+ * is NULL when nothing was allocated). rc: the request's cancel state (may be NULL). An error
+ * with status 499 means the client left: answer nothing and close. */
 ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
-                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
-                               ts_api_error *err);
+                               ts_req_cancel *rc, const int32_t **ids, int32_t *n_ids,
+                               int32_t **owned, ts_api_error *err);
 
 /* The server's limits for ts_api_parse. */
 ts_api_limits ts_server_limits(const ts_server *s);
+
+/* ---- render.c: chat renders and compiles bounded, counted and stoppable ------------------- */
+
+/* One request's "stop now" state, read by the cancel callback of its template render and of
+ * its grammar compile (both run on the request's HTTP thread): the server is shutting down,
+ * or the client went away (its socket is polled for a hang-up at most every 20 ms). */
+struct ts_req_cancel {
+    ts_server *srv;
+    int sock;              /* the client's socket; -1: not watched */
+    atomic_bool gone;      /* the client hung up */
+    int64_t next_poll_ns;  /* when the socket is looked at next (the HTTP thread only) */
+};
+
+void ts_req_cancel_init(ts_req_cancel *rc, ts_server *s, int sock);
+/* The cancel callback (ts_chat_options.cancel, ts_request_params.cancel): nonzero when the
+ * server is stopping or the client left. */
+int ts_req_cancelled(void *rc);
+
+/* Probes the chat template's capabilities (chat_caps.c) under small limits and measures the
+ * longest token text; called by ts_server_create. */
+void ts_server_render_init(ts_server *s);
+
+/* Renders r->chat_json with the context's template within the render budget: waits up to
+ * TS_RENDER_WAIT_MS for its share (then 503), renders with cfg.render_timeout_ms, the share
+ * as max_memory and rc's cancel. On success the share stays reserved (*reserved true) until
+ * ts_server_render_release; errors are mapped for the client: a limit or a template error
+ * 400, shutdown 503, a client gone 499, out of memory 500. */
+ts_status ts_server_render(ts_server *s, const ts_api_request *r, ts_req_cancel *rc, char **text,
+                           size_t *len, bool *reserved, ts_api_error *err);
+void ts_server_render_release(ts_server *s);
+
+/* Fills a request's grammar-compile stop (cancel, cancel_user = rc, compile_timeout_ms). */
+void ts_server_compile_stop(ts_server *s, ts_req_cancel *rc, ts_request_params *p);
+
+/* The chat template in use for GET /v1/models: {"name", "notice", "capabilities"}. */
+cJSON *ts_server_chat_info(ts_server *s);
 
 /* ---- http.c ------------------------------------------------------------------------------ */
 
