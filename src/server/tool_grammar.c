@@ -6,17 +6,26 @@
  *   generic  the whole answer is {"name": N, "arguments": A}: one JSON Schema, an anyOf of one
  *            object per allowed tool (name a const, arguments its parameters schema)
  *   llama3   the same with "parameters" in place of "arguments"
- *   hermes   <tool_call>CALL</tool_call>, repeated when parallel_tool_calls: the call's schema
- *            compiled to GBNF (ts_json_schema_to_gbnf), its root renamed and wrapped
+ *   hermes   <tool_call>CALL</tool_call>, up to TS_TOOL_MAX_CALLS of them when
+ *            parallel_tool_calls: the call's schema compiled to GBNF (ts_json_schema_to_gbnf),
+ *            its root renamed and wrapped
+ *
+ * Nothing here repeats without bound (the calls, the newlines between them), so an answer under
+ * the constraint must end instead of running to max_tokens; inside a call, the schema
+ * compiler bounds whitespace and digits.
  *
  * Other formats get no constraint (their markers are special tokens or code; the answer is
  * parsed as before). Neither does an answer that starts inside a reasoning block, which the
  * grammar would forbid.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/server_internal.h"
+
+/* The most calls one constrained answer holds (parallel_tool_calls). */
+#define TS_TOOL_MAX_CALLS 8
 
 /* {"anyOf":[{"type":"object","properties":{"name":{"const":N},KEY:PARAMS},"required":[...],
  * "additionalProperties":false}, ...]} for the allowed tools; NULL when out of memory. */
@@ -95,8 +104,16 @@ ts_status ts_server_tool_grammar(ts_api_request *r, const ts_chat_out_config *cf
             return ts_api_error_set(e, 500, "server_error", NULL, NULL,
                                     "the schema grammar does not start with its root rule");
         }
-        const char *head = r->parallel_tool_calls ? "root ::= tc-one ( [\\n]{0,2} tc-one )*\n"
-                                                  : "root ::= tc-one\n";
+        /* Bounded, so that the answer must end: at most TS_TOOL_MAX_CALLS calls, each
+         * closed by its tag, with at most two newlines around and between them; once the
+         * last one closes only the end of the answer is left. */
+        char head[96];
+        if (r->parallel_tool_calls) {
+            snprintf(head, sizeof head, "root ::= tc-one ( [\\n]{0,2} tc-one ){0,%d}\n",
+                     TS_TOOL_MAX_CALLS - 1);
+        } else {
+            snprintf(head, sizeof head, "root ::= tc-one\n");
+        }
         const char *one = "tc-one ::= \"<tool_call>\" [\\n]? tc-call [\\n]? \"</tool_call>\"\n";
         size_t n = strlen(head) + strlen(one) + strlen(g) + 16;
         text = malloc(n);

@@ -190,8 +190,45 @@ static void test_no_template(void **state) {
     api_model_close(&m);
 }
 
+/* A Gemma 3 file without a template renders with the built-in gemma family (from its
+ * architecture), and the context says so; limits and cancel reach the render. */
+static void test_family_fallback(void **state) {
+    (void)state;
+    ts_tiny_spec spec = ts_tiny_spec_default("gemma3");
+    api_model m;
+    api_model_open(&m, &spec, "api_chat_gemma");
+    assert_null(ts_llm_chat_template(m.llm));
+    char *t = render(m.llm, NULL,
+                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", TS_OK);
+    assert_string_equal(t, "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+    ts_free(t);
+    ts_context_params p = api_params();
+    ts_context *ctx = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    ts_context_info info;
+    ts_context_get_info(ctx, &info);
+    assert_string_equal(info.chat_template, "gemma");
+    assert_null(info.chat_template_source);
+    assert_non_null(strstr(info.chat_template_notice, "no chat template"));
+    assert_non_null(strstr(info.chat_template_notice, "'gemma'"));
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    size_t len = 0;
+    ts_chat_options opt = {.timeout_ms = 1000, .max_memory = 1 << 20};
+    assert_int_equal(ts_context_chat_render_opt(ctx, &opt, req, strlen(req), &t, &len, &err),
+                     TS_OK);
+    assert_string_equal(t, "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+    ts_free(t);
+    opt.name = "chatml";
+    assert_int_equal(ts_context_chat_render_opt(ctx, &opt, req, strlen(req), &t, &len, &err),
+                     TS_ERR_INVALID_ARG);
+    ts_context_destroy(ctx);
+    api_model_close(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_family_fallback),
         cmocka_unit_test(test_render_source),
         cmocka_unit_test(test_model_template),
         cmocka_unit_test(test_no_template),
