@@ -195,6 +195,8 @@ typedef struct ts_chat_options {
  * tokenizer adds itself: tokenize it with add_special and parse_special. opt may be NULL;
  * llm may be NULL when opt->source is given (bos_token and eos_token are then "" unless the
  * request gives them).
+ * A model whose file has no template renders with the built-in family its architecture or
+ * turn-marker tokens name (gemma, llama3, chatml, phi3, deepseek3, mistral).
  * Errors: TS_ERR_NOT_FOUND (no template), TS_ERR_FORMAT (malformed request or template,
  * "template:LINE: ..."), TS_ERR_UNSUPPORTED (a construct the engine lacks), TS_ERR_ABORTED
  * (the template's raise_exception: "template raised: MESSAGE"), TS_ERR_LIMIT. */

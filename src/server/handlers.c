@@ -56,9 +56,10 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
         *n_ids = r->prompts[k].n_ids;
         return TS_OK;
     }
-    /* No token is longer than max_token_bytes, so a longer text cannot fit the context:
-     * refused before tokenizing what a template may have made huge. */
-    if (r->kind != TS_API_TOKENIZE && len / s->max_token_bytes > (size_t)s->n_ctx) {
+    /* No token's text is longer than max_token_bytes, so a text far longer than n_ctx of
+     * them cannot fit the context: refused before tokenizing what a template may have made
+     * huge (with a margin of 4 for normalizers that shorten text, e.g. NFKC's ligatures). */
+    if (r->kind != TS_API_TOKENIZE && len / 4 / s->max_token_bytes > (size_t)s->n_ctx) {
         ts_free(rendered);
         if (reserved) {
             ts_server_render_release(s);
