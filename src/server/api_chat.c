@@ -733,7 +733,8 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
     put_messages(&b, body, len, top_msgs, msgs, r, &lim->caps, tools_text, merge, &r->polyfills);
     free(tools_text);
     puts_(&b, "]");
-    if (n_tools > 0 && top_tools.end != 0 && !describe) {
+    /* A template known not to render tools gets none (a built-in renderer would refuse them). */
+    if (n_tools > 0 && top_tools.end != 0 && !describe && (!lim->caps.probed || lim->caps.tools)) {
         puts_(&b, ",\"tools\":");
         put_span(&b, body, top_tools);
     }

@@ -10,9 +10,10 @@
  *            parallel_tool_calls: the call's schema compiled to GBNF (ts_json_schema_to_gbnf),
  *            its root renamed and wrapped
  *
- * Nothing here repeats without bound (the calls, the newlines between them), so an answer under
- * the constraint must end instead of running to max_tokens; inside a call, the schema
- * compiler bounds whitespace and digits.
+ * Nothing here repeats without bound (the calls, the newlines between them), and a tool whose
+ * parameters declare properties takes those only (additionalProperties false unless the schema
+ * says otherwise), so an answer under the constraint must end instead of running to
+ * max_tokens; inside a call, the schema compiler bounds whitespace and digits.
  *
  * Other formats get no constraint (their markers are special tokens or code; the answer is
  * parsed as before). Neither does an answer that starts inside a reasoning block, which the
@@ -48,6 +49,11 @@ static char *calls_schema(const cJSON *tools, const char *only, const char *key)
                                                            : cJSON_CreateObject();
         if (cJSON_IsObject(p) && cJSON_GetArraySize(p) == 0) {
             cJSON_AddStringToObject(p, "type", "object"); /* no parameters: any object */
+        } else if (cJSON_IsObject(p) && cJSON_GetObjectItemCaseSensitive(p, "properties") &&
+                   !cJSON_GetObjectItemCaseSensitive(p, "additionalProperties")) {
+            /* The declared arguments only (as OpenAI's strict mode): otherwise a small model
+             * may invent keys until max_tokens, and the call never ends. */
+            cJSON_AddFalseToObject(p, "additionalProperties");
         }
         cJSON_AddItemToObject(props, key, p);
         const char *req[2] = {"name", key};

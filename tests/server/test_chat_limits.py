@@ -308,3 +308,16 @@ def test_huge_enum_schema(make_server):
         "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}, timeout=30)
     assert status == 200, data
     assert time.time() - t0 < 10
+
+
+def test_required_tool_choice_ends_in_a_call(client, model_id):
+    """tool_choice "required" with a tool whose schema does not close its properties: sampled
+    answers still end in a call, well before max_tokens."""
+    r = client.chat.completions.create(
+        model=model_id, tools=TOOLS, tool_choice="required", temperature=1.0, seed=11, n=4,
+        max_tokens=300, messages=[{"role": "user", "content": "Weather in Oslo?"}])
+    for ch in r.choices:
+        assert ch.finish_reason == "tool_calls", ch.message
+        assert ch.message.tool_calls[0].function.name == "get_weather"
+        assert set(json.loads(ch.message.tool_calls[0].function.arguments)) <= {"city"}
+    assert r.usage.completion_tokens < 4 * 300
