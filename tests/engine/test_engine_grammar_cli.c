@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "common/skip.h"
+
 static char out[1 << 20], errbuf[1 << 16];
 
 static void slurp(const char *path, char *buf, size_t size) {
@@ -46,8 +48,11 @@ static void test_bench_subset(void **state) {
     char model[512];
     snprintf(model, sizeof model, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
-    if (bin == NULL || access(bin, X_OK) != 0 || access(model, R_OK) != 0) {
-        skip(); /* message printed by main */
+    if (bin == NULL || access(bin, X_OK) != 0) {
+        TS_SKIP("TS_BIN is not set to an executable tessera binary");
+    }
+    if (access(model, R_OK) != 0) {
+        TS_SKIP_NO_MODEL(model);
     }
     char args[2048];
     snprintf(args, sizeof args,
@@ -76,9 +81,6 @@ static void test_bench_subset(void **state) {
 }
 
 int main(void) {
-    if (getenv("TS_BIN") == NULL) {
-        fprintf(stderr, "TS_BIN is not set: skipped\n");
-    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bench_subset)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

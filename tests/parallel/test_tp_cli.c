@@ -36,6 +36,8 @@
 
 #include "common/tiny_model.h"
 
+#include "common/skip.h"
+
 /* Under AddressSanitizer SmolLM2 runs several times slower: fewer tokens there. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TS_QUICK 1
@@ -168,7 +170,7 @@ static void test_in_process(void **state) {
 static void test_mpi(void **state) {
     (void)state;
 #ifndef TS_TEST_MPIRUN
-    printf("skipped: built without MPI or no mpirun\n");
+    TS_NOT_RUN("built without MPI or no mpirun");
 #else
     static char inproc[8192], got[8192];
     char prefix[1024];
@@ -234,7 +236,7 @@ static void test_smollm2(void **state) {
     snprintf(model, sizeof model, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
     if (access(model, R_OK) != 0) {
-        printf("skipped: %s not cached\n", model);
+        TS_NOT_RUN("model %s is absent (python3 scripts/fetch_model.py)", model);
         return;
     }
     static char base[8192], got[8192];
@@ -248,7 +250,7 @@ static void test_smollm2(void **state) {
     }
     assert_string_equal(got, base);
 #ifndef TS_TEST_MPIRUN
-    printf("MPI part skipped: built without MPI or no mpirun\n");
+    TS_NOT_RUN("the MPI part: built without MPI or no mpirun");
 #else
     char prefix[1024];
     snprintf(prefix, sizeof prefix, MPI_ENV "timeout 120 %s -np 2 --oversubscribe", TS_TEST_MPIRUN);
@@ -274,7 +276,7 @@ static void test_smollm2(void **state) {
 
 int main(void) {
     if (access(bin(), X_OK) != 0) {
-        printf("skipped: tessera binary '%s' not found (TS_BIN)\n", bin());
+        TS_NOT_RUN("tessera binary '%s' not found (TS_BIN)", bin());
         return 0;
     }
     const struct CMUnitTest tests[] = {
