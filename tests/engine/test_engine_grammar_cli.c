@@ -29,15 +29,25 @@ static void slurp(const char *path, char *buf, size_t size) {
     }
 }
 
+/* Runs `tessera grammar ARGS`; stdout and stderr land in out and errbuf through files of
+ * unique names (tests run in parallel, possibly several builds at once). */
 static int run(const char *args) {
+    const char *tmp = getenv("TMPDIR");
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/ts_gbench_out_XXXXXX", tmp != NULL ? tmp : "/tmp");
+    snprintf(err_path, sizeof err_path, "%s/ts_gbench_err_XXXXXX", tmp != NULL ? tmp : "/tmp");
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    assert_true(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' grammar %s > /tmp/ts_gbench_out.txt 2> /tmp/ts_gbench_err.txt",
-             getenv("TS_BIN"), args);
+    snprintf(cmd, sizeof cmd, "'%s' grammar %s > '%s' 2> '%s'", getenv("TS_BIN"), args, out_path,
+             err_path);
     int st = system(cmd);
-    slurp("/tmp/ts_gbench_out.txt", out, sizeof out);
-    slurp("/tmp/ts_gbench_err.txt", errbuf, sizeof errbuf);
-    unlink("/tmp/ts_gbench_out.txt");
-    unlink("/tmp/ts_gbench_err.txt");
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, errbuf, sizeof errbuf);
+    unlink(out_path);
+    unlink(err_path);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
