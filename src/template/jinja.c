@@ -38,14 +38,16 @@ static char *normalize(jj_arena *a, const char *src, size_t len, size_t *out_len
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '\r') {
             s[n++] = '\n';
-            if (i + 1 < len && src[i + 1] == '\n')
+            if (i + 1 < len && src[i + 1] == '\n') {
                 i++;
+            }
         } else {
             s[n++] = src[i];
         }
     }
-    if (n > 0 && s[n - 1] == '\n')
+    if (n > 0 && s[n - 1] == '\n') {
         n--;
+    }
     s[n] = 0;
     *out_len = n;
     return s;
@@ -54,8 +56,9 @@ static char *normalize(jj_arena *a, const char *src, size_t len, size_t *out_len
 static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt, ts_tpl **out,
                          ts_error *err) {
     ts_tpl *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
         return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory");
+    }
     jmp_buf jmp;
     jj_arena_init(&t->arena, 0, &jmp, err);
     if (setjmp(jmp)) {
@@ -82,17 +85,20 @@ static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt,
 
 ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
-    if (!out || (!src && len))
+    }
+    if (!out || (!src && len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL source or output");
+    }
     *out = NULL;
     return compile(src ? src : "", len, NULL, out, err);
 }
 
 void ts_tpl_free(ts_tpl *t) {
-    if (!t)
+    if (!t) {
         return;
+    }
     jj_arena_free(&t->arena);
     free(t);
 }
@@ -105,8 +111,9 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     if (!o.no_trim_blocks != t->trim_blocks || !o.no_lstrip_blocks != t->lstrip_blocks) {
         ts_tpl *variant;
         ts_status st = compile(t->src, t->src_n, &o, &variant, err);
-        if (st != TS_OK)
+        if (st != TS_OK) {
             return st;
+        }
         st = render(variant, vars_json, vars_len, opt, out, out_len, err);
         ts_tpl_free(variant);
         return st;
@@ -120,8 +127,9 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     };
     size_t mem =
         c.max_output > MEMORY_MIN / MEMORY_FACTOR ? c.max_output * MEMORY_FACTOR : MEMORY_MIN;
-    if (mem < vars_len * 8 + MEMORY_MIN)
+    if (mem < vars_len * 8 + MEMORY_MIN) {
         mem = vars_len * 8 + MEMORY_MIN;
+    }
     jj_arena arena;
     jmp_buf jmp;
     jj_arena_init(&arena, mem, &jmp, err);
@@ -150,13 +158,15 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         jj_arena_free(&arena);
         return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory (%zu bytes)", result.n + 1);
     }
-    if (result.n)
+    if (result.n) {
         memcpy(text, result.p, result.n);
+    }
     text[result.n] = 0;
     jj_arena_free(&arena);
     *out = text;
-    if (out_len)
+    if (out_len) {
         *out_len = result.n;
+    }
     ts_error_clear(err);
     return TS_OK;
 }
@@ -164,12 +174,15 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
 ts_status ts_tpl_render(const ts_tpl *t, const char *vars_json, size_t vars_len,
                         const ts_tpl_options *opt, char **out, size_t *out_len, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
-    if (!t || !out || (!vars_json && vars_len))
+    }
+    if (!t || !out || (!vars_json && vars_len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL template or output");
+    }
     *out = NULL;
-    if (out_len)
+    if (out_len) {
         *out_len = 0;
+    }
     return render(t, vars_json ? vars_json : "", vars_len, opt, out, out_len, err);
 }

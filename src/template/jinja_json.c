@@ -33,8 +33,9 @@ JJ_NORETURN static void jfail(jreader *r, const char *what) {
 
 static void skip_ws(jreader *r) {
     while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' || r->s[r->pos] == '\n' ||
-                             r->s[r->pos] == '\r'))
+                             r->s[r->pos] == '\r')) {
         r->pos++;
+    }
 }
 
 static bool lit(jreader *r, const char *word) {
@@ -47,8 +48,9 @@ static bool lit(jreader *r, const char *word) {
 }
 
 static int hex4(jreader *r) {
-    if (r->pos + 4 > r->n)
+    if (r->pos + 4 > r->n) {
         jfail(r, "truncated \\u escape");
+    }
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char h = r->s[r->pos + (size_t)i];
@@ -56,8 +58,9 @@ static int hex4(jreader *r) {
                 : h >= 'a' && h <= 'f' ? h - 'a' + 10
                 : h >= 'A' && h <= 'F' ? h - 'A' + 10
                                        : -1;
-        if (d < 0)
+        if (d < 0) {
             jfail(r, "bad \\u escape");
+        }
         v = v * 16 + d;
     }
     r->pos += 4;
@@ -70,21 +73,24 @@ static jj_value read_string(jreader *r) {
     jj_buf_init(&b, r->c->arena);
     size_t run = r->pos;
     for (;;) {
-        if (r->pos >= r->n)
+        if (r->pos >= r->n) {
             jfail(r, "unterminated string");
+        }
         unsigned char ch = (unsigned char)r->s[r->pos];
         if (ch == '"') {
             jj_buf_put(&b, r->s + run, r->pos - run);
             r->pos++;
             break;
         }
-        if (ch < 0x20)
+        if (ch < 0x20) {
             jfail(r, "control character in a string");
+        }
         if (ch >= 0x80) {
             size_t adv;
             jj_utf8_decode(r->s + r->pos, r->n - r->pos, &adv);
-            if (adv == 1)
+            if (adv == 1) {
                 jfail(r, "invalid UTF-8 in a string");
+            }
             r->pos += adv;
             continue;
         }
@@ -94,8 +100,9 @@ static jj_value read_string(jreader *r) {
         }
         jj_buf_put(&b, r->s + run, r->pos - run);
         r->pos++;
-        if (r->pos >= r->n)
+        if (r->pos >= r->n) {
             jfail(r, "unterminated escape");
+        }
         char e = r->s[r->pos++];
         switch (e) {
         case '"':
@@ -129,10 +136,11 @@ static jj_value read_string(jreader *r) {
                 size_t save = r->pos;
                 r->pos += 2;
                 uint32_t lo = (uint32_t)hex4(r);
-                if (lo >= 0xdc00 && lo < 0xe000)
+                if (lo >= 0xdc00 && lo < 0xe000) {
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                else
+                } else {
                     r->pos = save;
+                }
             }
             /* A lone surrogate is kept as its 3-byte form, as Python keeps it in a str. */
             jj_utf8_put(&b, cp);
@@ -149,61 +157,76 @@ static jj_value read_string(jreader *r) {
 static jj_value read_number(jreader *r) {
     size_t start = r->pos;
     bool is_float = false;
-    if (r->s[r->pos] == '-')
+    if (r->s[r->pos] == '-') {
         r->pos++;
-    if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+    }
+    if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
         jfail(r, "bad number");
-    if (r->s[r->pos] == '0')
+    }
+    if (r->s[r->pos] == '0') {
         r->pos++;
-    else
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+    } else {
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
+    }
     if (r->pos < r->n && r->s[r->pos] == '.') {
         is_float = true;
         r->pos++;
-        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
             jfail(r, "bad number: digits must follow '.'");
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+        }
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
     }
     if (r->pos < r->n && (r->s[r->pos] == 'e' || r->s[r->pos] == 'E')) {
         is_float = true;
         r->pos++;
-        if (r->pos < r->n && (r->s[r->pos] == '+' || r->s[r->pos] == '-'))
+        if (r->pos < r->n && (r->s[r->pos] == '+' || r->s[r->pos] == '-')) {
             r->pos++;
-        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+        }
+        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
             jfail(r, "bad number: digits must follow the exponent");
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+        }
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
     }
     char buf[400];
     size_t len = r->pos - start;
-    if (len >= sizeof(buf))
+    if (len >= sizeof(buf)) {
         jfail(r, "number too long");
+    }
     memcpy(buf, r->s + start, len);
     buf[len] = 0;
-    if (is_float)
+    if (is_float) {
         return jj_float(strtod(buf, NULL));
+    }
     bool neg = buf[0] == '-';
     uint64_t v = 0;
     for (const char *p = buf + neg; *p; p++) {
-        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
             jfail(r, "integer out of the 64-bit range");
+        }
         v = v * 10 + (uint64_t)(*p - '0');
     }
-    if (v > (uint64_t)INT64_MAX + neg)
+    if (v > (uint64_t)INT64_MAX + neg) {
         jfail(r, "integer out of the 64-bit range");
+    }
     return jj_int(neg ? (int64_t)(0 - v) : (int64_t)v);
 }
 
 static jj_value read_value(jreader *r) {
     skip_ws(r);
-    if (r->pos >= r->n)
+    if (r->pos >= r->n) {
         jfail(r, "unexpected end of input");
+    }
     char ch = r->s[r->pos];
     if (ch == '{' || ch == '[') {
-        if (++r->depth > MAX_JSON_DEPTH)
+        if (++r->depth > MAX_JSON_DEPTH) {
             jfail(r, "nested deeper than 512 levels");
+        }
         r->pos++;
         bool obj = ch == '{';
         jj_value v = obj ? jj_new_dict(r->c, 0) : jj_new_list(r->c, 0);
@@ -216,12 +239,14 @@ static jj_value read_value(jreader *r) {
         for (;;) {
             if (obj) {
                 skip_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != '"')
+                if (r->pos >= r->n || r->s[r->pos] != '"') {
                     jfail(r, "expected a string key");
+                }
                 jj_value k = read_string(r);
                 skip_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != ':')
+                if (r->pos >= r->n || r->s[r->pos] != ':') {
                     jfail(r, "expected ':'");
+                }
                 r->pos++;
                 jj_dict_set(r->c, v.d, k, read_value(r));
             } else {
@@ -241,16 +266,21 @@ static jj_value read_value(jreader *r) {
         r->depth--;
         return v;
     }
-    if (ch == '"')
+    if (ch == '"') {
         return read_string(r);
-    if (ch == '-' || (ch >= '0' && ch <= '9'))
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
         return read_number(r);
-    if (lit(r, "true"))
+    }
+    if (lit(r, "true")) {
         return jj_bool(true);
-    if (lit(r, "false"))
+    }
+    if (lit(r, "false")) {
         return jj_bool(false);
-    if (lit(r, "null"))
+    }
+    if (lit(r, "null")) {
         return jj_none();
+    }
     jfail(r, "unexpected character");
 }
 
@@ -258,8 +288,9 @@ jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n) {
     jreader r = {.c = c, .s = s, .n = n};
     jj_value v = read_value(&r);
     skip_ws(&r);
-    if (r.pos != r.n)
+    if (r.pos != r.n) {
         jfail(&r, "trailing characters after the value");
+    }
     return v;
 }
 
@@ -334,8 +365,9 @@ static void put_string(jwriter *w, const char *s, size_t n) {
 
 static void newline(jwriter *w, int level) {
     jj_buf_putc(w->b, '\n');
-    for (int i = 0; i < level; i++)
+    for (int i = 0; i < level; i++) {
         jj_buf_put(w->b, w->indent, w->indent_n);
+    }
 }
 
 static void put_float(jwriter *w, double f) {
@@ -364,10 +396,12 @@ static jj_value key_text(jwriter *w, jj_value k) {
     case JJ_NONE:
         return jj_cstr("null");
     case JJ_FLOAT:
-        if (isnan(k.f))
+        if (isnan(k.f)) {
             return jj_cstr("NaN");
-        if (isinf(k.f))
+        }
+        if (isinf(k.f)) {
             return jj_cstr(k.f < 0 ? "-Infinity" : "Infinity");
+        }
         jj_float_repr(k.f, tmp);
         break;
     default:
@@ -383,8 +417,9 @@ static int cmp_keys(jwriter *w, const jj_value *a, const jj_value *b) {
 }
 
 static void dump(jwriter *w, jj_value v, int level) {
-    if (level > MAX_JSON_DEPTH)
+    if (level > MAX_JSON_DEPTH) {
         jj_fail(w->c, TS_ERR_LIMIT, "tojson: value nested deeper than %d levels", MAX_JSON_DEPTH);
+    }
     jj_step(w->c, 1);
     switch (v.type) {
     case JJ_NONE:
@@ -403,22 +438,26 @@ static void dump(jwriter *w, jj_value v, int level) {
         put_string(w, v.s.p, v.s.n);
         return;
     case JJ_LIST:
-        if (v.flags & JJ_F_GEN)
+        if (v.flags & JJ_F_GEN) {
             jj_fail(w->c, TS_ERR_TYPE, "Object of type generator is not JSON serializable");
+        }
         if (v.l->n == 0) {
             jj_buf_puts(w->b, "[]");
             return;
         }
         jj_buf_putc(w->b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i)
+            if (i) {
                 jj_buf_puts(w->b, w->item_sep);
-            if (w->indent_set)
+            }
+            if (w->indent_set) {
                 newline(w, level + 1);
+            }
             dump(w, v.l->v[i], level + 1);
         }
-        if (w->indent_set)
+        if (w->indent_set) {
             newline(w, level);
+        }
         jj_buf_putc(w->b, ']');
         return;
     case JJ_DICT: {
@@ -428,8 +467,9 @@ static void dump(jwriter *w, jj_value v, int level) {
         }
         size_t n = v.d->n;
         size_t *order = jj_alloc(w->c->arena, n * sizeof(*order));
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             order[i] = i;
+        }
         if (w->sort_keys) {
             /* Insertion sort keeps it simple; dicts in templates are small. */
             jj_step(w->c, n * n / 4);
@@ -444,17 +484,20 @@ static void dump(jwriter *w, jj_value v, int level) {
         }
         jj_buf_putc(w->b, '{');
         for (size_t i = 0; i < n; i++) {
-            if (i)
+            if (i) {
                 jj_buf_puts(w->b, w->item_sep);
-            if (w->indent_set)
+            }
+            if (w->indent_set) {
                 newline(w, level + 1);
+            }
             jj_value k = key_text(w, v.d->keys[order[i]]);
             put_string(w, k.s.p, k.s.n);
             jj_buf_puts(w->b, w->key_sep);
             dump(w, v.d->vals[order[i]], level + 1);
         }
-        if (w->indent_set)
+        if (w->indent_set) {
             newline(w, level);
+        }
         jj_buf_putc(w->b, '}');
         return;
     }

@@ -75,8 +75,9 @@ void *jj_alloc(jj_arena *a, size_t size) {
 
 char *jj_strdup(jj_arena *a, const char *s, size_t n) {
     char *p = jj_alloc(a, n + 1);
-    if (n)
+    if (n) {
         memcpy(p, s, n);
+    }
     p[n] = 0;
     return p;
 }
@@ -86,8 +87,9 @@ void jj_buf_init(jj_buf *b, jj_arena *a) {
 }
 
 static void buf_reserve(jj_buf *b, size_t more) {
-    if (b->cap - b->n > more)
+    if (b->cap - b->n > more) {
         return;
+    }
     jj_arena *a = b->arena;
     if (a->max_string && b->n + more > a->max_string) {
         ts_error_set(a->err, TS_ERR_LIMIT,
@@ -97,18 +99,21 @@ static void buf_reserve(jj_buf *b, size_t more) {
         longjmp(*a->fail_jmp, 1);
     }
     size_t cap = b->cap ? b->cap : 64;
-    while (cap - b->n <= more)
+    while (cap - b->n <= more) {
         cap *= 2;
+    }
     char *p = jj_alloc(b->arena, cap);
-    if (b->n)
+    if (b->n) {
         memcpy(p, b->p, b->n);
+    }
     b->p = p;
     b->cap = cap;
 }
 
 void jj_buf_put(jj_buf *b, const char *s, size_t n) {
-    if (!n)
+    if (!n) {
         return;
+    }
     buf_reserve(b, n);
     memcpy(b->p + b->n, s, n);
     b->n += n;
@@ -128,8 +133,9 @@ void jj_buf_printf(jj_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     int k = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
-    if (k < 0)
+    if (k < 0) {
         return;
+    }
     if ((size_t)k < sizeof(tmp)) {
         jj_buf_put(b, tmp, (size_t)k);
         return;
@@ -183,8 +189,9 @@ jj_value jj_new_dict(jj_ctx *c, size_t cap) {
 void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v) {
     uint32_t d = v.type == JJ_LIST ? v.l->depth : v.type == JJ_DICT ? v.d->depth : 0;
     if (d + 1 > *depth) {
-        if (d + 1 > JJ_MAX_VALUE_DEPTH)
+        if (d + 1 > JJ_MAX_VALUE_DEPTH) {
             jj_fail(c, TS_ERR_LIMIT, "value nested deeper than %d levels", JJ_MAX_VALUE_DEPTH);
+        }
         *depth = d + 1;
     }
 }
@@ -194,8 +201,9 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
         jj_value *nv = jj_alloc(c->arena, cap * sizeof(jj_value));
-        if (l->n)
+        if (l->n) {
             memcpy(nv, l->v, l->n * sizeof(jj_value));
+        }
         l->v = nv;
         l->cap = cap;
     }
@@ -203,17 +211,20 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v) {
 }
 
 jj_value *jj_dict_find(const jj_dict *d, jj_value key) {
-    for (size_t i = 0; i < d->n; i++)
-        if (jj_equal(d->keys[i], key))
+    for (size_t i = 0; i < d->n; i++) {
+        if (jj_equal(d->keys[i], key)) {
             return &d->vals[i];
+        }
+    }
     return NULL;
 }
 
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n) {
     for (size_t i = 0; i < d->n; i++) {
         const jj_value *k = &d->keys[i];
-        if (k->type == JJ_STR && k->s.n == n && memcmp(k->s.p, key, n) == 0)
+        if (k->type == JJ_STR && k->s.n == n && memcmp(k->s.p, key, n) == 0) {
             return &d->vals[i];
+        }
     }
     return NULL;
 }
@@ -283,8 +294,9 @@ bool jj_equal(jj_value a, jj_value b) {
         }
         return a.i == b.i;
     }
-    if (a.type != b.type)
+    if (a.type != b.type) {
         return false;
+    }
     switch (a.type) {
     case JJ_UNDEF:
     case JJ_NONE:
@@ -292,25 +304,33 @@ bool jj_equal(jj_value a, jj_value b) {
     case JJ_STR:
         return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JJ_LIST:
-        if ((a.flags | b.flags) & JJ_F_GEN)
+        if ((a.flags | b.flags) & JJ_F_GEN) {
             return a.l == b.l;
-        if ((a.flags & JJ_F_TUPLE) != (b.flags & JJ_F_TUPLE) || a.l->n != b.l->n)
+        }
+        if ((a.flags & JJ_F_TUPLE) != (b.flags & JJ_F_TUPLE) || a.l->n != b.l->n) {
             return false;
-        if (a.l == b.l)
+        }
+        if (a.l == b.l) {
             return true;
-        for (size_t i = 0; i < a.l->n; i++)
-            if (!jj_equal(a.l->v[i], b.l->v[i]))
+        }
+        for (size_t i = 0; i < a.l->n; i++) {
+            if (!jj_equal(a.l->v[i], b.l->v[i])) {
                 return false;
+            }
+        }
         return true;
     case JJ_DICT:
-        if (a.d->n != b.d->n)
+        if (a.d->n != b.d->n) {
             return false;
-        if (a.d == b.d)
+        }
+        if (a.d == b.d) {
             return true;
+        }
         for (size_t i = 0; i < a.d->n; i++) {
             const jj_value *o = jj_dict_find(b.d, a.d->keys[i]);
-            if (!o || !jj_equal(a.d->vals[i], *o))
+            if (!o || !jj_equal(a.d->vals[i], *o)) {
                 return false;
+            }
         }
         return true;
     case JJ_NS:
@@ -355,8 +375,9 @@ const char *jj_type_name(jj_value v) {
 
 int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op) {
     if (is_num(a) && is_num(b)) {
-        if (a.type != JJ_FLOAT && b.type != JJ_FLOAT)
+        if (a.type != JJ_FLOAT && b.type != JJ_FLOAT) {
             return (a.i > b.i) - (a.i < b.i);
+        }
         double x = a.type == JJ_FLOAT ? a.f : (double)a.i;
         double y = b.type == JJ_FLOAT ? b.f : (double)b.i;
         return (x > y) - (x < y);
@@ -364,32 +385,38 @@ int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op) {
     if (a.type == JJ_STR && b.type == JJ_STR) {
         size_t n = a.s.n < b.s.n ? a.s.n : b.s.n;
         int r = n ? memcmp(a.s.p, b.s.p, n) : 0;
-        if (r)
+        if (r) {
             return r < 0 ? -1 : 1;
+        }
         return (a.s.n > b.s.n) - (a.s.n < b.s.n);
     }
     if (a.type == JJ_LIST && b.type == JJ_LIST &&
         (a.flags & JJ_F_TUPLE) == (b.flags & JJ_F_TUPLE)) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (jj_equal(a.l->v[i], b.l->v[i]))
+            if (jj_equal(a.l->v[i], b.l->v[i])) {
                 continue;
+            }
             return jj_compare(c, a.l->v[i], b.l->v[i], op);
         }
         return (a.l->n > b.l->n) - (a.l->n < b.l->n);
     }
-    if (a.type == JJ_UNDEF)
+    if (a.type == JJ_UNDEF) {
         jj_undef_fail(c, a);
-    if (b.type == JJ_UNDEF)
+    }
+    if (b.type == JJ_UNDEF) {
         jj_undef_fail(c, b);
+    }
     jj_fail(c, TS_ERR_TYPE, "'%s' not supported between instances of '%s' and '%s'", op,
             jj_type_name(a), jj_type_name(b));
 }
 
 void jj_undef_fail(jj_ctx *c, jj_value u) {
-    if (u.flags & JJ_F_UNDEF_UNSAFE)
+    if (u.flags & JJ_F_UNDEF_UNSAFE) {
         jj_fail(c, TS_ERR_UNSUPPORTED, "%.*s", (int)u.s.n, u.s.p);
-    if (u.flags & JJ_F_UNDEF_MSG)
+    }
+    if (u.flags & JJ_F_UNDEF_MSG) {
         jj_fail(c, TS_ERR_FORMAT, "%.*s", (int)u.s.n, u.s.p);
+    }
     jj_fail(c, TS_ERR_FORMAT, "'%.*s' is undefined", (int)u.s.n, u.s.p);
 }
 
@@ -408,41 +435,52 @@ void jj_float_repr(double f, char out[40]) {
     char e[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(e, sizeof(e), "%.*e", prec - 1, f);
-        if (strtod(e, NULL) == f)
+        if (strtod(e, NULL) == f) {
             break;
+        }
     }
     char digits[24];
     size_t nd = 0;
     const char *p = e;
     bool neg = *p == '-';
-    if (neg)
+    if (neg) {
         p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9')
+    }
+    for (; *p && *p != 'e'; p++) {
+        if (*p >= '0' && *p <= '9') {
             digits[nd++] = *p;
+        }
+    }
     int exp = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
+    while (nd > 1 && digits[nd - 1] == '0') {
         nd--;
+    }
     char *o = out;
-    if (neg)
+    if (neg) {
         *o++ = '-';
+    }
     if (exp >= -4 && exp < 16) {
         if (exp >= 0) {
-            for (int i = 0; i <= exp; i++)
+            for (int i = 0; i <= exp; i++) {
                 *o++ = (size_t)i < nd ? digits[i] : '0';
+            }
             *o++ = '.';
-            if ((size_t)exp + 1 < nd)
-                for (size_t i = (size_t)exp + 1; i < nd; i++)
+            if ((size_t)exp + 1 < nd) {
+                for (size_t i = (size_t)exp + 1; i < nd; i++) {
                     *o++ = digits[i];
-            else
+                }
+            } else {
                 *o++ = '0';
+            }
         } else {
             *o++ = '0';
             *o++ = '.';
-            for (int i = 0; i < -exp - 1; i++)
+            for (int i = 0; i < -exp - 1; i++) {
                 *o++ = '0';
-            for (size_t i = 0; i < nd; i++)
+            }
+            for (size_t i = 0; i < nd; i++) {
                 *o++ = digits[i];
+            }
         }
         *o = 0;
         return;
@@ -450,8 +488,9 @@ void jj_float_repr(double f, char out[40]) {
     *o++ = digits[0];
     if (nd > 1) {
         *o++ = '.';
-        for (size_t i = 1; i < nd; i++)
+        for (size_t i = 1; i < nd; i++) {
             *o++ = digits[i];
+        }
     }
     snprintf(o, 16, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
 }
@@ -459,16 +498,19 @@ void jj_float_repr(double f, char out[40]) {
 /* Python's str.isprintable(), close enough: controls, separators other than the space,
  * format characters, surrogates and private use are not printable. */
 static bool printable(uint32_t cp) {
-    if (cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad)
+    if (cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad) {
         return false;
-    if (cp < 0x300)
+    }
+    if (cp < 0x300) {
         return true;
+    }
     if ((cp >= 0x600 && cp <= 0x605) || cp == 0x61c || cp == 0x6dd || cp == 0x70f || cp == 0x180e ||
         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202f) ||
         (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 || (cp >= 0xd800 && cp <= 0xf8ff) ||
         cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) || cp == 0xfffe || cp == 0xffff ||
-        cp >= 0xf0000 || (cp >= 0xe0000 && cp <= 0xe0fff))
+        cp >= 0xf0000 || (cp >= 0xe0000 && cp <= 0xe0fff)) {
         return false;
+    }
     return true;
 }
 
@@ -489,12 +531,13 @@ static void repr_str(jj_buf *b, const char *s, size_t n) {
         } else if (cp == '\t') {
             jj_buf_puts(b, "\\t");
         } else if (!printable(cp)) {
-            if (cp < 0x100)
+            if (cp < 0x100) {
                 jj_buf_printf(b, "\\x%02x", (unsigned)cp);
-            else if (cp < 0x10000)
+            } else if (cp < 0x10000) {
                 jj_buf_printf(b, "\\u%04x", (unsigned)cp);
-            else
+            } else {
                 jj_buf_printf(b, "\\U%08x", (unsigned)cp);
+            }
         } else {
             jj_buf_put(b, s + i, adv);
         }
@@ -532,8 +575,9 @@ static void str_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
 }
 
 static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
-    if (depth > 512)
+    if (depth > 512) {
         jj_fail(c, TS_ERR_LIMIT, "value nested deeper than 512 levels");
+    }
     switch (v.type) {
     case JJ_STR:
         repr_str(b, v.s.p, v.s.n);
@@ -549,36 +593,42 @@ static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
         bool tuple = v.flags & JJ_F_TUPLE;
         jj_buf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i)
+            if (i) {
                 jj_buf_puts(b, ", ");
+            }
             repr_depth(c, b, v.l->v[i], depth + 1);
         }
-        if (tuple && v.l->n == 1)
+        if (tuple && v.l->n == 1) {
             jj_buf_putc(b, ',');
+        }
         jj_buf_putc(b, tuple ? ')' : ']');
         return;
     }
     case JJ_DICT:
     case JJ_NS:
-        if (v.type == JJ_NS)
+        if (v.type == JJ_NS) {
             jj_buf_puts(b, "<Namespace ");
+        }
         jj_buf_putc(b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
-            if (i)
+            if (i) {
                 jj_buf_puts(b, ", ");
+            }
             repr_depth(c, b, v.d->keys[i], depth + 1);
             jj_buf_puts(b, ": ");
             repr_depth(c, b, v.d->vals[i], depth + 1);
         }
         jj_buf_putc(b, '}');
-        if (v.type == JJ_NS)
+        if (v.type == JJ_NS) {
             jj_buf_putc(b, '>');
+        }
         return;
     case JJ_FUNC:
-        if (v.fn->kind == JJ_FN_MACRO)
+        if (v.fn->kind == JJ_FN_MACRO) {
             jj_buf_printf(b, "<Macro '%.*s'>", (int)v.fn->name_n, v.fn->name);
-        else
+        } else {
             jj_buf_printf(b, "<built-in method %.*s>", (int)v.fn->name_n, v.fn->name);
+        }
         return;
     case JJ_LOOP:
         jj_buf_printf(b, "<LoopContext %zu/%zu>", v.loop->index0 + 1, v.loop->items->n);
@@ -596,8 +646,9 @@ void jj_repr_to(jj_ctx *c, jj_buf *b, jj_value v) {
 }
 
 jj_value jj_to_str(jj_ctx *c, jj_value v) {
-    if (v.type == JJ_STR)
+    if (v.type == JJ_STR) {
         return v;
+    }
     jj_buf b;
     jj_buf_init(&b, c->arena);
     jj_str_to(c, &b, v);
@@ -614,8 +665,9 @@ jj_value jj_iterate(jj_ctx *c, jj_value v) {
         return jj_new_list(c, 0);
     case JJ_DICT: {
         jj_value l = jj_new_list(c, v.d->n);
-        for (size_t i = 0; i < v.d->n; i++)
+        for (size_t i = 0; i < v.d->n; i++) {
             l.l->v[i] = v.d->keys[i];
+        }
         l.l->n = v.d->n;
         return l;
     }
@@ -641,8 +693,9 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
     case JJ_STR:
         return (int64_t)jj_utf8_count(v.s.p, v.s.n);
     case JJ_LIST:
-        if (v.flags & JJ_F_GEN)
+        if (v.flags & JJ_F_GEN) {
             break;
+        }
         return (int64_t)v.l->n;
     case JJ_DICT:
         return (int64_t)v.d->n;
@@ -659,17 +712,21 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
 uint32_t jj_utf8_decode(const char *s, size_t n, size_t *adv) {
     const unsigned char *u = (const unsigned char *)s;
     *adv = 1;
-    if (u[0] < 0x80 || n == 0)
+    if (u[0] < 0x80 || n == 0) {
         return u[0];
+    }
     int len = u[0] >= 0xf0 && u[0] < 0xf5 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc2 ? 2 : 0;
-    if (u[0] >= 0xf5)
+    if (u[0] >= 0xf5) {
         len = 0;
-    if (len == 0 || (size_t)len > n)
+    }
+    if (len == 0 || (size_t)len > n) {
         return u[0];
+    }
     uint32_t cp = u[0] & (0x7f >> len);
     for (int i = 1; i < len; i++) {
-        if ((u[i] & 0xc0) != 0x80)
+        if ((u[i] & 0xc0) != 0x80) {
             return u[0];
+        }
         cp = (cp << 6) | (u[i] & 0x3f);
     }
     *adv = (size_t)len;
@@ -733,87 +790,119 @@ bool jj_is_digit(uint32_t cp) {
 }
 
 bool jj_is_alpha(uint32_t cp) {
-    if (cp < 0x80)
+    if (cp < 0x80) {
         return (cp | 0x20) >= 'a' && (cp | 0x20) <= 'z';
-    if (cp == 0xaa || cp == 0xb5 || cp == 0xba)
+    }
+    if (cp == 0xaa || cp == 0xb5 || cp == 0xba) {
         return true;
-    if (cp < 0xc0 || cp == 0xd7 || cp == 0xf7)
+    }
+    if (cp < 0xc0 || cp == 0xd7 || cp == 0xf7) {
         return false;
+    }
     /* Punctuation, symbols and spaces of the common blocks are not letters. */
     if ((cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) ||
         (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff20) ||
         (cp >= 0xff3b && cp <= 0xff40) || (cp >= 0xff5b && cp <= 0xff65) ||
-        (cp >= 0x1f000 && cp <= 0x1faff) || (cp >= 0xd800 && cp <= 0xf8ff))
+        (cp >= 0x1f000 && cp <= 0x1faff) || (cp >= 0xd800 && cp <= 0xf8ff)) {
         return false;
+    }
     return !jj_is_space(cp);
 }
 
 uint32_t jj_upper(uint32_t cp) {
-    if (cp < 0x80)
+    if (cp < 0x80) {
         return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
-    if (cp == 0xb5)
+    }
+    if (cp == 0xb5) {
         return 0x39c;
-    if (cp == 0xff)
+    }
+    if (cp == 0xff) {
         return 0x178;
-    if (cp >= 0xe0 && cp <= 0xfe && cp != 0xf7)
+    }
+    if (cp >= 0xe0 && cp <= 0xfe && cp != 0xf7) {
         return cp - 32;
+    }
     if (cp >= 0x100 && cp <= 0x17f) {
-        if (cp == 0x131)
+        if (cp == 0x131) {
             return 'I';
-        if (cp == 0x17f)
+        }
+        if (cp == 0x17f) {
             return 'S';
-        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e))
+        }
+        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) {
             return (cp & 1) ? cp : cp - 1;
-        if (cp == 0x130 || cp == 0x138 || cp == 0x149 || cp == 0x178)
+        }
+        if (cp == 0x130 || cp == 0x138 || cp == 0x149 || cp == 0x178) {
             return cp;
+        }
         return (cp & 1) ? cp - 1 : cp;
     }
-    if (cp >= 0x3b1 && cp <= 0x3c9 && cp != 0x3c2)
+    if (cp >= 0x3b1 && cp <= 0x3c9 && cp != 0x3c2) {
         return cp - 32;
-    if (cp == 0x3c2)
+    }
+    if (cp == 0x3c2) {
         return 0x3a3;
-    if (cp >= 0x3ac && cp <= 0x3af)
+    }
+    if (cp >= 0x3ac && cp <= 0x3af) {
         return cp == 0x3ac ? 0x386 : cp - 37;
-    if (cp >= 0x430 && cp <= 0x44f)
+    }
+    if (cp >= 0x430 && cp <= 0x44f) {
         return cp - 32;
-    if (cp >= 0x450 && cp <= 0x45f)
+    }
+    if (cp >= 0x450 && cp <= 0x45f) {
         return cp - 80;
-    if ((cp >= 0x460 && cp <= 0x481) || (cp >= 0x48a && cp <= 0x4bf))
+    }
+    if ((cp >= 0x460 && cp <= 0x481) || (cp >= 0x48a && cp <= 0x4bf)) {
         return (cp & 1) ? cp - 1 : cp;
-    if (cp >= 0xff41 && cp <= 0xff5a)
+    }
+    if (cp >= 0xff41 && cp <= 0xff5a) {
         return cp - 32;
+    }
     return cp;
 }
 
 uint32_t jj_lower(uint32_t cp) {
-    if (cp < 0x80)
+    if (cp < 0x80) {
         return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
-    if (cp >= 0xc0 && cp <= 0xde && cp != 0xd7)
+    }
+    if (cp >= 0xc0 && cp <= 0xde && cp != 0xd7) {
         return cp + 32;
-    if (cp == 0x178)
+    }
+    if (cp == 0x178) {
         return 0xff;
+    }
     if (cp >= 0x100 && cp <= 0x17f) {
-        if (cp == 0x130)
+        if (cp == 0x130) {
             return 'i';
-        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e))
+        }
+        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) {
             return (cp & 1) ? cp + 1 : cp;
-        if (cp == 0x131 || cp == 0x138 || cp == 0x149 || cp == 0x17f)
+        }
+        if (cp == 0x131 || cp == 0x138 || cp == 0x149 || cp == 0x17f) {
             return cp;
+        }
         return (cp & 1) ? cp : cp + 1;
     }
-    if (cp >= 0x391 && cp <= 0x3a9 && cp != 0x3a2)
+    if (cp >= 0x391 && cp <= 0x3a9 && cp != 0x3a2) {
         return cp + 32;
-    if (cp == 0x386)
+    }
+    if (cp == 0x386) {
         return 0x3ac;
-    if (cp >= 0x388 && cp <= 0x38a)
+    }
+    if (cp >= 0x388 && cp <= 0x38a) {
         return cp + 37;
-    if (cp >= 0x410 && cp <= 0x42f)
+    }
+    if (cp >= 0x410 && cp <= 0x42f) {
         return cp + 32;
-    if (cp >= 0x400 && cp <= 0x40f)
+    }
+    if (cp >= 0x400 && cp <= 0x40f) {
         return cp + 80;
-    if ((cp >= 0x460 && cp <= 0x481) || (cp >= 0x48a && cp <= 0x4bf))
+    }
+    if ((cp >= 0x460 && cp <= 0x481) || (cp >= 0x48a && cp <= 0x4bf)) {
         return (cp & 1) ? cp : cp + 1;
-    if (cp >= 0xff21 && cp <= 0xff3a)
+    }
+    if (cp >= 0xff21 && cp <= 0xff3a) {
         return cp + 32;
+    }
     return cp;
 }
