@@ -14,12 +14,22 @@
 
 #include "template/jinja_internal.h"
 
+#include "util/stop.h"
+
+/* Defaults (jinja.h, docs/templates.md). Real chat templates render a conversation in well
+ * under a millisecond and a few hundred KiB; these stop a hostile one within seconds and
+ * under 256 MiB, whichever limit it runs into first. */
 #define DEFAULT_MAX_OUTPUT ((size_t)4 << 20)
 #define DEFAULT_MAX_STEPS  UINT64_C(50000000)
 #define DEFAULT_MAX_DEPTH  128
-/* A render's memory: its output several times over, plus room for the variables. */
-#define MEMORY_FACTOR 16
-#define MEMORY_MIN    ((size_t)256 << 20)
+#define DEFAULT_MAX_WORK   UINT64_C(1000000000)
+#define DEFAULT_MAX_MEMORY ((size_t)224 << 20)
+#define DEFAULT_TIME_NS    (INT64_C(5) * 1000000000)
+
+/* Compile bounds: the source size and what its tree may hold (tokens while they live, then
+ * nodes and constants). Real templates are under 100 KiB. */
+#define MAX_SOURCE         ((size_t)2 << 20)
+#define MAX_COMPILE_MEMORY ((size_t)192 << 20)
 
 void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) {
     char msg[400];
@@ -60,7 +70,8 @@ static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt,
         return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory");
     }
     jmp_buf jmp;
-    jj_arena_init(&t->arena, 0, &jmp, err);
+    jj_arena_init(&t->arena, MAX_COMPILE_MEMORY, &jmp, err);
+    t->arena.limit_name = "the compile memory limit";
     if (setjmp(jmp)) {
         jj_arena_free(&t->arena);
         free(t);
@@ -73,6 +84,11 @@ static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt,
     jj_lex(&t->arena, s, n, !(opt && opt->no_trim_blocks), !(opt && opt->no_lstrip_blocks), &toks,
            &n_toks);
     jj_parse(&t->arena, toks, n_toks, &t->body);
+    /* The nodes keep no pointer into the tokens (their text points into s or the arena). */
+    free(t->arena.scratch);
+    t->arena.used_total -= t->arena.scratch_size;
+    t->arena.scratch = NULL;
+    t->arena.scratch_size = 0;
     t->src = s;
     t->src_n = n;
     t->trim_blocks = !(opt && opt->no_trim_blocks);
@@ -92,6 +108,22 @@ ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *er
         return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL source or output");
     }
     *out = NULL;
+    if (len > MAX_SOURCE) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "template: source of %zu bytes exceeds the limit of %zu bytes",
+                            len, MAX_SOURCE);
+    }
+    /* A NUL byte would silently cut the template wherever it is later read as a C string
+     * (and jinja2 reads it as text): refuse it, saying where it is. */
+    const char *nul = len ? memchr(src, 0, len) : NULL;
+    if (nul) {
+        int line = 1;
+        for (const char *p = src; p < nul; p++) {
+            line += *p == '\n';
+        }
+        return ts_error_set(err, TS_ERR_FORMAT, "template:%d: NUL byte at offset %zu", line,
+                            (size_t)(nul - src));
+    }
     return compile(src ? src : "", len, NULL, out, err);
 }
 
@@ -124,17 +156,21 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         .max_steps = o.max_steps ? o.max_steps : DEFAULT_MAX_STEPS,
         .max_depth = o.max_depth > 0 ? o.max_depth : DEFAULT_MAX_DEPTH,
         .now = o.now ? o.now : (int64_t)time(NULL),
+        .next_stop_check = 4096,
     };
-    size_t mem =
-        c.max_output > MEMORY_MIN / MEMORY_FACTOR ? c.max_output * MEMORY_FACTOR : MEMORY_MIN;
-    if (mem < vars_len * 8 + MEMORY_MIN) {
-        mem = vars_len * 8 + MEMORY_MIN;
+    /* The wall-clock budget: the caller's deadline, or the default one when it gives none
+     * (its cancel callback is kept either way). */
+    ts_stop stop = o.stop ? *o.stop : (ts_stop){0};
+    if (stop.deadline_ns == 0) {
+        stop.deadline_ns = ts_now_ns() + DEFAULT_TIME_NS;
     }
     jj_arena arena;
     jmp_buf jmp;
-    jj_arena_init(&arena, mem, &jmp, err);
+    jj_arena_init(&arena, o.max_memory ? o.max_memory : DEFAULT_MAX_MEMORY, &jmp, err);
     arena.max_string = c.max_output;
     arena.line = &c.line;
+    arena.max_work = o.max_work ? o.max_work : DEFAULT_MAX_WORK;
+    arena.stop = &stop;
     c.arena = &arena;
     char stack_anchor;
     c.stack_base = (uintptr_t)&stack_anchor;

@@ -212,7 +212,7 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
     case JJ_UNDEF:
         jj_undef_fail(c, obj);
     case JJ_DICT: {
-        const jj_value *v = jj_dict_find(obj.d, key);
+        const jj_value *v = jj_dict_find(c, obj.d, key);
         if (v) {
             return *v;
         }
@@ -227,7 +227,7 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
                 if (obj.type == JJ_LIST) {
                     return obj.l->v[i];
                 }
-                size_t off = jj_utf8_offset(obj.s.p, obj.s.n, i), adv;
+                size_t off = jj_utf8_offset(c, obj.s.p, obj.s.n, i), adv;
                 jj_utf8_decode(obj.s.p + off, obj.s.n - off, &adv);
                 return jj_str(obj.s.p + off, adv);
             }
@@ -429,7 +429,7 @@ static jj_value loop_method(jj_ctx *c, jj_value self, const char *name, size_t n
     }
     now.l->n = (size_t)a->n_pos;
     bool changed =
-        self.loop->changed_last.type != JJ_LIST || !jj_equal(self.loop->changed_last, now);
+        self.loop->changed_last.type != JJ_LIST || !jj_equal(c, self.loop->changed_last, now);
     self.loop->changed_last = now;
     return jj_bool(changed);
 }
@@ -442,7 +442,7 @@ static jj_value dict_method(jj_ctx *c, jj_value self, const char *name, size_t n
         if (a->n_pos < 1) {
             jj_fail(c, TS_ERR_TYPE, "get expected at least 1 argument, got 0");
         }
-        const jj_value *v = jj_dict_find(d, a->pos[0]);
+        const jj_value *v = jj_dict_find(c, d, a->pos[0]);
         return v ? *v : a->n_pos > 1 ? a->pos[1] : jj_none();
     }
     jj_args_check(c, a, "dict method", 0, NULL);
@@ -488,7 +488,7 @@ static jj_value list_method(jj_ctx *c, jj_value self, const char *name, size_t n
     jj_step(c, self.l->n);
     int64_t count = 0;
     for (size_t i = 0; i < self.l->n; i++) {
-        if (!jj_equal(self.l->v[i], a->pos[0])) {
+        if (!jj_equal(c, self.l->v[i], a->pos[0])) {
             continue;
         }
         if (name_is(name, n, "index")) {

@@ -36,6 +36,13 @@ void jj_step(jj_ctx *c, uint64_t n) {
     if (c->steps > c->max_steps) {
         jj_fail(c, TS_ERR_LIMIT, "step limit of %" PRIu64 " reached (max_steps)", c->max_steps);
     }
+    /* The clock and the cancel callback are read every few thousand steps, and by the work
+     * counter every JJ_STOP_EVERY units, so neither many cheap steps nor few costly ones
+     * outrun the deadline by much. */
+    if (c->steps >= c->next_stop_check) {
+        c->next_stop_check = c->steps + 4096;
+        jj_arena_check_stop(c->arena);
+    }
 }
 
 /* The C stack a render may use below its start, whatever max_depth says: macro recursion
@@ -68,39 +75,14 @@ static jj_frame *frame_new(jj_ctx *c, jj_frame *parent) {
 }
 
 static void frame_set(jj_ctx *c, jj_frame *f, const char *name, size_t n, jj_value v) {
-    for (size_t i = 0; i < f->n; i++) {
-        if (f->name_n[i] == n && memcmp(f->names[i], name, n) == 0) {
-            f->vals[i] = v;
-            return;
-        }
-    }
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 4;
-        const char **names = jj_alloc(c->arena, cap * sizeof(*names));
-        size_t *name_n = jj_alloc(c->arena, cap * sizeof(*name_n));
-        jj_value *vals = jj_alloc(c->arena, cap * sizeof(*vals));
-        if (f->n) {
-            memcpy(names, f->names, f->n * sizeof(*names));
-            memcpy(name_n, f->name_n, f->n * sizeof(*name_n));
-            memcpy(vals, f->vals, f->n * sizeof(*vals));
-        }
-        f->names = names;
-        f->name_n = name_n;
-        f->vals = vals;
-        f->cap = cap;
-    }
-    f->names[f->n] = name;
-    f->name_n[f->n] = n;
-    f->vals[f->n] = v;
-    f->n++;
+    jj_dict_set(c, &f->names, jj_str(name, n), v);
 }
 
 static jj_value lookup(jj_ctx *c, jj_frame *f, const char *name, size_t n) {
     for (; f; f = f->parent) {
-        for (size_t i = 0; i < f->n; i++) {
-            if (f->name_n[i] == n && memcmp(f->names[i], name, n) == 0) {
-                return f->vals[i];
-            }
+        const jj_value *v = jj_dict_get(&f->names, name, n);
+        if (v) {
+            return *v;
         }
     }
     const jj_value *v = jj_dict_get(c->vars, name, n);
@@ -165,19 +147,36 @@ static jj_value repeat(jj_ctx *c, jj_value seq, int64_t times) {
         times = 0;
     }
     if (seq.type == JJ_STR) {
-        if (times && seq.s.n > c->max_output / (uint64_t)times) {
-            jj_fail(c, TS_ERR_LIMIT, "string repetition beyond the output limit");
+        /* The result's size is checked before anything is allocated or looped over (an empty
+         * string times 10**12 is empty at once). */
+        if (times == 0 || seq.s.n == 0) {
+            return jj_str("", 0);
         }
-        jj_buf b;
-        jj_buf_init(&b, c->arena);
-        for (int64_t i = 0; i < times; i++) {
-            jj_buf_put(&b, seq.s.p, seq.s.n);
+        if (seq.s.n > c->max_output / (uint64_t)times) {
+            jj_fail(c, TS_ERR_LIMIT,
+                    "string repetition of %zu bytes %" PRId64
+                    " times exceeds the string limit of %zu bytes (max_output)",
+                    seq.s.n, times, c->max_output);
         }
-        jj_step(c, (uint64_t)times);
-        return jj_str(b.p ? b.p : "", b.n);
+        size_t total = seq.s.n * (size_t)times, done = seq.s.n;
+        char *p = jj_alloc(c->arena, total + 1);
+        memcpy(p, seq.s.p, seq.s.n);
+        while (done < total) { /* doubling copies: log(times) memcpy calls */
+            size_t k = done < total - done ? done : total - done;
+            memcpy(p + done, p, k);
+            done += k;
+        }
+        return jj_str(p, total);
     }
-    if (times && seq.l->n > (1u << 24) / (uint64_t)times) {
-        jj_fail(c, TS_ERR_LIMIT, "list repetition too large");
+    if (times == 0 || seq.l->n == 0) {
+        jj_value r = jj_new_list(c, 0);
+        r.flags = seq.flags;
+        return r;
+    }
+    if (seq.l->n > (1u << 24) / (uint64_t)times) {
+        jj_fail(c, TS_ERR_LIMIT,
+                "list repetition of %zu items %" PRId64 " times exceeds %u items", seq.l->n,
+                times, 1u << 24);
     }
     jj_value r = jj_new_list(c, seq.l->n * (size_t)times);
     for (int64_t i = 0; i < times; i++) {
@@ -345,19 +344,11 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
             jj_fail(c, TS_ERR_TYPE, "'in <string>' requires string as left operand, not %s",
                     jj_type_name(item));
         }
-        if (item.s.n == 0) {
-            return true;
-        }
-        for (size_t i = 0; i + item.s.n <= container.s.n; i++) {
-            if (memcmp(container.s.p + i, item.s.p, item.s.n) == 0) {
-                return true;
-            }
-        }
-        return false;
+        return jj_search(c, container.s.p, container.s.n, item.s.p, item.s.n, false) != NULL;
     case JJ_LIST:
         jj_step(c, container.l->n);
         for (size_t i = 0; i < container.l->n; i++) {
-            if (jj_equal(container.l->v[i], item)) {
+            if (jj_equal(c, container.l->v[i], item)) {
                 return true;
             }
         }
@@ -366,7 +357,7 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
         if ((item.type == JJ_LIST && !(item.flags & JJ_F_TUPLE)) || item.type == JJ_DICT) {
             jj_fail(c, TS_ERR_TYPE, "unhashable type: '%s'", jj_type_name(item));
         }
-        return jj_dict_find(container.d, item) != NULL;
+        return jj_dict_find(c, container.d, item) != NULL;
     case JJ_UNDEF:
         return false;
     default:
@@ -377,9 +368,9 @@ static bool contains(jj_ctx *c, jj_value container, jj_value item) {
 static jj_value binop(jj_ctx *c, int op, jj_value a, jj_value b) {
     switch (op) {
     case OP_EQ:
-        return jj_bool(jj_equal(a, b));
+        return jj_bool(jj_equal(c, a, b));
     case OP_NE:
-        return jj_bool(!jj_equal(a, b));
+        return jj_bool(!jj_equal(c, a, b));
     case OP_LT:
         return jj_bool(jj_compare(c, a, b, "<") < 0);
     case OP_LE:
@@ -793,11 +784,7 @@ jj_value jj_call_macro(jj_ctx *c, jj_func *fn, const jj_args *args) {
      * default may use an earlier parameter) or are undefined. */
     for (int i = args->n_pos; i < np; i++) {
         const jj_node *p = m->items.v[i];
-        bool bound = false;
-        for (size_t k = 0; k < f->n && !bound; k++) {
-            bound = f->name_n[k] == p->name_n && memcmp(f->names[k], p->name, p->name_n) == 0;
-        }
-        if (bound) {
+        if (jj_dict_get(&f->names, p->name, p->name_n)) {
             continue;
         }
         jj_value v = m->items2.v[i] ? jj_eval(c, f, m->items2.v[i])
@@ -828,10 +815,19 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
         emit_value(c, jj_eval(c, f, n->a));
         return FLOW_NEXT;
     case S_IF:
-        if (jj_truthy(jj_eval(c, f, n->a))) {
-            return exec_body(c, f, &n->body);
+        /* An elif chain is an S_IF alone in its parent's else branch: walk it in a loop, so a
+         * chain of any length renders without recursing per branch. */
+        for (;;) {
+            if (jj_truthy(jj_eval(c, f, n->a))) {
+                return exec_body(c, f, &n->body);
+            }
+            if (n->orelse.n != 1 || n->orelse.v[0]->kind != S_IF) {
+                return exec_body(c, f, &n->orelse);
+            }
+            n = n->orelse.v[0];
+            jj_step(c, 1);
+            c->line = n->line;
         }
-        return exec_body(c, f, &n->orelse);
     case S_FOR:
         return exec_for(c, f, n);
     case S_SET:

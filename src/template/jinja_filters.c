@@ -390,8 +390,8 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
         jj_fail(c, TS_ERR_TYPE, "truncate needs a string, not '%s'", jj_type_name(v));
     }
     jj_value s = str_of(c, v);
-    int64_t n = (int64_t)jj_utf8_count(s.s.p, s.s.n);
-    int64_t end_n = (int64_t)jj_utf8_count(end.s.p, end.s.n);
+    int64_t n = (int64_t)jj_utf8_count(c, s.s.p, s.s.n);
+    int64_t end_n = (int64_t)jj_utf8_count(c, end.s.p, end.s.n);
     if (length < end_n) {
         jj_fail(c, TS_ERR_RANGE, "expected length >= %" PRId64 ", got %" PRId64, end_n, length);
     }
@@ -401,7 +401,7 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     if (n <= length + leeway) {
         return s;
     }
-    size_t cut = jj_utf8_offset(s.s.p, s.s.n, length - end_n);
+    size_t cut = jj_utf8_offset(c, s.s.p, s.s.n, length - end_n);
     jj_buf b;
     jj_buf_init(&b, c->arena);
     if (killwords) {
@@ -584,7 +584,7 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
         bool dup = false;
         jj_step(c, seen.l->n + 1);
         for (size_t j = 0; j < seen.l->n && !dup; j++) {
-            dup = jj_equal(seen.l->v[j], k);
+            dup = jj_equal(c, seen.l->v[j], k);
         }
         if (dup) {
             continue;

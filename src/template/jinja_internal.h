@@ -43,15 +43,33 @@ typedef struct jj_arena {
     jj_chunk *head;    /* newest chunk first */
     size_t used_total; /* bytes handed out plus chunk overhead */
     size_t limit;      /* 0: none; reaching it fails through fail_jmp */
+    const char *limit_name; /* the option or constant that set limit, for its message */
     size_t max_string; /* 0: none; a jj_buf growing past it fails (TS_ERR_LIMIT) */
     const int *line;   /* the line being rendered, for limit messages; NULL when compiling */
     jmp_buf *fail_jmp; /* where an allocation failure or the limit unwinds to */
     ts_error *err;     /* receives the failure's message */
+    /* The render's work budget (0: none, as when compiling). Every byte allocated costs a
+     * unit, and operations whose cost grows with their data (searching, comparing, hashing,
+     * counting code points) charge what they touch through jj_work, so no single step can
+     * hide unbounded work. */
+    uint64_t work, max_work;
+    uint64_t next_stop_check; /* work count at which stop is checked again */
+    const ts_stop *stop;      /* cancel / deadline; NULL: none */
+    /* A malloc'd block the arena frees with itself (the lexer's token array, which is
+     * realloc'd as it grows and freed as soon as the parser is done). */
+    void *scratch;
+    size_t scratch_size;
 } jj_arena;
 
 void jj_arena_init(jj_arena *a, size_t limit, jmp_buf *fail_jmp, ts_error *err);
 void jj_arena_free(jj_arena *a);
-void *jj_alloc(jj_arena *a, size_t size);              /* zeroed, 16-byte aligned */
+void *jj_alloc(jj_arena *a, size_t size); /* zeroed, 16-byte aligned; charges size as work */
+/* Charges n units of work, failing past max_work ("work limit ... (max_work)"); checks the
+ * stop (cancel, deadline) every JJ_STOP_EVERY units. */
+void jj_arena_work(jj_arena *a, uint64_t n);
+/* Checks the stop now; unwinds with its status and "template:LINE: ..." when it says stop. */
+void jj_arena_check_stop(jj_arena *a);
+#define JJ_STOP_EVERY (UINT64_C(1) << 20)
 char *jj_strdup(jj_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 
 /* A growable byte buffer in an arena (growth copies; the old block stays in the arena). */
@@ -123,12 +141,21 @@ struct jj_list {
     uint32_t depth;
 };
 
+/* A dict keeps its items in insertion order in keys/vals and, once it has more than
+ * JJ_DICT_LINEAR items, an open-addressing index over them (slots hold item index + 1, 0 is
+ * empty; index_cap is a power of two at least twice n), so inserting and finding are O(1)
+ * on average however large a hostile template or request makes it. Items are never
+ * removed (templates cannot mutate dicts). */
 struct jj_dict {
     jj_value *keys;
     jj_value *vals;
     size_t n, cap;
     uint32_t depth;
+    uint32_t *index;
+    size_t index_cap;
 };
+
+#define JJ_DICT_LINEAR 8
 
 #define JJ_MAX_VALUE_DEPTH 512
 
@@ -189,8 +216,10 @@ typedef struct jj_tok {
     int line;
     const char *s; /* TK_DATA / TK_NAME / TK_STRING text; arena or source */
     size_t n;
-    int64_t i; /* TK_INT */
-    double f;  /* TK_FLOAT */
+    union {
+        int64_t i; /* TK_INT */
+        double f;  /* TK_FLOAT */
+    };
 } jj_tok;
 
 typedef struct jj_node jj_node;
@@ -299,13 +328,12 @@ bool jj_test_exists(const char *name, size_t n);
 
 /* ---- rendering ---------------------------------------------------------------------- */
 
+/* A scope: names bound by set, for, macro parameters. Its names are a dict of string keys
+ * (hashed), so a template with 100k distinct set names stays linear. */
 typedef struct jj_frame jj_frame;
 struct jj_frame {
     jj_frame *parent; /* NULL: the template's globals come next */
-    const char **names;
-    size_t *name_n;
-    jj_value *vals;
-    size_t n, cap;
+    jj_dict names;    /* name (JJ_STR) -> value */
 };
 
 typedef struct jj_ctx {
@@ -315,6 +343,7 @@ typedef struct jj_ctx {
     jj_buf *out; /* where output goes now (the result, or a capture) */
     size_t max_output;
     uint64_t steps, max_steps;
+    uint64_t next_stop_check; /* step count at which the stop is checked again */
     int depth, max_depth;
     int64_t now;
     jj_dict *vars;        /* the render's variables */
@@ -325,6 +354,10 @@ typedef struct jj_ctx {
 /* Unwinds with status and "template:LINE: " + message. */
 JJ_NORETURN void jj_fail(jj_ctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);
 void jj_step(jj_ctx *c, uint64_t n);
+/* Charges n units of work (see jj_arena). */
+static inline void jj_work(jj_ctx *c, uint64_t n) {
+    jj_arena_work(c->arena, n);
+}
 void jj_enter(jj_ctx *c); /* nesting depth +1, failing past max_depth */
 void jj_leave(jj_ctx *c);
 
@@ -354,11 +387,11 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v);
 void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v);
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v);
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n); /* NULL if absent */
-jj_value *jj_dict_find(const jj_dict *d, jj_value key);             /* NULL if absent */
+jj_value *jj_dict_find(jj_ctx *c, const jj_dict *d, jj_value key);           /* NULL if absent */
 
 /* Python semantics. */
 bool jj_truthy(jj_value v);
-bool jj_equal(jj_value a, jj_value b);
+bool jj_equal(jj_ctx *c, jj_value a, jj_value b); /* charges the bytes and items compared */
 int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op); /* <0, 0, >0; TypeError */
 const char *jj_type_name(jj_value v); /* Python's: 'str', 'int', 'list', 'dict', ... */
 void jj_undef_fail(jj_ctx *c, jj_value u) JJ_NORETURN;
@@ -372,9 +405,15 @@ void jj_float_repr(double f, char out[40]); /* Python's repr(float) */
 jj_value jj_iterate(jj_ctx *c, jj_value v);
 /* Length in code points for strings, items otherwise. */
 int64_t jj_length(jj_ctx *c, jj_value v);
-size_t jj_utf8_count(const char *s, size_t n);
-size_t jj_utf8_offset(const char *s, size_t n, int64_t cp); /* byte offset of code point cp */
+/* Code points in s (each invalid byte counts as one) / byte offset of code point cp; both
+ * charge the bytes they walk as work. */
+size_t jj_utf8_count(jj_ctx *c, const char *s, size_t n);
+size_t jj_utf8_offset(jj_ctx *c, const char *s, size_t n, int64_t cp);
 bool jj_str_eq(jj_value v, const char *s);
+/* The first (or, from_right, the last) occurrence of nd in h, or NULL; an empty needle is
+ * found at the start (end). Charges the bytes scanned and compared as work. */
+const char *jj_search(jj_ctx *c, const char *h, size_t hn, const char *nd, size_t nn,
+                      bool from_right);
 
 /* Attribute / item access as jinja2's sandboxed getattr / getitem. */
 jj_value jj_getattr(jj_ctx *c, jj_value obj, const char *name, size_t n);

@@ -46,11 +46,25 @@ static int count_nl(const char *s, size_t n) {
 
 static jj_tok *emit(lexer *L, int type, int line) {
     if (L->n_toks == L->cap) {
+        /* The tokens live in the arena's scratch block, grown in place and freed once the
+         * parser is done: a template's nodes stay, its tokens do not. They count toward the
+         * compile memory limit while they live. */
+        jj_arena *a = L->a;
         size_t cap = L->cap ? L->cap * 2 : 256;
-        jj_tok *t = jj_alloc(L->a, cap * sizeof(*t));
-        if (L->n_toks) {
-            memcpy(t, L->toks, L->n_toks * sizeof(*t));
+        size_t bytes = cap * sizeof(jj_tok);
+        if (a->limit && a->used_total + bytes > a->limit) {
+            jj_compile_fail(a, TS_ERR_LIMIT, line,
+                            "the template has too many tokens (%zu) for the compile memory "
+                            "limit of %zu bytes",
+                            L->n_toks, a->limit);
         }
+        jj_tok *t = realloc(a->scratch, bytes);
+        if (!t) {
+            jj_compile_fail(a, TS_ERR_NOMEM, line, "out of memory (%zu bytes of tokens)", bytes);
+        }
+        a->used_total += bytes - a->scratch_size;
+        a->scratch = t;
+        a->scratch_size = bytes;
         L->toks = t;
         L->cap = cap;
     }

@@ -772,22 +772,29 @@ static const char *const END_FILTER[] = {"endfilter", NULL};
 static const char *const END_WITH[] = {"endwith", NULL};
 static const char *const END_GEN[] = {"endgeneration", NULL};
 
+/* if / elif / else: each elif becomes an S_IF alone in the previous branch's orelse. The
+ * chain is built in a loop, not by recursion, so its length is bounded only by the source
+ * size (the evaluator walks it in a loop too). */
 static jj_node *parse_if(parser *P, int line) {
-    jj_node *n = new_node(P, S_IF, line);
-    n->a = parse_tuple(P, false);
-    expect_block_end(P);
-    int which;
-    parse_body(P, &n->body, END_IF, &which);
-    if (which == 0) {
-        push(P, &n->orelse, parse_if(P, cur(P)->line));
-        return n;
-    }
-    if (which == 1) {
+    jj_node *first = new_node(P, S_IF, line), *n = first;
+    for (;;) {
+        n->a = parse_tuple(P, false);
         expect_block_end(P);
-        parse_body(P, &n->orelse, END_IF + 2, &which);
+        int which;
+        parse_body(P, &n->body, END_IF, &which);
+        if (which == 0) {
+            jj_node *next = new_node(P, S_IF, cur(P)->line);
+            push(P, &n->orelse, next);
+            n = next;
+            continue;
+        }
+        if (which == 1) {
+            expect_block_end(P);
+            parse_body(P, &n->orelse, END_IF + 2, &which);
+        }
+        expect_block_end(P);
+        return first;
     }
-    expect_block_end(P);
-    return n;
 }
 
 static jj_node *parse_statement(parser *P) {
@@ -1009,6 +1016,13 @@ static void check_list(jj_arena *a, const jj_nodes *l, bool soft) {
 }
 
 static void check_unknown(jj_arena *a, const jj_node *n, bool soft) {
+    /* An elif chain is walked in a loop (see parse_if); its other parts are bounded by the
+     * nesting cap. */
+    while (n->kind == S_IF && n->orelse.n == 1 && n->orelse.v[0]->kind == S_IF) {
+        check_unknown(a, n->a, true);
+        check_list(a, &n->body, true);
+        n = n->orelse.v[0];
+    }
     if ((n->kind == N_FILTER || n->kind == N_TEST) && !n->fn_known && !soft) {
         jj_compile_fail(a, TS_ERR_UNSUPPORTED, n->line, "no %s named '%.*s'",
                         n->kind == N_FILTER ? "filter" : "test", (int)n->name_n, n->name);

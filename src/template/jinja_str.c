@@ -101,18 +101,6 @@ jj_value jj_case(jj_ctx *c, jj_value s, char mode) {
     return buf_value(&b);
 }
 
-static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn) {
-    if (nn == 0) {
-        return h;
-    }
-    for (size_t i = 0; i + nn <= hn; i++) {
-        if (h[i] == nd[0] && memcmp(h + i, nd, nn) == 0) {
-            return h + i;
-        }
-    }
-    return NULL;
-}
-
 jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t count) {
     jj_buf b;
     jj_buf_init(&b, c->arena);
@@ -138,7 +126,7 @@ jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t c
     const char *p = s.s.p, *end = s.s.p + s.s.n;
     int64_t done = 0;
     while (count < 0 || done < count) {
-        const char *hit = find_bytes(p, (size_t)(end - p), old.s.p, old.s.n);
+        const char *hit = jj_search(c, p, (size_t)(end - p), old.s.p, old.s.n, false);
         if (!hit) {
             break;
         }
@@ -162,7 +150,7 @@ static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, boo
         if (!from_right) {
             const char *p = s.s.p, *end = s.s.p + s.s.n;
             for (int64_t k = 0; maxsplit < 0 || k < maxsplit; k++) {
-                const char *hit = find_bytes(p, (size_t)(end - p), sep.s.p, sep.s.n);
+                const char *hit = jj_search(c, p, (size_t)(end - p), sep.s.p, sep.s.n, false);
                 if (!hit) {
                     break;
                 }
@@ -176,12 +164,10 @@ static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, boo
             for (int64_t k = 0; maxsplit < 0 || k < maxsplit; k++) {
                 size_t i = end;
                 bool found = false;
-                while (i >= sep.s.n) {
-                    if (memcmp(s.s.p + i - sep.s.n, sep.s.p, sep.s.n) == 0) {
-                        found = true;
-                        break;
-                    }
-                    i--;
+                const char *hit = jj_search(c, s.s.p, end, sep.s.p, sep.s.n, true);
+                if (hit) {
+                    found = true;
+                    i = (size_t)(hit - s.s.p) + sep.s.n;
                 }
                 if (!found) {
                     break;
@@ -295,6 +281,7 @@ static bool affix(jj_ctx *c, jj_value s, const jj_value *arg, bool end, const ch
     if (p.s.n > s.s.n) {
         return false;
     }
+    jj_work(c, p.s.n);
     return memcmp(end ? s.s.p + s.s.n - p.s.n : s.s.p, p.s.p, p.s.n) == 0;
 }
 
@@ -373,25 +360,15 @@ static jj_value format(jj_ctx *c, jj_value fmt, const jj_args *a) {
     return buf_value(&b);
 }
 
-static int64_t find(jj_value s, jj_value sub, bool from_right) {
-    const char *hit = NULL;
-    if (!from_right) {
-        hit = find_bytes(s.s.p, s.s.n, sub.s.p, sub.s.n);
-    } else {
-        for (size_t i = s.s.n + 1; i-- > 0;) {
-            if (i + sub.s.n <= s.s.n && memcmp(s.s.p + i, sub.s.p, sub.s.n) == 0) {
-                hit = s.s.p + i;
-                break;
-            }
-        }
-    }
-    return hit ? (int64_t)jj_utf8_count(s.s.p, (size_t)(hit - s.s.p)) : -1;
+static int64_t find(jj_ctx *c, jj_value s, jj_value sub, bool from_right) {
+    const char *hit = jj_search(c, s.s.p, s.s.n, sub.s.p, sub.s.n, from_right);
+    return hit ? (int64_t)jj_utf8_count(c, s.s.p, (size_t)(hit - s.s.p)) : -1;
 }
 
 static jj_value pad(jj_ctx *c, jj_value s, const jj_args *a, char how) {
     int64_t width = opt_int(c, jj_arg(a, 0, NULL), 0, "width");
     jj_value fill = a->n_pos > 1 ? want_str(c, &a->pos[1], "fillchar") : jj_cstr(" ");
-    int64_t len = (int64_t)jj_utf8_count(s.s.p, s.s.n);
+    int64_t len = (int64_t)jj_utf8_count(c, s.s.p, s.s.n);
     if (width <= len) {
         return s;
     }
@@ -503,7 +480,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
     if (name_is(name, n, "find") || name_is(name, n, "rfind") || name_is(name, n, "index") ||
         name_is(name, n, "rindex")) {
         jj_args_check(c, a, "find()", 1, NULL);
-        int64_t r = find(s, want_str(c, a0, "find()"), name[0] == 'r');
+        int64_t r = find(c, s, want_str(c, a0, "find()"), name[0] == 'r');
         if (r < 0 && (name_is(name, n, "index") || name_is(name, n, "rindex"))) {
             jj_fail(c, TS_ERR_RANGE, "substring not found");
         }
@@ -513,11 +490,11 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         jj_args_check(c, a, "count()", 1, NULL);
         jj_value sub = want_str(c, a0, "count()");
         if (sub.s.n == 0) {
-            return jj_int((int64_t)jj_utf8_count(s.s.p, s.s.n) + 1);
+            return jj_int((int64_t)jj_utf8_count(c, s.s.p, s.s.n) + 1);
         }
         int64_t k = 0;
         const char *p = s.s.p, *end = s.s.p + s.s.n, *hit;
-        while ((hit = find_bytes(p, (size_t)(end - p), sub.s.p, sub.s.n)) != NULL) {
+        while ((hit = jj_search(c, p, (size_t)(end - p), sub.s.p, sub.s.n, false)) != NULL) {
             k++;
             p = hit + sub.s.n;
         }
@@ -605,7 +582,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
     }
     if (name_is(name, n, "zfill")) {
         int64_t width = opt_int(c, a0, 0, "zfill()");
-        int64_t len = (int64_t)jj_utf8_count(s.s.p, s.s.n);
+        int64_t len = (int64_t)jj_utf8_count(c, s.s.p, s.s.n);
         if (width <= len) {
             return s;
         }
@@ -639,7 +616,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         jj_value t = jj_new_list(c, 3);
         t.flags = JJ_F_TUPLE;
         t.l->n = 3;
-        int64_t at = find(s, sep, name[0] == 'r');
+        int64_t at = find(c, s, sep, name[0] == 'r');
         if (at < 0) {
             bool r = name[0] == 'r';
             t.l->v[0] = r ? jj_cstr("") : s;
@@ -647,7 +624,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
             t.l->v[2] = r ? s : jj_cstr("");
             return t;
         }
-        size_t off = jj_utf8_offset(s.s.p, s.s.n, at);
+        size_t off = jj_utf8_offset(c, s.s.p, s.s.n, at);
         t.l->v[0] = jj_str(s.s.p, off);
         t.l->v[1] = sep;
         t.l->v[2] = jj_str(s.s.p + off + sep.s.n, s.s.n - off - sep.s.n);

@@ -123,10 +123,10 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
         return num_mod(c, v, d.i, 0);
     }
     if (IS("eq") || IS("equalto") || IS("==")) {
-        return jj_equal(v, test_arg(c, a, "eq"));
+        return jj_equal(c, v, test_arg(c, a, "eq"));
     }
     if (IS("ne") || IS("!=")) {
-        return !jj_equal(v, test_arg(c, a, "ne"));
+        return !jj_equal(c, v, test_arg(c, a, "ne"));
     }
     if (IS("lt") || IS("lessthan") || IS("<")) {
         return jj_compare(c, v, test_arg(c, a, "lt"), "<") < 0;
@@ -146,19 +146,14 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
             if (v.type != JJ_STR) {
                 jj_fail(c, TS_ERR_TYPE, "'in <string>' requires string as left operand");
             }
-            for (size_t i = 0; i + v.s.n <= seq.s.n; i++) {
-                if (memcmp(seq.s.p + i, v.s.p, v.s.n) == 0) {
-                    return true;
-                }
-            }
-            return false;
+            return jj_search(c, seq.s.p, seq.s.n, v.s.p, v.s.n, false) != NULL;
         }
         if (seq.type == JJ_DICT) {
-            return jj_dict_find(seq.d, v) != NULL;
+            return jj_dict_find(c, seq.d, v) != NULL;
         }
         jj_value items = jj_iterate(c, seq);
         for (size_t i = 0; i < items.l->n; i++) {
-            if (jj_equal(items.l->v[i], v)) {
+            if (jj_equal(c, items.l->v[i], v)) {
                 return true;
             }
         }
@@ -177,7 +172,7 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
             cased = jj_upper(cp) != jj_lower(cp);
             i += adv;
         }
-        return cased && jj_equal(s, t);
+        return cased && jj_equal(c, s, t);
     }
     if (IS("sameas")) {
         jj_value o = test_arg(c, a, "sameas");

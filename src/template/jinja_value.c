@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "template/jinja_internal.h"
+#include "util/utf8.h"
 
 /* ---- arena -------------------------------------------------------------------------- */
 
@@ -27,7 +28,11 @@ struct jj_chunk {
 #define CHUNK_MIN (64 * 1024)
 
 void jj_arena_init(jj_arena *a, size_t limit, jmp_buf *fail_jmp, ts_error *err) {
-    *a = (jj_arena){.limit = limit, .fail_jmp = fail_jmp, .err = err};
+    *a = (jj_arena){.limit = limit,
+                    .limit_name = "max_memory",
+                    .fail_jmp = fail_jmp,
+                    .err = err,
+                    .next_stop_check = JJ_STOP_EVERY};
 }
 
 void jj_arena_free(jj_arena *a) {
@@ -35,25 +40,77 @@ void jj_arena_free(jj_arena *a) {
         next = c->next;
         free(c);
     }
+    free(a->scratch);
+    a->scratch = NULL;
+    a->scratch_size = 0;
     a->head = NULL;
     a->used_total = 0;
 }
 
+JJ_NORETURN static void arena_fail(jj_arena *a) {
+    longjmp(*a->fail_jmp, 1);
+}
+
+void jj_arena_check_stop(jj_arena *a) {
+    if (!a->stop) {
+        return;
+    }
+    ts_error e = {0};
+    ts_status st = ts_stop_check(a->stop, "template", &e);
+    if (st == TS_OK) {
+        return;
+    }
+    /* ts_stop_check says "template: time limit reached"; keep the engine's "template:LINE:"
+     * form so every refusal names where the render was. */
+    const char *msg = e.msg;
+    if (strncmp(msg, "template: ", 10) == 0) {
+        msg += 10;
+    }
+    ts_error_set(a->err, st, "template:%d: %s", a->line ? *a->line : 0, msg);
+    arena_fail(a);
+}
+
+void jj_arena_work(jj_arena *a, uint64_t n) {
+    a->work += n;
+    if (a->max_work && a->work > a->max_work) {
+        ts_error_set(a->err, TS_ERR_LIMIT,
+                     "template:%d: work limit of %" PRIu64
+                     " units reached (max_work: bytes and items compared, searched, copied)",
+                     a->line ? *a->line : 0, a->max_work);
+        arena_fail(a);
+    }
+    if (a->work >= a->next_stop_check) {
+        a->next_stop_check = a->work + JJ_STOP_EVERY;
+        jj_arena_check_stop(a);
+    }
+}
+
 void *jj_alloc(jj_arena *a, size_t size) {
+    if (size > SIZE_MAX - 64) {
+        size = SIZE_MAX - 64; /* fails the limit check below */
+    }
     size = (size + 15) & ~(size_t)15;
     jj_chunk *c = a->head;
     if (!c || c->size - c->used < size) {
         size_t want = size > CHUNK_MIN / 4 ? size : CHUNK_MIN;
-        if (a->limit && a->used_total + want + sizeof(jj_chunk) > a->limit) {
-            ts_error_set(a->err, TS_ERR_LIMIT,
-                         "template:%d: memory limit of %zu bytes reached (values too large)",
-                         a->line ? *a->line : 0, a->limit);
-            longjmp(*a->fail_jmp, 1);
+        if (a->limit &&
+            (want > a->limit || a->used_total + want + sizeof(jj_chunk) > a->limit)) {
+            if (a->line) {
+                ts_error_set(a->err, TS_ERR_LIMIT,
+                             "template:%d: memory limit of %zu bytes reached (%s)", *a->line,
+                             a->limit, a->limit_name);
+            } else {
+                ts_error_set(a->err, TS_ERR_LIMIT,
+                             "template: compiled template larger than %zu bytes (%s): the "
+                             "template has too many tags or literals",
+                             a->limit, a->limit_name);
+            }
+            arena_fail(a);
         }
         c = malloc(sizeof(jj_chunk) + want);
         if (!c) {
             ts_error_set(a->err, TS_ERR_NOMEM, "template: out of memory (%zu bytes)", want);
-            longjmp(*a->fail_jmp, 1);
+            arena_fail(a);
         }
         c->size = want;
         c->used = 0;
@@ -66,6 +123,9 @@ void *jj_alloc(jj_arena *a, size_t size) {
             c->next = a->head;
             a->head = c;
         }
+    }
+    if (a->max_work) {
+        jj_arena_work(a, size);
     }
     void *p = c->data + c->used;
     c->used += size;
@@ -210,20 +270,127 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v) {
     l->v[l->n++] = v;
 }
 
-jj_value *jj_dict_find(const jj_dict *d, jj_value key) {
-    for (size_t i = 0; i < d->n; i++) {
-        if (jj_equal(d->keys[i], key)) {
-            return &d->vals[i];
+/* ---- dicts ------------------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (unsigned char)s[i]) * UINT64_C(0x100000001b3);
+    }
+    return mix64(h ^ n);
+}
+
+/* Hash consistent with jj_equal: 1, 1.0 and true hash alike (equal numbers are one key, as
+ * in Python); a tuple hashes its items (depth bounded by JJ_MAX_VALUE_DEPTH); values that
+ * compare by identity hash their pointer. Charges the bytes and items it reads. */
+static uint64_t hash_value(jj_ctx *c, jj_value v) {
+    switch (v.type) {
+    case JJ_BOOL:
+    case JJ_INT:
+        return mix64((uint64_t)v.i);
+    case JJ_FLOAT:
+        if (v.f >= -9223372036854775808.0 && v.f < 9223372036854775808.0 &&
+            v.f == (double)(int64_t)v.f) {
+            return mix64((uint64_t)(int64_t)v.f);
+        }
+        {
+            uint64_t bits;
+            memcpy(&bits, &v.f, sizeof(bits));
+            return mix64(bits ^ UINT64_C(0x9e3779b97f4a7c15));
+        }
+    case JJ_STR:
+        if (c) {
+            jj_work(c, v.s.n);
+        }
+        return hash_bytes(v.s.p, v.s.n);
+    case JJ_LIST: {
+        if (v.flags & JJ_F_GEN) {
+            return mix64((uint64_t)(uintptr_t)v.l);
+        }
+        uint64_t h = mix64(v.l->n + 7);
+        if (c) {
+            jj_work(c, v.l->n);
+        }
+        for (size_t i = 0; i < v.l->n; i++) {
+            h = mix64(h ^ hash_value(c, v.l->v[i]));
+        }
+        return h;
+    }
+    case JJ_DICT:
+        return mix64(v.d->n + 11); /* equality ignores order; the size is what is stable */
+    case JJ_NS:
+        return mix64((uint64_t)(uintptr_t)v.d);
+    case JJ_FUNC:
+        return mix64((uint64_t)(uintptr_t)v.fn);
+    case JJ_LOOP:
+        return mix64((uint64_t)(uintptr_t)v.loop);
+    default:
+        return mix64(v.type);
+    }
+}
+
+static void index_insert(jj_dict *d, uint64_t h, size_t item) {
+    size_t mask = d->index_cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        if (!d->index[i]) {
+            d->index[i] = (uint32_t)(item + 1);
+            return;
+        }
+    }
+}
+
+/* Builds the index for index_cap slots over every item (keys hashed again). */
+static void index_rebuild(jj_ctx *c, jj_dict *d, size_t index_cap) {
+    d->index = jj_alloc(c->arena, index_cap * sizeof(uint32_t));
+    d->index_cap = index_cap;
+    for (size_t k = 0; k < d->n; k++) {
+        index_insert(d, hash_value(c, d->keys[k]), k);
+    }
+}
+
+jj_value *jj_dict_find(jj_ctx *c, const jj_dict *d, jj_value key) {
+    if (!d->index) {
+        for (size_t i = 0; i < d->n; i++) {
+            if (jj_equal(c, d->keys[i], key)) {
+                return &d->vals[i];
+            }
+        }
+        return NULL;
+    }
+    size_t mask = d->index_cap - 1;
+    for (size_t i = (size_t)hash_value(c, key) & mask; d->index[i]; i = (i + 1) & mask) {
+        size_t k = d->index[i] - 1;
+        if (jj_equal(c, d->keys[k], key)) {
+            return &d->vals[k];
         }
     }
     return NULL;
 }
 
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n) {
-    for (size_t i = 0; i < d->n; i++) {
-        const jj_value *k = &d->keys[i];
+    if (!d->index) {
+        for (size_t i = 0; i < d->n; i++) {
+            const jj_value *k = &d->keys[i];
+            if (k->type == JJ_STR && k->s.n == n && memcmp(k->s.p, key, n) == 0) {
+                return &d->vals[i];
+            }
+        }
+        return NULL;
+    }
+    size_t mask = d->index_cap - 1;
+    for (size_t i = (size_t)hash_bytes(key, n) & mask; d->index[i]; i = (i + 1) & mask) {
+        const jj_value *k = &d->keys[d->index[i] - 1];
         if (k->type == JJ_STR && k->s.n == n && memcmp(k->s.p, key, n) == 0) {
-            return &d->vals[i];
+            return &d->vals[d->index[i] - 1];
         }
     }
     return NULL;
@@ -231,10 +398,14 @@ jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n) {
 
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v) {
     jj_note_depth(c, &d->depth, v);
-    jj_value *old = jj_dict_find(d, k);
+    jj_work(c, 1);
+    jj_value *old = jj_dict_find(c, d, k);
     if (old) {
         *old = v;
         return;
+    }
+    if (d->n >= UINT32_MAX - 1) {
+        jj_fail(c, TS_ERR_LIMIT, "a dict cannot hold more than %" PRIu32 " items", UINT32_MAX - 1);
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
@@ -251,6 +422,62 @@ void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v) {
     d->keys[d->n] = k;
     d->vals[d->n] = v;
     d->n++;
+    if (d->index && d->n * 2 <= d->index_cap) {
+        index_insert(d, hash_value(c, k), d->n - 1);
+    } else if (d->n > JJ_DICT_LINEAR) {
+        size_t cap = d->index_cap ? d->index_cap : 32;
+        while (cap < d->n * 2) {
+            cap *= 2;
+        }
+        index_rebuild(c, d, cap);
+    }
+}
+
+/* ---- searching ---------------------------------------------------------------------- */
+
+/* Candidates are found with memchr / a byte scan on the needle's first byte and checked with
+ * memcmp; each check is charged the needle's length, so a search whose worst case is
+ * quadratic (a needle of "aaa…b" in "aaaa…") stops at the work limit instead of running for
+ * minutes. */
+const char *jj_search(jj_ctx *c, const char *h, size_t hn, const char *nd, size_t nn,
+                      bool from_right) {
+    if (nn == 0) {
+        return from_right ? h + hn : h;
+    }
+    if (nn > hn) {
+        return NULL;
+    }
+    size_t last = hn - nn; /* the last position a match can start at */
+    jj_work(c, nn);
+    if (!from_right) {
+        const char *p = h, *stop = h + last;
+        while (p <= stop) {
+            const char *q = memchr(p, nd[0], (size_t)(stop - p) + 1);
+            if (!q) {
+                jj_work(c, (size_t)(stop - p) + 1);
+                return NULL;
+            }
+            jj_work(c, (size_t)(q - p) + nn);
+            if (memcmp(q, nd, nn) == 0) {
+                return q;
+            }
+            p = q + 1;
+        }
+        return NULL;
+    }
+    size_t scanned = 0;
+    for (size_t i = last + 1; i-- > 0;) {
+        scanned++;
+        if (h[i] == nd[0]) {
+            jj_work(c, scanned + nn);
+            scanned = 0;
+            if (memcmp(h + i, nd, nn) == 0) {
+                return h + i;
+            }
+        }
+    }
+    jj_work(c, scanned);
+    return NULL;
 }
 
 bool jj_str_eq(jj_value v, const char *s) {
@@ -285,7 +512,7 @@ static bool is_num(jj_value v) {
     return v.type == JJ_BOOL || v.type == JJ_INT || v.type == JJ_FLOAT;
 }
 
-bool jj_equal(jj_value a, jj_value b) {
+bool jj_equal(jj_ctx *c, jj_value a, jj_value b) {
     if (is_num(a) && is_num(b)) {
         if (a.type == JJ_FLOAT || b.type == JJ_FLOAT) {
             double x = a.type == JJ_FLOAT ? a.f : (double)a.i;
@@ -302,7 +529,11 @@ bool jj_equal(jj_value a, jj_value b) {
     case JJ_NONE:
         return true;
     case JJ_STR:
-        return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
+        if (a.s.n != b.s.n) {
+            return false;
+        }
+        jj_work(c, a.s.n);
+        return memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JJ_LIST:
         if ((a.flags | b.flags) & JJ_F_GEN) {
             return a.l == b.l;
@@ -313,8 +544,9 @@ bool jj_equal(jj_value a, jj_value b) {
         if (a.l == b.l) {
             return true;
         }
+        jj_work(c, a.l->n);
         for (size_t i = 0; i < a.l->n; i++) {
-            if (!jj_equal(a.l->v[i], b.l->v[i])) {
+            if (!jj_equal(c, a.l->v[i], b.l->v[i])) {
                 return false;
             }
         }
@@ -327,8 +559,8 @@ bool jj_equal(jj_value a, jj_value b) {
             return true;
         }
         for (size_t i = 0; i < a.d->n; i++) {
-            const jj_value *o = jj_dict_find(b.d, a.d->keys[i]);
-            if (!o || !jj_equal(a.d->vals[i], *o)) {
+            const jj_value *o = jj_dict_find(c, b.d, a.d->keys[i]);
+            if (!o || !jj_equal(c, a.d->vals[i], *o)) {
                 return false;
             }
         }
@@ -384,6 +616,7 @@ int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op) {
     }
     if (a.type == JJ_STR && b.type == JJ_STR) {
         size_t n = a.s.n < b.s.n ? a.s.n : b.s.n;
+        jj_work(c, n);
         int r = n ? memcmp(a.s.p, b.s.p, n) : 0;
         if (r) {
             return r < 0 ? -1 : 1;
@@ -393,7 +626,7 @@ int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op) {
     if (a.type == JJ_LIST && b.type == JJ_LIST &&
         (a.flags & JJ_F_TUPLE) == (b.flags & JJ_F_TUPLE)) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
-            if (jj_equal(a.l->v[i], b.l->v[i])) {
+            if (jj_equal(c, a.l->v[i], b.l->v[i])) {
                 continue;
             }
             return jj_compare(c, a.l->v[i], b.l->v[i], op);
@@ -672,7 +905,7 @@ jj_value jj_iterate(jj_ctx *c, jj_value v) {
         return l;
     }
     case JJ_STR: {
-        jj_value l = jj_new_list(c, jj_utf8_count(v.s.p, v.s.n));
+        jj_value l = jj_new_list(c, jj_utf8_count(c, v.s.p, v.s.n));
         for (size_t i = 0; i < v.s.n;) {
             size_t adv;
             jj_utf8_decode(v.s.p + i, v.s.n - i, &adv);
@@ -691,7 +924,7 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
     case JJ_UNDEF:
         return 0;
     case JJ_STR:
-        return (int64_t)jj_utf8_count(v.s.p, v.s.n);
+        return (int64_t)jj_utf8_count(c, v.s.p, v.s.n);
     case JJ_LIST:
         if (v.flags & JJ_F_GEN) {
             break;
@@ -707,75 +940,37 @@ int64_t jj_length(jj_ctx *c, jj_value v) {
 
 /* ---- UTF-8 and Unicode -------------------------------------------------------------- */
 
-/* Decodes one code point; an invalid byte decodes as itself (U+0080..U+00FF range) so
- * arbitrary bytes survive printing unchanged. */
+/* Decodes one code point with util/utf8.h; an invalid byte decodes as itself (U+0080..U+00FF)
+ * so arbitrary bytes survive printing unchanged. */
 uint32_t jj_utf8_decode(const char *s, size_t n, size_t *adv) {
-    const unsigned char *u = (const unsigned char *)s;
-    *adv = 1;
-    if (u[0] < 0x80 || n == 0) {
-        return u[0];
+    uint32_t cp;
+    size_t k = n ? ts_utf8_decode(s, n, &cp) : 0;
+    if (k == 0) {
+        *adv = 1;
+        return (unsigned char)s[0];
     }
-    int len = u[0] >= 0xf0 && u[0] < 0xf5 ? 4 : u[0] >= 0xe0 ? 3 : u[0] >= 0xc2 ? 2 : 0;
-    if (u[0] >= 0xf5) {
-        len = 0;
-    }
-    if (len == 0 || (size_t)len > n) {
-        return u[0];
-    }
-    uint32_t cp = u[0] & (0x7f >> len);
-    for (int i = 1; i < len; i++) {
-        if ((u[i] & 0xc0) != 0x80) {
-            return u[0];
-        }
-        cp = (cp << 6) | (u[i] & 0x3f);
-    }
-    *adv = (size_t)len;
+    *adv = k;
     return cp;
 }
 
 void jj_utf8_put(jj_buf *b, uint32_t cp) {
     char t[4];
-    size_t n;
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xc0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xe0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        t[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        t[0] = (char)(0xf0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        t[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    jj_buf_put(b, t, n);
+    jj_buf_put(b, t, ts_utf8_encode(cp, t));
 }
 
-size_t jj_utf8_count(const char *s, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        size_t adv;
-        jj_utf8_decode(s + i, n - i, &adv);
-        i += adv;
-        k++;
-    }
-    return k;
+size_t jj_utf8_count(jj_ctx *c, const char *s, size_t n) {
+    jj_work(c, n);
+    return ts_utf8_count(s, n);
 }
 
-size_t jj_utf8_offset(const char *s, size_t n, int64_t cp) {
+size_t jj_utf8_offset(jj_ctx *c, const char *s, size_t n, int64_t cp) {
     size_t i = 0;
     for (int64_t k = 0; k < cp && i < n; k++) {
         size_t adv;
         jj_utf8_decode(s + i, n - i, &adv);
         i += adv;
     }
+    jj_work(c, i);
     return i;
 }
 
