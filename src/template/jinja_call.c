@@ -305,8 +305,9 @@ static jj_value g_range(jj_ctx *c, const jj_args *a) {
         jj_fail(c, TS_ERR_RANGE, "range() arg 3 must not be zero");
     }
     /* The count without overflow: ceil((stop - start) / step) when positive. */
+    /* In doubles: differences of extreme int64 values (and -INT64_MIN) overflow int64. */
     double count = step > 0 ? ((double)stop - (double)start) / (double)step
-                            : ((double)start - (double)stop) / (double)-step;
+                            : ((double)start - (double)stop) / -(double)step;
     if (count > MAX_RANGE) {
         jj_fail(c, TS_ERR_LIMIT,
                 "range too big: the sandbox blocks ranges larger than MAX_RANGE (%d)", MAX_RANGE);

@@ -8,6 +8,7 @@
  * jinja2 does; docs/templates.md lists which exist.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -418,6 +419,26 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     return buf_value(&b);
 }
 
+/* int(x) of a float as jinja2's int filter gives it: truncation toward zero where the result
+ * fits 64 bits; NaN is a ValueError there (the default); infinity is Python's OverflowError
+ * and a finite float beyond int64 a big integer we cannot hold: both are errors rather than
+ * a wrong number. */
+static jj_value float_to_int(jj_ctx *c, double f, jj_value dflt) {
+    if (isnan(f)) {
+        return dflt;
+    }
+    if (f >= -9223372036854775808.0 && f < 9223372036854775808.0) {
+        return jj_int((int64_t)f);
+    }
+    if (isinf(f)) {
+        jj_fail(c, TS_ERR_RANGE, "int: cannot convert float %s to integer",
+                f < 0 ? "-infinity" : "infinity");
+    }
+    char repr[40];
+    jj_float_repr(f, repr);
+    jj_fail(c, TS_ERR_RANGE, "int: %s does not fit the engine's 64-bit integers", repr);
+}
+
 static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
     static const char *const kw[] = {"default", "base", NULL};
     jj_args_check(c, a, "int", 2, kw);
@@ -431,31 +452,41 @@ static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
     case JJ_BOOL:
         return jj_int(v.i);
     case JJ_FLOAT:
-        if (!isfinite(v.f) || fabs(v.f) >= 9.2e18) {
-            return dflt;
-        }
-        return jj_int((int64_t)v.f);
+        return float_to_int(c, v.f, dflt);
     case JJ_STR: {
+        /* Python's int(s, base) accepts digits with single underscores between them;
+         * jinja2 then tries int(float(s)). The copy drops the underscores. */
         jj_value t = jj_strip(v, jj_none(), true, true);
-        char buf[64];
+        char *buf = jj_alloc(c->arena, t.s.n + 1);
         size_t k = 0;
-        for (size_t i = 0; i < t.s.n && k + 1 < sizeof(buf); i++) {
+        for (size_t i = 0; i < t.s.n; i++) {
             if (!(t.s.p[i] == '_' && i > 0 && i + 1 < t.s.n &&
                   isalnum((unsigned char)t.s.p[i - 1]) && isalnum((unsigned char)t.s.p[i + 1]))) {
                 buf[k++] = t.s.p[i];
             }
         }
         buf[k] = 0;
+        if (k == 0 || memchr(buf, 0, k)) {
+            return dflt;
+        }
         char *end;
-        long long r = strtoll(buf, &end, (int)base);
-        if (k > 0 && *end == 0 && base >= 2 && base <= 36) {
-            return jj_int(r);
+        if (base >= 2 && base <= 36) {
+            errno = 0;
+            long long r = strtoll(buf, &end, (int)base);
+            if (*end == 0) {
+                if (errno == ERANGE) {
+                    /* Python's integer would be exact; ours cannot hold it. */
+                    jj_fail(c, TS_ERR_RANGE,
+                            "int: '%.40s' does not fit the engine's 64-bit integers", buf);
+                }
+                return jj_int(r);
+            }
         }
         double f = strtod(buf, &end);
-        if (k > 0 && *end == 0 && isfinite(f) && fabs(f) < 9.2e18) {
-            return jj_int((int64_t)f);
+        if (*end != 0) {
+            return dflt;
         }
-        return dflt;
+        return float_to_int(c, f, dflt);
     }
     default:
         return dflt;
@@ -573,7 +604,7 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
     bool cs = bool_arg(jj_arg(a, 0, "case_sensitive"), false);
     const jj_value *attr = jj_arg(a, 1, "attribute");
     jj_value items = jj_iterate(c, v);
-    jj_value out = jj_new_list(c, 0), seen = jj_new_list(c, 0);
+    jj_value out = jj_new_list(c, 0), seen = jj_new_dict(c, 0); /* hashed: linear overall */
     out.flags = JJ_F_GEN;
     for (size_t i = 0; i < items.l->n; i++) {
         jj_value k = attr ? attr_path(c, items.l->v[i], *attr) : items.l->v[i];
@@ -581,15 +612,11 @@ static jj_value f_unique(jj_ctx *c, jj_value v, const jj_args *a) {
         if ((k.type == JJ_LIST && !(k.flags & JJ_F_TUPLE)) || k.type == JJ_DICT) {
             jj_fail(c, TS_ERR_TYPE, "unhashable type: '%s'", jj_type_name(k));
         }
-        bool dup = false;
-        jj_step(c, seen.l->n + 1);
-        for (size_t j = 0; j < seen.l->n && !dup; j++) {
-            dup = jj_equal(c, seen.l->v[j], k);
-        }
-        if (dup) {
+        jj_step(c, 1);
+        if (jj_dict_find(c, seen.d, k)) {
             continue;
         }
-        jj_list_push(c, seen.l, k);
+        jj_dict_set(c, seen.d, k, jj_none());
         jj_list_push(c, out.l, items.l->v[i]);
     }
     return out;

@@ -635,6 +635,61 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
 
 /* ---- printf-style formatting -------------------------------------------------------- */
 
+/* The largest width or precision a % format may ask for: far beyond any real use, small
+ * enough that the result stays a few hundred KiB. */
+#define MAX_FORMAT_WIDTH 100000
+
+/* Reads a width / precision's digits at *pp: -1 when there are none; past MAX_FORMAT_WIDTH
+ * an error naming the number as written (read without overflow however long it is). */
+static int64_t read_spec_num(jj_ctx *c, const char **pp, const char *end, const char *what) {
+    const char *p = *pp, *start = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (v <= MAX_FORMAT_WIDTH) {
+            v = v * 10 + (*p - '0');
+        }
+        p++;
+    }
+    *pp = p;
+    if (p == start) {
+        return -1;
+    }
+    if (v > MAX_FORMAT_WIDTH) {
+        jj_fail(c, TS_ERR_LIMIT, "format %s %.*s exceeds the limit of %d", what,
+                (int)(p - start > 30 ? 30 : p - start), start, MAX_FORMAT_WIDTH);
+    }
+    return v;
+}
+
+static void pad_spaces(jj_buf *b, int64_t n) {
+    static const char spaces[] = "                                ";
+    while (n > 0) {
+        size_t k = n > 32 ? 32 : (size_t)n;
+        jj_buf_put(b, spaces, k);
+        n -= (int64_t)k;
+    }
+}
+
+/* "%" flags [width] [.prec] length conv into spec (64 bytes: at most 5 flags and two
+ * six-digit numbers). */
+static void make_spec(char spec[64], const char *flags, size_t nf, int64_t width, int64_t prec,
+                      const char *length, char conv, bool drop_hash) {
+    size_t k = 0;
+    spec[k++] = '%';
+    for (size_t i = 0; i < nf; i++) {
+        if (!(drop_hash && flags[i] == '#')) {
+            spec[k++] = flags[i];
+        }
+    }
+    if (width >= 0) {
+        k += (size_t)snprintf(spec + k, 64 - k, "%d", (int)width);
+    }
+    if (prec >= 0) {
+        k += (size_t)snprintf(spec + k, 64 - k, ".%d", (int)prec);
+    }
+    snprintf(spec + k, 64 - k, "%s%c", length, conv);
+}
+
 jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
     jj_buf b;
     jj_buf_init(&b, c->arena);
@@ -678,17 +733,29 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             }
             v = args;
         }
-        /* Flags, width and precision go to C's printf for numbers. */
-        char spec[32] = "%";
-        size_t sn = 1;
-        while (p < end && strchr("-+ #0123456789.", *p) && sn < sizeof(spec) - 4) {
-            spec[sn++] = *p++;
+        /* Flags, width and precision as Python reads them. Width and precision are bounded
+         * (a format must not ask for gigabytes of padding or digits) and what is allowed is
+         * printed in full; numbers then go to C's printf with the same spec. */
+        char flags[8];
+        size_t nf = 0;
+        while (p < end && *p && strchr("-+ #0", *p)) {
+            if (nf < 5 && !memchr(flags, *p, nf)) {
+                flags[nf++] = *p;
+            }
+            p++;
+        }
+        int64_t width = read_spec_num(c, &p, end, "width");
+        int64_t prec = -1;
+        if (p < end && *p == '.') {
+            p++;
+            prec = read_spec_num(c, &p, end, "precision");
+            prec = prec < 0 ? 0 : prec;
         }
         if (p >= end) {
             jj_fail(c, TS_ERR_FORMAT, "incomplete format");
         }
         char conv = *p++;
-        char tmp[512];
+        bool left = memchr(flags, '-', nf) != NULL;
         switch (conv) {
         case 's':
         case 'r': {
@@ -699,15 +766,18 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             } else {
                 jj_str_to(c, &sb, v);
             }
-            if (sn == 1) {
-                jj_buf_put(&b, sb.p, sb.n);
-            } else {
-                spec[sn++] = '.';
-                spec[sn++] = '*';
-                spec[sn++] = 's';
-                spec[sn] = 0;
-                snprintf(tmp, sizeof(tmp), spec, (int)sb.n, sb.p ? sb.p : "");
-                jj_buf_puts(&b, tmp);
+            /* Python counts code points for both the precision (a cut) and the width. */
+            size_t bytes = sb.n;
+            if (prec >= 0) {
+                bytes = jj_utf8_offset(c, sb.p ? sb.p : "", sb.n, prec);
+            }
+            int64_t len = width > 0 ? (int64_t)jj_utf8_count(c, sb.p ? sb.p : "", bytes) : 0;
+            if (!left) {
+                pad_spaces(&b, width - len);
+            }
+            jj_buf_put(&b, sb.p, bytes);
+            if (left) {
+                pad_spaces(&b, width - len);
             }
             break;
         }
@@ -719,6 +789,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             if (v.type == JJ_FLOAT && conv != 'd' && conv != 'i') {
                 jj_fail(c, TS_ERR_TYPE, "%%%c format: an integer is required, not float", conv);
             }
+            char spec[64];
             if (v.type == JJ_FLOAT) {
                 if (!isfinite(v.f)) {
                     jj_fail(c, TS_ERR_RANGE, "cannot convert float %s to integer",
@@ -726,8 +797,8 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
                 }
                 if (fabs(v.f) >= 9.2e18) {
                     /* Python prints the float's exact integer value; so does %.0f. */
-                    snprintf(tmp, sizeof(tmp), "%.0f", trunc(v.f));
-                    jj_buf_puts(&b, tmp);
+                    make_spec(spec, flags, nf, width, 0, "", 'f', false);
+                    jj_buf_printf(&b, spec, trunc(v.f));
                     break;
                 }
                 v = jj_int((int64_t)v.f);
@@ -736,12 +807,10 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
                 jj_fail(c, TS_ERR_TYPE, "%%%c format: a real number is required, not %s", conv,
                         jj_type_name(v));
             }
-            memcpy(spec + sn, "ll", 2);
-            sn += 2;
-            spec[sn++] = conv == 'i' ? 'd' : conv;
-            spec[sn] = 0;
-            snprintf(tmp, sizeof(tmp), spec, (long long)v.i);
-            jj_buf_puts(&b, tmp);
+            /* '#' means nothing for %d in Python and is undefined for it in C. */
+            make_spec(spec, flags, nf, width, prec, "ll", conv == 'i' ? 'd' : conv,
+                      conv == 'd' || conv == 'i');
+            jj_buf_printf(&b, spec, (long long)v.i);
             break;
         }
         case 'f':
@@ -754,10 +823,9 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
                 jj_fail(c, TS_ERR_TYPE, "must be real number, not %s", jj_type_name(v));
             }
             double d = v.type == JJ_FLOAT ? v.f : (double)v.i;
-            spec[sn++] = conv;
-            spec[sn] = 0;
-            snprintf(tmp, sizeof(tmp), spec, d);
-            jj_buf_puts(&b, tmp);
+            char spec[64];
+            make_spec(spec, flags, nf, width, prec, "", conv, false);
+            jj_buf_printf(&b, spec, d);
             break;
         }
         default:

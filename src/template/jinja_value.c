@@ -465,18 +465,30 @@ const char *jj_search(jj_ctx *c, const char *h, size_t hn, const char *nd, size_
         }
         return NULL;
     }
-    size_t scanned = 0;
-    for (size_t i = last + 1; i-- > 0;) {
-        scanned++;
+    /* Backwards there is no memchr in C11: skip eight bytes at a time while none of them is
+     * the needle's first byte (the usual has-zero-byte test on x ^ pattern). */
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    const uint64_t pattern = ones * (unsigned char)nd[0];
+    size_t i = last + 1; /* positions [0, i) are left to try */
+    jj_work(c, i);
+    while (i > 0) {
+        if (i >= 8) {
+            uint64_t x;
+            memcpy(&x, h + i - 8, 8);
+            x ^= pattern;
+            if (((x - ones) & ~x & highs) == 0) {
+                i -= 8;
+                continue;
+            }
+        }
+        i--;
         if (h[i] == nd[0]) {
-            jj_work(c, scanned + nn);
-            scanned = 0;
+            jj_work(c, nn);
             if (memcmp(h + i, nd, nn) == 0) {
                 return h + i;
             }
         }
     }
-    jj_work(c, scanned);
     return NULL;
 }
 
@@ -958,19 +970,38 @@ void jj_utf8_put(jj_buf *b, uint32_t cp) {
     jj_buf_put(b, t, ts_utf8_encode(cp, t));
 }
 
+/* Length of the code point at s[0..n) as jj_utf8_decode reads it, with ASCII and two-byte
+ * sequences decided inline: counting and indexing walk whole strings, and a hostile template
+ * makes them walk megabytes, so the common cases must not cost a call each. */
+static inline size_t cp_len(const char *s, size_t n) {
+    unsigned char b = (unsigned char)s[0];
+    if (b < 0x80) {
+        return 1;
+    }
+    if (b >= 0xc2 && b <= 0xdf && n >= 2 && ((unsigned char)s[1] & 0xc0) == 0x80) {
+        return 2;
+    }
+    size_t adv;
+    jj_utf8_decode(s, n, &adv);
+    return adv;
+}
+
+/* Both walks charge two units per byte: they cost about twice a byte copy. */
 size_t jj_utf8_count(jj_ctx *c, const char *s, size_t n) {
-    jj_work(c, n);
-    return ts_utf8_count(s, n);
+    jj_work(c, 2 * (uint64_t)n);
+    size_t k = 0;
+    for (size_t i = 0; i < n; k++) {
+        i += cp_len(s + i, n - i);
+    }
+    return k;
 }
 
 size_t jj_utf8_offset(jj_ctx *c, const char *s, size_t n, int64_t cp) {
     size_t i = 0;
     for (int64_t k = 0; k < cp && i < n; k++) {
-        size_t adv;
-        jj_utf8_decode(s + i, n - i, &adv);
-        i += adv;
+        i += cp_len(s + i, n - i);
     }
-    jj_work(c, i);
+    jj_work(c, 2 * (uint64_t)i);
     return i;
 }
 
