@@ -29,7 +29,7 @@
 /* Compile bounds: the source size and what its tree may hold (tokens while they live, then
  * nodes and constants). Real templates are under 100 KiB. */
 #define MAX_SOURCE         ((size_t)2 << 20)
-#define MAX_COMPILE_MEMORY ((size_t)192 << 20)
+#define MAX_COMPILE_MEMORY ((size_t)256 << 20)
 
 void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) {
     char msg[400];

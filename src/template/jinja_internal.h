@@ -299,10 +299,17 @@ struct jj_node {
     jj_node *a, *b, *c;
     jj_nodes items, items2;
     jj_nodes body, orelse;
-    const char *name;
-    size_t name_n;
-    jj_value v;
+    /* No node kind uses both a constant and a name: sharing their room keeps a node at 128
+     * bytes in the arena (a 2 MiB template of literals makes a million of them). */
+    union {
+        jj_value v;
+        struct {
+            const char *name;
+            size_t name_n;
+        };
+    };
 };
+_Static_assert(sizeof(jj_node) <= 128, "jj_node grew past two arena granules of 64 bytes");
 
 struct ts_tpl {
     jj_arena arena;  /* everything below lives here */
