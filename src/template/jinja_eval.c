@@ -443,6 +443,19 @@ static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_v
     if ((obj.type != JJ_STR && obj.type != JJ_LIST) || (obj.flags & JJ_F_GEN)) {
         return jj_undef_msg(c, "'%s object' has no element slice", jj_type_name(obj));
     }
+    if (obj.type == JJ_STR && (st.type == JJ_NONE || st.type == JJ_UNDEF ||
+                               (is_intlike(st) && st.i == 1))) {
+        /* s[a:b]: byte offsets of the two code points, without a list of every character
+         * (templates cut long message texts this way). */
+        int64_t n = (int64_t)jj_utf8_count(c, obj.s.p, obj.s.n), start, stop, step;
+        slice_bounds(c, lo, hi, st, n, &start, &stop, &step);
+        if (stop <= start) {
+            return jj_str("", 0);
+        }
+        size_t from = jj_utf8_offset(c, obj.s.p, obj.s.n, start);
+        size_t to = from + jj_utf8_offset(c, obj.s.p + from, obj.s.n - from, stop - start);
+        return jj_str(obj.s.p + from, to - from);
+    }
     jj_value items = obj.type == JJ_STR ? jj_iterate(c, obj) : obj;
     int64_t n = (int64_t)items.l->n, start, stop, step;
     slice_bounds(c, lo, hi, st, n, &start, &stop, &step);

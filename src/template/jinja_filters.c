@@ -710,25 +710,27 @@ static jj_value f_striptags(jj_ctx *c, jj_value v) {
     jj_value s = str_of(c, v);
     jj_buf b;
     jj_buf_init(&b, c->arena);
+    /* Once a search for "-->" or ">" fails, no later one can succeed: remembering that keeps
+     * a string of many unclosed "<" linear. */
+    bool no_close_comment = false, no_close_tag = false;
     for (size_t i = 0; i < s.s.n; i++) {
-        if (s.s.p[i] == '<' && i + 3 < s.s.n && memcmp(s.s.p + i, "<!--", 4) == 0) {
-            const char *e = NULL;
-            for (size_t k = i + 4; k + 2 < s.s.n + 0 && !e; k++) {
-                if (memcmp(s.s.p + k, "-->", 3) == 0) {
-                    e = s.s.p + k;
-                }
-            }
+        if (s.s.p[i] == '<' && !no_close_comment && i + 3 < s.s.n &&
+            memcmp(s.s.p + i, "<!--", 4) == 0) {
+            const char *e = jj_search(c, s.s.p + i + 4, s.s.n - i - 4, "-->", 3, false);
             if (e) {
                 i = (size_t)(e - s.s.p) + 2;
                 continue;
             }
+            no_close_comment = true;
         }
-        if (s.s.p[i] == '<') {
+        if (s.s.p[i] == '<' && !no_close_tag) {
             const char *e = memchr(s.s.p + i, '>', s.s.n - i);
+            jj_work(c, e ? (size_t)(e - s.s.p) - i : s.s.n - i);
             if (e) {
                 i = (size_t)(e - s.s.p);
                 continue;
             }
+            no_close_tag = true;
         }
         jj_buf_putc(&b, s.s.p[i]);
     }
