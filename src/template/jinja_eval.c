@@ -74,6 +74,21 @@ static jj_frame *frame_new(jj_ctx *c, jj_frame *parent) {
     return f;
 }
 
+/* A loop's scope for its next iteration: jinja2 gives each iteration a fresh scope, and since
+ * the render's arena only grows, a new one per iteration would make memory grow with the
+ * iteration count. The previous iteration's scope is emptied and reused instead, unless a
+ * macro or call block captured it (or a scope inside it), which must keep its names. */
+static jj_frame *frame_fresh(jj_ctx *c, jj_frame *prev, jj_frame *parent) {
+    if (!prev || prev->captured) {
+        return frame_new(c, parent);
+    }
+    prev->names.n = 0;
+    if (prev->names.index) {
+        memset(prev->names.index, 0, prev->names.index_cap * sizeof(uint32_t));
+    }
+    return prev;
+}
+
 static void frame_set(jj_ctx *c, jj_frame *f, const char *name, size_t n, jj_value v) {
     jj_dict_set(c, &f->names, jj_str(name, n), v);
 }
@@ -721,9 +736,10 @@ static flow exec_for(jj_ctx *c, jj_frame *f, const jj_node *n) {
     if (n->b) {
         /* "for x in xs if cond": filter first, so loop.length counts what remains. */
         jj_value kept = jj_new_list(c, 0);
+        jj_frame *tmp = NULL;
         for (size_t i = 0; i < seq.l->n; i++) {
             jj_step(c, 1);
-            jj_frame *tmp = frame_new(c, f);
+            tmp = frame_fresh(c, tmp, f);
             assign(c, tmp, &n->items, seq.l->v[i], n->line);
             if (jj_truthy(jj_eval(c, tmp, n->b))) {
                 jj_list_push(c, kept.l, seq.l->v[i]);
@@ -737,10 +753,11 @@ static flow exec_for(jj_ctx *c, jj_frame *f, const jj_node *n) {
     jj_loop *loop = jj_alloc(c->arena, sizeof(*loop));
     loop->items = seq.l;
     jj_value loopv = {.type = JJ_LOOP, .loop = loop};
+    jj_frame *it = NULL;
     for (size_t i = 0; i < seq.l->n; i++) {
         jj_step(c, 1);
         loop->index0 = i;
-        jj_frame *it = frame_new(c, f);
+        it = frame_fresh(c, it, f);
         frame_set(c, it, "loop", 4, loopv);
         assign(c, it, &n->items, seq.l->v[i], n->line);
         if (exec_body(c, it, &n->body) == FLOW_BREAK) {
@@ -755,6 +772,9 @@ static jj_value make_func(jj_ctx *c, int kind, const jj_node *node, jj_frame *cl
     fn->kind = kind;
     fn->macro = node;
     fn->closure = closure;
+    for (jj_frame *fr = closure; fr && !fr->captured; fr = fr->parent) {
+        fr->captured = true; /* see frame_fresh */
+    }
     fn->name = kind == JJ_FN_MACRO ? node->name : "caller";
     fn->name_n = kind == JJ_FN_MACRO ? node->name_n : 6;
     return (jj_value){.type = JJ_FUNC, .fn = fn};

@@ -341,6 +341,7 @@ typedef struct jj_frame jj_frame;
 struct jj_frame {
     jj_frame *parent; /* NULL: the template's globals come next */
     jj_dict names;    /* name (JJ_STR) -> value */
+    bool captured;    /* a macro or caller() closes over this scope or one inside it */
 };
 
 typedef struct jj_ctx {

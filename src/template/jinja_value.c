@@ -408,7 +408,7 @@ void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v) {
         jj_fail(c, TS_ERR_LIMIT, "a dict cannot hold more than %" PRIu32 " items", UINT32_MAX - 1);
     }
     if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 8;
+        size_t cap = d->cap ? d->cap * 2 : 4;
         jj_value *nk = jj_alloc(c->arena, cap * sizeof(jj_value));
         jj_value *nv = jj_alloc(c->arena, cap * sizeof(jj_value));
         if (d->n) {
@@ -986,20 +986,40 @@ static inline size_t cp_len(const char *s, size_t n) {
     return adv;
 }
 
+/* Eight bytes at a time while they are all ASCII (each is then one code point). */
+static inline bool ascii8(const char *s) {
+    uint64_t x;
+    memcpy(&x, s, 8);
+    return (x & UINT64_C(0x8080808080808080)) == 0;
+}
+
 /* Both walks charge two units per byte: they cost about twice a byte copy. */
 size_t jj_utf8_count(jj_ctx *c, const char *s, size_t n) {
     jj_work(c, 2 * (uint64_t)n);
-    size_t k = 0;
-    for (size_t i = 0; i < n; k++) {
+    size_t k = 0, i = 0;
+    while (i < n) {
+        if (n - i >= 8 && ascii8(s + i)) {
+            i += 8;
+            k += 8;
+            continue;
+        }
         i += cp_len(s + i, n - i);
+        k++;
     }
     return k;
 }
 
 size_t jj_utf8_offset(jj_ctx *c, const char *s, size_t n, int64_t cp) {
     size_t i = 0;
-    for (int64_t k = 0; k < cp && i < n; k++) {
+    int64_t k = 0;
+    while (k < cp && i < n) {
+        if (cp - k >= 8 && n - i >= 8 && ascii8(s + i)) {
+            i += 8;
+            k += 8;
+            continue;
+        }
         i += cp_len(s + i, n - i);
+        k++;
     }
     jj_work(c, 2 * (uint64_t)i);
     return i;
