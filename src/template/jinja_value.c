@@ -525,6 +525,7 @@ static bool is_num(jj_value v) {
 }
 
 bool jj_equal(jj_ctx *c, jj_value a, jj_value b) {
+    jj_work(c, 1); /* every comparison costs at least a unit: `x in big_list` in a loop */
     if (is_num(a) && is_num(b)) {
         if (a.type == JJ_FLOAT || b.type == JJ_FLOAT) {
             double x = a.type == JJ_FLOAT ? a.f : (double)a.i;
@@ -618,6 +619,7 @@ const char *jj_type_name(jj_value v) {
 }
 
 int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op) {
+    jj_work(c, 1);
     if (is_num(a) && is_num(b)) {
         if (a.type != JJ_FLOAT && b.type != JJ_FLOAT) {
             return (a.i > b.i) - (a.i < b.i);
