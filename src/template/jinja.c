@@ -185,7 +185,7 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         return ts_error_set(err, TS_ERR_FORMAT, "vars: the variables must be a JSON object");
     }
     c.vars = vars.d;
-    jj_buf result;
+    ts_buf result;
     jj_buf_init(&result, &arena);
     c.out = &result;
     jj_exec_template(&c, &t->body);

@@ -251,7 +251,7 @@ jj_value jj_getitem(jj_ctx *c, jj_value obj, jj_value key) {
     if (key.type == JJ_STR) {
         return no_attr(c, obj, key.s.p, key.s.n);
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     jj_repr_to(c, &b, key);
     if (obj.type == JJ_NONE) {

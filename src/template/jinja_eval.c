@@ -222,7 +222,7 @@ static jj_value int_pow(jj_ctx *c, int64_t base, int64_t e) {
 
 static jj_value arith(jj_ctx *c, int op, jj_value a, jj_value b) {
     if (op == OP_TILDE) {
-        jj_buf buf;
+        ts_buf buf;
         jj_buf_init(&buf, c->arena);
         jj_str_to(c, &buf, a);
         jj_str_to(c, &buf, b);
@@ -486,10 +486,10 @@ static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_v
     if (obj.type != JJ_STR) {
         return r;
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     for (size_t i = 0; i < r.l->n; i++) {
-        jj_buf_put(&b, r.l->v[i].s.p, r.l->v[i].s.n);
+        ts_buf_put(&b, r.l->v[i].s.p, r.l->v[i].s.n);
     }
     return jj_str(b.p ? b.p : "", b.n);
 }
@@ -687,7 +687,7 @@ static flow exec_body(jj_ctx *c, jj_frame *f, const jj_nodes *body);
 /* Renders body into a string (macro bodies, block set, filter blocks, caller()). *fl gets
  * a break/continue that ended the body early (inline blocks pass it to their loop). */
 static jj_value capture(jj_ctx *c, jj_frame *f, const jj_nodes *body, flow *fl) {
-    jj_buf buf, *saved = c->out;
+    ts_buf buf, *saved = c->out;
     jj_buf_init(&buf, c->arena);
     c->out = &buf;
     jj_enter(c);
@@ -841,7 +841,7 @@ static flow exec_stmt(jj_ctx *c, jj_frame *f, const jj_node *n) {
     c->line = n->line;
     switch (n->kind) {
     case S_DATA:
-        jj_buf_put(c->out, n->v.s.p, n->v.s.n);
+        ts_buf_put(c->out, n->v.s.p, n->v.s.n);
         out_check(c);
         return FLOW_NEXT;
     case S_OUTPUT:

@@ -45,7 +45,7 @@ bool jj_filter_exists(const char *name, size_t n) {
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static jj_value buf_value(jj_buf *b) {
+static jj_value buf_value(ts_buf *b) {
     return jj_str(b->p ? b->p : "", b->n);
 }
 
@@ -157,27 +157,27 @@ jj_value jj_html_escape(jj_ctx *c, jj_value v) {
         return v;
     }
     jj_value s = str_of(c, v);
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     for (size_t i = 0; i < s.s.n; i++) {
         switch (s.s.p[i]) {
         case '&':
-            jj_buf_puts(&b, "&amp;");
+            ts_buf_puts(&b, "&amp;");
             break;
         case '<':
-            jj_buf_puts(&b, "&lt;");
+            ts_buf_puts(&b, "&lt;");
             break;
         case '>':
-            jj_buf_puts(&b, "&gt;");
+            ts_buf_puts(&b, "&gt;");
             break;
         case '"':
-            jj_buf_puts(&b, "&#34;");
+            ts_buf_puts(&b, "&#34;");
             break;
         case '\'':
-            jj_buf_puts(&b, "&#39;");
+            ts_buf_puts(&b, "&#39;");
             break;
         default:
-            jj_buf_putc(&b, s.s.p[i]);
+            ts_buf_putc(&b, s.s.p[i]);
         }
     }
     jj_value r = buf_value(&b);
@@ -300,11 +300,11 @@ static jj_value f_join(jj_ctx *c, jj_value v, const jj_args *a) {
     const jj_value *attr = jj_arg(a, 1, "attribute");
     jj_value sep = d ? str_of(c, *d) : jj_cstr("");
     jj_value items = jj_iterate(c, v);
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     for (size_t i = 0; i < items.l->n; i++) {
         if (i) {
-            jj_buf_put(&b, sep.s.p, sep.s.n);
+            ts_buf_put(&b, sep.s.p, sep.s.n);
         }
         jj_value it = attr ? attr_path(c, items.l->v[i], *attr) : items.l->v[i];
         jj_str_to(c, &b, it);
@@ -346,28 +346,28 @@ static jj_value f_indent(jj_ctx *c, jj_value v, const jj_args *a) {
     /* jinja2 appends "\n" and splits lines, which drops one trailing newline's line. */
     jj_value lines;
     {
-        jj_buf t;
+        ts_buf t;
         jj_buf_init(&t, c->arena);
-        jj_buf_put(&t, s.s.p, s.s.n);
-        jj_buf_putc(&t, '\n');
+        ts_buf_put(&t, s.s.p, s.s.n);
+        ts_buf_putc(&t, '\n');
         jj_args none = {0};
         jj_value joined = buf_value(&t);
         lines = jj_str_method(c, joined, "splitlines", 10, &none);
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     if (first) {
-        jj_buf_put(&b, ind.s.p, ind.s.n);
+        ts_buf_put(&b, ind.s.p, ind.s.n);
     }
     for (size_t i = 0; i < lines.l->n; i++) {
         jj_value line = lines.l->v[i];
         if (i > 0) {
-            jj_buf_putc(&b, '\n');
+            ts_buf_putc(&b, '\n');
             if (blank || line.s.n) {
-                jj_buf_put(&b, ind.s.p, ind.s.n);
+                ts_buf_put(&b, ind.s.p, ind.s.n);
             }
         }
-        jj_buf_put(&b, line.s.p, line.s.n);
+        ts_buf_put(&b, line.s.p, line.s.n);
     }
     jj_step(c, lines.l->n);
     return buf_value(&b);
@@ -403,19 +403,19 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
         return s;
     }
     size_t cut = jj_utf8_offset(c, s.s.p, s.s.n, length - end_n);
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     if (killwords) {
-        jj_buf_put(&b, s.s.p, cut);
+        ts_buf_put(&b, s.s.p, cut);
     } else {
         /* s[:length - len(end)].rsplit(" ", 1)[0] */
         size_t k = cut;
         while (k > 0 && s.s.p[k - 1] != ' ') {
             k--;
         }
-        jj_buf_put(&b, s.s.p, k ? k - 1 : cut);
+        ts_buf_put(&b, s.s.p, k ? k - 1 : cut);
     }
-    jj_buf_put(&b, end.s.p, end.s.n);
+    ts_buf_put(&b, end.s.p, end.s.n);
     return buf_value(&b);
 }
 
@@ -708,7 +708,7 @@ static jj_value f_batch(jj_ctx *c, jj_value v, const jj_args *a) {
 static jj_value f_striptags(jj_ctx *c, jj_value v) {
     /* Removes <...> tags and <!-- --> comments, then collapses whitespace. */
     jj_value s = str_of(c, v);
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     /* Once a search for "-->" or ">" fails, no later one can succeed: remembering that keeps
      * a string of many unclosed "<" linear. */
@@ -732,16 +732,16 @@ static jj_value f_striptags(jj_ctx *c, jj_value v) {
             }
             no_close_tag = true;
         }
-        jj_buf_putc(&b, s.s.p[i]);
+        ts_buf_putc(&b, s.s.p[i]);
     }
     jj_value words = jj_split_value(c, buf_value(&b), jj_none(), -1);
-    jj_buf o;
+    ts_buf o;
     jj_buf_init(&o, c->arena);
     for (size_t i = 0; i < words.l->n; i++) {
         if (i) {
-            jj_buf_putc(&o, ' ');
+            ts_buf_putc(&o, ' ');
         }
-        jj_buf_put(&o, words.l->v[i].s.p, words.l->v[i].s.n);
+        ts_buf_put(&o, words.l->v[i].s.p, words.l->v[i].s.n);
     }
     return buf_value(&o);
 }
@@ -780,7 +780,7 @@ static jj_value f_tojson(jj_ctx *c, jj_value v, const jj_args *a) {
         item_sep = jj_strdup(c->arena, seps->l->v[0].s.p, seps->l->v[0].s.n);
         key_sep = jj_strdup(c->arena, seps->l->v[1].s.p, seps->l->v[1].s.n);
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     jj_json_dump(c, &b, v, indent, indent_n, indent_set, item_sep, key_sep, sort_keys, ascii);
     return buf_value(&b);
@@ -825,7 +825,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         /* jinja2's title: words begin after "-", whitespace or an opening bracket. */
         NOARGS("title");
         jj_value s = str_of(c, v);
-        jj_buf b;
+        ts_buf b;
         jj_buf_init(&b, c->arena);
         bool start = true;
         for (size_t i = 0; i < s.s.n;) {
@@ -965,10 +965,10 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         NOARGS("reverse");
         if (v.type == JJ_STR) {
             jj_value chars = jj_iterate(c, v);
-            jj_buf b;
+            ts_buf b;
             jj_buf_init(&b, c->arena);
             for (size_t i = chars.l->n; i > 0; i--) {
-                jj_buf_put(&b, chars.l->v[i - 1].s.p, chars.l->v[i - 1].s.n);
+                ts_buf_put(&b, chars.l->v[i - 1].s.p, chars.l->v[i - 1].s.n);
             }
             return buf_value(&b);
         }

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "template/jinja.h"
+#include "util/buf.h"
 #include "util/error.h"
 
 #if defined(__GNUC__)
@@ -44,7 +45,7 @@ typedef struct jj_arena {
     size_t used_total; /* bytes handed out plus chunk overhead */
     size_t limit;      /* 0: none; reaching it fails through fail_jmp */
     const char *limit_name; /* the option or constant that set limit, for its message */
-    size_t max_string; /* 0: none; a jj_buf growing past it fails (TS_ERR_LIMIT) */
+    size_t max_string; /* 0: none; a ts_buf in the arena growing past it fails (TS_ERR_LIMIT) */
     const int *line;   /* the line being rendered, for limit messages; NULL when compiling */
     jmp_buf *fail_jmp; /* where an allocation failure or the limit unwinds to */
     ts_error *err;     /* receives the failure's message */
@@ -72,18 +73,10 @@ void jj_arena_check_stop(jj_arena *a);
 #define JJ_STOP_EVERY (UINT64_C(1) << 20)
 char *jj_strdup(jj_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 
-/* A growable byte buffer in an arena (growth copies; the old block stays in the arena). */
-typedef struct jj_buf {
-    char *p;
-    size_t n, cap;
-    jj_arena *arena;
-} jj_buf;
-
-void jj_buf_init(jj_buf *b, jj_arena *a);
-void jj_buf_put(jj_buf *b, const char *s, size_t n);
-void jj_buf_putc(jj_buf *b, char c);
-void jj_buf_puts(jj_buf *b, const char *s);
-void jj_buf_printf(jj_buf *b, const char *fmt, ...) TS_PRINTF(2, 3);
+/* Binds a util/buf.h buffer to the arena: its storage comes from the arena (growth copies;
+ * the old block stays there), and growing past max_string fails (TS_ERR_LIMIT). Such a
+ * buffer is never freed on its own and never reports oom (a failure unwinds instead). */
+void jj_buf_init(ts_buf *b, jj_arena *a);
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -348,7 +341,7 @@ typedef struct jj_ctx {
     jj_arena *arena;
     jmp_buf *jmp;
     ts_error *err;
-    jj_buf *out; /* where output goes now (the result, or a capture) */
+    ts_buf *out; /* where output goes now (the result, or a capture) */
     size_t max_output;
     uint64_t steps, max_steps;
     uint64_t next_stop_check; /* step count at which the stop is checked again */
@@ -404,8 +397,8 @@ int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op); /* <0, 0, >0;
 const char *jj_type_name(jj_value v); /* Python's: 'str', 'int', 'list', 'dict', ... */
 void jj_undef_fail(jj_ctx *c, jj_value u) JJ_NORETURN;
 /* str(v) appended to b (strings raw, the rest as Python prints them). */
-void jj_str_to(jj_ctx *c, jj_buf *b, jj_value v);
-void jj_repr_to(jj_ctx *c, jj_buf *b, jj_value v);
+void jj_str_to(jj_ctx *c, ts_buf *b, jj_value v);
+void jj_repr_to(jj_ctx *c, ts_buf *b, jj_value v);
 jj_value jj_to_str(jj_ctx *c, jj_value v);  /* str(v) as a string value */
 void jj_float_repr(double f, char out[40]); /* Python's repr(float) */
 /* Iteration: the items of a list, the keys of a dict, the characters of a string; an
@@ -488,7 +481,7 @@ jj_value jj_split_value(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit);
  * its last value, as Python's json does). Errors: TS_ERR_FORMAT "vars: JSON offset N: ...". */
 jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n);
 /* Python's json.dumps(v, ensure_ascii, indent, separators, sort_keys) appended to b. */
-void jj_json_dump(jj_ctx *c, jj_buf *b, jj_value v, const char *indent, size_t indent_n,
+void jj_json_dump(jj_ctx *c, ts_buf *b, jj_value v, const char *indent, size_t indent_n,
                   bool indent_set, const char *item_sep, const char *key_sep, bool sort_keys,
                   bool ensure_ascii);
 
@@ -497,7 +490,7 @@ jj_value jj_eval(jj_ctx *c, jj_frame *f, const jj_node *n);
 
 /* Unicode helpers (jinja_value.c). */
 uint32_t jj_utf8_decode(const char *s, size_t n, size_t *adv);
-void jj_utf8_put(jj_buf *b, uint32_t cp);
+void jj_utf8_put(ts_buf *b, uint32_t cp);
 bool jj_is_space(uint32_t cp);
 uint32_t jj_upper(uint32_t cp);
 uint32_t jj_lower(uint32_t cp);

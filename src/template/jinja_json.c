@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "template/jinja_internal.h"
+#include "util/json_str.h"
+#include "util/utf8.h"
 
 #define MAX_JSON_DEPTH 512
 
@@ -69,7 +71,7 @@ static int hex4(jreader *r) {
 
 static jj_value read_string(jreader *r) {
     r->pos++; /* " */
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, r->c->arena);
     size_t run = r->pos;
     for (;;) {
@@ -78,7 +80,7 @@ static jj_value read_string(jreader *r) {
         }
         unsigned char ch = (unsigned char)r->s[r->pos];
         if (ch == '"') {
-            jj_buf_put(&b, r->s + run, r->pos - run);
+            ts_buf_put(&b, r->s + run, r->pos - run);
             r->pos++;
             break;
         }
@@ -86,9 +88,9 @@ static jj_value read_string(jreader *r) {
             jfail(r, "control character in a string");
         }
         if (ch >= 0x80) {
-            size_t adv;
-            jj_utf8_decode(r->s + r->pos, r->n - r->pos, &adv);
-            if (adv == 1) {
+            uint32_t cp;
+            size_t adv = ts_utf8_decode(r->s + r->pos, r->n - r->pos, &cp);
+            if (adv == 0) {
                 jfail(r, "invalid UTF-8 in a string");
             }
             r->pos += adv;
@@ -98,7 +100,7 @@ static jj_value read_string(jreader *r) {
             r->pos++;
             continue;
         }
-        jj_buf_put(&b, r->s + run, r->pos - run);
+        ts_buf_put(&b, r->s + run, r->pos - run);
         r->pos++;
         if (r->pos >= r->n) {
             jfail(r, "unterminated escape");
@@ -106,28 +108,28 @@ static jj_value read_string(jreader *r) {
         char e = r->s[r->pos++];
         switch (e) {
         case '"':
-            jj_buf_putc(&b, '"');
+            ts_buf_putc(&b, '"');
             break;
         case '\\':
-            jj_buf_putc(&b, '\\');
+            ts_buf_putc(&b, '\\');
             break;
         case '/':
-            jj_buf_putc(&b, '/');
+            ts_buf_putc(&b, '/');
             break;
         case 'b':
-            jj_buf_putc(&b, '\b');
+            ts_buf_putc(&b, '\b');
             break;
         case 'f':
-            jj_buf_putc(&b, '\f');
+            ts_buf_putc(&b, '\f');
             break;
         case 'n':
-            jj_buf_putc(&b, '\n');
+            ts_buf_putc(&b, '\n');
             break;
         case 'r':
-            jj_buf_putc(&b, '\r');
+            ts_buf_putc(&b, '\r');
             break;
         case 't':
-            jj_buf_putc(&b, '\t');
+            ts_buf_putc(&b, '\t');
             break;
         case 'u': {
             uint32_t cp = (uint32_t)hex4(r);
@@ -298,87 +300,37 @@ jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n) {
 
 typedef struct jwriter {
     jj_ctx *c;
-    jj_buf *b;
+    ts_buf *b;
     const char *indent;
     size_t indent_n;
     bool indent_set, sort_keys, ascii;
     const char *item_sep, *key_sep;
 } jwriter;
 
+/* util/json_str.h writes what json.dumps writes for a str: the short escapes, \u00XX for the
+ * other control characters, and with ensure_ascii every code point past 0x7E as \uXXXX
+ * (surrogate pairs past U+FFFF). */
 static void put_string(jwriter *w, const char *s, size_t n) {
-    jj_buf *b = w->b;
-    jj_buf_putc(b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *esc = NULL;
-        char tmp[16];
-        size_t adv = 1;
-        switch (ch) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        default:
-            if (ch < 0x20 || (ch == 0x7f && w->ascii)) {
-                snprintf(tmp, sizeof(tmp), "\\u%04x", ch);
-                esc = tmp;
-            } else if (ch >= 0x80 && w->ascii) {
-                uint32_t cp = jj_utf8_decode(s + i, n - i, &adv);
-                if (cp >= 0x10000) {
-                    cp -= 0x10000;
-                    snprintf(tmp, sizeof(tmp), "\\u%04x\\u%04x", 0xd800 + (cp >> 10),
-                             0xdc00 + (cp & 0x3ff));
-                } else {
-                    snprintf(tmp, sizeof(tmp), "\\u%04x", cp);
-                }
-                esc = tmp;
-            }
-        }
-        if (esc) {
-            jj_buf_put(b, s + run, i - run);
-            jj_buf_puts(b, esc);
-            run = i + adv;
-        }
-        i += adv;
-    }
-    jj_buf_put(b, s + run, n - run);
-    jj_buf_putc(b, '"');
+    jj_work(w->c, n);
+    ts_json_put_str(w->b, s, n, w->ascii ? TS_JSON_ASCII : 0);
 }
 
 static void newline(jwriter *w, int level) {
-    jj_buf_putc(w->b, '\n');
+    ts_buf_putc(w->b, '\n');
     for (int i = 0; i < level; i++) {
-        jj_buf_put(w->b, w->indent, w->indent_n);
+        ts_buf_put(w->b, w->indent, w->indent_n);
     }
 }
 
 static void put_float(jwriter *w, double f) {
     if (isnan(f)) {
-        jj_buf_puts(w->b, "NaN");
+        ts_buf_puts(w->b, "NaN");
     } else if (isinf(f)) {
-        jj_buf_puts(w->b, f < 0 ? "-Infinity" : "Infinity");
+        ts_buf_puts(w->b, f < 0 ? "-Infinity" : "Infinity");
     } else {
         char tmp[40];
         jj_float_repr(f, tmp);
-        jj_buf_puts(w->b, tmp);
+        ts_buf_puts(w->b, tmp);
     }
 }
 
@@ -423,13 +375,13 @@ static void dump(jwriter *w, jj_value v, int level) {
     jj_step(w->c, 1);
     switch (v.type) {
     case JJ_NONE:
-        jj_buf_puts(w->b, "null");
+        ts_buf_puts(w->b, "null");
         return;
     case JJ_BOOL:
-        jj_buf_puts(w->b, v.i ? "true" : "false");
+        ts_buf_puts(w->b, v.i ? "true" : "false");
         return;
     case JJ_INT:
-        jj_buf_printf(w->b, "%" PRId64, v.i);
+        ts_buf_printf(w->b, "%" PRId64, v.i);
         return;
     case JJ_FLOAT:
         put_float(w, v.f);
@@ -442,13 +394,13 @@ static void dump(jwriter *w, jj_value v, int level) {
             jj_fail(w->c, TS_ERR_TYPE, "Object of type generator is not JSON serializable");
         }
         if (v.l->n == 0) {
-            jj_buf_puts(w->b, "[]");
+            ts_buf_puts(w->b, "[]");
             return;
         }
-        jj_buf_putc(w->b, '[');
+        ts_buf_putc(w->b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) {
-                jj_buf_puts(w->b, w->item_sep);
+                ts_buf_puts(w->b, w->item_sep);
             }
             if (w->indent_set) {
                 newline(w, level + 1);
@@ -458,11 +410,11 @@ static void dump(jwriter *w, jj_value v, int level) {
         if (w->indent_set) {
             newline(w, level);
         }
-        jj_buf_putc(w->b, ']');
+        ts_buf_putc(w->b, ']');
         return;
     case JJ_DICT: {
         if (v.d->n == 0) {
-            jj_buf_puts(w->b, "{}");
+            ts_buf_puts(w->b, "{}");
             return;
         }
         size_t n = v.d->n;
@@ -482,23 +434,23 @@ static void dump(jwriter *w, jj_value v, int level) {
                 order[j] = k;
             }
         }
-        jj_buf_putc(w->b, '{');
+        ts_buf_putc(w->b, '{');
         for (size_t i = 0; i < n; i++) {
             if (i) {
-                jj_buf_puts(w->b, w->item_sep);
+                ts_buf_puts(w->b, w->item_sep);
             }
             if (w->indent_set) {
                 newline(w, level + 1);
             }
             jj_value k = key_text(w, v.d->keys[order[i]]);
             put_string(w, k.s.p, k.s.n);
-            jj_buf_puts(w->b, w->key_sep);
+            ts_buf_puts(w->b, w->key_sep);
             dump(w, v.d->vals[order[i]], level + 1);
         }
         if (w->indent_set) {
             newline(w, level);
         }
-        jj_buf_putc(w->b, '}');
+        ts_buf_putc(w->b, '}');
         return;
     }
     default:
@@ -506,7 +458,7 @@ static void dump(jwriter *w, jj_value v, int level) {
     }
 }
 
-void jj_json_dump(jj_ctx *c, jj_buf *b, jj_value v, const char *indent, size_t indent_n,
+void jj_json_dump(jj_ctx *c, ts_buf *b, jj_value v, const char *indent, size_t indent_n,
                   bool indent_set, const char *item_sep, const char *key_sep, bool sort_keys,
                   bool ensure_ascii) {
     jwriter w = {.c = c,

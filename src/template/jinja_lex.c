@@ -202,12 +202,12 @@ static void lex_raw(lexer *L, char begin_end_sign) {
 
 /* Decodes a string literal's body as Python's unicode-escape does after jinja2's lexer. */
 static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, L->a);
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (ch != '\\' || i + 1 >= n) {
-            jj_buf_putc(&b, ch);
+            ts_buf_putc(&b, ch);
             continue;
         }
         char e = s[++i];
@@ -216,34 +216,34 @@ static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
         case '\n':
             break;
         case '\\':
-            jj_buf_putc(&b, '\\');
+            ts_buf_putc(&b, '\\');
             break;
         case '\'':
-            jj_buf_putc(&b, '\'');
+            ts_buf_putc(&b, '\'');
             break;
         case '"':
-            jj_buf_putc(&b, '"');
+            ts_buf_putc(&b, '"');
             break;
         case 'a':
-            jj_buf_putc(&b, '\a');
+            ts_buf_putc(&b, '\a');
             break;
         case 'b':
-            jj_buf_putc(&b, '\b');
+            ts_buf_putc(&b, '\b');
             break;
         case 'f':
-            jj_buf_putc(&b, '\f');
+            ts_buf_putc(&b, '\f');
             break;
         case 'n':
-            jj_buf_putc(&b, '\n');
+            ts_buf_putc(&b, '\n');
             break;
         case 'r':
-            jj_buf_putc(&b, '\r');
+            ts_buf_putc(&b, '\r');
             break;
         case 't':
-            jj_buf_putc(&b, '\t');
+            ts_buf_putc(&b, '\t');
             break;
         case 'v':
-            jj_buf_putc(&b, '\v');
+            ts_buf_putc(&b, '\v');
             break;
         case 'x':
             hex = 2;
@@ -264,8 +264,8 @@ static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
                 i--;
                 jj_utf8_put(&b, v);
             } else {
-                jj_buf_putc(&b, '\\');
-                jj_buf_putc(&b, e);
+                ts_buf_putc(&b, '\\');
+                ts_buf_putc(&b, e);
             }
         }
         if (hex) {

@@ -15,7 +15,7 @@ static bool name_is(const char *name, size_t n, const char *lit) {
     return strlen(lit) == n && memcmp(name, lit, n) == 0;
 }
 
-static jj_value buf_value(jj_buf *b) {
+static jj_value buf_value(ts_buf *b) {
     return jj_str(b->p ? b->p : "", b->n);
 }
 
@@ -63,7 +63,7 @@ jj_value jj_strip(jj_value s, jj_value chars, bool left, bool right) {
 /* mode: 'u' upper, 'l' lower, 's' swapcase, 'c' capitalize, 't' title (Python's str.title:
  * a letter after a non-letter starts a word). */
 jj_value jj_case(jj_ctx *c, jj_value s, char mode) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     bool prev_alpha = false, first = true;
     for (size_t i = 0; i < s.s.n;) {
@@ -92,7 +92,7 @@ jj_value jj_case(jj_ctx *c, jj_value s, char mode) {
         prev_alpha = jj_is_alpha(cp);
         first = false;
         if (out == cp) {
-            jj_buf_put(&b, s.s.p + i, adv);
+            ts_buf_put(&b, s.s.p + i, adv);
         } else {
             jj_utf8_put(&b, out);
         }
@@ -102,14 +102,14 @@ jj_value jj_case(jj_ctx *c, jj_value s, char mode) {
 }
 
 jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t count) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     if (old.s.n == 0) {
         /* Python inserts new between every character (and at both ends). */
         int64_t done = 0;
         for (size_t i = 0; i <= s.s.n;) {
             if (count < 0 || done < count) {
-                jj_buf_put(&b, new.s.p, new.s.n);
+                ts_buf_put(&b, new.s.p, new.s.n);
                 done++;
             }
             if (i == s.s.n) {
@@ -117,7 +117,7 @@ jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t c
             }
             size_t adv;
             jj_utf8_decode(s.s.p + i, s.s.n - i, &adv);
-            jj_buf_put(&b, s.s.p + i, adv);
+            ts_buf_put(&b, s.s.p + i, adv);
             i += adv;
         }
         jj_step(c, s.s.n);
@@ -130,12 +130,12 @@ jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t c
         if (!hit) {
             break;
         }
-        jj_buf_put(&b, p, (size_t)(hit - p));
-        jj_buf_put(&b, new.s.p, new.s.n);
+        ts_buf_put(&b, p, (size_t)(hit - p));
+        ts_buf_put(&b, new.s.p, new.s.n);
         p = hit + old.s.n;
         done++;
     }
-    jj_buf_put(&b, p, (size_t)(end - p));
+    ts_buf_put(&b, p, (size_t)(end - p));
     jj_step(c, (uint64_t)done);
     return buf_value(&b);
 }
@@ -287,18 +287,18 @@ static bool affix(jj_ctx *c, jj_value s, const jj_value *arg, bool end, const ch
 
 /* Python's str.format with {} / {0} / {name} fields, !r / !s conversions and {{ }}. */
 static jj_value format(jj_ctx *c, jj_value fmt, const jj_args *a) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     int auto_idx = 0;
     const char *p = fmt.s.p, *end = p + fmt.s.n;
     while (p < end) {
         if (*p == '{' && p + 1 < end && p[1] == '{') {
-            jj_buf_putc(&b, '{');
+            ts_buf_putc(&b, '{');
             p += 2;
             continue;
         }
         if (*p == '}' && p + 1 < end && p[1] == '}') {
-            jj_buf_putc(&b, '}');
+            ts_buf_putc(&b, '}');
             p += 2;
             continue;
         }
@@ -306,7 +306,7 @@ static jj_value format(jj_ctx *c, jj_value fmt, const jj_args *a) {
             jj_fail(c, TS_ERR_FORMAT, "format: single '}' encountered in format string");
         }
         if (*p != '{') {
-            jj_buf_putc(&b, *p++);
+            ts_buf_putc(&b, *p++);
             continue;
         }
         const char *q = ++p;
@@ -379,14 +379,14 @@ static jj_value pad(jj_ctx *c, jj_value s, const jj_args *a, char how) {
     if (how == 'c') {
         left = total / 2 + (total & width & 1);
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     for (int64_t i = 0; i < left; i++) {
-        jj_buf_put(&b, fill.s.p, fill.s.n);
+        ts_buf_put(&b, fill.s.p, fill.s.n);
     }
-    jj_buf_put(&b, s.s.p, s.s.n);
+    ts_buf_put(&b, s.s.p, s.s.n);
     for (int64_t i = left; i < total; i++) {
-        jj_buf_put(&b, fill.s.p, fill.s.n);
+        ts_buf_put(&b, fill.s.p, fill.s.n);
     }
     return buf_value(&b);
 }
@@ -506,7 +506,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
             jj_fail(c, TS_ERR_TYPE, "join() takes exactly one argument");
         }
         jj_value items = jj_iterate(c, *a0);
-        jj_buf b;
+        ts_buf b;
         jj_buf_init(&b, c->arena);
         for (size_t i = 0; i < items.l->n; i++) {
             if (items.l->v[i].type != JJ_STR) {
@@ -514,9 +514,9 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
                         jj_type_name(items.l->v[i]));
             }
             if (i) {
-                jj_buf_put(&b, s.s.p, s.s.n);
+                ts_buf_put(&b, s.s.p, s.s.n);
             }
-            jj_buf_put(&b, items.l->v[i].s.p, items.l->v[i].s.n);
+            ts_buf_put(&b, items.l->v[i].s.p, items.l->v[i].s.n);
         }
         jj_step(c, items.l->n);
         return buf_value(&b);
@@ -589,14 +589,14 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         if (width > (int64_t)c->max_output) {
             jj_fail(c, TS_ERR_LIMIT, "zfill width beyond the output limit");
         }
-        jj_buf b;
+        ts_buf b;
         jj_buf_init(&b, c->arena);
         size_t sign = s.s.n && (s.s.p[0] == '-' || s.s.p[0] == '+');
-        jj_buf_put(&b, s.s.p, sign);
+        ts_buf_put(&b, s.s.p, sign);
         for (int64_t i = len; i < width; i++) {
-            jj_buf_putc(&b, '0');
+            ts_buf_putc(&b, '0');
         }
-        jj_buf_put(&b, s.s.p + sign, s.s.n - sign);
+        ts_buf_put(&b, s.s.p + sign, s.s.n - sign);
         return buf_value(&b);
     }
     if (name_is(name, n, "ljust")) {
@@ -661,11 +661,11 @@ static int64_t read_spec_num(jj_ctx *c, const char **pp, const char *end, const 
     return v;
 }
 
-static void pad_spaces(jj_buf *b, int64_t n) {
+static void pad_spaces(ts_buf *b, int64_t n) {
     static const char spaces[] = "                                ";
     while (n > 0) {
         size_t k = n > 32 ? 32 : (size_t)n;
-        jj_buf_put(b, spaces, k);
+        ts_buf_put(b, spaces, k);
         n -= (int64_t)k;
     }
 }
@@ -691,7 +691,7 @@ static void make_spec(char spec[64], const char *flags, size_t nf, int64_t width
 }
 
 jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     bool tuple = args.type == JJ_LIST && (args.flags & JJ_F_TUPLE);
     bool mapping = args.type == JJ_DICT;
@@ -699,14 +699,14 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
     const char *p = fmt.s.p, *end = p + fmt.s.n;
     while (p < end) {
         if (*p != '%') {
-            jj_buf_putc(&b, *p++);
+            ts_buf_putc(&b, *p++);
             continue;
         }
         if (++p >= end) {
             jj_fail(c, TS_ERR_FORMAT, "incomplete format");
         }
         if (*p == '%') {
-            jj_buf_putc(&b, '%');
+            ts_buf_putc(&b, '%');
             p++;
             continue;
         }
@@ -759,7 +759,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
         switch (conv) {
         case 's':
         case 'r': {
-            jj_buf sb;
+            ts_buf sb;
             jj_buf_init(&sb, c->arena);
             if (conv == 'r') {
                 jj_repr_to(c, &sb, v);
@@ -775,7 +775,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             if (!left) {
                 pad_spaces(&b, width - len);
             }
-            jj_buf_put(&b, sb.p, bytes);
+            ts_buf_put(&b, sb.p, bytes);
             if (left) {
                 pad_spaces(&b, width - len);
             }
@@ -798,7 +798,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
                 if (fabs(v.f) >= 9.2e18) {
                     /* Python prints the float's exact integer value; so does %.0f. */
                     make_spec(spec, flags, nf, width, 0, "", 'f', false);
-                    jj_buf_printf(&b, spec, trunc(v.f));
+                    ts_buf_printf(&b, spec, trunc(v.f));
                     break;
                 }
                 v = jj_int((int64_t)v.f);
@@ -810,7 +810,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             /* '#' means nothing for %d in Python and is undefined for it in C. */
             make_spec(spec, flags, nf, width, prec, "ll", conv == 'i' ? 'd' : conv,
                       conv == 'd' || conv == 'i');
-            jj_buf_printf(&b, spec, (long long)v.i);
+            ts_buf_printf(&b, spec, (long long)v.i);
             break;
         }
         case 'f':
@@ -825,7 +825,7 @@ jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args) {
             double d = v.type == JJ_FLOAT ? v.f : (double)v.i;
             char spec[64];
             make_spec(spec, flags, nf, width, prec, "", conv, false);
-            jj_buf_printf(&b, spec, d);
+            ts_buf_printf(&b, spec, d);
             break;
         }
         default:

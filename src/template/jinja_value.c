@@ -142,69 +142,31 @@ char *jj_strdup(jj_arena *a, const char *s, size_t n) {
     return p;
 }
 
-void jj_buf_init(jj_buf *b, jj_arena *a) {
-    *b = (jj_buf){.arena = a};
-}
-
-static void buf_reserve(jj_buf *b, size_t more) {
-    if (b->cap - b->n > more) {
-        return;
-    }
-    jj_arena *a = b->arena;
-    if (a->max_string && b->n + more > a->max_string) {
+/* The grow function of a ts_buf in the arena: a string may not outgrow max_string, and
+ * growth copies into a new block (the old one stays in the arena until the render ends). */
+static void *arena_grow(void *ctx, void *old, size_t n, size_t need, size_t *cap) {
+    jj_arena *a = ctx;
+    if (a->max_string && need - 1 > a->max_string) {
         ts_error_set(a->err, TS_ERR_LIMIT,
                      "template:%d: a string would exceed the output limit of %zu bytes "
                      "(max_output)",
                      a->line ? *a->line : 0, a->max_string);
-        longjmp(*a->fail_jmp, 1);
+        arena_fail(a);
     }
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap - b->n <= more) {
-        cap *= 2;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        c *= 2;
     }
-    char *p = jj_alloc(b->arena, cap);
-    if (b->n) {
-        memcpy(p, b->p, b->n);
+    char *p = jj_alloc(a, c);
+    if (n) {
+        memcpy(p, old, n);
     }
-    b->p = p;
-    b->cap = cap;
+    *cap = c;
+    return p;
 }
 
-void jj_buf_put(jj_buf *b, const char *s, size_t n) {
-    if (!n) {
-        return;
-    }
-    buf_reserve(b, n);
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-void jj_buf_putc(jj_buf *b, char c) {
-    jj_buf_put(b, &c, 1);
-}
-void jj_buf_puts(jj_buf *b, const char *s) {
-    jj_buf_put(b, s, strlen(s));
-}
-
-void jj_buf_printf(jj_buf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        return;
-    }
-    if ((size_t)k < sizeof(tmp)) {
-        jj_buf_put(b, tmp, (size_t)k);
-        return;
-    }
-    buf_reserve(b, (size_t)k + 1);
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    b->n += (size_t)k;
+void jj_buf_init(ts_buf *b, jj_arena *a) {
+    *b = (ts_buf){.grow = arena_grow, .grow_ctx = a};
 }
 
 /* ---- constructors ------------------------------------------------------------------- */
@@ -761,67 +723,67 @@ static bool printable(uint32_t cp) {
     return true;
 }
 
-static void repr_str(jj_buf *b, const char *s, size_t n) {
+static void repr_str(ts_buf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    jj_buf_putc(b, q);
+    ts_buf_putc(b, q);
     for (size_t i = 0; i < n;) {
         size_t adv;
         uint32_t cp = jj_utf8_decode(s + i, n - i, &adv);
         if (cp == (uint32_t)q || cp == '\\') {
-            jj_buf_putc(b, '\\');
-            jj_buf_putc(b, (char)cp);
+            ts_buf_putc(b, '\\');
+            ts_buf_putc(b, (char)cp);
         } else if (cp == '\n') {
-            jj_buf_puts(b, "\\n");
+            ts_buf_puts(b, "\\n");
         } else if (cp == '\r') {
-            jj_buf_puts(b, "\\r");
+            ts_buf_puts(b, "\\r");
         } else if (cp == '\t') {
-            jj_buf_puts(b, "\\t");
+            ts_buf_puts(b, "\\t");
         } else if (!printable(cp)) {
             if (cp < 0x100) {
-                jj_buf_printf(b, "\\x%02x", (unsigned)cp);
+                ts_buf_printf(b, "\\x%02x", (unsigned)cp);
             } else if (cp < 0x10000) {
-                jj_buf_printf(b, "\\u%04x", (unsigned)cp);
+                ts_buf_printf(b, "\\u%04x", (unsigned)cp);
             } else {
-                jj_buf_printf(b, "\\U%08x", (unsigned)cp);
+                ts_buf_printf(b, "\\U%08x", (unsigned)cp);
             }
         } else {
-            jj_buf_put(b, s + i, adv);
+            ts_buf_put(b, s + i, adv);
         }
         i += adv;
     }
-    jj_buf_putc(b, q);
+    ts_buf_putc(b, q);
 }
 
-static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth);
+static void repr_depth(jj_ctx *c, ts_buf *b, jj_value v, int depth);
 
-static void str_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
+static void str_depth(jj_ctx *c, ts_buf *b, jj_value v, int depth) {
     char tmp[40];
     switch (v.type) {
     case JJ_UNDEF:
         return;
     case JJ_NONE:
-        jj_buf_puts(b, "None");
+        ts_buf_puts(b, "None");
         return;
     case JJ_BOOL:
-        jj_buf_puts(b, v.i ? "True" : "False");
+        ts_buf_puts(b, v.i ? "True" : "False");
         return;
     case JJ_INT:
-        jj_buf_printf(b, "%" PRId64, v.i);
+        ts_buf_printf(b, "%" PRId64, v.i);
         return;
     case JJ_FLOAT:
         jj_float_repr(v.f, tmp);
-        jj_buf_puts(b, tmp);
+        ts_buf_puts(b, tmp);
         return;
     case JJ_STR:
-        jj_buf_put(b, v.s.p, v.s.n);
+        ts_buf_put(b, v.s.p, v.s.n);
         return;
     default:
         repr_depth(c, b, v, depth);
     }
 }
 
-static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
+static void repr_depth(jj_ctx *c, ts_buf *b, jj_value v, int depth) {
     if (depth > 512) {
         jj_fail(c, TS_ERR_LIMIT, "value nested deeper than 512 levels");
     }
@@ -830,65 +792,65 @@ static void repr_depth(jj_ctx *c, jj_buf *b, jj_value v, int depth) {
         repr_str(b, v.s.p, v.s.n);
         return;
     case JJ_UNDEF:
-        jj_buf_puts(b, "Undefined");
+        ts_buf_puts(b, "Undefined");
         return;
     case JJ_LIST: {
         if (v.flags & JJ_F_GEN) {
-            jj_buf_puts(b, "<generator object>");
+            ts_buf_puts(b, "<generator object>");
             return;
         }
         bool tuple = v.flags & JJ_F_TUPLE;
-        jj_buf_putc(b, tuple ? '(' : '[');
+        ts_buf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i) {
-                jj_buf_puts(b, ", ");
+                ts_buf_puts(b, ", ");
             }
             repr_depth(c, b, v.l->v[i], depth + 1);
         }
         if (tuple && v.l->n == 1) {
-            jj_buf_putc(b, ',');
+            ts_buf_putc(b, ',');
         }
-        jj_buf_putc(b, tuple ? ')' : ']');
+        ts_buf_putc(b, tuple ? ')' : ']');
         return;
     }
     case JJ_DICT:
     case JJ_NS:
         if (v.type == JJ_NS) {
-            jj_buf_puts(b, "<Namespace ");
+            ts_buf_puts(b, "<Namespace ");
         }
-        jj_buf_putc(b, '{');
+        ts_buf_putc(b, '{');
         for (size_t i = 0; i < v.d->n; i++) {
             if (i) {
-                jj_buf_puts(b, ", ");
+                ts_buf_puts(b, ", ");
             }
             repr_depth(c, b, v.d->keys[i], depth + 1);
-            jj_buf_puts(b, ": ");
+            ts_buf_puts(b, ": ");
             repr_depth(c, b, v.d->vals[i], depth + 1);
         }
-        jj_buf_putc(b, '}');
+        ts_buf_putc(b, '}');
         if (v.type == JJ_NS) {
-            jj_buf_putc(b, '>');
+            ts_buf_putc(b, '>');
         }
         return;
     case JJ_FUNC:
         if (v.fn->kind == JJ_FN_MACRO) {
-            jj_buf_printf(b, "<Macro '%.*s'>", (int)v.fn->name_n, v.fn->name);
+            ts_buf_printf(b, "<Macro '%.*s'>", (int)v.fn->name_n, v.fn->name);
         } else {
-            jj_buf_printf(b, "<built-in method %.*s>", (int)v.fn->name_n, v.fn->name);
+            ts_buf_printf(b, "<built-in method %.*s>", (int)v.fn->name_n, v.fn->name);
         }
         return;
     case JJ_LOOP:
-        jj_buf_printf(b, "<LoopContext %zu/%zu>", v.loop->index0 + 1, v.loop->items->n);
+        ts_buf_printf(b, "<LoopContext %zu/%zu>", v.loop->index0 + 1, v.loop->items->n);
         return;
     default:
         str_depth(c, b, v, depth);
     }
 }
 
-void jj_str_to(jj_ctx *c, jj_buf *b, jj_value v) {
+void jj_str_to(jj_ctx *c, ts_buf *b, jj_value v) {
     str_depth(c, b, v, 0);
 }
-void jj_repr_to(jj_ctx *c, jj_buf *b, jj_value v) {
+void jj_repr_to(jj_ctx *c, ts_buf *b, jj_value v) {
     repr_depth(c, b, v, 0);
 }
 
@@ -896,7 +858,7 @@ jj_value jj_to_str(jj_ctx *c, jj_value v) {
     if (v.type == JJ_STR) {
         return v;
     }
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, c->arena);
     jj_str_to(c, &b, v);
     return jj_str(b.p ? b.p : "", b.n);
@@ -967,9 +929,9 @@ uint32_t jj_utf8_decode(const char *s, size_t n, size_t *adv) {
     return cp;
 }
 
-void jj_utf8_put(jj_buf *b, uint32_t cp) {
+void jj_utf8_put(ts_buf *b, uint32_t cp) {
     char t[4];
-    jj_buf_put(b, t, ts_utf8_encode(cp, t));
+    ts_buf_put(b, t, ts_utf8_encode(cp, t));
 }
 
 /* Length of the code point at s[0..n) as jj_utf8_decode reads it, with ASCII and two-byte
