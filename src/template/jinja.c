@@ -38,7 +38,7 @@ void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     ts_error_set(a->err, st, "template:%d: %s", line, msg);
-    longjmp(*a->fail_jmp, 1);
+    jj_arena_fail(a);
 }
 
 /* jinja2 reads "\r\n" and "\r" as "\n" and drops one trailing newline. */
@@ -174,7 +174,6 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     c.arena = &arena;
     char stack_anchor;
     c.stack_base = (uintptr_t)&stack_anchor;
-    c.jmp = &jmp;
     if (setjmp(jmp)) {
         jj_arena_free(&arena);
         return err->status;

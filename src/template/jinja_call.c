@@ -403,7 +403,7 @@ static jj_value call_global(jj_ctx *c, const jj_func *fn, const jj_args *a) {
         jj_value msg = a->n_pos ? jj_to_str(c, a->pos[0]) : jj_cstr("");
         int shown = msg.s.n > TS_ERROR_MSG_MAX ? TS_ERROR_MSG_MAX : (int)msg.s.n;
         ts_error_set(c->err, TS_ERR_ABORTED, "template raised: %.*s", shown, msg.s.p);
-        longjmp(*c->jmp, 1);
+        jj_arena_fail(c->arena);
     }
     if (name_is(name, n, "strftime_now")) {
         return g_strftime(c, a);

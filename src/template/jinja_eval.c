@@ -8,8 +8,12 @@
  * macro was defined in, `with` opens a scope, and `if` does not. Lookups go from the innermost
  * scope outwards, then to the render's variables, then to the globals.
  *
- * Every statement, expression node and loop iteration costs a step (ctx->max_steps); macro
- * calls and captured blocks count toward the depth limit; output beyond max_output fails.
+ * Every statement, expression node and loop iteration costs a step (ctx->max_steps), and the
+ * operations whose cost grows with their data charge work (jj_work); macro calls and captured
+ * blocks count toward the depth limit; output beyond max_output fails. Nothing here recurses
+ * in proportion to the input: expression and block nesting is capped at compile time, an
+ * elif chain is walked in a loop, and macro recursion is bounded by max_depth and a stack
+ * budget.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -28,7 +32,7 @@ void jj_fail(jj_ctx *c, ts_status st, const char *fmt, ...) {
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     ts_error_set(c->err, st, "template:%d: %s", c->line, msg);
-    longjmp(*c->jmp, 1);
+    jj_arena_fail(c->arena);
 }
 
 void jj_step(jj_ctx *c, uint64_t n) {

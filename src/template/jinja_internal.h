@@ -7,11 +7,15 @@
  * copied by value and shared freely (lists and dicts are mutable only through namespace
  * attributes and `set`, which rebinds names; no template can mutate a list or dict).
  *
- * Errors: compile and render errors unwind with longjmp to the public entry point
- * (jinja.c), which owns the arena and frees it; the error text is already in the caller's
- * ts_error. Code between a setjmp and the longjmp therefore never holds malloc'd memory
- * outside the arena. The arena itself caps its total size (a render that builds a huge
- * string fails with TS_ERR_LIMIT instead of exhausting memory).
+ * Errors: every failure is ts_error_set() into the caller's ts_error ("template:LINE: ..."),
+ * then jj_arena_fail(), which longjmps to the public entry point (jinja.c) that owns the
+ * arena; it frees the arena and returns the status. Code between a setjmp and the longjmp
+ * therefore never holds malloc'd memory outside the arena (the lexer's token array is the
+ * arena's scratch block, freed with it). The arena caps its total size (max_memory), counts
+ * the render's work (max_work) and checks the caller's stop (cancel, deadline), so a render
+ * that builds a huge string or grinds through a big one fails with TS_ERR_LIMIT instead of
+ * exhausting memory or time. Text is built in util/buf.h buffers whose storage comes from
+ * the arena (jj_buf_init).
  *
  * Files: jinja_lex.c (source -> tokens), jinja_parse.c (tokens -> nodes), jinja_eval.c
  * (statements and expressions, scopes, macros), jinja_value.c (arena, strings, lists, dicts,
@@ -63,6 +67,10 @@ typedef struct jj_arena {
 } jj_arena;
 
 void jj_arena_init(jj_arena *a, size_t limit, jmp_buf *fail_jmp, ts_error *err);
+/* Unwinds to the entry point that owns the arena (fail_jmp) once the error is in a->err: every
+ * failure of a compile or render is ts_error_set() and then this, so the public functions
+ * return a ts_status with a "template:LINE: ..." message like the rest of the library. */
+JJ_NORETURN void jj_arena_fail(jj_arena *a);
 void jj_arena_free(jj_arena *a);
 void *jj_alloc(jj_arena *a, size_t size); /* zeroed, 16-byte aligned; charges size as work */
 /* Charges n units of work, failing past max_work ("work limit ... (max_work)"); checks the
@@ -339,7 +347,6 @@ struct jj_frame {
 
 typedef struct jj_ctx {
     jj_arena *arena;
-    jmp_buf *jmp;
     ts_error *err;
     ts_buf *out; /* where output goes now (the result, or a capture) */
     size_t max_output;

@@ -30,7 +30,7 @@ typedef struct jreader {
 
 JJ_NORETURN static void jfail(jreader *r, const char *what) {
     ts_error_set(r->c->err, TS_ERR_FORMAT, "vars: JSON offset %zu: %s", r->pos, what);
-    longjmp(*r->c->jmp, 1);
+    jj_arena_fail(r->c->arena);
 }
 
 static void skip_ws(jreader *r) {

@@ -47,7 +47,9 @@ void jj_arena_free(jj_arena *a) {
     a->used_total = 0;
 }
 
-JJ_NORETURN static void arena_fail(jj_arena *a) {
+/* The one place an error unwinds: err already holds the status and message (set with
+ * ts_error_set), and the entry point that owns the arena returns that status. */
+void jj_arena_fail(jj_arena *a) {
     longjmp(*a->fail_jmp, 1);
 }
 
@@ -67,7 +69,7 @@ void jj_arena_check_stop(jj_arena *a) {
         msg += 10;
     }
     ts_error_set(a->err, st, "template:%d: %s", a->line ? *a->line : 0, msg);
-    arena_fail(a);
+    jj_arena_fail(a);
 }
 
 void jj_arena_work(jj_arena *a, uint64_t n) {
@@ -77,7 +79,7 @@ void jj_arena_work(jj_arena *a, uint64_t n) {
                      "template:%d: work limit of %" PRIu64
                      " units reached (max_work: bytes and items compared, searched, copied)",
                      a->line ? *a->line : 0, a->max_work);
-        arena_fail(a);
+        jj_arena_fail(a);
     }
     if (a->work >= a->next_stop_check) {
         a->next_stop_check = a->work + JJ_STOP_EVERY;
@@ -105,12 +107,12 @@ void *jj_alloc(jj_arena *a, size_t size) {
                              "template has too many tags or literals",
                              a->limit, a->limit_name);
             }
-            arena_fail(a);
+            jj_arena_fail(a);
         }
         c = malloc(sizeof(jj_chunk) + want);
         if (!c) {
             ts_error_set(a->err, TS_ERR_NOMEM, "template: out of memory (%zu bytes)", want);
-            arena_fail(a);
+            jj_arena_fail(a);
         }
         c->size = want;
         c->used = 0;
@@ -151,7 +153,7 @@ static void *arena_grow(void *ctx, void *old, size_t n, size_t need, size_t *cap
                      "template:%d: a string would exceed the output limit of %zu bytes "
                      "(max_output)",
                      a->line ? *a->line : 0, a->max_string);
-        arena_fail(a);
+        jj_arena_fail(a);
     }
     size_t c = *cap ? *cap : 64;
     while (c < need) {
