@@ -110,8 +110,8 @@ ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *er
     *out = NULL;
     if (len > MAX_SOURCE) {
         return ts_error_set(err, TS_ERR_LIMIT,
-                            "template: source of %zu bytes exceeds the limit of %zu bytes",
-                            len, MAX_SOURCE);
+                            "template: source of %zu bytes exceeds the limit of %zu bytes", len,
+                            MAX_SOURCE);
     }
     /* A NUL byte would silently cut the template wherever it is later read as a C string
      * (and jinja2 reads it as text): refuse it, saying where it is. */

@@ -193,9 +193,8 @@ static jj_value repeat(jj_ctx *c, jj_value seq, int64_t times) {
         return r;
     }
     if (seq.l->n > (1u << 24) / (uint64_t)times) {
-        jj_fail(c, TS_ERR_LIMIT,
-                "list repetition of %zu items %" PRId64 " times exceeds %u items", seq.l->n,
-                times, 1u << 24);
+        jj_fail(c, TS_ERR_LIMIT, "list repetition of %zu items %" PRId64 " times exceeds %u items",
+                seq.l->n, times, 1u << 24);
     }
     jj_value r = jj_new_list(c, seq.l->n * (size_t)times);
     for (int64_t i = 0; i < times; i++) {
@@ -462,8 +461,8 @@ static jj_value do_slice(jj_ctx *c, jj_value obj, jj_value lo, jj_value hi, jj_v
     if ((obj.type != JJ_STR && obj.type != JJ_LIST) || (obj.flags & JJ_F_GEN)) {
         return jj_undef_msg(c, "'%s object' has no element slice", jj_type_name(obj));
     }
-    if (obj.type == JJ_STR && (st.type == JJ_NONE || st.type == JJ_UNDEF ||
-                               (is_intlike(st) && st.i == 1))) {
+    if (obj.type == JJ_STR &&
+        (st.type == JJ_NONE || st.type == JJ_UNDEF || (is_intlike(st) && st.i == 1))) {
         /* s[a:b]: byte offsets of the two code points, without a list of every character
          * (templates cut long message texts this way). */
         int64_t n = (int64_t)jj_utf8_count(c, obj.s.p, obj.s.n), start, stop, step;

@@ -1,11 +1,12 @@
 /*
  * jinja_internal.h — the pieces of the Jinja engine shared by its files.
  *
- * Memory: a compiled template lives in one arena (tokens, nodes, constant strings); a render
- * has its own arena for every value, scope and buffer it creates, freed at once when the
- * render ends. Nothing inside the engine is freed piecemeal, so values are plain structs
- * copied by value and shared freely (lists and dicts are mutable only through namespace
- * attributes and `set`, which rebinds names; no template can mutate a list or dict).
+ * Memory: a compiled template lives in one arena (nodes, constant strings; its tokens only
+ * while it is parsed); a render has its own arena for every value, scope and buffer it
+ * creates, freed at once when the render ends. Nothing inside the engine is freed piecemeal, so
+ * values are plain structs copied by value and shared freely (lists and dicts are mutable only
+ * through namespace attributes and `set`, which rebinds names; no template can mutate a list or
+ * dict).
  *
  * Errors: every failure is ts_error_set() into the caller's ts_error ("template:LINE: ..."),
  * then jj_arena_fail(), which longjmps to the public entry point (jinja.c) that owns the
@@ -18,9 +19,10 @@
  * the arena (jj_buf_init).
  *
  * Files: jinja_lex.c (source -> tokens), jinja_parse.c (tokens -> nodes), jinja_eval.c
- * (statements and expressions, scopes, macros), jinja_value.c (arena, strings, lists, dicts,
+ * (statements and expressions, scopes, macros), jinja_value.c (strings, lists, dicts,
  * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
  * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
+ * jinja_mem.c (the arena and its budgets, arena-backed buffers, hashed dicts, search),
  * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
@@ -45,9 +47,9 @@
 
 typedef struct jj_chunk jj_chunk;
 typedef struct jj_arena {
-    jj_chunk *head;    /* newest chunk first */
-    size_t used_total; /* bytes handed out plus chunk overhead */
-    size_t limit;      /* 0: none; reaching it fails through fail_jmp */
+    jj_chunk *head;         /* newest chunk first */
+    size_t used_total;      /* bytes handed out plus chunk overhead */
+    size_t limit;           /* 0: none; reaching it fails through fail_jmp */
     const char *limit_name; /* the option or constant that set limit, for its message */
     size_t max_string; /* 0: none; a ts_buf in the arena growing past it fails (TS_ERR_LIMIT) */
     const int *line;   /* the line being rendered, for limit messages; NULL when compiling */
@@ -395,7 +397,7 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v);
 void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v);
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v);
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n); /* NULL if absent */
-jj_value *jj_dict_find(jj_ctx *c, const jj_dict *d, jj_value key);           /* NULL if absent */
+jj_value *jj_dict_find(jj_ctx *c, const jj_dict *d, jj_value key);  /* NULL if absent */
 
 /* Python semantics. */
 bool jj_truthy(jj_value v);

@@ -451,7 +451,9 @@ static void lex_tag(lexer *L, bool is_var, int begin_line) {
         uint8_t op = ops[k].op;
         if (op == OP_LPAREN || op == OP_LBRACKET || op == OP_LBRACE) {
             if (depth == (int)sizeof(stack)) {
-                jj_compile_fail(L->a, TS_ERR_LIMIT, L->line, "brackets nested deeper than %d (the nesting limit)", (int)sizeof(stack));
+                jj_compile_fail(L->a, TS_ERR_LIMIT, L->line,
+                                "brackets nested deeper than %d (the nesting limit)",
+                                (int)sizeof(stack));
             }
             stack[depth++] = op == OP_LPAREN ? ')' : op == OP_LBRACKET ? ']' : '}';
         } else if (op == OP_RPAREN || op == OP_RBRACKET || op == OP_RBRACE) {

@@ -25,17 +25,18 @@
 /* Where a buffer's storage comes from. NULL (the zero default): malloc / realloc, and the
  * buffer owns its storage. Otherwise grow is called whenever need bytes (contents plus the
  * NUL) no longer fit: given the current capacity in *cap, it returns a block of *cap >= need
- * bytes holding the n bytes of old (copied or grown in place), or NULL for an allocation failure (then oom is set). Such a
- * buffer does not own its storage: ts_buf_take returns it and ts_buf_free forgets it without
- * freeing (the owner of grow_ctx frees it, e.g. an arena). grow may also not return at all
- * (a longjmp to its owner's error handler), so ts_buf keeps no other allocation across it. */
+ * bytes holding the n bytes of old (copied or grown in place), or NULL for an allocation failure
+ * (then oom is set). Such a buffer does not own its storage: ts_buf_take returns it and ts_buf_free
+ * forgets it without freeing (the owner of grow_ctx frees it, e.g. an arena). grow may also not
+ * return at all (a longjmp to its owner's error handler), so ts_buf keeps no other allocation
+ * across it. */
 typedef void *(*ts_buf_grow_fn)(void *grow_ctx, void *old, size_t n, size_t need, size_t *cap);
 
 typedef struct ts_buf {
     char *p;  /* NUL-terminated once anything was appended; NULL before */
     size_t n; /* bytes, without the NUL */
     size_t cap;
-    bool oom; /* an allocation failed; the contents are incomplete */
+    bool oom;            /* an allocation failed; the contents are incomplete */
     ts_buf_grow_fn grow; /* NULL: malloc'd storage (see ts_buf_grow_fn) */
     void *grow_ctx;
 } ts_buf;

@@ -84,8 +84,8 @@ static void expect_ok(const char *src, const ts_tpl_options *o, const char *want
 }
 
 /* Renders and requires status st with a message containing each of the given pieces. */
-static void expect_fail(const char *src, const ts_tpl_options *o, ts_status st,
-                        const char *piece1, const char *piece2) {
+static void expect_fail(const char *src, const ts_tpl_options *o, ts_status st, const char *piece1,
+                        const char *piece2) {
     char *out;
     ts_error err = {0};
     ts_status got = render(src, o, &out, &err);
@@ -146,8 +146,7 @@ static void test_elif_chain(void **state) {
 static void test_deep_nesting_limit(void **state) {
     (void)state;
     const char *open[] = {"{% if true %}", "{% for i in [1] %}", "{% set x %}", "{% with %}"};
-    const char *close[] = {"{% endif %}", "{% endfor %}", "{% endset %}{{ x }}",
-                           "{% endwith %}"};
+    const char *close[] = {"{% endif %}", "{% endfor %}", "{% endset %}{{ x }}", "{% endwith %}"};
     for (size_t k = 0; k < 4; k++) {
         for (int depth = 200; depth <= 300; depth += 100) {
             text t = {0};
@@ -228,8 +227,8 @@ static void check_work_loop(const char *body, const char *want_few, bool with_de
     ts_tpl_options small = {.max_work = 20000000, .stop = &far_stop};
     expect_fail(src, &small, TS_ERR_LIMIT, "work limit of 20000000 units", "(max_work");
     if (with_default) {
-        snprintf(src, sizeof(src), "%s{%% for i in range(%d) %%}%s{%% endfor %%}", setup,
-                 100000, body);
+        snprintf(src, sizeof(src), "%s{%% for i in range(%d) %%}%s{%% endfor %%}", setup, 100000,
+                 body);
         expect_fail(src, &dflt, TS_ERR_LIMIT, "work limit of 1000000000 units", "(max_work");
     }
 }
@@ -458,7 +457,8 @@ static void test_json_big_object(void **state) {
     free(v.p);
 }
 
-/* ---- steps, time and cancel -------------------------------------------------------------------- */
+/* ---- steps, time and cancel --------------------------------------------------------------------
+ */
 
 static int cancel_now(void *user) {
     (void)user;
