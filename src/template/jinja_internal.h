@@ -23,6 +23,7 @@
  * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
  * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
  * jinja_mem.c (the arena and its budgets, arena-backed buffers, hashed dicts, search),
+ * jinja_check.c (unknown filters and tests at compile time),
  * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
@@ -331,6 +332,8 @@ void jj_lex(jj_arena *a, const char *src, size_t len, int trim_blocks, int lstri
             jj_tok **toks, size_t *n_toks);
 /* Parses tokens into a statement list. */
 void jj_parse(jj_arena *a, const jj_tok *toks, size_t n_toks, jj_nodes *body);
+/* Fails the compile at an unknown filter or test outside a soft scope (jinja_check.c). */
+void jj_check_unknown(jj_arena *a, const jj_nodes *body);
 
 /* Whether a filter / test of that name exists (jinja_filters.c, jinja_tests.c). */
 bool jj_filter_exists(const char *name, size_t n);
