@@ -8,7 +8,6 @@
  * jinja2 does; docs/templates.md lists which exist.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +52,7 @@ static jj_value str_of(jj_ctx *c, jj_value v) {
     return jj_to_str(c, v);
 }
 
-static int64_t int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *what) {
+int64_t jj_int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *what) {
     if (!v || v->type == JJ_NONE) {
         return dflt;
     }
@@ -185,28 +184,6 @@ jj_value jj_html_escape(jj_ctx *c, jj_value v) {
     return r;
 }
 
-/* Python's round(x, n) for floats: correctly rounded, ties to even on exact values. */
-static double py_round(double x, int64_t nd) {
-    if (!isfinite(x)) {
-        return x;
-    }
-    if (nd >= 0 && nd <= 300) {
-        char buf[400];
-        snprintf(buf, sizeof(buf), "%.*f", (int)nd, x);
-        return strtod(buf, NULL);
-    }
-    if (nd > 300) {
-        return x;
-    }
-    if (nd < -308) {
-        return copysign(0.0, x);
-    }
-    double p = pow(10.0, (double)-nd);
-    double y = x / p;
-    double r = nearbyint(y);
-    return r * p;
-}
-
 /* ---- select / map ------------------------------------------------------------------- */
 
 /* Applies the test named by args->pos[first] with the remaining positionals as arguments;
@@ -323,7 +300,7 @@ static jj_value f_indent(jj_ctx *c, jj_value v, const jj_args *a) {
     if (w && w->type == JJ_STR) {
         ind = *w;
     } else {
-        int64_t width = int_arg(c, w, 4, "indent width");
+        int64_t width = jj_int_arg(c, w, 4, "indent width");
         if (width < 0) {
             width = 0;
         }
@@ -376,11 +353,11 @@ static jj_value f_indent(jj_ctx *c, jj_value v, const jj_args *a) {
 static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     static const char *const kw[] = {"length", "killwords", "end", "leeway", NULL};
     jj_args_check(c, a, "truncate", 4, kw);
-    int64_t length = int_arg(c, jj_arg(a, 0, "length"), 255, "truncate length");
+    int64_t length = jj_int_arg(c, jj_arg(a, 0, "length"), 255, "truncate length");
     bool killwords = bool_arg(jj_arg(a, 1, "killwords"), false);
     const jj_value *e = jj_arg(a, 2, "end");
     jj_value end = e ? str_of(c, *e) : jj_cstr("...");
-    int64_t leeway = int_arg(c, jj_arg(a, 3, "leeway"), 5, "truncate leeway");
+    int64_t leeway = jj_int_arg(c, jj_arg(a, 3, "leeway"), 5, "truncate leeway");
     /* jinja2 measures the value itself: a string, or a list/dict short enough to return as
      * is; anything else has no len(). */
     if (v.type != JJ_STR) {
@@ -417,134 +394,6 @@ static jj_value f_truncate(jj_ctx *c, jj_value v, const jj_args *a) {
     }
     ts_buf_put(&b, end.s.p, end.s.n);
     return buf_value(&b);
-}
-
-/* int(x) of a float as jinja2's int filter gives it: truncation toward zero where the result
- * fits 64 bits; NaN is a ValueError there (the default); infinity is Python's OverflowError
- * and a finite float beyond int64 a big integer we cannot hold: both are errors rather than
- * a wrong number. */
-static jj_value float_to_int(jj_ctx *c, double f, jj_value dflt) {
-    if (isnan(f)) {
-        return dflt;
-    }
-    if (f >= -9223372036854775808.0 && f < 9223372036854775808.0) {
-        return jj_int((int64_t)f);
-    }
-    if (isinf(f)) {
-        jj_fail(c, TS_ERR_RANGE, "int: cannot convert float %s to integer",
-                f < 0 ? "-infinity" : "infinity");
-    }
-    char repr[40];
-    jj_float_repr(f, repr);
-    jj_fail(c, TS_ERR_RANGE, "int: %s does not fit the engine's 64-bit integers", repr);
-}
-
-static jj_value f_int(jj_ctx *c, jj_value v, const jj_args *a) {
-    static const char *const kw[] = {"default", "base", NULL};
-    jj_args_check(c, a, "int", 2, kw);
-    const jj_value *d = jj_arg(a, 0, "default");
-    int64_t base = int_arg(c, jj_arg(a, 1, "base"), 10, "int base");
-    jj_value dflt = d ? *d : jj_int(0);
-    switch (v.type) {
-    case JJ_UNDEF:
-        jj_undef_fail(c, v);
-    case JJ_INT:
-    case JJ_BOOL:
-        return jj_int(v.i);
-    case JJ_FLOAT:
-        return float_to_int(c, v.f, dflt);
-    case JJ_STR: {
-        /* Python's int(s, base) accepts digits with single underscores between them;
-         * jinja2 then tries int(float(s)). The copy drops the underscores. */
-        jj_value t = jj_strip(v, jj_none(), true, true);
-        char *buf = jj_alloc(c->arena, t.s.n + 1);
-        size_t k = 0;
-        for (size_t i = 0; i < t.s.n; i++) {
-            if (!(t.s.p[i] == '_' && i > 0 && i + 1 < t.s.n &&
-                  isalnum((unsigned char)t.s.p[i - 1]) && isalnum((unsigned char)t.s.p[i + 1]))) {
-                buf[k++] = t.s.p[i];
-            }
-        }
-        buf[k] = 0;
-        if (k == 0 || memchr(buf, 0, k)) {
-            return dflt;
-        }
-        char *end;
-        if (base >= 2 && base <= 36) {
-            errno = 0;
-            long long r = strtoll(buf, &end, (int)base);
-            if (*end == 0) {
-                if (errno == ERANGE) {
-                    /* Python's integer would be exact; ours cannot hold it. */
-                    jj_fail(c, TS_ERR_RANGE,
-                            "int: '%.40s' does not fit the engine's 64-bit integers", buf);
-                }
-                return jj_int(r);
-            }
-        }
-        double f = strtod(buf, &end);
-        if (*end != 0) {
-            return dflt;
-        }
-        return float_to_int(c, f, dflt);
-    }
-    default:
-        return dflt;
-    }
-}
-
-static jj_value f_float(jj_ctx *c, jj_value v, const jj_args *a) {
-    static const char *const kw[] = {"default", NULL};
-    jj_args_check(c, a, "float", 1, kw);
-    const jj_value *d = jj_arg(a, 0, "default");
-    jj_value dflt = d ? *d : jj_float(0.0);
-    if (v.type == JJ_UNDEF) {
-        jj_undef_fail(c, v);
-    }
-    if (v.type == JJ_FLOAT) {
-        return v;
-    }
-    if (v.type == JJ_INT || v.type == JJ_BOOL) {
-        return jj_float((double)v.i);
-    }
-    if (v.type == JJ_STR) {
-        jj_value t = jj_strip(v, jj_none(), true, true);
-        char buf[128];
-        if (t.s.n == 0 || t.s.n >= sizeof(buf)) {
-            return dflt;
-        }
-        memcpy(buf, t.s.p, t.s.n);
-        buf[t.s.n] = 0;
-        char *end;
-        double f = strtod(buf, &end);
-        return *end == 0 ? jj_float(f) : dflt;
-    }
-    return dflt;
-}
-
-static jj_value f_round(jj_ctx *c, jj_value v, const jj_args *a) {
-    static const char *const kw[] = {"precision", "method", NULL};
-    jj_args_check(c, a, "round", 2, kw);
-    int64_t prec = int_arg(c, jj_arg(a, 0, "precision"), 0, "round precision");
-    const jj_value *m = jj_arg(a, 1, "method");
-    if (v.type != JJ_INT && v.type != JJ_BOOL && v.type != JJ_FLOAT) {
-        jj_fail(c, TS_ERR_TYPE, "type %s doesn't define __round__ method", jj_type_name(v));
-    }
-    if (!m || jj_str_eq(*m, "common")) {
-        if (v.type != JJ_FLOAT) {
-            return jj_int(v.i); /* round(int, n) stays an int for n >= 0 */
-        }
-        return jj_float(py_round(v.f, prec));
-    }
-    double x = v.type == JJ_FLOAT ? v.f : (double)v.i;
-    double p = pow(10.0, (double)prec);
-    if (jj_str_eq(*m, "ceil")) {
-        return jj_float(ceil(x * p) / p);
-    }
-    if (jj_str_eq(*m, "floor")) {
-        return jj_float(floor(x * p) / p);
-    }
-    jj_fail(c, TS_ERR_RANGE, "method must be common, ceil or floor");
 }
 
 static jj_value f_sort(jj_ctx *c, jj_value v, const jj_args *a) {
@@ -678,7 +527,7 @@ static jj_value f_sum(jj_ctx *c, jj_value v, const jj_args *a) {
 static jj_value f_batch(jj_ctx *c, jj_value v, const jj_args *a) {
     static const char *const kw[] = {"linecount", "fill_with", NULL};
     jj_args_check(c, a, "batch", 2, kw);
-    int64_t size = int_arg(c, jj_arg(a, 0, "linecount"), 0, "batch size");
+    int64_t size = jj_int_arg(c, jj_arg(a, 0, "linecount"), 0, "batch size");
     const jj_value *fill = jj_arg(a, 1, "fill_with");
     if (size <= 0) {
         jj_fail(c, TS_ERR_RANGE, "batch size must be positive");
@@ -761,7 +610,7 @@ static jj_value f_tojson(jj_ctx *c, jj_value v, const jj_args *a) {
             indent = ind->s.p;
             indent_n = ind->s.n;
         } else {
-            int64_t w = int_arg(c, ind, 0, "tojson indent");
+            int64_t w = jj_int_arg(c, ind, 0, "tojson indent");
             if (w > 256) {
                 jj_fail(c, TS_ERR_LIMIT, "tojson indent %" PRId64 " is too large", w);
             }
@@ -906,16 +755,16 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
             jj_fail(c, TS_ERR_TYPE, "replace needs old and new");
         }
         return jj_replace(c, str_of(c, v), str_of(c, *o), str_of(c, *nw),
-                          int_arg(c, jj_arg(a, 2, "count"), -1, "replace count"));
+                          jj_int_arg(c, jj_arg(a, 2, "count"), -1, "replace count"));
     }
     if (IS("int")) {
-        return f_int(c, v, a);
+        return jj_filter_int(c, v, a);
     }
     if (IS("float")) {
-        return f_float(c, v, a);
+        return jj_filter_float(c, v, a);
     }
     if (IS("round")) {
-        return f_round(c, v, a);
+        return jj_filter_round(c, v, a);
     }
     if (IS("unique")) {
         return f_unique(c, v, a);
@@ -1005,7 +854,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
     if (IS("center")) {
         static const char *const kw[] = {"width", NULL};
         jj_args_check(c, a, "center", 1, kw);
-        jj_value w = jj_int(int_arg(c, jj_arg(a, 0, "width"), 80, "center width"));
+        jj_value w = jj_int(jj_int_arg(c, jj_arg(a, 0, "width"), 80, "center width"));
         jj_args pa = {.pos = &w, .n_pos = 1};
         return jj_str_method(c, str_of(c, v), "center", 6, &pa);
     }

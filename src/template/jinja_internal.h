@@ -23,7 +23,8 @@
  * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
  * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
  * jinja_mem.c (the arena and its budgets, arena-backed buffers, hashed dicts, search),
- * jinja_check.c (unknown filters and tests at compile time),
+ * jinja_check.c (unknown filters and tests at compile time), jinja_filters_num.c (int,
+ * float, round),
  * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
@@ -474,6 +475,13 @@ jj_value jj_call_caller(jj_ctx *c, jj_func *fn, const jj_args *args);
 void jj_exec_template(jj_ctx *c, const jj_nodes *body);
 /* str % args, Python's printf-style formatting (jinja_str.c). */
 jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args);
+
+/* An integer argument of a filter (default when absent or none; a TypeError otherwise). */
+int64_t jj_int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *what);
+/* The int, float and round filters (jinja_filters_num.c). */
+jj_value jj_filter_int(jj_ctx *c, jj_value v, const jj_args *a);
+jj_value jj_filter_float(jj_ctx *c, jj_value v, const jj_args *a);
+jj_value jj_filter_round(jj_ctx *c, jj_value v, const jj_args *a);
 
 /* Applies filter `name` to v / runs test `name` on v, with the call's arguments. */
 jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *args);
