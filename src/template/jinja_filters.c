@@ -657,7 +657,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
         static const char *const kw[] = {"chars", NULL};
         jj_args_check(c, a, "trim", 1, kw);
         const jj_value *ch = jj_arg(a, 0, "chars");
-        return jj_strip(str_of(c, v), ch ? *ch : jj_none(), true, true);
+        return jj_strip(c, str_of(c, v), ch ? *ch : jj_none(), true, true);
     }
     if (IS("length") || IS("count")) {
         NOARGS("length");

@@ -73,7 +73,7 @@ jj_value jj_filter_int(jj_ctx *c, jj_value v, const jj_args *a) {
     case JJ_STR: {
         /* Python's int(s, base) accepts digits with single underscores between them;
          * jinja2 then tries int(float(s)). The copy drops the underscores. */
-        jj_value t = jj_strip(v, jj_none(), true, true);
+        jj_value t = jj_strip(c, v, jj_none(), true, true);
         char *buf = jj_alloc(c->arena, t.s.n + 1);
         size_t k = 0;
         for (size_t i = 0; i < t.s.n; i++) {
@@ -125,7 +125,7 @@ jj_value jj_filter_float(jj_ctx *c, jj_value v, const jj_args *a) {
         return jj_float((double)v.i);
     }
     if (v.type == JJ_STR) {
-        jj_value t = jj_strip(v, jj_none(), true, true);
+        jj_value t = jj_strip(c, v, jj_none(), true, true);
         char buf[128];
         if (t.s.n == 0 || t.s.n >= sizeof(buf)) {
             return dflt;

@@ -30,11 +30,15 @@ static bool cp_in(uint32_t cp, jj_value chars) {
     return false;
 }
 
-/* Strips whitespace (chars undefined/none) or the given characters from either side. */
-jj_value jj_strip(jj_value s, jj_value chars, bool left, bool right) {
+/* Strips whitespace (chars undefined/none) or the given characters from either side. Each
+ * code point looked at charges its test: two units, or the length of chars it is searched
+ * in (a hostile strip of megabytes by megabytes of characters stops at max_work). */
+jj_value jj_strip(jj_ctx *c, jj_value s, jj_value chars, bool left, bool right) {
     bool ws = chars.type != JJ_STR;
+    uint64_t cost = ws ? 2 : 2 + (uint64_t)chars.s.n;
     size_t a = 0, b = s.s.n;
     while (left && a < b) {
+        jj_work(c, cost);
         size_t adv;
         uint32_t cp = jj_utf8_decode(s.s.p + a, b - a, &adv);
         if (ws ? !jj_is_space(cp) : !cp_in(cp, chars)) {
@@ -43,6 +47,7 @@ jj_value jj_strip(jj_value s, jj_value chars, bool left, bool right) {
         a += adv;
     }
     while (right && b > a) {
+        jj_work(c, cost);
         size_t start = b - 1;
         while (start > a && ((unsigned char)s.s.p[start] & 0xc0) == 0x80) {
             start--;
@@ -187,7 +192,7 @@ static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, boo
     jj_value words = jj_new_list(c, 0);
     size_t i = 0;
     int64_t k = 0;
-    jj_value trimmed = from_right ? jj_strip(s, jj_none(), false, true) : s;
+    jj_value trimmed = from_right ? jj_strip(c, s, jj_none(), false, true) : s;
     if (from_right && maxsplit >= 0) {
         /* rsplit with a limit: split from the right. */
         size_t end = trimmed.s.n;
@@ -212,7 +217,7 @@ static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, boo
             end = b;
             k++;
         }
-        jj_value head = jj_strip(jj_str(trimmed.s.p, end), jj_none(), false, true);
+        jj_value head = jj_strip(c, jj_str(trimmed.s.p, end), jj_none(), false, true);
         if (head.s.n) {
             jj_list_push(c, out.l, head);
         }
@@ -439,7 +444,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         if (chars.type != JJ_STR && chars.type != JJ_NONE) {
             jj_fail(c, TS_ERR_TYPE, "%.*s arg must be None or str", (int)n, name);
         }
-        return jj_strip(s, chars, name[0] != 'r', name[0] != 'l');
+        return jj_strip(c, s, chars, name[0] != 'r', name[0] != 'l');
     }
     if (name_is(name, n, "split") || name_is(name, n, "rsplit")) {
         static const char *const kw[] = {"sep", "maxsplit", NULL};
@@ -551,6 +556,9 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
             jj_list_push(c, out.l, jj_str(s.s.p + start, s.s.n - start));
         }
         return out;
+    }
+    if (n > 2 && name[0] == 'i' && name[1] == 's') {
+        jj_work(c, 2 * (uint64_t)s.s.n); /* the is* methods below read every code point */
     }
     if (name_is(name, n, "isdigit") || name_is(name, n, "isdecimal") ||
         name_is(name, n, "isnumeric")) {

@@ -245,6 +245,9 @@ static void test_work_budget(void **state) {
     check_work_loop("{{ s.count('b') }}", "00000", false);
     check_work_loop("{{ s[1:2] }}", "aaaaa", false);
     check_work_loop("{{ s.endswith(t) }}", "TrueTrueTrueTrueTrue", false);
+    check_work_loop("{{ s.isalpha() }}", "TrueTrueTrueTrueTrue", false);
+    check_work_loop("{{ (s ~ ' ').strip('a')|length }}", "11111", false);
+    check_work_loop("{{ ('x' ~ s).lstrip('xa')|length }}", "00000", false);
     /* Unclosed tags: each '<' used to search the rest of the string again. */
     ts_tpl_options lin = {.max_work = 40000000, .stop = &far_stop};
     expect_ok("{{ ('<' * 1000000 ~ ' <!--' * 100000)|striptags|length }}", &lin, "1500000");
