@@ -557,6 +557,7 @@ static jj_value f_batch(jj_ctx *c, jj_value v, const jj_args *a) {
 static jj_value f_striptags(jj_ctx *c, jj_value v) {
     /* Removes <...> tags and <!-- --> comments, then collapses whitespace. */
     jj_value s = str_of(c, v);
+    jj_work(c, (uint64_t)s.s.n);
     ts_buf b;
     jj_buf_init(&b, c->arena);
     /* Once a search for "-->" or ">" fails, no later one can succeed: remembering that keeps
@@ -839,6 +840,7 @@ jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_a
     if (IS("wordcount")) {
         NOARGS("wordcount");
         jj_value s = str_of(c, v);
+        jj_work(c, 2 * (uint64_t)s.s.n);
         int64_t k = 0;
         bool in = false;
         for (size_t i = 0; i < s.s.n;) {

@@ -68,6 +68,7 @@ jj_value jj_strip(jj_ctx *c, jj_value s, jj_value chars, bool left, bool right) 
 /* mode: 'u' upper, 'l' lower, 's' swapcase, 'c' capitalize, 't' title (Python's str.title:
  * a letter after a non-letter starts a word). */
 jj_value jj_case(jj_ctx *c, jj_value s, char mode) {
+    jj_work(c, 2 * (uint64_t)s.s.n); /* one pass over every code point */
     ts_buf b;
     jj_buf_init(&b, c->arena);
     bool prev_alpha = false, first = true;
@@ -147,6 +148,7 @@ jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t c
 
 /* Python's str.split / rsplit; sep undefined/none splits on runs of whitespace. */
 static jj_value split(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit, bool from_right) {
+    jj_work(c, 2 * (uint64_t)s.s.n); /* whitespace splitting reads every code point */
     jj_value out = jj_new_list(c, 0);
     if (sep.type == JJ_STR) {
         if (sep.s.n == 0) {
@@ -530,6 +532,7 @@ jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const 
         return format(c, s, a);
     }
     if (name_is(name, n, "splitlines")) {
+        jj_work(c, 2 * (uint64_t)s.s.n);
         static const char *const kw[] = {"keepends", NULL};
         jj_args_check(c, a, "splitlines()", 1, kw);
         const jj_value *ke = jj_arg(a, 0, "keepends");
