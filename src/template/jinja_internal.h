@@ -491,7 +491,7 @@ bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *a
 jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const jj_args *a);
 /* chars: str or none; charges what it tests as work */
 jj_value jj_strip(jj_ctx *c, jj_value s, jj_value chars, bool left, bool right);
-jj_value jj_case(jj_ctx *c, jj_value s, char mode);                   /* 'u' 'l' 's' 'c' 't' */
+jj_value jj_case(jj_ctx *c, jj_value s, char mode); /* 'u' 'l' 's' 'c' 't' */
 jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t count);
 /* markupsafe's escape: & < > " ' as entities; a safe string is returned as is. */
 jj_value jj_html_escape(jj_ctx *c, jj_value v);
