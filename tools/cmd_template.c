@@ -92,6 +92,16 @@ int ts_cmd_template(int argc, char **argv) {
         free(req);
         return 1;
     }
+    /* The template travels on as a C string (ts_chat_options.source): a NUL byte would cut it
+     * there without a word, so say where it is instead. */
+    const char *nul = src != NULL ? memchr(src, 0, src_len) : NULL;
+    if (nul != NULL) {
+        fprintf(stderr, "error: --file %s: NUL byte at offset %zu (a template is text)\n", file,
+                (size_t)(nul - src));
+        free(src);
+        free(req);
+        return 1;
+    }
     opt.source = src;
     opt.name = name;
     ts_llm *llm = NULL;

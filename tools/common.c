@@ -249,6 +249,14 @@ int ts_cli_open(const ts_cli_opts *o, ts_cli *cli) {
                     strerror(errno));
             return 1;
         }
+        /* The template travels on as a C string: a NUL byte would cut it silently. */
+        const char *nul = memchr(tmpl, 0, n);
+        if (nul != NULL) {
+            fprintf(stderr, "error: --chat-template-file %s: NUL byte at offset %zu\n",
+                    o->chat_template_file, (size_t)(nul - tmpl));
+            free(tmpl);
+            return 1;
+        }
         p.chat_template_source = tmpl;
     }
     double t0 = ts_cli_now_ms();

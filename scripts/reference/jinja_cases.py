@@ -65,13 +65,16 @@ VARS = {
 CASES = []
 
 
-def case(name, template, vars=None, status=None, engine=None, opts=None, raw_vars=None):
+def case(name, template, vars=None, status=None, engine=None, opts=None, raw_vars=None,
+         message=None):
     """status: the ts_status name expected when jinja2 fails (checked against it failing).
     engine: an expectation of our own (a status name) where jinja2 has no such limit.
-    opts: ts_tpl_options fields for the render (max_steps, max_output, max_depth, ...)."""
+    opts: ts_tpl_options fields for the render (max_steps, max_output, max_depth, ...).
+    message: with engine, our exact error message (which limit stopped it)."""
     CASES.append({"name": name, "template": template,
                   "vars": raw_vars if raw_vars is not None else (VARS if vars is None else vars),
-                  "status": status, "engine": engine, "opts": opts or {}})
+                  "status": status, "engine": engine, "opts": opts or {},
+                  "message": message})
 
 
 # ---- text, whitespace control, comments, raw ------------------------------------------
@@ -355,7 +358,8 @@ case("undefined_filters", "[{{ missing|trim }}{{ missing|upper }}{{ missing|firs
 
 # ---- limits (ours) --------------------------------------------------------------------
 case("limit_steps", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-     engine="TS_ERR_LIMIT", opts={"max_steps": 1000000})
+     engine="TS_ERR_LIMIT", opts={"max_steps": 1000000},
+     message="template:1: step limit of 1000000 reached (max_steps)")
 case("limit_output", "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
      engine="TS_ERR_LIMIT", opts={"max_output": 100000})
 case("limit_depth", "{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}",
@@ -416,6 +420,8 @@ def run(c):
         return out
     if c["engine"]:
         out["status"] = c["engine"]
+        if c["message"]:
+            out["message"] = c["message"]
         return out
     vars_obj = json.loads(vars_text)
     try:

@@ -17,46 +17,8 @@
 #include "runtime/runtime.h"
 #include "util/buf.h"
 #include "util/error.h"
+#include "util/json_str.h"
 #include "util/stop.h"
-
-/* ---- JSON text ------------------------------------------------------------------------------ */
-
-/* s[0..n) as a JSON string literal (UTF-8 kept; control bytes escaped). */
-static void json_str(ts_buf *b, const char *s, size_t n) {
-    ts_buf_put(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            continue;
-        }
-        ts_buf_put(b, s + run, i - run);
-        run = i + 1;
-        char esc[8];
-        switch (c) {
-        case '"':
-            ts_buf_puts(b, "\\\"");
-            break;
-        case '\\':
-            ts_buf_puts(b, "\\\\");
-            break;
-        case '\n':
-            ts_buf_puts(b, "\\n");
-            break;
-        case '\r':
-            ts_buf_puts(b, "\\r");
-            break;
-        case '\t':
-            ts_buf_puts(b, "\\t");
-            break;
-        default:
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            ts_buf_puts(b, esc);
-        }
-    }
-    ts_buf_put(b, s + run, n - run);
-    ts_buf_put(b, "\"", 1);
-}
 
 char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_generation_prompt) {
     ts_buf b = {0};
@@ -65,9 +27,9 @@ char *rt_chat_messages_json(const ts_message *msgs, size_t n_msgs, int add_gener
         const char *role = msgs[i].role != NULL ? msgs[i].role : "";
         const char *content = msgs[i].content != NULL ? msgs[i].content : "";
         ts_buf_puts(&b, i ? ",{\"role\":" : "{\"role\":");
-        json_str(&b, role, strlen(role));
+        ts_json_put_str(&b, role, strlen(role), 0);
         ts_buf_puts(&b, ",\"content\":");
-        json_str(&b, content, strlen(content));
+        ts_json_put_str(&b, content, strlen(content), 0);
         ts_buf_puts(&b, "}");
     }
     ts_buf_puts(&b, add_generation_prompt ? "],\"add_generation_prompt\":true}"
@@ -327,13 +289,13 @@ static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_e
     if (cJSON_GetObjectItemCaseSensitive(root, "bos_token") == NULL) {
         const char *t = special_text(tok, sp != NULL ? sp->bos : -1, &n);
         ts_buf_puts(&b, "\"bos_token\":");
-        json_str(&b, t, n);
+        ts_json_put_str(&b, t, n, 0);
         ts_buf_puts(&b, ",");
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "eos_token") == NULL) {
         const char *t = special_text(tok, sp != NULL ? sp->eos : -1, &n);
         ts_buf_puts(&b, "\"eos_token\":");
-        json_str(&b, t, n);
+        ts_json_put_str(&b, t, n, 0);
         ts_buf_puts(&b, ",");
     }
     if (cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt") == NULL) {

@@ -385,7 +385,7 @@ static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts
     }
     bool follower = false;
     if (st == TS_OK) {
-        st = tp_group_open(&ctx->tp, &p, llm->model, ctx->reg, shard_threads, &follower, err);
+        st = rt_tp_group_open(&ctx->tp, &p, llm->model, ctx->reg, shard_threads, &follower, err);
     }
     if (follower) {
         /* An MPI rank > 0 whose group has ended: nothing is left to do in this process. */
@@ -399,7 +399,7 @@ static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts
         st = make_runner_and_engine(ctx, &p, err);
     }
     if (st != TS_OK) {
-        tp_group_abort(&ctx->tp, err->msg);
+        rt_tp_group_abort(&ctx->tp, err->msg);
         ts_context_destroy(ctx);
         return st;
     }
@@ -423,7 +423,7 @@ void ts_context_destroy(ts_context *ctx) {
     rt_chat_close(&ctx->chat);
     ts_engine_destroy(ctx->engine);
     ts_runner_destroy(ctx->runner); /* ends the group's forward: followers stop */
-    tp_group_close(&ctx->tp);
+    rt_tp_group_close(&ctx->tp);
     ts_registry_destroy(ctx->reg);
     ts_backend_destroy(ctx->hook_dump);
     ts_backend_destroy(ctx->hook_profile);

@@ -74,12 +74,12 @@ ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool r
 
 /* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
  * rank 0 ends the group and sets *follower. threads: per shard. */
-ts_status tp_group_open(tp_group *g, const ts_context_params *p, const ts_model *m,
-                        ts_registry *reg, int threads, bool *follower, ts_error *err);
+ts_status rt_tp_group_open(tp_group *g, const ts_context_params *p, const ts_model *m,
+                           ts_registry *reg, int threads, bool *follower, ts_error *err);
 /* Ends the group (MPI: tells the followers there will be no more forwards). */
-void tp_group_close(tp_group *g);
+void rt_tp_group_close(tp_group *g);
 /* A leader that fails: ends an MPI job at once (no-op in-process). */
-void tp_group_abort(tp_group *g, const char *why);
+void rt_tp_group_abort(tp_group *g, const char *why);
 
 enum { MODE_NONE = 0, MODE_REQUESTS, MODE_BATCH };
 

@@ -50,8 +50,8 @@ static ts_status follow_mpi(tp_group *g, const ts_context_params *p, const ts_mo
     return st;
 }
 
-ts_status tp_group_open(tp_group *g, const ts_context_params *p, const ts_model *m,
-                        ts_registry *reg, int threads, bool *follower, ts_error *err) {
+ts_status rt_tp_group_open(tp_group *g, const ts_context_params *p, const ts_model *m,
+                           ts_registry *reg, int threads, bool *follower, ts_error *err) {
     memset(g, 0, sizeof *g);
     *follower = false;
     g->size = 1;
@@ -94,7 +94,7 @@ ts_status tp_group_open(tp_group *g, const ts_context_params *p, const ts_model 
     return TS_OK;
 }
 
-void tp_group_close(tp_group *g) {
+void rt_tp_group_close(tp_group *g) {
     if (g->comms == NULL) {
         return;
     }
@@ -116,7 +116,7 @@ void tp_group_close(tp_group *g) {
     memset(g, 0, sizeof *g);
 }
 
-void tp_group_abort(tp_group *g, const char *why) {
+void rt_tp_group_abort(tp_group *g, const char *why) {
     if (g->mpi && g->comms != NULL && g->comms[0] != NULL && g->size > 1) {
         ts_comm_abort(g->comms[0], why);
     }

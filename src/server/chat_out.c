@@ -322,7 +322,7 @@ void ts_chat_out_destroy(ts_chat_out *p) {
     free(p->pending.p);
     free(p->content.p);
     free(p->reasoning.p);
-    chat_calls_truncate(&p->calls, 0);
+    srv_chat_calls_truncate(&p->calls, 0);
     free(p->calls.v);
     free(p->ev);
     free(p->view);
@@ -488,7 +488,7 @@ static void section_failed(ts_chat_out *p, size_t body_len, bool with_close) {
 static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool closed) {
     chat_calls found = {0};
     bool strict = p->sec == &k_json_start;
-    if (chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
+    if (srv_chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
         emit_calls(p, &found);
         p->after_json = strict;
         p->after_fence = p->fence;
@@ -502,7 +502,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
         section_failed(p, body_len, closed);
         /* What followed the body (the closing marker) was emitted with it. */
     }
-    chat_calls_truncate(&found, 0);
+    srv_chat_calls_truncate(&found, 0);
     free(found.v);
     sbuf_consume(&p->pending, consume);
 }
@@ -911,12 +911,12 @@ static void step_harmony(ts_chat_out *p, bool final, bool *progress) {
             return;
         }
         chat_calls found = {0};
-        if (chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
+        if (srv_chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
             emit_calls(p, &found);
         } else {
             emit_text(p, TS_CHAT_EVENT_CONTENT, s, end);
         }
-        chat_calls_truncate(&found, 0);
+        srv_chat_calls_truncate(&found, 0);
         free(found.v);
     } else {
         ts_chat_event_kind kind =

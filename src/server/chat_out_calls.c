@@ -103,7 +103,7 @@ static cJSON *json_whole(const char *s, size_t len) {
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
-void chat_calls_truncate(chat_calls *out, size_t from) {
+void srv_chat_calls_truncate(chat_calls *out, size_t from) {
     for (size_t i = from; i < out->n; i++) {
         free(out->v[i].id);
         free(out->v[i].name);
@@ -680,8 +680,8 @@ static bool kimi(const char *s, size_t len, chat_calls *out) {
     }
 }
 
-bool chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
-                    size_t len) {
+bool srv_chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
+                        size_t len) {
     cJSON *a = json_whole(args, len);
     if (!valid_name(name, name_len) || !cJSON_IsObject(a)) {
         cJSON_Delete(a);
@@ -690,8 +690,8 @@ bool chat_calls_add(chat_calls *out, const char *name, size_t name_len, const ch
     return push_args(out, name, name_len, a);
 }
 
-bool chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools, bool strict,
-                      chat_calls *out) {
+bool srv_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools,
+                          bool strict, chat_calls *out) {
     size_t before = out->n;
     const char *s = body;
     trim(&s, &len);
@@ -752,7 +752,7 @@ bool chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON 
         break;
     }
     if (!ok || out->n == before) {
-        chat_calls_truncate(out, before);
+        srv_chat_calls_truncate(out, before);
         return false;
     }
     return true;

@@ -14,12 +14,22 @@
 
 #include "template/jinja_internal.h"
 
+#include "util/stop.h"
+
+/* Defaults (jinja.h, docs/templates.md). Real chat templates render a conversation in well
+ * under a millisecond and a few hundred KiB; these stop a hostile one within seconds and
+ * under 256 MiB, whichever limit it runs into first. */
 #define DEFAULT_MAX_OUTPUT ((size_t)4 << 20)
 #define DEFAULT_MAX_STEPS  UINT64_C(50000000)
 #define DEFAULT_MAX_DEPTH  128
-/* A render's memory: its output several times over, plus room for the variables. */
-#define MEMORY_FACTOR 16
-#define MEMORY_MIN    ((size_t)256 << 20)
+#define DEFAULT_MAX_WORK   UINT64_C(1000000000)
+#define DEFAULT_MAX_MEMORY ((size_t)224 << 20)
+#define DEFAULT_TIME_NS    (INT64_C(5) * 1000000000)
+
+/* Compile bounds: the source size and what its tree may hold (tokens while they live, then
+ * nodes and constants). Real templates are under 100 KiB. */
+#define MAX_SOURCE         ((size_t)2 << 20)
+#define MAX_COMPILE_MEMORY ((size_t)256 << 20)
 
 void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) {
     char msg[400];
@@ -28,7 +38,7 @@ void jj_compile_fail(jj_arena *a, ts_status st, int line, const char *fmt, ...) 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     ts_error_set(a->err, st, "template:%d: %s", line, msg);
-    longjmp(*a->fail_jmp, 1);
+    jj_arena_fail(a);
 }
 
 /* jinja2 reads "\r\n" and "\r" as "\n" and drops one trailing newline. */
@@ -38,14 +48,16 @@ static char *normalize(jj_arena *a, const char *src, size_t len, size_t *out_len
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '\r') {
             s[n++] = '\n';
-            if (i + 1 < len && src[i + 1] == '\n')
+            if (i + 1 < len && src[i + 1] == '\n') {
                 i++;
+            }
         } else {
             s[n++] = src[i];
         }
     }
-    if (n > 0 && s[n - 1] == '\n')
+    if (n > 0 && s[n - 1] == '\n') {
         n--;
+    }
     s[n] = 0;
     *out_len = n;
     return s;
@@ -54,10 +66,12 @@ static char *normalize(jj_arena *a, const char *src, size_t len, size_t *out_len
 static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt, ts_tpl **out,
                          ts_error *err) {
     ts_tpl *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
         return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory");
+    }
     jmp_buf jmp;
-    jj_arena_init(&t->arena, 0, &jmp, err);
+    jj_arena_init(&t->arena, MAX_COMPILE_MEMORY, &jmp, err);
+    t->arena.limit_name = "the compile memory limit";
     if (setjmp(jmp)) {
         jj_arena_free(&t->arena);
         free(t);
@@ -70,6 +84,11 @@ static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt,
     jj_lex(&t->arena, s, n, !(opt && opt->no_trim_blocks), !(opt && opt->no_lstrip_blocks), &toks,
            &n_toks);
     jj_parse(&t->arena, toks, n_toks, &t->body);
+    /* The nodes keep no pointer into the tokens (their text points into s or the arena). */
+    free(t->arena.scratch);
+    t->arena.used_total -= t->arena.scratch_size;
+    t->arena.scratch = NULL;
+    t->arena.scratch_size = 0;
     t->src = s;
     t->src_n = n;
     t->trim_blocks = !(opt && opt->no_trim_blocks);
@@ -82,17 +101,36 @@ static ts_status compile(const char *src, size_t len, const ts_tpl_options *opt,
 
 ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
-    if (!out || (!src && len))
+    }
+    if (!out || (!src && len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL source or output");
+    }
     *out = NULL;
+    if (len > MAX_SOURCE) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "template: source of %zu bytes exceeds the limit of %zu bytes", len,
+                            MAX_SOURCE);
+    }
+    /* A NUL byte would silently cut the template wherever it is later read as a C string
+     * (and jinja2 reads it as text): refuse it, saying where it is. */
+    const char *nul = len ? memchr(src, 0, len) : NULL;
+    if (nul) {
+        int line = 1;
+        for (const char *p = src; p < nul; p++) {
+            line += *p == '\n';
+        }
+        return ts_error_set(err, TS_ERR_FORMAT, "template:%d: NUL byte at offset %zu", line,
+                            (size_t)(nul - src));
+    }
     return compile(src ? src : "", len, NULL, out, err);
 }
 
 void ts_tpl_free(ts_tpl *t) {
-    if (!t)
+    if (!t) {
         return;
+    }
     jj_arena_free(&t->arena);
     free(t);
 }
@@ -105,8 +143,9 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
     if (!o.no_trim_blocks != t->trim_blocks || !o.no_lstrip_blocks != t->lstrip_blocks) {
         ts_tpl *variant;
         ts_status st = compile(t->src, t->src_n, &o, &variant, err);
-        if (st != TS_OK)
+        if (st != TS_OK) {
             return st;
+        }
         st = render(variant, vars_json, vars_len, opt, out, out_len, err);
         ts_tpl_free(variant);
         return st;
@@ -117,20 +156,24 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         .max_steps = o.max_steps ? o.max_steps : DEFAULT_MAX_STEPS,
         .max_depth = o.max_depth > 0 ? o.max_depth : DEFAULT_MAX_DEPTH,
         .now = o.now ? o.now : (int64_t)time(NULL),
+        .next_stop_check = 4096,
     };
-    size_t mem =
-        c.max_output > MEMORY_MIN / MEMORY_FACTOR ? c.max_output * MEMORY_FACTOR : MEMORY_MIN;
-    if (mem < vars_len * 8 + MEMORY_MIN)
-        mem = vars_len * 8 + MEMORY_MIN;
+    /* The wall-clock budget: the caller's deadline, or the default one when it gives none
+     * (its cancel callback is kept either way). */
+    ts_stop stop = o.stop ? *o.stop : (ts_stop){0};
+    if (stop.deadline_ns == 0) {
+        stop.deadline_ns = ts_now_ns() + DEFAULT_TIME_NS;
+    }
     jj_arena arena;
     jmp_buf jmp;
-    jj_arena_init(&arena, mem, &jmp, err);
+    jj_arena_init(&arena, o.max_memory ? o.max_memory : DEFAULT_MAX_MEMORY, &jmp, err);
     arena.max_string = c.max_output;
     arena.line = &c.line;
+    arena.max_work = o.max_work ? o.max_work : DEFAULT_MAX_WORK;
+    arena.stop = &stop;
     c.arena = &arena;
     char stack_anchor;
     c.stack_base = (uintptr_t)&stack_anchor;
-    c.jmp = &jmp;
     if (setjmp(jmp)) {
         jj_arena_free(&arena);
         return err->status;
@@ -141,7 +184,7 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         return ts_error_set(err, TS_ERR_FORMAT, "vars: the variables must be a JSON object");
     }
     c.vars = vars.d;
-    jj_buf result;
+    ts_buf result;
     jj_buf_init(&result, &arena);
     c.out = &result;
     jj_exec_template(&c, &t->body);
@@ -150,13 +193,15 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
         jj_arena_free(&arena);
         return ts_error_set(err, TS_ERR_NOMEM, "template: out of memory (%zu bytes)", result.n + 1);
     }
-    if (result.n)
+    if (result.n) {
         memcpy(text, result.p, result.n);
+    }
     text[result.n] = 0;
     jj_arena_free(&arena);
     *out = text;
-    if (out_len)
+    if (out_len) {
         *out_len = result.n;
+    }
     ts_error_clear(err);
     return TS_OK;
 }
@@ -164,12 +209,15 @@ static ts_status render(const ts_tpl *t, const char *vars_json, size_t vars_len,
 ts_status ts_tpl_render(const ts_tpl *t, const char *vars_json, size_t vars_len,
                         const ts_tpl_options *opt, char **out, size_t *out_len, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
-    if (!t || !out || (!vars_json && vars_len))
+    }
+    if (!t || !out || (!vars_json && vars_len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "template: NULL template or output");
+    }
     *out = NULL;
-    if (out_len)
+    if (out_len) {
         *out_len = 0;
+    }
     return render(t, vars_json ? vars_json : "", vars_len, opt, out, out_len, err);
 }

@@ -29,24 +29,34 @@
 
 typedef struct ts_tpl ts_tpl;
 
-/* Zero fields mean the defaults given. */
+/* Zero fields mean the defaults given. The defaults stop a hostile template within a few
+ * seconds and under 256 MiB; real chat templates use a tiny fraction of each (a 20-message
+ * conversation: ~2k steps, ~100k work units, < 1 MiB). docs/templates.md lists what each
+ * refusal says. */
 typedef struct ts_tpl_options {
-    size_t max_output;    /* bytes of rendered text; 0: 4 MiB */
+    size_t max_output;    /* bytes of rendered text, and the longest string a render may build;
+                             0: 4 MiB */
     uint64_t max_steps;   /* evaluation steps (nodes, loop iterations, filter items); 0: 50M */
     int max_depth;        /* nesting of macro calls / includes of expressions; 0: 128 */
     int64_t now;          /* strftime_now's clock, Unix seconds UTC; 0: the current time */
     int no_trim_blocks;   /* nonzero: trim_blocks off (Hugging Face turns it on) */
     int no_lstrip_blocks; /* nonzero: lstrip_blocks off (Hugging Face turns it on) */
     uint64_t max_work;    /* work units: each operation charges the bytes / items it touches
-                             (compared, searched, copied, inserted); 0: the default */
-    size_t max_memory;    /* bytes the render may hold at once; 0: the default */
-    const ts_stop *stop;  /* cancel and deadline (util/stop.h), checked every few thousand
-                             steps; NULL: none. Borrowed for the call. */
+                             (compared, searched, hashed, counted, allocated); 0: 1e9 (about a
+                             second of work) */
+    size_t max_memory;    /* bytes the render may allocate (its arena is freed only when it
+                             ends, so this bounds everything it builds, the variables
+                             included); 0: 224 MiB */
+    const ts_stop *stop;  /* cancel and deadline (util/stop.h), checked every 4096 steps and
+                             every 1M work units; NULL or a zero deadline: a deadline of 5 s
+                             from the start of the render. Borrowed for the call. */
 } ts_tpl_options;
 
-/* Compiles template source (need not be NUL-terminated). Syntax errors are TS_ERR_FORMAT and
- * unsupported constructs TS_ERR_UNSUPPORTED, both "template:LINE: what" (e.g. "template:3:
- * unknown tag 'include'"). */
+/* Compiles template source (need not be NUL-terminated; may not contain a NUL byte). Syntax
+ * errors are TS_ERR_FORMAT and unsupported constructs TS_ERR_UNSUPPORTED, both
+ * "template:LINE: what" (e.g. "template:3: unknown tag 'include'"); a NUL byte is
+ * TS_ERR_FORMAT ("template:LINE: NUL byte at offset N"). Sources over 2 MiB, nesting deeper
+ * than 256 and trees over 256 MiB are TS_ERR_LIMIT naming the limit. */
 ts_status ts_tpl_compile(const char *src, size_t len, ts_tpl **out, ts_error *err);
 void ts_tpl_free(ts_tpl *t);
 

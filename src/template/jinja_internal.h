@@ -1,22 +1,30 @@
 /*
  * jinja_internal.h — the pieces of the Jinja engine shared by its files.
  *
- * Memory: a compiled template lives in one arena (tokens, nodes, constant strings); a render
- * has its own arena for every value, scope and buffer it creates, freed at once when the
- * render ends. Nothing inside the engine is freed piecemeal, so values are plain structs
- * copied by value and shared freely (lists and dicts are mutable only through namespace
- * attributes and `set`, which rebinds names; no template can mutate a list or dict).
+ * Memory: a compiled template lives in one arena (nodes, constant strings; its tokens only
+ * while it is parsed); a render has its own arena for every value, scope and buffer it
+ * creates, freed at once when the render ends. Nothing inside the engine is freed piecemeal, so
+ * values are plain structs copied by value and shared freely (lists and dicts are mutable only
+ * through namespace attributes and `set`, which rebinds names; no template can mutate a list or
+ * dict).
  *
- * Errors: compile and render errors unwind with longjmp to the public entry point
- * (jinja.c), which owns the arena and frees it; the error text is already in the caller's
- * ts_error. Code between a setjmp and the longjmp therefore never holds malloc'd memory
- * outside the arena. The arena itself caps its total size (a render that builds a huge
- * string fails with TS_ERR_LIMIT instead of exhausting memory).
+ * Errors: every failure is ts_error_set() into the caller's ts_error ("template:LINE: ..."),
+ * then jj_arena_fail(), which longjmps to the public entry point (jinja.c) that owns the
+ * arena; it frees the arena and returns the status. Code between a setjmp and the longjmp
+ * therefore never holds malloc'd memory outside the arena (the lexer's token array is the
+ * arena's scratch block, freed with it). The arena caps its total size (max_memory), counts
+ * the render's work (max_work) and checks the caller's stop (cancel, deadline), so a render
+ * that builds a huge string or grinds through a big one fails with TS_ERR_LIMIT instead of
+ * exhausting memory or time. Text is built in util/buf.h buffers whose storage comes from
+ * the arena (jj_buf_init).
  *
  * Files: jinja_lex.c (source -> tokens), jinja_parse.c (tokens -> nodes), jinja_eval.c
- * (statements and expressions, scopes, macros), jinja_value.c (arena, strings, lists, dicts,
+ * (statements and expressions, scopes, macros), jinja_value.c (strings, lists, dicts,
  * Python-style printing and comparison, Unicode), jinja_call.c (attribute access, globals,
  * dict/list/loop methods), jinja_str.c (str methods, str % args), jinja_filters.c (filters),
+ * jinja_mem.c (the arena and its budgets, arena-backed buffers, hashed dicts, search),
+ * jinja_check.c (unknown filters and tests at compile time), jinja_filters_num.c (int,
+ * float, round),
  * jinja_tests.c (is-tests), jinja_json.c (the vars reader and tojson), jinja.c (the API).
  */
 #ifndef TS_TEMPLATE_JINJA_INTERNAL_H
@@ -28,6 +36,7 @@
 #include <stdint.h>
 
 #include "template/jinja.h"
+#include "util/buf.h"
 #include "util/error.h"
 
 #if defined(__GNUC__)
@@ -40,32 +49,46 @@
 
 typedef struct jj_chunk jj_chunk;
 typedef struct jj_arena {
-    jj_chunk *head;    /* newest chunk first */
-    size_t used_total; /* bytes handed out plus chunk overhead */
-    size_t limit;      /* 0: none; reaching it fails through fail_jmp */
-    size_t max_string; /* 0: none; a jj_buf growing past it fails (TS_ERR_LIMIT) */
+    jj_chunk *head;         /* newest chunk first */
+    size_t used_total;      /* bytes handed out plus chunk overhead */
+    size_t limit;           /* 0: none; reaching it fails through fail_jmp */
+    const char *limit_name; /* the option or constant that set limit, for its message */
+    size_t max_string; /* 0: none; a ts_buf in the arena growing past it fails (TS_ERR_LIMIT) */
     const int *line;   /* the line being rendered, for limit messages; NULL when compiling */
     jmp_buf *fail_jmp; /* where an allocation failure or the limit unwinds to */
     ts_error *err;     /* receives the failure's message */
+    /* The render's work budget (0: none, as when compiling). Every byte allocated costs a
+     * unit, and operations whose cost grows with their data (searching, comparing, hashing,
+     * counting code points) charge what they touch through jj_work, so no single step can
+     * hide unbounded work. */
+    uint64_t work, max_work;
+    uint64_t next_stop_check; /* work count at which stop is checked again */
+    const ts_stop *stop;      /* cancel / deadline; NULL: none */
+    /* A malloc'd block the arena frees with itself (the lexer's token array, which is
+     * realloc'd as it grows and freed as soon as the parser is done). */
+    void *scratch;
+    size_t scratch_size;
 } jj_arena;
 
 void jj_arena_init(jj_arena *a, size_t limit, jmp_buf *fail_jmp, ts_error *err);
+/* Unwinds to the entry point that owns the arena (fail_jmp) once the error is in a->err: every
+ * failure of a compile or render is ts_error_set() and then this, so the public functions
+ * return a ts_status with a "template:LINE: ..." message like the rest of the library. */
+JJ_NORETURN void jj_arena_fail(jj_arena *a);
 void jj_arena_free(jj_arena *a);
-void *jj_alloc(jj_arena *a, size_t size);              /* zeroed, 16-byte aligned */
+void *jj_alloc(jj_arena *a, size_t size); /* zeroed, 16-byte aligned; charges size as work */
+/* Charges n units of work, failing past max_work ("work limit ... (max_work)"); checks the
+ * stop (cancel, deadline) every JJ_STOP_EVERY units. */
+void jj_arena_work(jj_arena *a, uint64_t n);
+/* Checks the stop now; unwinds with its status and "template:LINE: ..." when it says stop. */
+void jj_arena_check_stop(jj_arena *a);
+#define JJ_STOP_EVERY (UINT64_C(1) << 20)
 char *jj_strdup(jj_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 
-/* A growable byte buffer in an arena (growth copies; the old block stays in the arena). */
-typedef struct jj_buf {
-    char *p;
-    size_t n, cap;
-    jj_arena *arena;
-} jj_buf;
-
-void jj_buf_init(jj_buf *b, jj_arena *a);
-void jj_buf_put(jj_buf *b, const char *s, size_t n);
-void jj_buf_putc(jj_buf *b, char c);
-void jj_buf_puts(jj_buf *b, const char *s);
-void jj_buf_printf(jj_buf *b, const char *fmt, ...) TS_PRINTF(2, 3);
+/* Binds a util/buf.h buffer to the arena: its storage comes from the arena (growth copies;
+ * the old block stays there), and growing past max_string fails (TS_ERR_LIMIT). Such a
+ * buffer is never freed on its own and never reports oom (a failure unwinds instead). */
+void jj_buf_init(ts_buf *b, jj_arena *a);
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -123,12 +146,21 @@ struct jj_list {
     uint32_t depth;
 };
 
+/* A dict keeps its items in insertion order in keys/vals and, once it has more than
+ * JJ_DICT_LINEAR items, an open-addressing index over them (slots hold item index + 1, 0 is
+ * empty; index_cap is a power of two at least twice n), so inserting and finding are O(1)
+ * on average however large a hostile template or request makes it. Items are never
+ * removed (templates cannot mutate dicts). */
 struct jj_dict {
     jj_value *keys;
     jj_value *vals;
     size_t n, cap;
     uint32_t depth;
+    uint32_t *index;
+    size_t index_cap;
 };
+
+#define JJ_DICT_LINEAR 8
 
 #define JJ_MAX_VALUE_DEPTH 512
 
@@ -189,8 +221,10 @@ typedef struct jj_tok {
     int line;
     const char *s; /* TK_DATA / TK_NAME / TK_STRING text; arena or source */
     size_t n;
-    int64_t i; /* TK_INT */
-    double f;  /* TK_FLOAT */
+    union {
+        int64_t i; /* TK_INT */
+        double f;  /* TK_FLOAT */
+    };
 } jj_tok;
 
 typedef struct jj_node jj_node;
@@ -270,10 +304,17 @@ struct jj_node {
     jj_node *a, *b, *c;
     jj_nodes items, items2;
     jj_nodes body, orelse;
-    const char *name;
-    size_t name_n;
-    jj_value v;
+    /* No node kind uses both a constant and a name: sharing their room keeps a node at 128
+     * bytes in the arena (a 2 MiB template of literals makes a million of them). */
+    union {
+        jj_value v;
+        struct {
+            const char *name;
+            size_t name_n;
+        };
+    };
 };
+_Static_assert(sizeof(jj_node) <= 128, "jj_node grew past two arena granules of 64 bytes");
 
 struct ts_tpl {
     jj_arena arena;  /* everything below lives here */
@@ -292,6 +333,8 @@ void jj_lex(jj_arena *a, const char *src, size_t len, int trim_blocks, int lstri
             jj_tok **toks, size_t *n_toks);
 /* Parses tokens into a statement list. */
 void jj_parse(jj_arena *a, const jj_tok *toks, size_t n_toks, jj_nodes *body);
+/* Fails the compile at an unknown filter or test outside a soft scope (jinja_check.c). */
+void jj_check_unknown(jj_arena *a, const jj_nodes *body);
 
 /* Whether a filter / test of that name exists (jinja_filters.c, jinja_tests.c). */
 bool jj_filter_exists(const char *name, size_t n);
@@ -299,22 +342,22 @@ bool jj_test_exists(const char *name, size_t n);
 
 /* ---- rendering ---------------------------------------------------------------------- */
 
+/* A scope: names bound by set, for, macro parameters. Its names are a dict of string keys
+ * (hashed), so a template with 100k distinct set names stays linear. */
 typedef struct jj_frame jj_frame;
 struct jj_frame {
     jj_frame *parent; /* NULL: the template's globals come next */
-    const char **names;
-    size_t *name_n;
-    jj_value *vals;
-    size_t n, cap;
+    jj_dict names;    /* name (JJ_STR) -> value */
+    bool captured;    /* a macro or caller() closes over this scope or one inside it */
 };
 
 typedef struct jj_ctx {
     jj_arena *arena;
-    jmp_buf *jmp;
     ts_error *err;
-    jj_buf *out; /* where output goes now (the result, or a capture) */
+    ts_buf *out; /* where output goes now (the result, or a capture) */
     size_t max_output;
     uint64_t steps, max_steps;
+    uint64_t next_stop_check; /* step count at which the stop is checked again */
     int depth, max_depth;
     int64_t now;
     jj_dict *vars;        /* the render's variables */
@@ -325,6 +368,10 @@ typedef struct jj_ctx {
 /* Unwinds with status and "template:LINE: " + message. */
 JJ_NORETURN void jj_fail(jj_ctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);
 void jj_step(jj_ctx *c, uint64_t n);
+/* Charges n units of work (see jj_arena). */
+static inline void jj_work(jj_ctx *c, uint64_t n) {
+    jj_arena_work(c->arena, n);
+}
 void jj_enter(jj_ctx *c); /* nesting depth +1, failing past max_depth */
 void jj_leave(jj_ctx *c);
 
@@ -354,17 +401,17 @@ void jj_list_push(jj_ctx *c, jj_list *l, jj_value v);
 void jj_note_depth(jj_ctx *c, uint32_t *depth, jj_value v);
 void jj_dict_set(jj_ctx *c, jj_dict *d, jj_value k, jj_value v);
 jj_value *jj_dict_get(const jj_dict *d, const char *key, size_t n); /* NULL if absent */
-jj_value *jj_dict_find(const jj_dict *d, jj_value key);             /* NULL if absent */
+jj_value *jj_dict_find(jj_ctx *c, const jj_dict *d, jj_value key);  /* NULL if absent */
 
 /* Python semantics. */
 bool jj_truthy(jj_value v);
-bool jj_equal(jj_value a, jj_value b);
+bool jj_equal(jj_ctx *c, jj_value a, jj_value b); /* charges the bytes and items compared */
 int jj_compare(jj_ctx *c, jj_value a, jj_value b, const char *op); /* <0, 0, >0; TypeError */
 const char *jj_type_name(jj_value v); /* Python's: 'str', 'int', 'list', 'dict', ... */
 void jj_undef_fail(jj_ctx *c, jj_value u) JJ_NORETURN;
 /* str(v) appended to b (strings raw, the rest as Python prints them). */
-void jj_str_to(jj_ctx *c, jj_buf *b, jj_value v);
-void jj_repr_to(jj_ctx *c, jj_buf *b, jj_value v);
+void jj_str_to(jj_ctx *c, ts_buf *b, jj_value v);
+void jj_repr_to(jj_ctx *c, ts_buf *b, jj_value v);
 jj_value jj_to_str(jj_ctx *c, jj_value v);  /* str(v) as a string value */
 void jj_float_repr(double f, char out[40]); /* Python's repr(float) */
 /* Iteration: the items of a list, the keys of a dict, the characters of a string; an
@@ -372,9 +419,15 @@ void jj_float_repr(double f, char out[40]); /* Python's repr(float) */
 jj_value jj_iterate(jj_ctx *c, jj_value v);
 /* Length in code points for strings, items otherwise. */
 int64_t jj_length(jj_ctx *c, jj_value v);
-size_t jj_utf8_count(const char *s, size_t n);
-size_t jj_utf8_offset(const char *s, size_t n, int64_t cp); /* byte offset of code point cp */
+/* Code points in s (each invalid byte counts as one) / byte offset of code point cp; both
+ * charge the bytes they walk as work. */
+size_t jj_utf8_count(jj_ctx *c, const char *s, size_t n);
+size_t jj_utf8_offset(jj_ctx *c, const char *s, size_t n, int64_t cp);
 bool jj_str_eq(jj_value v, const char *s);
+/* The first (or, from_right, the last) occurrence of nd in h, or NULL; an empty needle is
+ * found at the start (end). Charges the bytes scanned and compared as work. */
+const char *jj_search(jj_ctx *c, const char *h, size_t hn, const char *nd, size_t nn,
+                      bool from_right);
 
 /* Attribute / item access as jinja2's sandboxed getattr / getitem. */
 jj_value jj_getattr(jj_ctx *c, jj_value obj, const char *name, size_t n);
@@ -423,14 +476,22 @@ void jj_exec_template(jj_ctx *c, const jj_nodes *body);
 /* str % args, Python's printf-style formatting (jinja_str.c). */
 jj_value jj_format_percent(jj_ctx *c, jj_value fmt, jj_value args);
 
+/* An integer argument of a filter (default when absent or none; a TypeError otherwise). */
+int64_t jj_int_arg(jj_ctx *c, const jj_value *v, int64_t dflt, const char *what);
+/* The int, float and round filters (jinja_filters_num.c). */
+jj_value jj_filter_int(jj_ctx *c, jj_value v, const jj_args *a);
+jj_value jj_filter_float(jj_ctx *c, jj_value v, const jj_args *a);
+jj_value jj_filter_round(jj_ctx *c, jj_value v, const jj_args *a);
+
 /* Applies filter `name` to v / runs test `name` on v, with the call's arguments. */
 jj_value jj_filter(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *args);
 bool jj_test(jj_ctx *c, const char *name, size_t n, jj_value v, const jj_args *args);
 
 /* String operations shared by methods and filters (jinja_str.c). */
 jj_value jj_str_method(jj_ctx *c, jj_value s, const char *name, size_t n, const jj_args *a);
-jj_value jj_strip(jj_value s, jj_value chars, bool left, bool right); /* chars: str or none */
-jj_value jj_case(jj_ctx *c, jj_value s, char mode);                   /* 'u' 'l' 's' 'c' 't' */
+/* chars: str or none; charges what it tests as work */
+jj_value jj_strip(jj_ctx *c, jj_value s, jj_value chars, bool left, bool right);
+jj_value jj_case(jj_ctx *c, jj_value s, char mode); /* 'u' 'l' 's' 'c' 't' */
 jj_value jj_replace(jj_ctx *c, jj_value s, jj_value old, jj_value new, int64_t count);
 /* markupsafe's escape: & < > " ' as entities; a safe string is returned as is. */
 jj_value jj_html_escape(jj_ctx *c, jj_value v);
@@ -441,7 +502,7 @@ jj_value jj_split_value(jj_ctx *c, jj_value s, jj_value sep, int64_t maxsplit);
  * its last value, as Python's json does). Errors: TS_ERR_FORMAT "vars: JSON offset N: ...". */
 jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n);
 /* Python's json.dumps(v, ensure_ascii, indent, separators, sort_keys) appended to b. */
-void jj_json_dump(jj_ctx *c, jj_buf *b, jj_value v, const char *indent, size_t indent_n,
+void jj_json_dump(jj_ctx *c, ts_buf *b, jj_value v, const char *indent, size_t indent_n,
                   bool indent_set, const char *item_sep, const char *key_sep, bool sort_keys,
                   bool ensure_ascii);
 
@@ -450,7 +511,7 @@ jj_value jj_eval(jj_ctx *c, jj_frame *f, const jj_node *n);
 
 /* Unicode helpers (jinja_value.c). */
 uint32_t jj_utf8_decode(const char *s, size_t n, size_t *adv);
-void jj_utf8_put(jj_buf *b, uint32_t cp);
+void jj_utf8_put(ts_buf *b, uint32_t cp);
 bool jj_is_space(uint32_t cp);
 uint32_t jj_upper(uint32_t cp);
 uint32_t jj_lower(uint32_t cp);

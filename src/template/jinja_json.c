@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "template/jinja_internal.h"
+#include "util/json_str.h"
+#include "util/utf8.h"
 
 #define MAX_JSON_DEPTH 512
 
@@ -28,13 +30,14 @@ typedef struct jreader {
 
 JJ_NORETURN static void jfail(jreader *r, const char *what) {
     ts_error_set(r->c->err, TS_ERR_FORMAT, "vars: JSON offset %zu: %s", r->pos, what);
-    longjmp(*r->c->jmp, 1);
+    jj_arena_fail(r->c->arena);
 }
 
 static void skip_ws(jreader *r) {
     while (r->pos < r->n && (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' || r->s[r->pos] == '\n' ||
-                             r->s[r->pos] == '\r'))
+                             r->s[r->pos] == '\r')) {
         r->pos++;
+    }
 }
 
 static bool lit(jreader *r, const char *word) {
@@ -47,8 +50,9 @@ static bool lit(jreader *r, const char *word) {
 }
 
 static int hex4(jreader *r) {
-    if (r->pos + 4 > r->n)
+    if (r->pos + 4 > r->n) {
         jfail(r, "truncated \\u escape");
+    }
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char h = r->s[r->pos + (size_t)i];
@@ -56,8 +60,9 @@ static int hex4(jreader *r) {
                 : h >= 'a' && h <= 'f' ? h - 'a' + 10
                 : h >= 'A' && h <= 'F' ? h - 'A' + 10
                                        : -1;
-        if (d < 0)
+        if (d < 0) {
             jfail(r, "bad \\u escape");
+        }
         v = v * 16 + d;
     }
     r->pos += 4;
@@ -66,25 +71,28 @@ static int hex4(jreader *r) {
 
 static jj_value read_string(jreader *r) {
     r->pos++; /* " */
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, r->c->arena);
     size_t run = r->pos;
     for (;;) {
-        if (r->pos >= r->n)
+        if (r->pos >= r->n) {
             jfail(r, "unterminated string");
+        }
         unsigned char ch = (unsigned char)r->s[r->pos];
         if (ch == '"') {
-            jj_buf_put(&b, r->s + run, r->pos - run);
+            ts_buf_put(&b, r->s + run, r->pos - run);
             r->pos++;
             break;
         }
-        if (ch < 0x20)
+        if (ch < 0x20) {
             jfail(r, "control character in a string");
+        }
         if (ch >= 0x80) {
-            size_t adv;
-            jj_utf8_decode(r->s + r->pos, r->n - r->pos, &adv);
-            if (adv == 1)
+            uint32_t cp;
+            size_t adv = ts_utf8_decode(r->s + r->pos, r->n - r->pos, &cp);
+            if (adv == 0) {
                 jfail(r, "invalid UTF-8 in a string");
+            }
             r->pos += adv;
             continue;
         }
@@ -92,35 +100,36 @@ static jj_value read_string(jreader *r) {
             r->pos++;
             continue;
         }
-        jj_buf_put(&b, r->s + run, r->pos - run);
+        ts_buf_put(&b, r->s + run, r->pos - run);
         r->pos++;
-        if (r->pos >= r->n)
+        if (r->pos >= r->n) {
             jfail(r, "unterminated escape");
+        }
         char e = r->s[r->pos++];
         switch (e) {
         case '"':
-            jj_buf_putc(&b, '"');
+            ts_buf_putc(&b, '"');
             break;
         case '\\':
-            jj_buf_putc(&b, '\\');
+            ts_buf_putc(&b, '\\');
             break;
         case '/':
-            jj_buf_putc(&b, '/');
+            ts_buf_putc(&b, '/');
             break;
         case 'b':
-            jj_buf_putc(&b, '\b');
+            ts_buf_putc(&b, '\b');
             break;
         case 'f':
-            jj_buf_putc(&b, '\f');
+            ts_buf_putc(&b, '\f');
             break;
         case 'n':
-            jj_buf_putc(&b, '\n');
+            ts_buf_putc(&b, '\n');
             break;
         case 'r':
-            jj_buf_putc(&b, '\r');
+            ts_buf_putc(&b, '\r');
             break;
         case 't':
-            jj_buf_putc(&b, '\t');
+            ts_buf_putc(&b, '\t');
             break;
         case 'u': {
             uint32_t cp = (uint32_t)hex4(r);
@@ -129,10 +138,11 @@ static jj_value read_string(jreader *r) {
                 size_t save = r->pos;
                 r->pos += 2;
                 uint32_t lo = (uint32_t)hex4(r);
-                if (lo >= 0xdc00 && lo < 0xe000)
+                if (lo >= 0xdc00 && lo < 0xe000) {
                     cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                else
+                } else {
                     r->pos = save;
+                }
             }
             /* A lone surrogate is kept as its 3-byte form, as Python keeps it in a str. */
             jj_utf8_put(&b, cp);
@@ -149,61 +159,76 @@ static jj_value read_string(jreader *r) {
 static jj_value read_number(jreader *r) {
     size_t start = r->pos;
     bool is_float = false;
-    if (r->s[r->pos] == '-')
+    if (r->s[r->pos] == '-') {
         r->pos++;
-    if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+    }
+    if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
         jfail(r, "bad number");
-    if (r->s[r->pos] == '0')
+    }
+    if (r->s[r->pos] == '0') {
         r->pos++;
-    else
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+    } else {
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
+    }
     if (r->pos < r->n && r->s[r->pos] == '.') {
         is_float = true;
         r->pos++;
-        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
             jfail(r, "bad number: digits must follow '.'");
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+        }
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
     }
     if (r->pos < r->n && (r->s[r->pos] == 'e' || r->s[r->pos] == 'E')) {
         is_float = true;
         r->pos++;
-        if (r->pos < r->n && (r->s[r->pos] == '+' || r->s[r->pos] == '-'))
+        if (r->pos < r->n && (r->s[r->pos] == '+' || r->s[r->pos] == '-')) {
             r->pos++;
-        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9')
+        }
+        if (r->pos >= r->n || r->s[r->pos] < '0' || r->s[r->pos] > '9') {
             jfail(r, "bad number: digits must follow the exponent");
-        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')
+        }
+        while (r->pos < r->n && r->s[r->pos] >= '0' && r->s[r->pos] <= '9') {
             r->pos++;
+        }
     }
     char buf[400];
     size_t len = r->pos - start;
-    if (len >= sizeof(buf))
+    if (len >= sizeof(buf)) {
         jfail(r, "number too long");
+    }
     memcpy(buf, r->s + start, len);
     buf[len] = 0;
-    if (is_float)
+    if (is_float) {
         return jj_float(strtod(buf, NULL));
+    }
     bool neg = buf[0] == '-';
     uint64_t v = 0;
     for (const char *p = buf + neg; *p; p++) {
-        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
             jfail(r, "integer out of the 64-bit range");
+        }
         v = v * 10 + (uint64_t)(*p - '0');
     }
-    if (v > (uint64_t)INT64_MAX + neg)
+    if (v > (uint64_t)INT64_MAX + neg) {
         jfail(r, "integer out of the 64-bit range");
+    }
     return jj_int(neg ? (int64_t)(0 - v) : (int64_t)v);
 }
 
 static jj_value read_value(jreader *r) {
     skip_ws(r);
-    if (r->pos >= r->n)
+    if (r->pos >= r->n) {
         jfail(r, "unexpected end of input");
+    }
     char ch = r->s[r->pos];
     if (ch == '{' || ch == '[') {
-        if (++r->depth > MAX_JSON_DEPTH)
+        if (++r->depth > MAX_JSON_DEPTH) {
             jfail(r, "nested deeper than 512 levels");
+        }
         r->pos++;
         bool obj = ch == '{';
         jj_value v = obj ? jj_new_dict(r->c, 0) : jj_new_list(r->c, 0);
@@ -216,12 +241,14 @@ static jj_value read_value(jreader *r) {
         for (;;) {
             if (obj) {
                 skip_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != '"')
+                if (r->pos >= r->n || r->s[r->pos] != '"') {
                     jfail(r, "expected a string key");
+                }
                 jj_value k = read_string(r);
                 skip_ws(r);
-                if (r->pos >= r->n || r->s[r->pos] != ':')
+                if (r->pos >= r->n || r->s[r->pos] != ':') {
                     jfail(r, "expected ':'");
+                }
                 r->pos++;
                 jj_dict_set(r->c, v.d, k, read_value(r));
             } else {
@@ -241,16 +268,21 @@ static jj_value read_value(jreader *r) {
         r->depth--;
         return v;
     }
-    if (ch == '"')
+    if (ch == '"') {
         return read_string(r);
-    if (ch == '-' || (ch >= '0' && ch <= '9'))
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
         return read_number(r);
-    if (lit(r, "true"))
+    }
+    if (lit(r, "true")) {
         return jj_bool(true);
-    if (lit(r, "false"))
+    }
+    if (lit(r, "false")) {
         return jj_bool(false);
-    if (lit(r, "null"))
+    }
+    if (lit(r, "null")) {
         return jj_none();
+    }
     jfail(r, "unexpected character");
 }
 
@@ -258,8 +290,9 @@ jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n) {
     jreader r = {.c = c, .s = s, .n = n};
     jj_value v = read_value(&r);
     skip_ws(&r);
-    if (r.pos != r.n)
+    if (r.pos != r.n) {
         jfail(&r, "trailing characters after the value");
+    }
     return v;
 }
 
@@ -267,86 +300,37 @@ jj_value jj_json_parse(jj_ctx *c, const char *s, size_t n) {
 
 typedef struct jwriter {
     jj_ctx *c;
-    jj_buf *b;
+    ts_buf *b;
     const char *indent;
     size_t indent_n;
     bool indent_set, sort_keys, ascii;
     const char *item_sep, *key_sep;
 } jwriter;
 
+/* util/json_str.h writes what json.dumps writes for a str: the short escapes, \u00XX for the
+ * other control characters, and with ensure_ascii every code point past 0x7E as \uXXXX
+ * (surrogate pairs past U+FFFF). */
 static void put_string(jwriter *w, const char *s, size_t n) {
-    jj_buf *b = w->b;
-    jj_buf_putc(b, '"');
-    size_t run = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *esc = NULL;
-        char tmp[16];
-        size_t adv = 1;
-        switch (ch) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        default:
-            if (ch < 0x20 || (ch == 0x7f && w->ascii)) {
-                snprintf(tmp, sizeof(tmp), "\\u%04x", ch);
-                esc = tmp;
-            } else if (ch >= 0x80 && w->ascii) {
-                uint32_t cp = jj_utf8_decode(s + i, n - i, &adv);
-                if (cp >= 0x10000) {
-                    cp -= 0x10000;
-                    snprintf(tmp, sizeof(tmp), "\\u%04x\\u%04x", 0xd800 + (cp >> 10),
-                             0xdc00 + (cp & 0x3ff));
-                } else {
-                    snprintf(tmp, sizeof(tmp), "\\u%04x", cp);
-                }
-                esc = tmp;
-            }
-        }
-        if (esc) {
-            jj_buf_put(b, s + run, i - run);
-            jj_buf_puts(b, esc);
-            run = i + adv;
-        }
-        i += adv;
-    }
-    jj_buf_put(b, s + run, n - run);
-    jj_buf_putc(b, '"');
+    jj_work(w->c, n);
+    ts_json_put_str(w->b, s, n, w->ascii ? TS_JSON_ASCII : 0);
 }
 
 static void newline(jwriter *w, int level) {
-    jj_buf_putc(w->b, '\n');
-    for (int i = 0; i < level; i++)
-        jj_buf_put(w->b, w->indent, w->indent_n);
+    ts_buf_putc(w->b, '\n');
+    for (int i = 0; i < level; i++) {
+        ts_buf_put(w->b, w->indent, w->indent_n);
+    }
 }
 
 static void put_float(jwriter *w, double f) {
     if (isnan(f)) {
-        jj_buf_puts(w->b, "NaN");
+        ts_buf_puts(w->b, "NaN");
     } else if (isinf(f)) {
-        jj_buf_puts(w->b, f < 0 ? "-Infinity" : "Infinity");
+        ts_buf_puts(w->b, f < 0 ? "-Infinity" : "Infinity");
     } else {
         char tmp[40];
         jj_float_repr(f, tmp);
-        jj_buf_puts(w->b, tmp);
+        ts_buf_puts(w->b, tmp);
     }
 }
 
@@ -364,10 +348,12 @@ static jj_value key_text(jwriter *w, jj_value k) {
     case JJ_NONE:
         return jj_cstr("null");
     case JJ_FLOAT:
-        if (isnan(k.f))
+        if (isnan(k.f)) {
             return jj_cstr("NaN");
-        if (isinf(k.f))
+        }
+        if (isinf(k.f)) {
             return jj_cstr(k.f < 0 ? "-Infinity" : "Infinity");
+        }
         jj_float_repr(k.f, tmp);
         break;
     default:
@@ -383,18 +369,19 @@ static int cmp_keys(jwriter *w, const jj_value *a, const jj_value *b) {
 }
 
 static void dump(jwriter *w, jj_value v, int level) {
-    if (level > MAX_JSON_DEPTH)
+    if (level > MAX_JSON_DEPTH) {
         jj_fail(w->c, TS_ERR_LIMIT, "tojson: value nested deeper than %d levels", MAX_JSON_DEPTH);
+    }
     jj_step(w->c, 1);
     switch (v.type) {
     case JJ_NONE:
-        jj_buf_puts(w->b, "null");
+        ts_buf_puts(w->b, "null");
         return;
     case JJ_BOOL:
-        jj_buf_puts(w->b, v.i ? "true" : "false");
+        ts_buf_puts(w->b, v.i ? "true" : "false");
         return;
     case JJ_INT:
-        jj_buf_printf(w->b, "%" PRId64, v.i);
+        ts_buf_printf(w->b, "%" PRId64, v.i);
         return;
     case JJ_FLOAT:
         put_float(w, v.f);
@@ -403,33 +390,38 @@ static void dump(jwriter *w, jj_value v, int level) {
         put_string(w, v.s.p, v.s.n);
         return;
     case JJ_LIST:
-        if (v.flags & JJ_F_GEN)
+        if (v.flags & JJ_F_GEN) {
             jj_fail(w->c, TS_ERR_TYPE, "Object of type generator is not JSON serializable");
+        }
         if (v.l->n == 0) {
-            jj_buf_puts(w->b, "[]");
+            ts_buf_puts(w->b, "[]");
             return;
         }
-        jj_buf_putc(w->b, '[');
+        ts_buf_putc(w->b, '[');
         for (size_t i = 0; i < v.l->n; i++) {
-            if (i)
-                jj_buf_puts(w->b, w->item_sep);
-            if (w->indent_set)
+            if (i) {
+                ts_buf_puts(w->b, w->item_sep);
+            }
+            if (w->indent_set) {
                 newline(w, level + 1);
+            }
             dump(w, v.l->v[i], level + 1);
         }
-        if (w->indent_set)
+        if (w->indent_set) {
             newline(w, level);
-        jj_buf_putc(w->b, ']');
+        }
+        ts_buf_putc(w->b, ']');
         return;
     case JJ_DICT: {
         if (v.d->n == 0) {
-            jj_buf_puts(w->b, "{}");
+            ts_buf_puts(w->b, "{}");
             return;
         }
         size_t n = v.d->n;
         size_t *order = jj_alloc(w->c->arena, n * sizeof(*order));
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             order[i] = i;
+        }
         if (w->sort_keys) {
             /* Insertion sort keeps it simple; dicts in templates are small. */
             jj_step(w->c, n * n / 4);
@@ -442,20 +434,23 @@ static void dump(jwriter *w, jj_value v, int level) {
                 order[j] = k;
             }
         }
-        jj_buf_putc(w->b, '{');
+        ts_buf_putc(w->b, '{');
         for (size_t i = 0; i < n; i++) {
-            if (i)
-                jj_buf_puts(w->b, w->item_sep);
-            if (w->indent_set)
+            if (i) {
+                ts_buf_puts(w->b, w->item_sep);
+            }
+            if (w->indent_set) {
                 newline(w, level + 1);
+            }
             jj_value k = key_text(w, v.d->keys[order[i]]);
             put_string(w, k.s.p, k.s.n);
-            jj_buf_puts(w->b, w->key_sep);
+            ts_buf_puts(w->b, w->key_sep);
             dump(w, v.d->vals[order[i]], level + 1);
         }
-        if (w->indent_set)
+        if (w->indent_set) {
             newline(w, level);
-        jj_buf_putc(w->b, '}');
+        }
+        ts_buf_putc(w->b, '}');
         return;
     }
     default:
@@ -463,7 +458,7 @@ static void dump(jwriter *w, jj_value v, int level) {
     }
 }
 
-void jj_json_dump(jj_ctx *c, jj_buf *b, jj_value v, const char *indent, size_t indent_n,
+void jj_json_dump(jj_ctx *c, ts_buf *b, jj_value v, const char *indent, size_t indent_n,
                   bool indent_set, const char *item_sep, const char *key_sep, bool sort_keys,
                   bool ensure_ascii) {
     jwriter w = {.c = c,

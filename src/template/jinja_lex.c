@@ -38,17 +38,33 @@ static bool is_ws(char c) {
 
 static int count_nl(const char *s, size_t n) {
     int k = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         k += s[i] == '\n';
+    }
     return k;
 }
 
 static jj_tok *emit(lexer *L, int type, int line) {
     if (L->n_toks == L->cap) {
+        /* The tokens live in the arena's scratch block, grown in place and freed once the
+         * parser is done: a template's nodes stay, its tokens do not. They count toward the
+         * compile memory limit while they live. */
+        jj_arena *a = L->a;
         size_t cap = L->cap ? L->cap * 2 : 256;
-        jj_tok *t = jj_alloc(L->a, cap * sizeof(*t));
-        if (L->n_toks)
-            memcpy(t, L->toks, L->n_toks * sizeof(*t));
+        size_t bytes = cap * sizeof(jj_tok);
+        if (a->limit && a->used_total + bytes > a->limit) {
+            jj_compile_fail(a, TS_ERR_LIMIT, line,
+                            "the template has too many tokens (%zu) for the compile memory "
+                            "limit of %zu bytes",
+                            L->n_toks, a->limit);
+        }
+        jj_tok *t = realloc(a->scratch, bytes);
+        if (!t) {
+            jj_compile_fail(a, TS_ERR_NOMEM, line, "out of memory (%zu bytes of tokens)", bytes);
+        }
+        a->used_total += bytes - a->scratch_size;
+        a->scratch = t;
+        a->scratch_size = bytes;
         L->toks = t;
         L->cap = cap;
     }
@@ -68,18 +84,22 @@ static bool starts(const lexer *L, size_t pos, const char *lit) {
 static void emit_text(lexer *L, size_t from, size_t to, char sign, bool is_var) {
     size_t end = to;
     if (sign == '-') {
-        while (end > from && is_ws(L->s[end - 1]))
+        while (end > from && is_ws(L->s[end - 1])) {
             end--;
+        }
     } else if (sign != '+' && L->lstrip && !is_var) {
         size_t l_pos = to;
-        while (l_pos > from && L->s[l_pos - 1] != '\n')
+        while (l_pos > from && L->s[l_pos - 1] != '\n') {
             l_pos--;
+        }
         if (l_pos > from || L->line_starting) {
             bool all_ws = l_pos < to;
-            for (size_t i = l_pos; i < to && all_ws; i++)
+            for (size_t i = l_pos; i < to && all_ws; i++) {
                 all_ws = is_ws(L->s[i]);
-            if (all_ws)
+            }
+            if (all_ws) {
                 end = l_pos;
+            }
         }
     }
     if (end > from) {
@@ -95,8 +115,9 @@ static void emit_text(lexer *L, size_t from, size_t to, char sign, bool is_var) 
 static void after_end(lexer *L, char sign, bool trim_ok) {
     size_t start = L->pos;
     if (sign == '-') {
-        while (L->pos < L->n && is_ws(L->s[L->pos]))
+        while (L->pos < L->n && is_ws(L->s[L->pos])) {
             L->pos++;
+        }
     } else if (sign != '+' && trim_ok && L->trim && L->pos < L->n && L->s[L->pos] == '\n') {
         L->pos++;
     }
@@ -108,10 +129,11 @@ static void lex_comment(lexer *L) {
     int line = L->line;
     for (size_t i = L->pos; i + 1 < L->n; i++) {
         char sign = 0;
-        if ((L->s[i] == '-' || L->s[i] == '+') && starts(L, i + 1, "#}"))
+        if ((L->s[i] == '-' || L->s[i] == '+') && starts(L, i + 1, "#}")) {
             sign = L->s[i];
-        else if (!starts(L, i, "#}"))
+        } else if (!starts(L, i, "#}")) {
             continue;
+        }
         L->line += count_nl(L->s + L->pos, i - L->pos);
         L->pos = i + (sign ? 3 : 2);
         after_end(L, sign, true);
@@ -122,44 +144,53 @@ static void lex_comment(lexer *L) {
 
 /* At pos (just after "{%" and its sign): "\s*raw\s*(-%}|%})"? Returns the position after it. */
 static size_t match_word_tag(const lexer *L, size_t pos, const char *word, char *end_sign) {
-    while (pos < L->n && is_ws(L->s[pos]))
+    while (pos < L->n && is_ws(L->s[pos])) {
         pos++;
+    }
     size_t k = strlen(word);
-    if (pos + k > L->n || memcmp(L->s + pos, word, k) != 0)
+    if (pos + k > L->n || memcmp(L->s + pos, word, k) != 0) {
         return 0;
+    }
     pos += k;
-    if (pos < L->n && (isalnum((unsigned char)L->s[pos]) || L->s[pos] == '_'))
+    if (pos < L->n && (isalnum((unsigned char)L->s[pos]) || L->s[pos] == '_')) {
         return 0;
-    while (pos < L->n && is_ws(L->s[pos]))
+    }
+    while (pos < L->n && is_ws(L->s[pos])) {
         pos++;
+    }
     *end_sign = 0;
     if (pos < L->n && (L->s[pos] == '-' || L->s[pos] == '+') && starts(L, pos + 1, "%}")) {
         *end_sign = L->s[pos];
         return pos + 3;
     }
-    if (starts(L, pos, "%}"))
+    if (starts(L, pos, "%}")) {
         return pos + 2;
+    }
     return 0;
 }
 
 static void lex_raw(lexer *L, char begin_end_sign) {
     /* jinja2's raw begin has no trim_blocks newline: only "-%}" strips after it. */
-    if (begin_end_sign == '-')
+    if (begin_end_sign == '-') {
         after_end(L, '-', false);
-    else
+    } else {
         L->line_starting = false;
+    }
     int line = L->line;
     for (size_t i = L->pos; i + 1 < L->n; i++) {
-        if (!starts(L, i, "{%"))
+        if (!starts(L, i, "{%")) {
             continue;
+        }
         size_t p = i + 2;
         char sign = 0;
-        if (p < L->n && (L->s[p] == '-' || L->s[p] == '+'))
+        if (p < L->n && (L->s[p] == '-' || L->s[p] == '+')) {
             sign = L->s[p++];
+        }
         char end_sign;
         size_t after = match_word_tag(L, p, "endraw", &end_sign);
-        if (!after)
+        if (!after) {
             continue;
+        }
         emit_text(L, L->pos, i, sign, false);
         L->line += count_nl(L->s + i, after - i);
         L->pos = after;
@@ -171,12 +202,12 @@ static void lex_raw(lexer *L, char begin_end_sign) {
 
 /* Decodes a string literal's body as Python's unicode-escape does after jinja2's lexer. */
 static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
-    jj_buf b;
+    ts_buf b;
     jj_buf_init(&b, L->a);
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (ch != '\\' || i + 1 >= n) {
-            jj_buf_putc(&b, ch);
+            ts_buf_putc(&b, ch);
             continue;
         }
         char e = s[++i];
@@ -185,34 +216,34 @@ static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
         case '\n':
             break;
         case '\\':
-            jj_buf_putc(&b, '\\');
+            ts_buf_putc(&b, '\\');
             break;
         case '\'':
-            jj_buf_putc(&b, '\'');
+            ts_buf_putc(&b, '\'');
             break;
         case '"':
-            jj_buf_putc(&b, '"');
+            ts_buf_putc(&b, '"');
             break;
         case 'a':
-            jj_buf_putc(&b, '\a');
+            ts_buf_putc(&b, '\a');
             break;
         case 'b':
-            jj_buf_putc(&b, '\b');
+            ts_buf_putc(&b, '\b');
             break;
         case 'f':
-            jj_buf_putc(&b, '\f');
+            ts_buf_putc(&b, '\f');
             break;
         case 'n':
-            jj_buf_putc(&b, '\n');
+            ts_buf_putc(&b, '\n');
             break;
         case 'r':
-            jj_buf_putc(&b, '\r');
+            ts_buf_putc(&b, '\r');
             break;
         case 't':
-            jj_buf_putc(&b, '\t');
+            ts_buf_putc(&b, '\t');
             break;
         case 'v':
-            jj_buf_putc(&b, '\v');
+            ts_buf_putc(&b, '\v');
             break;
         case 'x':
             hex = 2;
@@ -227,29 +258,32 @@ static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
             if (e >= '0' && e <= '7') {
                 uint32_t v = 0;
                 int k = 0;
-                for (; k < 3 && i < n && s[i] >= '0' && s[i] <= '7'; k++, i++)
+                for (; k < 3 && i < n && s[i] >= '0' && s[i] <= '7'; k++, i++) {
                     v = v * 8 + (uint32_t)(s[i] - '0');
+                }
                 i--;
                 jj_utf8_put(&b, v);
             } else {
-                jj_buf_putc(&b, '\\');
-                jj_buf_putc(&b, e);
+                ts_buf_putc(&b, '\\');
+                ts_buf_putc(&b, e);
             }
         }
         if (hex) {
             uint32_t v = 0;
             for (int k = 0; k < hex; k++) {
                 char h = i + 1 + (size_t)k < n ? s[i + 1 + (size_t)k] : 0;
-                if (!isxdigit((unsigned char)h))
+                if (!isxdigit((unsigned char)h)) {
                     jj_compile_fail(L->a, TS_ERR_FORMAT, L->line,
                                     "truncated \\%c escape in a string literal", e);
+                }
                 v = v * 16 +
                     (uint32_t)(isdigit((unsigned char)h) ? h - '0' : (tolower(h) - 'a' + 10));
             }
             i += (size_t)hex;
-            if (v > 0x10FFFF)
+            if (v > 0x10FFFF) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "escape \\U%08x is not a code point",
                                 (unsigned)v);
+            }
             jj_utf8_put(&b, v);
         }
     }
@@ -285,31 +319,37 @@ static void lex_number(lexer *L) {
     for (; p < n; p++) {
         char ch = s[p];
         bool ok = base == 16 ? isxdigit((unsigned char)ch) : isdigit((unsigned char)ch);
-        if (ch == '_' && p + 1 < n && isalnum((unsigned char)s[p + 1]))
+        if (ch == '_' && p + 1 < n && isalnum((unsigned char)s[p + 1])) {
             continue;
+        }
         if (!ok) {
             if (base == 10 && ch == '.' && !is_float && p + 1 < n &&
                 isdigit((unsigned char)s[p + 1])) {
                 is_float = true;
             } else if (base == 10 && (ch == 'e' || ch == 'E')) {
                 size_t q = p + 1;
-                if (q < n && (s[q] == '+' || s[q] == '-'))
+                if (q < n && (s[q] == '+' || s[q] == '-')) {
                     q++;
-                if (q >= n || !isdigit((unsigned char)s[q]))
+                }
+                if (q >= n || !isdigit((unsigned char)s[q])) {
                     break;
+                }
                 is_float = true;
-                if (nd + (q - p) >= sizeof(digits))
+                if (nd + (q - p) >= sizeof(digits)) {
                     break;
-                for (; p < q; p++)
+                }
+                for (; p < q; p++) {
                     digits[nd++] = s[p];
+                }
                 p--;
                 continue;
             } else {
                 break;
             }
         }
-        if (nd + 1 >= sizeof(digits))
+        if (nd + 1 >= sizeof(digits)) {
             jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "number literal too long");
+        }
         digits[nd++] = ch;
     }
     digits[nd] = 0;
@@ -321,9 +361,10 @@ static void lex_number(lexer *L) {
         for (size_t i = 0; i < nd; i++) {
             int d =
                 isdigit((unsigned char)digits[i]) ? digits[i] - '0' : tolower(digits[i]) - 'a' + 10;
-            if (v > (UINT64_C(0x7fffffffffffffff) - (uint64_t)d) / (uint64_t)base)
+            if (v > (UINT64_C(0x7fffffffffffffff) - (uint64_t)d) / (uint64_t)base) {
                 jj_compile_fail(L->a, TS_ERR_UNSUPPORTED, L->line,
                                 "integer literal does not fit in 64 bits");
+            }
             v = v * (uint64_t)base + (uint64_t)d;
         }
         t->i = (int64_t)v;
@@ -336,16 +377,18 @@ static void lex_tag(lexer *L, bool is_var, int begin_line) {
     char stack[256];
     int depth = 0;
     for (;;) {
-        if (L->pos >= L->n)
+        if (L->pos >= L->n) {
             jj_compile_fail(L->a, TS_ERR_FORMAT, begin_line,
                             "unexpected end of template: %s tag not closed",
                             is_var ? "'{{'" : "'{%'");
+        }
         const char *end = is_var ? "}}" : "%}";
         if (depth == 0) {
             char sign = 0;
             size_t p = L->pos;
-            if ((L->s[p] == '-' || (!is_var && L->s[p] == '+')) && starts(L, p + 1, end))
+            if ((L->s[p] == '-' || (!is_var && L->s[p] == '+')) && starts(L, p + 1, end)) {
                 sign = L->s[p++];
+            }
             if (starts(L, p, end)) {
                 emit(L, is_var ? TK_VAR_END : TK_BLOCK_END, L->line);
                 L->pos = p + 2;
@@ -365,8 +408,9 @@ static void lex_tag(lexer *L, bool is_var, int begin_line) {
         }
         if (isalpha((unsigned char)ch) || ch == '_') {
             size_t p = L->pos;
-            while (p < L->n && (isalnum((unsigned char)L->s[p]) || L->s[p] == '_'))
+            while (p < L->n && (isalnum((unsigned char)L->s[p]) || L->s[p] == '_')) {
                 p++;
+            }
             jj_tok *t = emit(L, TK_NAME, L->line);
             t->s = L->s + L->pos;
             t->n = p - L->pos;
@@ -377,12 +421,14 @@ static void lex_tag(lexer *L, bool is_var, int begin_line) {
             size_t p = L->pos + 1;
             int line = L->line;
             while (p < L->n && L->s[p] != ch) {
-                if (L->s[p] == '\\')
+                if (L->s[p] == '\\') {
                     p++;
+                }
                 p++;
             }
-            if (p >= L->n)
+            if (p >= L->n) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, line, "unterminated string literal");
+            }
             jj_tok *t = emit(L, TK_STRING, line);
             decode_string(L, t, L->s + L->pos + 1, p - L->pos - 1);
             L->line += count_nl(L->s + L->pos, p - L->pos);
@@ -390,26 +436,34 @@ static void lex_tag(lexer *L, bool is_var, int begin_line) {
             continue;
         }
         size_t k = 0;
-        for (; k < sizeof(ops) / sizeof(ops[0]); k++)
-            if (starts(L, L->pos, ops[k].s))
+        for (; k < sizeof(ops) / sizeof(ops[0]); k++) {
+            if (starts(L, L->pos, ops[k].s)) {
                 break;
+            }
+        }
         if (k == sizeof(ops) / sizeof(ops[0])) {
-            if ((unsigned char)ch < 0x20 || (unsigned char)ch >= 0x7f)
+            if ((unsigned char)ch < 0x20 || (unsigned char)ch >= 0x7f) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "unexpected byte 0x%02x in a tag",
                                 (unsigned char)ch);
+            }
             jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "unexpected char '%c' in a tag", ch);
         }
         uint8_t op = ops[k].op;
         if (op == OP_LPAREN || op == OP_LBRACKET || op == OP_LBRACE) {
-            if (depth == (int)sizeof(stack))
-                jj_compile_fail(L->a, TS_ERR_LIMIT, L->line, "brackets nested too deeply");
+            if (depth == (int)sizeof(stack)) {
+                jj_compile_fail(L->a, TS_ERR_LIMIT, L->line,
+                                "brackets nested deeper than %d (the nesting limit)",
+                                (int)sizeof(stack));
+            }
             stack[depth++] = op == OP_LPAREN ? ')' : op == OP_LBRACKET ? ']' : '}';
         } else if (op == OP_RPAREN || op == OP_RBRACKET || op == OP_RBRACE) {
-            if (depth == 0)
+            if (depth == 0) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "unexpected '%c'", ch);
-            if (stack[depth - 1] != ch)
+            }
+            if (stack[depth - 1] != ch) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "unexpected '%c', expected '%c'", ch,
                                 stack[depth - 1]);
+            }
             depth--;
         }
         jj_tok *t = emit(L, TK_OP, L->line);
@@ -432,8 +486,9 @@ void jj_lex(jj_arena *a, const char *src, size_t len, int trim_blocks, int lstri
     while (L.pos < L.n) {
         /* The next tag start. */
         size_t t = L.pos;
-        while (t + 1 < L.n && !(L.s[t] == '{' && strchr("{%#", L.s[t + 1])))
+        while (t + 1 < L.n && !(L.s[t] == '{' && strchr("{%#", L.s[t + 1]))) {
             t++;
+        }
         if (t + 1 >= L.n) {
             emit_text(&L, L.pos, L.n, 0, true);
             break;
@@ -441,8 +496,9 @@ void jj_lex(jj_arena *a, const char *src, size_t len, int trim_blocks, int lstri
         char kind = L.s[t + 1];
         size_t p = t + 2;
         char sign = 0;
-        if (p < L.n && (L.s[p] == '-' || L.s[p] == '+'))
+        if (p < L.n && (L.s[p] == '-' || L.s[p] == '+')) {
             sign = L.s[p++];
+        }
         char raw_end_sign = 0;
         size_t raw_after = kind == '%' ? match_word_tag(&L, p, "raw", &raw_end_sign) : 0;
         emit_text(&L, L.pos, t, sign, kind == '{');

@@ -33,8 +33,9 @@ static const jj_tok *peek(const parser *P, size_t k) {
     return &P->t[i < P->n ? i : P->n - 1];
 }
 static void advance(parser *P) {
-    if (P->pos + 1 < P->n)
+    if (P->pos + 1 < P->n) {
         P->pos++;
+    }
 }
 
 static bool is_name(const jj_tok *t, const char *name) {
@@ -73,28 +74,32 @@ static const char *describe(const jj_tok *t, char buf[64]) {
 JJ_NORETURN static void fail_unexpected(parser *P, const char *wanted) {
     char buf[64];
     const jj_tok *t = cur(P);
-    if (wanted)
+    if (wanted) {
         jj_compile_fail(P->a, TS_ERR_FORMAT, t->line, "expected %s, got %s", wanted,
                         describe(t, buf));
+    }
     jj_compile_fail(P->a, TS_ERR_FORMAT, t->line, "unexpected %s", describe(t, buf));
 }
 
 static void expect_op(parser *P, int op, const char *what) {
-    if (!is_op(cur(P), op))
+    if (!is_op(cur(P), op)) {
         fail_unexpected(P, what);
+    }
     advance(P);
 }
 
 static void expect_type(parser *P, int type, const char *what) {
-    if (cur(P)->type != type)
+    if (cur(P)->type != type) {
         fail_unexpected(P, what);
+    }
     advance(P);
 }
 
 static void nest_in(parser *P) {
-    if (++P->nest > MAX_NEST)
+    if (++P->nest > MAX_NEST) {
         jj_compile_fail(P->a, TS_ERR_LIMIT, cur(P)->line,
                         "nesting deeper than %d (brackets, operators or blocks)", MAX_NEST);
+    }
 }
 static void nest_out(parser *P) {
     P->nest--;
@@ -125,8 +130,9 @@ static void push(parser *P, jj_nodes *l, jj_node *n) {
     if (l->n == 0 || (l->n >= 4 && (l->n & (l->n - 1)) == 0)) {
         int cap = l->n ? l->n * 2 : 4;
         jj_node **v = jj_alloc(P->a, (size_t)cap * sizeof(*v));
-        if (l->n)
+        if (l->n) {
             memcpy(v, l->v, (size_t)l->n * sizeof(*v));
+        }
         l->v = v;
     }
     l->v[l->n++] = n;
@@ -148,13 +154,16 @@ static void parse_call_args(parser *P, jj_node *call) {
     expect_op(P, OP_LPAREN, "'('");
     bool kw_seen = false;
     while (!is_op(cur(P), OP_RPAREN)) {
-        if (call->items.n > 0)
+        if (call->items.n > 0) {
             expect_op(P, OP_COMMA, "',' or ')'");
-        if (is_op(cur(P), OP_RPAREN))
+        }
+        if (is_op(cur(P), OP_RPAREN)) {
             break;
-        if (is_op(cur(P), OP_MUL) || is_op(cur(P), OP_POW))
+        }
+        if (is_op(cur(P), OP_MUL) || is_op(cur(P), OP_POW)) {
             jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, cur(P)->line,
                             "*args / **kwargs in a call are not supported");
+        }
         if (cur(P)->type == TK_NAME && is_op(peek(P, 1), OP_ASSIGN)) {
             jj_node *kw = new_node(P, N_KWARG, cur(P)->line);
             set_name(kw, cur(P));
@@ -164,9 +173,10 @@ static void parse_call_args(parser *P, jj_node *call) {
             push(P, &call->items, kw);
             kw_seen = true;
         } else {
-            if (kw_seen)
+            if (kw_seen) {
                 jj_compile_fail(P->a, TS_ERR_FORMAT, cur(P)->line,
                                 "positional argument after a keyword argument");
+            }
             push(P, &call->items, parse_expr(P));
         }
     }
@@ -185,8 +195,9 @@ static jj_node *parse_subscript(parser *P, jj_node *obj) {
             advance(P);
             return n;
         }
-        if (k->type != TK_INT)
+        if (k->type != TK_INT) {
             fail_unexpected(P, "an attribute name");
+        }
         jj_node *n = new_node(P, N_ITEM, k->line);
         n->a = obj;
         n->b = new_node(P, N_CONST, k->line);
@@ -201,32 +212,38 @@ static jj_node *parse_subscript(parser *P, jj_node *obj) {
     int colons = 0;
     for (;;) {
         if (is_op(cur(P), OP_COLON)) {
-            if (++colons > 2)
+            if (++colons > 2) {
                 fail_unexpected(P, "']'");
+            }
             advance(P);
             continue;
         }
-        if (is_op(cur(P), OP_RBRACKET))
+        if (is_op(cur(P), OP_RBRACKET)) {
             break;
-        if (parts[colons])
+        }
+        if (parts[colons]) {
             fail_unexpected(P, "':' or ']'");
+        }
         parts[colons] = parse_expr(P);
-        if (is_op(cur(P), OP_COMMA))
+        if (is_op(cur(P), OP_COMMA)) {
             jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, cur(P)->line,
                             "tuple subscripts (x[a, b]) are not supported");
+        }
     }
     advance(P);
     nest_out(P);
     jj_node *n;
     if (colons == 0) {
-        if (!parts[0])
+        if (!parts[0]) {
             jj_compile_fail(P->a, TS_ERR_FORMAT, t->line, "empty subscript []");
+        }
         n = new_node(P, N_ITEM, t->line);
         n->b = parts[0];
     } else {
         n = new_node(P, N_SLICE, t->line);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 3; i++) {
             push(P, &n->items, parts[i]);
+        }
     }
     n->a = obj;
     return n;
@@ -236,8 +253,9 @@ static jj_node *parse_postfix(parser *P, jj_node *n) {
     int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
-        if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET) || is_op(t, OP_LPAREN))
+        if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET) || is_op(t, OP_LPAREN)) {
             chain_link(P, &links);
+        }
         if (is_op(t, OP_DOT) || is_op(t, OP_LBRACKET)) {
             n = parse_subscript(P, n);
         } else if (is_op(t, OP_LPAREN)) {
@@ -256,8 +274,9 @@ static jj_node *parse_postfix(parser *P, jj_node *n) {
 /* A dotted filter/test name; only plain names exist, so dots are an unknown name. */
 static void parse_dotted_name(parser *P, jj_node *n) {
     const jj_tok *t = cur(P);
-    if (t->type != TK_NAME)
+    if (t->type != TK_NAME) {
         fail_unexpected(P, "a name");
+    }
     set_name(n, t);
     advance(P);
     while (is_op(cur(P), OP_DOT) && peek(P, 1)->type == TK_NAME) {
@@ -304,9 +323,10 @@ static jj_node *parse_test(parser *P, jj_node *value) {
                 t->type == TK_FLOAT || is_op(t, OP_LPAREN) || is_op(t, OP_LBRACKET) ||
                 is_op(t, OP_LBRACE)) &&
                !is_name(t, "else") && !is_name(t, "or") && !is_name(t, "and")) {
-        if (is_name(t, "is"))
+        if (is_name(t, "is")) {
             jj_compile_fail(P->a, TS_ERR_FORMAT, t->line,
                             "you cannot chain multiple tests with is");
+        }
         nest_in(P);
         jj_node *arg = parse_unary(P, false);
         nest_out(P);
@@ -320,16 +340,18 @@ static jj_node *parse_filter_expr(parser *P, jj_node *n) {
     int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
-        if (is_op(t, OP_PIPE) || is_name(t, "is") || is_op(t, OP_LPAREN))
+        if (is_op(t, OP_PIPE) || is_name(t, "is") || is_op(t, OP_LPAREN)) {
             chain_link(P, &links);
-        if (is_op(t, OP_PIPE))
+        }
+        if (is_op(t, OP_PIPE)) {
             n = parse_filter(P, n);
-        else if (is_name(t, "is"))
+        } else if (is_name(t, "is")) {
             n = parse_test(P, n);
-        else if (is_op(t, OP_LPAREN))
+        } else if (is_op(t, OP_LPAREN)) {
             n = parse_postfix(P, n);
-        else
+        } else {
             return chain_end(P, links, n);
+        }
     }
 }
 
@@ -338,10 +360,12 @@ static jj_node *parse_list_like(parser *P, int kind, int close) {
     advance(P);
     nest_in(P);
     while (!is_op(cur(P), close)) {
-        if (n->items.n > 0)
+        if (n->items.n > 0) {
             expect_op(P, OP_COMMA, "','");
-        if (is_op(cur(P), close))
+        }
+        if (is_op(cur(P), close)) {
             break;
+        }
         push(P, &n->items, parse_expr(P));
         if (kind == N_DICT) {
             expect_op(P, OP_COLON, "':'");
@@ -375,8 +399,9 @@ static jj_node *parse_primary(parser *P) {
         n = new_node(P, N_CONST, t->line);
         /* Adjacent literals concatenate ("a" "b"). */
         size_t total = 0, i = P->pos;
-        for (; i < P->n && P->t[i].type == TK_STRING; i++)
+        for (; i < P->n && P->t[i].type == TK_STRING; i++) {
             total += P->t[i].n;
+        }
         char *s = jj_alloc(P->a, total + 1);
         size_t off = 0;
         for (; P->pos < i; P->pos++) {
@@ -405,10 +430,12 @@ static jj_node *parse_primary(parser *P) {
             expect_op(P, OP_RPAREN, "')'");
             return n;
         }
-        if (t->op == OP_LBRACKET)
+        if (t->op == OP_LBRACKET) {
             return parse_list_like(P, N_LIST, OP_RBRACKET);
-        if (t->op == OP_LBRACE)
+        }
+        if (t->op == OP_LBRACE) {
             return parse_list_like(P, N_DICT, OP_RBRACE);
+        }
         break;
     default:
         break;
@@ -430,8 +457,9 @@ static jj_node *parse_unary(parser *P, bool with_filter) {
         n = parse_primary(P);
     }
     n = parse_postfix(P, n);
-    if (with_filter)
+    if (with_filter) {
         n = parse_filter_expr(P, n);
+    }
     return n;
 }
 
@@ -460,8 +488,9 @@ static jj_node *parse_math2(parser *P) {
     int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
-        if (!(is_op(t, OP_MUL) || is_op(t, OP_DIV) || is_op(t, OP_FLOORDIV) || is_op(t, OP_MOD)))
+        if (!(is_op(t, OP_MUL) || is_op(t, OP_DIV) || is_op(t, OP_FLOORDIV) || is_op(t, OP_MOD))) {
             return chain_end(P, links, n);
+        }
         advance(P);
         chain_link(P, &links);
         n = binop(P, t->op, n, parse_pow(P), t->line);
@@ -485,8 +514,9 @@ static jj_node *parse_math1(parser *P) {
     int links = 0;
     for (;;) {
         const jj_tok *t = cur(P);
-        if (!(is_op(t, OP_ADD) || is_op(t, OP_SUB)))
+        if (!(is_op(t, OP_ADD) || is_op(t, OP_SUB))) {
             return chain_end(P, links, n);
+        }
         advance(P);
         chain_link(P, &links);
         n = binop(P, t->op, n, parse_concat(P), t->line);
@@ -495,12 +525,15 @@ static jj_node *parse_math1(parser *P) {
 
 static int compare_op(parser *P) {
     const jj_tok *t = cur(P);
-    if (t->type == TK_OP && t->op >= OP_EQ && t->op <= OP_GE)
+    if (t->type == TK_OP && t->op >= OP_EQ && t->op <= OP_GE) {
         return t->op;
-    if (is_name(t, "in"))
+    }
+    if (is_name(t, "in")) {
         return OP_IN;
-    if (is_name(t, "not") && is_name(peek(P, 1), "in"))
+    }
+    if (is_name(t, "not") && is_name(peek(P, 1), "in")) {
         return OP_NOTIN;
+    }
     return 0;
 }
 
@@ -513,8 +546,9 @@ static jj_node *parse_compare(parser *P) {
         int line = cur(P)->line;
         advance(P);
         chain_link(P, &links);
-        if (op == OP_NOTIN)
+        if (op == OP_NOTIN) {
             advance(P);
+        }
         jj_node *right = parse_math1(P);
         jj_node *cmp = binop(P, op, left, right, line);
         if (result) {
@@ -600,8 +634,9 @@ static jj_node *parse_tuple(parser *P, bool explicit_parens) {
     for (;;) {
         const jj_tok *t = cur(P);
         if (t->type == TK_VAR_END || t->type == TK_BLOCK_END || is_op(t, OP_RPAREN) ||
-            (tuple && (is_name(t, "in") || is_op(t, OP_ASSIGN))))
+            (tuple && (is_name(t, "in") || is_op(t, OP_ASSIGN)))) {
             break;
+        }
         jj_node *e = parse_expr(P);
         if (!first) {
             first = e;
@@ -612,20 +647,24 @@ static jj_node *parse_tuple(parser *P, bool explicit_parens) {
             }
             push(P, &tuple->items, e);
         }
-        if (!is_op(cur(P), OP_COMMA))
+        if (!is_op(cur(P), OP_COMMA)) {
             break;
+        }
         advance(P);
         if (!tuple) {
             tuple = new_node(P, N_TUPLE, line);
             push(P, &tuple->items, first);
         }
     }
-    if (tuple)
+    if (tuple) {
         return tuple;
-    if (first)
+    }
+    if (first) {
         return first;
-    if (explicit_parens)
+    }
+    if (explicit_parens) {
         return new_node(P, N_TUPLE, line);
+    }
     fail_unexpected(P, "an expression");
 }
 
@@ -636,19 +675,22 @@ static void parse_body(parser *P, jj_nodes *body, const char *const *ends, int *
 /* Assignment targets: a name, names separated by commas, or (for set) name.attr. */
 static void parse_targets(parser *P, jj_nodes *targets, bool allow_attr) {
     bool parens = is_op(cur(P), OP_LPAREN);
-    if (parens)
+    if (parens) {
         advance(P);
+    }
     for (;;) {
         const jj_tok *t = cur(P);
-        if (t->type != TK_NAME)
+        if (t->type != TK_NAME) {
             fail_unexpected(P, "a variable name");
+        }
         jj_node *n = new_node(P, N_NAME, t->line);
         set_name(n, t);
         advance(P);
         if (allow_attr && targets->n == 0 && is_op(cur(P), OP_DOT)) {
             advance(P);
-            if (cur(P)->type != TK_NAME)
+            if (cur(P)->type != TK_NAME) {
                 fail_unexpected(P, "an attribute name");
+            }
             jj_node *attr = new_node(P, N_ATTR, t->line);
             attr->a = n;
             set_name(attr, cur(P));
@@ -657,12 +699,14 @@ static void parse_targets(parser *P, jj_nodes *targets, bool allow_attr) {
             return;
         }
         push(P, targets, n);
-        if (!is_op(cur(P), OP_COMMA))
+        if (!is_op(cur(P), OP_COMMA)) {
             break;
+        }
         advance(P);
     }
-    if (parens)
+    if (parens) {
         expect_op(P, OP_RPAREN, "')'");
+    }
 }
 
 static void expect_block_end(parser *P) {
@@ -673,11 +717,13 @@ static void expect_block_end(parser *P) {
 static void parse_params(parser *P, jj_node *n) {
     expect_op(P, OP_LPAREN, "'('");
     while (!is_op(cur(P), OP_RPAREN)) {
-        if (n->items.n > 0)
+        if (n->items.n > 0) {
             expect_op(P, OP_COMMA, "','");
+        }
         const jj_tok *t = cur(P);
-        if (t->type != TK_NAME)
+        if (t->type != TK_NAME) {
             fail_unexpected(P, "a parameter name");
+        }
         jj_node *p = new_node(P, N_NAME, t->line);
         set_name(p, t);
         advance(P);
@@ -726,29 +772,37 @@ static const char *const END_FILTER[] = {"endfilter", NULL};
 static const char *const END_WITH[] = {"endwith", NULL};
 static const char *const END_GEN[] = {"endgeneration", NULL};
 
+/* if / elif / else: each elif becomes an S_IF alone in the previous branch's orelse. The
+ * chain is built in a loop, not by recursion, so its length is bounded only by the source
+ * size (the evaluator walks it in a loop too). */
 static jj_node *parse_if(parser *P, int line) {
-    jj_node *n = new_node(P, S_IF, line);
-    n->a = parse_tuple(P, false);
-    expect_block_end(P);
-    int which;
-    parse_body(P, &n->body, END_IF, &which);
-    if (which == 0) {
-        push(P, &n->orelse, parse_if(P, cur(P)->line));
-        return n;
-    }
-    if (which == 1) {
+    jj_node *first = new_node(P, S_IF, line), *n = first;
+    for (;;) {
+        n->a = parse_tuple(P, false);
         expect_block_end(P);
-        parse_body(P, &n->orelse, END_IF + 2, &which);
+        int which;
+        parse_body(P, &n->body, END_IF, &which);
+        if (which == 0) {
+            jj_node *next = new_node(P, S_IF, cur(P)->line);
+            push(P, &n->orelse, next);
+            n = next;
+            continue;
+        }
+        if (which == 1) {
+            expect_block_end(P);
+            parse_body(P, &n->orelse, END_IF + 2, &which);
+        }
+        expect_block_end(P);
+        return first;
     }
-    expect_block_end(P);
-    return n;
 }
 
 static jj_node *parse_statement(parser *P) {
     const jj_tok *t = cur(P);
     int line = t->line;
-    if (t->type != TK_NAME)
+    if (t->type != TK_NAME) {
         fail_unexpected(P, "a tag name");
+    }
     advance(P);
     int saved_loop = P->in_loop;
     jj_node *n;
@@ -758,8 +812,9 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "for")) {
         n = new_node(P, S_FOR, line);
         parse_targets(P, &n->items, false);
-        if (!is_name(cur(P), "in"))
+        if (!is_name(cur(P), "in")) {
             fail_unexpected(P, "'in'");
+        }
         advance(P);
         /* The iterable is a tuple expression without an inline if (jinja2's
          * with_condexpr=False), so "for x in xs if cond" filters. */
@@ -768,9 +823,10 @@ static jj_node *parse_statement(parser *P) {
             advance(P);
             n->b = parse_expr(P);
         }
-        if (is_name(cur(P), "recursive"))
+        if (is_name(cur(P), "recursive")) {
             jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, cur(P)->line,
                             "recursive for loops are not supported");
+        }
         expect_block_end(P);
         P->in_loop = 1;
         parse_body(P, &n->body, END_FOR, &which);
@@ -788,8 +844,9 @@ static jj_node *parse_statement(parser *P) {
             n->a = parse_tuple(P, false);
             expect_block_end(P);
         } else {
-            if (n->items.n != 1 || n->items.v[0]->kind != N_NAME)
+            if (n->items.n != 1 || n->items.v[0]->kind != N_NAME) {
                 fail_unexpected(P, "'='");
+            }
             n->kind = S_SETBLOCK;
             n->name = n->items.v[0]->name;
             n->name_n = n->items.v[0]->name_n;
@@ -804,8 +861,9 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "macro")) {
         n = new_node(P, S_MACRO, line);
         P->in_loop = 0; /* a macro body is a function of its own, as in jinja2 */
-        if (cur(P)->type != TK_NAME)
+        if (cur(P)->type != TK_NAME) {
             fail_unexpected(P, "a macro name");
+        }
         set_name(n, cur(P));
         advance(P);
         parse_params(P, n);
@@ -815,11 +873,13 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "call")) {
         n = new_node(P, S_CALLBLOCK, line);
         P->in_loop = 0;
-        if (is_op(cur(P), OP_LPAREN))
+        if (is_op(cur(P), OP_LPAREN)) {
             parse_params(P, n);
+        }
         n->a = parse_expr(P);
-        if (n->a->kind != N_CALL)
+        if (n->a->kind != N_CALL) {
             jj_compile_fail(P->a, TS_ERR_FORMAT, line, "expected a call after 'call'");
+        }
         expect_block_end(P);
         parse_body(P, &n->body, END_CALL, &which);
         expect_block_end(P);
@@ -832,12 +892,14 @@ static jj_node *parse_statement(parser *P) {
     } else if (is_name(t, "with")) {
         n = new_node(P, S_WITH, line);
         while (!(cur(P)->type == TK_BLOCK_END)) {
-            if (n->items.n > 0)
+            if (n->items.n > 0) {
                 expect_op(P, OP_COMMA, "','");
+            }
             jj_nodes one = {0};
             parse_targets(P, &one, false);
-            if (one.n != 1)
+            if (one.n != 1) {
                 jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, line, "with: one name per value");
+            }
             expect_op(P, OP_ASSIGN, "'='");
             push(P, &n->items, one.v[0]);
             push(P, &n->items2, parse_expr(P));
@@ -850,8 +912,9 @@ static jj_node *parse_statement(parser *P) {
         n->a = parse_tuple(P, false);
         expect_block_end(P);
     } else if (is_name(t, "break") || is_name(t, "continue")) {
-        if (!P->in_loop)
+        if (!P->in_loop) {
             jj_compile_fail(P->a, TS_ERR_FORMAT, line, "'%.*s' outside loop", (int)t->n, t->s);
+        }
         n = new_node(P, is_name(t, "break") ? S_BREAK : S_CONTINUE, line);
         expect_block_end(P);
     } else if (is_name(t, "generation")) {
@@ -915,17 +978,20 @@ static void parse_body(parser *P, jj_nodes *body, const char *const *ends, int *
                 }
             }
             if (name->type == TK_NAME && name->n > 3 && memcmp(name->s, "end", 3) == 0 &&
-                strchr("isfmcwgs", name->s[3]))
+                strchr("isfmcwgs", name->s[3])) {
                 jj_compile_fail(P->a, TS_ERR_FORMAT, name->line, "unexpected '%.*s'%s",
                                 (int)name->n, name->s, ends ? "" : " outside of any block");
-            if (name->type == TK_NAME && (is_name(name, "elif") || is_name(name, "else")))
+            }
+            if (name->type == TK_NAME && (is_name(name, "elif") || is_name(name, "else"))) {
                 jj_compile_fail(P->a, TS_ERR_FORMAT, name->line, "unexpected '%.*s'", (int)name->n,
                                 name->s);
+            }
             if (is_name(name, "include") || is_name(name, "extends") || is_name(name, "import") ||
-                is_name(name, "from") || is_name(name, "block") || is_name(name, "autoescape"))
+                is_name(name, "from") || is_name(name, "block") || is_name(name, "autoescape")) {
                 jj_compile_fail(P->a, TS_ERR_UNSUPPORTED, name->line,
                                 "the '%.*s' tag is not supported (templates are standalone)",
                                 (int)name->n, name->s);
+            }
             push(P, body, parse_statement(P));
             break;
         }
@@ -935,69 +1001,8 @@ static void parse_body(parser *P, jj_nodes *body, const char *const *ends, int *
     }
 }
 
-/* An unknown filter or test is a compile error unless it sits in an if statement or an
- * inline if of its own scope (jinja2's "soft" frames): there it fails only if evaluated.
- * Loops, macros, call / filter / set blocks and with open scopes that are not soft. The
- * walk's depth is bounded by the parser's nesting cap. */
-static void check_unknown(jj_arena *a, const jj_node *n, bool soft);
-
-static void check_list(jj_arena *a, const jj_nodes *l, bool soft) {
-    for (int i = 0; i < l->n; i++)
-        if (l->v[i])
-            check_unknown(a, l->v[i], soft);
-}
-
-static void check_unknown(jj_arena *a, const jj_node *n, bool soft) {
-    if ((n->kind == N_FILTER || n->kind == N_TEST) && !n->fn_known && !soft)
-        jj_compile_fail(a, TS_ERR_UNSUPPORTED, n->line, "no %s named '%.*s'",
-                        n->kind == N_FILTER ? "filter" : "test", (int)n->name_n, n->name);
-    bool inner = soft;
-    switch (n->kind) {
-    case S_IF:
-    case N_COND:
-        inner = true;
-        break;
-    case S_FOR:
-        if (n->a)
-            check_unknown(a, n->a, soft); /* the iterable belongs to the outer scope */
-        inner = false;
-        if (n->b)
-            check_unknown(a, n->b, inner);
-        check_list(a, &n->items, inner);
-        check_list(a, &n->body, inner);
-        check_list(a, &n->orelse, inner);
-        return;
-    case S_MACRO:
-    case S_CALLBLOCK:
-    case S_FILTERBLOCK:
-    case S_SETBLOCK:
-    case S_WITH:
-        inner = false;
-        break;
-    default:
-        break;
-    }
-    if (n->kind == S_CALLBLOCK || n->kind == S_WITH) {
-        /* The call / the values are evaluated in the enclosing scope. */
-        if (n->a)
-            check_unknown(a, n->a, soft);
-        check_list(a, &n->items2, n->kind == S_WITH ? soft : inner);
-        check_list(a, &n->items, inner);
-        check_list(a, &n->body, inner);
-        return;
-    }
-    const jj_node *kids[3] = {n->a, n->b, n->c};
-    for (int i = 0; i < 3; i++)
-        if (kids[i])
-            check_unknown(a, kids[i], inner);
-    check_list(a, &n->items, inner);
-    check_list(a, &n->items2, inner);
-    check_list(a, &n->body, inner);
-    check_list(a, &n->orelse, inner);
-}
-
 void jj_parse(jj_arena *a, const jj_tok *toks, size_t n_toks, jj_nodes *body) {
     parser P = {.a = a, .t = toks, .n = n_toks};
     parse_body(&P, body, NULL, NULL);
-    check_list(a, body, false);
+    jj_check_unknown(a, body);
 }

@@ -7,26 +7,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ts_buf_put(ts_buf *b, const char *s, size_t n) {
+/* Makes room for more bytes plus the NUL; false (and oom set) when that fails. */
+static bool reserve(ts_buf *b, size_t more) {
     if (b->oom) {
-        return;
+        return false;
     }
-    if (n > SIZE_MAX / 4 - b->n) {
+    if (more > SIZE_MAX / 4 - b->n) {
         b->oom = true;
-        return;
+        return false;
     }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
+    size_t need = b->n + more + 1;
+    if (need <= b->cap) {
+        return true;
+    }
+    char *p;
+    size_t cap = b->cap;
+    if (b->grow != NULL) {
+        p = b->grow(b->grow_ctx, b->p, b->n, need, &cap);
+    } else {
+        cap = b->cap ? b->cap : 256;
+        while (cap < need) {
             cap *= 2;
         }
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+        p = realloc(b->p, cap);
+    }
+    if (p == NULL) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void ts_buf_put(ts_buf *b, const char *s, size_t n) {
+    if (!reserve(b, n)) {
+        return;
     }
     if (n > 0) {
         memcpy(b->p + b->n, s, n);
@@ -60,28 +76,29 @@ void ts_buf_printf(ts_buf *b, const char *fmt, ...) {
         ts_buf_put(b, small, (size_t)len);
         return;
     }
-    char *big = malloc((size_t)len + 1);
-    if (big == NULL) {
-        b->oom = true;
+    /* Longer text is formatted in place (no temporary that a grow function which does not
+     * return could leak). */
+    if (!reserve(b, (size_t)len)) {
         return;
     }
     va_start(ap, fmt);
-    vsnprintf(big, (size_t)len + 1, fmt, ap);
+    vsnprintf(b->p + b->n, (size_t)len + 1, fmt, ap);
     va_end(ap);
-    ts_buf_put(b, big, (size_t)len);
-    free(big);
+    b->n += (size_t)len;
 }
 
 char *ts_buf_take(ts_buf *b) {
     char *p = b->oom ? NULL : b->p;
-    if (b->oom) {
+    if (b->oom && b->grow == NULL) {
         free(b->p);
     }
-    *b = (ts_buf){0};
+    *b = (ts_buf){.grow = b->grow, .grow_ctx = b->grow_ctx};
     return p;
 }
 
 void ts_buf_free(ts_buf *b) {
-    free(b->p);
-    *b = (ts_buf){0};
+    if (b->grow == NULL) {
+        free(b->p);
+    }
+    *b = (ts_buf){.grow = b->grow, .grow_ctx = b->grow_ctx};
 }

@@ -27,6 +27,8 @@
 
 #include "api_util.h"
 
+#include "common/skip.h"
+
 typedef struct collected {
     char text[4096];
     size_t len;
@@ -616,7 +618,7 @@ static void test_vocab_only(void **state) {
     char path[1024];
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", TS_TESTDATA_DIR);
     if (access(path, R_OK) != 0) {
-        printf("  skipped the shared vocabulary part: %s is absent\n", path);
+        TS_NOT_RUN("the shared vocabulary part: model %s is absent (python3 scripts/fetch_model.py)", path);
         return;
     }
     assert_int_equal(ts_llm_open(path, &lp, &v, &err), TS_OK);
@@ -861,8 +863,7 @@ static void test_default_model(void **state) {
     snprintf(path, sizeof path, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
     if (access(path, R_OK) != 0) {
-        printf("  skipped: %s is absent (python3 scripts/fetch_model.py)\n", path);
-        skip();
+        TS_SKIP_NO_MODEL(path);
     }
     ts_error err = {0};
     ts_llm *llm = NULL;

@@ -28,6 +28,8 @@
 #include "ir/functional.h"
 #include "ir/registry.h"
 
+#include "common/skip.h"
+
 enum { HD = 32, NH = 6, NKV = 2, BS = 4, NBLK = 10, MAXB = 4, NSEQ = 3, NT = 5 };
 
 /* Sequence 0: 9 cached keys + 3 new tokens; sequence 1: a first token; sequence 2: 5 cached
@@ -723,7 +725,7 @@ static int tiled_levels(ts_isa levels[2]) {
     if (ts_quant_cpu_isa() >= TS_ISA_AVX512) {
         levels[n++] = TS_ISA_AVX512;
     } else {
-        print_message("skipped: the AVX-512 attention kernel (this CPU has no AVX-512)\n");
+        TS_NOT_RUN("the AVX-512 attention kernel (this CPU has no AVX-512)");
     }
     return n;
 }
@@ -868,8 +870,7 @@ static void test_prefill_decode_bits(void **state) {
 static void test_avx512_vs_avx2(void **state) {
     (void)state;
     if (ts_quant_cpu_isa() < TS_ISA_AVX512) {
-        print_message("skipped: AVX-512 against AVX2 (this CPU has no AVX-512)\n");
-        skip();
+        TS_SKIP("AVX-512 against AVX2 (this CPU has no AVX-512)");
     }
     ts_error err = {0};
     ts_backend *ref = NULL;

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "common/skip.h"
+
 static char out[1 << 20], errbuf[1 << 16];
 
 static void slurp(const char *path, char *buf, size_t size) {
@@ -27,15 +29,25 @@ static void slurp(const char *path, char *buf, size_t size) {
     }
 }
 
+/* Runs `tessera grammar ARGS`; stdout and stderr land in out and errbuf through files of
+ * unique names (tests run in parallel, possibly several builds at once). */
 static int run(const char *args) {
+    const char *tmp = getenv("TMPDIR");
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/ts_gbench_out_XXXXXX", tmp != NULL ? tmp : "/tmp");
+    snprintf(err_path, sizeof err_path, "%s/ts_gbench_err_XXXXXX", tmp != NULL ? tmp : "/tmp");
+    int fo = mkstemp(out_path), fe = mkstemp(err_path);
+    assert_true(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' grammar %s > /tmp/ts_gbench_out.txt 2> /tmp/ts_gbench_err.txt",
-             getenv("TS_BIN"), args);
+    snprintf(cmd, sizeof cmd, "'%s' grammar %s > '%s' 2> '%s'", getenv("TS_BIN"), args, out_path,
+             err_path);
     int st = system(cmd);
-    slurp("/tmp/ts_gbench_out.txt", out, sizeof out);
-    slurp("/tmp/ts_gbench_err.txt", errbuf, sizeof errbuf);
-    unlink("/tmp/ts_gbench_out.txt");
-    unlink("/tmp/ts_gbench_err.txt");
+    slurp(out_path, out, sizeof out);
+    slurp(err_path, errbuf, sizeof errbuf);
+    unlink(out_path);
+    unlink(err_path);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -46,8 +58,11 @@ static void test_bench_subset(void **state) {
     char model[512];
     snprintf(model, sizeof model, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
-    if (bin == NULL || access(bin, X_OK) != 0 || access(model, R_OK) != 0) {
-        skip(); /* message printed by main */
+    if (bin == NULL || access(bin, X_OK) != 0) {
+        TS_SKIP("TS_BIN is not set to an executable tessera binary");
+    }
+    if (access(model, R_OK) != 0) {
+        TS_SKIP_NO_MODEL(model);
     }
     char args[2048];
     snprintf(args, sizeof args,
@@ -76,9 +91,6 @@ static void test_bench_subset(void **state) {
 }
 
 int main(void) {
-    if (getenv("TS_BIN") == NULL) {
-        fprintf(stderr, "TS_BIN is not set: skipped\n");
-    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_bench_subset)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,8 @@
 
 #include "common/tiny_model.h"
 
+#include "common/skip.h"
+
 typedef struct fx {
     const char *bin;
     char dir[256];
@@ -91,8 +93,7 @@ static int teardown(void **state) {
 static fx *need_bin(void **state) {
     fx *f = *state;
     if (f->bin == NULL || access(f->bin, X_OK) != 0) {
-        printf("SKIP: TS_BIN is not set to an executable tessera binary\n");
-        skip();
+        TS_SKIP("TS_BIN is not set to an executable tessera binary");
     }
     return f;
 }

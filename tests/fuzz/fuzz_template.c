@@ -5,7 +5,9 @@
  *
  * Invariants: compile returns TS_OK with a template, or an error whose message starts
  * "template:"; render returns TS_OK with NUL-terminated output no longer than max_output, or
- * an error with a message (never a crash, leak or hang: steps, depth and output are capped).
+ * an error with a message (never a crash, leak or hang: steps, depth, output, work and memory
+ * are capped, so a hostile input such as a big string searched in a loop stops in well under a
+ * second instead of running into libFuzzer's timeout).
  * A broken invariant traps.
  */
 #include <stddef.h>
@@ -46,8 +48,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     CHECK(t != NULL);
-    ts_tpl_options o = {.max_output = 1 << 16, .max_steps = 200000, .max_depth = 32,
-                        .now = 1700000000};
+    ts_tpl_options o = {.max_output = 1 << 16,
+                        .max_steps = 200000,
+                        .max_depth = 32,
+                        .now = 1700000000,
+                        .max_work = 20000000,
+                        .max_memory = (size_t)32 << 20};
     char *out = NULL;
     size_t n = 0;
     st = ts_tpl_render(t, VARS, sizeof(VARS) - 1, &o, &out, &n, &err);

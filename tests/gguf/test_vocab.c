@@ -21,6 +21,8 @@
 
 #include "gguf/gguf.h"
 
+#include "common/skip.h"
+
 static char *read_all(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
@@ -127,8 +129,7 @@ static void test_vocab_files(void **state) {
     snprintf(pattern, sizeof pattern, "%s/vocab/*.gguf", TS_TESTDATA_DIR);
     glob_t gl;
     if (glob(pattern, 0, NULL, &gl) != 0 || gl.gl_pathc == 0) {
-        printf("SKIP: no vocabulary files match %s\n", pattern);
-        skip();
+        TS_SKIP("no vocabulary files match %s", pattern);
     }
     for (size_t f = 0; f < gl.gl_pathc; f++) {
         const char *path = gl.gl_pathv[f];
@@ -168,8 +169,7 @@ static void test_model_if_cached(void **state) {
     snprintf(path, sizeof path, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home != NULL ? home : "");
     if (access(path, R_OK) != 0) {
-        printf("SKIP: %s not present\n", path);
-        skip();
+        TS_SKIP_NO_MODEL(path);
     }
     ts_error err = {0};
     ts_gguf *g = NULL;

@@ -20,6 +20,8 @@
 #include "grammar/grammar.h"
 #include "tessera.h"
 
+#include "common/skip.h"
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
@@ -292,8 +294,7 @@ static void test_real_vocab(void **state) {
              home ? home : "");
     FILE *f = fopen(path, "rb");
     if (!f) {
-        printf("skipping: %s is not there (fetch the default model to run this test)\n", path);
-        skip();
+        TS_SKIP_NO_MODEL(path);
     }
     fclose(f);
     ts_llm *llm = NULL;

@@ -14,6 +14,8 @@
 #include "fwd_util.h"
 #include "tokenizer/tokenizer.h"
 
+#include "common/skip.h"
+
 typedef struct smol {
     ts_model *m;
     ts_tokenizer *tok;
@@ -26,8 +28,7 @@ static int setup(void **state) {
     snprintf(g_path, sizeof g_path, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
     if (access(g_path, R_OK) != 0) {
-        printf("skipping: %s is not there (fetch the default model to run these tests)\n",
-               g_path);
+        TS_NOT_RUN("model %s is absent (python3 scripts/fetch_model.py)", g_path);
         *state = NULL;
         return 0;
     }

@@ -36,6 +36,8 @@
 
 #include "common/tiny_model.h"
 
+#include "common/skip.h"
+
 /* Under AddressSanitizer SmolLM2 runs several times slower: fewer tokens there. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TS_QUICK 1
@@ -50,11 +52,18 @@
 
 static char g_model[512], g_model2[512], g_err[512];
 
-/* Environment for mpirun and the processes it starts: under AddressSanitizer, Open MPI's own
+/* Wall-clock bounds, there only to turn a hang into a failure: far above the few seconds each
+ * run takes on an idle machine, so that a loaded 2-core host (other tests, sanitizers) does
+ * not trip them. A rank that dies must end the job well before the bound (checked: not 124). */
+#define MPI_BOUND "600"
+
+/* Environment for mpirun and the processes it starts: ranks yield the CPU while they wait in a
+ * collective (two ranks busy-polling on a loaded 2-core host starved each other for minutes);
+ * under AddressSanitizer, Open MPI's own
  * allocations that outlive MPI_Finalize are suppressed (lsan_mpi.supp, which says why); the
  * variables do nothing in other builds. */
 #define MPI_ENV                                                                                    \
-    "OMPI_MCA_mca_component_disable_dlclose=1 "                                                    \
+    "OMPI_MCA_mca_component_disable_dlclose=1 OMPI_MCA_mpi_yield_when_idle=1 "                     \
     "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0\" "                     \
     "LSAN_OPTIONS=\"${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=" TS_SOURCE_DIR                    \
     "/tests/parallel/lsan_mpi.supp\" "
@@ -168,11 +177,12 @@ static void test_in_process(void **state) {
 static void test_mpi(void **state) {
     (void)state;
 #ifndef TS_TEST_MPIRUN
-    printf("skipped: built without MPI or no mpirun\n");
+    TS_NOT_RUN("built without MPI or no mpirun");
 #else
     static char inproc[8192], got[8192];
     char prefix[1024];
-    snprintf(prefix, sizeof prefix, MPI_ENV "timeout 120 %s -np 2 --oversubscribe", TS_TEST_MPIRUN);
+    snprintf(prefix, sizeof prefix, MPI_ENV "timeout " MPI_BOUND " %s -np 2 --oversubscribe",
+             TS_TEST_MPIRUN);
     assert_int_equal(run_text("", g_model, "hello world", 12, "--tp 2", inproc, sizeof inproc), 0);
     int rc = run_text(prefix, g_model, "hello world", 12, "--tp-mpi", got, sizeof got);
     if (rc != 0) {
@@ -183,7 +193,8 @@ static void test_mpi(void **state) {
     /* Different model files on the two ranks (MPMD): the hash check fails on both. */
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             MPI_ENV "timeout 120 %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
+             MPI_ENV "timeout " MPI_BOUND
+                     " %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
                      "-np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 2>&1",
              TS_TEST_MPIRUN, bin(), g_model, bin(), g_model2);
     rc = sh(cmd, got, sizeof got);
@@ -192,7 +203,8 @@ static void test_mpi(void **state) {
 
     /* Rank 1 dies before it joins: the job ends with an error, no hang (timeout -> 124). */
     snprintf(cmd, sizeof cmd,
-             MPI_ENV "timeout 120 %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
+             MPI_ENV "timeout " MPI_BOUND
+                     " %s --oversubscribe -np 1 %s run -m %s -p hi -n 4 --tp-mpi -t 1 : "
                      "-np 1 sh -c 'exit 3' 2>&1",
              TS_TEST_MPIRUN, bin(), g_model);
     rc = sh(cmd, got, sizeof got);
@@ -234,7 +246,7 @@ static void test_smollm2(void **state) {
     snprintf(model, sizeof model, "%s/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf",
              home ? home : "");
     if (access(model, R_OK) != 0) {
-        printf("skipped: %s not cached\n", model);
+        TS_NOT_RUN("model %s is absent (python3 scripts/fetch_model.py)", model);
         return;
     }
     static char base[8192], got[8192];
@@ -248,10 +260,11 @@ static void test_smollm2(void **state) {
     }
     assert_string_equal(got, base);
 #ifndef TS_TEST_MPIRUN
-    printf("MPI part skipped: built without MPI or no mpirun\n");
+    TS_NOT_RUN("the MPI part: built without MPI or no mpirun");
 #else
     char prefix[1024];
-    snprintf(prefix, sizeof prefix, MPI_ENV "timeout 120 %s -np 2 --oversubscribe", TS_TEST_MPIRUN);
+    snprintf(prefix, sizeof prefix, MPI_ENV "timeout " MPI_BOUND " %s -np 2 --oversubscribe",
+             TS_TEST_MPIRUN);
     rc = run_text(prefix, model, prompt, n, "--tp-mpi", got, sizeof got);
     if (rc != 0) {
         fail_msg("mpirun --tp-mpi: exit %d: %s", rc, got);
@@ -274,7 +287,7 @@ static void test_smollm2(void **state) {
 
 int main(void) {
     if (access(bin(), X_OK) != 0) {
-        printf("skipped: tessera binary '%s' not found (TS_BIN)\n", bin());
+        TS_NOT_RUN("tessera binary '%s' not found (TS_BIN)", bin());
         return 0;
     }
     const struct CMUnitTest tests[] = {

@@ -34,6 +34,8 @@
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 
+#include "common/skip.h"
+
 /* Weight and activation rows of one case: the qgen kinds through the scalar quantizer, raw
  * random blocks, and constant blocks of an extreme weight byte against an extreme activation
  * byte (0x77: MXFP4's code 7 in both nibbles, its largest level, 24, in the AVX2 kernels). */
@@ -226,8 +228,7 @@ static int compare(ts_type type, const char *what, kernels got, kernels want) {
 static void test_native(void **state) {
     (void)state;
     if (!ts_quant_isa_supported(TS_ISA_AVXVNNI)) {
-        printf("native: skipped, this CPU has no AVX-VNNI\n");
-        skip();
+        TS_SKIP("native AVX-VNNI: this CPU has no AVX-VNNI");
     }
     int cases = 0, rebuilt = 0;
     for (int t = 0; t < TS_TYPE_COUNT; t++) {
@@ -282,7 +283,7 @@ static void test_emulated(void **state) {
     (void)state;
 #if TS_HAVE_AVXVNNI_EMU
     if (ts_quant_cpu_isa() < TS_ISA_AVX2) {
-        printf("emulated: skipped, this CPU has no AVX2\n");
+        TS_NOT_RUN("emulated AVX-VNNI: this CPU has no AVX2");
         skip();
     }
     int cases = 0;
@@ -293,7 +294,7 @@ static void test_emulated(void **state) {
     }
     printf("emulated: %d cases bit-identical to avx2\n", cases);
 #else
-    printf("emulated: skipped, built without SIMDe (libsimde-dev)\n");
+    TS_NOT_RUN("emulated AVX-VNNI: built without SIMDe (libsimde-dev)");
     skip();
 #endif
 }

@@ -17,6 +17,8 @@
 
 #include "tokenizer/tokenizer.h"
 
+#include "common/skip.h"
+
 static const ts_chat_message k_conv[] = {
     {"system", "Be brief."},
     {"user", "Hi"},
@@ -174,8 +176,7 @@ static void test_smollm_template(void **state) {
     ts_tokenizer *t = NULL;
     ts_error err = {0};
     if (ts_gguf_open(path, &g, &err) != TS_OK) {
-        printf("skip: %s\n", err.msg);
-        skip();
+        TS_SKIP("%s", err.msg);
         return;
     }
     assert_int_equal(ts_tokenizer_create(g, &t, &err), TS_OK);

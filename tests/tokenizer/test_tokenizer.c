@@ -17,6 +17,8 @@
 
 #include "tokenizer/tokenizer.h"
 
+#include "common/skip.h"
+
 /* ---- a tiny SentencePiece vocabulary ---------------------------------------------------- */
 
 typedef struct vocab_spec {
@@ -309,7 +311,7 @@ static bool open_real(const char *path, built *b) {
     memset(b, 0, sizeof *b);
     ts_error err = {0};
     if (ts_gguf_open(path, &b->g, &err) != TS_OK) {
-        printf("skip: %s (%s)\n", path, err.msg);
+        TS_NOT_RUN("model %s is absent or unreadable: %s (python3 scripts/fetch_model.py)", path, err.msg);
         return false;
     }
     assert_int_equal(ts_tokenizer_create(b->g, &b->t, &err), TS_OK);

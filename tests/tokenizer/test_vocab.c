@@ -21,6 +21,8 @@
 
 #include "tokenizer/tokenizer.h"
 
+#include "common/skip.h"
+
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
@@ -156,8 +158,7 @@ static void test_all_vocabs(void **state) {
     snprintf(dir, sizeof dir, "%s/vocab", TS_TESTDATA_DIR);
     DIR *d = opendir(dir);
     if (d == NULL) {
-        printf("skip: no test vocabularies in %s\n", dir);
-        skip();
+        TS_SKIP("no test vocabularies in %s", dir);
         return;
     }
     int failures = 0, files = 0;

@@ -23,6 +23,8 @@
 
 #include "gguf/gguf.h"
 
+#include "common/skip.h"
+
 typedef struct fixture {
     const char *bin;
     char dir[256];
@@ -125,8 +127,7 @@ static int teardown(void **state) {
 static const fixture *need_bin(void **state) {
     const fixture *fx = *state;
     if (fx->bin == NULL || access(fx->bin, X_OK) != 0) {
-        printf("SKIP: TS_BIN is not set to an executable tessera binary\n");
-        skip();
+        TS_SKIP("TS_BIN is not set to an executable tessera binary");
     }
     return fx;
 }
@@ -232,8 +233,7 @@ static void test_vocab(void **state) {
     snprintf(pattern, sizeof pattern, "%s/vocab/*.gguf", TS_TESTDATA_DIR);
     glob_t gl;
     if (glob(pattern, 0, NULL, &gl) != 0 || gl.gl_pathc == 0) {
-        printf("SKIP: no vocabulary files match %s\n", pattern);
-        skip();
+        TS_SKIP("no vocabulary files match %s", pattern);
     }
     for (size_t i = 0; i < gl.gl_pathc; i++) {
         char args[1024], *out;

@@ -1,5 +1,6 @@
 /*
- * test_util.c — the shared helpers of src/util: the growable buffer, UTF-8 coding and the JSON
+ * test_util.c — the shared helpers of src/util: the growable buffer (also with its storage
+ * from a grow function, as the template engine's arena gives it), UTF-8 coding and the JSON
  * string escaper, each against hand-written expectations (the escaper's ASCII form is what
  * Python's json.dumps writes by default).
  */
@@ -35,6 +36,59 @@ static void test_buf(void **state) {
     assert_int_equal(strlen(p), 1006);
     free(p);
     ts_buf_free(&b);
+}
+
+/* A grow function: storage from a fixed pool, refusing past its size (as an arena with a
+ * limit would). */
+typedef struct pool {
+    char mem[4096];
+    size_t used;
+    int calls;
+} pool;
+
+static void *pool_grow(void *ctx, void *old, size_t n, size_t need, size_t *cap) {
+    pool *pl = ctx;
+    pl->calls++;
+    size_t c = *cap ? *cap * 2 : 16;
+    while (c < need) {
+        c *= 2;
+    }
+    if (pl->used + c > sizeof pl->mem) {
+        return NULL;
+    }
+    char *p = pl->mem + pl->used;
+    pl->used += c;
+    if (n) {
+        memcpy(p, old, n);
+    }
+    *cap = c;
+    return p;
+}
+
+static void test_buf_grow(void **state) {
+    (void)state;
+    pool pl = {.used = 0};
+    ts_buf b = {.grow = pool_grow, .grow_ctx = &pl};
+    ts_buf_puts(&b, "hello");
+    ts_buf_printf(&b, " %d", 7);
+    assert_string_equal(b.p, "hello 7");
+    assert_true(b.p >= pl.mem && b.p < pl.mem + sizeof pl.mem);
+    char big[600];
+    memset(big, 'y', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ts_buf_printf(&b, "%s", big); /* formatted in place, in the pool */
+    assert_int_equal(b.n, 7 + 599);
+    assert_false(b.oom);
+    /* Past the pool the buffer reports oom and keeps what it had. */
+    char huge[3000];
+    memset(huge, 'z', sizeof huge);
+    ts_buf_put(&b, huge, sizeof huge);
+    assert_true(b.oom);
+    /* free forgets the pool's storage without freeing it and keeps the grow function. */
+    ts_buf_free(&b);
+    assert_null(b.p);
+    assert_ptr_equal(b.grow, pool_grow);
+    assert_true(pl.calls >= 2);
 }
 
 static void test_utf8(void **state) {
@@ -79,6 +133,7 @@ static void test_json_str(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_buf_grow),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_json_str),
     };
