@@ -172,8 +172,10 @@ int ts_cmd_serve(int argc, char **argv) {
             }
             size = bare && size >= 0 ? size << 20 : size;
             if (size < ((int64_t)1 << 20) || size > ((int64_t)1 << 40)) {
-                fprintf(stderr, "error: --render-memory: '%s' is not a size in 1M..1T (a bare "
-                                "number is MiB)\n", val);
+                fprintf(stderr,
+                        "error: --render-memory: '%s' is not a size in 1M..1T (a bare "
+                        "number is MiB)\n",
+                        val);
                 return 2;
             }
             sc.render_memory = (size_t)size;

@@ -61,8 +61,8 @@ static bool family_from_vocab(const ts_llm *llm, ts_chat_family *out, const char
     bool gemma_tokens = has_token(tok, "<start_of_turn>") && has_token(tok, "<end_of_turn>");
     if (gemma_tokens || (arch != NULL && strncmp(arch, "gemma", 5) == 0)) {
         *out = TS_CHAT_GEMMA;
-        *why = gemma_tokens ? "its <start_of_turn>/<end_of_turn> tokens"
-                            : "its architecture (gemma)";
+        *why =
+            gemma_tokens ? "its <start_of_turn>/<end_of_turn> tokens" : "its architecture (gemma)";
         return true;
     }
     if (has_token(tok, "<|start_header_id|>") && has_token(tok, "<|end_header_id|>") &&
@@ -76,13 +76,13 @@ static bool family_from_vocab(const ts_llm *llm, ts_chat_family *out, const char
         *why = "its <|im_start|>/<|im_end|> tokens";
         return true;
     }
-    if (has_token(tok, "<|user|>") && has_token(tok, "<|assistant|>") && has_token(tok, "<|end|>")) {
+    if (has_token(tok, "<|user|>") && has_token(tok, "<|assistant|>") &&
+        has_token(tok, "<|end|>")) {
         *out = TS_CHAT_PHI3;
         *why = "its <|user|>/<|assistant|>/<|end|> tokens";
         return true;
     }
-    if (has_token(tok, "<｜User｜>") &&
-        has_token(tok, "<｜Assistant｜>")) {
+    if (has_token(tok, "<｜User｜>") && has_token(tok, "<｜Assistant｜>")) {
         *out = TS_CHAT_DEEPSEEK3;
         *why = "its <｜User｜>/<｜Assistant｜> tokens";
         return true;
@@ -90,9 +90,9 @@ static bool family_from_vocab(const ts_llm *llm, ts_chat_family *out, const char
     if (has_token(tok, "[INST]") && has_token(tok, "[/INST]")) {
         bool v7 = has_token(tok, "[SYSTEM_PROMPT]") && has_token(tok, "[/SYSTEM_PROMPT]");
         /* Tekken vocabularies are BPE ones; v3 with SentencePiece writes "[INST] " with a space. */
-        *out = v7 ? TS_CHAT_MISTRAL_V7
-                  : ts_tokenizer_get_kind(tok) == TS_TOKENIZER_BPE ? TS_CHAT_MISTRAL_V3_TEKKEN
-                                                                    : TS_CHAT_MISTRAL_V3;
+        *out = v7                                               ? TS_CHAT_MISTRAL_V7
+               : ts_tokenizer_get_kind(tok) == TS_TOKENIZER_BPE ? TS_CHAT_MISTRAL_V3_TEKKEN
+                                                                : TS_CHAT_MISTRAL_V3;
         *why = v7 ? "its [SYSTEM_PROMPT]/[INST] tokens" : "its [INST]/[/INST] tokens";
         return true;
     }

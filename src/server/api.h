@@ -58,12 +58,12 @@ typedef struct ts_api_error {
  * (chat_caps.c, as llama.cpp's minja does). A request holding what the template cannot render
  * is rewritten into what it can (the polyfills below) instead of failing. */
 typedef struct ts_chat_caps {
-    bool probed;            /* the probes ran; false: every capability is assumed */
-    bool system_role;       /* a system turn's text reaches the prompt */
-    bool tools;             /* the offered tools reach the prompt */
-    bool tool_calls;        /* an assistant turn's tool_calls reach the prompt */
-    bool tool_responses;    /* a "tool" turn's result reaches the prompt */
-    bool needs_content;     /* content null fails (or vanishes) where "" renders */
+    bool probed;         /* the probes ran; false: every capability is assumed */
+    bool system_role;    /* a system turn's text reaches the prompt */
+    bool tools;          /* the offered tools reach the prompt */
+    bool tool_calls;     /* an assistant turn's tool_calls reach the prompt */
+    bool tool_responses; /* a "tool" turn's result reaches the prompt */
+    bool needs_content;  /* content null fails (or vanishes) where "" renders */
 } ts_chat_caps;
 
 /* The rewrites of a chat request for a template that lacks a capability (a bit set). */

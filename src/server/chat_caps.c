@@ -28,8 +28,8 @@ static const char k_user[] = "{\"role\":\"user\",\"content\":\"" USER_NEEDLE "\"
 
 /* One assistant turn calling `name` with an argument object. */
 #define CALL(content, name)                                                                        \
-    "{\"role\":\"assistant\",\"content\":" content ",\"tool_calls\":[{\"id\":\"call_1___\","      \
-    "\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"arguments\":{\"" ARG_NEEDLE      \
+    "{\"role\":\"assistant\",\"content\":" content ",\"tool_calls\":[{\"id\":\"call_1___\","       \
+    "\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"arguments\":{\"" ARG_NEEDLE       \
     "\":\"print('Hello, World!')\"}}}]}"
 
 typedef enum probe_result { NO, YES, STOPPED } probe_result;
@@ -92,18 +92,22 @@ void ts_chat_caps_probe(ts_chat_render_fn fn, void *user, ts_chat_caps *out) {
                  "{\"messages\":[%s," CALL("\"\"", "ipython") "],\"add_generation_prompt\":false}",
                  k_user);
         snprintf(resp, sizeof resp,
-                 "{\"messages\":[%s," CALL("\"\"", "test_tool1") ",{\"role\":\"tool\",\"name\":"
-                 "\"test_tool1\",\"content\":\"" RESULT_NEEDLE "\",\"tool_call_id\":"
-                 "\"call_1___\"}],\"add_generation_prompt\":false}",
+                 "{\"messages\":[%s," CALL(
+                     "\"\"", "test_tool1") ",{\"role\":\"tool\",\"name\":"
+                                           "\"test_tool1\",\"content\":\"" RESULT_NEEDLE
+                                           "\",\"tool_call_id\":"
+                                           "\"call_1___\"}],\"add_generation_prompt\":false}",
                  k_user);
     } else {
         snprintf(calls, sizeof calls,
                  "{\"messages\":[%s," CALL("null", "ipython") "],\"add_generation_prompt\":false}",
                  k_user);
         snprintf(resp, sizeof resp,
-                 "{\"messages\":[%s," CALL("null", "test_tool1") ",{\"role\":\"tool\",\"name\":"
-                 "\"test_tool1\",\"content\":\"" RESULT_NEEDLE "\",\"tool_call_id\":"
-                 "\"call_1___\"}],\"add_generation_prompt\":false}",
+                 "{\"messages\":[%s," CALL(
+                     "null", "test_tool1") ",{\"role\":\"tool\",\"name\":"
+                                           "\"test_tool1\",\"content\":\"" RESULT_NEEDLE
+                                           "\",\"tool_call_id\":"
+                                           "\"call_1___\"}],\"add_generation_prompt\":false}",
                  k_user);
     }
     probe_result call = probe(fn, user, calls, ARG_NEEDLE, NULL);
@@ -123,12 +127,12 @@ void ts_chat_caps_probe(ts_chat_render_fn fn, void *user, ts_chat_caps *out) {
 
 void ts_chat_caps_describe(const ts_chat_caps *c, char *buf, size_t size) {
     if (!c->probed) {
-        snprintf(buf, size, "not probed (the template's test renders failed or hit a limit); "
-                            "requests are rendered as given");
+        snprintf(buf, size,
+                 "not probed (the template's test renders failed or hit a limit); "
+                 "requests are rendered as given");
         return;
     }
     snprintf(buf, size, "system role %s, tools %s, tool calls %s, tool results %s%s",
-             c->system_role ? "yes" : "no", c->tools ? "yes" : "no",
-             c->tool_calls ? "yes" : "no", c->tool_responses ? "yes" : "no",
-             c->needs_content ? ", content null fails" : "");
+             c->system_role ? "yes" : "no", c->tools ? "yes" : "no", c->tool_calls ? "yes" : "no",
+             c->tool_responses ? "yes" : "no", c->needs_content ? ", content null fails" : "");
 }

@@ -31,9 +31,9 @@ ts_api_limits ts_server_limits(const ts_server *s) {
     return lim;
 }
 
-ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
-                               ts_req_cancel *rc, const int32_t **ids, int32_t *n_ids,
-                               int32_t **owned, ts_api_error *err) {
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, ts_req_cancel *rc,
+                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
+                               ts_api_error *err) {
     *ids = NULL;
     *n_ids = 0;
     *owned = NULL;
@@ -65,8 +65,7 @@ ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
             ts_server_render_release(s);
         }
         const char *what = r->kind == TS_API_CHAT ? "messages" : "prompt";
-        return ts_api_error_set(err, 400, "invalid_request_error", what,
-                                "context_length_exceeded",
+        return ts_api_error_set(err, 400, "invalid_request_error", what, "context_length_exceeded",
                                 "This model's maximum context length is %lld tokens. However, "
                                 "your %s is %zu bytes long%s, more than that many tokens can "
                                 "hold.",
@@ -286,8 +285,8 @@ static bool grammar_error(const ts_api_request *r, ts_status st, const ts_error 
 
 /* A refusal from ts_context_submit. A compile stopped by the request's cancel is the server
  * shutting down (503) or the client gone (499: nothing is sent). */
-static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cancel *rc,
-                             ts_status st, const ts_error *err) {
+static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cancel *rc, ts_status st,
+                             const ts_error *err) {
     ts_api_error e;
     if (st == TS_ERR_ABORTED && atomic_load(&s->stopping)) {
         ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",

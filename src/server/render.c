@@ -29,9 +29,9 @@
 #include "server/chat_caps.h"
 #include "util/stop.h"
 
-#define POLL_EVERY_NS 20000000 /* how often a render looks at its client's socket */
-#define PROBE_TIMEOUT_MS 250   /* each capability probe at start */
-#define PROBE_MEMORY ((size_t)16 << 20)
+#define POLL_EVERY_NS    20000000 /* how often a render looks at its client's socket */
+#define PROBE_TIMEOUT_MS 250      /* each capability probe at start */
+#define PROBE_MEMORY     ((size_t)16 << 20)
 
 /* ---- cancel --------------------------------------------------------------------------------- */
 
@@ -211,8 +211,8 @@ ts_status ts_server_render(ts_server *s, const ts_api_request *r, ts_req_cancel 
         .cancel_user = rc,
     };
     ts_error e = {0};
-    st = ts_context_chat_render_opt(s->ctx, &opt, r->chat_json, strlen(r->chat_json), text, len,
-                                    &e);
+    st =
+        ts_context_chat_render_opt(s->ctx, &opt, r->chat_json, strlen(r->chat_json), text, len, &e);
     if (st == TS_OK) {
         *reserved = true;
         return TS_OK;
@@ -234,8 +234,7 @@ ts_status ts_server_render(ts_server *s, const ts_api_request *r, ts_req_cancel 
         return ts_api_error_set(err, 400, "invalid_request_error", "messages", "template_limit",
                                 "cannot apply the chat template: %s (the server allows %lld ms "
                                 "and %zu MiB per render: --render-timeout, --render-memory)",
-                                e.msg, (long long)s->cfg.render_timeout_ms,
-                                s->render_share >> 20);
+                                e.msg, (long long)s->cfg.render_timeout_ms, s->render_share >> 20);
     }
     if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         return ts_api_error_set(err, 500, "server_error", "messages", NULL, "%s", e.msg);

@@ -239,9 +239,9 @@ void ts_server_run_embed_jobs(ts_server *s, bool stop);
  * *owned, the buffer ts_llm_tokenize returned, which the caller releases with ts_free (*owned
  * is NULL when nothing was allocated). rc: the request's cancel state (may be NULL). An error
  * with status 499 means the client left: answer nothing and close. */
-ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k,
-                               ts_req_cancel *rc, const int32_t **ids, int32_t *n_ids,
-                               int32_t **owned, ts_api_error *err);
+ts_status ts_server_prompt_ids(ts_server *s, const ts_api_request *r, int32_t k, ts_req_cancel *rc,
+                               const int32_t **ids, int32_t *n_ids, int32_t **owned,
+                               ts_api_error *err);
 
 /* The server's limits for ts_api_parse. */
 ts_api_limits ts_server_limits(const ts_server *s);
@@ -253,9 +253,9 @@ ts_api_limits ts_server_limits(const ts_server *s);
  * or the client went away (its socket is polled for a hang-up at most every 20 ms). */
 struct ts_req_cancel {
     ts_server *srv;
-    int sock;              /* the client's socket; -1: not watched */
-    atomic_bool gone;      /* the client hung up */
-    int64_t next_poll_ns;  /* when the socket is looked at next (the HTTP thread only) */
+    int sock;             /* the client's socket; -1: not watched */
+    atomic_bool gone;     /* the client hung up */
+    int64_t next_poll_ns; /* when the socket is looked at next (the HTTP thread only) */
 };
 
 void ts_req_cancel_init(ts_req_cancel *rc, ts_server *s, int sock);

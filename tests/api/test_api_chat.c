@@ -198,8 +198,7 @@ static void test_family_fallback(void **state) {
     api_model m;
     api_model_open(&m, &spec, "api_chat_gemma");
     assert_null(ts_llm_chat_template(m.llm));
-    char *t = render(m.llm, NULL,
-                     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", TS_OK);
+    char *t = render(m.llm, NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", TS_OK);
     assert_string_equal(t, "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
     ts_free(t);
     ts_context_params p = api_params();

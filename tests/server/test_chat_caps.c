@@ -199,10 +199,8 @@ static void test_polyfill_system(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_probe),
-        cmocka_unit_test(test_probe_hostile),
-        cmocka_unit_test(test_polyfill_concat),
-        cmocka_unit_test(test_native_unchanged),
+        cmocka_unit_test(test_probe),           cmocka_unit_test(test_probe_hostile),
+        cmocka_unit_test(test_polyfill_concat), cmocka_unit_test(test_native_unchanged),
         cmocka_unit_test(test_polyfill_system),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
