@@ -3,8 +3,8 @@
  * what every HTTP client can send to /v1/completions, /v1/chat/completions, /tokenize and
  * /detokenize.
  *
- * The first input byte picks the endpoint and the limits (vocabulary size, context, n); the
- * rest is the body, not NUL-terminated (the parser gets a length). Invariants: the parser
+ * The first input byte picks the endpoint, the limits (vocabulary size, context, n) and the
+ * chat template's capabilities (which rewrites apply); the rest is the body, not NUL-terminated (the parser gets a length). Invariants: the parser
  * returns TS_OK with a request whose kind is the endpoint's and whose counts are within their
  * arrays, or an error with an HTTP status of 400/404/413 and a message, whose JSON rendering
  * parses back as {"error": {"message": ...}}. The UTF-8 checker returns an offset within the
@@ -57,12 +57,16 @@ static void check_request(const ts_api_request *r, ts_api_kind kind, const ts_ap
     }
     if (kind == TS_API_CHAT) {
         /* The template's variables are built from the body's text: always one JSON object
-         * holding every message. */
+         * holding every message, give or take the rewrites for the template's capabilities
+         * (one system turn describing the tools added; system turns folded into user turns). */
         CHECK(r->chat_json != NULL);
         cJSON *vars = cJSON_Parse(r->chat_json);
         CHECK(cJSON_IsObject(vars));
-        CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(vars, "messages")) ==
-              r->n_messages);
+        int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(vars, "messages"));
+        CHECK(n >= 1 && n <= r->n_messages + 1);
+        if (!lim->caps.probed) {
+            CHECK(r->polyfills == 0 || r->polyfills == TS_API_POLYFILL_TOOLS);
+        }
         cJSON_Delete(vars);
     }
     CHECK(r->n_prompts >= 0 && r->n_prompts <= TS_API_MAX_PROMPTS);
@@ -94,6 +98,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         .n_ctx = (data[0] & 8) ? 16 : 8192,
         .max_n = (data[0] & 16) ? 1 : 8,
         .model_name = "tessera-fuzz",
+        /* The upper bits: a template probed as lacking tool calls, tool results, system turns
+         * or content null, so the rewrites of api_chat.c see arbitrary conversations. */
+        .caps = {.probed = (data[0] & 32) != 0,
+                 .system_role = (data[0] & 64) != 0,
+                 .tool_calls = (data[0] & 64) != 0,
+                 .tool_responses = (data[0] & 128) != 0,
+                 .needs_content = (data[0] & 128) != 0},
     };
     const char *body = (const char *)data + 1;
     const size_t len = size - 1;
