@@ -53,11 +53,11 @@ NATIVE = """\
 {%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}"""
 
-# Renders for a very long time without growing (10^10 loop iterations).
-SLOW = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x"
-# Doubles a string until a memory or output limit stops it.
-HUGE = ("{% set ns = namespace(s='0123456789abcdef') %}"
-        "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")
+# Renders for a long time without growing (10^10 loop iterations over one list: about 5 s
+# until the engine's step limit on this machine).
+SLOW = "{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}x"
+# Allocates a list of 100000 numbers per iteration until the render's memory limit stops it.
+HOG = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 
 GEMMA = os.path.expanduser("~/.cache/tessera/models/gemma-3-270m-q4_k_m.gguf")
 
@@ -210,11 +210,11 @@ def test_hostile_template_while_others_are_served(make_server, tmp_path):
     assert status == 400, data
     err = json.loads(data)["error"]
     assert err["code"] == "template_limit"
-    assert "limit" in err["message"]
+    assert "time limit" in err["message"], err
 
-    # SIGTERM mid-render: the renders stop and the server exits promptly. Three clients send
-    # the request again and again (a render may also end at the engine's step limit), so
-    # renders are running when the signal comes.
+    # SIGTERM mid-render: the renders (seconds long) stop and the server exits promptly.
+    # Three clients send the request again and again (a render may also end at the engine's
+    # step limit), so renders are running when the signal comes.
     s2 = Server(["--ctx", "256", "--quiet", "--chat-template-file", str(path),
                  "--render-timeout", "60", "--shutdown-grace", "1"])
     out2 = []
@@ -236,7 +236,7 @@ def test_hostile_template_while_others_are_served(make_server, tmp_path):
     t0 = time.time()
     rc, log = s2.stop()
     assert rc == 0, log
-    assert time.time() - t0 < 5, log
+    assert time.time() - t0 < 3, log
     for t in threads:
         t.join(10)
         assert not t.is_alive()
@@ -247,11 +247,11 @@ def test_hostile_template_while_others_are_served(make_server, tmp_path):
 
 
 def test_renders_share_one_memory_budget(make_server, tmp_path):
-    """16 requests render a template that grows a string without end: each is stopped by its
-    share of the budget (400) or finds the budget full (503), and the server's memory stays
-    far below 16 x 256 MiB."""
-    path = tmp_path / "huge.jinja"
-    path.write_text(HUGE)
+    """16 requests render a template that allocates without end: each is stopped by its share
+    of the budget (400, the memory limit) or finds the budget full for 2 s (503), and the
+    server's peak memory stays far below 16 x 224 MiB (the engine's default per render)."""
+    path = tmp_path / "hog.jinja"
+    path.write_text(HOG)
     s = make_server("--ctx", "256", "--quiet", "--chat-template-file", str(path),
                     "--render-memory", "128", "--render-timeout", "5")
     body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
@@ -262,10 +262,12 @@ def test_renders_share_one_memory_budget(make_server, tmp_path):
     statuses = sorted(r[0] for r in out)
     assert len(statuses) == 16
     assert set(statuses) <= {400, 503}, statuses
+    assert statuses.count(400) >= 2, statuses
     for status, headers, data in out:
         err = json.loads(data)["error"]
         if status == 400:
             assert err["code"] == "template_limit", err
+            assert "max_memory" in err["message"] or "limit" in err["message"], err
         else:
             assert "render memory budget" in err["message"], err
     assert rss_peak_mib(s.proc.pid) < 1024
