@@ -96,7 +96,10 @@ static void raise_fd_limit(const ts_server_config *sc) {
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
         return;
     }
-    rlim_t want = (rlim_t)sc->max_connections + (rlim_t)sc->max_connections / 8 + 256;
+    /* The server accepts max(256, N/2) connections beyond N to answer them 503 (http.c),
+     * and the model and the process keep a few files of their own. */
+    rlim_t n = (rlim_t)sc->max_connections;
+    rlim_t want = n + (n / 2 > 256 ? n / 2 : 256) + 256;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);

@@ -309,10 +309,11 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
     return none;
 }
 
-/* Handlers that can block (the model, a large body to tokenize) run off the event thread. */
+/* Handlers that can block run off the event thread: the model, a large body to tokenize, and
+ * the engine's statistics (read under the engine's lock, which a step may hold a while). */
 static bool blocking_route(ts_route r) {
     return r == TS_ROUTE_COMPLETIONS || r == TS_ROUTE_CHAT || r == TS_ROUTE_TOKENIZE ||
-           r == TS_ROUTE_DETOKENIZE || r == TS_ROUTE_EMBEDDINGS;
+           r == TS_ROUTE_DETOKENIZE || r == TS_ROUTE_EMBEDDINGS || r == TS_ROUTE_METRICS;
 }
 
 static void dispatch_worker(void *arg) {
@@ -470,6 +471,14 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
     }
 }
 
+unsigned ts_http_conn_reserve(int max_connections) {
+    /* Room above max_connections so that the excess is answered 503 (conn.c) rather than
+     * reset: a refused connection costs a socket and libmicrohttpd's small buffer until it
+     * has been answered or its header deadline passes. Past it libmicrohttpd refuses. */
+    unsigned half = (unsigned)max_connections / 2;
+    return half < 256 ? 256 : half;
+}
+
 struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6) {
     /* One event thread (epoll where available) for every connection; see conn.c. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
@@ -478,10 +487,7 @@ struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool
     if (ipv6) {
         flags |= MHD_USE_IPv6;
     }
-    /* Room above max_connections so that the excess is answered 503 (conn.c) rather than
-     * reset; past this libmicrohttpd itself refuses. */
-    unsigned reserve = (unsigned)s->cfg.max_connections / 8;
-    reserve = reserve < 16 ? 16 : reserve;
+    unsigned reserve = ts_http_conn_reserve(s->cfg.max_connections);
     return MHD_start_daemon(
         flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,

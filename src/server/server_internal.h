@@ -236,6 +236,8 @@ ts_api_limits ts_server_limits(const ts_server *s);
 /* ---- http.c ------------------------------------------------------------------------------ */
 
 struct sockaddr;
+/* Connections accepted beyond max_connections only to be answered 503. */
+unsigned ts_http_conn_reserve(int max_connections);
 /* Starts libmicrohttpd on addr (one event thread; conn.c). NULL on failure. */
 struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6);
 

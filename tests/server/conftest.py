@@ -142,6 +142,23 @@ def make_server():
 
 
 @pytest.fixture(scope="session")
+def tiny_model():
+    """A tiny model's path: TS_MODEL when that is the tiny one, else one written by
+    TS_TINY_WRITER into a fresh temporary directory; None when there is no writer."""
+    if TINY:
+        yield os.environ["TS_MODEL"]
+        return
+    writer = os.environ.get("TS_TINY_WRITER")
+    if not writer or not os.access(writer, os.X_OK):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tessera-tiny-") as d:
+        path = os.path.join(d, "tiny-server-model.gguf")
+        subprocess.run([writer, path], check=True)
+        yield path
+
+
+@pytest.fixture(scope="session")
 def client(server):
     openai = pytest.importorskip("openai")
     return openai.OpenAI(base_url=server.url + "/v1", api_key=server.api_key, max_retries=0,

@@ -7,7 +7,8 @@
 # TS_MODEL       the GGUF model (default ~/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf).
 #                When that file does not exist the tests run on a tiny random-weight model
 #                written by TS_TINY_WRITER, and those that judge the model's answers skip.
-# TS_TINY_WRITER the tiny_server_model program (default: build/tests/server/tiny_server_model)
+# TS_TINY_WRITER the tiny_server_model program (default: build/tests/server/tiny_server_model);
+#                test_conn.py runs on its model even when the real one is there
 # TS_WORK_DIR    where the tiny model is written (default: a fresh mktemp -d, removed at exit)
 # TS_VENV        virtual environment for the Python packages (default ~/.cache/tessera/venv-test;
 #                outside the repository). Created on first use; the packages and versions of
@@ -31,8 +32,8 @@ skip() {
 [ -x "$bin" ] || skip "no tessera binary at $bin (set TS_BIN)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
 model_kind=real
+writer="${TS_TINY_WRITER:-$root/build/tests/server/tiny_server_model}"
 if [ ! -f "$model" ]; then
-    writer="${TS_TINY_WRITER:-$root/build/tests/server/tiny_server_model}"
     [ -x "$writer" ] || skip "no model at $model (set TS_MODEL; scripts/fetch_model.py smollm2)" \
         "and no tiny_server_model at $writer (set TS_TINY_WRITER)"
     if [ -n "${TS_WORK_DIR:-}" ]; then
@@ -81,7 +82,9 @@ if grep -q "__asan_init\|__ubsan_handle" "$bin" 2>/dev/null; then
     extra=(-m "not slow")
 fi
 
-export TS_BIN="$bin" TS_MODEL="$model" TS_MODEL_KIND="$model_kind" PYTHONDONTWRITEBYTECODE=1
+# TS_TINY_WRITER also serves test_conn.py, whose servers always run the tiny model.
+export TS_BIN="$bin" TS_MODEL="$model" TS_MODEL_KIND="$model_kind" TS_TINY_WRITER="$writer"
+export PYTHONDONTWRITEBYTECODE=1
 cd "$here"
 "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs --durations=8 "${extra[@]}" "$@" .
 rc=$?

@@ -1,6 +1,8 @@
 """Connections: floods of half-sent headers, clients that trickle or never read, connection
 limits answered 503, CORS, bodies over the limit answered with a readable 413, and SIGTERM
-while all that is open. Every check runs on the tiny model as well as on the real one."""
+while all that is open. None of it depends on the model, so these servers run the tiny model
+(conftest's tiny_model) when there is one: it is fast enough to fill a slow reader's socket
+buffers in a second, and it keeps this file's time short."""
 import http.client
 import json
 import resource
@@ -14,11 +16,21 @@ import time
 
 import pytest
 
-from conftest import TINY, sse_events
+from conftest import sse_events
 
 CMPL = "/v1/completions"
 CHAT = "/v1/chat/completions"
 HALF = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"
+
+
+@pytest.fixture
+def make_server(make_server, tiny_model):
+    """conftest's make_server, on the tiny model when there is one."""
+    def make(*args, **kw):
+        if tiny_model is not None:
+            kw.setdefault("model", tiny_model)
+        return make_server(*args, **kw)
+    return make
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -298,7 +310,7 @@ def test_streams_and_requests_beside_a_flood(make_server):
     socks = half_headers(s.port, 300)
     n = 16
     results = [None] * n
-    max_tokens = 64 if TINY else 8
+    max_tokens = 32
 
     def one(i):
         try:
