@@ -63,11 +63,13 @@ typedef struct conn_slot {
 
 typedef struct park {
     struct park *next;
-    uint64_t id; /* epoll data of its two descriptors */
+    uint64_t id; /* epoll data of its descriptors */
     struct MHD_Connection *c;
-    int efd, sock;
+    int efd, sock; /* efd -1 for a body probe */
     double deadline;
     bool woken;
+    void (*expire)(void *arg); /* a probe's, called when the deadline passed unwoken */
+    void *arg;
 } park;
 
 struct ts_conns {
@@ -255,6 +257,38 @@ bool ts_conns_spawn(ts_server *s, struct MHD_Connection *c, void (*fn)(void *), 
 
 /* ---- parked streams -------------------------------------------------------------------- */
 
+/* Suspends c (the caller is its access handler or content reader) and hands it to the helper
+ * thread, which resumes it when efd (unless -1) is readable, when sock shows sock_events, or
+ * at the deadline, where it first calls expire(arg) (when set). */
+static bool add_park(ts_conns *cs, struct MHD_Connection *c, int efd, int sock,
+                     uint32_t sock_events, int timeout_ms, void (*expire)(void *), void *arg) {
+    park *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        return false;
+    }
+    MHD_suspend_connection(c);
+    pthread_mutex_lock(&cs->mu);
+    p->id = ++cs->next_id;
+    p->c = c;
+    p->efd = efd;
+    p->sock = sock;
+    p->deadline = ts_server_now() + timeout_ms / 1e3;
+    p->expire = expire;
+    p->arg = arg;
+    /* Level-triggered: an event that arrived between the caller's last look and this
+     * registration wakes the helper at once. */
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = p->id};
+    struct epoll_event se = {.events = sock_events, .data.u64 = p->id};
+    if ((efd >= 0 && epoll_ctl(cs->ep, EPOLL_CTL_ADD, efd, &ev) != 0) ||
+        epoll_ctl(cs->ep, EPOLL_CTL_ADD, sock, &se) != 0) {
+        p->woken = true; /* resumed at the next tick; the caller then looks again */
+    }
+    p->next = cs->parks;
+    cs->parks = p;
+    pthread_mutex_unlock(&cs->mu);
+    return true;
+}
+
 bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms) {
     ts_conns *cs = s->conns;
     if (cs == NULL || sock < 0 || atomic_load(&cs->stop)) {
@@ -269,30 +303,19 @@ bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms) {
         }
     }
     pthread_mutex_unlock(&cs->mu);
-    park *p = c != NULL ? calloc(1, sizeof *p) : NULL;
-    if (p == NULL) {
+    /* Only hang-ups of the socket count: a pipelined request must not wake it forever. */
+    return c != NULL && add_park(cs, c, efd, sock, EPOLLRDHUP, timeout_ms, NULL, NULL);
+}
+
+bool ts_conns_probe_body(ts_server *s, struct MHD_Connection *c, int timeout_ms,
+                         void (*expire)(void *), void *arg) {
+    ts_conns *cs = s->conns;
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (cs == NULL || fd == NULL || atomic_load(&cs->stop)) {
         return false;
     }
-    MHD_suspend_connection(c);
-    pthread_mutex_lock(&cs->mu);
-    p->id = ++cs->next_id;
-    p->c = c;
-    p->efd = efd;
-    p->sock = sock;
-    p->deadline = ts_server_now() + timeout_ms / 1e3;
-    /* Level-triggered: an event that arrived between the reader's last look and this
-     * registration wakes the helper at once. Only hang-ups of the socket count (a pipelined
-     * request must not wake it forever). */
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = p->id};
-    struct epoll_event hup = {.events = EPOLLRDHUP, .data.u64 = p->id};
-    if (epoll_ctl(cs->ep, EPOLL_CTL_ADD, efd, &ev) != 0 ||
-        epoll_ctl(cs->ep, EPOLL_CTL_ADD, sock, &hup) != 0) {
-        p->woken = true; /* resumed at the next tick; the reader then looks again */
-    }
-    p->next = cs->parks;
-    cs->parks = p;
-    pthread_mutex_unlock(&cs->mu);
-    return true;
+    return add_park(cs, c, -1, fd->connect_fd, EPOLLIN | EPOLLRDHUP, timeout_ms, expire, arg);
 }
 
 /* Takes the parks to resume off the list (cs->mu held): woken ones, those past their
@@ -303,8 +326,13 @@ static park *take_parks(ts_conns *cs, double now, bool all) {
         park *p = *pp;
         if (all || p->woken || now >= p->deadline) {
             *pp = p->next;
-            epoll_ctl(cs->ep, EPOLL_CTL_DEL, p->efd, NULL);
+            if (p->efd >= 0) {
+                epoll_ctl(cs->ep, EPOLL_CTL_DEL, p->efd, NULL);
+            }
             epoll_ctl(cs->ep, EPOLL_CTL_DEL, p->sock, NULL);
+            if (all || p->woken) {
+                p->expire = NULL; /* woken (or shutting down): nothing expired */
+            }
             p->next = out;
             out = p;
         } else {
@@ -317,6 +345,9 @@ static park *take_parks(ts_conns *cs, double now, bool all) {
 static void resume_parks(park *p) {
     while (p != NULL) {
         park *next = p->next;
+        if (p->expire != NULL) {
+            p->expire(p->arg); /* may queue a response: allowed while suspended */
+        }
         MHD_resume_connection(p->c);
         free(p);
         p = next;

@@ -14,8 +14,9 @@
  * 100-continue" (curl's habit for large bodies) before the body is sent; otherwise the body is
  * read and dropped up to DISCARD_MAX and the 413 follows, because closing a socket while the
  * client still writes resets the connection and the client sees a broken pipe instead of the
- * answer. Past DISCARD_MAX (or a Content-Length announcing more) the 413 is sent at once and
- * the connection closed.
+ * answer. A Content-Length over the limit whose body does not start within PROBE_MS is a
+ * client waiting for an answer: it gets the 413 then (conn.c's body probe). Past DISCARD_MAX
+ * (or a Content-Length announcing more) the 413 is sent at once and the connection closed.
  *
  * CORS (cfg.cors_origins): an allowed Origin gets Access-Control-Allow-Origin on every answer
  * (errors and streams included); an OPTIONS request is answered 204, with the preflight
@@ -31,6 +32,8 @@
 
 /* Body bytes read and dropped after the limit, so that the client can read its 413. */
 #define DISCARD_MAX ((size_t)64 << 20)
+/* How long a body announced too large may take to start before the 413 goes out at once. */
+#define PROBE_MS 500
 
 typedef struct conn_ctx {
     ts_route route;
@@ -44,6 +47,7 @@ typedef struct conn_ctx {
     double t0;
     ts_server *s;
     struct MHD_Connection *c;
+    unsigned long long announced; /* a Content-Length over the limit, 0 when none */
     bool dispatched; /* a worker built (or is building) the reply below */
     ts_reply pending;
 } conn_ctx;
@@ -298,6 +302,7 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
             bool waits = expect != NULL && strcasecmp(expect, "100-continue") == 0;
             if (!waits && n - s->cfg.max_body <= DISCARD_MAX) {
                 ctx->too_big = true; /* read and drop it, then answer (see the top) */
+                ctx->announced = n;
                 return none;
             }
             char msg[96];
@@ -345,6 +350,22 @@ static ts_reply too_big_reply(ts_server *s) {
                        "the request body is larger than the limit of %s", msg);
 }
 
+/* The body probe's deadline passed with no body byte: the client waits for an answer before
+ * sending (or sends nothing), so the 413 goes out now. Runs on conn.c's helper thread while
+ * the connection is suspended, where queueing a response is allowed. */
+static void answer_unsent_body(void *arg) {
+    conn_ctx *ctx = arg;
+    ts_reply r = too_big_reply(ctx->s);
+    if (r.response == NULL) {
+        return;
+    }
+    add_cors(ctx->s, ctx->c, r.response);
+    if (MHD_queue_response(ctx->c, (unsigned)r.status, r.response) == MHD_YES) {
+        ctx->status = r.status;
+    }
+    MHD_destroy_response(r.response);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -373,6 +394,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ts_reply early = check_headers(s, c, ctx, url, method);
         if (early.response != NULL || early.status != 0) {
             return send_reply(c, ctx, early);
+        }
+        if (ctx->announced > 0 &&
+            !ts_conns_probe_body(s, c, PROBE_MS, answer_unsent_body, ctx)) {
+            return send_reply(c, ctx, too_big_reply(s));
         }
         return MHD_YES;
     }

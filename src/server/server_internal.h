@@ -264,6 +264,11 @@ bool ts_conns_spawn(ts_server *s, struct MHD_Connection *c, void (*fn)(void *), 
  * until efd is readable, the client hangs up or timeout_ms pass; the reader then returns 0.
  * False when the connection cannot be parked (the caller waits in place instead). */
 bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms);
+/* From the access handler's first call: suspends c until the client sends body bytes (or
+ * hangs up), then resumes it; when timeout_ms pass first, calls expire(arg) on the helper
+ * thread, which may queue a response, and then resumes it. False when it cannot. */
+bool ts_conns_probe_body(ts_server *s, struct MHD_Connection *c, int timeout_ms,
+                         void (*expire)(void *), void *arg);
 /* Shutdown, before MHD_stop_daemon: waits up to wait_ms for request workers, stops the helper
  * thread and resumes every parked connection. */
 void ts_conns_stop(ts_server *s, int wait_ms);

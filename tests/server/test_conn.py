@@ -272,6 +272,21 @@ def test_413_content_length(small_body_server):
     assert status in (200, 400), data  # 400: longer than the context, but read and parsed
 
 
+def test_413_announced_client_waits(small_body_server):
+    # A client that announces a large body and waits for an answer before sending it (without
+    # "Expect: 100-continue") gets the 413 without sending anything.
+    s = small_body_server
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        t0 = time.time()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: Bearer " + s.api_key.encode() + b"\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (2 << 20))
+        resp = http.client.HTTPResponse(sock)
+        resp.begin()
+        assert_json_error(resp.status, resp.read(), 413, code="body_too_large")
+        assert time.time() - t0 < 5
+
+
 def test_413_chunked(small_body_server):
     s = small_body_server
     requests = pytest.importorskip("requests")
