@@ -143,11 +143,13 @@ static bool add_origins(char **list, const char *val) {
         if (n == 0) {
             break;
         }
-        const char *sep = memchr(p, ':', n);
-        bool star = n == 1 && p[0] == '*';
-        bool ok = star || (sep != NULL && sep + 3 <= p + n && strncmp(sep, "://", 3) == 0 &&
-                           sep + 3 < p + n && memchr(sep + 3, '/', (size_t)(p + n - sep - 3)) == NULL &&
-                           memchr(p, ' ', n) == NULL);
+        bool ok = n == 1 && p[0] == '*';
+        if (!ok) {
+            const char *sep = memchr(p, ':', n);
+            size_t rest = sep != NULL ? (size_t)(p + n - sep) : 0; /* from the ':' on */
+            ok = rest > 3 && memcmp(sep, "://", 3) == 0 && memchr(sep + 3, '/', rest - 3) == NULL &&
+                 memchr(p, ' ', n) == NULL;
+        }
         if (!ok) {
             fprintf(stderr,
                     "error: --cors-origin: '%.*s' is not an origin (scheme://host[:port], no "

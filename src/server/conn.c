@@ -122,10 +122,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (slot == NULL) {
             return; /* unlimited and untimed, but served: better than refusing on OOM */
         }
-        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(
-            c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(
-            c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         slot->c = c;
         slot->fd = fd != NULL ? fd->connect_fd : -1;
         addr_key(ad != NULL ? ad->client_addr : NULL, slot->addr, &slot->addr_len);
@@ -310,8 +310,8 @@ bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms) {
 bool ts_conns_probe_body(ts_server *s, struct MHD_Connection *c, int timeout_ms,
                          void (*expire)(void *), void *arg) {
     ts_conns *cs = s->conns;
-    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(
-        c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *fd =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (cs == NULL || fd == NULL || atomic_load(&cs->stop)) {
         return false;
     }
@@ -378,7 +378,8 @@ static void *helper_main(void *arg) {
         }
         park *wake = take_parks(cs, now, false);
         for (conn_slot *o = cs->slots; o != NULL; o = o->next) {
-            if (!o->in_request && !o->cut && o->fd >= 0 && now - o->t_wait >= cs->header_timeout_s) {
+            if (!o->in_request && !o->cut && o->fd >= 0 &&
+                now - o->t_wait >= cs->header_timeout_s) {
                 /* The event thread sees end-of-file and closes the connection itself. */
                 shutdown(o->fd, SHUT_RDWR);
                 o->cut = true;
