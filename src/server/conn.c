@@ -392,6 +392,23 @@ static void *helper_main(void *arg) {
     return NULL;
 }
 
+void ts_conns_stats(ts_server *s, ts_conns_counts *out) {
+    ts_conns *cs = s->conns;
+    *out = (ts_conns_counts){0};
+    if (cs == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&cs->mu);
+    out->open = cs->n_slots;
+    out->workers = cs->n_workers;
+    for (park *p = cs->parks; p != NULL; p = p->next) {
+        out->parked++;
+    }
+    out->cut = cs->n_cut;
+    out->refused = cs->n_refused;
+    pthread_mutex_unlock(&cs->mu);
+}
+
 /* ---- lifetime -------------------------------------------------------------------------- */
 
 ts_status ts_conns_create(ts_server *s) {

@@ -195,6 +195,36 @@ static ts_reply reply_metrics(ts_server *s) {
     if (text == NULL) {
         return ts_reply_json(500, NULL);
     }
+    /* The connection layer's figures (conn.c), after the request and engine ones. */
+    ts_conns_counts cc;
+    ts_conns_stats(s, &cc);
+    char extra[1024];
+    int n = snprintf(
+        extra, sizeof extra,
+        "# HELP tessera_http_connections_open Connections open now.\n"
+        "# TYPE tessera_http_connections_open gauge\n"
+        "tessera_http_connections_open %lld\n"
+        "# HELP tessera_http_request_threads Request worker threads running.\n"
+        "# TYPE tessera_http_request_threads gauge\n"
+        "tessera_http_request_threads %lld\n"
+        "# HELP tessera_http_streams_parked Streams waiting for tokens without a thread.\n"
+        "# TYPE tessera_http_streams_parked gauge\n"
+        "tessera_http_streams_parked %lld\n"
+        "# HELP tessera_http_connections_cut_total Connections closed for want of a request "
+        "header.\n"
+        "# TYPE tessera_http_connections_cut_total counter\n"
+        "tessera_http_connections_cut_total %lld\n"
+        "# HELP tessera_http_connections_refused_total Connections over a limit, answered 503.\n"
+        "# TYPE tessera_http_connections_refused_total counter\n"
+        "tessera_http_connections_refused_total %lld\n",
+        (long long)cc.open, (long long)cc.workers, (long long)cc.parked, (long long)cc.cut,
+        (long long)cc.refused);
+    char *all = n > 0 && (size_t)n < sizeof extra ? realloc(text, len + (size_t)n + 1) : NULL;
+    if (all != NULL) {
+        memcpy(all + len, extra, (size_t)n + 1);
+        text = all;
+        len += (size_t)n;
+    }
     r.response = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (r.response == NULL) {
         free(text);

@@ -269,6 +269,14 @@ bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms);
  * thread, which may queue a response, and then resumes it. False when it cannot. */
 bool ts_conns_probe_body(ts_server *s, struct MHD_Connection *c, int timeout_ms,
                          void (*expire)(void *), void *arg);
+typedef struct ts_conns_counts {
+    int64_t open;    /* connections open now */
+    int64_t workers; /* request worker threads running */
+    int64_t parked;  /* streams (and body probes) waiting, suspended */
+    int64_t cut;     /* closed for want of a request header, since start */
+    int64_t refused; /* accepted over a limit to be answered 503, since start */
+} ts_conns_counts;
+void ts_conns_stats(ts_server *s, ts_conns_counts *out);
 /* Shutdown, before MHD_stop_daemon: waits up to wait_ms for request workers, stops the helper
  * thread and resumes every parked connection. */
 void ts_conns_stop(ts_server *s, int wait_ms);

@@ -101,6 +101,7 @@ def test_half_header_flood(make_server):
     status, _, data = completion(s, timeout=20)
     assert status == 200, data
     assert time.time() - t0 < 10
+    assert s.metrics()["tessera_http_connections_open"] >= 520
     t_open = time.time()
     assert all(closed_by_peer(x, 8) for x in socks)
     assert time.time() - t_open < 8  # 2 s deadline, checked every 0.1 s, plus a loaded machine
@@ -108,6 +109,7 @@ def test_half_header_flood(make_server):
         x.close()
     status, _, _ = s.request("GET", "/health")
     assert status == 200
+    assert s.metrics()["tessera_http_connections_cut_total"] >= 520
 
 
 def test_trickled_header_is_cut(make_server):
@@ -141,6 +143,7 @@ def test_per_address_cap_503(make_server):
     for x in socks:
         x.close()
     wait_for(lambda: completion(s)[0] == 200, 10, "a free slot after the others closed")
+    assert s.metrics()["tessera_http_connections_refused_total"] >= 1
 
 
 def test_connection_limit_503(make_server):
