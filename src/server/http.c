@@ -48,6 +48,7 @@ typedef struct conn_ctx {
     ts_server *s;
     struct MHD_Connection *c;
     unsigned long long announced; /* a Content-Length over the limit, 0 when none */
+    unsigned long long received;  /* body bytes so far */
     bool dispatched; /* a worker built (or is building) the reply below */
     ts_reply pending;
 } conn_ctx;
@@ -438,6 +439,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        ctx->received += n;
         if (ctx->too_big || ctx->len + n > s->cfg.max_body) {
             ctx->too_big = true;
             ctx->dropped += n;
@@ -467,6 +469,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (ctx->too_big) {
+        if (ctx->received < ctx->announced) {
+            /* Called again after the body probe resumed the connection, before the body:
+             * answering now would close it under a client that is sending. */
+            return MHD_YES;
+        }
         return send_reply(c, ctx, too_big_reply(s));
     }
     if (ctx->dispatched) {
