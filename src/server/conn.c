@@ -7,7 +7,7 @@
  * thread. Nothing may block that thread, hence:
  *
  *  - Request workers. A request whose handler can block (generation, embeddings, tokenizing a
- *    large body) is suspended and handed to a thread of its own (ts_conns_spawn); when the
+ *    large body, /metrics) is suspended and handed to a thread of its own (ts_conns_spawn); when the
  *    handler has built its reply the worker resumes the connection and the event thread queues
  *    the reply. Threads exist only for requests whose body has fully arrived, and those are
  *    bounded by the connection limit and by admission (503 when the queue is full).
@@ -19,9 +19,13 @@
  *    header_timeout seconds of connecting (or of finishing its previous request); the helper
  *    thread shuts the socket down otherwise, so that neither a silent client nor one that
  *    trickles a byte at a time (which an idle timeout never catches) keeps its slot.
+ *  - Body probes. A request announcing a body over the limit is suspended until its first body
+ *    byte arrives (then http.c reads and drops the body before its 413) or PROBE_MS pass (the
+ *    client waits for an answer: the 413 is queued at once); see ts_conns_probe_body.
  *  - Limits answered in HTTP. libmicrohttpd's own limit is set above max_connections so that a
  *    client over max_connections, or over the per-address cap, is still accepted and answered
- *    503 with a JSON body when its header arrives (ts_conns_refusal) instead of being reset.
+ *    503 with a JSON body when its header arrives (ts_conns_request_begin) instead of being
+ *    reset.
  *
  * Slow readers: libmicrohttpd closes a connection that makes no progress (nothing sent or
  * received) for conn_timeout_s; a suspended connection (a running request, a parked stream)
