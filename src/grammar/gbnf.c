@@ -27,6 +27,8 @@
 
 #include "grammar/grammar_impl.h"
 #include "util/error.h"
+#include "util/stop.h"
+#include "util/utf8.h"
 
 #define REPEAT_UNBOUNDED UINT32_MAX
 
@@ -51,18 +53,39 @@ typedef struct reader {
     uint32_t cap_rep;
     size_t n_elems; /* elements in all bodies */
     uint32_t depth;
+    const ts_stop *stop; /* polled every POLL_EVERY elements; may be NULL */
+    uint32_t poll;
+    /* line_col's cursor: the line and column at byte lc_off. Positions are asked for mostly in
+     * increasing order, so counting on from the last answer keeps the reader linear (counting
+     * from the start each time made a file of many rules quadratic). */
+    size_t lc_off;
+    uint32_t lc_line, lc_col;
 } reader;
 
-static void line_col(const reader *r, size_t off, uint32_t *line, uint32_t *col) {
-    uint32_t l = 1, c = 1;
-    for (size_t k = 0; k < off && k < r->n; k++) {
-        if (r->s[k] == '\n') {
+#define POLL_EVERY 4096u
+
+static void line_col(reader *r, size_t off, uint32_t *line, uint32_t *col) {
+    if (off > r->n) {
+        off = r->n;
+    }
+    if (off < r->lc_off || r->lc_line == 0) {
+        r->lc_off = 0;
+        r->lc_line = 1;
+        r->lc_col = 1;
+    }
+    uint32_t l = r->lc_line, c = r->lc_col;
+    const char *s = r->s;
+    for (size_t k = r->lc_off; k < off; k++) {
+        if (s[k] == '\n') {
             l++;
             c = 1;
         } else {
             c++;
         }
     }
+    r->lc_off = off;
+    r->lc_line = l;
+    r->lc_col = c;
     *line = l;
     *col = c;
 }
@@ -81,6 +104,18 @@ static bool fail(reader *r, size_t off, ts_status st, const char *fmt, ...) {
     ts_error_set(r->err, st, "grammar:%u:%u: %s", line, col, msg);
     r->failed = true;
     return false;
+}
+
+/* Stops the read when the caller asked (ts_stop); called every POLL_EVERY elements. */
+static bool poll_stop(reader *r) {
+    if (r->failed || !r->stop || ++r->poll % POLL_EVERY != 0) {
+        return !r->failed;
+    }
+    if (ts_stop_check(r->stop, "grammar", r->err) != TS_OK) {
+        r->failed = true;
+        return false;
+    }
+    return true;
 }
 
 static bool nomem(reader *r) {
@@ -210,6 +245,9 @@ static bool rule_by_name(reader *r, const char *name, size_t len, size_t off, ui
 }
 
 static bool push_elem(reader *r, uint32_t rule, uint32_t e) {
+    if (!poll_stop(r)) {
+        return false;
+    }
     if (r->n_elems >= TS_GRAMMAR_MAX_ELEMS)
         return fail(r, r->i, TS_ERR_LIMIT,
                     "the grammar expands to more than %u elements (repetitions count)",
@@ -234,37 +272,6 @@ static int hexval(int c) {
     return -1;
 }
 
-/* Decodes one UTF-8 character at s[0..n); returns its length, 0 when invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-    unsigned char b = s[0];
-    if (b < 0x80) {
-        *cp = b;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if (b >= 0xC2 && b <= 0xDF) {
-        len = 2, v = b & 0x1F, min = 0x80;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        len = 3, v = b & 0x0F, min = 0x800;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        len = 4, v = b & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[k] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
 static bool read_char(reader *r, uint32_t *cp) {
     size_t at = r->i;
     int c = peek(r);
@@ -273,7 +280,7 @@ static bool read_char(reader *r, uint32_t *cp) {
     if (c == 0)
         return fail(r, at, TS_ERR_FORMAT, "NUL byte in the grammar");
     if (c != '\\') {
-        size_t len = utf8_decode((const unsigned char *)r->s + r->i, r->n - r->i, cp);
+        size_t len = ts_utf8_decode(r->s + r->i, r->n - r->i, cp);
         if (!len)
             return fail(r, at, TS_ERR_FORMAT, "invalid UTF-8 (byte 0x%02x)", (unsigned)c);
         r->i += len;
@@ -719,55 +726,83 @@ static void reader_free(reader *r) {
 
 ts_status ts_grammar_from_gbnf(const char *text, size_t len, const char *root, ts_grammar **out,
                                ts_error *err) {
+    return ts_grammar_from_gbnf_ex(text, len, root, NULL, out, err);
+}
+
+ts_status ts_grammar_from_gbnf_ex(const char *text, size_t len, const char *root,
+                                  const ts_stop *stop, ts_grammar **out, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
-    if (!out)
+    }
+    if (!out) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "grammar: out is NULL");
+    }
     *out = NULL;
-    if (!text && len)
+    if (!text && len) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "grammar: text is NULL");
-    if (len > TS_GRAMMAR_MAX_TEXT)
+    }
+    if (len > TS_GRAMMAR_MAX_TEXT) {
         return ts_error_set(err, TS_ERR_LIMIT, "grammar: %zu bytes of text, the limit is %u", len,
                             TS_GRAMMAR_MAX_TEXT);
-    if (!root)
+    }
+    if (!root) {
         root = "root";
-    reader r = {.s = text ? text : "", .n = len, .err = err};
+    }
+    ts_status st = ts_stop_check(stop, "grammar", err);
+    if (st != TS_OK) {
+        return st;
+    }
+    reader r = {.s = text ? text : "", .n = len, .err = err, .stop = stop};
     /* Non-NULL from the start: empty classes ('.') index these arrays with zero lengths. */
-    if (grow(&r, (void **)&r.ranges, &r.cap_ranges, 16, sizeof *r.ranges))
+    if (grow(&r, (void **)&r.ranges, &r.cap_ranges, 16, sizeof *r.ranges)) {
         grow(&r, (void **)&r.tmp, &r.cap_tmp, 16, sizeof *r.tmp);
+    }
     skip_space(&r, true);
-    while (!r.failed && r.i < r.n)
+    while (!r.failed && r.i < r.n) {
         read_rule(&r);
-    ts_status st = TS_OK;
+    }
+    ts_grammar *g = NULL;
     if (r.failed) {
         st = err->status;
         goto done;
     }
+    uint32_t root_id = UINT32_MAX;
     for (uint32_t k = 0; k < r.n_rules; k++) {
         const gbuild_rule *ru = &r.rules[k];
         if (ru->name && !ru->defined) {
             st = ts_error_set(err, TS_ERR_FORMAT,
-                              "grammar:%u:%u: rule '%s' is used but never "
-                              "defined",
-                              ru->ref_line, ru->ref_col, ru->name);
+                              "grammar:%u:%u: rule '%s' is used but never defined", ru->ref_line,
+                              ru->ref_col, ru->name);
             goto done;
         }
-    }
-    uint32_t root_id = UINT32_MAX;
-    for (uint32_t k = 0; k < r.n_rules; k++)
-        if (r.rules[k].name && strcmp(r.rules[k].name, root) == 0)
+        if (ru->name && strcmp(ru->name, root) == 0) {
             root_id = k;
+        }
+    }
     if (root_id == UINT32_MAX) {
         st = ts_error_set(err, TS_ERR_FORMAT, "grammar: no rule named '%s' to start from", root);
         goto done;
     }
-    st = ts_grammar_check_and_build(r.rules, r.n_rules, root_id, r.classes, r.n_classes, r.ranges,
-                                    r.n_ranges, out, err);
-    if (st == TS_OK) {
-        r.classes = NULL; /* now owned by the grammar */
-        r.ranges = NULL;
+    if ((st = ts_stop_check(stop, "grammar", err)) != TS_OK) {
+        goto done;
     }
+    st = ts_grammar_check_and_build(r.rules, r.n_rules, root_id, r.classes, r.n_classes, r.ranges,
+                                    r.n_ranges, &g, err);
+    if (st != TS_OK) {
+        goto done;
+    }
+    r.classes = NULL; /* now owned by the grammar */
+    r.ranges = NULL;
+    /* The matcher holds at most TS_GRAMMAR_MAX_STACKS stacks in a state: a start rule with more
+     * alternatives open at once than that could never begin, so it is refused here, by name,
+     * rather than failing later where it would look like a lack of memory. */
+    if ((st = ts_stop_check(stop, "grammar", err)) != TS_OK ||
+        (st = tg_gmatch_check_start(g, root, err)) != TS_OK) {
+        ts_grammar_free(g);
+        goto done;
+    }
+    *out = g;
 done:
     reader_free(&r);
     return st;

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "grammar/grammar_impl.h"
+#include "util/error.h"
 
 #define NODE_LIMIT  (1u << 21)
 #define STATE_LIMIT (1u << 19)
@@ -123,6 +124,7 @@ struct ts_gmatch {
     uint32_t *chain, cap_chain; /* run_of's states */
     uint32_t run_gen;
     bool failed; /* an allocation failed: refuse everything */
+    bool limit;  /* the last closure passed TS_GRAMMAR_MAX_CLOSURE or TS_GRAMMAR_MAX_STACKS */
 };
 
 /* ---- classes -------------------------------------------------------------------------------- */
@@ -148,7 +150,7 @@ static bool part_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo
     return x <= hi;
 }
 
-bool gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
+bool tg_gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
     if (lo <= 0xD7FF && part_intersects(c, ranges, lo, hi < 0xD7FF ? hi : 0xD7FF))
         return true;
     return hi >= 0xE000 && part_intersects(c, ranges, lo > 0xE000 ? lo : 0xE000, hi);
@@ -316,8 +318,10 @@ static bool close_over(ts_gmatch *m, uint32_t nw) {
     const ts_grammar *g = m->g;
     uint32_t budget = TS_GRAMMAR_MAX_CLOSURE;
     while (nw) {
-        if (budget-- == 0)
+        if (budget-- == 0) {
+            m->limit = true;
             return false;
+        }
         uint32_t id = m->work[--nw];
         gnode n = m->nodes[id];
         if (id == SENTINEL) {
@@ -362,8 +366,13 @@ static int cmp_u32(const void *a, const void *b) {
 
 /* m->out (unsorted, distinct) as a state; REJECT when empty or too many stacks. */
 static int32_t out_state(ts_gmatch *m) {
-    if (m->n_out == 0 || m->n_out > TS_GRAMMAR_MAX_STACKS)
+    if (m->n_out > TS_GRAMMAR_MAX_STACKS) {
+        m->limit = true;
         return REJECT;
+    }
+    if (m->n_out == 0) {
+        return REJECT;
+    }
     qsort(m->out, m->n_out, sizeof *m->out, cmp_u32);
     return state(m, m->out, m->n_out, 0);
 }
@@ -418,7 +427,7 @@ static bool partial_ok(ts_gmatch *m, uint32_t s, uint32_t acc, uint32_t need, ui
         if (id == SENTINEL)
             continue;
         const gclass *c = &g->classes[GE_VAL(g->elems[m->nodes[id].pos])];
-        if (gclass_intersects(c, g->ranges, lo, hi))
+        if (tg_gclass_intersects(c, g->ranges, lo, hi))
             return true;
     }
     return false;
@@ -684,9 +693,10 @@ done:
     return result;
 }
 
-ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
-    if (!g)
-        return NULL;
+/* A matcher in g's start state; NULL with *limit set when the start state passes the matcher's
+ * bounds, NULL with *limit clear when out of memory. */
+static ts_gmatch *create(const ts_grammar *g, bool *limit) {
+    *limit = false;
     ts_gmatch *m = malloc(sizeof *m);
     if (!m || !tables_init(m, g)) {
         free(m);
@@ -696,15 +706,42 @@ ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
     m->n_out = 0;
     uint32_t nw = 0;
     bool ok = true;
-    for (uint32_t a = g->rule_alt[g->root]; ok && a < g->rule_alt[g->root + 1]; a++)
+    for (uint32_t a = g->rule_alt[g->root]; ok && a < g->rule_alt[g->root + 1]; a++) {
         ok = enqueue(m, node(m, g->alt_start[a], SENTINEL), &nw);
+    }
     int32_t s = ok && close_over(m, nw) ? out_state(m) : REJECT;
     if (s < 0 || m->failed) { /* a productive grammar always has a start state */
+        *limit = m->limit && !m->failed;
         ts_gmatch_free(m);
         return NULL;
     }
     m->cur = (uint32_t)s;
     return m;
+}
+
+ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
+    if (!g) {
+        return NULL;
+    }
+    bool limit;
+    return create(g, &limit);
+}
+
+ts_status tg_gmatch_check_start(const ts_grammar *g, const char *root, ts_error *err) {
+    bool limit;
+    ts_gmatch *m = create(g, &limit);
+    if (m) {
+        ts_gmatch_free(m);
+        return TS_OK;
+    }
+    if (limit) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "grammar: rule '%s' opens more than %u parser stacks at its start "
+                            "(or its closure visits more than %u); too many alternatives begin "
+                            "at one point: factor their common prefixes",
+                            root, TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
+    }
+    return ts_error_set(err, TS_ERR_NOMEM, "grammar: out of memory for the start state");
 }
 
 ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {

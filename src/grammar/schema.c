@@ -22,9 +22,9 @@
 
 #include "grammar/grammar.h"
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
-void ts_schema_arena_free(sctx *c);
-void ts_schema_maps_free(sctx *c);
 
 static char *compile(sctx *c, const cJSON *s);
 
@@ -195,78 +195,97 @@ static char *compile_number(sctx *c, const cJSON *s, bool integer) {
 
 /* ---- objects ----------------------------------------------------------------------------- */
 
-/* The content and closing quote of a key that is none of keys[] (keys in a trie, walked
- * depth-first): each character has one encoding (cps_json), so "not equal as text" is "not
- * equal as string". */
-static char *key_not_in(sctx *c, const char **keys, size_t nk, size_t off, int depth) {
-    if (c->st != TS_OK)
+/* The content and closing quote of a key that is none of keys[lo..hi) (sorted, so that the keys
+ * sharing a prefix are neighbours and the trie of keys is walked in place): each character has
+ * one encoding (cps_json), so "not equal as text" is "not equal as string". anych: any string
+ * character. Recursion is one level per character of the longest key, checked before descent. */
+static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t off, int depth,
+                        const char *anych) {
+    if (c->st != TS_OK || !tg_poll(c))
         return NULL;
     if (depth > 256)
         return sfail(c, TS_ERR_LIMIT, "property names longer than 256 characters");
-    cpset all = {0};
-    cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
-    cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
-    cps_add(c, &all, 0x20, 0x10FFFF);
-    char *anych = cps_json(c, &all);
     bool terminal = false;
     cpset kids = {0};
-    char *items[260];
+    size_t cap_items = (hi - lo < 256 ? hi - lo : 256) + 2; /* children, the end, the rest */
+    char **items = xalloc(c, cap_items * sizeof *items);
+    if (!items)
+        return NULL;
     size_t k = 0;
-    /* Children: the distinct next code points among keys with this prefix. */
-    for (size_t i = 0; i < nk; i++) {
+    /* Children: the distinct next code points among keys with this prefix (sorted: in runs). */
+    for (size_t i = lo; i < hi;) {
         const char *s = keys[i] + off;
         if (!*s) {
             terminal = true;
+            i++;
             continue;
         }
         uint32_t cp;
-        size_t l = utf8_dec(s, strlen(s), &cp);
-        if (!l || cps_has(&kids, cp))
+        size_t l = ts_utf8_decode(s, strnlen(s, 4), &cp);
+        if (!l) {
+            i++;
             continue;
-        cps_add(c, &kids, cp, cp);
-        cps_normalize(&kids);
-        /* Keys continuing with this character. */
-        const char **sub = xalloc(c, nk * sizeof *sub);
-        if (!sub)
-            return NULL;
-        size_t ns = 0;
-        for (size_t j = 0; j < nk; j++) {
-            uint32_t cj;
-            const char *t = keys[j] + off;
-            if (*t && utf8_dec(t, strlen(t), &cj) == l && cj == cp)
-                sub[ns++] = keys[j];
         }
+        size_t j = i + 1;
+        while (j < hi && strncmp(keys[j] + off, s, l) == 0)
+            j++;
+        cps_add(c, &kids, cp, cp);
         cpset one = {0};
         cps_add(c, &one, cp, cp);
         char *ch = cps_json(c, &one);
-        if (ch == X_EMPTY)
-            continue; /* a control character no extra key can be written with */
-        char *rest = key_not_in(c, sub, ns, off + l, depth + 1);
+        if (ch == X_EMPTY) { /* a control character no extra key can be written with */
+            i = j;
+            continue;
+        }
+        char *rest = key_not_in(c, keys, i, j, off + l, depth + 1, anych);
         if (!rest || !ch)
             return NULL;
-        if (k < 256)
-            items[k++] = xf(c, "%s %s", xgroup(c, ch), xgroup(c, rest));
-        else
+        if (k + 2 >= cap_items)
             return sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
+        items[k++] = xf(c, "%s %s", xgroup(c, ch), xgroup(c, rest));
+        i = j;
     }
     if (!terminal)
         items[k++] = xdup(c, "\"\\\"\"");
     /* A character no key continues with, then anything. */
+    cpset all = {0};
+    cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
+    cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
+    cps_add(c, &all, 0x20, 0x10FFFF);
     cpset other = {0};
     cpset nk_set = cps_complement(c, &kids);
     for (size_t i = 0; i < nk_set.n; i++) {
         /* intersect with `all` */
         for (size_t j = 0; j < all.n; j++) {
-            uint32_t lo = nk_set.r[i][0] > all.r[j][0] ? nk_set.r[i][0] : all.r[j][0];
-            uint32_t hi = nk_set.r[i][1] < all.r[j][1] ? nk_set.r[i][1] : all.r[j][1];
-            if (lo <= hi)
-                cps_add(c, &other, lo, hi);
+            uint32_t a = nk_set.r[i][0] > all.r[j][0] ? nk_set.r[i][0] : all.r[j][0];
+            uint32_t b = nk_set.r[i][1] < all.r[j][1] ? nk_set.r[i][1] : all.r[j][1];
+            if (a <= b)
+                cps_add(c, &other, a, b);
         }
     }
     char *oth = cps_json(c, &other);
     if (oth && oth != X_EMPTY)
         items[k++] = xf(c, "%s %s* \"\\\"\"", xgroup(c, oth), xgroup(c, anych));
     return xalt(c, items, k);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* keys (n, copied) sorted, in the arena. */
+static const char **sorted_keys(sctx *c, const char **keys, size_t n) {
+    const char **s = xalloc(c, (n + 1) * sizeof *s);
+    if (!s)
+        return NULL;
+    if (n)
+        memcpy(s, keys, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_str);
+    return s;
+}
+
+static bool in_sorted(const char **s, size_t n, const char *k) {
+    return n && bsearch(&k, s, n, sizeof *s, cmp_str) != NULL;
 }
 
 typedef struct prop {
@@ -298,12 +317,23 @@ static char *compile_object(sctx *c, const cJSON *s) {
     if (!P || !keys)
         return NULL;
     size_t n = 0, nkeys = 0;
+    /* Sorted copies of the required and the listed names, looked up by binary search: a
+     * schema with thousands of properties must not compare every pair. */
+    const char **req_sorted = xalloc(c, (nr + 1) * sizeof *req_sorted);
+    const char **prop_sorted = xalloc(c, (np + 1) * sizeof *prop_sorted);
+    if (!req_sorted || !prop_sorted)
+        return NULL;
+    size_t ri = 0, pi = 0;
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+        req_sorted[ri++] = r->valuestring;
+    for (const cJSON *e = props ? props->child : NULL; e; e = e->next)
+        prop_sorted[pi++] = e->string;
+    qsort(req_sorted, ri, sizeof *req_sorted, cmp_str);
+    qsort(prop_sorted, pi, sizeof *prop_sorted, cmp_str);
     c->nest++;
     /* Listed properties, in order. */
     for (const cJSON *e = props ? props->child : NULL; e; e = e->next) {
-        bool is_req = false;
-        for (const cJSON *r = req ? req->child : NULL; r && !is_req; r = r->next)
-            is_req = !strcmp(r->valuestring, e->string);
+        bool is_req = in_sorted(req_sorted, ri, e->string);
         keys[nkeys++] = e->string;
         size_t saved = path_push(c, "properties");
         path_push(c, e->string);
@@ -389,17 +419,23 @@ static char *compile_object(sctx *c, const cJSON *s) {
     }
     if (!extra)
         return c->nest--, NULL;
-    /* Required keys that "properties" does not list take the additional schema. */
+    /* Required keys that "properties" does not list take the additional schema (each once: a
+     * hash set of the names added so far). */
+    strmap added_set = {0};
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
-        if (props && get(props, r->valuestring))
+        if (in_sorted(prop_sorted, pi, r->valuestring))
             continue;
-        bool dup = false;
-        for (size_t i = 0; i < n && !dup; i++)
-            dup = !strcmp(P[i].key, r->valuestring);
+        bool dup = tg_smap_get(&added_set, r->valuestring) >= 0;
+        if (!dup && !tg_smap_put(c, &added_set, r->valuestring, 0)) {
+            tg_smap_free(&added_set);
+            return c->nest--, NULL;
+        }
         if (dup)
             continue;
-        if (extra == X_EMPTY)
+        if (extra == X_EMPTY) {
+            tg_smap_free(&added_set);
             return c->nest--, X_EMPTY;
+        }
         keys[nkeys++] = r->valuestring;
         char *kq = json_quote(c, r->valuestring);
         char *kl = kq ? gbnf_lit(c, kq, strlen(kq)) : NULL;
@@ -407,9 +443,19 @@ static char *compile_object(sctx *c, const cJSON *s) {
                         .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, extra)),
                         .req = true};
     }
+    tg_smap_free(&added_set);
     char *ekv = NULL;
     if (extra != X_EMPTY) {
-        char *key = nkeys ? key_not_in(c, keys, nkeys, 0, 0) : NULL;
+        char *key = NULL;
+        if (nkeys) {
+            cpset all = {0};
+            cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
+            cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
+            cps_add(c, &all, 0x20, 0x10FFFF);
+            const char **sk = sorted_keys(c, keys, nkeys);
+            char *anych = cps_json(c, &all);
+            key = sk && anych ? key_not_in(c, sk, 0, nkeys, 0, 0, anych) : NULL;
+        }
         if (nkeys && !key)
             return c->nest--, NULL;
         if (pkey)
@@ -650,13 +696,6 @@ static char *compile_array(sctx *c, const cJSON *s) {
 
 /* ---- enum / const ------------------------------------------------------------------------ */
 
-static size_t utf8_len(const char *s) {
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
 /* Whether value v meets the keywords of s that apply to its type (only the ones checked
  * here; others make the enum unsupported). */
 static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
@@ -686,7 +725,7 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
         if (arr_kw && !(vt & T_ARR))
             continue;
         if (str_kw && cJSON_IsNumber(e)) {
-            size_t l = utf8_len(v->valuestring);
+            size_t l = ts_utf8_count(v->valuestring, strlen(v->valuestring));
             if (!strcmp(k, "minLength") ? l < e->valuedouble : l > e->valuedouble)
                 return 0;
             continue;
@@ -725,12 +764,17 @@ static char *compile_enum(sctx *c, const cJSON *s) {
         return NULL;
     size_t k = 0;
     const cJSON *first = en ? en->child : cst;
+    char *cst_canon = cst && en ? canon_json(c, cst) : NULL;
+    if (cst && en && !cst_canon)
+        return NULL;
     for (const cJSON *v = first; v; v = en ? v->next : NULL) {
-        if (cst && en) {
-            char *a = canon_json(c, v), *b = canon_json(c, cst);
-            if (!a || !b)
+        if (!tg_poll(c))
+            return NULL;
+        if (cst_canon) {
+            char *a = canon_json(c, v);
+            if (!a)
                 return NULL;
-            if (strcmp(a, b))
+            if (strcmp(a, cst_canon))
                 continue;
         }
         int ok = value_ok(c, s, v, types);
@@ -802,9 +846,15 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
         }
     }
     if (one) {
+        /* Disjointness is proved pair by pair: n^2 / 2 proofs, so the branch count is bounded. */
+        if (n > TS_SCHEMA_MAX_ONEOF)
+            return sfail(c, TS_ERR_LIMIT,
+                         "'oneOf' with %zu branches (at most %d: each pair must be proved "
+                         "disjoint; 'anyOf' has no such limit)",
+                         n, TS_SCHEMA_MAX_ONEOF);
         for (size_t a = 0; a < n; a++)
             for (size_t b = a + 1; b < n; b++)
-                if (!disjoint(c, br[a], br[b]))
+                if (!tg_poll(c) || !disjoint(c, br[a], br[b]))
                     return sfail(c, TS_ERR_UNSUPPORTED,
                                  "'oneOf': branches %zu and %zu may both match (only "
                                  "provably disjoint branches are supported)",
@@ -834,23 +884,28 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
  * key again before entering any object or array would be a grammar that never ends. */
 static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const cJSON *node,
                        bool do_merge, const char *what) {
-    for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].node != key || c->refs[i].merged != do_merge)
-            continue;
-        if (c->refs[i].busy)
-            c->refs[i].used = true;
-        if (c->refs[i].busy && c->refs[i].nest == c->nest)
+    /* cJSON nodes are at least 8-byte aligned: the low bit tells merges from $ref targets. */
+    uintptr_t mkey = (uintptr_t)key | (do_merge ? 1u : 0u);
+    int32_t have = tg_pmap_get(&c->refmap, mkey);
+    if (have >= 0) {
+        sref *r = &c->refs[have];
+        if (r->busy) {
+            r->used = true;
+        }
+        if (r->busy && r->nest == c->nest) {
             return sfail(c, TS_ERR_FORMAT,
                          "%s refers back to itself before any object or array (a cycle with "
                          "no base case)",
                          what);
-        return c->refs[i].name;
+        }
+        return r->name;
     }
     if (c->n_refs == c->cap_refs) {
         size_t cap = c->cap_refs ? c->cap_refs * 2 : 16;
         sref *r = realloc(c->refs, cap * sizeof *r);
-        if (!r)
+        if (!r) {
             return sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         c->refs = r;
         c->cap_refs = cap;
     }
@@ -860,6 +915,9 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     size_t ri = c->n_refs++;
     c->refs[ri] = (sref){
         .node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true, .merged = do_merge};
+    if (!tg_pmap_put(c, &c->refmap, mkey, (int32_t)ri)) {
+        return NULL;
+    }
     char *body = NULL;
     if (do_merge) {
         const cJSON *m = merge(c, node);
@@ -981,6 +1039,8 @@ static char *compile(sctx *c, const cJSON *s) {
         return X_EMPTY;
     if (!cJSON_IsObject(s))
         return sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
+    if (!tg_poll(c))
+        return NULL;
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
         return sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
@@ -1042,6 +1102,38 @@ out:
 /* ---- entry ------------------------------------------------------------------------------- */
 
 ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts_error *err) {
+    return ts_schema_to_gbnf_ex(schema_json, len, NULL, gbnf, err);
+}
+
+/* The rules as GBNF text ("name ::= body" lines, dead rules left out); NULL with an error. */
+static char *write_rules(sctx *c) {
+    ts_buf b = {0};
+    for (size_t i = 0; i < c->n_rules && c->st == TS_OK; i++) {
+        const srule *r = &c->rules[i];
+        if (r->dead)
+            continue;
+        if (!r->body) {
+            sfail(c, TS_ERR_INTERNAL, "rule '%s' has no body", r->name);
+            break;
+        }
+        ts_buf_puts(&b, r->name);
+        ts_buf_puts(&b, " ::= ");
+        ts_buf_puts(&b, *r->body ? r->body : "\"\"");
+        ts_buf_putc(&b, '\n');
+        if (b.n > TS_SCHEMA_MAX_OUTPUT)
+            sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes", TS_SCHEMA_MAX_OUTPUT);
+    }
+    if (c->st == TS_OK && b.oom)
+        sfail(c, TS_ERR_NOMEM, "out of memory");
+    if (c->st != TS_OK) {
+        ts_buf_free(&b);
+        return NULL;
+    }
+    return ts_buf_take(&b);
+}
+
+ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_stop *stop,
+                               char **gbnf, ts_error *err) {
     ts_error local;
     if (!err)
         err = &local;
@@ -1052,10 +1144,13 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
     if (len > TS_SCHEMA_MAX_BYTES)
         return ts_error_set(err, TS_ERR_LIMIT, "schema: %zu bytes is more than the %u allowed", len,
                             TS_SCHEMA_MAX_BYTES);
+    ts_status st = ts_stop_check(stop, "schema", err);
+    if (st != TS_OK)
+        return st;
     /* JSON text is UTF-8; keys and strings go into the grammar as they are. */
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t l = utf8_dec(schema_json + i, len - i, &cp);
+        size_t l = ts_utf8_decode(schema_json + i, len - i, &cp);
         if (!l)
             return ts_error_set(err, TS_ERR_FORMAT, "schema: invalid UTF-8 at byte %zu", i);
         i += l;
@@ -1076,39 +1171,14 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
                                 (size_t)(end - schema_json));
         }
     }
-    sctx c = {.err = err, .st = TS_OK, .doc = doc};
+    sctx c = {.err = err, .st = TS_OK, .doc = doc, .stop = stop};
     int32_t root = rule_reserve(&c, "root");
     char *body = compile(&c, doc);
     if (body == X_EMPTY)
         sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
     if (c.st == TS_OK)
         rule_set_body(&c, root, body);
-    char *out = NULL;
-    if (c.st == TS_OK) {
-        size_t total = 0;
-        for (size_t i = 0; i < c.n_rules; i++)
-            total += strlen(c.rules[i].name) + (c.rules[i].body ? strlen(c.rules[i].body) : 0) + 6;
-        if (total > TS_SCHEMA_MAX_OUTPUT) {
-            sfail(&c, TS_ERR_LIMIT, "the grammar would be %zu bytes (at most %u)", total,
-                  TS_SCHEMA_MAX_OUTPUT);
-        } else if (!(out = malloc(total + 1))) {
-            sfail(&c, TS_ERR_NOMEM, "out of memory");
-        } else {
-            size_t o = 0;
-            for (size_t i = 0; i < c.n_rules; i++) {
-                if (c.rules[i].dead)
-                    continue;
-                if (!c.rules[i].body) {
-                    free(out);
-                    out = NULL;
-                    sfail(&c, TS_ERR_INTERNAL, "rule '%s' has no body", c.rules[i].name);
-                    break;
-                }
-                o += (size_t)sprintf(out + o, "%s ::= %s\n", c.rules[i].name,
-                                     *c.rules[i].body ? c.rules[i].body : "\"\"");
-            }
-        }
-    }
+    char *out = c.st == TS_OK ? write_rules(&c) : NULL;
     for (size_t i = 0; i < c.n_owned; i++)
         cJSON_Delete(c.owned[i]);
     free(c.owned);

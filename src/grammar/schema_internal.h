@@ -27,6 +27,7 @@
 
 #include "tessera.h"
 #include "util/error.h"
+#include "util/stop.h"
 
 /* Limits (documented in docs/schema.md). */
 #define TS_SCHEMA_MAX_BYTES  (1u << 20)  /* schema text */
@@ -36,6 +37,7 @@
 #define TS_SCHEMA_MAX_OUTPUT (16u << 20) /* the GBNF text */
 #define TS_SCHEMA_MAX_REPEAT 1000        /* {m,n} bounds from patterns and lengths */
 #define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
+#define TS_SCHEMA_MAX_ONEOF  256         /* oneOf branches (disjointness is proved pairwise) */
 
 /* The marker for "this schema accepts nothing". Compared by address. */
 extern const char ts_schema_empty_marker[];
@@ -64,6 +66,13 @@ typedef struct strmap {
     size_t cap, n;
 } strmap;
 
+/* Schema nodes (pointer | tag bits) -> index. Keys are never 0. */
+typedef struct pmap {
+    uintptr_t *keys;
+    int32_t *vals;
+    size_t cap, n;
+} pmap;
+
 typedef struct sctx {
     ts_error *err;
     ts_status st;
@@ -76,20 +85,42 @@ typedef struct sctx {
     size_t n_rules, cap_rules;
     strmap by_body; /* rule body -> rule index */
     strmap by_name; /* rule name -> rule index */
+    strmap name_next; /* name base -> the next suffix to try (unique names in O(1)) */
 
     sref *refs;
     size_t n_refs, cap_refs;
+    pmap refmap; /* (node | merged) -> index in refs */
 
     cJSON **owned; /* schema objects built by the compiler (merges) */
     size_t n_owned, cap_owned;
 
     char path[512]; /* JSON pointer of the node being compiled */
     size_t path_len;
+    const ts_stop *stop; /* polled every POLL_EVERY steps (tg_poll); may be NULL */
+    uint32_t steps;
     int depth; /* compile recursion depth */
     int nest;  /* objects/arrays entered: a $ref seen again at the same nest is left recursion */
 } sctx;
 
 /* ---- schema_util.c ---------------------------------------------------------------------- */
+
+/* Checks c->stop every so often (call it once per unit of work: a compiled node, an enum value,
+ * an alternative); false, with the stop's error recorded, when the compile must end. */
+bool tg_poll(sctx *c);
+
+/* String and pointer maps (keys not copied; they must outlive the map). A put of a key present
+ * in a pmap replaces its value; tg_smap_put does not look for the key. */
+int32_t tg_smap_get(const strmap *m, const char *key); /* -1: absent */
+int32_t *tg_smap_ref(const strmap *m, const char *key); /* NULL: absent */
+bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val);
+void tg_smap_free(strmap *m);
+int32_t tg_pmap_get(const pmap *m, uintptr_t key); /* -1: absent */
+bool tg_pmap_put(sctx *c, pmap *m, uintptr_t key, int32_t val);
+void tg_pmap_free(pmap *m);
+
+/* The arena and the maps, freed at the end of a compile. */
+void ts_schema_arena_free(sctx *c);
+void ts_schema_maps_free(sctx *c);
 
 /* Records the first error ("schema: <pointer>: " + message); returns NULL for tail calls. */
 void *sfail(sctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);

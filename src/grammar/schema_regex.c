@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
 
 typedef struct rx {
     sctx *c;
@@ -341,7 +342,10 @@ static rnode rx_atom(rx *r) {
             }
         }
         if (++r->depth > 64)
-            return rx_fail(r, "groups nested deeper than 64"), no;
+            return sfail(c, TS_ERR_LIMIT,
+                         "'pattern': groups nested deeper than 64 at offset %zu of the pattern",
+                         r->i),
+                   no;
         rnode in = rx_alt(r, false);
         r->depth--;
         if (!in.e)
@@ -497,28 +501,39 @@ static rnode rx_seq(rx *r, bool top) {
         a_start = true;
         r->i++;
     }
-    char *acc = xdup(c, "");
+    /* The pieces are joined in a buffer: appending to a string copied each time made a long
+     * pattern quadratic. */
+    ts_buf b = {0};
+    bool empty = false;
     int64_t mn = 0, mx = 0;
-    while (acc && r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
+    while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         if (top && r->s[r->i] == '$' && (r->i + 1 == r->n || r->s[r->i + 1] == '|')) {
             a_end = true;
             r->i++;
             break;
         }
-        rnode p = rx_piece(r);
-        if (!p.e)
+        rnode p = tg_poll(c) ? rx_piece(r) : (rnode){NULL, 0, 0};
+        if (!p.e) {
+            ts_buf_free(&b);
             return (rnode){NULL, 0, 0};
+        }
         mn = len_add(mn, p.min);
         mx = len_add(mx, p.max);
-        if (acc == X_EMPTY || p.e == X_EMPTY)
-            acc = X_EMPTY;
-        else if (!*p.e)
-            continue;
-        else if (!*acc)
-            acc = p.e;
-        else
-            acc = xf(c, "%s %s", acc, xgroup(c, p.e));
+        if (empty || p.e == X_EMPTY) {
+            empty = true;
+        } else if (*p.e) {
+            if (b.n) {
+                ts_buf_putc(&b, ' ');
+            }
+            ts_buf_puts(&b, b.n ? xgroup(c, p.e) : p.e);
+        }
     }
+    if (b.oom) {
+        ts_buf_free(&b);
+        return (rnode){sfail(c, TS_ERR_NOMEM, "out of memory"), 0, 0};
+    }
+    char *acc = empty ? X_EMPTY : xdup(c, b.p ? b.p : "");
+    ts_buf_free(&b);
     if (!acc)
         return (rnode){NULL, 0, 0};
     if (top && r->i < r->n && r->s[r->i] == ')')
@@ -537,17 +552,32 @@ static rnode rx_seq(rx *r, bool top) {
     return (rnode){acc, mn, mx};
 }
 
+#define RX_MAX_ALTS 4096
+
 static rnode rx_alt(rx *r, bool top) {
     sctx *c = r->c;
-    char *items[64];
-    size_t k = 0;
+    char **items = NULL;
+    size_t k = 0, cap = 0;
     int64_t mn = LEN_CAP, mx = 0;
     for (;;) {
         rnode s = rx_seq(r, top);
         if (!s.e)
             return s;
-        if (k == 64)
-            return (rnode){rx_fail(r, "more than 64 alternatives in one group"), 0, 0};
+        if (k == RX_MAX_ALTS)
+            return (rnode){sfail(c, TS_ERR_LIMIT,
+                                 "'pattern': more than %d alternatives in one group at offset %zu "
+                                 "of the pattern",
+                                 RX_MAX_ALTS, r->i),
+                           0, 0};
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **q = xalloc(c, cap * sizeof *q);
+            if (!q)
+                return (rnode){NULL, 0, 0};
+            if (k)
+                memcpy(q, items, k * sizeof *q);
+            items = q;
+        }
         items[k++] = s.e;
         if (s.e != X_EMPTY) {
             mn = s.min < mn ? s.min : mn;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
+#include "util/utf8.h"
 
 const char ts_schema_empty_marker[] = "<empty>";
 
@@ -60,7 +62,21 @@ void *xalloc(sctx *c, size_t n) {
     return p;
 }
 
-void ts_schema_arena_free(sctx *c);
+bool tg_poll(sctx *c) {
+    if (c->st != TS_OK) {
+        return false;
+    }
+    if (!c->stop || ++c->steps % 1024 != 0) {
+        return true;
+    }
+    ts_status st = ts_stop_check(c->stop, "schema", c->err);
+    if (st != TS_OK) {
+        c->st = st;
+        return false;
+    }
+    return true;
+}
+
 void ts_schema_arena_free(sctx *c) {
     while (c->arena) {
         ablock *n = c->arena->next;
@@ -143,18 +159,91 @@ static uint64_t hash_str(const char *s) {
     return h;
 }
 
-static int32_t map_get(const strmap *m, const char *key) {
-    if (!m->cap)
-        return -1;
+int32_t *tg_smap_ref(const strmap *m, const char *key) {
+    if (!m->cap) {
+        return NULL;
+    }
     for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->keys[i])
-            return -1;
-        if (strcmp(m->keys[i], key) == 0)
-            return m->vals[i];
+        if (!m->keys[i]) {
+            return NULL;
+        }
+        if (strcmp(m->keys[i], key) == 0) {
+            return &m->vals[i];
+        }
     }
 }
 
-static bool map_put(sctx *c, strmap *m, char *key, int32_t val) {
+int32_t tg_smap_get(const strmap *m, const char *key) {
+    const int32_t *v = tg_smap_ref(m, key);
+    return v ? *v : -1;
+}
+
+/* ---- pointer maps (open addressing) ------------------------------------------------------ */
+
+static size_t hash_ptr(uintptr_t p) {
+    uint64_t x = (uint64_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 29));
+}
+
+int32_t tg_pmap_get(const pmap *m, uintptr_t key) {
+    if (!m->cap) {
+        return -1;
+    }
+    for (size_t i = hash_ptr(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i]) {
+            return -1;
+        }
+        if (m->keys[i] == key) {
+            return m->vals[i];
+        }
+    }
+}
+
+bool tg_pmap_put(sctx *c, pmap *m, uintptr_t key, int32_t val) {
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        uintptr_t *keys = calloc(cap, sizeof *keys);
+        int32_t *vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            sfail(c, TS_ERR_NOMEM, "out of memory");
+            return false;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) {
+                continue;
+            }
+            size_t j = hash_ptr(m->keys[i]) & (cap - 1);
+            while (keys[j]) {
+                j = (j + 1) & (cap - 1);
+            }
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t i = hash_ptr(key) & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key) {
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->n += !m->keys[i];
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return true;
+}
+
+void tg_pmap_free(pmap *m) {
+    free(m->keys);
+    free(m->vals);
+    *m = (pmap){0};
+}
+
+bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val) {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 256;
         char **keys = calloc(cap, sizeof *keys);
@@ -189,12 +278,17 @@ static bool map_put(sctx *c, strmap *m, char *key, int32_t val) {
     return true;
 }
 
-void ts_schema_maps_free(sctx *c);
+void tg_smap_free(strmap *m) {
+    free(m->keys);
+    free(m->vals);
+    *m = (strmap){0};
+}
+
 void ts_schema_maps_free(sctx *c) {
-    free(c->by_body.keys);
-    free(c->by_body.vals);
-    free(c->by_name.keys);
-    free(c->by_name.vals);
+    tg_smap_free(&c->by_body);
+    tg_smap_free(&c->by_name);
+    tg_smap_free(&c->name_next);
+    tg_pmap_free(&c->refmap);
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */
@@ -217,17 +311,34 @@ static char *unique_name(sctx *c, const char *hint) {
         n = 1;
     }
     base[n] = '\0';
-    if (map_get(&c->by_name, base) < 0)
+    if (tg_smap_get(&c->by_name, base) < 0) {
         return xdup(c, base);
-    for (int i = 1;; i++) {
-        char *cand = xf(c, "%s-%d", base, i);
-        if (!cand || map_get(&c->by_name, cand) < 0)
+    }
+    /* Suffixes go on from where the last rule with this base stopped: trying -1, -2, ... each
+     * time made many rules of one hint (long pointers cut to one prefix) quadratic. */
+    int32_t *at = tg_smap_ref(&c->name_next, base);
+    int32_t i = at ? *at : 1;
+    for (;; i++) {
+        char *cand = xf(c, "%s-%d", base, (int)i);
+        if (!cand) {
+            return NULL;
+        }
+        if (tg_smap_get(&c->by_name, cand) < 0) {
+            if (at) {
+                *at = i + 1;
+            } else {
+                char *key = xdup(c, base);
+                if (!key || !tg_smap_put(c, &c->name_next, key, i + 1)) {
+                    return NULL;
+                }
+            }
             return cand;
+        }
     }
 }
 
 int32_t rule_find(sctx *c, const char *name) {
-    return map_get(&c->by_name, name);
+    return tg_smap_get(&c->by_name, name);
 }
 
 int32_t rule_reserve(sctx *c, const char *hint) {
@@ -252,7 +363,7 @@ int32_t rule_reserve(sctx *c, const char *hint) {
     }
     int32_t idx = (int32_t)c->n_rules++;
     c->rules[idx] = (srule){.name = name, .body = NULL};
-    if (!map_put(c, &c->by_name, name, idx))
+    if (!tg_smap_put(c, &c->by_name, name, idx))
         return -1;
     return idx;
 }
@@ -261,8 +372,8 @@ void rule_set_body(sctx *c, int32_t idx, const char *body) {
     if (c->st != TS_OK || idx < 0)
         return;
     c->rules[idx].body = (char *)body;
-    if (map_get(&c->by_body, body) < 0)
-        map_put(c, &c->by_body, (char *)body, idx);
+    if (tg_smap_get(&c->by_body, body) < 0)
+        tg_smap_put(c, &c->by_body, (char *)body, idx);
 }
 
 char *rule_add(sctx *c, const char *hint, const char *body) {
@@ -270,7 +381,7 @@ char *rule_add(sctx *c, const char *hint, const char *body) {
         return NULL;
     if (body == X_EMPTY)
         return X_EMPTY;
-    int32_t have = map_get(&c->by_body, body);
+    int32_t have = tg_smap_get(&c->by_body, body);
     if (have >= 0)
         return c->rules[have].name;
     int32_t idx = rule_reserve(c, hint);
@@ -334,55 +445,324 @@ char *xgroup(sctx *c, const char *e) {
     return xf(c, "( %s )", e);
 }
 
-char *xalt(sctx *c, char **items, size_t n) {
-    if (c->st != TS_OK)
-        return NULL;
-    size_t len = 0, k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i])
-            return NULL;
-        if (items[i] == X_EMPTY)
-            continue;
-        /* Skip duplicates: the same alternative twice only makes matching ambiguous. */
-        bool dup = false;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = items[j] != X_EMPTY && strcmp(items[j], items[i]) == 0;
-        if (dup)
-            continue;
-        len += strlen(items[i]) + 3;
-        k++;
+/* ---- alternatives ------------------------------------------------------------------------ */
+
+/* Length of the GBNF literal unit at p (an escape or one UTF-8 character); never past the NUL. */
+static size_t unit_len(const char *p) {
+    size_t n = 1;
+    if (p[0] == '\\') {
+        n = p[1] == 'x' ? 4 : p[1] == 'u' ? 6 : p[1] == 'U' ? 10 : 2;
+    } else {
+        n = ts_utf8_lead_len((unsigned char)p[0]);
+        n = n ? n : 1;
     }
-    if (!k)
-        return X_EMPTY;
-    char *out = xalloc(c, len + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i] == X_EMPTY)
-            continue;
-        bool dup = false;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = items[j] != X_EMPTY && strcmp(items[j], items[i]) == 0;
-        if (dup)
-            continue;
-        if (!first) {
-            memcpy(out + o, " | ", 3);
-            o += 3;
+    for (size_t k = 1; k < n; k++) {
+        if (!p[k]) {
+            return k;
         }
-        first = false;
-        size_t l = strlen(items[i]);
-        if (!l) {
-            memcpy(out + o, "\"\"", 2);
-            o += 2;
+    }
+    return n;
+}
+
+/* True when expression e has a "|" outside groups, literals and classes. */
+static bool top_bar(const char *e) {
+    int depth = 0;
+    for (const char *p = e; *p; p++) {
+        if (*p == '"' || *p == '[') {
+            char close = *p == '"' ? '"' : ']';
+            for (p++; *p && *p != close; p++) {
+                if (*p == '\\' && p[1]) {
+                    p++;
+                }
+            }
+            if (!*p) {
+                return true; /* malformed: never factored */
+            }
+        } else if (*p == '(') {
+            depth++;
+        } else if (*p == ')') {
+            depth--;
+        } else if (*p == '|' && depth == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* e begins with a GBNF string literal followed by nothing or by " " and a sequence: *len gets
+ * the literal's content length, *rest what follows ("" when nothing). */
+static bool lead_literal(const char *e, size_t *len, const char **rest) {
+    if (e[0] != '"') {
+        return false;
+    }
+    size_t i = 1;
+    while (e[i] && e[i] != '"') {
+        i += unit_len(e + i);
+    }
+    if (e[i] != '"') {
+        return false;
+    }
+    if (e[i + 1] == '\0') {
+        *rest = e + i + 1;
+    } else if (e[i + 1] == ' ' && !top_bar(e + i + 2)) {
+        *rest = e + i + 2;
+    } else {
+        return false;
+    }
+    *len = i - 1;
+    return true;
+}
+
+typedef struct lit {
+    const char *s; /* content (between the quotes) */
+    size_t n;
+    const char *rest; /* what follows the literal in the alternative ("" when nothing) */
+} lit;
+
+static int cmp_lit(const void *a, const void *b) {
+    const lit *x = a, *y = b;
+    size_t m = x->n < y->n ? x->n : y->n;
+    int r = memcmp(x->s, y->s, m);
+    if (r) {
+        return r;
+    }
+    if (x->n != y->n) {
+        return (x->n > y->n) - (x->n < y->n);
+    }
+    return strcmp(x->rest, y->rest);
+}
+
+/* One node of the literal trie being written: the literals [lo, hi) share content[0..off);
+ * L is their common prefix (in whole units) once opened; next the first literal not yet
+ * written among its children. A node deeper than TRIE_NEST groups below the last rule boundary
+ * writes into a buffer of its own that becomes a rule, so the GBNF reader's nesting limit is
+ * never reached. */
+typedef struct tframe {
+    size_t lo, hi, off, L, next;
+    size_t bufof; /* the frame whose buffer this one writes to; SIZE_MAX: the root buffer */
+    ts_buf own;
+    int depth;
+    bool opened, any;
+} tframe;
+
+#define TRIE_NEST 96
+#define TRIE_MIN  32 /* fewer literal alternatives are written as they are */
+
+static void put_lit(ts_buf *b, const char *s, size_t n) {
+    ts_buf_putc(b, '"');
+    ts_buf_put(b, s, n);
+    ts_buf_putc(b, '"');
+}
+
+/* The rest of literal x from content offset off on: its remaining characters, then x->rest. */
+static void put_tail(ts_buf *b, const lit *x, size_t off) {
+    if (off < x->n) {
+        put_lit(b, x->s + off, x->n - off);
+        if (*x->rest) {
+            ts_buf_putc(b, ' ');
+        }
+    }
+    if (*x->rest) {
+        ts_buf_puts(b, x->rest);
+    } else if (off >= x->n) {
+        ts_buf_puts(b, "\"\"");
+    }
+}
+
+/* The literals as one expression with their common prefixes factored out: a deterministic
+ * grammar (one stack however many literals there are, where an alternation of 100,000 strings
+ * would open 100,000 stacks at its start). Iterative: the trie can be as deep as a literal is
+ * long. lits sorted and distinct. */
+static char *lit_trie(sctx *c, lit *lits, size_t n) {
+    ts_buf root = {0};
+    tframe *fr = NULL;
+    size_t sp = 0, cap = 0;
+    char *result = NULL;
+#define TBUF(f) ((f)->bufof == SIZE_MAX ? &root : &fr[(f)->bufof].own)
+    cap = 64;
+    fr = malloc(cap * sizeof *fr);
+    if (!fr) {
+        return sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    fr[sp++] = (tframe){.lo = 0, .hi = n, .off = 0, .bufof = SIZE_MAX};
+    while (sp && c->st == TS_OK) {
+        tframe *f = &fr[sp - 1];
+        ts_buf *b = TBUF(f);
+        bool done = false;
+        if (!f->opened) {
+            const lit *a = &lits[f->lo], *z = &lits[f->hi - 1];
+            if (f->hi - f->lo == 1) {
+                put_tail(b, a, f->off);
+                done = true;
+            } else {
+                /* Common prefix of the first and last (sorted: of all), in whole units. */
+                size_t L = f->off;
+                while (L < a->n && L < z->n) {
+                    size_t u = unit_len(a->s + L);
+                    if (L + u > z->n || memcmp(a->s + L, z->s + L, u) != 0) {
+                        break;
+                    }
+                    L += u;
+                }
+                if (L > f->off) {
+                    put_lit(b, a->s + f->off, L - f->off);
+                    ts_buf_putc(b, ' ');
+                }
+                ts_buf_puts(b, "( ");
+                f->L = L;
+                f->next = f->lo;
+                /* The literals that end here (the shortest sort first), each with its rest. */
+                while (f->next < f->hi && lits[f->next].n == L) {
+                    if (f->any) {
+                        ts_buf_puts(b, " | ");
+                    }
+                    put_tail(b, &lits[f->next], L);
+                    f->any = true;
+                    f->next++;
+                }
+                f->opened = true;
+            }
+        } else if (f->next < f->hi) {
+            size_t g = f->next, L = f->L;
+            size_t u = unit_len(lits[g].s + L);
+            size_t e = g + 1;
+            while (e < f->hi && lits[e].n >= L + u && memcmp(lits[e].s + L, lits[g].s + L, u) == 0) {
+                e++;
+            }
+            if (f->any) {
+                ts_buf_puts(b, " | ");
+            }
+            f->any = true;
+            f->next = e;
+            if (sp == cap) {
+                tframe *q = realloc(fr, 2 * cap * sizeof *fr);
+                if (!q) {
+                    sfail(c, TS_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                fr = q;
+                cap *= 2;
+                f = &fr[sp - 1];
+            }
+            bool split = f->depth + 1 >= TRIE_NEST;
+            fr[sp] = (tframe){.lo = g,
+                              .hi = e,
+                              .off = L,
+                              .bufof = split ? sp : f->bufof,
+                              .depth = split ? 0 : f->depth + 1};
+            sp++;
+            if ((sp & 1023) == 0 && !tg_poll(c)) {
+                break;
+            }
         } else {
-            memcpy(out + o, items[i], l);
-            o += l;
+            ts_buf_puts(b, " )");
+            done = true;
+        }
+        if (!done) {
+            continue;
+        }
+        f = &fr[sp - 1];
+        if (f->bufof == sp - 1) { /* its own buffer: a rule, named in the parent's text */
+            bool oom = f->own.oom;
+            char *text = ts_buf_take(&f->own);
+            char *name = oom || !text ? sfail(c, TS_ERR_NOMEM, "out of memory")
+                                      : rule_add(c, "enum-trie", text);
+            free(text);
+            if (name) {
+                ts_buf_puts(TBUF(&fr[sp - 2]), name);
+            }
+        }
+        sp--;
+    }
+#undef TBUF
+    for (size_t i = 0; i < sp; i++) {
+        ts_buf_free(&fr[i].own);
+    }
+    free(fr);
+    if (c->st == TS_OK && root.oom) {
+        sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    if (c->st == TS_OK) {
+        result = xdup(c, root.p ? root.p : "\"\"");
+    }
+    ts_buf_free(&root);
+    return result;
+}
+
+char *xalt(sctx *c, char **items, size_t n) {
+    if (c->st != TS_OK) {
+        return NULL;
+    }
+    /* Distinct non-empty items (the same alternative twice only makes matching ambiguous),
+     * found with a hash set so that an enum of 100,000 values is not 10^10 comparisons. */
+    char **keep = malloc((n ? n : 1) * sizeof *keep);
+    lit *lits = malloc((n ? n : 1) * sizeof *lits);
+    strmap seen = {0};
+    char *result = NULL;
+    if (!keep || !lits) {
+        sfail(c, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t k = 0, nl = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!items[i]) {
+            goto done;
+        }
+        if (items[i] == X_EMPTY || tg_smap_get(&seen, items[i]) >= 0) {
+            continue;
+        }
+        if (!tg_smap_put(c, &seen, items[i], 0) || ((i & 1023) == 1023 && !tg_poll(c))) {
+            goto done;
+        }
+        keep[k++] = items[i];
+    }
+    if (!k) {
+        result = X_EMPTY;
+        goto done;
+    }
+    for (size_t i = 0; i < k; i++) {
+        size_t len;
+        const char *rest;
+        if (lead_literal(keep[i], &len, &rest)) {
+            lits[nl++] = (lit){keep[i] + 1, len, rest};
         }
     }
-    out[o] = '\0';
-    return k == 1 ? out : xf(c, "( %s )", out);
+    if (nl >= TRIE_MIN) {
+        qsort(lits, nl, sizeof *lits, cmp_lit);
+        char *trie = lit_trie(c, lits, nl);
+        if (!trie) {
+            goto done;
+        }
+        size_t o = 0;
+        for (size_t i = 0; i < k; i++) {
+            size_t len;
+            const char *rest;
+            if (!lead_literal(keep[i], &len, &rest)) {
+                keep[o++] = keep[i];
+            }
+        }
+        keep[o++] = trie;
+        k = o;
+    }
+    ts_buf b = {0};
+    for (size_t i = 0; i < k; i++) {
+        if (i) {
+            ts_buf_puts(&b, " | ");
+        }
+        ts_buf_puts(&b, *keep[i] ? keep[i] : "\"\"");
+    }
+    if (b.oom) {
+        ts_buf_free(&b);
+        sfail(c, TS_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    result = k == 1 ? xdup(c, b.p) : xf(c, "( %s )", b.p);
+    ts_buf_free(&b);
+done:
+    free(keep);
+    free(lits);
+    tg_smap_free(&seen);
+    return result;
 }
 
 /* ---- literals and classes ---------------------------------------------------------------- */
