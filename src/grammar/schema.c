@@ -240,6 +240,12 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         char *rest = key_not_in(c, keys, i, j, off + l, depth + 1, anych);
         if (!rest || !ch)
             return NULL;
+        /* A large subtree becomes a rule: inlined, its text would be copied once per level
+         * above it (many long keys would fill the arena). */
+        if (strlen(rest) > 2048)
+            rest = rule_add(c, "xkey-part", rest);
+        if (!rest)
+            return NULL;
         if (k + 2 >= cap_items)
             return sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
         items[k++] = xf(c, "%s %s", xgroup(c, ch), xgroup(c, rest));
@@ -263,7 +269,27 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
                 cps_add(c, &other, a, b);
         }
     }
-    char *oth = cps_json(c, &other);
+    /* Many nodes have the same set of next characters (every digit, say): their "any other
+     * character" class is written once and looked up after. */
+    char *oth = NULL;
+    ts_buf key = {0};
+    for (size_t i = 0; i < kids.n; i++)
+        ts_buf_printf(&key, "%x-%x,", kids.r[i][0], kids.r[i][1]);
+    char *kkey = key.oom ? NULL : xdup(c, key.p ? key.p : "");
+    ts_buf_free(&key);
+    if (!kkey)
+        return c->st == TS_OK ? sfail(c, TS_ERR_NOMEM, "out of memory") : NULL;
+    int32_t memo = tg_smap_get(&c->other_memo, kkey);
+    if (memo >= 0) {
+        oth = c->other_exprs[memo];
+    } else {
+        oth = cps_json(c, &other);
+        if (oth && c->n_other_exprs < sizeof c->other_exprs / sizeof c->other_exprs[0]) {
+            c->other_exprs[c->n_other_exprs] = oth;
+            if (!tg_smap_put(c, &c->other_memo, kkey, (int32_t)c->n_other_exprs++))
+                return NULL;
+        }
+    }
     if (oth && oth != X_EMPTY)
         items[k++] = xf(c, "%s %s* \"\\\"\"", xgroup(c, oth), xgroup(c, anych));
     return xalt(c, items, k);

@@ -86,6 +86,9 @@ typedef struct sctx {
     strmap by_body; /* rule body -> rule index */
     strmap by_name; /* rule name -> rule index */
     strmap name_next; /* name base -> the next suffix to try (unique names in O(1)) */
+    strmap other_memo; /* a key node's next-character set -> index in other_exprs */
+    char *other_exprs[256]; /* the "any other character" classes written so far */
+    size_t n_other_exprs;
 
     sref *refs;
     size_t n_refs, cap_refs;

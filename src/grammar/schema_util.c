@@ -95,18 +95,64 @@ char *xdup(sctx *c, const char *s) {
     return p;
 }
 
-char *xf(sctx *c, const char *fmt, ...) {
-    if (c->st != TS_OK)
+/* xf for a format whose only conversions are %s (most of the compiler's): lengths, then one
+ * copy, where vsnprintf would format everything twice (once to measure). NULL when fmt has
+ * another conversion. */
+static char *xf_strings(sctx *c, const char *fmt, va_list ap) {
+    const char *args[8];
+    size_t lens[8], na = 0, total = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') {
+            total++;
+            continue;
+        }
+        if (p[1] != 's' || na == 8) {
+            return NULL;
+        }
+        p++;
+        args[na] = va_arg(ap, const char *);
+        lens[na] = strlen(args[na]);
+        total += lens[na++];
+    }
+    char *out = xalloc(c, total + 1);
+    if (!out) {
         return NULL;
+    }
+    size_t o = 0, k = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') {
+            out[o++] = *p;
+            continue;
+        }
+        p++;
+        memcpy(out + o, args[k], lens[k]);
+        o += lens[k++];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *xf(sctx *c, const char *fmt, ...) {
+    if (c->st != TS_OK) {
+        return NULL;
+    }
     va_list ap;
+    va_start(ap, fmt);
+    char *fast = xf_strings(c, fmt, ap);
+    va_end(ap);
+    if (fast || c->st != TS_OK) {
+        return fast;
+    }
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
+    if (n < 0) {
         return sfail(c, TS_ERR_INTERNAL, "formatting failed");
+    }
     char *p = xalloc(c, (size_t)n + 1);
-    if (!p)
+    if (!p) {
         return NULL;
+    }
     va_start(ap, fmt);
     vsnprintf(p, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -288,6 +334,7 @@ void ts_schema_maps_free(sctx *c) {
     tg_smap_free(&c->by_body);
     tg_smap_free(&c->by_name);
     tg_smap_free(&c->name_next);
+    tg_smap_free(&c->other_memo);
     tg_pmap_free(&c->refmap);
 }
 
@@ -708,13 +755,26 @@ char *xalt(sctx *c, char **items, size_t n) {
         if (!items[i]) {
             goto done;
         }
-        if (items[i] == X_EMPTY || tg_smap_get(&seen, items[i]) >= 0) {
+        if (items[i] == X_EMPTY) {
             continue;
         }
-        if (!tg_smap_put(c, &seen, items[i], 0) || ((i & 1023) == 1023 && !tg_poll(c))) {
+        bool dup = false;
+        if (n <= 16) { /* a few items: comparing is cheaper than a table */
+            for (size_t j = 0; j < k && !dup; j++) {
+                dup = strcmp(keep[j], items[i]) == 0;
+            }
+        } else {
+            dup = tg_smap_get(&seen, items[i]) >= 0;
+            if (!dup && !tg_smap_put(c, &seen, items[i], 0)) {
+                goto done;
+            }
+        }
+        if ((i & 1023) == 1023 && !tg_poll(c)) {
             goto done;
         }
-        keep[k++] = items[i];
+        if (!dup) {
+            keep[k++] = items[i];
+        }
     }
     if (!k) {
         result = X_EMPTY;
@@ -745,18 +805,20 @@ char *xalt(sctx *c, char **items, size_t n) {
         k = o;
     }
     ts_buf b = {0};
+    ts_buf_puts(&b, k > 1 ? "( " : "");
     for (size_t i = 0; i < k; i++) {
         if (i) {
             ts_buf_puts(&b, " | ");
         }
         ts_buf_puts(&b, *keep[i] ? keep[i] : "\"\"");
     }
+    ts_buf_puts(&b, k > 1 ? " )" : "");
     if (b.oom) {
         ts_buf_free(&b);
         sfail(c, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
-    result = k == 1 ? xdup(c, b.p) : xf(c, "( %s )", b.p);
+    result = xdup(c, b.p);
     ts_buf_free(&b);
 done:
     free(keep);
