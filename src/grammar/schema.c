@@ -65,7 +65,7 @@ static char *hint(sctx *c, const char *suffix) {
     size_t n = c->path_len;
     if (n > 40)
         p += n - 40;
-    return xf(c, "s%s%s%s", p, *suffix ? "-" : "", suffix);
+    return tg_xf(c, "s%s%s%s", p, *suffix ? "-" : "", suffix);
 }
 
 static bool get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
@@ -73,7 +73,7 @@ static bool get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
     if (!x)
         return false;
     if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble)) {
-        sfail(c, TS_ERR_FORMAT, "'%s' must be a non-negative integer", k);
+        tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-negative integer", k);
         return false;
     }
     *v = x->valuedouble > 1e15 ? (int64_t)1e15 : (int64_t)x->valuedouble;
@@ -93,35 +93,35 @@ static char *compile_string(sctx *c, const cJSON *s) {
     const cJSON *pat = get(s, "pattern");
     const cJSON *fmt = get(s, "format");
     if (pat && !cJSON_IsString(pat))
-        return sfail(c, TS_ERR_FORMAT, "'pattern' must be a string");
+        return tg_sfail(c, TS_ERR_FORMAT, "'pattern' must be a string");
     if (fmt && !cJSON_IsString(fmt))
-        return sfail(c, TS_ERR_FORMAT, "'format' must be a string");
+        return tg_sfail(c, TS_ERR_FORMAT, "'format' must be a string");
     if (fmt && in_list(fmt->valuestring, unsupported_fmt))
-        return sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt->valuestring);
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt->valuestring);
     if (fmt && !in_list(fmt->valuestring, known_fmt))
         fmt = NULL;
     char *body = NULL;
     int64_t emin = 0, emax = -1;
     if (pat && fmt)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'pattern' together with 'format' ('%s')",
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'pattern' together with 'format' ('%s')",
                      fmt->valuestring);
     if (pat) {
-        size_t saved = path_push(c, "pattern");
-        char *single = (has_min || has_max) ? regex_single(c, pat->valuestring) : NULL;
-        body = regex_expr(c, pat->valuestring, &emin, &emax);
+        size_t saved = tg_path_push(c, "pattern");
+        char *single = (has_min || has_max) ? tg_regex_single(c, pat->valuestring) : NULL;
+        body = tg_regex_expr(c, pat->valuestring, &emin, &emax);
         if (body && body != X_EMPTY && single) {
             /* ^X{a,b}$ with lengths: one repetition with the intersected bounds. */
             int64_t lo = emin > minl ? emin : minl;
             int64_t hi = emax < 0 ? maxl : (has_max && maxl < emax ? maxl : emax);
-            body = rep_expr(c, single, lo, hi);
+            body = tg_rep_expr(c, single, lo, hi);
             emin = lo;
             emax = hi;
             if (body && !*body)
-                body = xdup(c, "\"\"");
+                body = tg_xdup(c, "\"\"");
         }
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
     } else if (fmt) {
-        body = format_expr(c, fmt->valuestring, &emin, &emax);
+        body = tg_format_expr(c, fmt->valuestring, &emin, &emax);
     }
     if (!body && (pat || fmt))
         return NULL;
@@ -134,20 +134,20 @@ static char *compile_string(sctx *c, const cJSON *s) {
         if (!min_ok || !max_ok) {
             if (has_max && emin > maxl)
                 return X_EMPTY;
-            return sfail(c, TS_ERR_UNSUPPORTED,
+            return tg_sfail(c, TS_ERR_UNSUPPORTED,
                          "'minLength'/'maxLength' together with '%s' (lengths it does not imply)",
                          pat ? "pattern" : "format");
         }
-        return xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, body));
+        return tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, body));
     }
     if (!has_min && !has_max)
-        return prim(c, "string");
-    if (!prim(c, "cpchar"))
+        return tg_prim(c, "string");
+    if (!tg_prim(c, "cpchar"))
         return NULL;
-    char *rep = rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
+    char *rep = tg_rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
     if (!rep || rep == X_EMPTY)
         return rep;
-    return xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
+    return tg_xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
 }
 
 /* ---- numbers ----------------------------------------------------------------------------- */
@@ -156,25 +156,25 @@ static char *compile_number(sctx *c, const cJSON *s, bool integer) {
     const cJSON *mo = get(s, "multipleOf");
     if (mo) {
         if (!cJSON_IsNumber(mo) || mo->valuedouble <= 0)
-            return sfail(c, TS_ERR_FORMAT, "'multipleOf' must be a positive number");
+            return tg_sfail(c, TS_ERR_FORMAT, "'multipleOf' must be a positive number");
         if (mo->valuedouble == 1)
             integer = true;
         else if (!(integer && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble < 1))
-            return sfail(c, TS_ERR_UNSUPPORTED, "'multipleOf' (other than 1) is not supported");
+            return tg_sfail(c, TS_ERR_UNSUPPORTED, "'multipleOf' (other than 1) is not supported");
     }
     for (int i = 0; i < 4; i++) {
         static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum",
                                          "exclusiveMaximum"};
         const cJSON *x = get(s, kw[i]);
         if (x && !cJSON_IsNumber(x) && !(i >= 2 && cJSON_IsBool(x)))
-            return sfail(c, TS_ERR_FORMAT, "'%s' must be a number", kw[i]);
+            return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a number", kw[i]);
     }
     bool has_lo, lo_ex, has_hi, hi_ex;
     double lo = 0, hi = 0;
-    bounds(s, false, &has_lo, &lo, &lo_ex);
-    bounds(s, true, &has_hi, &hi, &hi_ex);
+    tg_bounds(s, false, &has_lo, &lo, &lo_ex);
+    tg_bounds(s, true, &has_hi, &hi, &hi_ex);
     if (!integer)
-        return num_range(c, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+        return tg_num_range(c, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
     /* Integer bounds; beyond ±9e18 they are clamped inward (a subset). */
     const double cap = 9e18;
     int64_t ilo = 0, ihi = 0;
@@ -190,7 +190,7 @@ static char *compile_number(sctx *c, const cJSON *s, bool integer) {
             return X_EMPTY;
         ihi = v > cap ? (int64_t)cap : (int64_t)v;
     }
-    return int_range(c, has_lo, ilo, has_hi, ihi);
+    return tg_int_range(c, has_lo, ilo, has_hi, ihi);
 }
 
 /* ---- objects ----------------------------------------------------------------------------- */
@@ -204,11 +204,11 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
     if (c->st != TS_OK || !tg_poll(c))
         return NULL;
     if (depth > 256)
-        return sfail(c, TS_ERR_LIMIT, "property names longer than 256 characters");
+        return tg_sfail(c, TS_ERR_LIMIT, "property names longer than 256 characters");
     bool terminal = false;
     cpset kids = {0};
     size_t cap_items = (hi - lo < 256 ? hi - lo : 256) + 2; /* children, the end, the rest */
-    char **items = xalloc(c, cap_items * sizeof *items);
+    char **items = tg_xalloc(c, cap_items * sizeof *items);
     if (!items)
         return NULL;
     size_t k = 0;
@@ -229,10 +229,10 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         size_t j = i + 1;
         while (j < hi && strncmp(keys[j] + off, s, l) == 0)
             j++;
-        cps_add(c, &kids, cp, cp);
+        tg_cps_add(c, &kids, cp, cp);
         cpset one = {0};
-        cps_add(c, &one, cp, cp);
-        char *ch = cps_json(c, &one);
+        tg_cps_add(c, &one, cp, cp);
+        char *ch = tg_cps_json(c, &one);
         if (ch == X_EMPTY) { /* a control character no extra key can be written with */
             i = j;
             continue;
@@ -243,30 +243,30 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         /* A large subtree becomes a rule: inlined, its text would be copied once per level
          * above it (many long keys would fill the arena). */
         if (strlen(rest) > 2048)
-            rest = rule_add(c, "xkey-part", rest);
+            rest = tg_rule_add(c, "xkey-part", rest);
         if (!rest)
             return NULL;
         if (k + 2 >= cap_items)
-            return sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
-        items[k++] = xf(c, "%s %s", xgroup(c, ch), xgroup(c, rest));
+            return tg_sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
+        items[k++] = tg_xf(c, "%s %s", tg_xgroup(c, ch), tg_xgroup(c, rest));
         i = j;
     }
     if (!terminal)
-        items[k++] = xdup(c, "\"\\\"\"");
+        items[k++] = tg_xdup(c, "\"\\\"\"");
     /* A character no key continues with, then anything. */
     cpset all = {0};
-    cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
-    cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
-    cps_add(c, &all, 0x20, 0x10FFFF);
+    tg_cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
+    tg_cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
+    tg_cps_add(c, &all, 0x20, 0x10FFFF);
     cpset other = {0};
-    cpset nk_set = cps_complement(c, &kids);
+    cpset nk_set = tg_cps_complement(c, &kids);
     for (size_t i = 0; i < nk_set.n; i++) {
         /* intersect with `all` */
         for (size_t j = 0; j < all.n; j++) {
             uint32_t a = nk_set.r[i][0] > all.r[j][0] ? nk_set.r[i][0] : all.r[j][0];
             uint32_t b = nk_set.r[i][1] < all.r[j][1] ? nk_set.r[i][1] : all.r[j][1];
             if (a <= b)
-                cps_add(c, &other, a, b);
+                tg_cps_add(c, &other, a, b);
         }
     }
     /* Many nodes have the same set of next characters (every digit, say): their "any other
@@ -275,15 +275,15 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
     ts_buf key = {0};
     for (size_t i = 0; i < kids.n; i++)
         ts_buf_printf(&key, "%x-%x,", kids.r[i][0], kids.r[i][1]);
-    char *kkey = key.oom ? NULL : xdup(c, key.p ? key.p : "");
+    char *kkey = key.oom ? NULL : tg_xdup(c, key.p ? key.p : "");
     ts_buf_free(&key);
     if (!kkey)
-        return c->st == TS_OK ? sfail(c, TS_ERR_NOMEM, "out of memory") : NULL;
+        return c->st == TS_OK ? tg_sfail(c, TS_ERR_NOMEM, "out of memory") : NULL;
     int32_t memo = tg_smap_get(&c->other_memo, kkey);
     if (memo >= 0) {
         oth = c->other_exprs[memo];
     } else {
-        oth = cps_json(c, &other);
+        oth = tg_cps_json(c, &other);
         if (oth && c->n_other_exprs < sizeof c->other_exprs / sizeof c->other_exprs[0]) {
             c->other_exprs[c->n_other_exprs] = oth;
             if (!tg_smap_put(c, &c->other_memo, kkey, (int32_t)c->n_other_exprs++))
@@ -291,8 +291,8 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         }
     }
     if (oth && oth != X_EMPTY)
-        items[k++] = xf(c, "%s %s* \"\\\"\"", xgroup(c, oth), xgroup(c, anych));
-    return xalt(c, items, k);
+        items[k++] = tg_xf(c, "%s %s* \"\\\"\"", tg_xgroup(c, oth), tg_xgroup(c, anych));
+    return tg_xalt(c, items, k);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -301,7 +301,7 @@ static int cmp_str(const void *a, const void *b) {
 
 /* keys (n, copied) sorted, in the arena. */
 static const char **sorted_keys(sctx *c, const char **keys, size_t n) {
-    const char **s = xalloc(c, (n + 1) * sizeof *s);
+    const char **s = tg_xalloc(c, (n + 1) * sizeof *s);
     if (!s)
         return NULL;
     if (n)
@@ -325,28 +325,28 @@ static char *compile_object(sctx *c, const cJSON *s) {
     const cJSON *req = get(s, "required");
     const cJSON *ap = get(s, "additionalProperties");
     if (props && !cJSON_IsObject(props))
-        return sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
+        return tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
     if (req && !cJSON_IsArray(req))
-        return sfail(c, TS_ERR_FORMAT, "'required' must be an array");
+        return tg_sfail(c, TS_ERR_FORMAT, "'required' must be an array");
     if (ap && !cJSON_IsObject(ap) && !cJSON_IsBool(ap))
-        return sfail(c, TS_ERR_FORMAT, "'additionalProperties' must be a schema");
+        return tg_sfail(c, TS_ERR_FORMAT, "'additionalProperties' must be a schema");
     for (const cJSON *e = req ? req->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e))
-            return sfail(c, TS_ERR_FORMAT, "'required' must list strings");
-    if (!prim(c, "ws"))
+            return tg_sfail(c, TS_ERR_FORMAT, "'required' must list strings");
+    if (!tg_prim(c, "ws"))
         return NULL;
 
     size_t np = (size_t)(props ? cJSON_GetArraySize(props) : 0);
     size_t nr = (size_t)(req ? cJSON_GetArraySize(req) : 0);
-    prop *P = xalloc(c, (np + nr + 1) * sizeof *P);
-    const char **keys = xalloc(c, (np + nr + 1) * sizeof *keys);
+    prop *P = tg_xalloc(c, (np + nr + 1) * sizeof *P);
+    const char **keys = tg_xalloc(c, (np + nr + 1) * sizeof *keys);
     if (!P || !keys)
         return NULL;
     size_t n = 0, nkeys = 0;
     /* Sorted copies of the required and the listed names, looked up by binary search: a
      * schema with thousands of properties must not compare every pair. */
-    const char **req_sorted = xalloc(c, (nr + 1) * sizeof *req_sorted);
-    const char **prop_sorted = xalloc(c, (np + 1) * sizeof *prop_sorted);
+    const char **req_sorted = tg_xalloc(c, (nr + 1) * sizeof *req_sorted);
+    const char **prop_sorted = tg_xalloc(c, (np + 1) * sizeof *prop_sorted);
     if (!req_sorted || !prop_sorted)
         return NULL;
     size_t ri = 0, pi = 0;
@@ -361,10 +361,10 @@ static char *compile_object(sctx *c, const cJSON *s) {
     for (const cJSON *e = props ? props->child : NULL; e; e = e->next) {
         bool is_req = in_sorted(req_sorted, ri, e->string);
         keys[nkeys++] = e->string;
-        size_t saved = path_push(c, "properties");
-        path_push(c, e->string);
+        size_t saved = tg_path_push(c, "properties");
+        tg_path_push(c, e->string);
         char *v = compile(c, e);
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
         if (!v)
             return c->nest--, NULL;
         if (v == X_EMPTY) {
@@ -372,31 +372,31 @@ static char *compile_object(sctx *c, const cJSON *s) {
                 return c->nest--, X_EMPTY;
             continue;
         }
-        char *kq = json_quote(c, e->string);
-        char *kl = kq ? gbnf_lit(c, kq, strlen(kq)) : NULL;
+        char *kq = tg_json_quote(c, e->string);
+        char *kl = kq ? tg_gbnf_lit(c, kq, strlen(kq)) : NULL;
         P[n++] = (prop){
-            .key = e->string, .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, v)), .req = is_req};
+            .key = e->string, .kv = tg_xf(c, "%s ws \":\" ws %s", kl, tg_xgroup(c, v)), .req = is_req};
     }
     /* Additional properties: the schema for unlisted keys. */
     char *extra = NULL, *pkey = NULL;
     const cJSON *pp = get(s, "patternProperties");
     if (pp && !cJSON_IsObject(pp))
-        return c->nest--, sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
+        return c->nest--, tg_sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
     if (pp && pp->child) {
         /* Supported: pattern schemas that constrain nothing next to allowed extras (no
          * effect), or no listed keys, additionalProperties false and one schema for every
          * pattern (keys matching any pattern, with that schema). */
         bool trivial = true, same = true;
-        char *first = canon_json(c, pp->child);
+        char *first = tg_canon_json(c, pp->child);
         for (const cJSON *e = pp->child; e; e = e->next) {
             bool t = cJSON_IsTrue(e);
             if (cJSON_IsObject(e)) {
                 t = true;
                 for (const cJSON *k = e->child; k; k = k->next)
-                    t = t && is_annotation(k->string);
+                    t = t && tg_is_annotation(k->string);
             }
             trivial = trivial && t;
-            char *cv = canon_json(c, e);
+            char *cv = tg_canon_json(c, e);
             same = same && cv && first && !strcmp(cv, first);
         }
         if (c->st != TS_OK)
@@ -404,44 +404,44 @@ static char *compile_object(sctx *c, const cJSON *s) {
         if (trivial && (!ap || cJSON_IsTrue(ap))) {
             /* Every key may appear with any value either way. */
         } else if (cJSON_IsFalse(ap) && n == 0 && !props && !req && same) {
-            char **alts = xalloc(c, (size_t)cJSON_GetArraySize(pp) * sizeof *alts);
+            char **alts = tg_xalloc(c, (size_t)cJSON_GetArraySize(pp) * sizeof *alts);
             size_t na = 0;
             for (const cJSON *e = pp->child; e && alts; e = e->next) {
                 int64_t mn, mx;
-                size_t saved = path_push(c, "patternProperties");
-                path_push(c, e->string);
-                alts[na++] = regex_expr(c, e->string, &mn, &mx);
-                path_pop(c, saved);
+                size_t saved = tg_path_push(c, "patternProperties");
+                tg_path_push(c, e->string);
+                alts[na++] = tg_regex_expr(c, e->string, &mn, &mx);
+                tg_path_pop(c, saved);
                 if (!alts[na - 1])
                     return c->nest--, NULL;
             }
-            char *kre = alts ? xalt(c, alts, na) : NULL;
+            char *kre = alts ? tg_xalt(c, alts, na) : NULL;
             if (!kre)
                 return c->nest--, NULL;
-            size_t saved = path_push(c, "patternProperties");
-            path_push(c, pp->child->string);
+            size_t saved = tg_path_push(c, "patternProperties");
+            tg_path_push(c, pp->child->string);
             extra = compile(c, pp->child);
-            path_pop(c, saved);
+            tg_path_pop(c, saved);
             if (!extra)
                 return c->nest--, NULL;
             if (kre != X_EMPTY && extra != X_EMPTY)
-                pkey = rule_add(c, hint(c, "pkey"), xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, kre)));
+                pkey = tg_rule_add(c, hint(c, "pkey"), tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, kre)));
             else
                 extra = X_EMPTY;
         } else {
-            return c->nest--, sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
+            return c->nest--, tg_sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
         }
     }
     if (extra) {
         /* set by patternProperties */
     } else if (!ap || cJSON_IsTrue(ap)) {
-        extra = prim(c, "value");
+        extra = tg_prim(c, "value");
     } else if (cJSON_IsFalse(ap)) {
         extra = X_EMPTY;
     } else {
-        size_t saved = path_push(c, "additionalProperties");
+        size_t saved = tg_path_push(c, "additionalProperties");
         extra = compile(c, ap);
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
     }
     if (!extra)
         return c->nest--, NULL;
@@ -463,10 +463,10 @@ static char *compile_object(sctx *c, const cJSON *s) {
             return c->nest--, X_EMPTY;
         }
         keys[nkeys++] = r->valuestring;
-        char *kq = json_quote(c, r->valuestring);
-        char *kl = kq ? gbnf_lit(c, kq, strlen(kq)) : NULL;
+        char *kq = tg_json_quote(c, r->valuestring);
+        char *kl = kq ? tg_gbnf_lit(c, kq, strlen(kq)) : NULL;
         P[n++] = (prop){.key = r->valuestring,
-                        .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, extra)),
+                        .kv = tg_xf(c, "%s ws \":\" ws %s", kl, tg_xgroup(c, extra)),
                         .req = true};
     }
     tg_smap_free(&added_set);
@@ -475,11 +475,11 @@ static char *compile_object(sctx *c, const cJSON *s) {
         char *key = NULL;
         if (nkeys) {
             cpset all = {0};
-            cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
-            cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
-            cps_add(c, &all, 0x20, 0x10FFFF);
+            tg_cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
+            tg_cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
+            tg_cps_add(c, &all, 0x20, 0x10FFFF);
             const char **sk = sorted_keys(c, keys, nkeys);
-            char *anych = cps_json(c, &all);
+            char *anych = tg_cps_json(c, &all);
             key = sk && anych ? key_not_in(c, sk, 0, nkeys, 0, 0, anych) : NULL;
         }
         if (nkeys && !key)
@@ -487,10 +487,10 @@ static char *compile_object(sctx *c, const cJSON *s) {
         if (pkey)
             key = pkey;
         else if (key)
-            key = rule_add(c, hint(c, "xkey"), xf(c, "\"\\\"\" %s", xgroup(c, key)));
+            key = tg_rule_add(c, hint(c, "xkey"), tg_xf(c, "\"\\\"\" %s", tg_xgroup(c, key)));
         else
-            key = prim(c, "string");
-        ekv = xf(c, "%s ws \":\" ws %s", key, xgroup(c, extra));
+            key = tg_prim(c, "string");
+        ekv = tg_xf(c, "%s ws \":\" ws %s", key, tg_xgroup(c, extra));
     }
     c->nest--;
     if (c->st != TS_OK)
@@ -508,11 +508,11 @@ static char *compile_object(sctx *c, const cJSON *s) {
     /* minProperties 1 without required properties: the object is not empty. */
     bool nonempty = has_minp && minp == 1 && nreq == 0;
     if (has_minp && (size_t)minp > nreq && !nonempty)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'minProperties' above the number of required ones");
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'minProperties' above the number of required ones");
     if (has_maxp && (size_t)maxp < nreq)
         return X_EMPTY;
     if (has_maxp && (ekv || (size_t)maxp < n))
-        return sfail(c, TS_ERR_UNSUPPORTED,
+        return tg_sfail(c, TS_ERR_UNSUPPORTED,
                      "'maxProperties' below the number of properties that may appear");
 
     /* The first present property is one of the optional ones before the first required one,
@@ -525,30 +525,30 @@ static char *compile_object(sctx *c, const cJSON *s) {
     bool many = n_first + (first_req == n && ekv) > 1;
     if (many)
         for (size_t i = 0; i < n_first; i++)
-            P[i].kv = rule_add(c, hint(c, xf(c, "%s-kv", P[i].key)), P[i].kv);
+            P[i].kv = tg_rule_add(c, hint(c, tg_xf(c, "%s-kv", P[i].key)), P[i].kv);
     /* nf[i]: the properties from i on, each after a comma. */
-    char **nf = xalloc(c, (n + 1) * sizeof *nf);
+    char **nf = tg_xalloc(c, (n + 1) * sizeof *nf);
     if (!nf)
         return NULL;
     /* pieces[i]: property i after a comma; the tail from n_first on is one flat sequence
      * (written once: building it suffix by suffix would copy it n times). */
-    char **piece = xalloc(c, (n + 1) * sizeof *piece);
+    char **piece = tg_xalloc(c, (n + 1) * sizeof *piece);
     if (!piece)
         return NULL;
     size_t flat_len = 1;
     for (size_t i = 0; i < n; i++) {
-        piece[i] = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
-                            : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
+        piece[i] = P[i].req ? tg_xf(c, "ws \",\" ws %s", tg_xgroup(c, P[i].kv))
+                            : tg_xf(c, "( ws \",\" ws %s )?", tg_xgroup(c, P[i].kv));
         if (!piece[i])
             return NULL;
         if (i >= n_first)
             flat_len += strlen(piece[i]) + 1;
     }
-    piece[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
+    piece[n] = ekv ? tg_xf(c, "( ws \",\" ws %s )*", tg_xgroup(c, ekv)) : tg_xdup(c, "");
     if (!piece[n])
         return NULL;
     flat_len += strlen(piece[n]) + 1;
-    char *flat = xalloc(c, flat_len);
+    char *flat = tg_xalloc(c, flat_len);
     if (!flat)
         return NULL;
     size_t o = 0;
@@ -564,37 +564,37 @@ static char *compile_object(sctx *c, const cJSON *s) {
     flat[o] = '\0';
     nf[n_first] = flat;
     if (many && *flat && n_first >= 1)
-        nf[n_first] = rule_add(c, hint(c, xf(c, "r%zu", n_first)), flat);
+        nf[n_first] = tg_rule_add(c, hint(c, tg_xf(c, "r%zu", n_first)), flat);
     for (size_t i = n_first; i-- > 1;) {
-        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
+        nf[i] = *nf[i + 1] ? tg_xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
         if (many && nf[i])
-            nf[i] = rule_add(c, hint(c, xf(c, "r%zu", i)), nf[i]);
+            nf[i] = tg_rule_add(c, hint(c, tg_xf(c, "r%zu", i)), nf[i]);
         if (!nf[i])
             return NULL;
     }
-    char **alts = xalloc(c, (n_first + 2) * sizeof *alts);
+    char **alts = tg_xalloc(c, (n_first + 2) * sizeof *alts);
     if (!alts)
         return NULL;
     size_t k = 0;
     for (size_t j = 0; j < n_first; j++)
-        alts[k++] = *nf[j + 1] ? xf(c, "%s %s", xgroup(c, P[j].kv), nf[j + 1]) : P[j].kv;
+        alts[k++] = *nf[j + 1] ? tg_xf(c, "%s %s", tg_xgroup(c, P[j].kv), nf[j + 1]) : P[j].kv;
     if (first_req == n && ekv)
-        alts[k++] = xf(c, "%s ( ws \",\" ws %s )*", xgroup(c, ekv), xgroup(c, ekv));
-    char *members = xalt(c, alts, k);
+        alts[k++] = tg_xf(c, "%s ( ws \",\" ws %s )*", tg_xgroup(c, ekv), tg_xgroup(c, ekv));
+    char *members = tg_xalt(c, alts, k);
     if (!members)
         return NULL;
     char *body;
     if (members == X_EMPTY)
-        body = nonempty ? X_EMPTY : xdup(c, "\"{\" ws \"}\"");
+        body = nonempty ? X_EMPTY : tg_xdup(c, "\"{\" ws \"}\"");
     else if (first_req == n && nonempty)
-        body = xf(c, "\"{\" ws %s ws \"}\"", members);
+        body = tg_xf(c, "\"{\" ws %s ws \"}\"", members);
     else if (first_req == n)
-        body = xf(c, "\"{\" ws ( %s ws )? \"}\"", members);
+        body = tg_xf(c, "\"{\" ws ( %s ws )? \"}\"", members);
     else
-        body = xf(c, "\"{\" ws %s ws \"}\"", members);
+        body = tg_xf(c, "\"{\" ws %s ws \"}\"", members);
     if (body == X_EMPTY)
         return X_EMPTY;
-    return rule_add(c, hint(c, "obj"), body);
+    return tg_rule_add(c, hint(c, "obj"), body);
 }
 
 /* ---- arrays ------------------------------------------------------------------------------ */
@@ -605,17 +605,17 @@ static char *compile_array(sctx *c, const cJSON *s) {
     const cJSON *addl = get(s, "additionalItems");
     const char *prefix_kw = "prefixItems", *rest_kw = "items";
     if (prefix && !cJSON_IsArray(prefix))
-        return sfail(c, TS_ERR_FORMAT, "'prefixItems' must be an array");
+        return tg_sfail(c, TS_ERR_FORMAT, "'prefixItems' must be an array");
     if (cJSON_IsArray(items)) {
         if (prefix)
-            return sfail(c, TS_ERR_FORMAT, "'items' is an array next to 'prefixItems'");
+            return tg_sfail(c, TS_ERR_FORMAT, "'items' is an array next to 'prefixItems'");
         prefix = items; /* draft 4 to 2019-09 tuples */
         items = addl;
         prefix_kw = "items";
         rest_kw = "additionalItems";
     }
     if (items && !cJSON_IsObject(items) && !cJSON_IsBool(items))
-        return sfail(c, TS_ERR_FORMAT, "'%s' must be a schema", rest_kw);
+        return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a schema", rest_kw);
     int64_t m = 0, M = -1;
     get_count(c, s, "minItems", &m);
     get_count(c, s, "maxItems", &M);
@@ -623,32 +623,32 @@ static char *compile_array(sctx *c, const cJSON *s) {
         return NULL;
     const cJSON *uniq = get(s, "uniqueItems");
     if (cJSON_IsTrue(uniq) && !(M >= 0 && M <= 1))
-        return sfail(c, TS_ERR_UNSUPPORTED, "'uniqueItems' is not supported");
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'uniqueItems' is not supported");
     size_t k = (size_t)(prefix ? cJSON_GetArraySize(prefix) : 0);
-    if (!prim(c, "ws"))
+    if (!tg_prim(c, "ws"))
         return NULL;
     c->nest++;
-    char **pe = xalloc(c, (k + 1) * sizeof *pe);
+    char **pe = tg_xalloc(c, (k + 1) * sizeof *pe);
     if (!pe)
         return c->nest--, NULL;
     size_t i = 0;
     for (const cJSON *e = prefix ? prefix->child : NULL; e; e = e->next, i++) {
-        size_t saved = path_push(c, prefix_kw);
-        path_push_i(c, (int)i);
+        size_t saved = tg_path_push(c, prefix_kw);
+        tg_path_push_i(c, (int)i);
         pe[i] = compile(c, e);
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
         if (!pe[i])
             return c->nest--, NULL;
     }
     char *rest;
     if (!items || cJSON_IsTrue(items)) {
-        rest = prim(c, "value");
+        rest = tg_prim(c, "value");
     } else if (cJSON_IsFalse(items)) {
         rest = X_EMPTY;
     } else {
-        size_t saved = path_push(c, rest_kw);
+        size_t saved = tg_path_push(c, rest_kw);
         rest = compile(c, items);
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
     }
     c->nest--;
     if (!rest)
@@ -658,10 +658,10 @@ static char *compile_array(sctx *c, const cJSON *s) {
     if (M >= 0 && m > M)
         return X_EMPTY;
     if (m > TS_SCHEMA_MAX_REPEAT || M > TS_SCHEMA_MAX_REPEAT)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'%s' above %d",
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'%s' above %d",
                      m > TS_SCHEMA_MAX_REPEAT ? "minItems" : "maxItems", TS_SCHEMA_MAX_REPEAT);
     if (M == 0)
-        return rule_add(c, hint(c, "arr"), "\"[\" ws \"]\"");
+        return tg_rule_add(c, hint(c, "arr"), "\"[\" ws \"]\"");
     /* tail(i): what follows element i-1; built from the end. */
     int64_t rmin = m > (int64_t)k ? m - (int64_t)k : 0;
     char *tail;
@@ -669,34 +669,34 @@ static char *compile_array(sctx *c, const cJSON *s) {
     rmin = m > first_rest ? m - first_rest : 0;
     int64_t rmax = M < 0 ? -1 : M - first_rest;
     if (rest == X_EMPTY || rmax == 0) {
-        tail = rest == X_EMPTY && rmin > 0 ? X_EMPTY : xdup(c, "");
+        tail = rest == X_EMPTY && rmin > 0 ? X_EMPTY : tg_xdup(c, "");
     } else {
-        char *g = xf(c, "( ws \",\" ws %s )", xgroup(c, rest));
+        char *g = tg_xf(c, "( ws \",\" ws %s )", tg_xgroup(c, rest));
         if (rmax < 0)
-            tail = rmin == 0 ? xf(c, "%s*", g) : xf(c, "%s{%lld,}", g, (long long)rmin);
+            tail = rmin == 0 ? tg_xf(c, "%s*", g) : tg_xf(c, "%s{%lld,}", g, (long long)rmin);
         else if (rmin == 0 && rmax == 1)
-            tail = xf(c, "%s?", g);
+            tail = tg_xf(c, "%s?", g);
         else if (rmin == rmax)
-            tail = xf(c, "%s{%lld}", g, (long long)rmin);
+            tail = tg_xf(c, "%s{%lld}", g, (long long)rmin);
         else
-            tail = xf(c, "%s{%lld,%lld}", g, (long long)rmin, (long long)rmax);
+            tail = tg_xf(c, "%s{%lld,%lld}", g, (long long)rmin, (long long)rmax);
     }
     for (size_t j = k; j-- > 1;) {
         /* element j of the prefix, then tail */
         if (M >= 0 && (int64_t)j >= M) {
-            tail = xdup(c, "");
+            tail = tg_xdup(c, "");
             continue;
         }
         char *piece;
         if (pe[j] == X_EMPTY || tail == X_EMPTY)
             piece = X_EMPTY;
         else
-            piece = *tail ? xf(c, "ws \",\" ws %s %s", xgroup(c, pe[j]), tail)
-                          : xf(c, "ws \",\" ws %s", xgroup(c, pe[j]));
+            piece = *tail ? tg_xf(c, "ws \",\" ws %s %s", tg_xgroup(c, pe[j]), tail)
+                          : tg_xf(c, "ws \",\" ws %s", tg_xgroup(c, pe[j]));
         if ((int64_t)j < m)
             tail = piece;
         else
-            tail = piece == X_EMPTY ? xdup(c, "") : xf(c, "( %s )?", piece);
+            tail = piece == X_EMPTY ? tg_xdup(c, "") : tg_xf(c, "( %s )?", piece);
         if (!tail)
             return NULL;
     }
@@ -705,19 +705,19 @@ static char *compile_array(sctx *c, const cJSON *s) {
     if (first == X_EMPTY || tail == X_EMPTY)
         elems = X_EMPTY;
     else
-        elems = *tail ? xf(c, "%s %s", xgroup(c, first), tail) : first;
+        elems = *tail ? tg_xf(c, "%s %s", tg_xgroup(c, first), tail) : first;
     if (!elems)
         return NULL;
     char *body;
     if (elems == X_EMPTY)
-        body = m > 0 ? X_EMPTY : xdup(c, "\"[\" ws \"]\"");
+        body = m > 0 ? X_EMPTY : tg_xdup(c, "\"[\" ws \"]\"");
     else if (m == 0)
-        body = xf(c, "\"[\" ws ( %s ws )? \"]\"", elems);
+        body = tg_xf(c, "\"[\" ws ( %s ws )? \"]\"", elems);
     else
-        body = xf(c, "\"[\" ws %s ws \"]\"", elems);
+        body = tg_xf(c, "\"[\" ws %s ws \"]\"", elems);
     if (!body || body == X_EMPTY)
         return body;
-    return rule_add(c, hint(c, "arr"), body);
+    return tg_rule_add(c, hint(c, "arr"), body);
 }
 
 /* ---- enum / const ------------------------------------------------------------------------ */
@@ -725,12 +725,12 @@ static char *compile_array(sctx *c, const cJSON *s) {
 /* Whether value v meets the keywords of s that apply to its type (only the ones checked
  * here; others make the enum unsupported). */
 static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
-    int vt = value_type(v);
+    int vt = tg_value_type(v);
     if (types >= 0 && !(vt & types))
         return 0;
     for (const cJSON *e = s->child; e; e = e->next) {
         const char *k = e->string;
-        if (is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const"))
+        if (tg_is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const"))
             continue;
         bool str_kw = !strcmp(k, "minLength") || !strcmp(k, "maxLength");
         bool num_kw = !strcmp(k, "minimum") || !strcmp(k, "maximum") ||
@@ -760,7 +760,7 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
             bool has, ex;
             double b;
             for (int up = 0; up < 2; up++) {
-                bounds(s, up, &has, &b, &ex);
+                tg_bounds(s, up, &has, &b, &ex);
                 double x = v->valuedouble;
                 if (has && (up ? (x > b || (ex && x == b)) : (x < b || (ex && x == b))))
                     return 0;
@@ -770,7 +770,7 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
         if (!strcmp(k, "format") && cJSON_IsString(e) && !in_list(e->valuestring, known_fmt) &&
             !in_list(e->valuestring, unsupported_fmt))
             continue;
-        sfail(c, TS_ERR_UNSUPPORTED, "'enum'/'const' together with '%s'", k);
+        tg_sfail(c, TS_ERR_UNSUPPORTED, "'enum'/'const' together with '%s'", k);
         return -1;
     }
     return 1;
@@ -780,24 +780,24 @@ static char *compile_enum(sctx *c, const cJSON *s) {
     const cJSON *cst = get(s, "const");
     const cJSON *en = get(s, "enum");
     if (en && !cJSON_IsArray(en))
-        return sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
-    int types = explicit_types(c, s);
+        return tg_sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
+    int types = tg_explicit_types(c, s);
     if (c->st != TS_OK)
         return NULL;
     size_t nv = en ? (size_t)cJSON_GetArraySize(en) : 1;
-    char **alts = xalloc(c, (nv + 1) * sizeof *alts);
+    char **alts = tg_xalloc(c, (nv + 1) * sizeof *alts);
     if (!alts)
         return NULL;
     size_t k = 0;
     const cJSON *first = en ? en->child : cst;
-    char *cst_canon = cst && en ? canon_json(c, cst) : NULL;
+    char *cst_canon = cst && en ? tg_canon_json(c, cst) : NULL;
     if (cst && en && !cst_canon)
         return NULL;
     for (const cJSON *v = first; v; v = en ? v->next : NULL) {
         if (!tg_poll(c))
             return NULL;
         if (cst_canon) {
-            char *a = canon_json(c, v);
+            char *a = tg_canon_json(c, v);
             if (!a)
                 return NULL;
             if (strcmp(a, cst_canon))
@@ -807,11 +807,11 @@ static char *compile_enum(sctx *c, const cJSON *s) {
         if (ok < 0)
             return NULL;
         if (ok)
-            alts[k++] = const_expr(c, v);
+            alts[k++] = tg_const_expr(c, v);
     }
-    char *e = xalt(c, alts, k);
+    char *e = tg_xalt(c, alts, k);
     if (e && e != X_EMPTY && k > 1)
-        e = rule_add(c, hint(c, "enum"), e);
+        e = tg_rule_add(c, hint(c, "enum"), e);
     return e;
 }
 
@@ -819,7 +819,7 @@ static char *compile_enum(sctx *c, const cJSON *s) {
 
 static bool constraining_siblings(const cJSON *s, const char *const *skip) {
     for (const cJSON *e = s->child; e; e = e->next)
-        if (!is_annotation(e->string) && !in_list(e->string, skip))
+        if (!tg_is_annotation(e->string) && !in_list(e->string, skip))
             return true;
     return false;
 }
@@ -827,13 +827,13 @@ static bool constraining_siblings(const cJSON *s, const char *const *skip) {
 static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
     const cJSON *list = get(s, kw);
     if (!cJSON_IsArray(list) || !list->child)
-        return sfail(c, TS_ERR_FORMAT, "'%s' must be a non-empty array", kw);
+        return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-empty array", kw);
     bool one = !strcmp(kw, "oneOf");
     static const char *const skip[] = {"anyOf", "oneOf", NULL};
     bool sib = constraining_siblings(s, skip);
     cJSON *sibling = NULL;
     if (sib) {
-        sibling = own(c, cJSON_CreateObject());
+        sibling = tg_own(c, cJSON_CreateObject());
         if (!sibling)
             return NULL;
         for (const cJSON *e = s->child; e; e = e->next)
@@ -842,13 +842,13 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
                            : cJSON_IsArray(e) ? cJSON_CreateArrayReference(e->child)
                                               : cJSON_Duplicate(e, false);
                 if (!r)
-                    return sfail(c, TS_ERR_NOMEM, "out of memory");
+                    return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
                 cJSON_AddItemToObject(sibling, e->string, r);
             }
     }
     size_t n = (size_t)cJSON_GetArraySize(list);
-    const cJSON **br = xalloc(c, n * sizeof *br);
-    char **alts = xalloc(c, n * sizeof *alts);
+    const cJSON **br = tg_xalloc(c, n * sizeof *br);
+    char **alts = tg_xalloc(c, n * sizeof *alts);
     if (!br || !alts)
         return NULL;
     size_t i = 0;
@@ -856,17 +856,17 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
         br[i] = e;
         if (sib) {
             /* The branch and the siblings: {"allOf": [siblings, branch]} merged. */
-            cJSON *pair = own(c, cJSON_CreateObject());
+            cJSON *pair = tg_own(c, cJSON_CreateObject());
             if (!pair)
                 return NULL;
             cJSON *arr = cJSON_AddArrayToObject(pair, "allOf");
             cJSON_AddItemToArray(arr, cJSON_CreateObjectReference(sibling->child));
             cJSON_AddItemToArray(arr, cJSON_IsObject(e) ? cJSON_CreateObjectReference(e->child)
                                                         : cJSON_Duplicate(e, false));
-            size_t saved = path_push(c, kw);
-            path_push_i(c, (int)i);
-            br[i] = merge(c, pair);
-            path_pop(c, saved);
+            size_t saved = tg_path_push(c, kw);
+            tg_path_push_i(c, (int)i);
+            br[i] = tg_merge(c, pair);
+            tg_path_pop(c, saved);
             if (!br[i])
                 return NULL;
         }
@@ -874,14 +874,14 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
     if (one) {
         /* Disjointness is proved pair by pair: n^2 / 2 proofs, so the branch count is bounded. */
         if (n > TS_SCHEMA_MAX_ONEOF)
-            return sfail(c, TS_ERR_LIMIT,
+            return tg_sfail(c, TS_ERR_LIMIT,
                          "'oneOf' with %zu branches (at most %d: each pair must be proved "
                          "disjoint; 'anyOf' has no such limit)",
                          n, TS_SCHEMA_MAX_ONEOF);
         for (size_t a = 0; a < n; a++)
             for (size_t b = a + 1; b < n; b++)
-                if (!tg_poll(c) || !disjoint(c, br[a], br[b]))
-                    return sfail(c, TS_ERR_UNSUPPORTED,
+                if (!tg_poll(c) || !tg_disjoint(c, br[a], br[b]))
+                    return tg_sfail(c, TS_ERR_UNSUPPORTED,
                                  "'oneOf': branches %zu and %zu may both match (only "
                                  "provably disjoint branches are supported)",
                                  a, b);
@@ -889,16 +889,16 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
             return NULL;
     }
     for (i = 0; i < n; i++) {
-        size_t saved = path_push(c, kw);
-        path_push_i(c, (int)i);
+        size_t saved = tg_path_push(c, kw);
+        tg_path_push_i(c, (int)i);
         alts[i] = compile(c, br[i]);
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
         if (!alts[i])
             return NULL;
     }
-    char *e = xalt(c, alts, n);
+    char *e = tg_xalt(c, alts, n);
     if (e && e != X_EMPTY && n > 1)
-        e = rule_add(c, hint(c, kw), e);
+        e = tg_rule_add(c, hint(c, kw), e);
     return e;
 }
 
@@ -919,7 +919,7 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
             r->used = true;
         }
         if (r->busy && r->nest == c->nest) {
-            return sfail(c, TS_ERR_FORMAT,
+            return tg_sfail(c, TS_ERR_FORMAT,
                          "%s refers back to itself before any object or array (a cycle with "
                          "no base case)",
                          what);
@@ -930,12 +930,12 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
         size_t cap = c->cap_refs ? c->cap_refs * 2 : 16;
         sref *r = realloc(c->refs, cap * sizeof *r);
         if (!r) {
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         }
         c->refs = r;
         c->cap_refs = cap;
     }
-    int32_t idx = rule_reserve(c, hint_name);
+    int32_t idx = tg_rule_reserve(c, hint_name);
     if (idx < 0)
         return NULL;
     size_t ri = c->n_refs++;
@@ -946,7 +946,7 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
     }
     char *body = NULL;
     if (do_merge) {
-        const cJSON *m = merge(c, node);
+        const cJSON *m = tg_merge(c, node);
         body = m ? compile(c, m) : NULL;
     } else {
         body = compile(c, node);
@@ -956,17 +956,17 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
         return NULL;
     if (body == X_EMPTY) {
         if (c->refs[ri].used)
-            return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+            return tg_sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
         c->rules[idx].dead = true;
         c->refs[ri].name = X_EMPTY;
         return X_EMPTY;
     }
-    rule_set_body(c, idx, body);
+    tg_rule_set_body(c, idx, body);
     return c->rules[idx].name;
 }
 
 static char *compile_ref(sctx *c, const char *ref) {
-    const cJSON *t = resolve_ref(c, ref);
+    const cJSON *t = tg_resolve_ref(c, ref);
     if (!t)
         return NULL;
     const char *last = strrchr(ref, '/');
@@ -977,9 +977,9 @@ static char *compile_ref(sctx *c, const char *ref) {
     const char *frag = strchr(ref, '#');
     snprintf(c->path, sizeof c->path, "%s", frag && frag[1] ? frag + 1 : "");
     c->path_len = strlen(c->path);
-    char *what = xf(c, "'$ref': '%.200s'", ref);
+    char *what = tg_xf(c, "'$ref': '%.200s'", ref);
     char *r = what ? memo_rule(c, cJSON_IsObject(t) && t->child ? t->child : t,
-                               xf(c, "ref-%s", last ? last + 1 : "root"), t, false, what)
+                               tg_xf(c, "ref-%s", last ? last + 1 : "root"), t, false, what)
                    : NULL;
     memcpy(c->path, saved_path, sizeof saved_path);
     c->path_len = saved_len;
@@ -1011,13 +1011,13 @@ static int inferred_types(const cJSON *s) {
 }
 
 static char *compile_types(sctx *c, const cJSON *s) {
-    int t = explicit_types(c, s);
+    int t = tg_explicit_types(c, s);
     if (c->st != TS_OK)
         return NULL;
     if (t < 0)
         t = inferred_types(s);
     if (t == T_ALL && !s->child)
-        return prim(c, "value");
+        return tg_prim(c, "value");
     if (t & T_NUM)
         t &= ~T_INT;
     char *alts[7];
@@ -1027,10 +1027,10 @@ static char *compile_types(sctx *c, const cJSON *s) {
             continue;
         switch (b) {
         case T_NULL:
-            alts[k++] = prim(c, "null");
+            alts[k++] = tg_prim(c, "null");
             break;
         case T_BOOL:
-            alts[k++] = prim(c, "boolean");
+            alts[k++] = tg_prim(c, "boolean");
             break;
         case T_OBJ:
             alts[k++] = compile_object(c, s);
@@ -1053,23 +1053,23 @@ static char *compile_types(sctx *c, const cJSON *s) {
         if (!alts[k - 1])
             return NULL;
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
 static char *compile(sctx *c, const cJSON *s) {
     if (c->st != TS_OK)
         return NULL;
     if (cJSON_IsTrue(s))
-        return prim(c, "value");
+        return tg_prim(c, "value");
     if (cJSON_IsFalse(s))
         return X_EMPTY;
     if (!cJSON_IsObject(s))
-        return sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
+        return tg_sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
     if (!tg_poll(c))
         return NULL;
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
-        return sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
+        return tg_sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
     }
     char *r = NULL;
     for (const cJSON *e = s->child; e; e = e->next) {
@@ -1085,14 +1085,14 @@ static char *compile(sctx *c, const cJSON *s) {
                                     !strcmp(e->string, "unevaluatedProperties") ||
                                     !strcmp(e->string, "unevaluatedItems")))
                 continue;
-            sfail(c, TS_ERR_UNSUPPORTED, "'%s' is not supported", e->string);
+            tg_sfail(c, TS_ERR_UNSUPPORTED, "'%s' is not supported", e->string);
             goto out;
         }
     }
     const cJSON *ref = get(s, "$ref");
     if (ref) {
         if (!cJSON_IsString(ref)) {
-            sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
+            tg_sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
             goto out;
         }
         static const char *const skip[] = {"$ref", NULL};
@@ -1139,7 +1139,7 @@ static char *write_rules(sctx *c) {
         if (r->dead)
             continue;
         if (!r->body) {
-            sfail(c, TS_ERR_INTERNAL, "rule '%s' has no body", r->name);
+            tg_sfail(c, TS_ERR_INTERNAL, "rule '%s' has no body", r->name);
             break;
         }
         ts_buf_puts(&b, r->name);
@@ -1147,10 +1147,10 @@ static char *write_rules(sctx *c) {
         ts_buf_puts(&b, *r->body ? r->body : "\"\"");
         ts_buf_putc(&b, '\n');
         if (b.n > TS_SCHEMA_MAX_OUTPUT)
-            sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes", TS_SCHEMA_MAX_OUTPUT);
+            tg_sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes", TS_SCHEMA_MAX_OUTPUT);
     }
     if (c->st == TS_OK && b.oom)
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
     if (c->st != TS_OK) {
         ts_buf_free(&b);
         return NULL;
@@ -1198,12 +1198,12 @@ ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_sto
         }
     }
     sctx c = {.err = err, .st = TS_OK, .doc = doc, .stop = stop};
-    int32_t root = rule_reserve(&c, "root");
+    int32_t root = tg_rule_reserve(&c, "root");
     char *body = compile(&c, doc);
     if (body == X_EMPTY)
-        sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
+        tg_sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
     if (c.st == TS_OK)
-        rule_set_body(&c, root, body);
+        tg_rule_set_body(&c, root, body);
     char *out = c.st == TS_OK ? write_rules(&c) : NULL;
     for (size_t i = 0; i < c.n_owned; i++)
         cJSON_Delete(c.owned[i]);

@@ -13,6 +13,9 @@
  * and the rule table are bounded (TS_ERR_LIMIT), so a small schema cannot make the compiler
  * allocate without end.
  *
+ * Names: every function shared between the schema*.c files starts with tg_ (the library's
+ * internal prefix), so that programs linking libts_grammar.a keep their own names free.
+ *
  * Errors: the first error is recorded in c->err/c->st and every function then returns NULL;
  * callers check for NULL and return. Messages start with "schema: <JSON pointer>: ".
  */
@@ -28,6 +31,7 @@
 #include "tessera.h"
 #include "util/error.h"
 #include "util/stop.h"
+#include "util/utf8.h"
 
 /* Limits (documented in docs/schema.md). */
 #define TS_SCHEMA_MAX_BYTES  (1u << 20)  /* schema text */
@@ -37,6 +41,7 @@
 #define TS_SCHEMA_MAX_OUTPUT (16u << 20) /* the GBNF text */
 #define TS_SCHEMA_MAX_REPEAT 1000        /* {m,n} bounds from patterns and lengths */
 #define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
+#define TS_SCHEMA_MAX_DIGITS 16          /* digits of an unbounded integer part */
 #define TS_SCHEMA_MAX_ONEOF  256         /* oneOf branches (disjointness is proved pairwise) */
 
 /* The marker for "this schema accepts nothing". Compared by address. */
@@ -126,80 +131,77 @@ void ts_schema_arena_free(sctx *c);
 void ts_schema_maps_free(sctx *c);
 
 /* Records the first error ("schema: <pointer>: " + message); returns NULL for tail calls. */
-void *sfail(sctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);
-char *xdup(sctx *c, const char *s);
-char *xf(sctx *c, const char *fmt, ...) TS_PRINTF(2, 3);
-void *xalloc(sctx *c, size_t n);
+void *tg_sfail(sctx *c, ts_status st, const char *fmt, ...) TS_PRINTF(3, 4);
+char *tg_xdup(sctx *c, const char *s);
+char *tg_xf(sctx *c, const char *fmt, ...) TS_PRINTF(2, 3);
+void *tg_xalloc(sctx *c, size_t n);
 
 /* Path handling: push a key (escaped per RFC 6901) or an index; pop restores the length. */
-size_t path_push(sctx *c, const char *key);
-size_t path_push_i(sctx *c, int i);
-void path_pop(sctx *c, size_t saved);
+size_t tg_path_push(sctx *c, const char *key);
+size_t tg_path_push_i(sctx *c, int i);
+void tg_path_pop(sctx *c, size_t saved);
 
 /* Adds a rule named after hint (made unique) with body; a body already present returns the
  * existing rule's name. */
-char *rule_add(sctx *c, const char *hint, const char *body);
+char *tg_rule_add(sctx *c, const char *hint, const char *body);
 /* Reserves a name for a rule whose body comes later (rule_set_body). Returns its index. */
-int32_t rule_reserve(sctx *c, const char *hint);
-void rule_set_body(sctx *c, int32_t idx, const char *body);
+int32_t tg_rule_reserve(sctx *c, const char *hint);
+void tg_rule_set_body(sctx *c, int32_t idx, const char *body);
 /* The index of the rule named name, or -1. */
-int32_t rule_find(sctx *c, const char *name);
+int32_t tg_rule_find(sctx *c, const char *name);
 
 /* "( e )" unless e is already atomic (a name, literal, class or group). */
-char *xgroup(sctx *c, const char *e);
+char *tg_xgroup(sctx *c, const char *e);
 /* Alternation of the non-empty items (X_EMPTY when all are empty). */
-char *xalt(sctx *c, char **items, size_t n);
+char *tg_xalt(sctx *c, char **items, size_t n);
 
 /* GBNF literal for bytes (UTF-8): "..." with escapes. */
-char *gbnf_lit(sctx *c, const char *s, size_t n);
+char *tg_gbnf_lit(sctx *c, const char *s, size_t n);
 /* The JSON encoding of a string (compact, json.dumps(ensure_ascii=False) style). */
-char *json_quote(sctx *c, const char *s);
+char *tg_json_quote(sctx *c, const char *s);
 
 /* Code point sets: sorted disjoint inclusive ranges. */
 typedef struct cpset {
     uint32_t (*r)[2];
     size_t n, cap;
 } cpset;
-void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi);
-void cps_add_set(sctx *c, cpset *s, const cpset *t);
-void cps_normalize(cpset *s);
-cpset cps_complement(sctx *c, const cpset *s);
-bool cps_has(const cpset *s, uint32_t cp);
+void tg_cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi);
+void tg_cps_add_set(sctx *c, cpset *s, const cpset *t);
+void tg_cps_normalize(cpset *s);
+cpset tg_cps_complement(sctx *c, const cpset *s);
+bool tg_cps_has(const cpset *s, uint32_t cp);
 /* GBNF [class] of the set (X_EMPTY when empty). */
-char *cps_class(sctx *c, const cpset *s);
+char *tg_cps_class(sctx *c, const cpset *s);
 /* The JSON-string encodings of one character of the set: raw where JSON allows, else the
  * short escape (\" \\ \b \f \n \r \t). Other control characters are left out, and "/" is only
  * raw, so every character has one encoding (key grammars rely on it). */
-char *cps_json(sctx *c, const cpset *s);
-
-/* Decodes one UTF-8 code point from s (n bytes left); returns its length (0: invalid). */
-size_t utf8_dec(const char *s, size_t n, uint32_t *cp);
+char *tg_cps_json(sctx *c, const cpset *s);
 
 /* ---- schema_prim.c ---------------------------------------------------------------------- */
 
 /* Named primitive rules (created on first use). */
-char *prim(sctx *c, const char *name);
+char *tg_prim(sctx *c, const char *name);
 /* Integers in [lo, hi] (has_lo/has_hi false: unbounded on that side). */
-char *int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
+char *tg_int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
 /* Decimal numbers (no exponent when bounded) within the bounds. */
-char *num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
+char *tg_num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
                 bool hi_excl);
 /* A string format; NULL with an error when unsupported. minlen/maxlen: its length range. */
-char *format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen);
+char *tg_format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen);
 /* A JSON value exactly (whitespace allowed between tokens; numbers in canonical form). */
-char *const_expr(sctx *c, const cJSON *v);
+char *tg_const_expr(sctx *c, const cJSON *v);
 /* Canonical compact JSON of a value (for comparing enum values); arena. */
-char *canon_json(sctx *c, const cJSON *v);
+char *tg_canon_json(sctx *c, const cJSON *v);
 
 /* ---- schema_regex.c --------------------------------------------------------------------- */
 
 /* The JSON-string content (between the quotes) whose decoded text matches the ECMA-262 /
  * Python `re.search` pattern. minlen/maxlen (-1: unbounded) get the matched length range. */
-char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen);
+char *tg_regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen);
 /* When the pattern is ^X{m,n}$ (also * + ?) for one character X: the GBNF of X (else NULL). */
-char *regex_single(sctx *c, const char *pattern);
+char *tg_regex_single(sctx *c, const char *pattern);
 /* x{m,n} (n -1: unbounded), written so that large n stays small and unambiguous. */
-char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n);
+char *tg_rep_expr(sctx *c, const char *x, int64_t m, int64_t n);
 
 /* ---- schema_merge.c --------------------------------------------------------------------- */
 
@@ -207,24 +209,24 @@ enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_I
 #define T_ALL 127
 
 /* Keeps j (a schema object the compiler built) until the end; NULL (j freed) on error. */
-cJSON *own(sctx *c, cJSON *j);
+cJSON *tg_own(sctx *c, cJSON *j);
 /* The schema "#/..." points at (in c->doc); NULL with an error for other references. */
-const cJSON *resolve_ref(sctx *c, const char *ref);
+const cJSON *tg_resolve_ref(sctx *c, const char *ref);
 /* An annotation or a keyword JSON Schema does not define: validators ignore it. */
-bool is_annotation(const char *k);
-int type_bit(const char *name);
-const char *type_name(int bit);
+bool tg_is_annotation(const char *k);
+int tg_type_bit(const char *name);
+const char *tg_type_name(int bit);
 /* The types of a JSON value (an integral number is T_NUM | T_INT). */
-int value_type(const cJSON *v);
+int tg_value_type(const cJSON *v);
 /* The "type" keyword as a mask; -1 when absent; 0 with an error when malformed. */
-int explicit_types(sctx *c, const cJSON *s);
+int tg_explicit_types(sctx *c, const cJSON *s);
 /* The types a schema may accept (over-approximation, for oneOf disjointness). */
-int sem_types(sctx *c, const cJSON *s, int depth);
+int tg_sem_types(sctx *c, const cJSON *s, int depth);
 /* No JSON value is valid under both a and b (a sufficient test; false when unsure). */
-bool disjoint(sctx *c, const cJSON *a, const cJSON *b);
+bool tg_disjoint(sctx *c, const cJSON *a, const cJSON *b);
 /* s with its allOf and $ref opened and combined into one schema (owned, or s's part). */
-const cJSON *merge(sctx *c, const cJSON *s);
+const cJSON *tg_merge(sctx *c, const cJSON *s);
 /* The lower (upper) bound of a number schema, draft-4 and later forms. */
-void bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl);
+void tg_bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl);
 
 #endif /* TS_GRAMMAR_SCHEMA_INTERNAL_H */

@@ -19,26 +19,26 @@
 
 /* ---- owned objects ----------------------------------------------------------------------- */
 
-cJSON *own(sctx *c, cJSON *j) {
+cJSON *tg_own(sctx *c, cJSON *j) {
     if (c->st != TS_OK) {
         cJSON_Delete(j);
         return NULL;
     }
     if (!j)
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? c->cap_owned * 2 : 32;
         cJSON **o = realloc(c->owned, cap * sizeof *o);
         if (!o) {
             cJSON_Delete(j);
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         }
         c->owned = o;
         c->cap_owned = cap;
     }
     if (c->n_owned >= 200000) {
         cJSON_Delete(j);
-        return sfail(c, TS_ERR_LIMIT, "allOf/anyOf combinations grow too large");
+        return tg_sfail(c, TS_ERR_LIMIT, "allOf/anyOf combinations grow too large");
     }
     c->owned[c->n_owned++] = j;
     return j;
@@ -56,7 +56,7 @@ static cJSON *jref(const cJSON *j) {
 static bool add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
     cJSON *r = jref(v);
     if (!r) {
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         return false;
     }
     cJSON_AddItemToObject(obj, key, r);
@@ -67,16 +67,16 @@ static bool add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
 static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
     if (n == 1)
         return parts[0];
-    cJSON *o = own(c, cJSON_CreateObject());
+    cJSON *o = tg_own(c, cJSON_CreateObject());
     if (!o)
         return NULL;
     cJSON *arr = cJSON_AddArrayToObject(o, "allOf");
     if (!arr)
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         cJSON *r = jref(parts[i]);
         if (!r)
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         cJSON_AddItemToArray(arr, r);
     }
     return o;
@@ -84,7 +84,7 @@ static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-const cJSON *resolve_ref(sctx *c, const char *ref) {
+const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
     const char *p = ref;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->doc, "$id");
     if (!id)
@@ -96,12 +96,12 @@ const cJSON *resolve_ref(sctx *c, const char *ref) {
             p += n;
     }
     if (*p != '#')
-        return sfail(c, TS_ERR_UNSUPPORTED,
+        return tg_sfail(c, TS_ERR_UNSUPPORTED,
                      "'$ref': '%.200s' points into another document (only \"#...\" is supported)",
                      ref);
     p++;
     if (*p && *p != '/')
-        return sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' names an anchor ($anchor / $id)",
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' names an anchor ($anchor / $id)",
                      ref);
     const cJSON *cur = c->doc;
     while (*p == '/') {
@@ -127,7 +127,7 @@ const cJSON *resolve_ref(sctx *c, const char *ref) {
                 ch = *p++ == '0' ? '~' : '/';
             }
             if (n + 1 >= sizeof seg)
-                return sfail(c, TS_ERR_LIMIT, "'$ref': a segment longer than 500 bytes");
+                return tg_sfail(c, TS_ERR_LIMIT, "'$ref': a segment longer than 500 bytes");
             seg[n++] = ch;
         }
         seg[n] = '\0';
@@ -141,12 +141,12 @@ const cJSON *resolve_ref(sctx *c, const char *ref) {
             cur = NULL;
         }
         if (!cur)
-            return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);
+            return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);
     }
     if (*p)
-        return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' is not a JSON pointer", ref);
+        return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' is not a JSON pointer", ref);
     if (!cJSON_IsObject(cur) && !cJSON_IsBool(cur))
-        return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not point at a schema", ref);
+        return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not point at a schema", ref);
     return cur;
 }
 
@@ -176,7 +176,7 @@ static const char *const annotations[] = {"$schema",
                                           "else",
                                           NULL};
 
-bool is_annotation(const char *k) {
+bool tg_is_annotation(const char *k) {
     for (size_t i = 0; annotations[i]; i++)
         if (!strcmp(k, annotations[i]))
             return true;
@@ -236,21 +236,21 @@ bool is_annotation(const char *k) {
 static const char *const type_names[] = {"null",   "boolean", "object", "array",
                                          "string", "number",  "integer"};
 
-int type_bit(const char *name) {
+int tg_type_bit(const char *name) {
     for (int i = 0; i < 7; i++)
         if (!strcmp(name, type_names[i]))
             return 1 << i;
     return 0;
 }
 
-const char *type_name(int bit) {
+const char *tg_type_name(int bit) {
     for (int i = 0; i < 7; i++)
         if (bit == 1 << i)
             return type_names[i];
     return "?";
 }
 
-int value_type(const cJSON *v) {
+int tg_value_type(const cJSON *v) {
     if (cJSON_IsNull(v))
         return T_NULL;
     if (cJSON_IsBool(v))
@@ -267,25 +267,25 @@ int value_type(const cJSON *v) {
 
 /* The "type" keyword as a mask (integer counted in number's bit too when asked); -1 when
  * absent, 0 with an error when malformed. */
-int explicit_types(sctx *c, const cJSON *s) {
+int tg_explicit_types(sctx *c, const cJSON *s) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
     if (!t)
         return -1;
     int m = 0;
     if (cJSON_IsString(t)) {
-        m = type_bit(t->valuestring);
+        m = tg_type_bit(t->valuestring);
         if (!m)
-            sfail(c, TS_ERR_FORMAT, "'type': unknown type '%.100s'", t->valuestring);
+            tg_sfail(c, TS_ERR_FORMAT, "'type': unknown type '%.100s'", t->valuestring);
         return m;
     }
     if (!cJSON_IsArray(t)) {
-        sfail(c, TS_ERR_FORMAT, "'type' must be a string or an array of strings");
+        tg_sfail(c, TS_ERR_FORMAT, "'type' must be a string or an array of strings");
         return 0;
     }
     for (const cJSON *e = t->child; e; e = e->next) {
-        int b = cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+        int b = cJSON_IsString(e) ? tg_type_bit(e->valuestring) : 0;
         if (!b) {
-            sfail(c, TS_ERR_FORMAT, "'type': an unknown type in the list");
+            tg_sfail(c, TS_ERR_FORMAT, "'type': an unknown type in the list");
             return 0;
         }
         m |= b;
@@ -294,32 +294,32 @@ int explicit_types(sctx *c, const cJSON *s) {
 }
 
 /* The types a schema can accept for certain (an over-approximation: T_ALL when unsure). */
-int sem_types(sctx *c, const cJSON *s, int depth) {
+int tg_sem_types(sctx *c, const cJSON *s, int depth) {
     if (cJSON_IsFalse(s))
         return 0;
     if (!cJSON_IsObject(s) || depth > 16)
         return T_ALL;
     int m = T_ALL;
-    int t = explicit_types(c, s);
+    int t = tg_explicit_types(c, s);
     if (t > 0)
         m &= t & T_NUM ? t | T_INT : t;
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (cst)
-        m &= value_type(cst) | (value_type(cst) & T_INT ? T_NUM : 0);
+        m &= tg_value_type(cst) | (tg_value_type(cst) & T_INT ? T_NUM : 0);
     if (cJSON_IsArray(en)) {
         int vm = 0;
         for (const cJSON *e = en->child; e; e = e->next)
-            vm |= value_type(e);
+            vm |= tg_value_type(e);
         m &= vm;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (cJSON_IsString(ref)) {
         ts_error keep = *c->err;
         ts_status st = c->st;
-        const cJSON *target = resolve_ref(c, ref->valuestring);
+        const cJSON *target = tg_resolve_ref(c, ref->valuestring);
         if (target)
-            m &= sem_types(c, target, depth + 1);
+            m &= tg_sem_types(c, target, depth + 1);
         *c->err = keep;
         c->st = st;
     }
@@ -329,13 +329,13 @@ int sem_types(sctx *c, const cJSON *s, int depth) {
     if (cJSON_IsArray(any)) {
         int u = 0;
         for (const cJSON *e = any->child; e; e = e->next)
-            u |= sem_types(c, e, depth + 1);
+            u |= tg_sem_types(c, e, depth + 1);
         m &= u;
     }
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     if (cJSON_IsArray(all))
         for (const cJSON *e = all->child; e; e = e->next)
-            m &= sem_types(c, e, depth + 1);
+            m &= tg_sem_types(c, e, depth + 1);
     return m;
 }
 
@@ -348,7 +348,7 @@ static const cJSON *deref(sctx *c, const cJSON *s) {
             return s;
         ts_error keep = *c->err;
         ts_status st = c->st;
-        const cJSON *t = resolve_ref(c, ref->valuestring);
+        const cJSON *t = tg_resolve_ref(c, ref->valuestring);
         *c->err = keep;
         c->st = st;
         if (!t)
@@ -366,20 +366,20 @@ static bool value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (cst) {
-        *vals = xalloc(c, sizeof **vals);
+        *vals = tg_xalloc(c, sizeof **vals);
         if (!*vals)
             return false;
-        (*vals)[0] = canon_json(c, cst);
+        (*vals)[0] = tg_canon_json(c, cst);
         *n = 1;
         return true;
     }
     if (cJSON_IsArray(en)) {
         size_t k = (size_t)cJSON_GetArraySize(en);
-        *vals = xalloc(c, (k + 1) * sizeof **vals);
+        *vals = tg_xalloc(c, (k + 1) * sizeof **vals);
         if (!*vals)
             return false;
         for (const cJSON *e = en->child; e; e = e->next)
-            (*vals)[(*n)++] = canon_json(c, e);
+            (*vals)[(*n)++] = tg_canon_json(c, e);
         return true;
     }
     return false;
@@ -438,7 +438,7 @@ static bool objects_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
             const cJSON *sy = cJSON_IsObject(py) ? cJSON_GetObjectItemCaseSensitive(py, k) : NULL;
             if (sx && sy && values_disjoint(c, deref(c, sx), deref(c, sy)))
                 return true;
-            if (sx && sy && !(sem_types(c, sx, 0) & sem_types(c, sy, 0)))
+            if (sx && sy && !(tg_sem_types(c, sx, 0) & tg_sem_types(c, sy, 0)))
                 return true;
         }
         (void)in_required;
@@ -446,12 +446,12 @@ static bool objects_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
     return false;
 }
 
-bool disjoint(sctx *c, const cJSON *a, const cJSON *b) {
+bool tg_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
     a = deref(c, a);
     b = deref(c, b);
     if (cJSON_IsFalse(a) || cJSON_IsFalse(b))
         return true;
-    int ta = sem_types(c, a, 0), tb = sem_types(c, b, 0);
+    int ta = tg_sem_types(c, a, 0), tb = tg_sem_types(c, b, 0);
     if (!(ta & tb))
         return true;
     if (values_disjoint(c, a, b))
@@ -470,28 +470,28 @@ static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, siz
     if (c->st != TS_OK)
         return false;
     if (depth > 32) {
-        sfail(c, TS_ERR_LIMIT, "allOf/$ref nested deeper than 32 while merging (a $ref cycle?)");
+        tg_sfail(c, TS_ERR_LIMIT, "allOf/$ref nested deeper than 32 while merging (a $ref cycle?)");
         return false;
     }
     if (cJSON_IsTrue(s))
         return true;
     if (!cJSON_IsObject(s) && !cJSON_IsFalse(s)) {
-        sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
+        tg_sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
         return false;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     if (ref || all) {
         if (ref && !cJSON_IsString(ref)) {
-            sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
+            tg_sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
             return false;
         }
         if (all && (!cJSON_IsArray(all) || !all->child)) {
-            sfail(c, TS_ERR_FORMAT, "'allOf' must be a non-empty array");
+            tg_sfail(c, TS_ERR_FORMAT, "'allOf' must be a non-empty array");
             return false;
         }
         /* The rest of s without $ref and allOf. */
-        cJSON *restobj = own(c, cJSON_CreateObject());
+        cJSON *restobj = tg_own(c, cJSON_CreateObject());
         if (!restobj)
             return false;
         for (const cJSON *e = s->child; e; e = e->next)
@@ -501,7 +501,7 @@ static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, siz
         if (restobj->child && !flatten(c, restobj, list, n, cap, depth + 1))
             return false;
         if (ref) {
-            const cJSON *t = resolve_ref(c, ref->valuestring);
+            const cJSON *t = tg_resolve_ref(c, ref->valuestring);
             if (!t || !flatten(c, t, list, n, cap, depth + 1))
                 return false;
         }
@@ -512,7 +512,7 @@ static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, siz
     }
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
-        const cJSON **l = xalloc(c, nc * sizeof *l);
+        const cJSON **l = tg_xalloc(c, nc * sizeof *l);
         if (!l)
             return false;
         if (*n)
@@ -549,7 +549,7 @@ static void bound_of(const cJSON *s, bool upper, bool *has, double *v, bool *exc
     }
 }
 
-void bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl) {
+void tg_bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl) {
     bound_of(s, upper, has, v, excl);
 }
 
@@ -563,17 +563,17 @@ static bool in_list(const char *k, const char *const *l) {
     return false;
 }
 
-const cJSON *merge(sctx *c, const cJSON *s) {
+const cJSON *tg_merge(sctx *c, const cJSON *s) {
     const cJSON **parts = NULL;
     size_t n = 0, cap = 0;
     if (!flatten(c, s, &parts, &n, &cap, 0))
         return NULL;
-    cJSON *out = own(c, cJSON_CreateObject());
+    cJSON *out = tg_own(c, cJSON_CreateObject());
     if (!out)
         return NULL;
     for (size_t i = 0; i < n; i++)
         if (cJSON_IsFalse(parts[i]))
-            return own(c, cJSON_CreateFalse());
+            return tg_own(c, cJSON_CreateFalse());
     if (n == 0)
         return out;
     if (n == 1)
@@ -583,7 +583,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
     int tm = T_ALL;
     bool any_type = false;
     for (size_t i = 0; i < n; i++) {
-        int t = explicit_types(c, parts[i]);
+        int t = tg_explicit_types(c, parts[i]);
         if (c->st != TS_OK)
             return NULL;
         if (t < 0)
@@ -595,11 +595,11 @@ const cJSON *merge(sctx *c, const cJSON *s) {
     }
     if (any_type) {
         if (!tm)
-            return own(c, cJSON_CreateFalse());
+            return tg_own(c, cJSON_CreateFalse());
         if (tm & T_INT && tm & T_NUM) {
             bool all_num = true;
             for (size_t i = 0; i < n; i++) {
-                int t = explicit_types(c, parts[i]);
+                int t = tg_explicit_types(c, parts[i]);
                 if (t > 0 && !(t & T_NUM))
                     all_num = false;
             }
@@ -609,7 +609,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
         cJSON *arr = cJSON_AddArrayToObject(out, "type");
         for (int b = 1; b <= T_INT; b <<= 1)
             if (tm & b)
-                cJSON_AddItemToArray(arr, cJSON_CreateString(type_name(b)));
+                cJSON_AddItemToArray(arr, cJSON_CreateString(tg_type_name(b)));
     }
 
     /* bounds */
@@ -645,7 +645,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
             char **fv;
             size_t fn;
             if (!value_set(c, first, &fv, &fn))
-                return sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
+                return tg_sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
             const cJSON *en = get(first, "enum");
             const cJSON *cst = get(first, "const");
             cJSON *arr = cJSON_AddArrayToObject(out, "enum");
@@ -680,7 +680,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
             for (size_t i = 0; i < n; i++) {
                 const cJSON *pp = get(parts[i], "properties");
                 if (pp && !cJSON_IsObject(pp))
-                    return sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
+                    return tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
                 for (const cJSON *e = pp ? pp->child : NULL; e; e = e->next) {
                     if (cJSON_GetObjectItemCaseSensitive(props, e->string))
                         continue;
@@ -717,12 +717,12 @@ const cJSON *merge(sctx *c, const cJSON *s) {
             if (!r)
                 continue;
             if (!cJSON_IsArray(r))
-                return sfail(c, TS_ERR_FORMAT, "'required' must be an array");
+                return tg_sfail(c, TS_ERR_FORMAT, "'required' must be an array");
             if (!req)
                 req = cJSON_AddArrayToObject(out, "required");
             for (const cJSON *e = r->child; e; e = e->next) {
                 if (!cJSON_IsString(e))
-                    return sfail(c, TS_ERR_FORMAT, "'required' must list strings");
+                    return tg_sfail(c, TS_ERR_FORMAT, "'required' must list strings");
                 bool dup = false;
                 for (const cJSON *q = req->child; q && !dup; q = q->next)
                     dup = !strcmp(q->valuestring, e->valuestring);
@@ -751,7 +751,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
                 return NULL;
         } else if (nl > 1) {
             if (one)
-                return sfail(c, TS_ERR_UNSUPPORTED,
+                return tg_sfail(c, TS_ERR_UNSUPPORTED,
                              "'allOf' combining 'oneOf' with another 'anyOf'/'oneOf'");
             cJSON *prod = cJSON_CreateArray();
             cJSON_AddItemToArray(prod, cJSON_CreateObject()); /* the empty product: {} */
@@ -763,7 +763,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
                         if (++count > 64) {
                             cJSON_Delete(prod);
                             cJSON_Delete(next);
-                            return sfail(c, TS_ERR_UNSUPPORTED,
+                            return tg_sfail(c, TS_ERR_UNSUPPORTED,
                                          "'allOf' of 'anyOf' lists with more than 64 "
                                          "combinations");
                         }
@@ -779,7 +779,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
                 cJSON_Delete(prod);
                 prod = next;
             }
-            if (!own(c, prod))
+            if (!tg_own(c, prod))
                 return NULL;
             if (!add_ref(c, out, "anyOf", prod))
                 return NULL;
@@ -794,7 +794,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
     for (size_t i = 0; i < n; i++) {
         for (const cJSON *e = parts[i]->child; e; e = e->next) {
             const char *k = e->string;
-            if (in_list(k, done) || is_annotation(k) || cJSON_GetObjectItemCaseSensitive(out, k))
+            if (in_list(k, done) || tg_is_annotation(k) || cJSON_GetObjectItemCaseSensitive(out, k))
                 continue;
             bool mn = in_list(k, min_kw), mx = in_list(k, max_kw);
             if (mn || mx) {
@@ -815,13 +815,13 @@ const cJSON *merge(sctx *c, const cJSON *s) {
             const cJSON *others[64];
             size_t no = 0;
             bool same = true;
-            char *cv = canon_json(c, e);
+            char *cv = tg_canon_json(c, e);
             for (size_t j = 0; j < n && no < 64; j++) {
                 const cJSON *x = get(parts[j], k);
                 if (!x)
                     continue;
                 others[no++] = x;
-                char *xv = canon_json(c, x);
+                char *xv = tg_canon_json(c, x);
                 if (!cv || !xv)
                     return NULL;
                 same = same && !strcmp(cv, xv);
@@ -833,7 +833,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
                        !strcmp(k, "contains")) {
                 for (size_t j = 0; j < no; j++)
                     if (cJSON_IsArray(others[j]))
-                        return sfail(c, TS_ERR_UNSUPPORTED,
+                        return tg_sfail(c, TS_ERR_UNSUPPORTED,
                                      "'allOf' with two different tuple 'items'");
                 const cJSON *m = all_of(c, others, no);
                 if (!m || !add_ref(c, out, k, m))
@@ -841,7 +841,7 @@ const cJSON *merge(sctx *c, const cJSON *s) {
             } else if (!strcmp(k, "uniqueItems")) {
                 cJSON_AddTrueToObject(out, k);
             } else {
-                return sfail(c, TS_ERR_UNSUPPORTED,
+                return tg_sfail(c, TS_ERR_UNSUPPORTED,
                              "'allOf' with different values of '%s' in two parts", k);
             }
         }

@@ -45,29 +45,29 @@ typedef struct rnode {
 #define LEN_CAP ((int64_t)1 << 40)
 
 static char *rx_fail(rx *r, const char *what) {
-    return sfail(r->c, TS_ERR_UNSUPPORTED, "'pattern': %s at offset %zu of the pattern", what,
+    return tg_sfail(r->c, TS_ERR_UNSUPPORTED, "'pattern': %s at offset %zu of the pattern", what,
                  r->i);
 }
 
 static char *rx_bad(rx *r, const char *what) {
-    return sfail(r->c, TS_ERR_FORMAT, "'pattern': %s at offset %zu of the pattern", what, r->i);
+    return tg_sfail(r->c, TS_ERR_FORMAT, "'pattern': %s at offset %zu of the pattern", what, r->i);
 }
 
 /* ---- character sets for escapes ---------------------------------------------------------- */
 
 static void set_digit(sctx *c, cpset *lo, cpset *hi) {
-    cps_add(c, lo, '0', '9');
-    cps_add(c, hi, '0', '9');
-    cps_add(c, hi, 0x660, 0x10FFFF); /* the first non-ASCII digit is U+0660 */
+    tg_cps_add(c, lo, '0', '9');
+    tg_cps_add(c, hi, '0', '9');
+    tg_cps_add(c, hi, 0x660, 0x10FFFF); /* the first non-ASCII digit is U+0660 */
 }
 
 static void set_word(sctx *c, cpset *lo, cpset *hi) {
     const uint32_t r[4][2] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
     for (int i = 0; i < 4; i++) {
-        cps_add(c, lo, r[i][0], r[i][1]);
-        cps_add(c, hi, r[i][0], r[i][1]);
+        tg_cps_add(c, lo, r[i][0], r[i][1]);
+        tg_cps_add(c, hi, r[i][0], r[i][1]);
     }
-    cps_add(c, hi, 0xAA, 0x10FFFF); /* the first non-ASCII word character is U+00AA */
+    tg_cps_add(c, hi, 0xAA, 0x10FFFF); /* the first non-ASCII word character is U+00AA */
 }
 
 static void set_space(sctx *c, cpset *lo, cpset *hi) {
@@ -76,12 +76,12 @@ static void set_space(sctx *c, cpset *lo, cpset *hi) {
                                 {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
                                 {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) {
-        cps_add(c, lo, both[i][0], both[i][1]);
-        cps_add(c, hi, both[i][0], both[i][1]);
+        tg_cps_add(c, lo, both[i][0], both[i][1]);
+        tg_cps_add(c, hi, both[i][0], both[i][1]);
     }
-    cps_add(c, hi, 0x1C, 0x1F); /* Python only */
-    cps_add(c, hi, 0x85, 0x85);
-    cps_add(c, hi, 0xFEFF, 0xFEFF); /* ECMA only */
+    tg_cps_add(c, hi, 0x1C, 0x1F); /* Python only */
+    tg_cps_add(c, hi, 0x85, 0x85);
+    tg_cps_add(c, hi, 0xFEFF, 0xFEFF); /* ECMA only */
 }
 
 static int hexval(char ch) {
@@ -119,15 +119,15 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
             set_word(r->c, &l, &h);
         else
             set_space(r->c, &l, &h);
-        cps_normalize(&l);
-        cps_normalize(&h);
+        tg_cps_normalize(&l);
+        tg_cps_normalize(&h);
         if (neg) {
-            cpset nl = cps_complement(r->c, &h), nh = cps_complement(r->c, &l);
+            cpset nl = tg_cps_complement(r->c, &h), nh = tg_cps_complement(r->c, &l);
             l = nl;
             h = nh;
         }
-        cps_add_set(r->c, lo, &l);
-        cps_add_set(r->c, hi, &h);
+        tg_cps_add_set(r->c, lo, &l);
+        tg_cps_add_set(r->c, hi, &h);
         return 2;
     }
     case 't':
@@ -207,7 +207,7 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
     }
     /* An escaped punctuation or non-ASCII character stands for itself. */
     r->i--;
-    size_t l = utf8_dec(r->s + r->i, r->n - r->i, cp);
+    size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, cp);
     if (!l) {
         rx_bad(r, "invalid UTF-8");
         return 0;
@@ -219,10 +219,10 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
 /* The GBNF for one literal character in a JSON string. */
 static char *lit_char(sctx *c, uint32_t cp) {
     cpset s = {0};
-    cps_add(c, &s, cp, cp);
+    tg_cps_add(c, &s, cp, cp);
     if (cp < 0x20 && cp != '\b' && cp != '\f' && cp != '\n' && cp != '\r' && cp != '\t')
-        return xf(c, "\"\\\\u00%02x\"", cp); /* json.dumps writes other controls like this */
-    return cps_json(c, &s);
+        return tg_xf(c, "\"\\\\u00%02x\"", cp); /* json.dumps writes other controls like this */
+    return tg_cps_json(c, &s);
 }
 
 static char *rx_class(rx *r) {
@@ -252,7 +252,7 @@ static char *rx_class(rx *r) {
             if (!kind)
                 return NULL;
         } else {
-            size_t l = utf8_dec(r->s + r->i, r->n - r->i, &a);
+            size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &a);
             if (!l)
                 return rx_bad(r, "invalid UTF-8");
             r->i += l;
@@ -275,7 +275,7 @@ static char *rx_class(rx *r) {
                 if (k2 == 2)
                     return rx_fail(r, "a range to a class escape");
             } else {
-                size_t l = utf8_dec(r->s + r->i, r->n - r->i, &b);
+                size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &b);
                 if (!l)
                     return rx_bad(r, "invalid UTF-8");
                 r->i += l;
@@ -283,16 +283,16 @@ static char *rx_class(rx *r) {
             if (b < a)
                 return rx_bad(r, "a range out of order");
         }
-        cps_add(c, &lo, a, b);
-        cps_add(c, &hi, a, b);
+        tg_cps_add(c, &lo, a, b);
+        tg_cps_add(c, &hi, a, b);
     }
-    cps_normalize(&lo);
-    cps_normalize(&hi);
+    tg_cps_normalize(&lo);
+    tg_cps_normalize(&hi);
     if (neg) {
-        cpset s = cps_complement(c, &hi);
-        return cps_json(c, &s);
+        cpset s = tg_cps_complement(c, &hi);
+        return tg_cps_json(c, &s);
     }
-    return cps_json(c, &lo);
+    return tg_cps_json(c, &lo);
 }
 
 static rnode rx_alt(rx *r, bool top);
@@ -342,7 +342,7 @@ static rnode rx_atom(rx *r) {
             }
         }
         if (++r->depth > 64)
-            return sfail(c, TS_ERR_LIMIT,
+            return tg_sfail(c, TS_ERR_LIMIT,
                          "'pattern': groups nested deeper than 64 at offset %zu of the pattern",
                          r->i),
                    no;
@@ -353,7 +353,7 @@ static rnode rx_atom(rx *r) {
         if (r->i >= r->n || r->s[r->i] != ')')
             return rx_bad(r, "a missing ')'"), no;
         r->i++;
-        in.e = in.e == X_EMPTY ? X_EMPTY : xgroup(c, in.e);
+        in.e = in.e == X_EMPTY ? X_EMPTY : tg_xgroup(c, in.e);
         return in;
     }
     if (ch == '[') {
@@ -364,11 +364,11 @@ static rnode rx_atom(rx *r) {
     if (ch == '.') {
         r->i++;
         cpset s = {0};
-        cps_add(c, &s, 0, 0x09);
-        cps_add(c, &s, 0x0B, 0x0C);
-        cps_add(c, &s, 0x0E, 0x2027);
-        cps_add(c, &s, 0x202A, 0x10FFFF);
-        return (rnode){cps_json(c, &s), 1, 1};
+        tg_cps_add(c, &s, 0, 0x09);
+        tg_cps_add(c, &s, 0x0B, 0x0C);
+        tg_cps_add(c, &s, 0x0E, 0x2027);
+        tg_cps_add(c, &s, 0x202A, 0x10FFFF);
+        return (rnode){tg_cps_json(c, &s), 1, 1};
     }
     if (ch == '\\') {
         r->i++;
@@ -378,8 +378,8 @@ static rnode rx_atom(rx *r) {
         if (!k)
             return no;
         if (k == 2) {
-            cps_normalize(&lo);
-            return (rnode){cps_json(c, &lo), 1, 1};
+            tg_cps_normalize(&lo);
+            return (rnode){tg_cps_json(c, &lo), 1, 1};
         }
         return (rnode){lit_char(c, cp), 1, 1};
     }
@@ -388,7 +388,7 @@ static rnode rx_atom(rx *r) {
     if (ch == '*' || ch == '+' || ch == '?' || (ch == '{' && is_quant_brace(r, r->i)))
         return rx_bad(r, "a quantifier with nothing to repeat"), no;
     uint32_t cp;
-    size_t l = utf8_dec(r->s + r->i, r->n - r->i, &cp);
+    size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &cp);
     if (!l)
         return rx_bad(r, "invalid UTF-8"), no;
     r->i += l;
@@ -469,27 +469,27 @@ static rnode rx_piece(rx *r) {
         return (rnode){rx_bad(r, "a repeated quantifier"), 0, 0};
     rnode out = {NULL, len_mul(a.min, m), n < 0 ? (a.max == 0 ? 0 : -1) : len_mul(a.max, n)};
     if (a.e == X_EMPTY) {
-        out.e = m == 0 ? xdup(c, "") : X_EMPTY;
+        out.e = m == 0 ? tg_xdup(c, "") : X_EMPTY;
         out.min = out.max = 0;
         return out;
     }
     if (!*a.e || n == 0) {
-        out.e = xdup(c, "");
+        out.e = tg_xdup(c, "");
         return out;
     }
-    char *g = xgroup(c, a.e);
+    char *g = tg_xgroup(c, a.e);
     if (m == 0 && n < 0)
-        out.e = xf(c, "%s*", g);
+        out.e = tg_xf(c, "%s*", g);
     else if (m == 1 && n < 0)
-        out.e = xf(c, "%s+", g);
+        out.e = tg_xf(c, "%s+", g);
     else if (m == 0 && n == 1)
-        out.e = xf(c, "%s?", g);
+        out.e = tg_xf(c, "%s?", g);
     else if (m == n)
-        out.e = m == 1 ? g : xf(c, "%s{%lld}", g, (long long)m);
+        out.e = m == 1 ? g : tg_xf(c, "%s{%lld}", g, (long long)m);
     else if (n < 0)
-        out.e = xf(c, "%s{%lld,}", g, (long long)m);
+        out.e = tg_xf(c, "%s{%lld,}", g, (long long)m);
     else
-        out.e = xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+        out.e = tg_xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
     return out;
 }
 
@@ -525,14 +525,14 @@ static rnode rx_seq(rx *r, bool top) {
             if (b.n) {
                 ts_buf_putc(&b, ' ');
             }
-            ts_buf_puts(&b, b.n ? xgroup(c, p.e) : p.e);
+            ts_buf_puts(&b, b.n ? tg_xgroup(c, p.e) : p.e);
         }
     }
     if (b.oom) {
         ts_buf_free(&b);
-        return (rnode){sfail(c, TS_ERR_NOMEM, "out of memory"), 0, 0};
+        return (rnode){tg_sfail(c, TS_ERR_NOMEM, "out of memory"), 0, 0};
     }
-    char *acc = empty ? X_EMPTY : xdup(c, b.p ? b.p : "");
+    char *acc = empty ? X_EMPTY : tg_xdup(c, b.p ? b.p : "");
     ts_buf_free(&b);
     if (!acc)
         return (rnode){NULL, 0, 0};
@@ -541,12 +541,12 @@ static rnode rx_seq(rx *r, bool top) {
     if (top)
         r->anch_both = a_start && a_end;
     if (top && acc != X_EMPTY && (!a_start || !a_end)) {
-        char *any = prim(c, "char");
+        char *any = tg_prim(c, "char");
         if (!any)
             return (rnode){NULL, 0, 0};
         const char *lead = a_start ? "" : "char* ";
         const char *trail = a_end ? "" : " char*";
-        acc = *acc ? xf(c, "%s%s%s", lead, xgroup(c, acc), trail) : xdup(c, "char*");
+        acc = *acc ? tg_xf(c, "%s%s%s", lead, tg_xgroup(c, acc), trail) : tg_xdup(c, "char*");
         mx = -1;
     }
     return (rnode){acc, mn, mx};
@@ -564,14 +564,14 @@ static rnode rx_alt(rx *r, bool top) {
         if (!s.e)
             return s;
         if (k == RX_MAX_ALTS)
-            return (rnode){sfail(c, TS_ERR_LIMIT,
+            return (rnode){tg_sfail(c, TS_ERR_LIMIT,
                                  "'pattern': more than %d alternatives in one group at offset %zu "
                                  "of the pattern",
                                  RX_MAX_ALTS, r->i),
                            0, 0};
         if (k == cap) {
             cap = cap ? 2 * cap : 16;
-            char **q = xalloc(c, cap * sizeof *q);
+            char **q = tg_xalloc(c, cap * sizeof *q);
             if (!q)
                 return (rnode){NULL, 0, 0};
             if (k)
@@ -591,13 +591,13 @@ static rnode rx_alt(rx *r, bool top) {
         }
         break;
     }
-    char *e = xalt(c, items, k);
+    char *e = tg_xalt(c, items, k);
     if (e == X_EMPTY)
         mn = mx = 0;
     return (rnode){e, mn, mx};
 }
 
-char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen) {
+char *tg_regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen) {
     rx r = {.c = c, .s = pattern, .i = 0, .n = strlen(pattern), .depth = 0};
     rnode t = rx_alt(&r, true);
     if (!t.e)
@@ -609,7 +609,7 @@ char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen)
     return t.e;
 }
 
-char *regex_single(sctx *c, const char *pattern) {
+char *tg_regex_single(sctx *c, const char *pattern) {
     rx r = {.c = c, .s = pattern, .i = 0, .n = strlen(pattern), .depth = 0};
     ts_error keep = *c->err;
     ts_status st = c->st;
@@ -620,30 +620,30 @@ char *regex_single(sctx *c, const char *pattern) {
     return ok ? r.top_atom : NULL;
 }
 
-char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
+char *tg_rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
     const int64_t B = 256;
     if (n >= 0 && n < m)
         return X_EMPTY;
     if (m > TS_SCHEMA_MAX_REPEAT)
-        return sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
                      TS_SCHEMA_MAX_REPEAT);
     if (x == X_EMPTY)
-        return m == 0 ? xdup(c, "") : X_EMPTY;
-    const char *g = xgroup(c, x);
+        return m == 0 ? tg_xdup(c, "") : X_EMPTY;
+    const char *g = tg_xgroup(c, x);
     if (!g)
         return NULL;
     if (n < 0)
-        return m == 0 ? xf(c, "%s*", g) : xf(c, "%s{%lld,}", g, (long long)m);
+        return m == 0 ? tg_xf(c, "%s*", g) : tg_xf(c, "%s{%lld,}", g, (long long)m);
     if (n <= 1000)
-        return n == m ? xf(c, "%s{%lld}", g, (long long)m)
-                      : xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+        return n == m ? tg_xf(c, "%s{%lld}", g, (long long)m)
+                      : tg_xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
     /* x{0,K}, K = qB + r: either fewer than q full blocks of B and a partial one, or q full
      * blocks and up to r more. Each length has one parse. */
     int64_t k = n - m, q = k / B, rr = k % B;
-    char *upto = xf(c, "( ( %s{%lld} ){0,%lld} %s{0,%lld} | ( %s{%lld} ){%lld} %s{0,%lld} )", g,
+    char *upto = tg_xf(c, "( ( %s{%lld} ){0,%lld} %s{0,%lld} | ( %s{%lld} ){%lld} %s{0,%lld} )", g,
                     (long long)B, (long long)(q - 1), g, (long long)(B - 1), g, (long long)B,
                     (long long)q, g, (long long)rr);
     if (!upto || m == 0)
         return upto;
-    return xf(c, "%s{%lld} %s", g, (long long)m, upto);
+    return tg_xf(c, "%s{%lld} %s", g, (long long)m, upto);
 }

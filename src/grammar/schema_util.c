@@ -10,6 +10,7 @@
 
 #include "grammar/schema_internal.h"
 #include "util/buf.h"
+#include "util/json_str.h"
 #include "util/utf8.h"
 
 const char ts_schema_empty_marker[] = "<empty>";
@@ -20,7 +21,7 @@ struct ablock {
     char data[];
 };
 
-void *sfail(sctx *c, ts_status st, const char *fmt, ...) {
+void *tg_sfail(sctx *c, ts_status st, const char *fmt, ...) {
     if (c->st != TS_OK)
         return NULL;
     char msg[384];
@@ -39,18 +40,18 @@ void *sfail(sctx *c, ts_status st, const char *fmt, ...) {
     return NULL;
 }
 
-void *xalloc(sctx *c, size_t n) {
+void *tg_xalloc(sctx *c, size_t n) {
     if (c->st != TS_OK)
         return NULL;
     n = (n + 15) & ~(size_t)15;
     if (!c->arena || c->arena->cap - c->arena->used < n) {
         size_t cap = n > 65536 ? n : 65536;
         if (c->arena_total + cap > TS_SCHEMA_MAX_ARENA)
-            return sfail(c, TS_ERR_LIMIT, "the grammar would exceed %u MiB while compiling",
+            return tg_sfail(c, TS_ERR_LIMIT, "the grammar would exceed %u MiB while compiling",
                          TS_SCHEMA_MAX_ARENA >> 20);
         ablock *b = malloc(sizeof *b + cap);
         if (!b)
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         b->next = c->arena;
         b->used = 0;
         b->cap = cap;
@@ -85,11 +86,11 @@ void ts_schema_arena_free(sctx *c) {
     }
 }
 
-char *xdup(sctx *c, const char *s) {
+char *tg_xdup(sctx *c, const char *s) {
     if (!s)
         return NULL;
     size_t n = strlen(s);
-    char *p = xalloc(c, n + 1);
+    char *p = tg_xalloc(c, n + 1);
     if (p)
         memcpy(p, s, n + 1);
     return p;
@@ -114,7 +115,7 @@ static char *xf_strings(sctx *c, const char *fmt, va_list ap) {
         lens[na] = strlen(args[na]);
         total += lens[na++];
     }
-    char *out = xalloc(c, total + 1);
+    char *out = tg_xalloc(c, total + 1);
     if (!out) {
         return NULL;
     }
@@ -132,7 +133,7 @@ static char *xf_strings(sctx *c, const char *fmt, va_list ap) {
     return out;
 }
 
-char *xf(sctx *c, const char *fmt, ...) {
+char *tg_xf(sctx *c, const char *fmt, ...) {
     if (c->st != TS_OK) {
         return NULL;
     }
@@ -147,9 +148,9 @@ char *xf(sctx *c, const char *fmt, ...) {
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) {
-        return sfail(c, TS_ERR_INTERNAL, "formatting failed");
+        return tg_sfail(c, TS_ERR_INTERNAL, "formatting failed");
     }
-    char *p = xalloc(c, (size_t)n + 1);
+    char *p = tg_xalloc(c, (size_t)n + 1);
     if (!p) {
         return NULL;
     }
@@ -161,7 +162,7 @@ char *xf(sctx *c, const char *fmt, ...) {
 
 /* ---- JSON pointer ------------------------------------------------------------------------ */
 
-size_t path_push(sctx *c, const char *key) {
+size_t tg_path_push(sctx *c, const char *key) {
     size_t saved = c->path_len;
     size_t i = c->path_len;
     const size_t cap = sizeof c->path - 4;
@@ -185,13 +186,13 @@ size_t path_push(sctx *c, const char *key) {
     return saved;
 }
 
-size_t path_push_i(sctx *c, int i) {
+size_t tg_path_push_i(sctx *c, int i) {
     char buf[16];
     snprintf(buf, sizeof buf, "%d", i);
-    return path_push(c, buf);
+    return tg_path_push(c, buf);
 }
 
-void path_pop(sctx *c, size_t saved) {
+void tg_path_pop(sctx *c, size_t saved) {
     c->path_len = saved;
     c->path[saved] = '\0';
 }
@@ -253,7 +254,7 @@ bool tg_pmap_put(sctx *c, pmap *m, uintptr_t key, int32_t val) {
         if (!keys || !vals) {
             free(keys);
             free(vals);
-            sfail(c, TS_ERR_NOMEM, "out of memory");
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
             return false;
         }
         for (size_t i = 0; i < m->cap; i++) {
@@ -297,7 +298,7 @@ bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val) {
         if (!keys || !vals) {
             free(keys);
             free(vals);
-            sfail(c, TS_ERR_NOMEM, "out of memory");
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
             return false;
         }
         for (size_t i = 0; i < m->cap; i++) {
@@ -359,14 +360,14 @@ static char *unique_name(sctx *c, const char *hint) {
     }
     base[n] = '\0';
     if (tg_smap_get(&c->by_name, base) < 0) {
-        return xdup(c, base);
+        return tg_xdup(c, base);
     }
     /* Suffixes go on from where the last rule with this base stopped: trying -1, -2, ... each
      * time made many rules of one hint (long pointers cut to one prefix) quadratic. */
     int32_t *at = tg_smap_ref(&c->name_next, base);
     int32_t i = at ? *at : 1;
     for (;; i++) {
-        char *cand = xf(c, "%s-%d", base, (int)i);
+        char *cand = tg_xf(c, "%s-%d", base, (int)i);
         if (!cand) {
             return NULL;
         }
@@ -374,7 +375,7 @@ static char *unique_name(sctx *c, const char *hint) {
             if (at) {
                 *at = i + 1;
             } else {
-                char *key = xdup(c, base);
+                char *key = tg_xdup(c, base);
                 if (!key || !tg_smap_put(c, &c->name_next, key, i + 1)) {
                     return NULL;
                 }
@@ -384,15 +385,15 @@ static char *unique_name(sctx *c, const char *hint) {
     }
 }
 
-int32_t rule_find(sctx *c, const char *name) {
+int32_t tg_rule_find(sctx *c, const char *name) {
     return tg_smap_get(&c->by_name, name);
 }
 
-int32_t rule_reserve(sctx *c, const char *hint) {
+int32_t tg_rule_reserve(sctx *c, const char *hint) {
     if (c->st != TS_OK)
         return -1;
     if (c->n_rules >= TS_SCHEMA_MAX_RULES) {
-        sfail(c, TS_ERR_LIMIT, "the grammar would need more than %d rules", TS_SCHEMA_MAX_RULES);
+        tg_sfail(c, TS_ERR_LIMIT, "the grammar would need more than %d rules", TS_SCHEMA_MAX_RULES);
         return -1;
     }
     char *name = unique_name(c, hint);
@@ -402,7 +403,7 @@ int32_t rule_reserve(sctx *c, const char *hint) {
         size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
         srule *r = realloc(c->rules, cap * sizeof *r);
         if (!r) {
-            sfail(c, TS_ERR_NOMEM, "out of memory");
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
             return -1;
         }
         c->rules = r;
@@ -415,7 +416,7 @@ int32_t rule_reserve(sctx *c, const char *hint) {
     return idx;
 }
 
-void rule_set_body(sctx *c, int32_t idx, const char *body) {
+void tg_rule_set_body(sctx *c, int32_t idx, const char *body) {
     if (c->st != TS_OK || idx < 0)
         return;
     c->rules[idx].body = (char *)body;
@@ -423,7 +424,7 @@ void rule_set_body(sctx *c, int32_t idx, const char *body) {
         tg_smap_put(c, &c->by_body, (char *)body, idx);
 }
 
-char *rule_add(sctx *c, const char *hint, const char *body) {
+char *tg_rule_add(sctx *c, const char *hint, const char *body) {
     if (c->st != TS_OK || !body)
         return NULL;
     if (body == X_EMPTY)
@@ -431,13 +432,13 @@ char *rule_add(sctx *c, const char *hint, const char *body) {
     int32_t have = tg_smap_get(&c->by_body, body);
     if (have >= 0)
         return c->rules[have].name;
-    int32_t idx = rule_reserve(c, hint);
+    int32_t idx = tg_rule_reserve(c, hint);
     if (idx < 0)
         return NULL;
-    char *b = xdup(c, body);
+    char *b = tg_xdup(c, body);
     if (!b)
         return NULL;
-    rule_set_body(c, idx, b);
+    tg_rule_set_body(c, idx, b);
     return c->rules[idx].name;
 }
 
@@ -482,14 +483,14 @@ static bool atomic(const char *e) {
     return true;
 }
 
-char *xgroup(sctx *c, const char *e) {
+char *tg_xgroup(sctx *c, const char *e) {
     if (!e || e == X_EMPTY)
         return (char *)e;
     if (!*e)
-        return xdup(c, "\"\"");
+        return tg_xdup(c, "\"\"");
     if (atomic(e))
         return (char *)e;
-    return xf(c, "( %s )", e);
+    return tg_xf(c, "( %s )", e);
 }
 
 /* ---- alternatives ------------------------------------------------------------------------ */
@@ -629,7 +630,7 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
     cap = 64;
     fr = malloc(cap * sizeof *fr);
     if (!fr) {
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
     }
     fr[sp++] = (tframe){.lo = 0, .hi = n, .off = 0, .bufof = SIZE_MAX};
     while (sp && c->st == TS_OK) {
@@ -684,7 +685,7 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
             if (sp == cap) {
                 tframe *q = realloc(fr, 2 * cap * sizeof *fr);
                 if (!q) {
-                    sfail(c, TS_ERR_NOMEM, "out of memory");
+                    tg_sfail(c, TS_ERR_NOMEM, "out of memory");
                     break;
                 }
                 fr = q;
@@ -712,8 +713,8 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
         if (f->bufof == sp - 1) { /* its own buffer: a rule, named in the parent's text */
             bool oom = f->own.oom;
             char *text = ts_buf_take(&f->own);
-            char *name = oom || !text ? sfail(c, TS_ERR_NOMEM, "out of memory")
-                                      : rule_add(c, "enum-trie", text);
+            char *name = oom || !text ? tg_sfail(c, TS_ERR_NOMEM, "out of memory")
+                                      : tg_rule_add(c, "enum-trie", text);
             free(text);
             if (name) {
                 ts_buf_puts(TBUF(&fr[sp - 2]), name);
@@ -727,16 +728,16 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
     }
     free(fr);
     if (c->st == TS_OK && root.oom) {
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
     }
     if (c->st == TS_OK) {
-        result = xdup(c, root.p ? root.p : "\"\"");
+        result = tg_xdup(c, root.p ? root.p : "\"\"");
     }
     ts_buf_free(&root);
     return result;
 }
 
-char *xalt(sctx *c, char **items, size_t n) {
+char *tg_xalt(sctx *c, char **items, size_t n) {
     if (c->st != TS_OK) {
         return NULL;
     }
@@ -747,7 +748,7 @@ char *xalt(sctx *c, char **items, size_t n) {
     strmap seen = {0};
     char *result = NULL;
     if (!keep || !lits) {
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
     size_t k = 0, nl = 0;
@@ -815,10 +816,10 @@ char *xalt(sctx *c, char **items, size_t n) {
     ts_buf_puts(&b, k > 1 ? " )" : "");
     if (b.oom) {
         ts_buf_free(&b);
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         goto done;
     }
-    result = xdup(c, b.p);
+    result = tg_xdup(c, b.p);
     ts_buf_free(&b);
 done:
     free(keep);
@@ -829,40 +830,8 @@ done:
 
 /* ---- literals and classes ---------------------------------------------------------------- */
 
-size_t utf8_dec(const char *s, size_t n, uint32_t *cp) {
-    const unsigned char *u = (const unsigned char *)s;
-    if (!n)
-        return 0;
-    if (u[0] < 0x80) {
-        *cp = u[0];
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((u[0] & 0xE0) == 0xC0) {
-        len = 2, v = u[0] & 0x1F, min = 0x80;
-    } else if ((u[0] & 0xF0) == 0xE0) {
-        len = 3, v = u[0] & 0x0F, min = 0x800;
-    } else if ((u[0] & 0xF8) == 0xF0) {
-        len = 4, v = u[0] & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((u[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (u[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-char *gbnf_lit(sctx *c, const char *s, size_t n) {
-    char *out = xalloc(c, n * 4 + 3);
+char *tg_gbnf_lit(sctx *c, const char *s, size_t n) {
+    char *out = tg_xalloc(c, n * 4 + 3);
     if (!out)
         return NULL;
     size_t o = 0;
@@ -892,63 +861,29 @@ char *gbnf_lit(sctx *c, const char *s, size_t n) {
     return out;
 }
 
-char *json_quote(sctx *c, const char *s) {
-    size_t n = strlen(s);
-    char *out = xalloc(c, n * 6 + 3);
-    if (!out)
+char *tg_json_quote(sctx *c, const char *s) {
+    if (c->st != TS_OK) {
         return NULL;
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *esc = NULL;
-        switch (ch) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            break;
-        }
-        if (esc) {
-            memcpy(out + o, esc, 2);
-            o += 2;
-        } else if (ch < 0x20) {
-            o += (size_t)snprintf(out + o, 7, "\\u%04x", ch);
-        } else {
-            out[o++] = (char)ch;
-        }
     }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    ts_buf b = {0};
+    ts_json_put_str(&b, s, strlen(s), 0);
+    if (b.oom) {
+        ts_buf_free(&b);
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    char *r = tg_xdup(c, b.p);
+    ts_buf_free(&b);
+    return r;
 }
 
 /* ---- code point sets --------------------------------------------------------------------- */
 
-void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
+void tg_cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
     if (c->st != TS_OK || lo > hi)
         return;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        uint32_t(*r)[2] = xalloc(c, cap * sizeof *r);
+        uint32_t(*r)[2] = tg_xalloc(c, cap * sizeof *r);
         if (!r)
             return;
         if (s->n)
@@ -961,9 +896,9 @@ void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
     s->n++;
 }
 
-void cps_add_set(sctx *c, cpset *s, const cpset *t) {
+void tg_cps_add_set(sctx *c, cpset *s, const cpset *t) {
     for (size_t i = 0; i < t->n; i++)
-        cps_add(c, s, t->r[i][0], t->r[i][1]);
+        tg_cps_add(c, s, t->r[i][0], t->r[i][1]);
 }
 
 static int cmp_range(const void *a, const void *b) {
@@ -971,7 +906,7 @@ static int cmp_range(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-void cps_normalize(cpset *s) {
+void tg_cps_normalize(cpset *s) {
     if (s->n < 2)
         return;
     qsort(s->r, s->n, sizeof *s->r, cmp_range);
@@ -989,20 +924,20 @@ void cps_normalize(cpset *s) {
     s->n = o + 1;
 }
 
-cpset cps_complement(sctx *c, const cpset *s) {
+cpset tg_cps_complement(sctx *c, const cpset *s) {
     cpset t = {0};
     uint32_t next = 0;
     for (size_t i = 0; i < s->n; i++) {
         if (s->r[i][0] > next)
-            cps_add(c, &t, next, s->r[i][0] - 1);
+            tg_cps_add(c, &t, next, s->r[i][0] - 1);
         next = s->r[i][1] + 1;
     }
     if (next <= 0x10FFFF)
-        cps_add(c, &t, next, 0x10FFFF);
+        tg_cps_add(c, &t, next, 0x10FFFF);
     return t;
 }
 
-bool cps_has(const cpset *s, uint32_t cp) {
+bool tg_cps_has(const cpset *s, uint32_t cp) {
     for (size_t i = 0; i < s->n; i++)
         if (cp >= s->r[i][0] && cp <= s->r[i][1])
             return true;
@@ -1021,12 +956,12 @@ static int put_cp(char *o, uint32_t cp) {
     return sprintf(o, "\\U%08X", cp);
 }
 
-char *cps_class(sctx *c, const cpset *s) {
+char *tg_cps_class(sctx *c, const cpset *s) {
     if (c->st != TS_OK)
         return NULL;
     if (!s->n)
         return X_EMPTY;
-    char *out = xalloc(c, s->n * 24 + 3);
+    char *out = tg_xalloc(c, s->n * 24 + 3);
     if (!out)
         return NULL;
     size_t o = 0;
@@ -1044,12 +979,12 @@ char *cps_class(sctx *c, const cpset *s) {
     return out;
 }
 
-char *cps_json(sctx *c, const cpset *in) {
+char *tg_cps_json(sctx *c, const cpset *in) {
     if (c->st != TS_OK)
         return NULL;
     cpset s = {0};
-    cps_add_set(c, &s, in);
-    cps_normalize(&s);
+    tg_cps_add_set(c, &s, in);
+    tg_cps_normalize(&s);
     /* Raw characters: all but the quote, the backslash and the control characters. */
     cpset raw = {0};
     for (size_t i = 0; i < s.n; i++) {
@@ -1060,17 +995,17 @@ char *cps_json(sctx *c, const cpset *in) {
             uint32_t x = cut ? '\\' : '"';
             if (x >= lo && x <= hi) {
                 if (x > lo)
-                    cps_add(c, &raw, lo, x - 1);
+                    tg_cps_add(c, &raw, lo, x - 1);
                 lo = x + 1;
             }
         }
         if (lo <= hi)
-            cps_add(c, &raw, lo, hi);
+            tg_cps_add(c, &raw, lo, hi);
     }
-    cps_normalize(&raw);
+    tg_cps_normalize(&raw);
     char *items[8];
     size_t n = 0;
-    items[n++] = cps_class(c, &raw);
+    items[n++] = tg_cps_class(c, &raw);
     static const struct {
         uint32_t cp;
         const char *lit;
@@ -1078,7 +1013,7 @@ char *cps_json(sctx *c, const cpset *in) {
                {'\f', "\"\\\\f\""},   {'\n', "\"\\\\n\""},    {'\r', "\"\\\\r\""},
                {'\t', "\"\\\\t\""}};
     for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++)
-        if (cps_has(&s, esc[i].cp))
-            items[n++] = xdup(c, esc[i].lit);
-    return xalt(c, items, n);
+        if (tg_cps_has(&s, esc[i].cp))
+            items[n++] = tg_xdup(c, esc[i].lit);
+    return tg_xalt(c, items, n);
 }
