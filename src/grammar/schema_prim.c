@@ -35,6 +35,7 @@ static const struct {
     {"integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} )"},
     {"number", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? "
                "[0-9]{1,16} )?"},
+    {"zero-frac", "( \".\" \"0\"{1,16} )?"}, /* an integral constant's optional .000 */
     {"boolean", "\"true\" | \"false\""},
     {"null", "\"null\""},
     {"value", "object | array | string | number | boolean | null"},
@@ -512,8 +513,11 @@ static char *num_lit(sctx *c, double x) {
     if (!isfinite(x))
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "a non-finite number");
     if (x == floor(x) && fabs(x) < 1e15) {
-        /* 1, 1.0 and 1.00 are the same number to JSON Schema. */
-        return tg_xf(c, "\"%.0f\" ( \".\" " FRAC_ZEROS1 " )?", x);
+        /* 1, 1.0 and 1.00 are the same number to JSON Schema. The zeros are one shared rule:
+         * an enum of thousands of integers would otherwise expand them once per value. */
+        if (!tg_prim(c, "zero-frac"))
+            return NULL;
+        return tg_xf(c, "\"%.0f\" zero-frac", x);
     }
     char buf[40];
     for (int prec = 1; prec <= 17; prec++) {
