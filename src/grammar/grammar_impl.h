@@ -80,18 +80,21 @@ struct ts_grammar {
 
 /* A code point matches class c (cp <= 0x10FFFF). */
 static inline bool gclass_match(const gclass *c, const uint32_t *ranges, uint32_t cp) {
-    if (cp < 128)
+    if (cp < 128) {
         return (c->ascii[cp >> 5] >> (cp & 31)) & 1u;
-    if (cp >= 0xD800 && cp <= 0xDFFF)
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) {
         return false;
+    }
     const uint32_t *r = ranges + 2 * (size_t)c->off;
     uint32_t lo = 0, hi = c->n;
     while (lo < hi) { /* first range whose hi >= cp */
         uint32_t mid = (lo + hi) / 2;
-        if (r[2 * mid + 1] < cp)
+        if (r[2 * mid + 1] < cp) {
             lo = mid + 1;
-        else
+        } else {
             hi = mid;
+        }
     }
     bool in = lo < c->n && r[2 * lo] <= cp;
     return in != (c->neg != 0);

@@ -132,40 +132,49 @@ struct ts_gmatch {
 static bool part_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
     const uint32_t *r = ranges + 2 * (size_t)c->off;
     if (!c->neg) {
-        for (uint32_t k = 0; k < c->n; k++)
-            if (r[2 * k] <= hi && r[2 * k + 1] >= lo)
+        for (uint32_t k = 0; k < c->n; k++) {
+            if (r[2 * k] <= hi && r[2 * k + 1] >= lo) {
                 return true;
+            }
+        }
         return false;
     }
     uint32_t x = lo; /* the first code point not yet known to be covered */
     for (uint32_t k = 0; k < c->n; k++) {
-        if (r[2 * k + 1] < x)
+        if (r[2 * k + 1] < x) {
             continue;
-        if (r[2 * k] > x)
+        }
+        if (r[2 * k] > x) {
             return true;
-        if (r[2 * k + 1] >= hi)
+        }
+        if (r[2 * k + 1] >= hi) {
             return false;
+        }
         x = r[2 * k + 1] + 1;
     }
     return x <= hi;
 }
 
 bool tg_gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
-    if (lo <= 0xD7FF && part_intersects(c, ranges, lo, hi < 0xD7FF ? hi : 0xD7FF))
+    if (lo <= 0xD7FF && part_intersects(c, ranges, lo, hi < 0xD7FF ? hi : 0xD7FF)) {
         return true;
+    }
     return hi >= 0xE000 && part_intersects(c, ranges, lo > 0xE000 ? lo : 0xE000, hi);
 }
 
 /* ---- tables --------------------------------------------------------------------------------- */
 
 static bool grow(ts_gmatch *m, void **p, uint32_t *cap, size_t need, size_t sz) {
-    if (need <= *cap)
+    if (need <= *cap) {
         return true;
+    }
     size_t c = *cap ? *cap : 64;
-    while (c < need)
+    while (c < need) {
         c *= 2;
-    if (c > UINT32_MAX)
+    }
+    if (c > UINT32_MAX) {
         c = UINT32_MAX;
+    }
     void *q = realloc(*p, c * sz);
     if (!q) {
         m->failed = true;
@@ -202,14 +211,18 @@ static bool rehash_nodes(ts_gmatch *m, uint32_t buckets) {
 /* The node (pos, parent), created when new; UINT32_MAX when out of memory. */
 static uint32_t node(ts_gmatch *m, uint32_t pos, uint32_t parent) {
     uint32_t b = mix(pos, parent) & m->node_mask;
-    for (uint32_t i = m->node_head[b]; i != UINT32_MAX; i = m->nodes[i].next)
-        if (m->nodes[i].pos == pos && m->nodes[i].parent == parent)
+    for (uint32_t i = m->node_head[b]; i != UINT32_MAX; i = m->nodes[i].next) {
+        if (m->nodes[i].pos == pos && m->nodes[i].parent == parent) {
             return i;
-    if (!grow(m, (void **)&m->nodes, &m->cap_nodes, (size_t)m->n_nodes + 1, sizeof *m->nodes))
+        }
+    }
+    if (!grow(m, (void **)&m->nodes, &m->cap_nodes, (size_t)m->n_nodes + 1, sizeof *m->nodes)) {
         return UINT32_MAX;
+    }
     if (m->n_nodes + 1 > m->node_mask + 1) {
-        if (!rehash_nodes(m, (m->node_mask + 1) * 2))
+        if (!rehash_nodes(m, (m->node_mask + 1) * 2)) {
             return UINT32_MAX;
+        }
         b = mix(pos, parent) & m->node_mask;
     }
     uint32_t id = m->n_nodes++;
@@ -220,8 +233,9 @@ static uint32_t node(ts_gmatch *m, uint32_t pos, uint32_t parent) {
 
 static uint32_t set_hash(const uint32_t *ids, uint32_t n, uint32_t utf8) {
     uint32_t h = mix(n, utf8);
-    for (uint32_t k = 0; k < n; k++)
+    for (uint32_t k = 0; k < n; k++) {
         h = mix(h, ids[k]);
+    }
     return h;
 }
 
@@ -250,25 +264,31 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
     for (uint32_t i = m->state_head[h & m->state_mask]; i != UINT32_MAX; i = m->states[i].next) {
         const gstate *s = &m->states[i];
         if (s->hash == h && s->n == n && s->utf8 == utf8 &&
-            memcmp(m->sets + s->off, ids, (size_t)n * sizeof *ids) == 0)
+            memcmp(m->sets + s->off, ids, (size_t)n * sizeof *ids) == 0) {
             return (int32_t)i;
+        }
     }
-    if (m->n_states >= INT32_MAX - 1 || m->n_sets + n > UINT32_MAX)
+    if (m->n_states >= INT32_MAX - 1 || m->n_sets + n > UINT32_MAX) {
         return m->failed = true, REJECT;
-    if (!grow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1, sizeof *m->states))
+    }
+    if (!grow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1, sizeof *m->states)) {
         return REJECT;
+    }
     if (m->n_sets + n > m->cap_sets) {
         size_t c = m->cap_sets ? m->cap_sets : 256;
-        while (c < m->n_sets + n)
+        while (c < m->n_sets + n) {
             c *= 2;
+        }
         uint32_t *q = realloc(m->sets, c * sizeof *q);
-        if (!q)
+        if (!q) {
             return m->failed = true, REJECT;
+        }
         m->sets = q;
         m->cap_sets = c;
     }
-    if (m->n_states + 1 > m->state_mask + 1 && !rehash_states(m, (m->state_mask + 1) * 2))
+    if (m->n_states + 1 > m->state_mask + 1 && !rehash_states(m, (m->state_mask + 1) * 2)) {
         return REJECT;
+    }
     uint32_t id = m->n_states++;
     memcpy(m->sets + m->n_sets, ids, (size_t)n * sizeof *ids);
     uint32_t b = h & m->state_mask;
@@ -287,11 +307,13 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
 
 /* Grows the stamp array to cover every node slot. */
 static bool stamps_fit(ts_gmatch *m) {
-    if (m->cap_stamp >= m->cap_nodes)
+    if (m->cap_stamp >= m->cap_nodes) {
         return true;
+    }
     uint32_t *q = realloc(m->stamp, (size_t)m->cap_nodes * sizeof *q);
-    if (!q)
+    if (!q) {
         return m->failed = true, false;
+    }
     memset(q + m->cap_stamp, 0, ((size_t)m->cap_nodes - m->cap_stamp) * sizeof *q);
     m->stamp = q;
     m->cap_stamp = m->cap_nodes;
@@ -300,13 +322,16 @@ static bool stamps_fit(ts_gmatch *m) {
 
 /* Queues node id for the closure unless this closure has already seen it. */
 static bool enqueue(ts_gmatch *m, uint32_t id, uint32_t *nw) {
-    if (id == UINT32_MAX || !stamps_fit(m))
+    if (id == UINT32_MAX || !stamps_fit(m)) {
         return false;
-    if (m->stamp[id] == m->gen)
+    }
+    if (m->stamp[id] == m->gen) {
         return true;
+    }
     m->stamp[id] = m->gen;
-    if (!grow(m, (void **)&m->work, &m->cap_work, (size_t)*nw + 1, sizeof *m->work))
+    if (!grow(m, (void **)&m->work, &m->cap_work, (size_t)*nw + 1, sizeof *m->work)) {
         return false;
+    }
     m->work[(*nw)++] = id;
     return true;
 }
@@ -325,33 +350,39 @@ static bool close_over(ts_gmatch *m, uint32_t nw) {
         uint32_t id = m->work[--nw];
         gnode n = m->nodes[id];
         if (id == SENTINEL) {
-            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out))
+            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
                 return false;
+            }
             m->out[m->n_out++] = SENTINEL;
             continue;
         }
         uint32_t e = g->elems[n.pos];
         switch (GE_TYPE(e)) {
         case GE_CLASS:
-            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out))
+            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
                 return false;
+            }
             m->out[m->n_out++] = id;
             break;
         case GE_END:
-            if (!enqueue(m, n.parent, &nw))
+            if (!enqueue(m, n.parent, &nw)) {
                 return false;
+            }
             break;
         default: { /* GE_REF */
             uint32_t r = GE_VAL(e);
             uint32_t ret = n.parent;
             if (GE_TYPE(g->elems[n.pos + 1]) != GE_END) {
                 ret = node(m, n.pos + 1, n.parent);
-                if (ret == UINT32_MAX)
+                if (ret == UINT32_MAX) {
                     return false;
+                }
             }
-            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
-                if (!enqueue(m, node(m, g->alt_start[a], ret), &nw))
+            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+                if (!enqueue(m, node(m, g->alt_start[a], ret), &nw)) {
                     return false;
+                }
+            }
             break;
         }
         }
@@ -379,8 +410,9 @@ static int32_t out_state(ts_gmatch *m) {
 
 static void new_gen(ts_gmatch *m) {
     if (++m->gen == 0) { /* wrapped: clear the stamps */
-        if (m->stamp)
+        if (m->stamp) {
             memset(m->stamp, 0, (size_t)m->cap_stamp * sizeof *m->stamp);
+        }
         m->gen = 1;
     }
 }
@@ -396,17 +428,21 @@ static int32_t advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
     uint32_t nw = 0;
     for (uint32_t k = 0; k < m->states[s].n; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         gnode n = m->nodes[id];
         const gclass *c = &g->classes[GE_VAL(g->elems[n.pos])];
-        if (cp == CP_ANY_NONASCII ? c->uni != GCLASS_ALL : !gclass_match(c, g->ranges, cp))
+        if (cp == CP_ANY_NONASCII ? c->uni != GCLASS_ALL : !gclass_match(c, g->ranges, cp)) {
             continue;
-        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw))
+        }
+        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw)) {
             return REJECT;
+        }
     }
-    if (!close_over(m, nw))
+    if (!close_over(m, nw)) {
         return REJECT;
+    }
     return out_state(m);
 }
 
@@ -416,19 +452,24 @@ static bool partial_ok(ts_gmatch *m, uint32_t s, uint32_t acc, uint32_t need, ui
     const ts_grammar *g = m->g;
     uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-    if (lo < min)
+    if (lo < min) {
         lo = min;
-    if (hi > 0x10FFFF)
+    }
+    if (hi > 0x10FFFF) {
         hi = 0x10FFFF;
-    if (lo > hi)
+    }
+    if (lo > hi) {
         return false;
+    }
     for (uint32_t k = 0; k < m->states[s].n; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         const gclass *c = &g->classes[GE_VAL(g->elems[m->nodes[id].pos])];
-        if (tg_gclass_intersects(c, g->ranges, lo, hi))
+        if (tg_gclass_intersects(c, g->ranges, lo, hi)) {
             return true;
+        }
     }
     return false;
 }
@@ -436,27 +477,31 @@ static bool partial_ok(ts_gmatch *m, uint32_t s, uint32_t acc, uint32_t need, ui
 /* A state with s's stacks and another pending UTF-8 value. */
 static int32_t with_utf8(ts_gmatch *m, uint32_t s, uint32_t utf8) {
     uint32_t n = m->states[s].n;
-    if (!grow(m, (void **)&m->out, &m->cap_out, n, sizeof *m->out))
+    if (!grow(m, (void **)&m->out, &m->cap_out, n, sizeof *m->out)) {
         return REJECT;
+    }
     memcpy(m->out, m->sets + m->states[s].off, (size_t)n * sizeof *m->out);
     return state(m, m->out, n, utf8);
 }
 
 /* How state s's classes treat non-ASCII code points (UNI_MIXED, UNI_ALL or UNI_NONE). */
 static uint8_t uniform(ts_gmatch *m, uint32_t s) {
-    if (m->states[s].uni != UNI_UNKNOWN)
+    if (m->states[s].uni != UNI_UNKNOWN) {
         return m->states[s].uni;
+    }
     const ts_grammar *g = m->g;
     uint8_t u = UNI_NONE;
     for (uint32_t k = 0; k < m->states[s].n && u != UNI_MIXED; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         uint32_t cu = g->classes[GE_VAL(g->elems[m->nodes[id].pos])].uni;
-        if (cu == GCLASS_MIXED)
+        if (cu == GCLASS_MIXED) {
             u = UNI_MIXED;
-        else if (cu == GCLASS_ALL)
+        } else if (cu == GCLASS_ALL) {
             u = UNI_ALL;
+        }
     }
     m->states[s].uni = u;
     return u;
@@ -473,54 +518,63 @@ static uint8_t uniform(ts_gmatch *m, uint32_t s) {
 static int32_t compute_step(ts_gmatch *m, uint32_t s, uint8_t b) {
     uint32_t u = m->states[s].utf8;
     if (u == 0) {
-        if (b < 0x80)
+        if (b < 0x80) {
             return advance_cp(m, s, b);
+        }
         uint32_t len, acc;
-        if (b >= 0xC2 && b <= 0xDF)
+        if (b >= 0xC2 && b <= 0xDF) {
             len = 2, acc = b & 0x1F;
-        else if (b >= 0xE0 && b <= 0xEF)
+        } else if (b >= 0xE0 && b <= 0xEF) {
             len = 3, acc = b & 0x0F;
-        else if (b >= 0xF0 && b <= 0xF4)
+        } else if (b >= 0xF0 && b <= 0xF4) {
             len = 4, acc = b & 0x07;
-        else
+        } else {
             return REJECT;
+        }
         uint8_t uni = uniform(m, s);
-        if (uni == UNI_NONE)
+        if (uni == UNI_NONE) {
             return REJECT;
+        }
         if (uni == UNI_ALL) {
             bool keep =
                 (len == 3 && (acc == 0 || acc == 0xD)) || (len == 4 && (acc == 0 || acc == 4));
             return with_utf8(m, s, (len - 1) | len << 2 | (keep ? acc : 1u) << 5);
         }
-        if (!partial_ok(m, s, acc, len - 1, len))
+        if (!partial_ok(m, s, acc, len - 1, len)) {
             return REJECT;
+        }
         return with_utf8(m, s, (len - 1) | len << 2 | acc << 5);
     }
     uint32_t need = u & 3, len = (u >> 2) & 7, acc = u >> 5;
     uint8_t lo = 0x80, hi = 0xBF;
     if (need == len - 1) { /* the second byte rules out overlong forms, surrogates, > U+10FFFF */
-        if (len == 3 && acc == 0)
+        if (len == 3 && acc == 0) {
             lo = 0xA0;
-        else if (len == 3 && acc == 0xD)
+        } else if (len == 3 && acc == 0xD) {
             hi = 0x9F;
-        else if (len == 4 && acc == 0)
+        } else if (len == 4 && acc == 0) {
             lo = 0x90;
-        else if (len == 4 && acc == 4)
+        } else if (len == 4 && acc == 4) {
             hi = 0x8F;
+        }
     }
-    if (b < lo || b > hi)
+    if (b < lo || b > hi) {
         return REJECT;
+    }
     need--;
     if (uniform(m, s) == UNI_ALL) { /* canonical: see above */
-        if (need == 0)
+        if (need == 0) {
             return advance_cp(m, s, UNI_REPR);
+        }
         return with_utf8(m, s, need | len << 2 | 1u << 5);
     }
     acc = acc << 6 | (b & 0x3F);
-    if (need == 0)
+    if (need == 0) {
         return advance_cp(m, s, acc);
-    if (!partial_ok(m, s, acc, need, len))
+    }
+    if (!partial_ok(m, s, acc, need, len)) {
         return REJECT;
+    }
     return with_utf8(m, s, need | len << 2 | acc << 5);
 }
 
@@ -534,11 +588,13 @@ static bool rehash_tr(ts_gmatch *m, uint32_t cap) {
         return false;
     }
     for (uint32_t i = 0; m->tr_key && i <= m->tr_mask; i++) {
-        if (!m->tr_key[i])
+        if (!m->tr_key[i]) {
             continue;
+        }
         uint32_t h = mix((uint32_t)(m->tr_key[i] >> 32), (uint32_t)m->tr_key[i]) & (cap - 1);
-        while (k[h])
+        while (k[h]) {
             h = (h + 1) & (cap - 1);
+        }
         k[h] = m->tr_key[i];
         v[h] = m->tr_val[i];
     }
@@ -559,22 +615,25 @@ static inline int32_t step(ts_gmatch *m, uint32_t s, uint8_t b) {
     int32_t row = m->states[s].row;
     if (row >= 0) {
         int32_t v = m->rows[(size_t)row * 256 + b];
-        if (v != UNKNOWN)
+        if (v != UNKNOWN) {
             return v;
+        }
     }
     return step_slow(m, s, b);
 }
 
 static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
-    if (m->failed)
+    if (m->failed) {
         return REJECT;
+    }
     int32_t row = m->states[s].row;
     if (row < 0 && ++m->states[s].hits >= ROW_HOT && m->n_rows < ROW_LIMIT) {
         if (grow(m, (void **)&m->rows, &m->cap_rows, ((size_t)m->n_rows + 1) * 256,
                  sizeof *m->rows)) {
             row = (int32_t)m->n_rows++;
-            for (int k = 0; k < 256; k++)
+            for (int k = 0; k < 256; k++) {
                 m->rows[(size_t)row * 256 + k] = UNKNOWN;
+            }
             m->states[s].row = row;
         }
     }
@@ -583,27 +642,32 @@ static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
     for (;;) {
         uint64_t k = m->tr_key[h];
         if (k == key) {
-            if (row >= 0)
+            if (row >= 0) {
                 m->rows[(size_t)row * 256 + b] = m->tr_val[h];
+            }
             return m->tr_val[h];
         }
-        if (!k)
+        if (!k) {
             break;
+        }
         h = (h + 1) & m->tr_mask;
     }
     int32_t r = compute_step(m, s, b);
-    if (m->failed)
+    if (m->failed) {
         return REJECT;
+    }
     if (row >= 0) {
         m->rows[(size_t)row * 256 + b] = r;
         return r;
     }
     if ((m->n_tr + 1) * 2 > m->tr_mask + 1) {
-        if (!rehash_tr(m, (m->tr_mask + 1) * 2))
+        if (!rehash_tr(m, (m->tr_mask + 1) * 2)) {
             return REJECT;
+        }
         h = mix((uint32_t)(key >> 32), (uint32_t)key) & m->tr_mask;
-        while (m->tr_key[h])
+        while (m->tr_key[h]) {
             h = (h + 1) & m->tr_mask;
+        }
     }
     m->tr_key[h] = key;
     m->tr_val[h] = r;
@@ -635,8 +699,9 @@ static void tables_free(ts_gmatch *m) {
 /* Empty tables holding only the sentinel node. */
 static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
     *m = (ts_gmatch){.g = g};
-    for (int k = 0; k < MASK_CACHE; k++)
+    for (int k = 0; k < MASK_CACHE; k++) {
         m->mc_state[k] = -1;
+    }
     m->node_head = malloc(1024 * sizeof *m->node_head);
     m->state_head = malloc(256 * sizeof *m->state_head);
     if (!m->node_head || !m->state_head ||
@@ -658,34 +723,39 @@ static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
 static int32_t transplant(ts_gmatch *dst, const ts_gmatch *src, uint32_t s) {
     uint32_t *map = malloc((size_t)src->n_nodes * sizeof *map);
     uint32_t *path = NULL, cap_path = 0;
-    if (!map)
+    if (!map) {
         return dst->failed = true, REJECT;
+    }
     memset(map, 0xff, (size_t)src->n_nodes * sizeof *map);
     map[SENTINEL] = SENTINEL;
     const gstate *st = &src->states[s];
     uint32_t *ids = malloc(((size_t)st->n + 1) * sizeof *ids);
     int32_t result = REJECT;
-    if (!ids)
+    if (!ids) {
         goto done;
+    }
     for (uint32_t k = 0; k < st->n; k++) {
         uint32_t x = src->sets[st->off + k], np = 0;
         while (map[x] == UINT32_MAX) {
-            if (!grow(dst, (void **)&path, &cap_path, (size_t)np + 1, sizeof *path))
+            if (!grow(dst, (void **)&path, &cap_path, (size_t)np + 1, sizeof *path)) {
                 goto done;
+            }
             path[np++] = x;
             x = src->nodes[x].parent;
         }
         while (np) {
             uint32_t y = path[--np];
             map[y] = node(dst, src->nodes[y].pos, map[src->nodes[y].parent]);
-            if (map[y] == UINT32_MAX)
+            if (map[y] == UINT32_MAX) {
                 goto done;
+            }
         }
         ids[k] = map[src->sets[st->off + k]];
     }
     qsort(ids, st->n, sizeof *ids, cmp_u32);
-    if (stamps_fit(dst))
+    if (stamps_fit(dst)) {
         result = state(dst, ids, st->n, st->utf8);
+    }
 done:
     free(map);
     free(path);
@@ -745,8 +815,9 @@ ts_status tg_gmatch_check_start(const ts_grammar *g, const char *root, ts_error 
 }
 
 ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {
-    if (!src || src->failed)
+    if (!src || src->failed) {
         return NULL;
+    }
     ts_gmatch *m = malloc(sizeof *m);
     if (!m || !tables_init(m, src->g)) {
         free(m);
@@ -762,19 +833,22 @@ ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {
 }
 
 void ts_gmatch_free(ts_gmatch *m) {
-    if (!m)
+    if (!m) {
         return;
+    }
     tables_free(m);
     free(m);
 }
 
 /* Rebuilds the tables from the current state alone when they have grown past their limits. */
 static void maybe_compact(ts_gmatch *m) {
-    if (m->failed || (m->n_nodes < NODE_LIMIT && m->n_states < STATE_LIMIT && m->n_tr < TR_LIMIT))
+    if (m->failed || (m->n_nodes < NODE_LIMIT && m->n_states < STATE_LIMIT && m->n_tr < TR_LIMIT)) {
         return;
+    }
     ts_gmatch fresh;
-    if (!tables_init(&fresh, m->g))
+    if (!tables_init(&fresh, m->g)) {
         return; /* keep the large tables; they still work */
+    }
     int32_t s = transplant(&fresh, m, m->cur);
     if (s < 0 || fresh.failed) {
         tables_free(&fresh);
@@ -786,14 +860,17 @@ static void maybe_compact(ts_gmatch *m) {
 }
 
 bool ts_gmatch_accept_bytes(ts_gmatch *m, const char *bytes, size_t len) {
-    if (!m || m->failed || (!bytes && len))
+    if (!m || m->failed || (!bytes && len)) {
         return false;
+    }
     maybe_compact(m);
     int32_t s = (int32_t)m->cur;
-    for (size_t i = 0; i < len && s >= 0; i++)
+    for (size_t i = 0; i < len && s >= 0; i++) {
         s = step(m, (uint32_t)s, (uint8_t)bytes[i]);
-    if (s < 0)
+    }
+    if (s < 0) {
         return false;
+    }
     m->cur = (uint32_t)s;
     return true;
 }
@@ -808,13 +885,16 @@ bool ts_gmatch_is_accepting(const ts_gmatch *m) {
 }
 
 bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
-    if (!m || !v || token < 0 || token >= v->n_vocab)
+    if (!m || !v || token < 0 || token >= v->n_vocab) {
         return false;
-    if (v->is_eog[token])
+    }
+    if (v->is_eog[token]) {
         return ts_gmatch_is_accepting(m);
+    }
     uint64_t a = v->off[token], b = v->off[token + 1];
-    if (a == b)
+    if (a == b) {
         return false;
+    }
     return ts_gmatch_accept_bytes(m, v->bytes + a, (size_t)(b - a));
 }
 
@@ -822,20 +902,24 @@ bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
  * too (else 0). A trie subtree whose bytes all loop and are valid UTF-8 is allowed as a whole:
  * every path through it stays in s (or in s's canonical pending-UTF-8 states). */
 static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
-    if (m->states[s].loop_known)
+    if (m->states[s].loop_known) {
         return m->states[s].loop;
+    }
     uint64_t loop = 0;
     if (m->states[s].utf8 == 0 && uniform(m, s) == UNI_ALL) {
         int32_t a = step(m, s, 0xC3);
         if (a >= 0 && step(m, (uint32_t)a, 0xA9) == (int32_t)s) { /* U+00E9 stands for all */
-            for (uint32_t j = 0; j < 64; j++)
+            for (uint32_t j = 0; j < 64; j++) {
                 if (step(m, s, (uint8_t)(2 * j)) == (int32_t)s &&
-                    step(m, s, (uint8_t)(2 * j + 1)) == (int32_t)s)
+                    step(m, s, (uint8_t)(2 * j + 1)) == (int32_t)s) {
                     loop |= 1ull << j;
+                }
+            }
         }
     }
-    if (m->failed)
+    if (m->failed) {
         return 0;
+    }
     m->states[s].loop = loop;
     m->states[s].loop_known = 1;
     return loop;
@@ -872,15 +956,18 @@ static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[
     int nc = 0;
     for (uint32_t k = 0; k < st->n; k++) {
         uint32_t id = m->sets[st->off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
         int j = 0;
-        while (j < nc && cls[j] != c)
+        while (j < nc && cls[j] != c) {
             j++;
+        }
         if (j == nc) {
-            if (nc == 64)
+            if (nc == 64) {
                 return 0;
+            }
             cls[nc++] = c;
         }
     }
@@ -888,20 +975,24 @@ static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[
     int n = 0;
     bool some = false, all = true;
     for (int b = 0x20; b < 0x80; b++) {
-        if (!(rs->set[b >> 6] >> (b & 63) & 1u))
+        if (!(rs->set[b >> 6] >> (b & 63) & 1u)) {
             continue;
+        }
         uint64_t x = 0;
-        for (int j = 0; j < nc; j++)
-            if (g->classes[cls[j]].ascii[b >> 5] >> (b & 31) & 1u)
+        for (int j = 0; j < nc; j++) {
+            if (g->classes[cls[j]].ascii[b >> 5] >> (b & 31) & 1u) {
                 x |= 1ull << j;
+            }
+        }
         if (x == 0) {
             all = false;
             continue;
         }
         some = true;
         int a = 0;
-        while (a < n && sig[a] != x)
+        while (a < n && sig[a] != x) {
             a++;
+        }
         if (a == n) {
             sig[n] = x;
             rep[n++] = (uint8_t)b;
@@ -909,21 +1000,25 @@ static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[
     }
     uint64_t x = 0;
     *mixed = false;
-    if (rs->key != 0) /* a class set: ASCII only */
+    if (rs->key != 0) { /* a class set: ASCII only */
         return n > 0 && all ? n : some ? 0 : -1;
+    }
     for (int j = 0; j < nc; j++) {
         uint32_t u = g->classes[cls[j]].uni;
         if (u == GCLASS_MIXED) {
             *mixed = true;
             some = true;
         }
-        if (u == GCLASS_ALL)
+        if (u == GCLASS_ALL) {
             x |= 1ull << j;
+        }
     }
-    if (x == 0)
+    if (x == 0) {
         return some ? 0 : -1;
-    if (!all)
+    }
+    if (!all) {
         return 0;
+    }
     rep[n++] = RUN_NONASCII;
     return n;
 }
@@ -934,10 +1029,12 @@ static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[
  * real one's, so the runs found from it are still lower bounds (barring the matcher's stack
  * limit, past which the real state is refused). */
 static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep, bool mixed) {
-    if (rep != RUN_NONASCII)
+    if (rep != RUN_NONASCII) {
         return step(m, s, rep);
-    if (mixed) /* through the stacks whose class takes every non-ASCII character */
+    }
+    if (mixed) { /* through the stacks whose class takes every non-ASCII character */
         return advance_cp(m, s, CP_ANY_NONASCII);
+    }
     int32_t a = step(m, s, 0xC3);
     return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
 }
@@ -967,31 +1064,35 @@ static const grun *run_known(const ts_gmatch *m, uint32_t s, const runset *rs) {
  * that refuses every string character: then no longer string is allowed either. */
 static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need) {
     const grun *known = run_known(m, s, rs);
-    if (known)
+    if (known) {
         return known->run;
+    }
     if (m->states[s].utf8 != 0) {
         run_set(m, s, rs, 0, false);
         return 0;
     }
     if (++m->run_gen == 0) {
-        for (uint32_t k = 0; k < m->n_states; k++)
+        for (uint32_t k = 0; k < m->n_states; k++) {
             m->states[k].mark = 0;
+        }
         m->run_gen = 1;
     }
     uint32_t n = 0, head = 0, level_end = 1, level = 0;
     uint32_t best = RUN_INF; /* the least path length found to a refusing or known state */
     bool chain = true, cut = false, closed = false;
     uint64_t work = 0;
-    if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain))
+    if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain)) {
         return 0;
+    }
     m->chain[n++] = s;
     m->states[s].mark = m->run_gen;
     while (head < n && level < best) {
         if (head == level_end) { /* the next level starts */
             level++;
             level_end = n;
-            if (level >= best)
+            if (level >= best) {
                 break;
+            }
             if (level > need) {
                 cut = true;
                 best = level;
@@ -1021,46 +1122,55 @@ static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need
             break;
         }
         int32_t y0 = REJECT;
-        if (mixed) /* the non-ASCII step is a lower bound only: the chain proves no closure */
+        if (mixed) { /* the non-ASCII step is a lower bound only: the chain proves no closure */
             chain = false;
+        }
         for (int a = 0; a < na; a++) {
             int32_t y = atom_step(m, x, rep[a], mixed);
-            if (m->failed)
+            if (m->failed) {
                 return 0;
+            }
             if (y < 0) { /* past the matcher's limits: treat as refused */
                 best = level;
                 chain = false;
                 break;
             }
-            if (a == 0)
+            if (a == 0) {
                 y0 = y;
-            else if (y != y0)
+            } else if (y != y0) {
                 chain = false;
+            }
             gstate *ys = &m->states[y];
-            if (ys->mark == m->run_gen)
+            if (ys->mark == m->run_gen) {
                 continue;
+            }
             if (n >= RUN_STATES) { /* the states of this level are not all looked at */
                 cut = true;
-                if (level < best)
+                if (level < best) {
                     best = level;
+                }
                 break;
             }
             ys->mark = m->run_gen;
-            if (!grow(m, (void **)&m->chain, &m->cap_chain, (size_t)n + 1, sizeof *m->chain))
+            if (!grow(m, (void **)&m->chain, &m->cap_chain, (size_t)n + 1, sizeof *m->chain)) {
                 return 0;
+            }
             m->chain[n++] = (uint32_t)y;
         }
     }
     closed = closed && chain && !cut;
     run_set(m, s, rs, best, closed);
     if (best == RUN_INF && !cut) {
-        for (uint32_t k = 1; k < n; k++)
+        for (uint32_t k = 1; k < n; k++) {
             run_set(m, m->chain[k], rs, RUN_INF, false);
+        }
     } else if (chain && best != RUN_INF) {
         /* chain[k] is k steps along: best - k, recorded where it is not needlessly small */
-        for (uint32_t k = 1; k < n && k < best; k++)
-            if (!run_known(m, m->chain[k], rs) && (!cut || 2 * k <= best))
+        for (uint32_t k = 1; k < n && k < best; k++) {
+            if (!run_known(m, m->chain[k], rs) && (!cut || 2 * k <= best)) {
                 run_set(m, m->chain[k], rs, best - k, closed);
+            }
+        }
     }
     return best;
 }
@@ -1073,17 +1183,20 @@ static bool class_runset(const ts_gmatch *m, uint32_t s, runset *rs) {
     int best = 3; /* at least 4 characters */
     for (uint32_t k = 0; k < st->n; k++) {
         uint32_t id = m->sets[st->off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
         const uint32_t *a = g->classes[c].ascii;
         uint64_t lo = ((uint64_t)a[1] << 32 | a[0]) & 0xFFFFFFFB00000000ull;
         uint64_t hi = ((uint64_t)a[3] << 32 | a[2]) & 0x7FFFFFFFFFFFFFFFull;
         int n = 0;
-        for (uint64_t x = lo; x; x &= x - 1)
+        for (uint64_t x = lo; x; x &= x - 1) {
             n++;
-        for (uint64_t x = hi; x; x &= x - 1)
+        }
+        for (uint64_t x = hi; x; x &= x - 1) {
             n++;
+        }
         if (n > best) {
             best = n;
             *rs = (runset){{lo, hi}, c + 1};
@@ -1101,19 +1214,22 @@ static uint32_t allow_slices(uint32_t *allowed, size_t words, const uint32_t *bi
                              const uint32_t *off, uint32_t run, bool closed, bool *all) {
     uint32_t got = 0;
     int k = n;
-    while (k > 0 && len[k - 1] > run)
+    while (k > 0 && len[k - 1] > run) {
         k--;
+    }
     if (k > 0) {
         const uint32_t *sb = bits + (size_t)(k - 1) * words;
-        for (size_t w = 0; w < words; w++)
+        for (size_t w = 0; w < words; w++) {
             allowed[w] |= sb[w];
+        }
         got = len[k - 1];
     }
     *all = got == max;
     if (!*all && closed) {
         uint32_t hi = run < max ? run : max;
-        for (uint32_t q = off[got + 1]; q < off[hi + 1]; q++)
+        for (uint32_t q = off[got + 1]; q < off[hi + 1]; q++) {
             allowed[tok[q] >> 5] |= 1u << (tok[q] & 31);
+        }
         *all = true;
     }
     return got;
@@ -1133,11 +1249,13 @@ static int32_t mask_count(const uint32_t *bits, size_t words) {
 }
 
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
-    if (!m || !v || !allowed)
+    if (!m || !v || !allowed) {
         return 0;
+    }
     memset(allowed, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *allowed);
-    if (m->failed)
+    if (m->failed) {
         return 0;
+    }
     maybe_compact(m);
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     if (m->mc_vocab != v || m->mc_words != words) { /* another vocabulary: start over */
@@ -1145,8 +1263,9 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         m->mc_bits = malloc(MASK_CACHE * words * sizeof *m->mc_bits);
         m->mc_words = m->mc_bits ? words : 0;
         m->mc_vocab = v;
-        for (int k = 0; k < MASK_CACHE; k++)
+        for (int k = 0; k < MASK_CACHE; k++) {
             m->mc_state[k] = -1;
+        }
     }
     for (int k = 0; k < MASK_CACHE && m->mc_words; k++) {
         if (m->mc_state[k] == (int32_t)m->cur) {
@@ -1155,17 +1274,21 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
             return m->mc_count[k];
         }
     }
-    if (!grow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1, sizeof *m->dstate))
+    if (!grow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1,
+              sizeof *m->dstate)) {
         return 0;
+    }
     size_t cap_dloop = m->cap_dloop;
     if ((size_t)v->max_depth + 1 > cap_dloop) {
         uint64_t *q = realloc(m->dloop, ((size_t)v->max_depth + 1) * sizeof *q);
-        if (!q)
+        if (!q) {
             return m->failed = true, 0;
+        }
         m->dloop = q;
         uint8_t *p = realloc(m->dpath, (size_t)v->max_depth + 1);
-        if (!p)
+        if (!p) {
             return m->failed = true, 0;
+        }
         m->dpath = p;
         m->cap_dloop = (size_t)v->max_depth + 1;
     }
@@ -1192,9 +1315,10 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         uint32_t run = run_of(m, m->cur, &ks, v->max_depth);
         const gkslice *sl = run > 0 ? ts_gvocab_kslice((ts_gvocab *)v, ks.set) : NULL;
         const grun *r = run_known(m, m->cur, &ks);
-        if (sl)
+        if (sl) {
             kslice = allow_slices(allowed, words, sl->bits, sl->len, sl->n, sl->max, sl->tok,
                                   sl->off, run, r && r->closed, &all_k);
+        }
     }
     dp[0] = kslice > 0 || all_k ? 3 : 1;
     const uint8_t *byte = v->byte, *flags = v->flags;
@@ -1259,17 +1383,20 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         memset(allowed, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *allowed);
         return 0;
     }
-    if (accepting(m, m->cur))
+    if (accepting(m, m->cur)) {
         for (int32_t k = 0; k < v->n_eog; k++) {
             int32_t t = v->eog[k];
             allowed[t >> 5] |= 1u << (t & 31);
         }
+    }
     int32_t count = mask_count(allowed, words);
     if (m->mc_words) { /* remember it in the least recently used slot */
         int lru = 0;
-        for (int k = 1; k < MASK_CACHE; k++)
-            if (m->mc_used[k] < m->mc_used[lru])
+        for (int k = 1; k < MASK_CACHE; k++) {
+            if (m->mc_used[k] < m->mc_used[lru]) {
                 lru = k;
+            }
+        }
         memcpy(m->mc_bits + (size_t)lru * words, allowed, words * sizeof *allowed);
         m->mc_state[lru] = (int32_t)m->cur;
         m->mc_count[lru] = count;

@@ -25,7 +25,6 @@
 #include "util/buf.h"
 #include "util/utf8.h"
 
-
 static char *compile(sctx *c, const cJSON *s);
 
 /* Keywords that constrain and that the compiler does not handle (some only in cases). */
@@ -49,9 +48,11 @@ static const char *const known_fmt[] = {"date-time", "date", "time",     "email"
                                         "uri",       "ipv4", "hostname", NULL};
 
 static bool in_list(const char *k, const char *const *l) {
-    for (size_t i = 0; l[i]; i++)
-        if (!strcmp(k, l[i]))
+    for (size_t i = 0; l[i]; i++) {
+        if (!strcmp(k, l[i])) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -63,15 +64,17 @@ static const cJSON *get(const cJSON *s, const char *k) {
 static char *hint(sctx *c, const char *suffix) {
     const char *p = c->path;
     size_t n = c->path_len;
-    if (n > 40)
+    if (n > 40) {
         p += n - 40;
+    }
     return tg_xf(c, "s%s%s%s", p, *suffix ? "-" : "", suffix);
 }
 
 static bool get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
     const cJSON *x = get(s, k);
-    if (!x)
+    if (!x) {
         return false;
+    }
     if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble)) {
         tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-negative integer", k);
         return false;
@@ -86,25 +89,32 @@ static char *compile_string(sctx *c, const cJSON *s) {
     int64_t minl = 0, maxl = -1;
     bool has_min = get_count(c, s, "minLength", &minl);
     bool has_max = get_count(c, s, "maxLength", &maxl);
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (has_max && maxl < minl)
+    }
+    if (has_max && maxl < minl) {
         return X_EMPTY;
+    }
     const cJSON *pat = get(s, "pattern");
     const cJSON *fmt = get(s, "format");
-    if (pat && !cJSON_IsString(pat))
+    if (pat && !cJSON_IsString(pat)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'pattern' must be a string");
-    if (fmt && !cJSON_IsString(fmt))
+    }
+    if (fmt && !cJSON_IsString(fmt)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'format' must be a string");
-    if (fmt && in_list(fmt->valuestring, unsupported_fmt))
+    }
+    if (fmt && in_list(fmt->valuestring, unsupported_fmt)) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt->valuestring);
-    if (fmt && !in_list(fmt->valuestring, known_fmt))
+    }
+    if (fmt && !in_list(fmt->valuestring, known_fmt)) {
         fmt = NULL;
+    }
     char *body = NULL;
     int64_t emin = 0, emax = -1;
-    if (pat && fmt)
+    if (pat && fmt) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'pattern' together with 'format' ('%s')",
-                     fmt->valuestring);
+                        fmt->valuestring);
+    }
     if (pat) {
         size_t saved = tg_path_push(c, "pattern");
         char *single = (has_min || has_max) ? tg_regex_single(c, pat->valuestring) : NULL;
@@ -116,37 +126,45 @@ static char *compile_string(sctx *c, const cJSON *s) {
             body = tg_rep_expr(c, single, lo, hi);
             emin = lo;
             emax = hi;
-            if (body && !*body)
+            if (body && !*body) {
                 body = tg_xdup(c, "\"\"");
+            }
         }
         tg_path_pop(c, saved);
     } else if (fmt) {
         body = tg_format_expr(c, fmt->valuestring, &emin, &emax);
     }
-    if (!body && (pat || fmt))
+    if (!body && (pat || fmt)) {
         return NULL;
+    }
     if (body) {
-        if (body == X_EMPTY)
+        if (body == X_EMPTY) {
             return X_EMPTY;
+        }
         /* Lengths must already follow from the pattern/format. */
         bool min_ok = !has_min || emin >= minl;
         bool max_ok = !has_max || (emax >= 0 && emax <= maxl);
         if (!min_ok || !max_ok) {
-            if (has_max && emin > maxl)
+            if (has_max && emin > maxl) {
                 return X_EMPTY;
-            return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                         "'minLength'/'maxLength' together with '%s' (lengths it does not imply)",
-                         pat ? "pattern" : "format");
+            }
+            return tg_sfail(
+                c, TS_ERR_UNSUPPORTED,
+                "'minLength'/'maxLength' together with '%s' (lengths it does not imply)",
+                pat ? "pattern" : "format");
         }
         return tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, body));
     }
-    if (!has_min && !has_max)
+    if (!has_min && !has_max) {
         return tg_prim(c, "string");
-    if (!tg_prim(c, "cpchar"))
+    }
+    if (!tg_prim(c, "cpchar")) {
         return NULL;
+    }
     char *rep = tg_rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
-    if (!rep || rep == X_EMPTY)
+    if (!rep || rep == X_EMPTY) {
         return rep;
+    }
     return tg_xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
 }
 
@@ -155,39 +173,45 @@ static char *compile_string(sctx *c, const cJSON *s) {
 static char *compile_number(sctx *c, const cJSON *s, bool integer) {
     const cJSON *mo = get(s, "multipleOf");
     if (mo) {
-        if (!cJSON_IsNumber(mo) || mo->valuedouble <= 0)
+        if (!cJSON_IsNumber(mo) || mo->valuedouble <= 0) {
             return tg_sfail(c, TS_ERR_FORMAT, "'multipleOf' must be a positive number");
-        if (mo->valuedouble == 1)
+        }
+        if (mo->valuedouble == 1) {
             integer = true;
-        else if (!(integer && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble < 1))
+        } else if (!(integer && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble < 1)) {
             return tg_sfail(c, TS_ERR_UNSUPPORTED, "'multipleOf' (other than 1) is not supported");
+        }
     }
     for (int i = 0; i < 4; i++) {
         static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum",
                                          "exclusiveMaximum"};
         const cJSON *x = get(s, kw[i]);
-        if (x && !cJSON_IsNumber(x) && !(i >= 2 && cJSON_IsBool(x)))
+        if (x && !cJSON_IsNumber(x) && !(i >= 2 && cJSON_IsBool(x))) {
             return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a number", kw[i]);
+        }
     }
     bool has_lo, lo_ex, has_hi, hi_ex;
     double lo = 0, hi = 0;
     tg_bounds(s, false, &has_lo, &lo, &lo_ex);
     tg_bounds(s, true, &has_hi, &hi, &hi_ex);
-    if (!integer)
+    if (!integer) {
         return tg_num_range(c, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+    }
     /* Integer bounds; beyond ±9e18 they are clamped inward (a subset). */
     const double cap = 9e18;
     int64_t ilo = 0, ihi = 0;
     if (has_lo) {
         double v = lo_ex ? floor(lo) + 1 : ceil(lo);
-        if (v > cap)
+        if (v > cap) {
             return X_EMPTY;
+        }
         ilo = v < -cap ? (int64_t)-cap : (int64_t)v;
     }
     if (has_hi) {
         double v = hi_ex ? ceil(hi) - 1 : floor(hi);
-        if (v < -cap)
+        if (v < -cap) {
             return X_EMPTY;
+        }
         ihi = v > cap ? (int64_t)cap : (int64_t)v;
     }
     return tg_int_range(c, has_lo, ilo, has_hi, ihi);
@@ -201,16 +225,19 @@ static char *compile_number(sctx *c, const cJSON *s, bool integer) {
  * character. Recursion is one level per character of the longest key, checked before descent. */
 static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t off, int depth,
                         const char *anych) {
-    if (c->st != TS_OK || !tg_poll(c))
+    if (c->st != TS_OK || !tg_poll(c)) {
         return NULL;
-    if (depth > 256)
+    }
+    if (depth > 256) {
         return tg_sfail(c, TS_ERR_LIMIT, "property names longer than 256 characters");
+    }
     bool terminal = false;
     cpset kids = {0};
     size_t cap_items = (hi - lo < 256 ? hi - lo : 256) + 2; /* children, the end, the rest */
     char **items = tg_xalloc(c, cap_items * sizeof *items);
-    if (!items)
+    if (!items) {
         return NULL;
+    }
     size_t k = 0;
     /* Children: the distinct next code points among keys with this prefix (sorted: in runs). */
     for (size_t i = lo; i < hi;) {
@@ -227,8 +254,9 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
             continue;
         }
         size_t j = i + 1;
-        while (j < hi && strncmp(keys[j] + off, s, l) == 0)
+        while (j < hi && strncmp(keys[j] + off, s, l) == 0) {
             j++;
+        }
         tg_cps_add(c, &kids, cp, cp);
         cpset one = {0};
         tg_cps_add(c, &one, cp, cp);
@@ -238,21 +266,26 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
             continue;
         }
         char *rest = key_not_in(c, keys, i, j, off + l, depth + 1, anych);
-        if (!rest || !ch)
+        if (!rest || !ch) {
             return NULL;
+        }
         /* A large subtree becomes a rule: inlined, its text would be copied once per level
          * above it (many long keys would fill the arena). */
-        if (strlen(rest) > 2048)
+        if (strlen(rest) > 2048) {
             rest = tg_rule_add(c, "xkey-part", rest);
-        if (!rest)
+        }
+        if (!rest) {
             return NULL;
-        if (k + 2 >= cap_items)
+        }
+        if (k + 2 >= cap_items) {
             return tg_sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
+        }
         items[k++] = tg_xf(c, "%s %s", tg_xgroup(c, ch), tg_xgroup(c, rest));
         i = j;
     }
-    if (!terminal)
+    if (!terminal) {
         items[k++] = tg_xdup(c, "\"\\\"\"");
+    }
     /* A character no key continues with, then anything. */
     cpset all = {0};
     tg_cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
@@ -265,20 +298,23 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         for (size_t j = 0; j < all.n; j++) {
             uint32_t a = nk_set.r[i][0] > all.r[j][0] ? nk_set.r[i][0] : all.r[j][0];
             uint32_t b = nk_set.r[i][1] < all.r[j][1] ? nk_set.r[i][1] : all.r[j][1];
-            if (a <= b)
+            if (a <= b) {
                 tg_cps_add(c, &other, a, b);
+            }
         }
     }
     /* Many nodes have the same set of next characters (every digit, say): their "any other
      * character" class is written once and looked up after. */
     char *oth = NULL;
     ts_buf key = {0};
-    for (size_t i = 0; i < kids.n; i++)
+    for (size_t i = 0; i < kids.n; i++) {
         ts_buf_printf(&key, "%x-%x,", kids.r[i][0], kids.r[i][1]);
+    }
     char *kkey = key.oom ? NULL : tg_xdup(c, key.p ? key.p : "");
     ts_buf_free(&key);
-    if (!kkey)
+    if (!kkey) {
         return c->st == TS_OK ? tg_sfail(c, TS_ERR_NOMEM, "out of memory") : NULL;
+    }
     int32_t memo = tg_smap_get(&c->other_memo, kkey);
     if (memo >= 0) {
         oth = c->other_exprs[memo];
@@ -286,12 +322,14 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         oth = tg_cps_json(c, &other);
         if (oth && c->n_other_exprs < sizeof c->other_exprs / sizeof c->other_exprs[0]) {
             c->other_exprs[c->n_other_exprs] = oth;
-            if (!tg_smap_put(c, &c->other_memo, kkey, (int32_t)c->n_other_exprs++))
+            if (!tg_smap_put(c, &c->other_memo, kkey, (int32_t)c->n_other_exprs++)) {
                 return NULL;
+            }
         }
     }
-    if (oth && oth != X_EMPTY)
+    if (oth && oth != X_EMPTY) {
         items[k++] = tg_xf(c, "%s %s* \"\\\"\"", tg_xgroup(c, oth), tg_xgroup(c, anych));
+    }
     return tg_xalt(c, items, k);
 }
 
@@ -302,10 +340,12 @@ static int cmp_str(const void *a, const void *b) {
 /* keys (n, copied) sorted, in the arena. */
 static const char **sorted_keys(sctx *c, const char **keys, size_t n) {
     const char **s = tg_xalloc(c, (n + 1) * sizeof *s);
-    if (!s)
+    if (!s) {
         return NULL;
-    if (n)
+    }
+    if (n) {
         memcpy(s, keys, n * sizeof *s);
+    }
     qsort(s, n, sizeof *s, cmp_str);
     return s;
 }
@@ -324,36 +364,46 @@ static char *compile_object(sctx *c, const cJSON *s) {
     const cJSON *props = get(s, "properties");
     const cJSON *req = get(s, "required");
     const cJSON *ap = get(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props))
+    if (props && !cJSON_IsObject(props)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
-    if (req && !cJSON_IsArray(req))
+    }
+    if (req && !cJSON_IsArray(req)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'required' must be an array");
-    if (ap && !cJSON_IsObject(ap) && !cJSON_IsBool(ap))
+    }
+    if (ap && !cJSON_IsObject(ap) && !cJSON_IsBool(ap)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'additionalProperties' must be a schema");
-    for (const cJSON *e = req ? req->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e))
+    }
+    for (const cJSON *e = req ? req->child : NULL; e; e = e->next) {
+        if (!cJSON_IsString(e)) {
             return tg_sfail(c, TS_ERR_FORMAT, "'required' must list strings");
-    if (!tg_prim(c, "ws"))
+        }
+    }
+    if (!tg_prim(c, "ws")) {
         return NULL;
+    }
 
     size_t np = (size_t)(props ? cJSON_GetArraySize(props) : 0);
     size_t nr = (size_t)(req ? cJSON_GetArraySize(req) : 0);
     prop *P = tg_xalloc(c, (np + nr + 1) * sizeof *P);
     const char **keys = tg_xalloc(c, (np + nr + 1) * sizeof *keys);
-    if (!P || !keys)
+    if (!P || !keys) {
         return NULL;
+    }
     size_t n = 0, nkeys = 0;
     /* Sorted copies of the required and the listed names, looked up by binary search: a
      * schema with thousands of properties must not compare every pair. */
     const char **req_sorted = tg_xalloc(c, (nr + 1) * sizeof *req_sorted);
     const char **prop_sorted = tg_xalloc(c, (np + 1) * sizeof *prop_sorted);
-    if (!req_sorted || !prop_sorted)
+    if (!req_sorted || !prop_sorted) {
         return NULL;
+    }
     size_t ri = 0, pi = 0;
-    for (const cJSON *r = req ? req->child : NULL; r; r = r->next)
+    for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
         req_sorted[ri++] = r->valuestring;
-    for (const cJSON *e = props ? props->child : NULL; e; e = e->next)
+    }
+    for (const cJSON *e = props ? props->child : NULL; e; e = e->next) {
         prop_sorted[pi++] = e->string;
+    }
     qsort(req_sorted, ri, sizeof *req_sorted, cmp_str);
     qsort(prop_sorted, pi, sizeof *prop_sorted, cmp_str);
     c->nest++;
@@ -365,23 +415,27 @@ static char *compile_object(sctx *c, const cJSON *s) {
         tg_path_push(c, e->string);
         char *v = compile(c, e);
         tg_path_pop(c, saved);
-        if (!v)
+        if (!v) {
             return c->nest--, NULL;
+        }
         if (v == X_EMPTY) {
-            if (is_req)
+            if (is_req) {
                 return c->nest--, X_EMPTY;
+            }
             continue;
         }
         char *kq = tg_json_quote(c, e->string);
         char *kl = kq ? tg_gbnf_lit(c, kq, strlen(kq)) : NULL;
-        P[n++] = (prop){
-            .key = e->string, .kv = tg_xf(c, "%s ws \":\" ws %s", kl, tg_xgroup(c, v)), .req = is_req};
+        P[n++] = (prop){.key = e->string,
+                        .kv = tg_xf(c, "%s ws \":\" ws %s", kl, tg_xgroup(c, v)),
+                        .req = is_req};
     }
     /* Additional properties: the schema for unlisted keys. */
     char *extra = NULL, *pkey = NULL;
     const cJSON *pp = get(s, "patternProperties");
-    if (pp && !cJSON_IsObject(pp))
+    if (pp && !cJSON_IsObject(pp)) {
         return c->nest--, tg_sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
+    }
     if (pp && pp->child) {
         /* Supported: pattern schemas that constrain nothing next to allowed extras (no
          * effect), or no listed keys, additionalProperties false and one schema for every
@@ -392,15 +446,17 @@ static char *compile_object(sctx *c, const cJSON *s) {
             bool t = cJSON_IsTrue(e);
             if (cJSON_IsObject(e)) {
                 t = true;
-                for (const cJSON *k = e->child; k; k = k->next)
+                for (const cJSON *k = e->child; k; k = k->next) {
                     t = t && tg_is_annotation(k->string);
+                }
             }
             trivial = trivial && t;
             char *cv = tg_canon_json(c, e);
             same = same && cv && first && !strcmp(cv, first);
         }
-        if (c->st != TS_OK)
+        if (c->st != TS_OK) {
             return c->nest--, NULL;
+        }
         if (trivial && (!ap || cJSON_IsTrue(ap))) {
             /* Every key may appear with any value either way. */
         } else if (cJSON_IsFalse(ap) && n == 0 && !props && !req && same) {
@@ -412,24 +468,30 @@ static char *compile_object(sctx *c, const cJSON *s) {
                 tg_path_push(c, e->string);
                 alts[na++] = tg_regex_expr(c, e->string, &mn, &mx);
                 tg_path_pop(c, saved);
-                if (!alts[na - 1])
+                if (!alts[na - 1]) {
                     return c->nest--, NULL;
+                }
             }
             char *kre = alts ? tg_xalt(c, alts, na) : NULL;
-            if (!kre)
+            if (!kre) {
                 return c->nest--, NULL;
+            }
             size_t saved = tg_path_push(c, "patternProperties");
             tg_path_push(c, pp->child->string);
             extra = compile(c, pp->child);
             tg_path_pop(c, saved);
-            if (!extra)
+            if (!extra) {
                 return c->nest--, NULL;
-            if (kre != X_EMPTY && extra != X_EMPTY)
-                pkey = tg_rule_add(c, hint(c, "pkey"), tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, kre)));
-            else
+            }
+            if (kre != X_EMPTY && extra != X_EMPTY) {
+                pkey = tg_rule_add(c, hint(c, "pkey"),
+                                   tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, kre)));
+            } else {
                 extra = X_EMPTY;
+            }
         } else {
-            return c->nest--, tg_sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
+            return c->nest--,
+                   tg_sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
         }
     }
     if (extra) {
@@ -443,21 +505,24 @@ static char *compile_object(sctx *c, const cJSON *s) {
         extra = compile(c, ap);
         tg_path_pop(c, saved);
     }
-    if (!extra)
+    if (!extra) {
         return c->nest--, NULL;
+    }
     /* Required keys that "properties" does not list take the additional schema (each once: a
      * hash set of the names added so far). */
     strmap added_set = {0};
     for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
-        if (in_sorted(prop_sorted, pi, r->valuestring))
+        if (in_sorted(prop_sorted, pi, r->valuestring)) {
             continue;
+        }
         bool dup = tg_smap_get(&added_set, r->valuestring) >= 0;
         if (!dup && !tg_smap_put(c, &added_set, r->valuestring, 0)) {
             tg_smap_free(&added_set);
             return c->nest--, NULL;
         }
-        if (dup)
+        if (dup) {
             continue;
+        }
         if (extra == X_EMPTY) {
             tg_smap_free(&added_set);
             return c->nest--, X_EMPTY;
@@ -482,118 +547,147 @@ static char *compile_object(sctx *c, const cJSON *s) {
             char *anych = tg_cps_json(c, &all);
             key = sk && anych ? key_not_in(c, sk, 0, nkeys, 0, 0, anych) : NULL;
         }
-        if (nkeys && !key)
+        if (nkeys && !key) {
             return c->nest--, NULL;
-        if (pkey)
+        }
+        if (pkey) {
             key = pkey;
-        else if (key)
+        } else if (key) {
             key = tg_rule_add(c, hint(c, "xkey"), tg_xf(c, "\"\\\"\" %s", tg_xgroup(c, key)));
-        else
+        } else {
             key = tg_prim(c, "string");
+        }
         ekv = tg_xf(c, "%s ws \":\" ws %s", key, tg_xgroup(c, extra));
     }
     c->nest--;
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
 
     /* minProperties / maxProperties when they follow from the rest. */
     int64_t minp = 0, maxp = -1;
     bool has_minp = get_count(c, s, "minProperties", &minp);
     bool has_maxp = get_count(c, s, "maxProperties", &maxp);
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     size_t nreq = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         nreq += P[i].req;
+    }
     /* minProperties 1 without required properties: the object is not empty. */
     bool nonempty = has_minp && minp == 1 && nreq == 0;
-    if (has_minp && (size_t)minp > nreq && !nonempty)
+    if (has_minp && (size_t)minp > nreq && !nonempty) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'minProperties' above the number of required ones");
-    if (has_maxp && (size_t)maxp < nreq)
+    }
+    if (has_maxp && (size_t)maxp < nreq) {
         return X_EMPTY;
-    if (has_maxp && (ekv || (size_t)maxp < n))
+    }
+    if (has_maxp && (ekv || (size_t)maxp < n)) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                     "'maxProperties' below the number of properties that may appear");
+                        "'maxProperties' below the number of properties that may appear");
+    }
 
     /* The first present property is one of the optional ones before the first required one,
      * or that required one; after it, the rest is a flat sequence. */
     size_t first_req = n;
-    for (size_t i = 0; i < n && first_req == n; i++)
-        if (P[i].req)
+    for (size_t i = 0; i < n && first_req == n; i++) {
+        if (P[i].req) {
             first_req = i;
+        }
+    }
     size_t n_first = first_req < n ? first_req + 1 : n;
     bool many = n_first + (first_req == n && ekv) > 1;
-    if (many)
-        for (size_t i = 0; i < n_first; i++)
+    if (many) {
+        for (size_t i = 0; i < n_first; i++) {
             P[i].kv = tg_rule_add(c, hint(c, tg_xf(c, "%s-kv", P[i].key)), P[i].kv);
+        }
+    }
     /* nf[i]: the properties from i on, each after a comma. */
     char **nf = tg_xalloc(c, (n + 1) * sizeof *nf);
-    if (!nf)
+    if (!nf) {
         return NULL;
+    }
     /* pieces[i]: property i after a comma; the tail from n_first on is one flat sequence
      * (written once: building it suffix by suffix would copy it n times). */
     char **piece = tg_xalloc(c, (n + 1) * sizeof *piece);
-    if (!piece)
+    if (!piece) {
         return NULL;
+    }
     size_t flat_len = 1;
     for (size_t i = 0; i < n; i++) {
         piece[i] = P[i].req ? tg_xf(c, "ws \",\" ws %s", tg_xgroup(c, P[i].kv))
                             : tg_xf(c, "( ws \",\" ws %s )?", tg_xgroup(c, P[i].kv));
-        if (!piece[i])
+        if (!piece[i]) {
             return NULL;
-        if (i >= n_first)
+        }
+        if (i >= n_first) {
             flat_len += strlen(piece[i]) + 1;
+        }
     }
     piece[n] = ekv ? tg_xf(c, "( ws \",\" ws %s )*", tg_xgroup(c, ekv)) : tg_xdup(c, "");
-    if (!piece[n])
+    if (!piece[n]) {
         return NULL;
+    }
     flat_len += strlen(piece[n]) + 1;
     char *flat = tg_xalloc(c, flat_len);
-    if (!flat)
+    if (!flat) {
         return NULL;
+    }
     size_t o = 0;
     for (size_t i = n_first; i <= n; i++) {
         size_t l = strlen(piece[i]);
-        if (!l)
+        if (!l) {
             continue;
-        if (o)
+        }
+        if (o) {
             flat[o++] = ' ';
+        }
         memcpy(flat + o, piece[i], l);
         o += l;
     }
     flat[o] = '\0';
     nf[n_first] = flat;
-    if (many && *flat && n_first >= 1)
+    if (many && *flat && n_first >= 1) {
         nf[n_first] = tg_rule_add(c, hint(c, tg_xf(c, "r%zu", n_first)), flat);
+    }
     for (size_t i = n_first; i-- > 1;) {
         nf[i] = *nf[i + 1] ? tg_xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
-        if (many && nf[i])
+        if (many && nf[i]) {
             nf[i] = tg_rule_add(c, hint(c, tg_xf(c, "r%zu", i)), nf[i]);
-        if (!nf[i])
+        }
+        if (!nf[i]) {
             return NULL;
+        }
     }
     char **alts = tg_xalloc(c, (n_first + 2) * sizeof *alts);
-    if (!alts)
+    if (!alts) {
         return NULL;
+    }
     size_t k = 0;
-    for (size_t j = 0; j < n_first; j++)
+    for (size_t j = 0; j < n_first; j++) {
         alts[k++] = *nf[j + 1] ? tg_xf(c, "%s %s", tg_xgroup(c, P[j].kv), nf[j + 1]) : P[j].kv;
-    if (first_req == n && ekv)
+    }
+    if (first_req == n && ekv) {
         alts[k++] = tg_xf(c, "%s ( ws \",\" ws %s )*", tg_xgroup(c, ekv), tg_xgroup(c, ekv));
+    }
     char *members = tg_xalt(c, alts, k);
-    if (!members)
+    if (!members) {
         return NULL;
+    }
     char *body;
-    if (members == X_EMPTY)
+    if (members == X_EMPTY) {
         body = nonempty ? X_EMPTY : tg_xdup(c, "\"{\" ws \"}\"");
-    else if (first_req == n && nonempty)
+    } else if (first_req == n && nonempty) {
         body = tg_xf(c, "\"{\" ws %s ws \"}\"", members);
-    else if (first_req == n)
+    } else if (first_req == n) {
         body = tg_xf(c, "\"{\" ws ( %s ws )? \"}\"", members);
-    else
+    } else {
         body = tg_xf(c, "\"{\" ws %s ws \"}\"", members);
-    if (body == X_EMPTY)
+    }
+    if (body == X_EMPTY) {
         return X_EMPTY;
+    }
     return tg_rule_add(c, hint(c, "obj"), body);
 }
 
@@ -604,41 +698,49 @@ static char *compile_array(sctx *c, const cJSON *s) {
     const cJSON *items = get(s, "items");
     const cJSON *addl = get(s, "additionalItems");
     const char *prefix_kw = "prefixItems", *rest_kw = "items";
-    if (prefix && !cJSON_IsArray(prefix))
+    if (prefix && !cJSON_IsArray(prefix)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'prefixItems' must be an array");
+    }
     if (cJSON_IsArray(items)) {
-        if (prefix)
+        if (prefix) {
             return tg_sfail(c, TS_ERR_FORMAT, "'items' is an array next to 'prefixItems'");
+        }
         prefix = items; /* draft 4 to 2019-09 tuples */
         items = addl;
         prefix_kw = "items";
         rest_kw = "additionalItems";
     }
-    if (items && !cJSON_IsObject(items) && !cJSON_IsBool(items))
+    if (items && !cJSON_IsObject(items) && !cJSON_IsBool(items)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a schema", rest_kw);
+    }
     int64_t m = 0, M = -1;
     get_count(c, s, "minItems", &m);
     get_count(c, s, "maxItems", &M);
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     const cJSON *uniq = get(s, "uniqueItems");
-    if (cJSON_IsTrue(uniq) && !(M >= 0 && M <= 1))
+    if (cJSON_IsTrue(uniq) && !(M >= 0 && M <= 1)) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'uniqueItems' is not supported");
+    }
     size_t k = (size_t)(prefix ? cJSON_GetArraySize(prefix) : 0);
-    if (!tg_prim(c, "ws"))
+    if (!tg_prim(c, "ws")) {
         return NULL;
+    }
     c->nest++;
     char **pe = tg_xalloc(c, (k + 1) * sizeof *pe);
-    if (!pe)
+    if (!pe) {
         return c->nest--, NULL;
+    }
     size_t i = 0;
     for (const cJSON *e = prefix ? prefix->child : NULL; e; e = e->next, i++) {
         size_t saved = tg_path_push(c, prefix_kw);
         tg_path_push_i(c, (int)i);
         pe[i] = compile(c, e);
         tg_path_pop(c, saved);
-        if (!pe[i])
+        if (!pe[i]) {
             return c->nest--, NULL;
+        }
     }
     char *rest;
     if (!items || cJSON_IsTrue(items)) {
@@ -651,17 +753,22 @@ static char *compile_array(sctx *c, const cJSON *s) {
         tg_path_pop(c, saved);
     }
     c->nest--;
-    if (!rest)
+    if (!rest) {
         return NULL;
-    if (rest == X_EMPTY && (M < 0 || M > (int64_t)k))
+    }
+    if (rest == X_EMPTY && (M < 0 || M > (int64_t)k)) {
         M = (int64_t)k;
-    if (M >= 0 && m > M)
+    }
+    if (M >= 0 && m > M) {
         return X_EMPTY;
-    if (m > TS_SCHEMA_MAX_REPEAT || M > TS_SCHEMA_MAX_REPEAT)
+    }
+    if (m > TS_SCHEMA_MAX_REPEAT || M > TS_SCHEMA_MAX_REPEAT) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'%s' above %d",
-                     m > TS_SCHEMA_MAX_REPEAT ? "minItems" : "maxItems", TS_SCHEMA_MAX_REPEAT);
-    if (M == 0)
+                        m > TS_SCHEMA_MAX_REPEAT ? "minItems" : "maxItems", TS_SCHEMA_MAX_REPEAT);
+    }
+    if (M == 0) {
         return tg_rule_add(c, hint(c, "arr"), "\"[\" ws \"]\"");
+    }
     /* tail(i): what follows element i-1; built from the end. */
     int64_t rmin = m > (int64_t)k ? m - (int64_t)k : 0;
     char *tail;
@@ -672,14 +779,15 @@ static char *compile_array(sctx *c, const cJSON *s) {
         tail = rest == X_EMPTY && rmin > 0 ? X_EMPTY : tg_xdup(c, "");
     } else {
         char *g = tg_xf(c, "( ws \",\" ws %s )", tg_xgroup(c, rest));
-        if (rmax < 0)
+        if (rmax < 0) {
             tail = rmin == 0 ? tg_xf(c, "%s*", g) : tg_xf(c, "%s{%lld,}", g, (long long)rmin);
-        else if (rmin == 0 && rmax == 1)
+        } else if (rmin == 0 && rmax == 1) {
             tail = tg_xf(c, "%s?", g);
-        else if (rmin == rmax)
+        } else if (rmin == rmax) {
             tail = tg_xf(c, "%s{%lld}", g, (long long)rmin);
-        else
+        } else {
             tail = tg_xf(c, "%s{%lld,%lld}", g, (long long)rmin, (long long)rmax);
+        }
     }
     for (size_t j = k; j-- > 1;) {
         /* element j of the prefix, then tail */
@@ -688,35 +796,42 @@ static char *compile_array(sctx *c, const cJSON *s) {
             continue;
         }
         char *piece;
-        if (pe[j] == X_EMPTY || tail == X_EMPTY)
+        if (pe[j] == X_EMPTY || tail == X_EMPTY) {
             piece = X_EMPTY;
-        else
+        } else {
             piece = *tail ? tg_xf(c, "ws \",\" ws %s %s", tg_xgroup(c, pe[j]), tail)
                           : tg_xf(c, "ws \",\" ws %s", tg_xgroup(c, pe[j]));
-        if ((int64_t)j < m)
+        }
+        if ((int64_t)j < m) {
             tail = piece;
-        else
+        } else {
             tail = piece == X_EMPTY ? tg_xdup(c, "") : tg_xf(c, "( %s )?", piece);
-        if (!tail)
+        }
+        if (!tail) {
             return NULL;
+        }
     }
     char *first = k > 0 ? pe[0] : rest;
     char *elems;
-    if (first == X_EMPTY || tail == X_EMPTY)
+    if (first == X_EMPTY || tail == X_EMPTY) {
         elems = X_EMPTY;
-    else
+    } else {
         elems = *tail ? tg_xf(c, "%s %s", tg_xgroup(c, first), tail) : first;
-    if (!elems)
+    }
+    if (!elems) {
         return NULL;
+    }
     char *body;
-    if (elems == X_EMPTY)
+    if (elems == X_EMPTY) {
         body = m > 0 ? X_EMPTY : tg_xdup(c, "\"[\" ws \"]\"");
-    else if (m == 0)
+    } else if (m == 0) {
         body = tg_xf(c, "\"[\" ws ( %s ws )? \"]\"", elems);
-    else
+    } else {
         body = tg_xf(c, "\"[\" ws %s ws \"]\"", elems);
-    if (!body || body == X_EMPTY)
+    }
+    if (!body || body == X_EMPTY) {
         return body;
+    }
     return tg_rule_add(c, hint(c, "arr"), body);
 }
 
@@ -726,12 +841,15 @@ static char *compile_array(sctx *c, const cJSON *s) {
  * here; others make the enum unsupported). */
 static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
     int vt = tg_value_type(v);
-    if (types >= 0 && !(vt & types))
+    if (types >= 0 && !(vt & types)) {
         return 0;
+    }
     for (const cJSON *e = s->child; e; e = e->next) {
         const char *k = e->string;
-        if (tg_is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const"))
+        if (tg_is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") ||
+            !strcmp(k, "const")) {
             continue;
+        }
         bool str_kw = !strcmp(k, "minLength") || !strcmp(k, "maxLength");
         bool num_kw = !strcmp(k, "minimum") || !strcmp(k, "maximum") ||
                       !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum");
@@ -742,18 +860,23 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
                       !strcmp(k, "maxItems") || !strcmp(k, "uniqueItems") ||
                       !strcmp(k, "additionalItems");
         bool fmt_kw = !strcmp(k, "format") || !strcmp(k, "pattern");
-        if ((str_kw || fmt_kw) && !(vt & T_STR))
+        if ((str_kw || fmt_kw) && !(vt & T_STR)) {
             continue;
-        if (num_kw && !(vt & T_NUM))
+        }
+        if (num_kw && !(vt & T_NUM)) {
             continue;
-        if (obj_kw && !(vt & T_OBJ))
+        }
+        if (obj_kw && !(vt & T_OBJ)) {
             continue;
-        if (arr_kw && !(vt & T_ARR))
+        }
+        if (arr_kw && !(vt & T_ARR)) {
             continue;
+        }
         if (str_kw && cJSON_IsNumber(e)) {
             size_t l = ts_utf8_count(v->valuestring, strlen(v->valuestring));
-            if (!strcmp(k, "minLength") ? l < e->valuedouble : l > e->valuedouble)
+            if (!strcmp(k, "minLength") ? l < e->valuedouble : l > e->valuedouble) {
                 return 0;
+            }
             continue;
         }
         if (num_kw) {
@@ -762,14 +885,16 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
             for (int up = 0; up < 2; up++) {
                 tg_bounds(s, up, &has, &b, &ex);
                 double x = v->valuedouble;
-                if (has && (up ? (x > b || (ex && x == b)) : (x < b || (ex && x == b))))
+                if (has && (up ? (x > b || (ex && x == b)) : (x < b || (ex && x == b)))) {
                     return 0;
+                }
             }
             continue;
         }
         if (!strcmp(k, "format") && cJSON_IsString(e) && !in_list(e->valuestring, known_fmt) &&
-            !in_list(e->valuestring, unsupported_fmt))
+            !in_list(e->valuestring, unsupported_fmt)) {
             continue;
+        }
         tg_sfail(c, TS_ERR_UNSUPPORTED, "'enum'/'const' together with '%s'", k);
         return -1;
     }
@@ -779,86 +904,104 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
 static char *compile_enum(sctx *c, const cJSON *s) {
     const cJSON *cst = get(s, "const");
     const cJSON *en = get(s, "enum");
-    if (en && !cJSON_IsArray(en))
+    if (en && !cJSON_IsArray(en)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
+    }
     int types = tg_explicit_types(c, s);
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     size_t nv = en ? (size_t)cJSON_GetArraySize(en) : 1;
     char **alts = tg_xalloc(c, (nv + 1) * sizeof *alts);
-    if (!alts)
+    if (!alts) {
         return NULL;
+    }
     size_t k = 0;
     const cJSON *first = en ? en->child : cst;
     char *cst_canon = cst && en ? tg_canon_json(c, cst) : NULL;
-    if (cst && en && !cst_canon)
+    if (cst && en && !cst_canon) {
         return NULL;
+    }
     for (const cJSON *v = first; v; v = en ? v->next : NULL) {
-        if (!tg_poll(c))
+        if (!tg_poll(c)) {
             return NULL;
+        }
         if (cst_canon) {
             char *a = tg_canon_json(c, v);
-            if (!a)
+            if (!a) {
                 return NULL;
-            if (strcmp(a, cst_canon))
+            }
+            if (strcmp(a, cst_canon)) {
                 continue;
+            }
         }
         int ok = value_ok(c, s, v, types);
-        if (ok < 0)
+        if (ok < 0) {
             return NULL;
-        if (ok)
+        }
+        if (ok) {
             alts[k++] = tg_const_expr(c, v);
+        }
     }
     char *e = tg_xalt(c, alts, k);
-    if (e && e != X_EMPTY && k > 1)
+    if (e && e != X_EMPTY && k > 1) {
         e = tg_rule_add(c, hint(c, "enum"), e);
+    }
     return e;
 }
 
 /* ---- anyOf / oneOf ----------------------------------------------------------------------- */
 
 static bool constraining_siblings(const cJSON *s, const char *const *skip) {
-    for (const cJSON *e = s->child; e; e = e->next)
-        if (!tg_is_annotation(e->string) && !in_list(e->string, skip))
+    for (const cJSON *e = s->child; e; e = e->next) {
+        if (!tg_is_annotation(e->string) && !in_list(e->string, skip)) {
             return true;
+        }
+    }
     return false;
 }
 
 static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
     const cJSON *list = get(s, kw);
-    if (!cJSON_IsArray(list) || !list->child)
+    if (!cJSON_IsArray(list) || !list->child) {
         return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-empty array", kw);
+    }
     bool one = !strcmp(kw, "oneOf");
     static const char *const skip[] = {"anyOf", "oneOf", NULL};
     bool sib = constraining_siblings(s, skip);
     cJSON *sibling = NULL;
     if (sib) {
         sibling = tg_own(c, cJSON_CreateObject());
-        if (!sibling)
+        if (!sibling) {
             return NULL;
-        for (const cJSON *e = s->child; e; e = e->next)
+        }
+        for (const cJSON *e = s->child; e; e = e->next) {
             if (strcmp(e->string, kw)) {
                 cJSON *r = cJSON_IsObject(e)  ? cJSON_CreateObjectReference(e->child)
                            : cJSON_IsArray(e) ? cJSON_CreateArrayReference(e->child)
                                               : cJSON_Duplicate(e, false);
-                if (!r)
+                if (!r) {
                     return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+                }
                 cJSON_AddItemToObject(sibling, e->string, r);
             }
+        }
     }
     size_t n = (size_t)cJSON_GetArraySize(list);
     const cJSON **br = tg_xalloc(c, n * sizeof *br);
     char **alts = tg_xalloc(c, n * sizeof *alts);
-    if (!br || !alts)
+    if (!br || !alts) {
         return NULL;
+    }
     size_t i = 0;
     for (const cJSON *e = list->child; e; e = e->next, i++) {
         br[i] = e;
         if (sib) {
             /* The branch and the siblings: {"allOf": [siblings, branch]} merged. */
             cJSON *pair = tg_own(c, cJSON_CreateObject());
-            if (!pair)
+            if (!pair) {
                 return NULL;
+            }
             cJSON *arr = cJSON_AddArrayToObject(pair, "allOf");
             cJSON_AddItemToArray(arr, cJSON_CreateObjectReference(sibling->child));
             cJSON_AddItemToArray(arr, cJSON_IsObject(e) ? cJSON_CreateObjectReference(e->child)
@@ -867,38 +1010,46 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
             tg_path_push_i(c, (int)i);
             br[i] = tg_merge(c, pair);
             tg_path_pop(c, saved);
-            if (!br[i])
+            if (!br[i]) {
                 return NULL;
+            }
         }
     }
     if (one) {
         /* Disjointness is proved pair by pair: n^2 / 2 proofs, so the branch count is bounded. */
-        if (n > TS_SCHEMA_MAX_ONEOF)
+        if (n > TS_SCHEMA_MAX_ONEOF) {
             return tg_sfail(c, TS_ERR_LIMIT,
-                         "'oneOf' with %zu branches (at most %d: each pair must be proved "
-                         "disjoint; 'anyOf' has no such limit)",
-                         n, TS_SCHEMA_MAX_ONEOF);
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = a + 1; b < n; b++)
-                if (!tg_poll(c) || !tg_disjoint(c, br[a], br[b]))
+                            "'oneOf' with %zu branches (at most %d: each pair must be proved "
+                            "disjoint; 'anyOf' has no such limit)",
+                            n, TS_SCHEMA_MAX_ONEOF);
+        }
+        for (size_t a = 0; a < n; a++) {
+            for (size_t b = a + 1; b < n; b++) {
+                if (!tg_poll(c) || !tg_disjoint(c, br[a], br[b])) {
                     return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                                 "'oneOf': branches %zu and %zu may both match (only "
-                                 "provably disjoint branches are supported)",
-                                 a, b);
-        if (c->st != TS_OK)
+                                    "'oneOf': branches %zu and %zu may both match (only "
+                                    "provably disjoint branches are supported)",
+                                    a, b);
+                }
+            }
+        }
+        if (c->st != TS_OK) {
             return NULL;
+        }
     }
     for (i = 0; i < n; i++) {
         size_t saved = tg_path_push(c, kw);
         tg_path_push_i(c, (int)i);
         alts[i] = compile(c, br[i]);
         tg_path_pop(c, saved);
-        if (!alts[i])
+        if (!alts[i]) {
             return NULL;
+        }
     }
     char *e = tg_xalt(c, alts, n);
-    if (e && e != X_EMPTY && n > 1)
+    if (e && e != X_EMPTY && n > 1) {
         e = tg_rule_add(c, hint(c, kw), e);
+    }
     return e;
 }
 
@@ -920,9 +1071,9 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
         }
         if (r->busy && r->nest == c->nest) {
             return tg_sfail(c, TS_ERR_FORMAT,
-                         "%s refers back to itself before any object or array (a cycle with "
-                         "no base case)",
-                         what);
+                            "%s refers back to itself before any object or array (a cycle with "
+                            "no base case)",
+                            what);
         }
         return r->name;
     }
@@ -936,8 +1087,9 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
         c->cap_refs = cap;
     }
     int32_t idx = tg_rule_reserve(c, hint_name);
-    if (idx < 0)
+    if (idx < 0) {
         return NULL;
+    }
     size_t ri = c->n_refs++;
     c->refs[ri] = (sref){
         .node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true, .merged = do_merge};
@@ -952,11 +1104,13 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
         body = compile(c, node);
     }
     c->refs[ri].busy = false;
-    if (!body)
+    if (!body) {
         return NULL;
+    }
     if (body == X_EMPTY) {
-        if (c->refs[ri].used)
+        if (c->refs[ri].used) {
             return tg_sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+        }
         c->rules[idx].dead = true;
         c->refs[ri].name = X_EMPTY;
         return X_EMPTY;
@@ -967,8 +1121,9 @@ static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const c
 
 static char *compile_ref(sctx *c, const char *ref) {
     const cJSON *t = tg_resolve_ref(c, ref);
-    if (!t)
+    if (!t) {
         return NULL;
+    }
     const char *last = strrchr(ref, '/');
     /* Errors inside the target name its own pointer. */
     char saved_path[sizeof c->path];
@@ -998,33 +1153,39 @@ static int inferred_types(const cJSON *s) {
                                       "exclusiveMaximum", "multipleOf", NULL};
     int m = 0;
     for (const cJSON *e = s->child; e; e = e->next) {
-        if (in_list(e->string, obj))
+        if (in_list(e->string, obj)) {
             m |= T_OBJ;
-        else if (in_list(e->string, arr))
+        } else if (in_list(e->string, arr)) {
             m |= T_ARR;
-        else if (in_list(e->string, str))
+        } else if (in_list(e->string, str)) {
             m |= T_STR;
-        else if (in_list(e->string, num))
+        } else if (in_list(e->string, num)) {
             m |= T_NUM;
+        }
     }
     return m ? m : T_ALL;
 }
 
 static char *compile_types(sctx *c, const cJSON *s) {
     int t = tg_explicit_types(c, s);
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (t < 0)
+    }
+    if (t < 0) {
         t = inferred_types(s);
-    if (t == T_ALL && !s->child)
+    }
+    if (t == T_ALL && !s->child) {
         return tg_prim(c, "value");
-    if (t & T_NUM)
+    }
+    if (t & T_NUM) {
         t &= ~T_INT;
+    }
     char *alts[7];
     size_t k = 0;
     for (int b = 1; b <= T_INT; b <<= 1) {
-        if (!(t & b))
+        if (!(t & b)) {
             continue;
+        }
         switch (b) {
         case T_NULL:
             alts[k++] = tg_prim(c, "null");
@@ -1050,23 +1211,29 @@ static char *compile_types(sctx *c, const cJSON *s) {
         default:
             break;
         }
-        if (!alts[k - 1])
+        if (!alts[k - 1]) {
             return NULL;
+        }
     }
     return tg_xalt(c, alts, k);
 }
 
 static char *compile(sctx *c, const cJSON *s) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (cJSON_IsTrue(s))
+    }
+    if (cJSON_IsTrue(s)) {
         return tg_prim(c, "value");
-    if (cJSON_IsFalse(s))
+    }
+    if (cJSON_IsFalse(s)) {
         return X_EMPTY;
-    if (!cJSON_IsObject(s))
+    }
+    if (!cJSON_IsObject(s)) {
         return tg_sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
-    if (!tg_poll(c))
+    }
+    if (!tg_poll(c)) {
         return NULL;
+    }
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
         return tg_sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
@@ -1079,12 +1246,14 @@ static char *compile(sctx *c, const cJSON *s) {
             if (empty_obj &&
                 (!strcmp(e->string, "patternProperties") || !strcmp(e->string, "dependencies") ||
                  !strcmp(e->string, "dependentRequired") ||
-                 !strcmp(e->string, "dependentSchemas") || !strcmp(e->string, "propertyNames")))
+                 !strcmp(e->string, "dependentSchemas") || !strcmp(e->string, "propertyNames"))) {
                 continue;
+            }
             if (cJSON_IsTrue(e) && (!strcmp(e->string, "propertyNames") ||
                                     !strcmp(e->string, "unevaluatedProperties") ||
-                                    !strcmp(e->string, "unevaluatedItems")))
+                                    !strcmp(e->string, "unevaluatedItems"))) {
                 continue;
+            }
             tg_sfail(c, TS_ERR_UNSUPPORTED, "'%s' is not supported", e->string);
             goto out;
         }
@@ -1136,8 +1305,9 @@ static char *write_rules(sctx *c) {
     ts_buf b = {0};
     for (size_t i = 0; i < c->n_rules && c->st == TS_OK; i++) {
         const srule *r = &c->rules[i];
-        if (r->dead)
+        if (r->dead) {
             continue;
+        }
         if (!r->body) {
             tg_sfail(c, TS_ERR_INTERNAL, "rule '%s' has no body", r->name);
             break;
@@ -1146,11 +1316,14 @@ static char *write_rules(sctx *c) {
         ts_buf_puts(&b, " ::= ");
         ts_buf_puts(&b, *r->body ? r->body : "\"\"");
         ts_buf_putc(&b, '\n');
-        if (b.n > TS_SCHEMA_MAX_OUTPUT)
-            tg_sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes", TS_SCHEMA_MAX_OUTPUT);
+        if (b.n > TS_SCHEMA_MAX_OUTPUT) {
+            tg_sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes",
+                     TS_SCHEMA_MAX_OUTPUT);
+        }
     }
-    if (c->st == TS_OK && b.oom)
+    if (c->st == TS_OK && b.oom) {
         tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     if (c->st != TS_OK) {
         ts_buf_free(&b);
         return NULL;
@@ -1161,24 +1334,29 @@ static char *write_rules(sctx *c) {
 ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_stop *stop,
                                char **gbnf, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
+    }
     ts_error_clear(err);
-    if (!gbnf || (!schema_json && len))
+    if (!gbnf || (!schema_json && len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "schema: NULL argument");
+    }
     *gbnf = NULL;
-    if (len > TS_SCHEMA_MAX_BYTES)
+    if (len > TS_SCHEMA_MAX_BYTES) {
         return ts_error_set(err, TS_ERR_LIMIT, "schema: %zu bytes is more than the %u allowed", len,
                             TS_SCHEMA_MAX_BYTES);
+    }
     ts_status st = ts_stop_check(stop, "schema", err);
-    if (st != TS_OK)
+    if (st != TS_OK) {
         return st;
+    }
     /* JSON text is UTF-8; keys and strings go into the grammar as they are. */
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t l = ts_utf8_decode(schema_json + i, len - i, &cp);
-        if (!l)
+        if (!l) {
             return ts_error_set(err, TS_ERR_FORMAT, "schema: invalid UTF-8 at byte %zu", i);
+        }
         i += l;
     }
     const char *end = NULL;
@@ -1200,21 +1378,25 @@ ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_sto
     sctx c = {.err = err, .st = TS_OK, .doc = doc, .stop = stop};
     int32_t root = tg_rule_reserve(&c, "root");
     char *body = compile(&c, doc);
-    if (body == X_EMPTY)
+    if (body == X_EMPTY) {
         tg_sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
-    if (c.st == TS_OK)
+    }
+    if (c.st == TS_OK) {
         tg_rule_set_body(&c, root, body);
+    }
     char *out = c.st == TS_OK ? write_rules(&c) : NULL;
-    for (size_t i = 0; i < c.n_owned; i++)
+    for (size_t i = 0; i < c.n_owned; i++) {
         cJSON_Delete(c.owned[i]);
+    }
     free(c.owned);
     free(c.refs);
     free(c.rules);
     ts_schema_maps_free(&c);
     ts_schema_arena_free(&c);
     cJSON_Delete(doc);
-    if (c.st != TS_OK)
+    if (c.st != TS_OK) {
         return c.st;
+    }
     *gbnf = out;
     return TS_OK;
 }

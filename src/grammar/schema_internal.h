@@ -88,10 +88,10 @@ typedef struct sctx {
 
     srule *rules;
     size_t n_rules, cap_rules;
-    strmap by_body; /* rule body -> rule index */
-    strmap by_name; /* rule name -> rule index */
-    strmap name_next; /* name base -> the next suffix to try (unique names in O(1)) */
-    strmap other_memo; /* a key node's next-character set -> index in other_exprs */
+    strmap by_body;         /* rule body -> rule index */
+    strmap by_name;         /* rule name -> rule index */
+    strmap name_next;       /* name base -> the next suffix to try (unique names in O(1)) */
+    strmap other_memo;      /* a key node's next-character set -> index in other_exprs */
     char *other_exprs[256]; /* the "any other character" classes written so far */
     size_t n_other_exprs;
 
@@ -118,7 +118,7 @@ bool tg_poll(sctx *c);
 
 /* String and pointer maps (keys not copied; they must outlive the map). A put of a key present
  * in a pmap replaces its value; tg_smap_put does not look for the key. */
-int32_t tg_smap_get(const strmap *m, const char *key); /* -1: absent */
+int32_t tg_smap_get(const strmap *m, const char *key);  /* -1: absent */
 int32_t *tg_smap_ref(const strmap *m, const char *key); /* NULL: absent */
 bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val);
 void tg_smap_free(strmap *m);
@@ -185,7 +185,7 @@ char *tg_prim(sctx *c, const char *name);
 char *tg_int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
 /* Decimal numbers (no exponent when bounded) within the bounds. */
 char *tg_num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
-                bool hi_excl);
+                   bool hi_excl);
 /* A string format; NULL with an error when unsupported. minlen/maxlen: its length range. */
 char *tg_format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen);
 /* A JSON value exactly (whitespace allowed between tokens; numbers in canonical form). */

@@ -24,8 +24,9 @@ cJSON *tg_own(sctx *c, cJSON *j) {
         cJSON_Delete(j);
         return NULL;
     }
-    if (!j)
+    if (!j) {
         return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? c->cap_owned * 2 : 32;
         cJSON **o = realloc(c->owned, cap * sizeof *o);
@@ -46,10 +47,12 @@ cJSON *tg_own(sctx *c, cJSON *j) {
 
 /* A non-owning view of j to put into a merged object. */
 static cJSON *jref(const cJSON *j) {
-    if (cJSON_IsObject(j))
+    if (cJSON_IsObject(j)) {
         return cJSON_CreateObjectReference(j->child);
-    if (cJSON_IsArray(j))
+    }
+    if (cJSON_IsArray(j)) {
         return cJSON_CreateArrayReference(j->child);
+    }
     return cJSON_Duplicate(j, false);
 }
 
@@ -65,18 +68,22 @@ static bool add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
 
 /* {"allOf": [parts...]} (owned), or the single part itself. */
 static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
-    if (n == 1)
+    if (n == 1) {
         return parts[0];
+    }
     cJSON *o = tg_own(c, cJSON_CreateObject());
-    if (!o)
+    if (!o) {
         return NULL;
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "allOf");
-    if (!arr)
+    if (!arr) {
         return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     for (size_t i = 0; i < n; i++) {
         cJSON *r = jref(parts[i]);
-        if (!r)
+        if (!r) {
             return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         cJSON_AddItemToArray(arr, r);
     }
     return o;
@@ -87,22 +94,26 @@ static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
 const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
     const char *p = ref;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->doc, "$id");
-    if (!id)
+    if (!id) {
         id = cJSON_GetObjectItemCaseSensitive(c->doc, "id");
+    }
     if (*p != '#' && cJSON_IsString(id) && *id->valuestring) {
         /* A reference spelled with the document's own $id. */
         size_t n = strcspn(id->valuestring, "#");
-        if (!strncmp(p, id->valuestring, n) && p[n] == '#')
+        if (!strncmp(p, id->valuestring, n) && p[n] == '#') {
             p += n;
+        }
     }
-    if (*p != '#')
-        return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                     "'$ref': '%.200s' points into another document (only \"#...\" is supported)",
-                     ref);
+    if (*p != '#') {
+        return tg_sfail(
+            c, TS_ERR_UNSUPPORTED,
+            "'$ref': '%.200s' points into another document (only \"#...\" is supported)", ref);
+    }
     p++;
-    if (*p && *p != '/')
+    if (*p && *p != '/') {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' names an anchor ($anchor / $id)",
-                     ref);
+                        ref);
+    }
     const cJSON *cur = c->doc;
     while (*p == '/') {
         p++;
@@ -126,8 +137,9 @@ const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
             } else if (ch == '~' && (*p == '0' || *p == '1')) {
                 ch = *p++ == '0' ? '~' : '/';
             }
-            if (n + 1 >= sizeof seg)
+            if (n + 1 >= sizeof seg) {
                 return tg_sfail(c, TS_ERR_LIMIT, "'$ref': a segment longer than 500 bytes");
+            }
             seg[n++] = ch;
         }
         seg[n] = '\0';
@@ -140,13 +152,16 @@ const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
         } else {
             cur = NULL;
         }
-        if (!cur)
+        if (!cur) {
             return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);
+        }
     }
-    if (*p)
+    if (*p) {
         return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' is not a JSON pointer", ref);
-    if (!cJSON_IsObject(cur) && !cJSON_IsBool(cur))
+    }
+    if (!cJSON_IsObject(cur) && !cJSON_IsBool(cur)) {
         return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not point at a schema", ref);
+    }
     return cur;
 }
 
@@ -177,9 +192,11 @@ static const char *const annotations[] = {"$schema",
                                           NULL};
 
 bool tg_is_annotation(const char *k) {
-    for (size_t i = 0; annotations[i]; i++)
-        if (!strcmp(k, annotations[i]))
+    for (size_t i = 0; annotations[i]; i++) {
+        if (!strcmp(k, annotations[i])) {
             return true;
+        }
+    }
     /* Not a JSON Schema keyword at all (x-..., nullable, discriminator...): validators ignore
      * unknown keywords, so do we. */
     static const char *const known[] = {"type",
@@ -225,9 +242,11 @@ bool tg_is_annotation(const char *k) {
                                         "$recursiveRef",
                                         "$recursiveAnchor",
                                         NULL};
-    for (size_t i = 0; known[i]; i++)
-        if (!strcmp(k, known[i]))
+    for (size_t i = 0; known[i]; i++) {
+        if (!strcmp(k, known[i])) {
             return false;
+        }
+    }
     return true;
 }
 
@@ -237,30 +256,39 @@ static const char *const type_names[] = {"null",   "boolean", "object", "array",
                                          "string", "number",  "integer"};
 
 int tg_type_bit(const char *name) {
-    for (int i = 0; i < 7; i++)
-        if (!strcmp(name, type_names[i]))
+    for (int i = 0; i < 7; i++) {
+        if (!strcmp(name, type_names[i])) {
             return 1 << i;
+        }
+    }
     return 0;
 }
 
 const char *tg_type_name(int bit) {
-    for (int i = 0; i < 7; i++)
-        if (bit == 1 << i)
+    for (int i = 0; i < 7; i++) {
+        if (bit == 1 << i) {
             return type_names[i];
+        }
+    }
     return "?";
 }
 
 int tg_value_type(const cJSON *v) {
-    if (cJSON_IsNull(v))
+    if (cJSON_IsNull(v)) {
         return T_NULL;
-    if (cJSON_IsBool(v))
+    }
+    if (cJSON_IsBool(v)) {
         return T_BOOL;
-    if (cJSON_IsObject(v))
+    }
+    if (cJSON_IsObject(v)) {
         return T_OBJ;
-    if (cJSON_IsArray(v))
+    }
+    if (cJSON_IsArray(v)) {
         return T_ARR;
-    if (cJSON_IsString(v))
+    }
+    if (cJSON_IsString(v)) {
         return T_STR;
+    }
     double x = v->valuedouble;
     return (isfinite(x) && x == floor(x)) ? (T_NUM | T_INT) : T_NUM;
 }
@@ -269,13 +297,15 @@ int tg_value_type(const cJSON *v) {
  * absent, 0 with an error when malformed. */
 int tg_explicit_types(sctx *c, const cJSON *s) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
-    if (!t)
+    if (!t) {
         return -1;
+    }
     int m = 0;
     if (cJSON_IsString(t)) {
         m = tg_type_bit(t->valuestring);
-        if (!m)
+        if (!m) {
             tg_sfail(c, TS_ERR_FORMAT, "'type': unknown type '%.100s'", t->valuestring);
+        }
         return m;
     }
     if (!cJSON_IsArray(t)) {
@@ -295,22 +325,27 @@ int tg_explicit_types(sctx *c, const cJSON *s) {
 
 /* The types a schema can accept for certain (an over-approximation: T_ALL when unsure). */
 int tg_sem_types(sctx *c, const cJSON *s, int depth) {
-    if (cJSON_IsFalse(s))
+    if (cJSON_IsFalse(s)) {
         return 0;
-    if (!cJSON_IsObject(s) || depth > 16)
+    }
+    if (!cJSON_IsObject(s) || depth > 16) {
         return T_ALL;
+    }
     int m = T_ALL;
     int t = tg_explicit_types(c, s);
-    if (t > 0)
+    if (t > 0) {
         m &= t & T_NUM ? t | T_INT : t;
+    }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
-    if (cst)
+    if (cst) {
         m &= tg_value_type(cst) | (tg_value_type(cst) & T_INT ? T_NUM : 0);
+    }
     if (cJSON_IsArray(en)) {
         int vm = 0;
-        for (const cJSON *e = en->child; e; e = e->next)
+        for (const cJSON *e = en->child; e; e = e->next) {
             vm |= tg_value_type(e);
+        }
         m &= vm;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
@@ -318,24 +353,29 @@ int tg_sem_types(sctx *c, const cJSON *s, int depth) {
         ts_error keep = *c->err;
         ts_status st = c->st;
         const cJSON *target = tg_resolve_ref(c, ref->valuestring);
-        if (target)
+        if (target) {
             m &= tg_sem_types(c, target, depth + 1);
+        }
         *c->err = keep;
         c->st = st;
     }
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
-    if (!cJSON_IsArray(any))
+    if (!cJSON_IsArray(any)) {
         any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    }
     if (cJSON_IsArray(any)) {
         int u = 0;
-        for (const cJSON *e = any->child; e; e = e->next)
+        for (const cJSON *e = any->child; e; e = e->next) {
             u |= tg_sem_types(c, e, depth + 1);
+        }
         m &= u;
     }
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
-    if (cJSON_IsArray(all))
-        for (const cJSON *e = all->child; e; e = e->next)
+    if (cJSON_IsArray(all)) {
+        for (const cJSON *e = all->child; e; e = e->next) {
             m &= tg_sem_types(c, e, depth + 1);
+        }
+    }
     return m;
 }
 
@@ -344,15 +384,17 @@ int tg_sem_types(sctx *c, const cJSON *s, int depth) {
 static const cJSON *deref(sctx *c, const cJSON *s) {
     for (int i = 0; i < 16 && cJSON_IsObject(s); i++) {
         const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-        if (!cJSON_IsString(ref) || s->child->next)
+        if (!cJSON_IsString(ref) || s->child->next) {
             return s;
+        }
         ts_error keep = *c->err;
         ts_status st = c->st;
         const cJSON *t = tg_resolve_ref(c, ref->valuestring);
         *c->err = keep;
         c->st = st;
-        if (!t)
+        if (!t) {
             return s;
+        }
         s = t;
     }
     return s;
@@ -361,14 +403,16 @@ static const cJSON *deref(sctx *c, const cJSON *s) {
 /* The const/enum values of s as canonical strings; false when s has neither. */
 static bool value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
     *n = 0;
-    if (!cJSON_IsObject(s))
+    if (!cJSON_IsObject(s)) {
         return false;
+    }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (cst) {
         *vals = tg_xalloc(c, sizeof **vals);
-        if (!*vals)
+        if (!*vals) {
             return false;
+        }
         (*vals)[0] = tg_canon_json(c, cst);
         *n = 1;
         return true;
@@ -376,36 +420,46 @@ static bool value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
     if (cJSON_IsArray(en)) {
         size_t k = (size_t)cJSON_GetArraySize(en);
         *vals = tg_xalloc(c, (k + 1) * sizeof **vals);
-        if (!*vals)
+        if (!*vals) {
             return false;
-        for (const cJSON *e = en->child; e; e = e->next)
+        }
+        for (const cJSON *e = en->child; e; e = e->next) {
             (*vals)[(*n)++] = tg_canon_json(c, e);
+        }
         return true;
     }
     return false;
 }
 
 static bool values_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
-    if (cJSON_IsFalse(a) || cJSON_IsFalse(b))
+    if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
         return true;
+    }
     char **va, **vb;
     size_t na, nb;
-    if (!value_set(c, a, &va, &na) || !value_set(c, b, &vb, &nb))
+    if (!value_set(c, a, &va, &na) || !value_set(c, b, &vb, &nb)) {
         return false;
-    for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < nb; j++)
-            if (va[i] && vb[j] && !strcmp(va[i], vb[j]))
+    }
+    for (size_t i = 0; i < na; i++) {
+        for (size_t j = 0; j < nb; j++) {
+            if (va[i] && vb[j] && !strcmp(va[i], vb[j])) {
                 return false;
+            }
+        }
+    }
     return true;
 }
 
 static bool in_required(const cJSON *s, const char *k) {
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    if (!cJSON_IsArray(req))
+    if (!cJSON_IsArray(req)) {
         return false;
-    for (const cJSON *e = req->child; e; e = e->next)
-        if (cJSON_IsString(e) && !strcmp(e->valuestring, k))
+    }
+    for (const cJSON *e = req->child; e; e = e->next) {
+        if (cJSON_IsString(e) && !strcmp(e->valuestring, k)) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -413,8 +467,9 @@ static bool in_required(const cJSON *s, const char *k) {
 static bool forbids(const cJSON *s, const char *k) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *p = cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL;
-    if (p)
+    if (p) {
         return cJSON_IsFalse(p);
+    }
     const cJSON *ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     return cJSON_IsFalse(ap) && !(cJSON_IsObject(pp) && pp->child);
@@ -426,20 +481,25 @@ static bool objects_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
         const cJSON *req = cJSON_GetObjectItemCaseSensitive(x, "required");
         const cJSON *px = cJSON_GetObjectItemCaseSensitive(x, "properties");
         const cJSON *py = cJSON_GetObjectItemCaseSensitive(y, "properties");
-        if (!cJSON_IsArray(req))
+        if (!cJSON_IsArray(req)) {
             continue;
+        }
         for (const cJSON *e = req->child; e; e = e->next) {
-            if (!cJSON_IsString(e))
+            if (!cJSON_IsString(e)) {
                 continue;
+            }
             const char *k = e->valuestring;
-            if (forbids(y, k))
+            if (forbids(y, k)) {
                 return true;
+            }
             const cJSON *sx = cJSON_IsObject(px) ? cJSON_GetObjectItemCaseSensitive(px, k) : NULL;
             const cJSON *sy = cJSON_IsObject(py) ? cJSON_GetObjectItemCaseSensitive(py, k) : NULL;
-            if (sx && sy && values_disjoint(c, deref(c, sx), deref(c, sy)))
+            if (sx && sy && values_disjoint(c, deref(c, sx), deref(c, sy))) {
                 return true;
-            if (sx && sy && !(tg_sem_types(c, sx, 0) & tg_sem_types(c, sy, 0)))
+            }
+            if (sx && sy && !(tg_sem_types(c, sx, 0) & tg_sem_types(c, sy, 0))) {
                 return true;
+            }
         }
         (void)in_required;
     }
@@ -449,16 +509,20 @@ static bool objects_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
 bool tg_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
     a = deref(c, a);
     b = deref(c, b);
-    if (cJSON_IsFalse(a) || cJSON_IsFalse(b))
+    if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
         return true;
+    }
     int ta = tg_sem_types(c, a, 0), tb = tg_sem_types(c, b, 0);
-    if (!(ta & tb))
+    if (!(ta & tb)) {
         return true;
-    if (values_disjoint(c, a, b))
+    }
+    if (values_disjoint(c, a, b)) {
         return true;
+    }
     /* Both can only be objects: look for a required property the other cannot match. */
-    if ((ta & tb) == T_OBJ && cJSON_IsObject(a) && cJSON_IsObject(b))
+    if ((ta & tb) == T_OBJ && cJSON_IsObject(a) && cJSON_IsObject(b)) {
         return objects_disjoint(c, a, b);
+    }
     return false;
 }
 
@@ -467,14 +531,16 @@ bool tg_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
 /* Opens $ref and allOf in s, appending the plain parts to list. */
 static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, size_t *cap,
                     int depth) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return false;
+    }
     if (depth > 32) {
         tg_sfail(c, TS_ERR_LIMIT, "allOf/$ref nested deeper than 32 while merging (a $ref cycle?)");
         return false;
     }
-    if (cJSON_IsTrue(s))
+    if (cJSON_IsTrue(s)) {
         return true;
+    }
     if (!cJSON_IsObject(s) && !cJSON_IsFalse(s)) {
         tg_sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
         return false;
@@ -492,31 +558,40 @@ static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, siz
         }
         /* The rest of s without $ref and allOf. */
         cJSON *restobj = tg_own(c, cJSON_CreateObject());
-        if (!restobj)
+        if (!restobj) {
             return false;
-        for (const cJSON *e = s->child; e; e = e->next)
+        }
+        for (const cJSON *e = s->child; e; e = e->next) {
             if (strcmp(e->string, "$ref") && strcmp(e->string, "allOf") &&
-                !add_ref(c, restobj, e->string, e))
+                !add_ref(c, restobj, e->string, e)) {
                 return false;
-        if (restobj->child && !flatten(c, restobj, list, n, cap, depth + 1))
+            }
+        }
+        if (restobj->child && !flatten(c, restobj, list, n, cap, depth + 1)) {
             return false;
+        }
         if (ref) {
             const cJSON *t = tg_resolve_ref(c, ref->valuestring);
-            if (!t || !flatten(c, t, list, n, cap, depth + 1))
+            if (!t || !flatten(c, t, list, n, cap, depth + 1)) {
                 return false;
+            }
         }
-        for (const cJSON *e = all ? all->child : NULL; e; e = e->next)
-            if (!flatten(c, e, list, n, cap, depth + 1))
+        for (const cJSON *e = all ? all->child : NULL; e; e = e->next) {
+            if (!flatten(c, e, list, n, cap, depth + 1)) {
                 return false;
+            }
+        }
         return true;
     }
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 8;
         const cJSON **l = tg_xalloc(c, nc * sizeof *l);
-        if (!l)
+        if (!l) {
             return false;
-        if (*n)
+        }
+        if (*n) {
             memcpy(l, *list, *n * sizeof *l);
+        }
         *list = l;
         *cap = nc;
     }
@@ -557,59 +632,74 @@ static const char *const min_kw[] = {"minLength", "minItems", "minProperties", N
 static const char *const max_kw[] = {"maxLength", "maxItems", "maxProperties", NULL};
 
 static bool in_list(const char *k, const char *const *l) {
-    for (size_t i = 0; l[i]; i++)
-        if (!strcmp(k, l[i]))
+    for (size_t i = 0; l[i]; i++) {
+        if (!strcmp(k, l[i])) {
             return true;
+        }
+    }
     return false;
 }
 
 const cJSON *tg_merge(sctx *c, const cJSON *s) {
     const cJSON **parts = NULL;
     size_t n = 0, cap = 0;
-    if (!flatten(c, s, &parts, &n, &cap, 0))
+    if (!flatten(c, s, &parts, &n, &cap, 0)) {
         return NULL;
+    }
     cJSON *out = tg_own(c, cJSON_CreateObject());
-    if (!out)
+    if (!out) {
         return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (cJSON_IsFalse(parts[i]))
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (cJSON_IsFalse(parts[i])) {
             return tg_own(c, cJSON_CreateFalse());
-    if (n == 0)
+        }
+    }
+    if (n == 0) {
         return out;
-    if (n == 1)
+    }
+    if (n == 1) {
         return parts[0];
+    }
 
     /* type */
     int tm = T_ALL;
     bool any_type = false;
     for (size_t i = 0; i < n; i++) {
         int t = tg_explicit_types(c, parts[i]);
-        if (c->st != TS_OK)
+        if (c->st != TS_OK) {
             return NULL;
-        if (t < 0)
+        }
+        if (t < 0) {
             continue;
+        }
         any_type = true;
         /* integer ∩ number = integer */
         int tt = t & T_NUM ? t | T_INT : t;
         tm &= tt;
     }
     if (any_type) {
-        if (!tm)
+        if (!tm) {
             return tg_own(c, cJSON_CreateFalse());
+        }
         if (tm & T_INT && tm & T_NUM) {
             bool all_num = true;
             for (size_t i = 0; i < n; i++) {
                 int t = tg_explicit_types(c, parts[i]);
-                if (t > 0 && !(t & T_NUM))
+                if (t > 0 && !(t & T_NUM)) {
                     all_num = false;
+                }
             }
-            if (!all_num)
+            if (!all_num) {
                 tm &= ~T_NUM;
+            }
         }
         cJSON *arr = cJSON_AddArrayToObject(out, "type");
-        for (int b = 1; b <= T_INT; b <<= 1)
-            if (tm & b)
+        for (int b = 1; b <= T_INT; b <<= 1) {
+            if (tm & b) {
                 cJSON_AddItemToArray(arr, cJSON_CreateString(tg_type_name(b)));
+            }
+        }
     }
 
     /* bounds */
@@ -620,32 +710,37 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
             bool h, e;
             double x;
             bound_of(parts[i], upper, &h, &x, &e);
-            if (!h)
+            if (!h) {
                 continue;
+            }
             if (!have || (upper ? (x < v || (x == v && e)) : (x > v || (x == v && e)))) {
                 have = true;
                 v = x;
                 excl = e;
             }
         }
-        if (have)
+        if (have) {
             cJSON_AddNumberToObject(out,
                                     upper ? (excl ? "exclusiveMaximum" : "maximum")
                                           : (excl ? "exclusiveMinimum" : "minimum"),
                                     v);
+        }
     }
 
     /* enum / const: the values every part allows */
     {
         const cJSON *first = NULL;
-        for (size_t i = 0; i < n && !first; i++)
-            if (get(parts[i], "enum") || get(parts[i], "const"))
+        for (size_t i = 0; i < n && !first; i++) {
+            if (get(parts[i], "enum") || get(parts[i], "const")) {
                 first = parts[i];
+            }
+        }
         if (first) {
             char **fv;
             size_t fn;
-            if (!value_set(c, first, &fv, &fn))
+            if (!value_set(c, first, &fv, &fn)) {
                 return tg_sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
+            }
             const cJSON *en = get(first, "enum");
             const cJSON *cst = get(first, "const");
             cJSON *arr = cJSON_AddArrayToObject(out, "enum");
@@ -656,15 +751,18 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
                 for (size_t i = 0; i < n && keep; i++) {
                     char **ov;
                     size_t on;
-                    if (parts[i] == first || !value_set(c, parts[i], &ov, &on))
+                    if (parts[i] == first || !value_set(c, parts[i], &ov, &on)) {
                         continue;
+                    }
                     bool found = false;
-                    for (size_t j = 0; j < on && !found; j++)
+                    for (size_t j = 0; j < on && !found; j++) {
                         found = fv[idx] && ov[j] && !strcmp(fv[idx], ov[j]);
+                    }
                     keep = found;
                 }
-                if (keep)
+                if (keep) {
                     cJSON_AddItemToArray(arr, jref(ev));
+                }
             }
         }
     }
@@ -672,62 +770,77 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
     /* properties / additionalProperties / required */
     {
         bool any_props = false;
-        for (size_t i = 0; i < n; i++)
-            if (get(parts[i], "properties") || get(parts[i], "additionalProperties"))
+        for (size_t i = 0; i < n; i++) {
+            if (get(parts[i], "properties") || get(parts[i], "additionalProperties")) {
                 any_props = true;
+            }
+        }
         if (any_props) {
             cJSON *props = cJSON_AddObjectToObject(out, "properties");
             for (size_t i = 0; i < n; i++) {
                 const cJSON *pp = get(parts[i], "properties");
-                if (pp && !cJSON_IsObject(pp))
+                if (pp && !cJSON_IsObject(pp)) {
                     return tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
+                }
                 for (const cJSON *e = pp ? pp->child : NULL; e; e = e->next) {
-                    if (cJSON_GetObjectItemCaseSensitive(props, e->string))
+                    if (cJSON_GetObjectItemCaseSensitive(props, e->string)) {
                         continue;
+                    }
                     const cJSON *say[64];
                     size_t ns = 0;
                     for (size_t j = 0; j < n && ns < 64; j++) {
                         const cJSON *pj = get(get(parts[j], "properties"), e->string);
-                        if (!pj)
+                        if (!pj) {
                             pj = get(parts[j], "additionalProperties");
-                        if (pj)
+                        }
+                        if (pj) {
                             say[ns++] = pj;
+                        }
                     }
                     const cJSON *m = all_of(c, say, ns);
-                    if (!m || !add_ref(c, props, e->string, m))
+                    if (!m || !add_ref(c, props, e->string, m)) {
                         return NULL;
+                    }
                 }
             }
             const cJSON *aps[64];
             size_t na = 0;
             for (size_t i = 0; i < n && na < 64; i++) {
                 const cJSON *ap = get(parts[i], "additionalProperties");
-                if (ap)
+                if (ap) {
                     aps[na++] = ap;
+                }
             }
             if (na) {
                 const cJSON *m = all_of(c, aps, na);
-                if (!m || !add_ref(c, out, "additionalProperties", m))
+                if (!m || !add_ref(c, out, "additionalProperties", m)) {
                     return NULL;
+                }
             }
         }
         cJSON *req = NULL;
         for (size_t i = 0; i < n; i++) {
             const cJSON *r = get(parts[i], "required");
-            if (!r)
+            if (!r) {
                 continue;
-            if (!cJSON_IsArray(r))
+            }
+            if (!cJSON_IsArray(r)) {
                 return tg_sfail(c, TS_ERR_FORMAT, "'required' must be an array");
-            if (!req)
+            }
+            if (!req) {
                 req = cJSON_AddArrayToObject(out, "required");
+            }
             for (const cJSON *e = r->child; e; e = e->next) {
-                if (!cJSON_IsString(e))
+                if (!cJSON_IsString(e)) {
                     return tg_sfail(c, TS_ERR_FORMAT, "'required' must list strings");
+                }
                 bool dup = false;
-                for (const cJSON *q = req->child; q && !dup; q = q->next)
+                for (const cJSON *q = req->child; q && !dup; q = q->next) {
                     dup = !strcmp(q->valuestring, e->valuestring);
-                if (!dup)
+                }
+                if (!dup) {
                     cJSON_AddItemToArray(req, cJSON_CreateString(e->valuestring));
+                }
             }
         }
     }
@@ -739,20 +852,23 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
         bool one = false;
         for (size_t i = 0; i < n; i++) {
             const cJSON *a = get(parts[i], "anyOf"), *o = get(parts[i], "oneOf");
-            if (a && nl < 16)
+            if (a && nl < 16) {
                 lists[nl++] = a;
+            }
             if (o && nl < 16) {
                 lists[nl++] = o;
                 one = true;
             }
         }
         if (nl == 1) {
-            if (!add_ref(c, out, one ? "oneOf" : "anyOf", lists[0]))
+            if (!add_ref(c, out, one ? "oneOf" : "anyOf", lists[0])) {
                 return NULL;
+            }
         } else if (nl > 1) {
-            if (one)
+            if (one) {
                 return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                             "'allOf' combining 'oneOf' with another 'anyOf'/'oneOf'");
+                                "'allOf' combining 'oneOf' with another 'anyOf'/'oneOf'");
+            }
             cJSON *prod = cJSON_CreateArray();
             cJSON_AddItemToArray(prod, cJSON_CreateObject()); /* the empty product: {} */
             for (size_t l = 0; l < nl; l++) {
@@ -764,14 +880,16 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
                             cJSON_Delete(prod);
                             cJSON_Delete(next);
                             return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                                         "'allOf' of 'anyOf' lists with more than 64 "
-                                         "combinations");
+                                            "'allOf' of 'anyOf' lists with more than 64 "
+                                            "combinations");
                         }
                         cJSON *o = cJSON_CreateObject();
                         cJSON *arr = cJSON_AddArrayToObject(o, "allOf");
-                        if (p->child)
-                            for (const cJSON *q = p->child->child; q; q = q->next)
+                        if (p->child) {
+                            for (const cJSON *q = p->child->child; q; q = q->next) {
                                 cJSON_AddItemToArray(arr, jref(q));
+                            }
+                        }
                         cJSON_AddItemToArray(arr, jref(b));
                         cJSON_AddItemToArray(next, o);
                     }
@@ -779,10 +897,12 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
                 cJSON_Delete(prod);
                 prod = next;
             }
-            if (!tg_own(c, prod))
+            if (!tg_own(c, prod)) {
                 return NULL;
-            if (!add_ref(c, out, "anyOf", prod))
+            }
+            if (!add_ref(c, out, "anyOf", prod)) {
                 return NULL;
+            }
         }
     }
 
@@ -794,22 +914,27 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
     for (size_t i = 0; i < n; i++) {
         for (const cJSON *e = parts[i]->child; e; e = e->next) {
             const char *k = e->string;
-            if (in_list(k, done) || tg_is_annotation(k) || cJSON_GetObjectItemCaseSensitive(out, k))
+            if (in_list(k, done) || tg_is_annotation(k) ||
+                cJSON_GetObjectItemCaseSensitive(out, k)) {
                 continue;
+            }
             bool mn = in_list(k, min_kw), mx = in_list(k, max_kw);
             if (mn || mx) {
                 double v = 0;
                 bool have = false;
                 for (size_t j = 0; j < n; j++) {
                     const cJSON *x = get(parts[j], k);
-                    if (!cJSON_IsNumber(x))
+                    if (!cJSON_IsNumber(x)) {
                         continue;
-                    if (!have || (mn ? x->valuedouble > v : x->valuedouble < v))
+                    }
+                    if (!have || (mn ? x->valuedouble > v : x->valuedouble < v)) {
                         v = x->valuedouble;
+                    }
                     have = true;
                 }
-                if (have)
+                if (have) {
                     cJSON_AddNumberToObject(out, k, v);
+                }
                 continue;
             }
             const cJSON *others[64];
@@ -818,31 +943,37 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
             char *cv = tg_canon_json(c, e);
             for (size_t j = 0; j < n && no < 64; j++) {
                 const cJSON *x = get(parts[j], k);
-                if (!x)
+                if (!x) {
                     continue;
+                }
                 others[no++] = x;
                 char *xv = tg_canon_json(c, x);
-                if (!cv || !xv)
+                if (!cv || !xv) {
                     return NULL;
+                }
                 same = same && !strcmp(cv, xv);
             }
             if (same) {
-                if (!add_ref(c, out, k, e))
+                if (!add_ref(c, out, k, e)) {
                     return NULL;
+                }
             } else if (!strcmp(k, "items") || !strcmp(k, "additionalItems") ||
                        !strcmp(k, "contains")) {
-                for (size_t j = 0; j < no; j++)
-                    if (cJSON_IsArray(others[j]))
+                for (size_t j = 0; j < no; j++) {
+                    if (cJSON_IsArray(others[j])) {
                         return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                                     "'allOf' with two different tuple 'items'");
+                                        "'allOf' with two different tuple 'items'");
+                    }
+                }
                 const cJSON *m = all_of(c, others, no);
-                if (!m || !add_ref(c, out, k, m))
+                if (!m || !add_ref(c, out, k, m)) {
                     return NULL;
+                }
             } else if (!strcmp(k, "uniqueItems")) {
                 cJSON_AddTrueToObject(out, k);
             } else {
                 return tg_sfail(c, TS_ERR_UNSUPPORTED,
-                             "'allOf' with different values of '%s' in two parts", k);
+                                "'allOf' with different values of '%s' in two parts", k);
             }
         }
     }

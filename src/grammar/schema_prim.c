@@ -46,32 +46,40 @@ static const struct {
 
 /* Rules a primitive's body names (created first so the names in the body are right). */
 static const char *prim_deps(const char *name) {
-    if (!strcmp(name, "string"))
+    if (!strcmp(name, "string")) {
         return "char";
-    if (!strcmp(name, "value"))
+    }
+    if (!strcmp(name, "value")) {
         return "object array string number boolean null";
-    if (!strcmp(name, "object"))
+    }
+    if (!strcmp(name, "object")) {
         return "ws string value";
-    if (!strcmp(name, "array"))
+    }
+    if (!strcmp(name, "array")) {
         return "ws value";
+    }
     return "";
 }
 
 char *tg_prim(sctx *c, const char *name) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++) {
-        if (strcmp(prims[i].name, name) != 0)
+        if (strcmp(prims[i].name, name) != 0) {
             continue;
+        }
         /* Primitive rules keep their own names: the bodies refer to each other by them. A
          * schema-derived rule never takes these names (rule hints are never bare primitive
          * names), and a second call finds the existing rule by its body. */
         int32_t have = tg_rule_find(c, name);
-        if (have >= 0)
+        if (have >= 0) {
             return c->rules[have].name;
+        }
         int32_t idx = tg_rule_reserve(c, name);
-        if (idx < 0)
+        if (idx < 0) {
             return NULL;
+        }
         tg_rule_set_body(c, idx, prims[i].body);
         const char *deps = prim_deps(name);
         char dep[16];
@@ -79,8 +87,9 @@ char *tg_prim(sctx *c, const char *name) {
             size_t n = strcspn(deps, " ");
             memcpy(dep, deps, n);
             dep[n] = '\0';
-            if (!tg_prim(c, dep))
+            if (!tg_prim(c, dep)) {
                 return NULL;
+            }
             deps += n + (deps[n] == ' ');
         }
         return c->rules[idx].name;
@@ -95,47 +104,59 @@ static char *lit_str(sctx *c, const char *s) {
 }
 
 static char *digit_class(sctx *c, int a, int b) {
-    if (a > b)
+    if (a > b) {
         return X_EMPTY;
-    if (a == b)
+    }
+    if (a == b) {
         return tg_xf(c, "\"%d\"", a);
-    if (a == 0 && b == 9)
+    }
+    if (a == 0 && b == 9) {
         return tg_xdup(c, "[0-9]");
+    }
     return tg_xf(c, "[%d-%d]", a, b);
 }
 
 static char *seq2(sctx *c, const char *a, const char *b) {
-    if (!a || !b)
+    if (!a || !b) {
         return NULL;
-    if (a == X_EMPTY || b == X_EMPTY)
+    }
+    if (a == X_EMPTY || b == X_EMPTY) {
         return X_EMPTY;
-    if (!*a)
+    }
+    if (!*a) {
         return (char *)b;
-    if (!*b)
+    }
+    if (!*b) {
         return (char *)a;
+    }
     /* Two plain literals ("12" "3") read better as one ("123"). */
     size_t la = strlen(a), lb = strlen(b);
     if (la >= 2 && lb >= 2 && a[0] == '"' && b[0] == '"' && a[la - 1] == '"' && b[lb - 1] == '"' &&
         !strpbrk(a + 1, "\\ ") && !strpbrk(b + 1, "\\ ") && strchr(a + 1, '"') == a + la - 1 &&
-        strchr(b + 1, '"') == b + lb - 1)
+        strchr(b + 1, '"') == b + lb - 1) {
         return tg_xf(c, "%.*s%s", (int)(la - 1), a, b + 1);
+    }
     return tg_xf(c, "%s %s", tg_xgroup(c, a), tg_xgroup(c, b));
 }
 
 static char *any_digits(sctx *c, size_t n) {
-    if (n == 0)
+    if (n == 0) {
         return tg_xdup(c, "");
-    if (n == 1)
+    }
+    if (n == 1) {
         return tg_xdup(c, "[0-9]");
+    }
     return tg_xf(c, "[0-9]{%zu}", n);
 }
 
 /* Digit strings of length n (n >= 1) from lo to hi inclusive (both n digits, lo <= hi). */
 static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (n == 0)
+    }
+    if (n == 0) {
         return tg_xdup(c, "");
+    }
     if (lo[0] == hi[0]) {
         size_t p = 0;
         char d[24];
@@ -160,10 +181,12 @@ static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
         alts[k++] = seq2(c, lit_str(c, d), same_len(c, lo + 1, nines, n - 1));
         start++;
     }
-    if (!hi_nines)
+    if (!hi_nines) {
         end--;
-    if (start <= end)
+    }
+    if (start <= end) {
         alts[k++] = seq2(c, digit_class(c, start, end), any_digits(c, n - 1));
+    }
     if (!hi_nines) {
         char d[2] = {hi[0], 0};
         alts[k++] = seq2(c, lit_str(c, d), same_len(c, zeros, hi + 1, n - 1));
@@ -173,8 +196,9 @@ static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
 
 /* Decimal strings without leading zeros for a <= v <= b (b_inf: no upper bound). */
 static char *uint_range(sctx *c, uint64_t a, bool b_inf, uint64_t b) {
-    if (!b_inf && a > b)
+    if (!b_inf && a > b) {
         return X_EMPTY;
+    }
     char as[24], bs[24];
     snprintf(as, sizeof as, "%" PRIu64, a);
     snprintf(bs, sizeof bs, "%" PRIu64, b);
@@ -199,25 +223,29 @@ static char *uint_range(sctx *c, uint64_t a, bool b_inf, uint64_t b) {
         alts[k++] = same_len(c, lo, hi, len);
     }
     /* No upper bound: longer numbers up to TS_SCHEMA_MAX_DIGITS digits (or lo's length). */
-    if (b_inf && la < TS_SCHEMA_MAX_DIGITS)
+    if (b_inf && la < TS_SCHEMA_MAX_DIGITS) {
         alts[k++] = la + 1 == TS_SCHEMA_MAX_DIGITS
                         ? tg_xf(c, "[1-9] [0-9]{%zu}", la)
                         : tg_xf(c, "[1-9] [0-9]{%zu,%d}", la, TS_SCHEMA_MAX_DIGITS - 1);
+    }
     return tg_xalt(c, alts, k);
 }
 
 char *tg_int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
-    if (!has_lo && !has_hi)
+    if (!has_lo && !has_hi) {
         return tg_prim(c, "integer");
-    if (has_lo && has_hi && lo > hi)
+    }
+    if (has_lo && has_hi && lo > hi) {
         return X_EMPTY;
+    }
     char *alts[2];
     size_t k = 0;
     /* Negative part: "-" then the magnitudes in [max(-hi, 1), -lo]. "-0" is left out. */
     if (!has_lo || lo < 0) {
         uint64_t mag_lo = 1;
-        if (has_hi && hi < 0)
+        if (has_hi && hi < 0) {
             mag_lo = (uint64_t)(-(hi + 1)) + 1;
+        }
         uint64_t mag_hi = has_lo ? (uint64_t)(-(lo + 1)) + 1 : 0;
         alts[k++] = seq2(c, tg_xdup(c, "\"-\""), uint_range(c, mag_lo, !has_lo, mag_hi));
     }
@@ -249,34 +277,39 @@ static dec dec_of(double x) {
     char buf[64];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*e", prec - 1, x);
-        if (strtod(buf, NULL) == x)
+        if (strtod(buf, NULL) == x) {
             break;
+        }
     }
     /* buf: d.ddddde[+-]XX */
     char digits[40];
     size_t nd = 0;
     const char *p = buf;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9' && nd < 20)
+    for (; *p && *p != 'e'; p++) {
+        if (*p >= '0' && *p <= '9' && nd < 20) {
             digits[nd++] = *p;
+        }
+    }
     int exp10 = *p == 'e' ? atoi(p + 1) : 0;
     /* value = 0.digits * 10^(exp10 + 1) */
     int point = exp10 + 1;
     size_t f = 0;
     for (int i = 0; i < (int)nd || i < point; i++) {
         int dg = i < (int)nd ? digits[i] - '0' : 0;
-        if (i < point)
+        if (i < point) {
             d.ip = d.ip * 10 + (uint64_t)dg;
-        else if (f < sizeof d.fp - 1)
+        } else if (f < sizeof d.fp - 1) {
             d.fp[f++] = (char)('0' + dg);
+        }
     }
     for (int i = point; i < 0 && f < sizeof d.fp - 1; i++) {
         memmove(d.fp + 1, d.fp, f);
         d.fp[0] = '0';
         f++;
     }
-    while (f && d.fp[f - 1] == '0')
+    while (f && d.fp[f - 1] == '0') {
         f--;
+    }
     d.fp[f] = 0;
     return d;
 }
@@ -299,8 +332,9 @@ static char *ge_digits(sctx *c, const char *f, bool excl) {
 }
 
 static char *ge_rest(sctx *c, const char *f, bool excl) {
-    if (!*f)
+    if (!*f) {
         return tg_xdup(c, excl ? FRAC_ANY " [1-9] " FRAC_ANY : FRAC_ANY);
+    }
     return ge_digits(c, f, excl);
 }
 
@@ -314,28 +348,33 @@ static char *le_digits(sctx *c, const char *f, bool excl) {
 }
 
 static char *le_rest(sctx *c, const char *f, bool excl) {
-    if (!*f)
+    if (!*f) {
         return excl ? X_EMPTY : tg_xdup(c, FRAC_ZEROS);
+    }
     char *e = le_digits(c, f, excl);
-    if (!e || e == X_EMPTY)
+    if (!e || e == X_EMPTY) {
         return tg_xdup(c, "");
+    }
     return tg_xf(c, "%s?", tg_xgroup(c, e));
 }
 
 /* Digit strings D (possibly empty, unless nonempty) with 0.fa <= 0.D <= 0.fb (exclusivity as
  * given); 0.fa <= 0.fb. */
 static char *between(sctx *c, const char *fa, bool ea, const char *fb, bool eb, bool nonempty) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     if (!*fa && !*fb) {
-        if (ea || eb)
+        if (ea || eb) {
             return X_EMPTY;
+        }
         return tg_xdup(c, nonempty ? FRAC_ZEROS1 : FRAC_ZEROS);
     }
     char *alts[4];
     size_t k = 0;
-    if (!nonempty && !*fa && !ea)
+    if (!nonempty && !*fa && !ea) {
         alts[k++] = tg_xdup(c, "");
+    }
     int da = dig(fa, 0), db = dig(fb, 0);
     if (da == db) {
         alts[k++] = seq2(c, digit_class(c, da, da), between(c, rest(fa), ea, rest(fb), eb, false));
@@ -350,15 +389,19 @@ static char *between(sctx *c, const char *fa, bool ea, const char *fb, bool eb, 
 
 /* The optional fraction suffix ("." digits)? whose value v = 0.F satisfies the bounds. */
 static char *frac_suffix(sctx *c, const char *e_digits, bool absent_ok) {
-    if (!e_digits)
+    if (!e_digits) {
         return NULL;
+    }
     char *present = e_digits == X_EMPTY ? X_EMPTY : seq2(c, tg_xdup(c, "\".\""), e_digits);
-    if (!present)
+    if (!present) {
         return NULL;
-    if (!absent_ok)
+    }
+    if (!absent_ok) {
         return present;
-    if (present == X_EMPTY)
+    }
+    if (present == X_EMPTY) {
         return tg_xdup(c, "");
+    }
     return tg_xf(c, "%s?", tg_xgroup(c, present));
 }
 
@@ -371,59 +414,68 @@ static char *pos_range(sctx *c, dec a, bool ea, bool b_inf, dec b, bool eb) {
     if (!b_inf && a.ip == b.ip) {
         bool absent_ok = !*a.fp && !ea && (*b.fp || !eb);
         char *d = between(c, a.fp, ea, b.fp, eb, true);
-        if (d && !absent_ok && d == X_EMPTY)
+        if (d && !absent_ok && d == X_EMPTY) {
             return X_EMPTY;
+        }
         return seq2(c, lit_str(c, ipa), frac_suffix(c, d, absent_ok));
     }
     /* integer part = a.ip */
     alts[k++] = seq2(c, lit_str(c, ipa), frac_suffix(c, ge_digits(c, a.fp, ea), !*a.fp && !ea));
     /* a.ip < integer part < b.ip: any fraction */
-    if (b_inf || b.ip > a.ip + 1)
+    if (b_inf || b.ip > a.ip + 1) {
         alts[k++] = seq2(c, uint_range(c, a.ip + 1, b_inf, b_inf ? 0 : b.ip - 1),
                          tg_xdup(c, "( \".\" " FRAC_ANY1 " )?"));
+    }
     if (!b_inf) {
         char ipb[24];
         snprintf(ipb, sizeof ipb, "%" PRIu64, b.ip);
         char *le = *b.fp ? le_digits(c, b.fp, eb) : (eb ? X_EMPTY : tg_xdup(c, FRAC_ZEROS1));
         bool absent_ok = *b.fp || !eb;
         char *suf = frac_suffix(c, le, absent_ok);
-        if (suf && absent_ok && le == X_EMPTY)
+        if (suf && absent_ok && le == X_EMPTY) {
             suf = tg_xdup(c, "");
+        }
         alts[k++] = (!absent_ok && le == X_EMPTY) ? X_EMPTY : seq2(c, lit_str(c, ipb), suf);
     }
     return tg_xalt(c, alts, k);
 }
 
 char *tg_num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
-                bool hi_excl) {
-    if (!has_lo && !has_hi)
+                   bool hi_excl) {
+    if (!has_lo && !has_hi) {
         return tg_prim(c, "number");
+    }
     /* Magnitudes beyond 1e15 are clamped inward (a subset: never a looser grammar). */
     const double cap = 1e15;
-    if (!has_lo || lo < -cap)
+    if (!has_lo || lo < -cap) {
         has_lo = true, lo = -cap, lo_excl = false;
-    if (!has_hi || hi > cap)
+    }
+    if (!has_hi || hi > cap) {
         has_hi = true, hi = cap, hi_excl = false;
-    if (lo > hi || (lo == hi && (lo_excl || hi_excl)))
+    }
+    if (lo > hi || (lo == hi && (lo_excl || hi_excl))) {
         return X_EMPTY;
+    }
     char *alts[2];
     size_t k = 0;
     /* Negative values: "-" then magnitudes m in (0, -lo] ∩ [-hi, ...). */
     if (lo < 0) {
         dec mlo = {0};
         bool mlo_excl = true; /* m > 0: zero belongs to the non-negative part */
-        if (hi < 0)
+        if (hi < 0) {
             mlo = dec_of(-hi), mlo_excl = hi_excl;
+        }
         alts[k++] =
             seq2(c, tg_xdup(c, "\"-\""), pos_range(c, mlo, mlo_excl, false, dec_of(-lo), lo_excl));
     }
     if (hi >= 0 && !(hi == 0 && hi_excl)) {
         dec a = {0};
         bool ea = false;
-        if (lo > 0)
+        if (lo > 0) {
             a = dec_of(lo), ea = lo_excl;
-        else if (lo == 0)
+        } else if (lo == 0) {
             ea = lo_excl;
+        }
         alts[k++] = pos_range(c, a, ea, false, dec_of(hi), hi_excl);
     }
     return tg_xalt(c, alts, k);
@@ -502,35 +554,40 @@ char *tg_format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen)
 
 char *tg_canon_json(sctx *c, const cJSON *v) {
     char *s = cJSON_PrintUnformatted(v);
-    if (!s)
+    if (!s) {
         return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     char *r = tg_xdup(c, s);
     cJSON_free(s);
     return r;
 }
 
 static char *num_lit(sctx *c, double x) {
-    if (!isfinite(x))
+    if (!isfinite(x)) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "a non-finite number");
+    }
     if (x == floor(x) && fabs(x) < 1e15) {
         /* 1, 1.0 and 1.00 are the same number to JSON Schema. The zeros are one shared rule:
          * an enum of thousands of integers would otherwise expand them once per value. */
-        if (!tg_prim(c, "zero-frac"))
+        if (!tg_prim(c, "zero-frac")) {
             return NULL;
+        }
         return tg_xf(c, "\"%.0f\" zero-frac", x);
     }
     char buf[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x)
+        if (strtod(buf, NULL) == x) {
             break;
+        }
     }
     return lit_str(c, buf);
 }
 
 char *tg_const_expr(sctx *c, const cJSON *v) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
         return tg_sfail(c, TS_ERR_LIMIT, "a constant nested deeper than %d", TS_SCHEMA_MAX_DEPTH);
@@ -554,8 +611,9 @@ char *tg_const_expr(sctx *c, const cJSON *v) {
         bool first = true;
         for (const cJSON *e = v->child; e && r; e = e->next) {
             char *ev = tg_const_expr(c, e);
-            if (!ev)
+            if (!ev) {
                 return c->depth--, NULL;
+            }
             if (obj) {
                 char *kq = tg_json_quote(c, e->string);
                 ev = tg_xf(c, "%s ws \":\" ws %s", kq ? lit_str(c, kq) : "", tg_xgroup(c, ev));
@@ -565,8 +623,9 @@ char *tg_const_expr(sctx *c, const cJSON *v) {
             r = tg_xf(c, "%s%s %s ws", r, first ? "" : " \",\" ws", ev);
             first = false;
         }
-        if (r)
+        if (r) {
             r = tg_xf(c, "( %s %s )", r, obj ? "\"}\"" : "\"]\"");
+        }
         (void)ws;
     } else {
         r = tg_sfail(c, TS_ERR_FORMAT, "an invalid JSON value");

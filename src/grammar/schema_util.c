@@ -22,8 +22,9 @@ struct ablock {
 };
 
 void *tg_sfail(sctx *c, ts_status st, const char *fmt, ...) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
@@ -41,17 +42,20 @@ void *tg_sfail(sctx *c, ts_status st, const char *fmt, ...) {
 }
 
 void *tg_xalloc(sctx *c, size_t n) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     n = (n + 15) & ~(size_t)15;
     if (!c->arena || c->arena->cap - c->arena->used < n) {
         size_t cap = n > 65536 ? n : 65536;
-        if (c->arena_total + cap > TS_SCHEMA_MAX_ARENA)
+        if (c->arena_total + cap > TS_SCHEMA_MAX_ARENA) {
             return tg_sfail(c, TS_ERR_LIMIT, "the grammar would exceed %u MiB while compiling",
-                         TS_SCHEMA_MAX_ARENA >> 20);
+                            TS_SCHEMA_MAX_ARENA >> 20);
+        }
         ablock *b = malloc(sizeof *b + cap);
-        if (!b)
+        if (!b) {
             return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         b->next = c->arena;
         b->used = 0;
         b->cap = cap;
@@ -87,12 +91,14 @@ void ts_schema_arena_free(sctx *c) {
 }
 
 char *tg_xdup(sctx *c, const char *s) {
-    if (!s)
+    if (!s) {
         return NULL;
+    }
     size_t n = strlen(s);
     char *p = tg_xalloc(c, n + 1);
-    if (p)
+    if (p) {
         memcpy(p, s, n + 1);
+    }
     return p;
 }
 
@@ -166,13 +172,15 @@ size_t tg_path_push(sctx *c, const char *key) {
     size_t saved = c->path_len;
     size_t i = c->path_len;
     const size_t cap = sizeof c->path - 4;
-    if (i < cap)
+    if (i < cap) {
         c->path[i++] = '/';
+    }
     for (const char *k = key; *k && i < cap; k++) {
         if (*k == '~' || *k == '/') {
             c->path[i++] = '~';
-            if (i < cap)
+            if (i < cap) {
                 c->path[i++] = *k == '~' ? '0' : '1';
+            }
         } else {
             c->path[i++] = *k;
         }
@@ -201,8 +209,9 @@ void tg_path_pop(sctx *c, size_t saved) {
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
+    for (; *s; s++) {
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    }
     return h;
 }
 
@@ -302,11 +311,13 @@ bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val) {
             return false;
         }
         for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
+            if (!m->keys[i]) {
                 continue;
+            }
             size_t j = hash_str(m->keys[i]) & (cap - 1);
-            while (keys[j])
+            while (keys[j]) {
                 j = (j + 1) & (cap - 1);
+            }
             keys[j] = m->keys[i];
             vals[j] = m->vals[i];
         }
@@ -317,8 +328,9 @@ bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val) {
         m->cap = cap;
     }
     size_t i = hash_str(key) & (m->cap - 1);
-    while (m->keys[i])
+    while (m->keys[i]) {
         i = (i + 1) & (m->cap - 1);
+    }
     m->keys[i] = key;
     m->vals[i] = val;
     m->n++;
@@ -347,13 +359,15 @@ static char *unique_name(sctx *c, const char *hint) {
     for (const char *h = hint; *h && n < 48; h++) {
         char ch = *h;
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (ok)
+        if (ok) {
             base[n++] = ch;
-        else if (n && base[n - 1] != '-')
+        } else if (n && base[n - 1] != '-') {
             base[n++] = '-';
+        }
     }
-    while (n && base[n - 1] == '-')
+    while (n && base[n - 1] == '-') {
         n--;
+    }
     if (!n) {
         memcpy(base, "r", 1);
         n = 1;
@@ -390,15 +404,17 @@ int32_t tg_rule_find(sctx *c, const char *name) {
 }
 
 int32_t tg_rule_reserve(sctx *c, const char *hint) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return -1;
+    }
     if (c->n_rules >= TS_SCHEMA_MAX_RULES) {
         tg_sfail(c, TS_ERR_LIMIT, "the grammar would need more than %d rules", TS_SCHEMA_MAX_RULES);
         return -1;
     }
     char *name = unique_name(c, hint);
-    if (!name)
+    if (!name) {
         return -1;
+    }
     if (c->n_rules == c->cap_rules) {
         size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
         srule *r = realloc(c->rules, cap * sizeof *r);
@@ -411,33 +427,41 @@ int32_t tg_rule_reserve(sctx *c, const char *hint) {
     }
     int32_t idx = (int32_t)c->n_rules++;
     c->rules[idx] = (srule){.name = name, .body = NULL};
-    if (!tg_smap_put(c, &c->by_name, name, idx))
+    if (!tg_smap_put(c, &c->by_name, name, idx)) {
         return -1;
+    }
     return idx;
 }
 
 void tg_rule_set_body(sctx *c, int32_t idx, const char *body) {
-    if (c->st != TS_OK || idx < 0)
+    if (c->st != TS_OK || idx < 0) {
         return;
+    }
     c->rules[idx].body = (char *)body;
-    if (tg_smap_get(&c->by_body, body) < 0)
+    if (tg_smap_get(&c->by_body, body) < 0) {
         tg_smap_put(c, &c->by_body, (char *)body, idx);
+    }
 }
 
 char *tg_rule_add(sctx *c, const char *hint, const char *body) {
-    if (c->st != TS_OK || !body)
+    if (c->st != TS_OK || !body) {
         return NULL;
-    if (body == X_EMPTY)
+    }
+    if (body == X_EMPTY) {
         return X_EMPTY;
+    }
     int32_t have = tg_smap_get(&c->by_body, body);
-    if (have >= 0)
+    if (have >= 0) {
         return c->rules[have].name;
+    }
     int32_t idx = tg_rule_reserve(c, hint);
-    if (idx < 0)
+    if (idx < 0) {
         return NULL;
+    }
     char *b = tg_xdup(c, body);
-    if (!b)
+    if (!b) {
         return NULL;
+    }
     tg_rule_set_body(c, idx, b);
     return c->rules[idx].name;
 }
@@ -450,12 +474,13 @@ static bool atomic(const char *e) {
     bool in_lit = false, in_cls = false;
     for (const char *p = e; *p; p++) {
         if (in_lit || in_cls) {
-            if (*p == '\\' && p[1])
+            if (*p == '\\' && p[1]) {
                 p++;
-            else if (in_lit && *p == '"')
+            } else if (in_lit && *p == '"') {
                 in_lit = false;
-            else if (in_cls && *p == ']')
+            } else if (in_cls && *p == ']') {
                 in_cls = false;
+            }
             continue;
         }
         switch (*p) {
@@ -473,8 +498,9 @@ static bool atomic(const char *e) {
             break;
         case ' ':
         case '|':
-            if (depth == 0)
+            if (depth == 0) {
                 return false;
+            }
             break;
         default:
             break;
@@ -484,12 +510,15 @@ static bool atomic(const char *e) {
 }
 
 char *tg_xgroup(sctx *c, const char *e) {
-    if (!e || e == X_EMPTY)
+    if (!e || e == X_EMPTY) {
         return (char *)e;
-    if (!*e)
+    }
+    if (!*e) {
         return tg_xdup(c, "\"\"");
-    if (atomic(e))
+    }
+    if (atomic(e)) {
         return (char *)e;
+    }
     return tg_xf(c, "( %s )", e);
 }
 
@@ -674,7 +703,8 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
             size_t g = f->next, L = f->L;
             size_t u = unit_len(lits[g].s + L);
             size_t e = g + 1;
-            while (e < f->hi && lits[e].n >= L + u && memcmp(lits[e].s + L, lits[g].s + L, u) == 0) {
+            while (e < f->hi && lits[e].n >= L + u &&
+                   memcmp(lits[e].s + L, lits[g].s + L, u) == 0) {
                 e++;
             }
             if (f->any) {
@@ -832,8 +862,9 @@ done:
 
 char *tg_gbnf_lit(sctx *c, const char *s, size_t n) {
     char *out = tg_xalloc(c, n * 4 + 3);
-    if (!out)
+    if (!out) {
         return NULL;
+    }
     size_t o = 0;
     out[o++] = '"';
     for (size_t i = 0; i < n; i++) {
@@ -879,15 +910,18 @@ char *tg_json_quote(sctx *c, const char *s) {
 /* ---- code point sets --------------------------------------------------------------------- */
 
 void tg_cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
-    if (c->st != TS_OK || lo > hi)
+    if (c->st != TS_OK || lo > hi) {
         return;
+    }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
         uint32_t(*r)[2] = tg_xalloc(c, cap * sizeof *r);
-        if (!r)
+        if (!r) {
             return;
-        if (s->n)
+        }
+        if (s->n) {
             memcpy(r, s->r, s->n * sizeof *r);
+        }
         s->r = r;
         s->cap = cap;
     }
@@ -897,8 +931,9 @@ void tg_cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
 }
 
 void tg_cps_add_set(sctx *c, cpset *s, const cpset *t) {
-    for (size_t i = 0; i < t->n; i++)
+    for (size_t i = 0; i < t->n; i++) {
         tg_cps_add(c, s, t->r[i][0], t->r[i][1]);
+    }
 }
 
 static int cmp_range(const void *a, const void *b) {
@@ -907,14 +942,16 @@ static int cmp_range(const void *a, const void *b) {
 }
 
 void tg_cps_normalize(cpset *s) {
-    if (s->n < 2)
+    if (s->n < 2) {
         return;
+    }
     qsort(s->r, s->n, sizeof *s->r, cmp_range);
     size_t o = 0;
     for (size_t i = 1; i < s->n; i++) {
         if (s->r[i][0] <= s->r[o][1] + 1) {
-            if (s->r[i][1] > s->r[o][1])
+            if (s->r[i][1] > s->r[o][1]) {
                 s->r[o][1] = s->r[i][1];
+            }
         } else {
             o++;
             s->r[o][0] = s->r[i][0];
@@ -928,19 +965,23 @@ cpset tg_cps_complement(sctx *c, const cpset *s) {
     cpset t = {0};
     uint32_t next = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (s->r[i][0] > next)
+        if (s->r[i][0] > next) {
             tg_cps_add(c, &t, next, s->r[i][0] - 1);
+        }
         next = s->r[i][1] + 1;
     }
-    if (next <= 0x10FFFF)
+    if (next <= 0x10FFFF) {
         tg_cps_add(c, &t, next, 0x10FFFF);
+    }
     return t;
 }
 
 bool tg_cps_has(const cpset *s, uint32_t cp) {
-    for (size_t i = 0; i < s->n; i++)
-        if (cp >= s->r[i][0] && cp <= s->r[i][1])
+    for (size_t i = 0; i < s->n; i++) {
+        if (cp >= s->r[i][0] && cp <= s->r[i][1]) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -949,28 +990,34 @@ static int put_cp(char *o, uint32_t cp) {
         o[0] = (char)cp;
         return 1;
     }
-    if (cp < 0x80)
+    if (cp < 0x80) {
         return sprintf(o, "\\x%02X", cp);
-    if (cp < 0x10000)
+    }
+    if (cp < 0x10000) {
         return sprintf(o, "\\u%04X", cp);
+    }
     return sprintf(o, "\\U%08X", cp);
 }
 
 char *tg_cps_class(sctx *c, const cpset *s) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (!s->n)
+    }
+    if (!s->n) {
         return X_EMPTY;
+    }
     char *out = tg_xalloc(c, s->n * 24 + 3);
-    if (!out)
+    if (!out) {
         return NULL;
+    }
     size_t o = 0;
     out[o++] = '[';
     for (size_t i = 0; i < s->n; i++) {
         o += (size_t)put_cp(out + o, s->r[i][0]);
         if (s->r[i][1] != s->r[i][0]) {
-            if (s->r[i][1] != s->r[i][0] + 1)
+            if (s->r[i][1] != s->r[i][0] + 1) {
                 out[o++] = '-';
+            }
             o += (size_t)put_cp(out + o, s->r[i][1]);
         }
     }
@@ -980,8 +1027,9 @@ char *tg_cps_class(sctx *c, const cpset *s) {
 }
 
 char *tg_cps_json(sctx *c, const cpset *in) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     cpset s = {0};
     tg_cps_add_set(c, &s, in);
     tg_cps_normalize(&s);
@@ -989,18 +1037,21 @@ char *tg_cps_json(sctx *c, const cpset *in) {
     cpset raw = {0};
     for (size_t i = 0; i < s.n; i++) {
         uint32_t lo = s.r[i][0], hi = s.r[i][1];
-        if (lo < 0x20)
+        if (lo < 0x20) {
             lo = 0x20;
+        }
         for (uint32_t cut = 0; cut < 2 && lo <= hi; cut++) {
             uint32_t x = cut ? '\\' : '"';
             if (x >= lo && x <= hi) {
-                if (x > lo)
+                if (x > lo) {
                     tg_cps_add(c, &raw, lo, x - 1);
+                }
                 lo = x + 1;
             }
         }
-        if (lo <= hi)
+        if (lo <= hi) {
             tg_cps_add(c, &raw, lo, hi);
+        }
     }
     tg_cps_normalize(&raw);
     char *items[8];
@@ -1012,8 +1063,10 @@ char *tg_cps_json(sctx *c, const cpset *in) {
     } esc[] = {{'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""}, {'\b', "\"\\\\b\""},
                {'\f', "\"\\\\f\""},   {'\n', "\"\\\\n\""},    {'\r', "\"\\\\r\""},
                {'\t', "\"\\\\t\""}};
-    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++)
-        if (tg_cps_has(&s, esc[i].cp))
+    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++) {
+        if (tg_cps_has(&s, esc[i].cp)) {
             items[n++] = tg_xdup(c, esc[i].lit);
+        }
+    }
     return tg_xalt(c, items, n);
 }

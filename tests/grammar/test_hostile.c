@@ -137,9 +137,9 @@ static void test_enum_100k(void **state) {
         snprintf(doc, sizeof doc, "\"%sx\"", w); /* one character more */
         assert_false(matches(g, doc));
     }
-    assert_false(matches(g, "\"al1\""));     /* 1 is be's */
-    assert_false(matches(g, "\"al\""));      /* a prefix only */
-    assert_false(matches(g, "\"ze5\""));     /* no such stem */
+    assert_false(matches(g, "\"al1\""));   /* 1 is be's */
+    assert_false(matches(g, "\"al\""));    /* a prefix only */
+    assert_false(matches(g, "\"ze5\""));   /* no such stem */
     assert_true(prefix_ok(g, "\"ga9999")); /* ga99992 is in the list */
     ts_grammar_free(g);
     ts_buf_free(&b);
@@ -174,8 +174,9 @@ static void test_anyof_objects(void **state) {
         ts_buf b = {0};
         ts_buf_puts(&b, "{\"anyOf\":[");
         for (int i = 0; i < n; i++) {
-            ts_buf_printf(&b, "%s{\"type\":\"object\",\"properties\":{\"k%d\":{\"const\":%d}},"
-                              "\"required\":[\"k%d\"],\"additionalProperties\":false}",
+            ts_buf_printf(&b,
+                          "%s{\"type\":\"object\",\"properties\":{\"k%d\":{\"const\":%d}},"
+                          "\"required\":[\"k%d\"],\"additionalProperties\":false}",
                           i ? "," : "", i, i, i);
         }
         ts_buf_puts(&b, "]}");
@@ -321,9 +322,9 @@ static void test_deep_nesting(void **state) {
     (void)state;
     ts_buf b = {0};
     /* Schemas: arrays, objects, anyOf, nested deeper than the compiler's depth limit. */
-    static const char *const open[] = {"{\"type\":\"array\",\"items\":",
-                                       "{\"type\":\"object\",\"properties\":{\"a\":",
-                                       "{\"anyOf\":[", "{\"allOf\":["};
+    static const char *const open[] = {
+        "{\"type\":\"array\",\"items\":", "{\"type\":\"object\",\"properties\":{\"a\":",
+        "{\"anyOf\":[", "{\"allOf\":["};
     static const char *const close[] = {"}", "}}", "]}", "]}"};
     for (int k = 0; k < 4; k++) {
         for (int i = 0; i < 300; i++) { /* within cJSON's 1000 levels */
