@@ -110,6 +110,21 @@ typedef struct sctx {
     int nest;  /* objects/arrays entered: a $ref seen again at the same nest is left recursion */
 } sctx;
 
+/* ---- schema.c --------------------------------------------------------------------------- */
+
+/* Compiles schema s to an expression (X_EMPTY: accepts nothing; NULL: error recorded). */
+char *tg_compile(sctx *c, const cJSON *s);
+/* A rule-name hint from the current JSON pointer (its end) and suffix. */
+char *tg_hint(sctx *c, const char *suffix);
+/* Keyword k of s as a non-negative integer count (capped at 1e15); false when absent or
+ * malformed (then with an error). */
+bool tg_get_count(sctx *c, const cJSON *s, const char *k, int64_t *v);
+
+/* ---- schema_obj.c ----------------------------------------------------------------------- */
+
+char *tg_compile_object(sctx *c, const cJSON *s);
+char *tg_compile_array(sctx *c, const cJSON *s);
+
 /* ---- schema_util.c ---------------------------------------------------------------------- */
 
 /* Checks c->stop every so often (call it once per unit of work: a compiled node, an enum value,
