@@ -387,7 +387,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         }
     }
     if (!tg_mgrow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1,
-              sizeof *m->dstate)) {
+                  sizeof *m->dstate)) {
         return 0;
     }
     size_t cap_dloop = m->cap_dloop;

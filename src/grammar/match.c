@@ -184,7 +184,8 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
     if (m->n_states >= INT32_MAX - 1 || m->n_sets + n > UINT32_MAX) {
         return m->failed = true, REJECT;
     }
-    if (!tg_mgrow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1, sizeof *m->states)) {
+    if (!tg_mgrow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1,
+                  sizeof *m->states)) {
         return REJECT;
     }
     if (m->n_sets + n > m->cap_sets) {
@@ -329,7 +330,6 @@ static void new_gen(ts_gmatch *m) {
         m->gen = 1;
     }
 }
-
 
 /* The state after code point cp completes in state s (stacks that accept it, moved on). */
 int32_t tg_advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
@@ -526,7 +526,7 @@ int32_t tg_step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
     int32_t row = m->states[s].row;
     if (row < 0 && ++m->states[s].hits >= ROW_HOT && m->n_rows < ROW_LIMIT) {
         if (tg_mgrow(m, (void **)&m->rows, &m->cap_rows, ((size_t)m->n_rows + 1) * 256,
-                 sizeof *m->rows)) {
+                     sizeof *m->rows)) {
             row = (int32_t)m->n_rows++;
             for (int k = 0; k < 256; k++) {
                 m->rows[(size_t)row * 256 + k] = UNKNOWN;
@@ -794,4 +794,3 @@ bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
     }
     return ts_gmatch_accept_bytes(m, v->bytes + a, (size_t)(b - a));
 }
-

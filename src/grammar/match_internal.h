@@ -130,5 +130,4 @@ static inline int32_t tg_step(ts_gmatch *m, uint32_t s, uint8_t b) {
     return tg_step_slow(m, s, b);
 }
 
-
 #endif /* TS_GRAMMAR_MATCH_INTERNAL_H */

@@ -25,7 +25,6 @@
 #include "util/buf.h"
 #include "util/utf8.h"
 
-
 /* Keywords that constrain and that the compiler does not handle (some only in cases). */
 /* clang-format off */
 static const char *const unsupported_kw[] = {

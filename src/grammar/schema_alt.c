@@ -349,4 +349,3 @@ done:
     tg_smap_free(&seen);
     return result;
 }
-

@@ -636,4 +636,3 @@ char *tg_compile_array(sctx *c, const cJSON *s) {
     }
     return tg_rule_add(c, tg_hint(c, "arr"), body);
 }
-

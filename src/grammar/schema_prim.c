@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
 
 static const struct {
     const char *name, *body;
@@ -605,28 +606,34 @@ char *tg_const_expr(sctx *c, const cJSON *v) {
         char *q = tg_json_quote(c, v->valuestring);
         r = q ? lit_str(c, q) : NULL;
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        /* The members are joined in one buffer: appending to a copied string made a constant
+         * of many elements quadratic. */
         bool obj = cJSON_IsObject(v);
-        const char *ws = tg_prim(c, "ws");
-        r = tg_xdup(c, obj ? "\"{\" ws" : "\"[\" ws");
+        ts_buf b = {0};
+        ts_buf_puts(&b, obj ? "( \"{\" ws" : "( \"[\" ws");
         bool first = true;
-        for (const cJSON *e = v->child; e && r; e = e->next) {
+        for (const cJSON *e = v->child; e && tg_prim(c, "ws") && tg_poll(c); e = e->next) {
             char *ev = tg_const_expr(c, e);
-            if (!ev) {
-                return c->depth--, NULL;
-            }
-            if (obj) {
+            if (ev && obj) {
                 char *kq = tg_json_quote(c, e->string);
                 ev = tg_xf(c, "%s ws \":\" ws %s", kq ? lit_str(c, kq) : "", tg_xgroup(c, ev));
-            } else {
+            } else if (ev) {
                 ev = tg_xgroup(c, ev);
             }
-            r = tg_xf(c, "%s%s %s ws", r, first ? "" : " \",\" ws", ev);
+            if (!ev) {
+                break;
+            }
+            ts_buf_puts(&b, first ? " " : " \",\" ws ");
+            ts_buf_puts(&b, ev);
+            ts_buf_puts(&b, " ws");
             first = false;
         }
-        if (r) {
-            r = tg_xf(c, "( %s %s )", r, obj ? "\"}\"" : "\"]\"");
+        ts_buf_puts(&b, obj ? " \"}\" )" : " \"]\" )");
+        if (c->st == TS_OK && b.oom) {
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         }
-        (void)ws;
+        r = c->st == TS_OK ? tg_xdup(c, b.p) : NULL;
+        ts_buf_free(&b);
     } else {
         r = tg_sfail(c, TS_ERR_FORMAT, "an invalid JSON value");
     }

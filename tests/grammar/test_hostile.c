@@ -193,6 +193,24 @@ static void test_anyof_objects(void **state) {
     }
 }
 
+static void test_big_const(void **state) {
+    (void)state;
+    enum { N = 50000 };
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{\"const\":[");
+    for (int i = 0; i < N; i++) {
+        ts_buf_printf(&b, "%s%d", i ? "," : "", i % 10);
+    }
+    ts_buf_puts(&b, "]}");
+    double took;
+    ts_grammar *g = schema_ok(text_of(&b), &took);
+    print_message("a constant array of %d numbers: %.3f s\n", N, took);
+    assert_true(prefix_ok(g, "[0, 1,2,3 ,4"));
+    assert_false(prefix_ok(g, "[0,2"));
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+}
+
 static void test_many_properties(void **state) {
     (void)state;
     enum { N = 5000 };
@@ -538,6 +556,7 @@ int main(void) {
         cmocka_unit_test(test_enum_100k),
         cmocka_unit_test(test_anyof_consts),
         cmocka_unit_test(test_anyof_objects),
+        cmocka_unit_test(test_big_const),
         cmocka_unit_test(test_many_properties),
         cmocka_unit_test(test_long_pattern),
         cmocka_unit_test(test_gbnf_chain),
