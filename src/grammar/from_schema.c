@@ -34,6 +34,8 @@ ts_status ts_grammar_from_schema_ex(const char *schema_json, size_t len, const t
      * output is a bug in the compiler. */
     if (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED) {
         ts_error_prefix(err, "schema: the generated grammar does not compile (a bug): ");
+    } else if (st == TS_ERR_LIMIT && strncmp(err->msg, "grammar: time", 13) != 0) {
+        ts_error_prefix(err, "schema: ");
     }
     return st;
 }

@@ -811,6 +811,49 @@ static void reader_free(reader *r) {
     free(r->rep);
 }
 
+/* A rule reachable from the start with more alternatives that begin with a character than the
+ * matcher follows at once (TS_GRAMMAR_MAX_STACKS) could never be entered: each such alternative
+ * is a parser stack of its own whenever the rule starts. Refused by name (TS_ERR_LIMIT), here
+ * and not when a sequence reaches it. Linear: one pass over the reachable rules. */
+static ts_status wide_rules(const reader *r, const ts_grammar *g, ts_error *err) {
+    uint8_t *seen = calloc(g->n_rules ? g->n_rules : 1, 1);
+    uint32_t *todo = malloc((g->n_rules ? g->n_rules : 1) * sizeof *todo);
+    ts_status st = TS_OK;
+    if (!seen || !todo) {
+        st = ts_error_set(err, TS_ERR_NOMEM, "grammar: out of memory");
+        goto done;
+    }
+    uint32_t n = 0;
+    seen[g->root] = 1;
+    todo[n++] = g->root;
+    while (n && st == TS_OK) {
+        uint32_t rule = todo[--n], wide = 0;
+        for (uint32_t a = g->rule_alt[rule]; a < g->rule_alt[rule + 1]; a++) {
+            wide += GE_TYPE(g->elems[g->alt_start[a]]) == GE_CLASS;
+            for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++) {
+                uint32_t x = g->elems[e];
+                if (GE_TYPE(x) == GE_REF && !seen[GE_VAL(x)]) {
+                    seen[GE_VAL(x)] = 1;
+                    todo[n++] = GE_VAL(x);
+                }
+            }
+        }
+        if (wide > TS_GRAMMAR_MAX_STACKS) {
+            const gbuild_rule *o = &r->rules[r->rules[rule].origin];
+            st = ts_error_set(err, TS_ERR_LIMIT,
+                              "grammar:%u:%u: rule '%s' has %u alternatives that begin with a "
+                              "character, more than the %u parser stacks the matcher follows at "
+                              "once; factor their common prefixes (\"ab\" | \"ac\" -> \"a\" [bc])",
+                              o->def_line, o->def_col, o->name ? o->name : "?", wide,
+                              TS_GRAMMAR_MAX_STACKS);
+        }
+    }
+done:
+    free(seen);
+    free(todo);
+    return st;
+}
+
 ts_status ts_grammar_from_gbnf(const char *text, size_t len, const char *root, ts_grammar **out,
                                ts_error *err) {
     return ts_grammar_from_gbnf_ex(text, len, root, NULL, out, err);
@@ -885,6 +928,7 @@ ts_status ts_grammar_from_gbnf_ex(const char *text, size_t len, const char *root
      * alternatives open at once than that could never begin, so it is refused here, by name,
      * rather than failing later where it would look like a lack of memory. */
     if ((st = ts_stop_check(stop, "grammar", err)) != TS_OK ||
+        (st = wide_rules(&r, g, err)) != TS_OK ||
         (st = tg_gmatch_check_start(g, root, err)) != TS_OK) {
         ts_grammar_free(g);
         goto done;

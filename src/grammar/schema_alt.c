@@ -327,6 +327,16 @@ char *tg_xalt(sctx *c, char **items, size_t n) {
         keep[o++] = trie;
         k = o;
     }
+    /* Every remaining alternative is at least one parser stack whenever this union starts, so
+     * past the matcher's limit the grammar could never get through it: refused here, naming
+     * the limit, rather than compiled into a grammar that fails when a sequence reaches it. */
+    if (k > TS_SCHEMA_MAX_ALTS) {
+        tg_sfail(c, TS_ERR_LIMIT,
+                 "%zu alternatives that do not begin with a constant text (at most %d: the "
+                 "grammar matcher follows that many at once)",
+                 k, TS_SCHEMA_MAX_ALTS);
+        goto done;
+    }
     ts_buf b = {0};
     ts_buf_puts(&b, k > 1 ? "( " : "");
     for (size_t i = 0; i < k; i++) {

@@ -42,7 +42,10 @@
 #define TS_SCHEMA_MAX_REPEAT 1000        /* {m,n} bounds from patterns and lengths */
 #define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
 #define TS_SCHEMA_MAX_DIGITS 16          /* digits of an unbounded integer part */
-#define TS_SCHEMA_MAX_ONEOF  256         /* oneOf branches (disjointness is proved pairwise) */
+#define TS_SCHEMA_MAX_ALTS                                                                         \
+    4096                        /* alternatives of a union left after the literal trie:            \
+                                   the matcher's parser stacks (TS_GRAMMAR_MAX_STACKS) */
+#define TS_SCHEMA_MAX_ONEOF 256 /* oneOf branches (disjointness is proved pairwise) */
 
 /* The marker for "this schema accepts nothing". Compared by address. */
 extern const char ts_schema_empty_marker[];
@@ -93,6 +96,8 @@ typedef struct sctx {
     strmap name_next;       /* name base -> the next suffix to try (unique names in O(1)) */
     strmap other_memo;      /* a key node's next-character set -> index in other_exprs */
     char *other_exprs[256]; /* the "any other character" classes written so far */
+    char *ascii_json[128];  /* an ASCII character's JSON encodings (cps_json), once made */
+    char *any_key_char;     /* any character of a key (cps_json), once made */
     size_t n_other_exprs;
 
     sref *refs;

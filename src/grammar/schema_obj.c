@@ -60,9 +60,17 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
             j++;
         }
         tg_cps_add(c, &kids, cp, cp);
-        cpset one = {0};
-        tg_cps_add(c, &one, cp, cp);
-        char *ch = tg_cps_json(c, &one);
+        /* One character's JSON encodings; ASCII ones are written once per compile (objects by
+         * the thousand would otherwise fill the arena with copies). */
+        char *ch = cp < 128 ? c->ascii_json[cp] : NULL;
+        if (!ch) {
+            cpset one = {0};
+            tg_cps_add(c, &one, cp, cp);
+            ch = tg_cps_json(c, &one);
+            if (cp < 128) {
+                c->ascii_json[cp] = ch;
+            }
+        }
         if (ch == X_EMPTY) { /* a control character no extra key can be written with */
             i = j;
             continue;
@@ -122,6 +130,9 @@ static char *key_not_in(sctx *c, const char **keys, size_t lo, size_t hi, size_t
         oth = c->other_exprs[memo];
     } else {
         oth = tg_cps_json(c, &other);
+        if (oth && oth != X_EMPTY && strlen(oth) > 24) {
+            oth = tg_rule_add(c, "key-other", oth); /* long: named once, used by many nodes */
+        }
         if (oth && c->n_other_exprs < sizeof c->other_exprs / sizeof c->other_exprs[0]) {
             c->other_exprs[c->n_other_exprs] = oth;
             if (!tg_smap_put(c, &c->other_memo, kkey, (int32_t)c->n_other_exprs++)) {
@@ -341,12 +352,16 @@ char *tg_compile_object(sctx *c, const cJSON *s) {
     if (extra != X_EMPTY) {
         char *key = NULL;
         if (nkeys) {
-            cpset all = {0};
-            tg_cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
-            tg_cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
-            tg_cps_add(c, &all, 0x20, 0x10FFFF);
+            if (!c->any_key_char) {
+                cpset all = {0};
+                tg_cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
+                tg_cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
+                tg_cps_add(c, &all, 0x20, 0x10FFFF);
+                /* A rule: the class is long and every key trie node names it. */
+                c->any_key_char = tg_rule_add(c, "key-char", tg_cps_json(c, &all));
+            }
             const char **sk = sorted_keys(c, keys, nkeys);
-            char *anych = tg_cps_json(c, &all);
+            char *anych = c->any_key_char;
             key = sk && anych ? key_not_in(c, sk, 0, nkeys, 0, 0, anych) : NULL;
         }
         if (nkeys && !key) {

@@ -187,10 +187,21 @@ static void test_anyof_objects(void **state) {
             assert_false(matches(g, "{\"k7\":8}"));
             ts_grammar_free(g);
         } else {
-            schema_refused(text_of(&b), TS_ERR_LIMIT, "parser stacks");
+            schema_refused(text_of(&b), TS_ERR_LIMIT, "at most 4096");
         }
         ts_buf_free(&b);
     }
+    /* The same union inside an array: refused at compile too, not when a sequence reaches it. */
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{\"type\":\"array\",\"items\":{\"anyOf\":[");
+    for (int i = 0; i < 5000; i++) {
+        ts_buf_printf(&b,
+                      "%s{\"properties\":{\"k%d\":{\"type\":\"integer\"}},\"required\":[\"k%d\"]}",
+                      i ? "," : "", i, i);
+    }
+    ts_buf_puts(&b, "]}}");
+    schema_refused(text_of(&b), TS_ERR_LIMIT, "/items: 5000 alternatives");
+    ts_buf_free(&b);
 }
 
 static void test_big_const(void **state) {
@@ -331,6 +342,14 @@ static void test_gbnf_many_alternatives(void **state) {
     }
     ts_buf_putc(&b, '\n');
     gbnf_refused(text_of(&b), TS_ERR_LIMIT, "4096 parser stacks");
+    ts_buf_free(&b);
+    /* Not at the start: found by name wherever it is reachable. */
+    ts_buf_puts(&b, "root ::= \"x\" big\nbig ::= ");
+    for (int i = 0; i < 5000; i++) {
+        ts_buf_printf(&b, "%s\"w%d\"", i ? " | " : "", i);
+    }
+    ts_buf_puts(&b, "\nunused ::= big\n");
+    gbnf_refused(text_of(&b), TS_ERR_LIMIT, "grammar:2:1: rule 'big' has 5000 alternatives");
     ts_buf_free(&b);
 }
 
