@@ -115,7 +115,6 @@ typedef struct tframe {
 } tframe;
 
 #define TRIE_NEST 96
-#define TRIE_MIN  32 /* fewer literal alternatives are written as they are */
 
 static void put_lit(ts_buf *b, const char *s, size_t n) {
     ts_buf_putc(b, '"');
@@ -310,7 +309,7 @@ char *tg_xalt(sctx *c, char **items, size_t n) {
             lits[nl++] = (lit){keep[i] + 1, len, rest};
         }
     }
-    if (nl >= TRIE_MIN) {
+    if (nl >= TS_SCHEMA_TRIE_MIN) {
         qsort(lits, nl, sizeof *lits, cmp_lit);
         char *trie = lit_trie(c, lits, nl);
         if (!trie) {

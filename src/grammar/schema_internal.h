@@ -43,8 +43,14 @@
 #define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
 #define TS_SCHEMA_MAX_DIGITS 16          /* digits of an unbounded integer part */
 #define TS_SCHEMA_MAX_ALTS                                                                         \
-    4096                        /* alternatives of a union left after the literal trie:            \
-                                   the matcher's parser stacks (TS_GRAMMAR_MAX_STACKS) */
+    4096                                 /* alternatives of a union left after the literal trie:   \
+                                            the matcher's parser stacks (TS_GRAMMAR_MAX_STACKS) */
+#define TS_SCHEMA_MAX_DISJOINT (4 << 20) /* enum values compared proving oneOf disjoint */
+#define TS_SCHEMA_MAX_MERGE    (1 << 20) /* properties and values copied into merges */
+#define TS_SCHEMA_TRIE_MIN     32 /* literal-led alternatives factored into a trie (fewer: as is) */
+#define TS_SCHEMA_MAX_OPTIONAL                                                                     \
+    1024                        /* optional properties in a row (about two parser                  \
+                                    stacks each may be open at once) */
 #define TS_SCHEMA_MAX_ONEOF 256 /* oneOf branches (disjointness is proved pairwise) */
 
 /* The marker for "this schema accepts nothing". Compared by address. */
@@ -111,8 +117,10 @@ typedef struct sctx {
     size_t path_len;
     const ts_stop *stop; /* polled every POLL_EVERY steps (tg_poll); may be NULL */
     uint32_t steps;
-    int depth; /* compile recursion depth */
-    int nest;  /* objects/arrays entered: a $ref seen again at the same nest is left recursion */
+    size_t disjoint_work; /* values compared by oneOf disjointness proofs so far */
+    size_t merge_work;    /* properties and values copied into merges so far */
+    int depth;            /* compile recursion depth */
+    int nest; /* objects/arrays entered: a $ref seen again at the same nest is left recursion */
 } sctx;
 
 /* ---- schema.c --------------------------------------------------------------------------- */

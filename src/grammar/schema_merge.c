@@ -431,23 +431,50 @@ static bool value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
     return false;
 }
 
+/* The const/enum values of s as a set of canonical strings (arena keys); false when s has
+ * neither (or on error). The caller frees the map. */
+static bool value_map(sctx *c, const cJSON *s, strmap *m) {
+    char **v;
+    size_t n;
+    if (!value_set(c, s, &v, &n)) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] && tg_smap_get(m, v[i]) < 0 && !tg_smap_put(c, m, v[i], 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool values_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
     if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
         return true;
     }
-    char **va, **vb;
-    size_t na, nb;
-    if (!value_set(c, a, &va, &na) || !value_set(c, b, &vb, &nb)) {
+    char **va;
+    size_t na;
+    strmap mb = {0};
+    if (!value_set(c, a, &va, &na) || !value_map(c, b, &mb)) {
+        tg_smap_free(&mb);
         return false;
     }
-    for (size_t i = 0; i < na; i++) {
-        for (size_t j = 0; j < nb; j++) {
-            if (va[i] && vb[j] && !strcmp(va[i], vb[j])) {
-                return false;
-            }
-        }
+    /* A hash set, not every pair; and a budget over the whole oneOf, since each pair of
+     * branches canonicalizes its values again. */
+    c->disjoint_work += na + mb.n;
+    if (c->disjoint_work > TS_SCHEMA_MAX_DISJOINT) {
+        tg_smap_free(&mb);
+        tg_sfail(c, TS_ERR_LIMIT,
+                 "'oneOf': more than %d enum/const values to compare while proving the branches "
+                 "disjoint",
+                 TS_SCHEMA_MAX_DISJOINT);
+        return false;
     }
-    return true;
+    bool disjoint = true;
+    for (size_t i = 0; i < na && disjoint; i++) {
+        disjoint = !va[i] || tg_smap_get(&mb, va[i]) < 0;
+    }
+    tg_smap_free(&mb);
+    return disjoint;
 }
 
 static bool in_required(const cJSON *s, const char *k) {
@@ -640,6 +667,80 @@ static bool in_list(const char *k, const char *const *l) {
     return false;
 }
 
+/* Counts work done copying schemas into merges: a merge references every property and value
+ * of its parts, and a schema can make many merges of large parts (anyOf siblings merged into
+ * each branch), so the total is bounded. */
+static bool merge_budget(sctx *c, size_t n) {
+    c->merge_work += n;
+    if (c->merge_work > TS_SCHEMA_MAX_MERGE) {
+        tg_sfail(c, TS_ERR_LIMIT,
+                 "allOf/$ref/anyOf merges would copy more than %d properties and values",
+                 TS_SCHEMA_MAX_MERGE);
+        return false;
+    }
+    return tg_poll(c);
+}
+
+/* props gets each property any part lists, as the allOf of what every part says of it (its
+ * properties entry or its additionalProperties). Names are looked up in hash maps (one per
+ * part), not by walking the objects: parts with thousands of properties stay linear. */
+static bool merge_properties(sctx *c, const cJSON **parts, size_t n, cJSON *props) {
+    strmap *by_part = calloc(n, sizeof *by_part);
+    strmap seen = {0};
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *pp = get(parts[i], "properties");
+        if (pp && !cJSON_IsObject(pp)) {
+            free(by_part);
+            tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
+            return false;
+        }
+        total += (size_t)(pp ? cJSON_GetArraySize(pp) : 0);
+    }
+    const cJSON **flat = malloc((total ? total : 1) * sizeof *flat);
+    bool ok = by_part && flat;
+    if (!ok) {
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        const cJSON *pp = get(parts[i], "properties");
+        for (const cJSON *e = pp ? pp->child : NULL; ok && e; e = e->next) {
+            flat[k] = e;
+            ok = tg_smap_get(&by_part[i], e->string) >= 0 ||
+                 tg_smap_put(c, &by_part[i], e->string, (int32_t)k);
+            k++;
+        }
+    }
+    for (size_t i = 0; ok && i < n; i++) {
+        const cJSON *pp = get(parts[i], "properties");
+        for (const cJSON *e = pp ? pp->child : NULL; ok && e; e = e->next) {
+            if (tg_smap_get(&seen, e->string) >= 0) {
+                continue;
+            }
+            ok = tg_smap_put(c, &seen, e->string, 0) && merge_budget(c, n);
+            const cJSON *say[64];
+            size_t ns = 0;
+            for (size_t j = 0; ok && j < n && ns < 64; j++) {
+                int32_t at = tg_smap_get(&by_part[j], e->string);
+                const cJSON *pj = at >= 0 ? flat[at] : get(parts[j], "additionalProperties");
+                if (pj) {
+                    say[ns++] = pj;
+                }
+            }
+            const cJSON *m = ok ? all_of(c, say, ns) : NULL;
+            ok = m && add_ref(c, props, e->string, m);
+        }
+    }
+    for (size_t i = 0; by_part && i < n; i++) {
+        tg_smap_free(&by_part[i]);
+    }
+    free(by_part);
+    free(flat);
+    tg_smap_free(&seen);
+    return ok && c->st == TS_OK;
+}
+
 const cJSON *tg_merge(sctx *c, const cJSON *s) {
     const cJSON **parts = NULL;
     size_t n = 0, cap = 0;
@@ -744,25 +845,35 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
             const cJSON *en = get(first, "enum");
             const cJSON *cst = get(first, "const");
             cJSON *arr = cJSON_AddArrayToObject(out, "enum");
+            /* The other parts' values as hash sets, made once (not once per value). */
+            strmap *sets = calloc(n, sizeof *sets);
+            bool *has = calloc(n, sizeof *has);
+            if (!sets || !has) {
+                free(sets);
+                free(has);
+                return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+            }
+            for (size_t i = 0; i < n && merge_budget(c, fn); i++) {
+                has[i] = parts[i] != first && value_map(c, parts[i], &sets[i]);
+            }
             size_t idx = 0;
             const cJSON *ev = cst ? cst : en->child;
-            for (; ev && idx < fn; idx++, ev = cst ? NULL : ev->next) {
-                bool keep = true;
+            for (; c->st == TS_OK && ev && idx < fn; idx++, ev = cst ? NULL : ev->next) {
+                bool keep = fv[idx] != NULL;
                 for (size_t i = 0; i < n && keep; i++) {
-                    char **ov;
-                    size_t on;
-                    if (parts[i] == first || !value_set(c, parts[i], &ov, &on)) {
-                        continue;
-                    }
-                    bool found = false;
-                    for (size_t j = 0; j < on && !found; j++) {
-                        found = fv[idx] && ov[j] && !strcmp(fv[idx], ov[j]);
-                    }
-                    keep = found;
+                    keep = !has[i] || tg_smap_get(&sets[i], fv[idx]) >= 0;
                 }
                 if (keep) {
                     cJSON_AddItemToArray(arr, jref(ev));
                 }
+            }
+            for (size_t i = 0; i < n; i++) {
+                tg_smap_free(&sets[i]);
+            }
+            free(sets);
+            free(has);
+            if (c->st != TS_OK) {
+                return NULL;
             }
         }
     }
@@ -777,31 +888,8 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
         }
         if (any_props) {
             cJSON *props = cJSON_AddObjectToObject(out, "properties");
-            for (size_t i = 0; i < n; i++) {
-                const cJSON *pp = get(parts[i], "properties");
-                if (pp && !cJSON_IsObject(pp)) {
-                    return tg_sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
-                }
-                for (const cJSON *e = pp ? pp->child : NULL; e; e = e->next) {
-                    if (cJSON_GetObjectItemCaseSensitive(props, e->string)) {
-                        continue;
-                    }
-                    const cJSON *say[64];
-                    size_t ns = 0;
-                    for (size_t j = 0; j < n && ns < 64; j++) {
-                        const cJSON *pj = get(get(parts[j], "properties"), e->string);
-                        if (!pj) {
-                            pj = get(parts[j], "additionalProperties");
-                        }
-                        if (pj) {
-                            say[ns++] = pj;
-                        }
-                    }
-                    const cJSON *m = all_of(c, say, ns);
-                    if (!m || !add_ref(c, props, e->string, m)) {
-                        return NULL;
-                    }
-                }
+            if (!merge_properties(c, parts, n, props)) {
+                return NULL;
             }
             const cJSON *aps[64];
             size_t na = 0;
@@ -819,12 +907,14 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
             }
         }
         cJSON *req = NULL;
+        strmap req_seen = {0}; /* names already in req */
         for (size_t i = 0; i < n; i++) {
             const cJSON *r = get(parts[i], "required");
             if (!r) {
                 continue;
             }
             if (!cJSON_IsArray(r)) {
+                tg_smap_free(&req_seen);
                 return tg_sfail(c, TS_ERR_FORMAT, "'required' must be an array");
             }
             if (!req) {
@@ -832,17 +922,23 @@ const cJSON *tg_merge(sctx *c, const cJSON *s) {
             }
             for (const cJSON *e = r->child; e; e = e->next) {
                 if (!cJSON_IsString(e)) {
+                    tg_smap_free(&req_seen);
                     return tg_sfail(c, TS_ERR_FORMAT, "'required' must list strings");
                 }
-                bool dup = false;
-                for (const cJSON *q = req->child; q && !dup; q = q->next) {
-                    dup = !strcmp(q->valuestring, e->valuestring);
+                if (!merge_budget(c, 1)) {
+                    tg_smap_free(&req_seen);
+                    return NULL;
                 }
-                if (!dup) {
+                if (tg_smap_get(&req_seen, e->valuestring) < 0) {
+                    if (!tg_smap_put(c, &req_seen, e->valuestring, 0)) {
+                        tg_smap_free(&req_seen);
+                        return NULL;
+                    }
                     cJSON_AddItemToArray(req, cJSON_CreateString(e->valuestring));
                 }
             }
         }
+        tg_smap_free(&req_seen);
     }
 
     /* anyOf / oneOf: one list is kept; several anyOf lists multiply out */

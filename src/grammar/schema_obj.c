@@ -169,7 +169,8 @@ static bool in_sorted(const char **s, size_t n, const char *k) {
 
 typedef struct prop {
     const char *key;
-    char *kv; /* "key" ws ":" ws value */
+    char *kv;       /* "key" ws ":" ws value (or the name of a rule with that body) */
+    char *lit_text; /* the text itself, where kv became a rule name */
     bool req;
 } prop;
 
@@ -381,6 +382,23 @@ char *tg_compile_object(sctx *c, const cJSON *s) {
         return NULL;
     }
 
+    /* After a property, any optional one after it may come next (up to the next required
+     * one): each is a parser stack or two in the matcher's state, so a long run of optional
+     * properties would pass its limit (TS_GRAMMAR_MAX_STACKS) in the middle of an object.
+     * Refused here, naming the limit, instead. */
+    size_t run = 0, longest = 0;
+    for (size_t i = 0; i < n; i++) {
+        run = P[i].req ? 0 : run + 1;
+        longest = run > longest ? run : longest;
+    }
+    if (longest > TS_SCHEMA_MAX_OPTIONAL) {
+        return tg_sfail(c, TS_ERR_LIMIT,
+                        "%zu optional properties in a row (at most %d: any of them may come "
+                        "next, and the grammar matcher follows at most 4096 parser stacks at "
+                        "once); make some of them required",
+                        longest, TS_SCHEMA_MAX_OPTIONAL);
+    }
+
     /* minProperties / maxProperties when they follow from the rest. */
     int64_t minp = 0, maxp = -1;
     bool has_minp = tg_get_count(c, s, "minProperties", &minp);
@@ -415,8 +433,14 @@ char *tg_compile_object(sctx *c, const cJSON *s) {
     }
     size_t n_first = first_req < n ? first_req + 1 : n;
     bool many = n_first + (first_req == n && ekv) > 1;
+    /* With many optional properties before the first required one, each may be the first one
+     * written: the alternatives keep their key literal in front (lit_text) so that they are
+     * factored into a trie of keys (tg_xalt), one parser stack after "{" instead of one per
+     * property, past the matcher's limit for thousands of them. */
+    bool by_key = n_first >= TS_SCHEMA_TRIE_MIN;
     if (many) {
         for (size_t i = 0; i < n_first; i++) {
+            P[i].lit_text = P[i].kv;
             P[i].kv = tg_rule_add(c, tg_hint(c, tg_xf(c, "%s-kv", P[i].key)), P[i].kv);
         }
     }
@@ -483,7 +507,9 @@ char *tg_compile_object(sctx *c, const cJSON *s) {
     }
     size_t k = 0;
     for (size_t j = 0; j < n_first; j++) {
-        alts[k++] = *nf[j + 1] ? tg_xf(c, "%s %s", tg_xgroup(c, P[j].kv), nf[j + 1]) : P[j].kv;
+        const char *kv = by_key && P[j].lit_text ? P[j].lit_text : P[j].kv;
+        alts[k++] =
+            *nf[j + 1] ? tg_xf(c, "%s %s", by_key ? kv : tg_xgroup(c, kv), nf[j + 1]) : (char *)kv;
     }
     if (first_req == n && ekv) {
         alts[k++] = tg_xf(c, "%s ( ws \",\" ws %s )*", tg_xgroup(c, ekv), tg_xgroup(c, ekv));

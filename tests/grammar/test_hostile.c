@@ -204,6 +204,31 @@ static void test_anyof_objects(void **state) {
     ts_buf_free(&b);
 }
 
+static void test_optional_properties(void **state) {
+    (void)state;
+    /* 1000 optional properties: any may come first or next (a trie of keys after "{"). */
+    for (int n = 1000; n <= 3000; n += 2000) {
+        ts_buf b = {0};
+        ts_buf_puts(&b, "{\"properties\":{");
+        for (int i = 0; i < n; i++) {
+            ts_buf_printf(&b, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+        }
+        ts_buf_puts(&b, "}}");
+        if (n <= 1024) {
+            double took;
+            ts_grammar *g = schema_ok(text_of(&b), &took);
+            assert_true(matches(g, "{}"));
+            assert_true(matches(g, "{\"p0\":1,\"p999\":2}"));
+            assert_true(matches(g, "{\"p500\":1,\"p501\":2,\"zz\":3}"));
+            assert_false(matches(g, "{\"p501\":1,\"p500\":2}")); /* schema order */
+            ts_grammar_free(g);
+        } else {
+            schema_refused(text_of(&b), TS_ERR_LIMIT, "3000 optional properties in a row");
+        }
+        ts_buf_free(&b);
+    }
+}
+
 static void test_big_const(void **state) {
     (void)state;
     enum { N = 50000 };
@@ -219,6 +244,86 @@ static void test_big_const(void **state) {
     assert_true(prefix_ok(g, "[0, 1,2,3 ,4"));
     assert_false(prefix_ok(g, "[0,2"));
     ts_grammar_free(g);
+    ts_buf_free(&b);
+}
+
+static void test_merges(void **state) {
+    (void)state;
+    enum { N = 40000 };
+    double took;
+    /* allOf of two large enums: their intersection (every third value of the first). */
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{\"allOf\":[{\"enum\":[");
+    for (int i = 0; i < N; i++) {
+        ts_buf_printf(&b, "%s%d", i ? "," : "", i);
+    }
+    ts_buf_puts(&b, "]},{\"enum\":[");
+    for (int i = 0; i < N; i++) {
+        ts_buf_printf(&b, "%s%d", i ? "," : "", 3 * i);
+    }
+    ts_buf_puts(&b, "]}]}");
+    ts_grammar *g = schema_ok(text_of(&b), &took);
+    print_message("allOf of two enums of %d: %.3f s\n", N, took);
+    assert_true(matches(g, "39999"));
+    assert_false(matches(g, "40000")); /* only in the second */
+    assert_false(matches(g, "39998")); /* only in the first */
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+
+    /* oneOf of two large disjoint enums: proved disjoint with a hash set. */
+    ts_buf_puts(&b, "{\"oneOf\":[{\"enum\":[");
+    for (int i = 0; i < N; i++) {
+        ts_buf_printf(&b, "%s%d", i ? "," : "", 2 * i);
+    }
+    ts_buf_puts(&b, "]},{\"enum\":[");
+    for (int i = 0; i < N; i++) {
+        ts_buf_printf(&b, "%s%d", i ? "," : "", 2 * i + 1);
+    }
+    ts_buf_puts(&b, "]}]}");
+    g = schema_ok(text_of(&b), &took);
+    print_message("oneOf of two enums of %d: %.3f s\n", N, took);
+    assert_true(matches(g, "79999"));
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+
+    /* allOf of two objects of many properties each (required every other one). */
+    ts_buf_puts(&b, "{\"allOf\":[");
+    for (int part = 0; part < 2; part++) {
+        ts_buf_puts(&b, part ? ",{\"properties\":{" : "{\"properties\":{");
+        for (int i = 0; i < 5000; i++) {
+            ts_buf_printf(&b, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i + part * 2500);
+        }
+        ts_buf_puts(&b, "},\"required\":[");
+        for (int i = 0; i < 5000; i += 2) {
+            ts_buf_printf(&b, "%s\"p%d\"", i ? "," : "", i + part * 2500);
+        }
+        ts_buf_puts(&b, "]}");
+    }
+    ts_buf_puts(&b, "]}");
+    g = schema_ok(text_of(&b), &took);
+    print_message("allOf of two objects of 5000 properties: %.3f s\n", took);
+    ts_buf doc = {0};
+    ts_buf_putc(&doc, '{');
+    for (int i = 0; i < 7500; i += 2) {
+        ts_buf_printf(&doc, "%s\"p%d\":%d", i ? "," : "", i, i);
+    }
+    ts_buf_puts(&doc, ",\"p7499\":1}");
+    assert_true(matches(g, text_of(&doc)));
+    ts_buf_free(&doc);
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+
+    /* Siblings merged into every anyOf branch: many branches times many properties. */
+    ts_buf_puts(&b, "{\"properties\":{");
+    for (int i = 0; i < 5000; i++) {
+        ts_buf_printf(&b, "%s\"p%d\":{}", i ? "," : "", i);
+    }
+    ts_buf_puts(&b, "},\"anyOf\":[");
+    for (int i = 0; i < 2000; i++) {
+        ts_buf_printf(&b, "%s{\"required\":[\"p%d\"]}", i ? "," : "", i);
+    }
+    ts_buf_puts(&b, "]}");
+    schema_refused(text_of(&b), TS_ERR_LIMIT, "merges would copy more than");
     ts_buf_free(&b);
 }
 
@@ -575,7 +680,9 @@ int main(void) {
         cmocka_unit_test(test_enum_100k),
         cmocka_unit_test(test_anyof_consts),
         cmocka_unit_test(test_anyof_objects),
+        cmocka_unit_test(test_optional_properties),
         cmocka_unit_test(test_big_const),
+        cmocka_unit_test(test_merges),
         cmocka_unit_test(test_many_properties),
         cmocka_unit_test(test_long_pattern),
         cmocka_unit_test(test_gbnf_chain),
