@@ -82,6 +82,17 @@ static bool lead_literal(const char *e, size_t *len, const char **rest) {
     return true;
 }
 
+/* e is a bare rule name. */
+static bool rule_name_only(const char *e) {
+    for (const char *p = e; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-')) {
+            return false;
+        }
+    }
+    return *e != '\0';
+}
+
 typedef struct lit {
     const char *s; /* content (between the quotes) */
     size_t n;
@@ -111,10 +122,25 @@ typedef struct tframe {
     size_t bufof; /* the frame whose buffer this one writes to; SIZE_MAX: the root buffer */
     ts_buf own;
     int depth;
+    size_t n_alts; /* alternatives written at this node so far */
     bool opened, any;
 } tframe;
 
 #define TRIE_NEST 96
+
+/* Counts an alternative of trie node f: each is a parser stack when the node is reached, so a
+ * node with more than the matcher follows (many values that differ only after a shared
+ * literal, or in thousands of distinct first characters) is refused, naming the limit. */
+static bool node_alt(sctx *c, tframe *f) {
+    if (++f->n_alts > TS_SCHEMA_MAX_ALTS) {
+        tg_sfail(c, TS_ERR_LIMIT,
+                 "more than %d alternatives after a common beginning (the grammar matcher "
+                 "follows at most that many at once)",
+                 TS_SCHEMA_MAX_ALTS);
+        return false;
+    }
+    return true;
+}
 
 static void put_lit(ts_buf *b, const char *s, size_t n) {
     ts_buf_putc(b, '"');
@@ -186,6 +212,9 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
                     }
                     put_tail(b, &lits[f->next], L);
                     f->any = true;
+                    if (!node_alt(c, f)) {
+                        break;
+                    }
                     f->next++;
                 }
                 f->opened = true;
@@ -203,6 +232,9 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
             }
             f->any = true;
             f->next = e;
+            if (!node_alt(c, f)) {
+                break;
+            }
             if (sp == cap) {
                 tframe *q = realloc(fr, 2 * cap * sizeof *fr);
                 if (!q) {
@@ -301,6 +333,21 @@ char *tg_xalt(sctx *c, char **items, size_t n) {
     if (!k) {
         result = X_EMPTY;
         goto done;
+    }
+    /* Among many alternatives, one that names a rule whose body begins with a literal (a $ref
+     * to a constant) is replaced by that body, so that it joins the trie. A rule still being
+     * compiled has no body yet and stays a name. */
+    for (size_t i = 0; k >= TS_SCHEMA_TRIE_MIN && i < k; i++) {
+        size_t len;
+        const char *rest;
+        if (keep[i][0] == '"' || !rule_name_only(keep[i])) {
+            continue;
+        }
+        int32_t r = tg_rule_find(c, keep[i]);
+        const char *body = r >= 0 ? c->rules[r].body : NULL;
+        if (body && lead_literal(body, &len, &rest)) {
+            keep[i] = (char *)body;
+        }
     }
     for (size_t i = 0; i < k; i++) {
         size_t len;

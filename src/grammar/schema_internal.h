@@ -87,6 +87,13 @@ typedef struct pmap {
     size_t cap, n;
 } pmap;
 
+/* An index of a large object's or array's children (for $ref lookups). */
+typedef struct kindex {
+    const cJSON **kids; /* [n] in order (arena) */
+    size_t n;
+    strmap by_key; /* key -> position (objects) */
+} kindex;
+
 typedef struct sctx {
     ts_error *err;
     ts_status st;
@@ -109,6 +116,9 @@ typedef struct sctx {
     sref *refs;
     size_t n_refs, cap_refs;
     pmap refmap; /* (node | merged) -> index in refs */
+    pmap kidx;   /* container -> index in kix */
+    kindex *kix;
+    size_t n_kix, cap_kix;
 
     cJSON **owned; /* schema objects built by the compiler (merges) */
     size_t n_owned, cap_owned;

@@ -91,6 +91,67 @@ static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
+/* Child seg of object or array cur (NULL when absent). cJSON finds children by walking them,
+ * so a schema with thousands of $defs and a $ref to each would be quadratic: a container with
+ * more than a few children gets an index (by key and by position) on its first lookup. */
+static const cJSON *child_of(sctx *c, const cJSON *cur, const char *seg) {
+    bool arr = cJSON_IsArray(cur);
+    long idx = -1;
+    if (arr) {
+        char *end;
+        idx = strtol(seg, &end, 10);
+        if (!*seg || *end || idx < 0) {
+            return NULL;
+        }
+    }
+    int32_t at = tg_pmap_get(&c->kidx, (uintptr_t)cur);
+    if (at < 0) {
+        size_t n = 0;
+        for (const cJSON *e = cur->child; e && n <= 32; e = e->next) {
+            n++;
+        }
+        if (n <= 32) {
+            return arr ? cJSON_GetArrayItem(cur, (int)idx)
+                       : cJSON_GetObjectItemCaseSensitive(cur, seg);
+        }
+        n = (size_t)cJSON_GetArraySize(cur);
+        if (c->n_kix == c->cap_kix) {
+            size_t cap = c->cap_kix ? 2 * c->cap_kix : 8;
+            kindex *q = realloc(c->kix, cap * sizeof *q);
+            if (!q) {
+                return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+            }
+            c->kix = q;
+            c->cap_kix = cap;
+        }
+        kindex *k = &c->kix[c->n_kix];
+        *k = (kindex){.kids = tg_xalloc(c, (n + 1) * sizeof *k->kids), .n = n};
+        if (!k->kids) {
+            return NULL;
+        }
+        c->n_kix++;
+        size_t i = 0;
+        for (const cJSON *e = cur->child; e; e = e->next, i++) {
+            k->kids[i] = e;
+            /* The first of equal keys wins, as in cJSON_GetObjectItemCaseSensitive. */
+            if (!arr && e->string && tg_smap_get(&k->by_key, e->string) < 0 &&
+                !tg_smap_put(c, &k->by_key, e->string, (int32_t)i)) {
+                return NULL;
+            }
+        }
+        at = (int32_t)(c->n_kix - 1);
+        if (!tg_pmap_put(c, &c->kidx, (uintptr_t)cur, at)) {
+            return NULL;
+        }
+    }
+    const kindex *k = &c->kix[at];
+    if (arr) {
+        return (size_t)idx < k->n ? k->kids[idx] : NULL;
+    }
+    int32_t i = tg_smap_get(&k->by_key, seg);
+    return i >= 0 ? k->kids[i] : NULL;
+}
+
 const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
     const char *p = ref;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->doc, "$id");
@@ -143,14 +204,9 @@ const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
             seg[n++] = ch;
         }
         seg[n] = '\0';
-        if (cJSON_IsArray(cur)) {
-            char *end;
-            long idx = strtol(seg, &end, 10);
-            cur = (*seg && !*end && idx >= 0) ? cJSON_GetArrayItem(cur, (int)idx) : NULL;
-        } else if (cJSON_IsObject(cur)) {
-            cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
-        } else {
-            cur = NULL;
+        cur = cJSON_IsArray(cur) || cJSON_IsObject(cur) ? child_of(c, cur, seg) : NULL;
+        if (c->st != TS_OK) {
+            return NULL;
         }
         if (!cur) {
             return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);

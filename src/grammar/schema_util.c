@@ -349,6 +349,13 @@ void ts_schema_maps_free(sctx *c) {
     tg_smap_free(&c->name_next);
     tg_smap_free(&c->other_memo);
     tg_pmap_free(&c->refmap);
+    tg_pmap_free(&c->kidx);
+    for (size_t i = 0; i < c->n_kix; i++) {
+        tg_smap_free(&c->kix[i].by_key);
+    }
+    free(c->kix);
+    c->kix = NULL;
+    c->n_kix = 0;
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */
