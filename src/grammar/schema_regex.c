@@ -222,12 +222,21 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
 
 /* The GBNF for one literal character in a JSON string. */
 static char *lit_char(sctx *c, uint32_t cp) {
-    cpset s = {0};
-    tg_cps_add(c, &s, cp, cp);
     if (cp < 0x20 && cp != '\b' && cp != '\f' && cp != '\n' && cp != '\r' && cp != '\t') {
         return tg_xf(c, "\"\\\\u00%02x\"", cp); /* json.dumps writes other controls like this */
     }
-    return tg_cps_json(c, &s);
+    /* ASCII characters are encoded once per compile: a long literal pattern would otherwise
+     * fill the arena with copies of the same few classes. */
+    if (cp < 128 && c->ascii_json[cp]) {
+        return c->ascii_json[cp];
+    }
+    cpset s = {0};
+    tg_cps_add(c, &s, cp, cp);
+    char *e = tg_cps_json(c, &s);
+    if (cp < 128) {
+        c->ascii_json[cp] = e;
+    }
+    return e;
 }
 
 static char *rx_class(rx *r) {
