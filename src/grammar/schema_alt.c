@@ -252,7 +252,7 @@ static char *lit_trie(sctx *c, lit *lits, size_t n) {
                               .bufof = split ? sp : f->bufof,
                               .depth = split ? 0 : f->depth + 1};
             sp++;
-            if ((sp & 1023) == 0 && !tg_poll(c)) {
+            if (!tg_poll(c)) { /* once per trie node: polls the stop every 1,024 */
                 break;
             }
         } else {
