@@ -246,6 +246,17 @@ char *tg_rep_expr(sctx *c, const char *x, int64_t m, int64_t n);
 enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_INT = 64 };
 #define T_ALL 127
 
+/* A reference to j (no copy); NULL when out of memory. */
+cJSON *tg_jref(const cJSON *j);
+/* Adds a reference to v under key to obj; false (error recorded) when out of memory. */
+bool tg_add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v);
+/* {"allOf": parts} (owned), or the single part itself. */
+const cJSON *tg_all_of(sctx *c, const cJSON **parts, size_t n);
+/* The const/enum values of s, canonical, in the arena (*vals[*n]); false when s has neither. */
+bool tg_value_set(sctx *c, const cJSON *s, char ***vals, size_t *n);
+/* The same values as a hash set (the caller frees it). */
+bool tg_value_map(sctx *c, const cJSON *s, strmap *m);
+
 /* Keeps j (a schema object the compiler built) until the end; NULL (j freed) on error. */
 cJSON *tg_own(sctx *c, cJSON *j);
 /* The schema "#/..." points at (in c->doc); NULL with an error for other references. */
