@@ -720,8 +720,17 @@ typedef struct ts_server_config {
     const char *model_name; /* id reported by /v1/models and expected in bodies; copied */
     size_t max_body;        /* bytes; larger bodies are 413 (default 1 MiB) */
     int max_queue;          /* requests admitted beyond max_seqs before 503 (default 256) */
-    int conn_timeout_s;     /* idle connection timeout (default 60) */
-    int max_connections;    /* concurrent connections (default 512) */
+    int conn_timeout_s;     /* a connection making no progress (a stalled upload, a client not
+                               reading its answer) is closed after this (default 60) */
+    int header_timeout_s;   /* a request header must arrive within this many seconds of the
+                               connect or of the previous answer (default 5; 0: only
+                               conn_timeout_s) */
+    int max_connections;    /* open connections; beyond it a client is answered 503 (default
+                               1024) */
+    int max_conns_per_ip;   /* open connections per client address beyond which it is answered
+                               503 (default 0: no cap) */
+    const char *cors_origins; /* origins allowed cross-origin access, comma-separated, "*" for
+                                 any; NULL: no CORS headers (default); copied */
     FILE *log;              /* one line per request; NULL: silent */
     /* Chat-template renders and grammar compiles run on the request's thread before
      * admission; these bound them (0: the default). */

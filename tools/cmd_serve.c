@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,22 @@ static void usage(FILE *f) {
             "      --max-queue N         requests waiting beyond --max-seqs before 503 (default "
             "256)\n"
             "      --max-body SIZE       largest request body (default 1M)\n"
-            "      --timeout S           idle connection timeout in seconds (default 60)\n"
+            "      --timeout S           close a connection that makes no progress for S seconds:\n"
+            "                            a stalled upload, a client not reading its answer "
+            "(default 60)\n"
+            "      --header-timeout S    a request header must arrive within S seconds of the "
+            "connect\n"
+            "                            or of the previous answer (default 5; 0: --timeout "
+            "only)\n"
+            "      --max-connections N   open connections; more are answered 503 (default 1024)\n"
+            "      --max-connections-per-ip N\n"
+            "                            open connections per client address; more are answered "
+            "503\n"
+            "                            (default 0: no cap)\n"
+            "      --cors-origin ORIGIN  allow browser pages from ORIGIN (e.g. "
+            "https://app.example.com;\n"
+            "                            repeatable or a comma list; '*' for any); default: no "
+            "CORS headers\n"
             "      --shutdown-grace S    on SIGTERM/SIGINT, seconds running requests may finish "
             "(default 10)\n"
             "      --render-memory MIB   memory all chat-template renders in flight share; each "
@@ -93,6 +109,29 @@ static char *read_key_file(const char *path) {
     return strdup(buf + start);
 }
 
+/* Each connection is a descriptor: lift the soft limit towards the hard one so that
+ * --max-connections (plus the 503 reserve and the model's own files) fits. */
+static void raise_fd_limit(const ts_server_config *sc) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    /* The server accepts max(256, N/2) connections beyond N to answer them 503 (http.c),
+     * and the model and the process keep a few files of their own. */
+    rlim_t n = (rlim_t)sc->max_connections;
+    rlim_t want = n + (n / 2 > 256 ? n / 2 : 256) + 256;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < want) {
+            fprintf(stderr,
+                    "warning: at most %llu open files (ulimit -n): fewer than --max-connections "
+                    "%d clients can connect\n",
+                    (unsigned long long)rl.rlim_cur, sc->max_connections);
+        }
+    }
+}
+
 static char *default_model_name(const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -104,6 +143,56 @@ static char *default_model_name(const char *path) {
     return name;
 }
 
+/* Appends a --cors-origin value (one origin, a comma list or "*") to *list. False after
+ * printing why when an origin is malformed: an origin is "*" or scheme://host[:port], with no
+ * path, which is what a browser sends in its Origin header. */
+static bool add_origins(char **list, const char *val) {
+    const char *p = val;
+    while (*p != '\0') {
+        while (*p == ' ' || *p == ',') {
+            p++;
+        }
+        const char *end = p;
+        while (*end != '\0' && *end != ',') {
+            end++;
+        }
+        size_t n = (size_t)(end - p);
+        while (n > 0 && p[n - 1] == ' ') {
+            n--;
+        }
+        if (n == 0) {
+            break;
+        }
+        bool ok = n == 1 && p[0] == '*';
+        if (!ok) {
+            const char *sep = memchr(p, ':', n);
+            size_t rest = sep != NULL ? (size_t)(p + n - sep) : 0; /* from the ':' on */
+            ok = rest > 3 && memcmp(sep, "://", 3) == 0 && memchr(sep + 3, '/', rest - 3) == NULL &&
+                 memchr(p, ' ', n) == NULL;
+        }
+        if (!ok) {
+            fprintf(stderr,
+                    "error: --cors-origin: '%.*s' is not an origin (scheme://host[:port], no "
+                    "path; or '*')\n",
+                    (int)n, p);
+            return false;
+        }
+        p = end;
+    }
+    size_t old = *list ? strlen(*list) : 0;
+    char *l = realloc(*list, old + strlen(val) + 2);
+    if (l == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return false;
+    }
+    if (old > 0) {
+        l[old++] = ',';
+    }
+    strcpy(l + old, val);
+    *list = l;
+    return true;
+}
+
 int ts_cmd_serve(int argc, char **argv) {
     ts_cli_opts co;
     ts_cli_opts_init(&co);
@@ -111,10 +200,11 @@ int ts_cmd_serve(int argc, char **argv) {
     const char *key = NULL, *key_file = NULL, *model_name = NULL;
     long grace_s = 10;
     bool quiet = false;
+    char *cors = NULL; /* every --cors-origin, comma-separated */
     for (int i = 1; i < argc; i++) {
         int r = ts_cli_parse_common(&co, argc, argv, &i);
         if (r < 0) {
-            return 2;
+            goto usage_error;
         }
         if (r > 0) {
             continue;
@@ -125,19 +215,20 @@ int ts_cmd_serve(int argc, char **argv) {
         int64_t size = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
+            free(cors);
             return 0;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
             continue;
         } else if (val == NULL) {
             fprintf(stderr, "error: unknown option or missing value: %s\n", a);
-            return 2;
+            goto usage_error;
         } else if (strcmp(a, "--host") == 0) {
             sc.host = val;
         } else if (strcmp(a, "--port") == 0) {
             if (!parse_int(val, 0, 65535, &v)) {
                 fprintf(stderr, "error: --port: '%s' is not a port (0..65535)\n", val);
-                return 2;
+                goto usage_error;
             }
             sc.port = (int)v;
         } else if (strcmp(a, "--api-key") == 0) {
@@ -149,19 +240,19 @@ int ts_cmd_serve(int argc, char **argv) {
         } else if (strcmp(a, "--max-queue") == 0) {
             if (!parse_int(val, 0, 1 << 20, &v)) {
                 fprintf(stderr, "error: --max-queue: '%s' is out of range (0..1048576)\n", val);
-                return 2;
+                goto usage_error;
             }
             sc.max_queue = (int)v;
         } else if (strcmp(a, "--max-body") == 0) {
             if (!ts_cli_parse_size(val, &size) || size < 64 || size > ((int64_t)1 << 30)) {
                 fprintf(stderr, "error: --max-body: '%s' is not a size in 64..1G\n", val);
-                return 2;
+                goto usage_error;
             }
             sc.max_body = (size_t)size;
         } else if (strcmp(a, "--timeout") == 0) {
             if (!parse_int(val, 1, 86400, &v)) {
                 fprintf(stderr, "error: --timeout: '%s' is out of range (1..86400 s)\n", val);
-                return 2;
+                goto usage_error;
             }
             sc.conn_timeout_s = (int)v;
         } else if (strcmp(a, "--render-memory") == 0) {
@@ -176,49 +267,77 @@ int ts_cmd_serve(int argc, char **argv) {
                         "error: --render-memory: '%s' is not a size in 1M..1T (a bare "
                         "number is MiB)\n",
                         val);
-                return 2;
+                goto usage_error;
             }
             sc.render_memory = (size_t)size;
         } else if (strcmp(a, "--render-timeout") == 0) {
             if (!parse_ms(val, 3600, &sc.render_timeout_ms)) {
                 fprintf(stderr, "error: --render-timeout: '%s' is out of range (0.001..3600 s)\n",
                         val);
-                return 2;
+                goto usage_error;
             }
         } else if (strcmp(a, "--grammar-timeout") == 0) {
             if (!parse_ms(val, 3600, &sc.grammar_timeout_ms)) {
                 fprintf(stderr, "error: --grammar-timeout: '%s' is out of range (0.001..3600 s)\n",
                         val);
-                return 2;
+                goto usage_error;
+            }
+        } else if (strcmp(a, "--header-timeout") == 0) {
+            if (!parse_int(val, 0, 86400, &v)) {
+                fprintf(stderr, "error: --header-timeout: '%s' is out of range (0..86400 s)\n",
+                        val);
+                goto usage_error;
+            }
+            sc.header_timeout_s = (int)v;
+        } else if (strcmp(a, "--max-connections") == 0) {
+            if (!parse_int(val, 1, 1 << 20, &v)) {
+                fprintf(stderr, "error: --max-connections: '%s' is out of range (1..1048576)\n",
+                        val);
+                goto usage_error;
+            }
+            sc.max_connections = (int)v;
+        } else if (strcmp(a, "--max-connections-per-ip") == 0) {
+            if (!parse_int(val, 0, 1 << 20, &v)) {
+                fprintf(stderr,
+                        "error: --max-connections-per-ip: '%s' is out of range (0..1048576)\n",
+                        val);
+                goto usage_error;
+            }
+            sc.max_conns_per_ip = (int)v;
+        } else if (strcmp(a, "--cors-origin") == 0) {
+            if (!add_origins(&cors, val)) {
+                goto usage_error;
             }
         } else if (strcmp(a, "--shutdown-grace") == 0) {
             if (!parse_int(val, 0, 3600, &grace_s)) {
                 fprintf(stderr, "error: --shutdown-grace: '%s' is out of range (0..3600 s)\n", val);
-                return 2;
+                goto usage_error;
             }
         } else {
             fprintf(stderr, "error: unknown option: %s\n", a);
-            return 2;
+            goto usage_error;
         }
         i++;
     }
     if (key != NULL && key_file != NULL) {
         fprintf(stderr, "error: give --api-key or --api-key-file, not both\n");
-        return 2;
+        goto usage_error;
     }
     if (key != NULL && key[0] == '\0') {
         fprintf(stderr, "error: --api-key is empty\n");
-        return 2;
+        goto usage_error;
     }
     if (co.model == NULL) {
         fprintf(stderr, "error: no model given (-m FILE)\n\n");
         usage(stderr);
-        return 2;
+        goto usage_error;
     }
     char *key_owned = key_file ? read_key_file(key_file) : NULL;
     if (key_file != NULL && key_owned == NULL) {
-        return 2;
+        goto usage_error;
     }
+    sc.cors_origins = cors;
+    raise_fd_limit(&sc);
     char *name_owned = model_name ? NULL : default_model_name(co.model);
 
     /* Signals go to the thread that waits for them; threads created from here on inherit
@@ -235,6 +354,7 @@ int ts_cmd_serve(int argc, char **argv) {
     if (rc != 0) {
         free(key_owned);
         free(name_owned);
+        free(cors);
         return rc;
     }
     sc.api_key = key_owned ? key_owned : key;
@@ -252,6 +372,7 @@ int ts_cmd_serve(int argc, char **argv) {
         ts_cli_close(&cli);
         free(key_owned);
         free(name_owned);
+        free(cors);
         return 1;
     }
     const char *host = sc.host;
@@ -279,6 +400,10 @@ int ts_cmd_serve(int argc, char **argv) {
     ts_cli_close(&cli);
     free(key_owned);
     free(name_owned);
+    free(cors);
     fprintf(stderr, "tessera serve: stopped\n");
     return 0;
+usage_error:
+    free(cors);
+    return 2;
 }

@@ -18,6 +18,7 @@
 #include "engine/engine_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -95,6 +96,14 @@ ts_status ts_engine_grammar_compile(ts_engine *e, const ts_request_params *p, ts
     size_t len = p->grammar_len;
     ts_status st;
     ts_grammar *g = NULL;
+    /* Grammars and schemas come from clients: the compile stops when the caller's cancel says
+     * so (the client left, the server shuts down) or after compile_timeout_ms (0: no limit). */
+    ts_stop stop = {.cancel = p->cancel, .user = p->cancel_user};
+    if (p->compile_timeout_ms > 0) {
+        const int64_t max_ms = INT64_MAX / 4000000; /* far past any real limit, no overflow */
+        int64_t ms = p->compile_timeout_ms < max_ms ? p->compile_timeout_ms : max_ms;
+        stop.deadline_ns = ts_now_ns() + ms * 1000000;
+    }
     switch (p->grammar_kind) {
     case TS_GRAMMAR_GBNF:
     case TS_GRAMMAR_JSON_SCHEMA:
@@ -105,11 +114,12 @@ ts_status ts_engine_grammar_compile(ts_engine *e, const ts_request_params *p, ts
         if (len == 0) {
             len = strlen(text);
         }
-        st = p->grammar_kind == TS_GRAMMAR_GBNF ? ts_grammar_from_gbnf(text, len, "root", &g, err)
-                                                : ts_grammar_from_schema(text, len, &g, err);
+        st = p->grammar_kind == TS_GRAMMAR_GBNF
+                 ? ts_grammar_from_gbnf_ex(text, len, "root", &stop, &g, err)
+                 : ts_grammar_from_schema_ex(text, len, &stop, &g, err);
         break;
     case TS_GRAMMAR_JSON_OBJECT:
-        st = ts_grammar_from_schema("{\"type\":\"object\"}", 17, &g, err);
+        st = ts_grammar_from_schema_ex("{\"type\":\"object\"}", 17, &stop, &g, err);
         break;
     default:
         return ts_error_set(err, TS_ERR_INVALID_ARG, "engine: unknown grammar_kind %d",

@@ -20,8 +20,9 @@
 #include "util/error.h"
 
 void ts_grammar_free(ts_grammar *g) {
-    if (!g)
+    if (!g) {
         return;
+    }
     free(g->elems);
     free(g->alt_start);
     free(g->rule_alt);
@@ -45,12 +46,14 @@ static bool scc(uint32_t n, const uint32_t *off, const uint32_t *to, uint32_t *c
     bool *on = calloc(n ? n : 1, sizeof *on);
     bool ok = index && low && stack && call && next && on;
     if (ok) {
-        for (uint32_t v = 0; v < n; v++)
+        for (uint32_t v = 0; v < n; v++) {
             index[v] = UINT32_MAX;
+        }
         uint32_t counter = 0, sp = 0, n_comp = 0;
         for (uint32_t s = 0; s < n; s++) {
-            if (index[s] != UINT32_MAX)
+            if (index[s] != UINT32_MAX) {
                 continue;
+            }
             uint32_t depth = 0;
             call[depth] = s;
             next[depth] = off[s];
@@ -87,8 +90,9 @@ static bool scc(uint32_t n, const uint32_t *off, const uint32_t *to, uint32_t *c
                 } else {
                     depth--;
                     uint32_t u = call[depth];
-                    if (low[v] < low[u])
+                    if (low[v] < low[u]) {
                         low[u] = low[v];
+                    }
                 }
             }
         }
@@ -111,15 +115,17 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
     uint32_t *pending = NULL, *work = NULL, *e_off = NULL, *e_to = NULL, *comp = NULL;
     uint8_t *e_tail = NULL;
     bool *nullable = NULL, *productive = NULL, *alt_nullable_dead = NULL;
-    if (!g)
+    if (!g) {
         goto nomem;
+    }
 
     /* Layout: count elements (body + one END per alternative) and alternatives. */
     size_t n_elems = 0, n_alts = 0;
     for (uint32_t r = 0; r < n_rules; r++) {
         size_t alts = 1;
-        for (uint32_t k = 0; k < rules[r].n; k++)
+        for (uint32_t k = 0; k < rules[r].n; k++) {
             alts += GE_TYPE(rules[r].body[k]) == GE_ALT;
+        }
         n_alts += alts;
         n_elems += rules[r].n + 1; /* each ALT becomes an END, plus the last END */
     }
@@ -131,8 +137,9 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
     g->alt_start = malloc(n_alts * sizeof *g->alt_start);
     g->rule_alt = malloc(((size_t)n_rules + 1) * sizeof *g->rule_alt);
     alt_rule = malloc(n_alts * sizeof *alt_rule);
-    if (!g->elems || !g->alt_start || !g->rule_alt || !alt_rule)
+    if (!g->elems || !g->alt_start || !g->rule_alt || !alt_rule) {
         goto nomem;
+    }
     {
         uint32_t e = 0, a = 0;
         for (uint32_t r = 0; r < n_rules; r++) {
@@ -166,26 +173,33 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
     nullable = calloc((size_t)n_rules + 1, sizeof *nullable);
     productive = calloc((size_t)n_rules + 1, sizeof *productive);
     alt_nullable_dead = calloc((size_t)g->n_alts + 1, sizeof *alt_nullable_dead);
-    if (!ref_cnt || !ref_off || !pending || !work || !nullable || !productive || !alt_nullable_dead)
+    if (!ref_cnt || !ref_off || !pending || !work || !nullable || !productive ||
+        !alt_nullable_dead) {
         goto nomem;
+    }
     size_t n_refs = 0;
-    for (uint32_t e = 0; e < g->n_elems; e++)
+    for (uint32_t e = 0; e < g->n_elems; e++) {
         if (GE_TYPE(g->elems[e]) == GE_REF) {
             ref_cnt[GE_VAL(g->elems[e])]++;
             n_refs++;
         }
+    }
     ref_alt = malloc((n_refs ? n_refs : 1) * sizeof *ref_alt);
-    if (!ref_alt)
+    if (!ref_alt) {
         goto nomem;
-    for (uint32_t r = 0; r < n_rules; r++)
+    }
+    for (uint32_t r = 0; r < n_rules; r++) {
         ref_off[r + 1] = ref_off[r] + ref_cnt[r];
+    }
     memset(ref_cnt, 0, ((size_t)n_rules + 1) * sizeof *ref_cnt);
-    for (uint32_t a = 0; a < g->n_alts; a++)
-        for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++)
+    for (uint32_t a = 0; a < g->n_alts; a++) {
+        for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++) {
             if (GE_TYPE(g->elems[e]) == GE_REF) {
                 uint32_t t = GE_VAL(g->elems[e]);
                 ref_alt[ref_off[t] + ref_cnt[t]++] = a;
             }
+        }
+    }
 
     /* Nullable: an alternative is nullable when it has no class and all its refs are. */
     {
@@ -193,10 +207,11 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
         for (uint32_t a = 0; a < g->n_alts; a++) {
             pending[a] = 0;
             for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++) {
-                if (GE_TYPE(g->elems[e]) == GE_CLASS)
+                if (GE_TYPE(g->elems[e]) == GE_CLASS) {
                     alt_nullable_dead[a] = true;
-                else
+                } else {
                     pending[a]++;
+                }
             }
             uint32_t r = alt_rule[a];
             if (!alt_nullable_dead[a] && pending[a] == 0 && !nullable[r]) {
@@ -220,8 +235,9 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
         uint32_t nw = 0;
         for (uint32_t a = 0; a < g->n_alts; a++) {
             pending[a] = 0;
-            for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++)
+            for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) != GE_END; e++) {
                 pending[a] += GE_TYPE(g->elems[e]) == GE_REF;
+            }
             uint32_t r = alt_rule[a];
             if (pending[a] == 0 && !productive[r]) {
                 productive[r] = true;
@@ -240,9 +256,11 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
         }
         /* Name a user rule when one is at fault, else the rule a synthesized one came from. */
         uint32_t bad = UINT32_MAX;
-        for (uint32_t r = 0; r < n_rules; r++)
-            if (!productive[r] && (bad == UINT32_MAX || (rules[r].name && !rules[bad].name)))
+        for (uint32_t r = 0; r < n_rules; r++) {
+            if (!productive[r] && (bad == UINT32_MAX || (rules[r].name && !rules[bad].name))) {
                 bad = r;
+            }
+        }
         if (bad != UINT32_MAX) {
             const gbuild_rule *o = &rules[rules[bad].origin];
             st = ts_error_set(err, TS_ERR_FORMAT,
@@ -261,13 +279,15 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
                 e_off = calloc((size_t)n_rules + 1, sizeof *e_off);
                 e_to = malloc((n_edges ? n_edges : 1) * sizeof *e_to);
                 e_tail = malloc(n_edges ? n_edges : 1);
-                if (!e_off || !e_to || !e_tail)
+                if (!e_off || !e_to || !e_tail) {
                     goto nomem;
+                }
             }
             n_edges = 0;
             for (uint32_t r = 0; r < n_rules; r++) {
-                if (pass == 1)
+                if (pass == 1) {
                     e_off[r] = (uint32_t)n_edges;
+                }
                 for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
                     for (uint32_t e = g->alt_start[a]; GE_TYPE(g->elems[e]) == GE_REF; e++) {
                         uint32_t t = GE_VAL(g->elems[e]);
@@ -276,23 +296,29 @@ ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint3
                             e_tail[n_edges] = GE_TYPE(g->elems[e + 1]) == GE_END;
                         }
                         n_edges++;
-                        if (!nullable[t])
+                        if (!nullable[t]) {
                             break;
+                        }
                     }
                 }
             }
-            if (pass == 1)
+            if (pass == 1) {
                 e_off[n_rules] = (uint32_t)n_edges;
+            }
         }
         comp = malloc(((size_t)n_rules + 1) * sizeof *comp);
-        if (!comp || !scc(n_rules, e_off, e_to, comp))
+        if (!comp || !scc(n_rules, e_off, e_to, comp)) {
             goto nomem;
+        }
         uint32_t bad = UINT32_MAX;
-        for (uint32_t r = 0; r < n_rules; r++)
-            for (uint32_t k = e_off[r]; k < e_off[r + 1]; k++)
+        for (uint32_t r = 0; r < n_rules; r++) {
+            for (uint32_t k = e_off[r]; k < e_off[r + 1]; k++) {
                 if (!e_tail[k] && comp[e_to[k]] == comp[r] &&
-                    (bad == UINT32_MAX || (rules[r].name && !rules[bad].name)))
+                    (bad == UINT32_MAX || (rules[r].name && !rules[bad].name))) {
                     bad = r;
+                }
+            }
+        }
         if (bad != UINT32_MAX) {
             const gbuild_rule *o = &rules[rules[bad].origin];
             st = ts_error_set(err, TS_ERR_FORMAT,

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "tessera.h"
+#include "util/stop.h"
 
 typedef struct ts_grammar ts_grammar;
 typedef struct ts_gmatch ts_gmatch;
@@ -38,6 +39,15 @@ typedef struct ts_gvocab ts_gvocab;
 ts_status ts_grammar_from_gbnf(const char *text, size_t len, const char *root, ts_grammar **out,
                                ts_error *err);
 
+/* ts_grammar_from_gbnf that stops when stop says so (NULL: never): polled every few thousand
+ * elements while reading and between the checks, it ends the compile with TS_ERR_ABORTED
+ * ("grammar: cancelled") when stop->cancel returns nonzero and TS_ERR_LIMIT ("grammar: time
+ * limit reached") past stop->deadline_ns. A start rule that opens more parser stacks than the
+ * matcher holds (TS_GRAMMAR_MAX_STACKS: thousands of alternatives at one point) is
+ * TS_ERR_LIMIT naming the limit. */
+ts_status ts_grammar_from_gbnf_ex(const char *text, size_t len, const char *root,
+                                  const ts_stop *stop, ts_grammar **out, ts_error *err);
+
 /* JSON Schema -> GBNF text (malloc'd, NUL-terminated) whose language is exactly the JSON
  * documents the schema accepts, written compactly or with JSON's whitespace between tokens,
  * properties in the order the schema lists them. A keyword the compiler does not support is
@@ -46,9 +56,17 @@ ts_status ts_grammar_from_gbnf(const char *text, size_t len, const char *root, t
  * TS_ERR_LIMIT. */
 ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts_error *err);
 
+/* ts_schema_to_gbnf polling stop (NULL: never) every few thousand compile steps:
+ * TS_ERR_ABORTED ("schema: cancelled") or TS_ERR_LIMIT ("schema: time limit reached"). */
+ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_stop *stop,
+                               char **gbnf, ts_error *err);
+
 /* ts_schema_to_gbnf then ts_grammar_from_gbnf. */
 ts_status ts_grammar_from_schema(const char *schema_json, size_t len, ts_grammar **out,
                                  ts_error *err);
+/* The same, both steps polling stop (NULL: never). */
+ts_status ts_grammar_from_schema_ex(const char *schema_json, size_t len, const ts_stop *stop,
+                                    ts_grammar **out, ts_error *err);
 
 void ts_grammar_free(ts_grammar *g);
 

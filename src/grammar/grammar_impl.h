@@ -80,25 +80,28 @@ struct ts_grammar {
 
 /* A code point matches class c (cp <= 0x10FFFF). */
 static inline bool gclass_match(const gclass *c, const uint32_t *ranges, uint32_t cp) {
-    if (cp < 128)
+    if (cp < 128) {
         return (c->ascii[cp >> 5] >> (cp & 31)) & 1u;
-    if (cp >= 0xD800 && cp <= 0xDFFF)
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) {
         return false;
+    }
     const uint32_t *r = ranges + 2 * (size_t)c->off;
     uint32_t lo = 0, hi = c->n;
     while (lo < hi) { /* first range whose hi >= cp */
         uint32_t mid = (lo + hi) / 2;
-        if (r[2 * mid + 1] < cp)
+        if (r[2 * mid + 1] < cp) {
             lo = mid + 1;
-        else
+        } else {
             hi = mid;
+        }
     }
     bool in = lo < c->n && r[2 * lo] <= cp;
     return in != (c->neg != 0);
 }
 
 /* Some code point in [lo, hi] (no surrogates, lo >= 128) matches class c. */
-bool gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi);
+bool tg_gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi);
 
 /* The reader's checks and the final layout: gcheck.c. body[r] holds rule r's elements with
  * GE_ALT between alternatives (no END); name_of(r) names a rule for errors. */
@@ -188,6 +191,10 @@ const gkslice *ts_gvocab_kslice(ts_gvocab *v, const uint64_t set[2]);
 static inline bool gstr_byte(uint8_t b) {
     return b >= 0x20 && b != '"' && b != '\\' && b != 0x7F;
 }
+
+/* Builds g's start state (match.c): TS_ERR_LIMIT naming the matcher's bounds when it passes
+ * them (root names the start rule in the message), TS_ERR_NOMEM when out of memory. */
+ts_status tg_gmatch_check_start(const ts_grammar *g, const char *root, ts_error *err);
 
 ts_status ts_grammar_check_and_build(gbuild_rule *rules, uint32_t n_rules, uint32_t root,
                                      gclass *classes, uint32_t n_classes, uint32_t *ranges,

@@ -37,133 +37,57 @@
 #include <string.h>
 
 #include "grammar/grammar_impl.h"
-
-#define NODE_LIMIT  (1u << 21)
-#define STATE_LIMIT (1u << 19)
-#define TR_LIMIT    (1u << 21)
-#define SENTINEL    0u /* node 0: the empty stack */
-#define REJECT      (-1)
-#define UNKNOWN     INT32_MIN  /* a dense row's entry not computed yet */
-#define ROW_HOT     16         /* lookups from a state before it gets a dense row */
-#define ROW_LIMIT   (1u << 14) /* dense rows per matcher (16 MiB) */
-#define MASK_CACHE  8
-
-typedef struct gnode {
-    uint32_t pos;    /* element index of this entry */
-    uint32_t parent; /* node below it; SENTINEL at the bottom */
-    uint32_t next;   /* hash chain */
-} gnode;
-
-/* What run_of knows of a state (for one set of characters). */
-typedef struct grun {
-    uint16_t run;   /* RUN_INF: no bound */
-    uint8_t known;  /* run is set (for the set `key` names) */
-    uint8_t closed; /* and no longer string of those characters is allowed */
-    uint32_t key;   /* 0: string characters; c + 1: the ASCII characters of class c */
-} grun;
-
-typedef struct gstate {
-    uint32_t off, n; /* sets[off .. off + n]: sorted node ids */
-    uint32_t utf8;   /* pending UTF-8: need | len << 2 | acc << 5; 0 = none */
-    uint32_t hash;
-    uint32_t next; /* hash chain */
-    int32_t row;   /* this state's dense transition row in m->rows, or -1 */
-    uint32_t hits; /* transitions looked up from this state (a row comes when it is hot) */
-    uint8_t uni;   /* UNI_*: how the stacks' classes treat non-ASCII code points */
-    uint8_t loop_known;
-    grun run[2];   /* run_of's results: string characters, and the last class set asked */
-    uint32_t mark; /* run_of's walk that visited this state */
-    uint64_t loop; /* ASCII byte pairs (bit b >> 1) that lead back to this state; 0 unless
-                      every non-ASCII character does too */
-} gstate;
-
-#define RUN_INF 0xFFFFu
-
-/* gstate.uni: not computed yet; some class depends on the code point; every class treats all
- * non-ASCII code points alike (and at least one matches them, or none does). */
-#define UNI_UNKNOWN 0
-#define UNI_MIXED   1
-#define UNI_ALL     2
-#define UNI_NONE    3
-
-struct ts_gmatch {
-    const ts_grammar *g;
-    gnode *nodes;
-    uint32_t n_nodes, cap_nodes;
-    uint32_t *node_head; /* [node_mask + 1] chain heads, UINT32_MAX = empty */
-    uint32_t node_mask;
-    uint32_t *stamp; /* [cap_stamp] the closure generation that queued the node */
-    uint32_t cap_stamp, gen;
-    gstate *states;
-    uint32_t n_states, cap_states;
-    uint32_t *sets;
-    size_t n_sets, cap_sets;
-    uint32_t *state_head;
-    uint32_t state_mask;
-    uint64_t *tr_key; /* (state << 8 | byte) + 1; 0 = empty */
-    int32_t *tr_val;
-    uint32_t tr_mask, n_tr;
-    uint32_t cur;
-    uint32_t *work, cap_work;
-    uint32_t *out, n_out, cap_out;
-    uint32_t *dstate, cap_dstate; /* mask: state at each trie depth */
-    uint64_t *dloop;              /* mask: that state's loop set (loop_of) */
-    uint8_t *dpath;               /* mask: the path to that depth is all string characters */
-    size_t cap_dloop;
-    int32_t *rows; /* [n_rows * 256] dense transitions of hot states */
-    uint32_t n_rows, cap_rows;
-    /* The last masks computed, by state (valid until the tables are rebuilt): a sequence that
-     * comes back to a state (inside a string, between list items) copies its mask. */
-    uint32_t *mc_bits;            /* [MASK_CACHE][mc_words] */
-    size_t mc_words;              /* words per mask; 0: no cache yet */
-    const ts_gvocab *mc_vocab;    /* the vocabulary the cached masks are for */
-    int32_t mc_state[MASK_CACHE]; /* -1: empty slot */
-    int32_t mc_count[MASK_CACHE];
-    uint64_t mc_used[MASK_CACHE], mc_clock;
-    uint32_t *chain, cap_chain; /* run_of's states */
-    uint32_t run_gen;
-    bool failed; /* an allocation failed: refuse everything */
-};
+#include "grammar/match_internal.h"
+#include "util/error.h"
 
 /* ---- classes -------------------------------------------------------------------------------- */
 
 static bool part_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
     const uint32_t *r = ranges + 2 * (size_t)c->off;
     if (!c->neg) {
-        for (uint32_t k = 0; k < c->n; k++)
-            if (r[2 * k] <= hi && r[2 * k + 1] >= lo)
+        for (uint32_t k = 0; k < c->n; k++) {
+            if (r[2 * k] <= hi && r[2 * k + 1] >= lo) {
                 return true;
+            }
+        }
         return false;
     }
     uint32_t x = lo; /* the first code point not yet known to be covered */
     for (uint32_t k = 0; k < c->n; k++) {
-        if (r[2 * k + 1] < x)
+        if (r[2 * k + 1] < x) {
             continue;
-        if (r[2 * k] > x)
+        }
+        if (r[2 * k] > x) {
             return true;
-        if (r[2 * k + 1] >= hi)
+        }
+        if (r[2 * k + 1] >= hi) {
             return false;
+        }
         x = r[2 * k + 1] + 1;
     }
     return x <= hi;
 }
 
-bool gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
-    if (lo <= 0xD7FF && part_intersects(c, ranges, lo, hi < 0xD7FF ? hi : 0xD7FF))
+bool tg_gclass_intersects(const gclass *c, const uint32_t *ranges, uint32_t lo, uint32_t hi) {
+    if (lo <= 0xD7FF && part_intersects(c, ranges, lo, hi < 0xD7FF ? hi : 0xD7FF)) {
         return true;
+    }
     return hi >= 0xE000 && part_intersects(c, ranges, lo > 0xE000 ? lo : 0xE000, hi);
 }
 
 /* ---- tables --------------------------------------------------------------------------------- */
 
-static bool grow(ts_gmatch *m, void **p, uint32_t *cap, size_t need, size_t sz) {
-    if (need <= *cap)
+bool tg_mgrow(ts_gmatch *m, void **p, uint32_t *cap, size_t need, size_t sz) {
+    if (need <= *cap) {
         return true;
+    }
     size_t c = *cap ? *cap : 64;
-    while (c < need)
+    while (c < need) {
         c *= 2;
-    if (c > UINT32_MAX)
+    }
+    if (c > UINT32_MAX) {
         c = UINT32_MAX;
+    }
     void *q = realloc(*p, c * sz);
     if (!q) {
         m->failed = true;
@@ -200,14 +124,18 @@ static bool rehash_nodes(ts_gmatch *m, uint32_t buckets) {
 /* The node (pos, parent), created when new; UINT32_MAX when out of memory. */
 static uint32_t node(ts_gmatch *m, uint32_t pos, uint32_t parent) {
     uint32_t b = mix(pos, parent) & m->node_mask;
-    for (uint32_t i = m->node_head[b]; i != UINT32_MAX; i = m->nodes[i].next)
-        if (m->nodes[i].pos == pos && m->nodes[i].parent == parent)
+    for (uint32_t i = m->node_head[b]; i != UINT32_MAX; i = m->nodes[i].next) {
+        if (m->nodes[i].pos == pos && m->nodes[i].parent == parent) {
             return i;
-    if (!grow(m, (void **)&m->nodes, &m->cap_nodes, (size_t)m->n_nodes + 1, sizeof *m->nodes))
+        }
+    }
+    if (!tg_mgrow(m, (void **)&m->nodes, &m->cap_nodes, (size_t)m->n_nodes + 1, sizeof *m->nodes)) {
         return UINT32_MAX;
+    }
     if (m->n_nodes + 1 > m->node_mask + 1) {
-        if (!rehash_nodes(m, (m->node_mask + 1) * 2))
+        if (!rehash_nodes(m, (m->node_mask + 1) * 2)) {
             return UINT32_MAX;
+        }
         b = mix(pos, parent) & m->node_mask;
     }
     uint32_t id = m->n_nodes++;
@@ -218,8 +146,9 @@ static uint32_t node(ts_gmatch *m, uint32_t pos, uint32_t parent) {
 
 static uint32_t set_hash(const uint32_t *ids, uint32_t n, uint32_t utf8) {
     uint32_t h = mix(n, utf8);
-    for (uint32_t k = 0; k < n; k++)
+    for (uint32_t k = 0; k < n; k++) {
         h = mix(h, ids[k]);
+    }
     return h;
 }
 
@@ -248,25 +177,32 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
     for (uint32_t i = m->state_head[h & m->state_mask]; i != UINT32_MAX; i = m->states[i].next) {
         const gstate *s = &m->states[i];
         if (s->hash == h && s->n == n && s->utf8 == utf8 &&
-            memcmp(m->sets + s->off, ids, (size_t)n * sizeof *ids) == 0)
+            memcmp(m->sets + s->off, ids, (size_t)n * sizeof *ids) == 0) {
             return (int32_t)i;
+        }
     }
-    if (m->n_states >= INT32_MAX - 1 || m->n_sets + n > UINT32_MAX)
+    if (m->n_states >= INT32_MAX - 1 || m->n_sets + n > UINT32_MAX) {
         return m->failed = true, REJECT;
-    if (!grow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1, sizeof *m->states))
+    }
+    if (!tg_mgrow(m, (void **)&m->states, &m->cap_states, (size_t)m->n_states + 1,
+                  sizeof *m->states)) {
         return REJECT;
+    }
     if (m->n_sets + n > m->cap_sets) {
         size_t c = m->cap_sets ? m->cap_sets : 256;
-        while (c < m->n_sets + n)
+        while (c < m->n_sets + n) {
             c *= 2;
+        }
         uint32_t *q = realloc(m->sets, c * sizeof *q);
-        if (!q)
+        if (!q) {
             return m->failed = true, REJECT;
+        }
         m->sets = q;
         m->cap_sets = c;
     }
-    if (m->n_states + 1 > m->state_mask + 1 && !rehash_states(m, (m->state_mask + 1) * 2))
+    if (m->n_states + 1 > m->state_mask + 1 && !rehash_states(m, (m->state_mask + 1) * 2)) {
         return REJECT;
+    }
     uint32_t id = m->n_states++;
     memcpy(m->sets + m->n_sets, ids, (size_t)n * sizeof *ids);
     uint32_t b = h & m->state_mask;
@@ -285,11 +221,13 @@ static int32_t state(ts_gmatch *m, const uint32_t *ids, uint32_t n, uint32_t utf
 
 /* Grows the stamp array to cover every node slot. */
 static bool stamps_fit(ts_gmatch *m) {
-    if (m->cap_stamp >= m->cap_nodes)
+    if (m->cap_stamp >= m->cap_nodes) {
         return true;
+    }
     uint32_t *q = realloc(m->stamp, (size_t)m->cap_nodes * sizeof *q);
-    if (!q)
+    if (!q) {
         return m->failed = true, false;
+    }
     memset(q + m->cap_stamp, 0, ((size_t)m->cap_nodes - m->cap_stamp) * sizeof *q);
     m->stamp = q;
     m->cap_stamp = m->cap_nodes;
@@ -298,13 +236,16 @@ static bool stamps_fit(ts_gmatch *m) {
 
 /* Queues node id for the closure unless this closure has already seen it. */
 static bool enqueue(ts_gmatch *m, uint32_t id, uint32_t *nw) {
-    if (id == UINT32_MAX || !stamps_fit(m))
+    if (id == UINT32_MAX || !stamps_fit(m)) {
         return false;
-    if (m->stamp[id] == m->gen)
+    }
+    if (m->stamp[id] == m->gen) {
         return true;
+    }
     m->stamp[id] = m->gen;
-    if (!grow(m, (void **)&m->work, &m->cap_work, (size_t)*nw + 1, sizeof *m->work))
+    if (!tg_mgrow(m, (void **)&m->work, &m->cap_work, (size_t)*nw + 1, sizeof *m->work)) {
         return false;
+    }
     m->work[(*nw)++] = id;
     return true;
 }
@@ -316,38 +257,46 @@ static bool close_over(ts_gmatch *m, uint32_t nw) {
     const ts_grammar *g = m->g;
     uint32_t budget = TS_GRAMMAR_MAX_CLOSURE;
     while (nw) {
-        if (budget-- == 0)
+        if (budget-- == 0) {
+            m->limit = true;
             return false;
+        }
         uint32_t id = m->work[--nw];
         gnode n = m->nodes[id];
         if (id == SENTINEL) {
-            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out))
+            if (!tg_mgrow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
                 return false;
+            }
             m->out[m->n_out++] = SENTINEL;
             continue;
         }
         uint32_t e = g->elems[n.pos];
         switch (GE_TYPE(e)) {
         case GE_CLASS:
-            if (!grow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out))
+            if (!tg_mgrow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
                 return false;
+            }
             m->out[m->n_out++] = id;
             break;
         case GE_END:
-            if (!enqueue(m, n.parent, &nw))
+            if (!enqueue(m, n.parent, &nw)) {
                 return false;
+            }
             break;
         default: { /* GE_REF */
             uint32_t r = GE_VAL(e);
             uint32_t ret = n.parent;
             if (GE_TYPE(g->elems[n.pos + 1]) != GE_END) {
                 ret = node(m, n.pos + 1, n.parent);
-                if (ret == UINT32_MAX)
+                if (ret == UINT32_MAX) {
                     return false;
+                }
             }
-            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++)
-                if (!enqueue(m, node(m, g->alt_start[a], ret), &nw))
+            for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
+                if (!enqueue(m, node(m, g->alt_start[a], ret), &nw)) {
                     return false;
+                }
+            }
             break;
         }
         }
@@ -362,42 +311,49 @@ static int cmp_u32(const void *a, const void *b) {
 
 /* m->out (unsorted, distinct) as a state; REJECT when empty or too many stacks. */
 static int32_t out_state(ts_gmatch *m) {
-    if (m->n_out == 0 || m->n_out > TS_GRAMMAR_MAX_STACKS)
+    if (m->n_out > TS_GRAMMAR_MAX_STACKS) {
+        m->limit = true;
         return REJECT;
+    }
+    if (m->n_out == 0) {
+        return REJECT;
+    }
     qsort(m->out, m->n_out, sizeof *m->out, cmp_u32);
     return state(m, m->out, m->n_out, 0);
 }
 
 static void new_gen(ts_gmatch *m) {
     if (++m->gen == 0) { /* wrapped: clear the stamps */
-        if (m->stamp)
+        if (m->stamp) {
             memset(m->stamp, 0, (size_t)m->cap_stamp * sizeof *m->stamp);
+        }
         m->gen = 1;
     }
 }
 
-/* advance_cp's cp for "any non-ASCII character, through the classes that take them all". */
-#define CP_ANY_NONASCII UINT32_MAX
-
 /* The state after code point cp completes in state s (stacks that accept it, moved on). */
-static int32_t advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
+int32_t tg_advance_cp(ts_gmatch *m, uint32_t s, uint32_t cp) {
     const ts_grammar *g = m->g;
     new_gen(m);
     m->n_out = 0;
     uint32_t nw = 0;
     for (uint32_t k = 0; k < m->states[s].n; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         gnode n = m->nodes[id];
         const gclass *c = &g->classes[GE_VAL(g->elems[n.pos])];
-        if (cp == CP_ANY_NONASCII ? c->uni != GCLASS_ALL : !gclass_match(c, g->ranges, cp))
+        if (cp == CP_ANY_NONASCII ? c->uni != GCLASS_ALL : !gclass_match(c, g->ranges, cp)) {
             continue;
-        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw))
+        }
+        if (!enqueue(m, node(m, n.pos + 1, n.parent), &nw)) {
             return REJECT;
+        }
     }
-    if (!close_over(m, nw))
+    if (!close_over(m, nw)) {
         return REJECT;
+    }
     return out_state(m);
 }
 
@@ -407,19 +363,24 @@ static bool partial_ok(ts_gmatch *m, uint32_t s, uint32_t acc, uint32_t need, ui
     const ts_grammar *g = m->g;
     uint32_t lo = acc << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-    if (lo < min)
+    if (lo < min) {
         lo = min;
-    if (hi > 0x10FFFF)
+    }
+    if (hi > 0x10FFFF) {
         hi = 0x10FFFF;
-    if (lo > hi)
+    }
+    if (lo > hi) {
         return false;
+    }
     for (uint32_t k = 0; k < m->states[s].n; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         const gclass *c = &g->classes[GE_VAL(g->elems[m->nodes[id].pos])];
-        if (gclass_intersects(c, g->ranges, lo, hi))
+        if (tg_gclass_intersects(c, g->ranges, lo, hi)) {
             return true;
+        }
     }
     return false;
 }
@@ -427,27 +388,31 @@ static bool partial_ok(ts_gmatch *m, uint32_t s, uint32_t acc, uint32_t need, ui
 /* A state with s's stacks and another pending UTF-8 value. */
 static int32_t with_utf8(ts_gmatch *m, uint32_t s, uint32_t utf8) {
     uint32_t n = m->states[s].n;
-    if (!grow(m, (void **)&m->out, &m->cap_out, n, sizeof *m->out))
+    if (!tg_mgrow(m, (void **)&m->out, &m->cap_out, n, sizeof *m->out)) {
         return REJECT;
+    }
     memcpy(m->out, m->sets + m->states[s].off, (size_t)n * sizeof *m->out);
     return state(m, m->out, n, utf8);
 }
 
 /* How state s's classes treat non-ASCII code points (UNI_MIXED, UNI_ALL or UNI_NONE). */
-static uint8_t uniform(ts_gmatch *m, uint32_t s) {
-    if (m->states[s].uni != UNI_UNKNOWN)
+uint8_t tg_uniform(ts_gmatch *m, uint32_t s) {
+    if (m->states[s].uni != UNI_UNKNOWN) {
         return m->states[s].uni;
+    }
     const ts_grammar *g = m->g;
     uint8_t u = UNI_NONE;
     for (uint32_t k = 0; k < m->states[s].n && u != UNI_MIXED; k++) {
         uint32_t id = m->sets[m->states[s].off + k];
-        if (id == SENTINEL)
+        if (id == SENTINEL) {
             continue;
+        }
         uint32_t cu = g->classes[GE_VAL(g->elems[m->nodes[id].pos])].uni;
-        if (cu == GCLASS_MIXED)
+        if (cu == GCLASS_MIXED) {
             u = UNI_MIXED;
-        else if (cu == GCLASS_ALL)
+        } else if (cu == GCLASS_ALL) {
             u = UNI_ALL;
+        }
     }
     m->states[s].uni = u;
     return u;
@@ -464,54 +429,63 @@ static uint8_t uniform(ts_gmatch *m, uint32_t s) {
 static int32_t compute_step(ts_gmatch *m, uint32_t s, uint8_t b) {
     uint32_t u = m->states[s].utf8;
     if (u == 0) {
-        if (b < 0x80)
-            return advance_cp(m, s, b);
+        if (b < 0x80) {
+            return tg_advance_cp(m, s, b);
+        }
         uint32_t len, acc;
-        if (b >= 0xC2 && b <= 0xDF)
+        if (b >= 0xC2 && b <= 0xDF) {
             len = 2, acc = b & 0x1F;
-        else if (b >= 0xE0 && b <= 0xEF)
+        } else if (b >= 0xE0 && b <= 0xEF) {
             len = 3, acc = b & 0x0F;
-        else if (b >= 0xF0 && b <= 0xF4)
+        } else if (b >= 0xF0 && b <= 0xF4) {
             len = 4, acc = b & 0x07;
-        else
+        } else {
             return REJECT;
-        uint8_t uni = uniform(m, s);
-        if (uni == UNI_NONE)
+        }
+        uint8_t uni = tg_uniform(m, s);
+        if (uni == UNI_NONE) {
             return REJECT;
+        }
         if (uni == UNI_ALL) {
             bool keep =
                 (len == 3 && (acc == 0 || acc == 0xD)) || (len == 4 && (acc == 0 || acc == 4));
             return with_utf8(m, s, (len - 1) | len << 2 | (keep ? acc : 1u) << 5);
         }
-        if (!partial_ok(m, s, acc, len - 1, len))
+        if (!partial_ok(m, s, acc, len - 1, len)) {
             return REJECT;
+        }
         return with_utf8(m, s, (len - 1) | len << 2 | acc << 5);
     }
     uint32_t need = u & 3, len = (u >> 2) & 7, acc = u >> 5;
     uint8_t lo = 0x80, hi = 0xBF;
     if (need == len - 1) { /* the second byte rules out overlong forms, surrogates, > U+10FFFF */
-        if (len == 3 && acc == 0)
+        if (len == 3 && acc == 0) {
             lo = 0xA0;
-        else if (len == 3 && acc == 0xD)
+        } else if (len == 3 && acc == 0xD) {
             hi = 0x9F;
-        else if (len == 4 && acc == 0)
+        } else if (len == 4 && acc == 0) {
             lo = 0x90;
-        else if (len == 4 && acc == 4)
+        } else if (len == 4 && acc == 4) {
             hi = 0x8F;
+        }
     }
-    if (b < lo || b > hi)
+    if (b < lo || b > hi) {
         return REJECT;
+    }
     need--;
-    if (uniform(m, s) == UNI_ALL) { /* canonical: see above */
-        if (need == 0)
-            return advance_cp(m, s, UNI_REPR);
+    if (tg_uniform(m, s) == UNI_ALL) { /* canonical: see above */
+        if (need == 0) {
+            return tg_advance_cp(m, s, UNI_REPR);
+        }
         return with_utf8(m, s, need | len << 2 | 1u << 5);
     }
     acc = acc << 6 | (b & 0x3F);
-    if (need == 0)
-        return advance_cp(m, s, acc);
-    if (!partial_ok(m, s, acc, need, len))
+    if (need == 0) {
+        return tg_advance_cp(m, s, acc);
+    }
+    if (!partial_ok(m, s, acc, need, len)) {
         return REJECT;
+    }
     return with_utf8(m, s, need | len << 2 | acc << 5);
 }
 
@@ -525,11 +499,13 @@ static bool rehash_tr(ts_gmatch *m, uint32_t cap) {
         return false;
     }
     for (uint32_t i = 0; m->tr_key && i <= m->tr_mask; i++) {
-        if (!m->tr_key[i])
+        if (!m->tr_key[i]) {
             continue;
+        }
         uint32_t h = mix((uint32_t)(m->tr_key[i] >> 32), (uint32_t)m->tr_key[i]) & (cap - 1);
-        while (k[h])
+        while (k[h]) {
             h = (h + 1) & (cap - 1);
+        }
         k[h] = m->tr_key[i];
         v[h] = m->tr_val[i];
     }
@@ -541,31 +517,20 @@ static bool rehash_tr(ts_gmatch *m, uint32_t cap) {
     return true;
 }
 
-/* The state after byte b in state s, or REJECT. */
-static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b);
-
-/* The state after byte b in state s, or REJECT. A hot state's transitions sit in a dense row
- * (one load); the others in the hash table. */
-static inline int32_t step(ts_gmatch *m, uint32_t s, uint8_t b) {
-    int32_t row = m->states[s].row;
-    if (row >= 0) {
-        int32_t v = m->rows[(size_t)row * 256 + b];
-        if (v != UNKNOWN)
-            return v;
-    }
-    return step_slow(m, s, b);
-}
-
-static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
-    if (m->failed)
+/* The state after byte b in state s, or REJECT (tg_step in match_internal.h reads dense rows
+ * first). */
+int32_t tg_step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
+    if (m->failed) {
         return REJECT;
+    }
     int32_t row = m->states[s].row;
     if (row < 0 && ++m->states[s].hits >= ROW_HOT && m->n_rows < ROW_LIMIT) {
-        if (grow(m, (void **)&m->rows, &m->cap_rows, ((size_t)m->n_rows + 1) * 256,
-                 sizeof *m->rows)) {
+        if (tg_mgrow(m, (void **)&m->rows, &m->cap_rows, ((size_t)m->n_rows + 1) * 256,
+                     sizeof *m->rows)) {
             row = (int32_t)m->n_rows++;
-            for (int k = 0; k < 256; k++)
+            for (int k = 0; k < 256; k++) {
                 m->rows[(size_t)row * 256 + k] = UNKNOWN;
+            }
             m->states[s].row = row;
         }
     }
@@ -574,27 +539,32 @@ static int32_t step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
     for (;;) {
         uint64_t k = m->tr_key[h];
         if (k == key) {
-            if (row >= 0)
+            if (row >= 0) {
                 m->rows[(size_t)row * 256 + b] = m->tr_val[h];
+            }
             return m->tr_val[h];
         }
-        if (!k)
+        if (!k) {
             break;
+        }
         h = (h + 1) & m->tr_mask;
     }
     int32_t r = compute_step(m, s, b);
-    if (m->failed)
+    if (m->failed) {
         return REJECT;
+    }
     if (row >= 0) {
         m->rows[(size_t)row * 256 + b] = r;
         return r;
     }
     if ((m->n_tr + 1) * 2 > m->tr_mask + 1) {
-        if (!rehash_tr(m, (m->tr_mask + 1) * 2))
+        if (!rehash_tr(m, (m->tr_mask + 1) * 2)) {
             return REJECT;
+        }
         h = mix((uint32_t)(key >> 32), (uint32_t)key) & m->tr_mask;
-        while (m->tr_key[h])
+        while (m->tr_key[h]) {
             h = (h + 1) & m->tr_mask;
+        }
     }
     m->tr_key[h] = key;
     m->tr_val[h] = r;
@@ -626,12 +596,13 @@ static void tables_free(ts_gmatch *m) {
 /* Empty tables holding only the sentinel node. */
 static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
     *m = (ts_gmatch){.g = g};
-    for (int k = 0; k < MASK_CACHE; k++)
+    for (int k = 0; k < MASK_CACHE; k++) {
         m->mc_state[k] = -1;
+    }
     m->node_head = malloc(1024 * sizeof *m->node_head);
     m->state_head = malloc(256 * sizeof *m->state_head);
     if (!m->node_head || !m->state_head ||
-        !grow(m, (void **)&m->nodes, &m->cap_nodes, 1024, sizeof *m->nodes) ||
+        !tg_mgrow(m, (void **)&m->nodes, &m->cap_nodes, 1024, sizeof *m->nodes) ||
         !rehash_tr(m, 1024)) {
         tables_free(m);
         return false;
@@ -649,34 +620,39 @@ static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
 static int32_t transplant(ts_gmatch *dst, const ts_gmatch *src, uint32_t s) {
     uint32_t *map = malloc((size_t)src->n_nodes * sizeof *map);
     uint32_t *path = NULL, cap_path = 0;
-    if (!map)
+    if (!map) {
         return dst->failed = true, REJECT;
+    }
     memset(map, 0xff, (size_t)src->n_nodes * sizeof *map);
     map[SENTINEL] = SENTINEL;
     const gstate *st = &src->states[s];
     uint32_t *ids = malloc(((size_t)st->n + 1) * sizeof *ids);
     int32_t result = REJECT;
-    if (!ids)
+    if (!ids) {
         goto done;
+    }
     for (uint32_t k = 0; k < st->n; k++) {
         uint32_t x = src->sets[st->off + k], np = 0;
         while (map[x] == UINT32_MAX) {
-            if (!grow(dst, (void **)&path, &cap_path, (size_t)np + 1, sizeof *path))
+            if (!tg_mgrow(dst, (void **)&path, &cap_path, (size_t)np + 1, sizeof *path)) {
                 goto done;
+            }
             path[np++] = x;
             x = src->nodes[x].parent;
         }
         while (np) {
             uint32_t y = path[--np];
             map[y] = node(dst, src->nodes[y].pos, map[src->nodes[y].parent]);
-            if (map[y] == UINT32_MAX)
+            if (map[y] == UINT32_MAX) {
                 goto done;
+            }
         }
         ids[k] = map[src->sets[st->off + k]];
     }
     qsort(ids, st->n, sizeof *ids, cmp_u32);
-    if (stamps_fit(dst))
+    if (stamps_fit(dst)) {
         result = state(dst, ids, st->n, st->utf8);
+    }
 done:
     free(map);
     free(path);
@@ -684,9 +660,10 @@ done:
     return result;
 }
 
-ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
-    if (!g)
-        return NULL;
+/* A matcher in g's start state; NULL with *limit set when the start state passes the matcher's
+ * bounds, NULL with *limit clear when out of memory. */
+static ts_gmatch *create(const ts_grammar *g, bool *limit) {
+    *limit = false;
     ts_gmatch *m = malloc(sizeof *m);
     if (!m || !tables_init(m, g)) {
         free(m);
@@ -696,10 +673,12 @@ ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
     m->n_out = 0;
     uint32_t nw = 0;
     bool ok = true;
-    for (uint32_t a = g->rule_alt[g->root]; ok && a < g->rule_alt[g->root + 1]; a++)
+    for (uint32_t a = g->rule_alt[g->root]; ok && a < g->rule_alt[g->root + 1]; a++) {
         ok = enqueue(m, node(m, g->alt_start[a], SENTINEL), &nw);
+    }
     int32_t s = ok && close_over(m, nw) ? out_state(m) : REJECT;
     if (s < 0 || m->failed) { /* a productive grammar always has a start state */
+        *limit = m->limit && !m->failed;
         ts_gmatch_free(m);
         return NULL;
     }
@@ -707,9 +686,35 @@ ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
     return m;
 }
 
-ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {
-    if (!src || src->failed)
+ts_gmatch *ts_gmatch_create(const ts_grammar *g) {
+    if (!g) {
         return NULL;
+    }
+    bool limit;
+    return create(g, &limit);
+}
+
+ts_status tg_gmatch_check_start(const ts_grammar *g, const char *root, ts_error *err) {
+    bool limit;
+    ts_gmatch *m = create(g, &limit);
+    if (m) {
+        ts_gmatch_free(m);
+        return TS_OK;
+    }
+    if (limit) {
+        return ts_error_set(err, TS_ERR_LIMIT,
+                            "grammar: rule '%s' opens more than %u parser stacks at its start "
+                            "(or its closure visits more than %u); too many alternatives begin "
+                            "at one point: factor their common prefixes",
+                            root, TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
+    }
+    return ts_error_set(err, TS_ERR_NOMEM, "grammar: out of memory for the start state");
+}
+
+ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {
+    if (!src || src->failed) {
+        return NULL;
+    }
     ts_gmatch *m = malloc(sizeof *m);
     if (!m || !tables_init(m, src->g)) {
         free(m);
@@ -725,19 +730,22 @@ ts_gmatch *ts_gmatch_clone(const ts_gmatch *src) {
 }
 
 void ts_gmatch_free(ts_gmatch *m) {
-    if (!m)
+    if (!m) {
         return;
+    }
     tables_free(m);
     free(m);
 }
 
 /* Rebuilds the tables from the current state alone when they have grown past their limits. */
-static void maybe_compact(ts_gmatch *m) {
-    if (m->failed || (m->n_nodes < NODE_LIMIT && m->n_states < STATE_LIMIT && m->n_tr < TR_LIMIT))
+void tg_maybe_compact(ts_gmatch *m) {
+    if (m->failed || (m->n_nodes < NODE_LIMIT && m->n_states < STATE_LIMIT && m->n_tr < TR_LIMIT)) {
         return;
+    }
     ts_gmatch fresh;
-    if (!tables_init(&fresh, m->g))
+    if (!tables_init(&fresh, m->g)) {
         return; /* keep the large tables; they still work */
+    }
     int32_t s = transplant(&fresh, m, m->cur);
     if (s < 0 || fresh.failed) {
         tables_free(&fresh);
@@ -749,494 +757,40 @@ static void maybe_compact(ts_gmatch *m) {
 }
 
 bool ts_gmatch_accept_bytes(ts_gmatch *m, const char *bytes, size_t len) {
-    if (!m || m->failed || (!bytes && len))
+    if (!m || m->failed || (!bytes && len)) {
         return false;
-    maybe_compact(m);
+    }
+    tg_maybe_compact(m);
     int32_t s = (int32_t)m->cur;
-    for (size_t i = 0; i < len && s >= 0; i++)
-        s = step(m, (uint32_t)s, (uint8_t)bytes[i]);
-    if (s < 0)
+    for (size_t i = 0; i < len && s >= 0; i++) {
+        s = tg_step(m, (uint32_t)s, (uint8_t)bytes[i]);
+    }
+    if (s < 0) {
         return false;
+    }
     m->cur = (uint32_t)s;
     return true;
 }
 
-static bool accepting(const ts_gmatch *m, uint32_t s) {
+bool tg_accepting(const ts_gmatch *m, uint32_t s) {
     const gstate *st = &m->states[s];
     return st->utf8 == 0 && st->n > 0 && m->sets[st->off] == SENTINEL;
 }
 
 bool ts_gmatch_is_accepting(const ts_gmatch *m) {
-    return m && !m->failed && accepting(m, m->cur);
+    return m && !m->failed && tg_accepting(m, m->cur);
 }
 
 bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {
-    if (!m || !v || token < 0 || token >= v->n_vocab)
+    if (!m || !v || token < 0 || token >= v->n_vocab) {
         return false;
-    if (v->is_eog[token])
+    }
+    if (v->is_eog[token]) {
         return ts_gmatch_is_accepting(m);
+    }
     uint64_t a = v->off[token], b = v->off[token + 1];
-    if (a == b)
+    if (a == b) {
         return false;
+    }
     return ts_gmatch_accept_bytes(m, v->bytes + a, (size_t)(b - a));
-}
-
-/* The ASCII byte pairs that lead from state s back to s, when every non-ASCII character does
- * too (else 0). A trie subtree whose bytes all loop and are valid UTF-8 is allowed as a whole:
- * every path through it stays in s (or in s's canonical pending-UTF-8 states). */
-static uint64_t loop_of(ts_gmatch *m, uint32_t s) {
-    if (m->states[s].loop_known)
-        return m->states[s].loop;
-    uint64_t loop = 0;
-    if (m->states[s].utf8 == 0 && uniform(m, s) == UNI_ALL) {
-        int32_t a = step(m, s, 0xC3);
-        if (a >= 0 && step(m, (uint32_t)a, 0xA9) == (int32_t)s) { /* U+00E9 stands for all */
-            for (uint32_t j = 0; j < 64; j++)
-                if (step(m, s, (uint8_t)(2 * j)) == (int32_t)s &&
-                    step(m, s, (uint8_t)(2 * j + 1)) == (int32_t)s)
-                    loop |= 1ull << j;
-        }
-    }
-    if (m->failed)
-        return 0;
-    m->states[s].loop = loop;
-    m->states[s].loop_known = 1;
-    return loop;
-}
-
-/* ---- string runs ---------------------------------------------------------------------------- */
-
-#define RUN_STATES 4096u /* states one run_of search may visit */
-#define RUN_WORK                                                                                   \
-    65536u /* and stacks times groups it may step (an ambiguous pattern such as                    \
-              .*(Red|Blue|...).* makes many large states) */
-
-/* The characters a run is made of: the string characters (key 0, set = their ASCII part), or
- * the ASCII characters of class key - 1. */
-typedef struct runset {
-    uint64_t set[2];
-    uint32_t key;
-} runset;
-
-static const runset STRING_RUNS = {{0xFFFFFFFB00000000ull, 0x7FFFFFFFEFFFFFFFull}, 0};
-#define RUN_NONASCII 0u /* an atom's representative: any non-ASCII character (U+00E9) */
-
-/* The characters of rs (the string characters, gstr_byte, or a class's ASCII set) that state
- * s takes, grouped by which of its classes take them: each group (atom) leads to one state,
- * whatever character of it comes. Writes the groups' representatives (RUN_NONASCII for the
- * non-ASCII characters) to rep and returns how many there are; 0 when some string character is
- * refused (or s is too varied to say), -1 when every one is. *mixed: some class takes some
- * non-ASCII characters and not others (the non-ASCII group then stands for what the classes taking
- * all of them do). */
-static int string_atoms(ts_gmatch *m, uint32_t s, const runset *rs, uint8_t rep[97], bool *mixed) {
-    const ts_grammar *g = m->g;
-    const gstate *st = &m->states[s];
-    uint32_t cls[64];
-    int nc = 0;
-    for (uint32_t k = 0; k < st->n; k++) {
-        uint32_t id = m->sets[st->off + k];
-        if (id == SENTINEL)
-            continue;
-        uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
-        int j = 0;
-        while (j < nc && cls[j] != c)
-            j++;
-        if (j == nc) {
-            if (nc == 64)
-                return 0;
-            cls[nc++] = c;
-        }
-    }
-    uint64_t sig[97];
-    int n = 0;
-    bool some = false, all = true;
-    for (int b = 0x20; b < 0x80; b++) {
-        if (!(rs->set[b >> 6] >> (b & 63) & 1u))
-            continue;
-        uint64_t x = 0;
-        for (int j = 0; j < nc; j++)
-            if (g->classes[cls[j]].ascii[b >> 5] >> (b & 31) & 1u)
-                x |= 1ull << j;
-        if (x == 0) {
-            all = false;
-            continue;
-        }
-        some = true;
-        int a = 0;
-        while (a < n && sig[a] != x)
-            a++;
-        if (a == n) {
-            sig[n] = x;
-            rep[n++] = (uint8_t)b;
-        }
-    }
-    uint64_t x = 0;
-    *mixed = false;
-    if (rs->key != 0) /* a class set: ASCII only */
-        return n > 0 && all ? n : some ? 0 : -1;
-    for (int j = 0; j < nc; j++) {
-        uint32_t u = g->classes[cls[j]].uni;
-        if (u == GCLASS_MIXED) {
-            *mixed = true;
-            some = true;
-        }
-        if (u == GCLASS_ALL)
-            x |= 1ull << j;
-    }
-    if (x == 0)
-        return some ? 0 : -1;
-    if (!all)
-        return 0;
-    rep[n++] = RUN_NONASCII;
-    return n;
-}
-
-/* The state after one character of an atom from boundary state s, or REJECT. With classes
- * that treat non-ASCII characters differently (mixed), the non-ASCII atom follows only the
- * stacks that take them all: a state with fewer stacks, whose language is contained in the
- * real one's, so the runs found from it are still lower bounds (barring the matcher's stack
- * limit, past which the real state is refused). */
-static int32_t atom_step(ts_gmatch *m, uint32_t s, uint8_t rep, bool mixed) {
-    if (rep != RUN_NONASCII)
-        return step(m, s, rep);
-    if (mixed) /* through the stacks whose class takes every non-ASCII character */
-        return advance_cp(m, s, CP_ANY_NONASCII);
-    int32_t a = step(m, s, 0xC3);
-    return a < 0 ? REJECT : step(m, (uint32_t)a, 0xA9);
-}
-
-static void run_set(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t r, bool closed) {
-    m->states[s].run[rs->key != 0] = (grun){.run = (uint16_t)(r < RUN_INF ? r : RUN_INF),
-                                            .known = 1,
-                                            .closed = closed && r < RUN_INF,
-                                            .key = rs->key};
-}
-
-/* What state s knows of runs of rs; NULL when nothing. */
-static const grun *run_known(const ts_gmatch *m, uint32_t s, const runset *rs) {
-    const grun *r = &m->states[s].run[rs->key != 0];
-    return r->known && r->key == rs->key ? r : NULL;
-}
-
-/* How many string characters state s takes for sure: every string of string characters at
- * most that long is a prefix the grammar allows from s (RUN_INF: any length, as inside an
- * unbounded string). It is the distance from s to the nearest state that refuses some string
- * character, over the atoms' transitions: a breadth-first search, cut after `need` levels,
- * RUN_STATES states or RUN_WORK work (the bound is then a lower one). States the search meets that
- * already know their run end their path there. Boundary states only (0 while a UTF-8 character is
- * pending). Besides s, the states it passed learn their runs when that is exact: all of them when s
- * has no bound, and each state of a single chain (a bounded string: every character leads to the
- * same next state) its distance to the end. Such a chain is closed when it ends in a state
- * that refuses every string character: then no longer string is allowed either. */
-static uint32_t run_of(ts_gmatch *m, uint32_t s, const runset *rs, uint32_t need) {
-    const grun *known = run_known(m, s, rs);
-    if (known)
-        return known->run;
-    if (m->states[s].utf8 != 0) {
-        run_set(m, s, rs, 0, false);
-        return 0;
-    }
-    if (++m->run_gen == 0) {
-        for (uint32_t k = 0; k < m->n_states; k++)
-            m->states[k].mark = 0;
-        m->run_gen = 1;
-    }
-    uint32_t n = 0, head = 0, level_end = 1, level = 0;
-    uint32_t best = RUN_INF; /* the least path length found to a refusing or known state */
-    bool chain = true, cut = false, closed = false;
-    uint64_t work = 0;
-    if (!grow(m, (void **)&m->chain, &m->cap_chain, 1, sizeof *m->chain))
-        return 0;
-    m->chain[n++] = s;
-    m->states[s].mark = m->run_gen;
-    while (head < n && level < best) {
-        if (head == level_end) { /* the next level starts */
-            level++;
-            level_end = n;
-            if (level >= best)
-                break;
-            if (level > need) {
-                cut = true;
-                best = level;
-                break;
-            }
-        }
-        uint32_t x = m->chain[head++];
-        if (x != s && (known = run_known(m, x, rs)) != NULL) {
-            if (known->run != RUN_INF && level + known->run < best) {
-                best = level + known->run;
-                closed = known->closed;
-            }
-            continue;
-        }
-        uint8_t rep[97];
-        bool mixed;
-        int na = string_atoms(m, x, rs, rep, &mixed);
-        if (na <= 0) {
-            best = level;
-            closed = na < 0;
-            break;
-        }
-        work += (uint64_t)na * m->states[x].n;
-        if (work > RUN_WORK) { /* this level is not all looked at: as RUN_STATES */
-            cut = true;
-            best = level;
-            break;
-        }
-        int32_t y0 = REJECT;
-        if (mixed) /* the non-ASCII step is a lower bound only: the chain proves no closure */
-            chain = false;
-        for (int a = 0; a < na; a++) {
-            int32_t y = atom_step(m, x, rep[a], mixed);
-            if (m->failed)
-                return 0;
-            if (y < 0) { /* past the matcher's limits: treat as refused */
-                best = level;
-                chain = false;
-                break;
-            }
-            if (a == 0)
-                y0 = y;
-            else if (y != y0)
-                chain = false;
-            gstate *ys = &m->states[y];
-            if (ys->mark == m->run_gen)
-                continue;
-            if (n >= RUN_STATES) { /* the states of this level are not all looked at */
-                cut = true;
-                if (level < best)
-                    best = level;
-                break;
-            }
-            ys->mark = m->run_gen;
-            if (!grow(m, (void **)&m->chain, &m->cap_chain, (size_t)n + 1, sizeof *m->chain))
-                return 0;
-            m->chain[n++] = (uint32_t)y;
-        }
-    }
-    closed = closed && chain && !cut;
-    run_set(m, s, rs, best, closed);
-    if (best == RUN_INF && !cut) {
-        for (uint32_t k = 1; k < n; k++)
-            run_set(m, m->chain[k], rs, RUN_INF, false);
-    } else if (chain && best != RUN_INF) {
-        /* chain[k] is k steps along: best - k, recorded where it is not needlessly small */
-        for (uint32_t k = 1; k < n && k < best; k++)
-            if (!run_known(m, m->chain[k], rs) && (!cut || 2 * k <= best))
-                run_set(m, m->chain[k], rs, best - k, closed);
-    }
-    return best;
-}
-
-/* The run set of state s's widest class: its printable ASCII characters but the quote (a
- * pattern's identifier characters, hex digits, ...); false when s has none wide enough. */
-static bool class_runset(const ts_gmatch *m, uint32_t s, runset *rs) {
-    const ts_grammar *g = m->g;
-    const gstate *st = &m->states[s];
-    int best = 3; /* at least 4 characters */
-    for (uint32_t k = 0; k < st->n; k++) {
-        uint32_t id = m->sets[st->off + k];
-        if (id == SENTINEL)
-            continue;
-        uint32_t c = GE_VAL(g->elems[m->nodes[id].pos]);
-        const uint32_t *a = g->classes[c].ascii;
-        uint64_t lo = ((uint64_t)a[1] << 32 | a[0]) & 0xFFFFFFFB00000000ull;
-        uint64_t hi = ((uint64_t)a[3] << 32 | a[2]) & 0x7FFFFFFFFFFFFFFFull;
-        int n = 0;
-        for (uint64_t x = lo; x; x &= x - 1)
-            n++;
-        for (uint64_t x = hi; x; x &= x - 1)
-            n++;
-        if (n > best) {
-            best = n;
-            *rs = (runset){{lo, hi}, c + 1};
-        }
-    }
-    return rs->key != 0;
-}
-
-/* ORs into allowed the longest slice (bits[k], the tokens at most len[k] long; the longest
- * token is max long) within run; returns its length (0: none). When the run is closed, the
- * tokens longer than that slice and at most run long come from the by-length list (tok[off[l]
- * .. off[l + 1]] are l long). *all: every token of the slices is now decided. */
-static uint32_t allow_slices(uint32_t *allowed, size_t words, const uint32_t *bits,
-                             const uint16_t *len, int n, uint32_t max, const int32_t *tok,
-                             const uint32_t *off, uint32_t run, bool closed, bool *all) {
-    uint32_t got = 0;
-    int k = n;
-    while (k > 0 && len[k - 1] > run)
-        k--;
-    if (k > 0) {
-        const uint32_t *sb = bits + (size_t)(k - 1) * words;
-        for (size_t w = 0; w < words; w++)
-            allowed[w] |= sb[w];
-        got = len[k - 1];
-    }
-    *all = got == max;
-    if (!*all && closed) {
-        uint32_t hi = run < max ? run : max;
-        for (uint32_t q = off[got + 1]; q < off[hi + 1]; q++)
-            allowed[tok[q] >> 5] |= 1u << (tok[q] & 31);
-        *all = true;
-    }
-    return got;
-}
-
-/* Set bits of a mask (a portable population count). */
-static int32_t mask_count(const uint32_t *bits, size_t words) {
-    int32_t n = 0;
-    for (size_t w = 0; w < words; w++) {
-        uint32_t x = bits[w];
-        x = x - ((x >> 1) & 0x55555555u);
-        x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-        x = (x + (x >> 4)) & 0x0F0F0F0Fu;
-        n += (int32_t)((x * 0x01010101u) >> 24);
-    }
-    return n;
-}
-
-int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
-    if (!m || !v || !allowed)
-        return 0;
-    memset(allowed, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *allowed);
-    if (m->failed)
-        return 0;
-    maybe_compact(m);
-    size_t words = ((size_t)v->n_vocab + 31) / 32;
-    if (m->mc_vocab != v || m->mc_words != words) { /* another vocabulary: start over */
-        free(m->mc_bits);
-        m->mc_bits = malloc(MASK_CACHE * words * sizeof *m->mc_bits);
-        m->mc_words = m->mc_bits ? words : 0;
-        m->mc_vocab = v;
-        for (int k = 0; k < MASK_CACHE; k++)
-            m->mc_state[k] = -1;
-    }
-    for (int k = 0; k < MASK_CACHE && m->mc_words; k++) {
-        if (m->mc_state[k] == (int32_t)m->cur) {
-            memcpy(allowed, m->mc_bits + (size_t)k * words, words * sizeof *allowed);
-            m->mc_used[k] = ++m->mc_clock;
-            return m->mc_count[k];
-        }
-    }
-    if (!grow(m, (void **)&m->dstate, &m->cap_dstate, (size_t)v->max_depth + 1, sizeof *m->dstate))
-        return 0;
-    size_t cap_dloop = m->cap_dloop;
-    if ((size_t)v->max_depth + 1 > cap_dloop) {
-        uint64_t *q = realloc(m->dloop, ((size_t)v->max_depth + 1) * sizeof *q);
-        if (!q)
-            return m->failed = true, 0;
-        m->dloop = q;
-        uint8_t *p = realloc(m->dpath, (size_t)v->max_depth + 1);
-        if (!p)
-            return m->failed = true, 0;
-        m->dpath = p;
-        m->cap_dloop = (size_t)v->max_depth + 1;
-    }
-    uint32_t *ds = m->dstate;
-    uint64_t *dl = m->dloop;
-    uint8_t *dp = m->dpath;
-    ds[0] = m->cur;
-    dl[0] = loop_of(m, m->cur);
-    /* The longest string slice the current state takes whole. */
-    uint32_t slice = 0;
-    bool all_str = false; /* every string token is decided: skip them all */
-    if (v->n_slices > 0 && m->states[m->cur].utf8 == 0) {
-        uint32_t run = run_of(m, m->cur, &STRING_RUNS, v->max_depth);
-        slice =
-            allow_slices(allowed, words, v->slice_bits, v->slice_len, v->n_slices, v->str_max,
-                         v->str_tok, v->str_off, run, m->states[m->cur].run[0].closed, &all_str);
-    }
-    /* No string run: a run of the widest class's ASCII characters (an identifier, hex digits,
-     * digits), allowed from that set's class slice. Bit 1 of dp: the path is in that set. */
-    runset ks = {{0, 0}, 0};
-    uint32_t kslice = 0;
-    bool all_k = false;
-    if (slice == 0 && m->states[m->cur].utf8 == 0 && class_runset(m, m->cur, &ks)) {
-        uint32_t run = run_of(m, m->cur, &ks, v->max_depth);
-        const gkslice *sl = run > 0 ? ts_gvocab_kslice((ts_gvocab *)v, ks.set) : NULL;
-        const grun *r = run_known(m, m->cur, &ks);
-        if (sl)
-            kslice = allow_slices(allowed, words, sl->bits, sl->len, sl->n, sl->max, sl->tok,
-                                  sl->off, run, r && r->closed, &all_k);
-    }
-    dp[0] = kslice > 0 || all_k ? 3 : 1;
-    const uint8_t *byte = v->byte, *flags = v->flags;
-    const uint16_t *depth = v->depth, *height = v->height;
-    const uint32_t *skip = v->skip, *tok_off = v->tok_off;
-    uint32_t i = 1;
-    while (i < v->n_nodes) {
-        uint32_t d = depth[i];
-        uint32_t ps = ds[d - 1];
-        if ((flags[i] & VF_STRC) && m->states[ps].utf8 == 0) {
-            /* Made of string characters below: in the slice already when the path to here is
-             * too and no token is longer than the slice; allowed whole when the parent state
-             * takes strings that long. */
-            if ((dp[d - 1] & 1) && (all_str || d - 1 + height[i] <= slice)) {
-                i = skip[i];
-                continue;
-            }
-            if (height[i] <= run_of(m, ps, &STRING_RUNS, v->max_depth)) {
-                for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
-                    int32_t t = v->tok[k];
-                    allowed[t >> 5] |= 1u << (t & 31);
-                }
-                i = skip[i];
-                continue;
-            }
-        }
-        if ((dp[d - 1] & 2) && (flags[i] & VF_ASCII) &&
-            (v->sig2[2 * (size_t)i] & ~ks.set[0]) == 0 &&
-            (v->sig2[2 * (size_t)i + 1] & ~ks.set[1]) == 0 &&
-            (all_k || d - 1 + height[i] <= kslice)) { /* in the class slice already */
-            i = skip[i];
-            continue;
-        }
-        uint64_t loop = dl[d - 1];
-        if (loop && (v->sig[i] & ~loop) == 0 && (flags[i] & VF_CLEAN)) { /* the whole subtree */
-            for (uint32_t k = tok_off[i]; k < tok_off[skip[i]]; k++) {
-                int32_t t = v->tok[k];
-                allowed[t >> 5] |= 1u << (t & 31);
-            }
-            i = skip[i];
-            continue;
-        }
-        int32_t s = step(m, ps, byte[i]);
-        if (s < 0) {
-            i = skip[i];
-            continue;
-        }
-        ds[d] = (uint32_t)s;
-        dl[d] = s == (int32_t)ps ? loop : loop_of(m, (uint32_t)s);
-        dp[d] = (uint8_t)(((dp[d - 1] & 1) && (byte[i] >= 0x80 || gstr_byte(byte[i]))) |
-                          ((dp[d - 1] & 2) && byte[i] < 0x80 &&
-                                   (ks.set[byte[i] >> 6] >> (byte[i] & 63) & 1u)
-                               ? 2
-                               : 0));
-        for (uint32_t k = tok_off[i]; k < tok_off[i + 1]; k++) {
-            int32_t t = v->tok[k];
-            allowed[t >> 5] |= 1u << (t & 31);
-        }
-        i++;
-    }
-    if (m->failed) { /* out of memory midway: allow nothing rather than a wrong set */
-        memset(allowed, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *allowed);
-        return 0;
-    }
-    if (accepting(m, m->cur))
-        for (int32_t k = 0; k < v->n_eog; k++) {
-            int32_t t = v->eog[k];
-            allowed[t >> 5] |= 1u << (t & 31);
-        }
-    int32_t count = mask_count(allowed, words);
-    if (m->mc_words) { /* remember it in the least recently used slot */
-        int lru = 0;
-        for (int k = 1; k < MASK_CACHE; k++)
-            if (m->mc_used[k] < m->mc_used[lru])
-                lru = k;
-        memcpy(m->mc_bits + (size_t)lru * words, allowed, words * sizeof *allowed);
-        m->mc_state[lru] = (int32_t)m->cur;
-        m->mc_count[lru] = count;
-        m->mc_used[lru] = ++m->mc_clock;
-    }
-    return count;
 }

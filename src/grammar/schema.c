@@ -22,11 +22,8 @@
 
 #include "grammar/grammar.h"
 #include "grammar/schema_internal.h"
-
-void ts_schema_arena_free(sctx *c);
-void ts_schema_maps_free(sctx *c);
-
-static char *compile(sctx *c, const cJSON *s);
+#include "util/buf.h"
+#include "util/utf8.h"
 
 /* Keywords that constrain and that the compiler does not handle (some only in cases). */
 /* clang-format off */
@@ -49,9 +46,11 @@ static const char *const known_fmt[] = {"date-time", "date", "time",     "email"
                                         "uri",       "ipv4", "hostname", NULL};
 
 static bool in_list(const char *k, const char *const *l) {
-    for (size_t i = 0; l[i]; i++)
-        if (!strcmp(k, l[i]))
+    for (size_t i = 0; l[i]; i++) {
+        if (!strcmp(k, l[i])) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -60,20 +59,22 @@ static const cJSON *get(const cJSON *s, const char *k) {
 }
 
 /* A rule-name hint from the current JSON pointer (its last part). */
-static char *hint(sctx *c, const char *suffix) {
+char *tg_hint(sctx *c, const char *suffix) {
     const char *p = c->path;
     size_t n = c->path_len;
-    if (n > 40)
+    if (n > 40) {
         p += n - 40;
-    return xf(c, "s%s%s%s", p, *suffix ? "-" : "", suffix);
+    }
+    return tg_xf(c, "s%s%s%s", p, *suffix ? "-" : "", suffix);
 }
 
-static bool get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
+bool tg_get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
     const cJSON *x = get(s, k);
-    if (!x)
+    if (!x) {
         return false;
+    }
     if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble)) {
-        sfail(c, TS_ERR_FORMAT, "'%s' must be a non-negative integer", k);
+        tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-negative integer", k);
         return false;
     }
     *v = x->valuedouble > 1e15 ? (int64_t)1e15 : (int64_t)x->valuedouble;
@@ -84,70 +85,85 @@ static bool get_count(sctx *c, const cJSON *s, const char *k, int64_t *v) {
 
 static char *compile_string(sctx *c, const cJSON *s) {
     int64_t minl = 0, maxl = -1;
-    bool has_min = get_count(c, s, "minLength", &minl);
-    bool has_max = get_count(c, s, "maxLength", &maxl);
-    if (c->st != TS_OK)
+    bool has_min = tg_get_count(c, s, "minLength", &minl);
+    bool has_max = tg_get_count(c, s, "maxLength", &maxl);
+    if (c->st != TS_OK) {
         return NULL;
-    if (has_max && maxl < minl)
+    }
+    if (has_max && maxl < minl) {
         return X_EMPTY;
+    }
     const cJSON *pat = get(s, "pattern");
     const cJSON *fmt = get(s, "format");
-    if (pat && !cJSON_IsString(pat))
-        return sfail(c, TS_ERR_FORMAT, "'pattern' must be a string");
-    if (fmt && !cJSON_IsString(fmt))
-        return sfail(c, TS_ERR_FORMAT, "'format' must be a string");
-    if (fmt && in_list(fmt->valuestring, unsupported_fmt))
-        return sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt->valuestring);
-    if (fmt && !in_list(fmt->valuestring, known_fmt))
+    if (pat && !cJSON_IsString(pat)) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'pattern' must be a string");
+    }
+    if (fmt && !cJSON_IsString(fmt)) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'format' must be a string");
+    }
+    if (fmt && in_list(fmt->valuestring, unsupported_fmt)) {
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt->valuestring);
+    }
+    if (fmt && !in_list(fmt->valuestring, known_fmt)) {
         fmt = NULL;
+    }
     char *body = NULL;
     int64_t emin = 0, emax = -1;
-    if (pat && fmt)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'pattern' together with 'format' ('%s')",
-                     fmt->valuestring);
+    if (pat && fmt) {
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'pattern' together with 'format' ('%s')",
+                        fmt->valuestring);
+    }
     if (pat) {
-        size_t saved = path_push(c, "pattern");
-        char *single = (has_min || has_max) ? regex_single(c, pat->valuestring) : NULL;
-        body = regex_expr(c, pat->valuestring, &emin, &emax);
+        size_t saved = tg_path_push(c, "pattern");
+        char *single = (has_min || has_max) ? tg_regex_single(c, pat->valuestring) : NULL;
+        body = tg_regex_expr(c, pat->valuestring, &emin, &emax);
         if (body && body != X_EMPTY && single) {
             /* ^X{a,b}$ with lengths: one repetition with the intersected bounds. */
             int64_t lo = emin > minl ? emin : minl;
             int64_t hi = emax < 0 ? maxl : (has_max && maxl < emax ? maxl : emax);
-            body = rep_expr(c, single, lo, hi);
+            body = tg_rep_expr(c, single, lo, hi);
             emin = lo;
             emax = hi;
-            if (body && !*body)
-                body = xdup(c, "\"\"");
+            if (body && !*body) {
+                body = tg_xdup(c, "\"\"");
+            }
         }
-        path_pop(c, saved);
+        tg_path_pop(c, saved);
     } else if (fmt) {
-        body = format_expr(c, fmt->valuestring, &emin, &emax);
+        body = tg_format_expr(c, fmt->valuestring, &emin, &emax);
     }
-    if (!body && (pat || fmt))
+    if (!body && (pat || fmt)) {
         return NULL;
+    }
     if (body) {
-        if (body == X_EMPTY)
+        if (body == X_EMPTY) {
             return X_EMPTY;
+        }
         /* Lengths must already follow from the pattern/format. */
         bool min_ok = !has_min || emin >= minl;
         bool max_ok = !has_max || (emax >= 0 && emax <= maxl);
         if (!min_ok || !max_ok) {
-            if (has_max && emin > maxl)
+            if (has_max && emin > maxl) {
                 return X_EMPTY;
-            return sfail(c, TS_ERR_UNSUPPORTED,
-                         "'minLength'/'maxLength' together with '%s' (lengths it does not imply)",
-                         pat ? "pattern" : "format");
+            }
+            return tg_sfail(
+                c, TS_ERR_UNSUPPORTED,
+                "'minLength'/'maxLength' together with '%s' (lengths it does not imply)",
+                pat ? "pattern" : "format");
         }
-        return xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, body));
+        return tg_xf(c, "\"\\\"\" %s \"\\\"\"", tg_xgroup(c, body));
     }
-    if (!has_min && !has_max)
-        return prim(c, "string");
-    if (!prim(c, "cpchar"))
+    if (!has_min && !has_max) {
+        return tg_prim(c, "string");
+    }
+    if (!tg_prim(c, "cpchar")) {
         return NULL;
-    char *rep = rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
-    if (!rep || rep == X_EMPTY)
+    }
+    char *rep = tg_rep_expr(c, "cpchar", minl, has_max ? maxl : -1);
+    if (!rep || rep == X_EMPTY) {
         return rep;
-    return xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
+    }
+    return tg_xf(c, "\"\\\"\" %s \"\\\"\"", *rep ? rep : "");
 }
 
 /* ---- numbers ----------------------------------------------------------------------------- */
@@ -155,518 +171,65 @@ static char *compile_string(sctx *c, const cJSON *s) {
 static char *compile_number(sctx *c, const cJSON *s, bool integer) {
     const cJSON *mo = get(s, "multipleOf");
     if (mo) {
-        if (!cJSON_IsNumber(mo) || mo->valuedouble <= 0)
-            return sfail(c, TS_ERR_FORMAT, "'multipleOf' must be a positive number");
-        if (mo->valuedouble == 1)
+        if (!cJSON_IsNumber(mo) || mo->valuedouble <= 0) {
+            return tg_sfail(c, TS_ERR_FORMAT, "'multipleOf' must be a positive number");
+        }
+        if (mo->valuedouble == 1) {
             integer = true;
-        else if (!(integer && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble < 1))
-            return sfail(c, TS_ERR_UNSUPPORTED, "'multipleOf' (other than 1) is not supported");
+        } else if (!(integer && mo->valuedouble == floor(mo->valuedouble) && mo->valuedouble < 1)) {
+            return tg_sfail(c, TS_ERR_UNSUPPORTED, "'multipleOf' (other than 1) is not supported");
+        }
     }
     for (int i = 0; i < 4; i++) {
         static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum",
                                          "exclusiveMaximum"};
         const cJSON *x = get(s, kw[i]);
-        if (x && !cJSON_IsNumber(x) && !(i >= 2 && cJSON_IsBool(x)))
-            return sfail(c, TS_ERR_FORMAT, "'%s' must be a number", kw[i]);
+        if (x && !cJSON_IsNumber(x) && !(i >= 2 && cJSON_IsBool(x))) {
+            return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a number", kw[i]);
+        }
     }
     bool has_lo, lo_ex, has_hi, hi_ex;
     double lo = 0, hi = 0;
-    bounds(s, false, &has_lo, &lo, &lo_ex);
-    bounds(s, true, &has_hi, &hi, &hi_ex);
-    if (!integer)
-        return num_range(c, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+    tg_bounds(s, false, &has_lo, &lo, &lo_ex);
+    tg_bounds(s, true, &has_hi, &hi, &hi_ex);
+    if (!integer) {
+        return tg_num_range(c, has_lo, lo, lo_ex, has_hi, hi, hi_ex);
+    }
     /* Integer bounds; beyond ±9e18 they are clamped inward (a subset). */
     const double cap = 9e18;
     int64_t ilo = 0, ihi = 0;
     if (has_lo) {
         double v = lo_ex ? floor(lo) + 1 : ceil(lo);
-        if (v > cap)
+        if (v > cap) {
             return X_EMPTY;
+        }
         ilo = v < -cap ? (int64_t)-cap : (int64_t)v;
     }
     if (has_hi) {
         double v = hi_ex ? ceil(hi) - 1 : floor(hi);
-        if (v < -cap)
+        if (v < -cap) {
             return X_EMPTY;
+        }
         ihi = v > cap ? (int64_t)cap : (int64_t)v;
     }
-    return int_range(c, has_lo, ilo, has_hi, ihi);
-}
-
-/* ---- objects ----------------------------------------------------------------------------- */
-
-/* The content and closing quote of a key that is none of keys[] (keys in a trie, walked
- * depth-first): each character has one encoding (cps_json), so "not equal as text" is "not
- * equal as string". */
-static char *key_not_in(sctx *c, const char **keys, size_t nk, size_t off, int depth) {
-    if (c->st != TS_OK)
-        return NULL;
-    if (depth > 256)
-        return sfail(c, TS_ERR_LIMIT, "property names longer than 256 characters");
-    cpset all = {0};
-    cps_add(c, &all, 0x08, 0x0A); /* \b \t \n */
-    cps_add(c, &all, 0x0C, 0x0D); /* \f \r */
-    cps_add(c, &all, 0x20, 0x10FFFF);
-    char *anych = cps_json(c, &all);
-    bool terminal = false;
-    cpset kids = {0};
-    char *items[260];
-    size_t k = 0;
-    /* Children: the distinct next code points among keys with this prefix. */
-    for (size_t i = 0; i < nk; i++) {
-        const char *s = keys[i] + off;
-        if (!*s) {
-            terminal = true;
-            continue;
-        }
-        uint32_t cp;
-        size_t l = utf8_dec(s, strlen(s), &cp);
-        if (!l || cps_has(&kids, cp))
-            continue;
-        cps_add(c, &kids, cp, cp);
-        cps_normalize(&kids);
-        /* Keys continuing with this character. */
-        const char **sub = xalloc(c, nk * sizeof *sub);
-        if (!sub)
-            return NULL;
-        size_t ns = 0;
-        for (size_t j = 0; j < nk; j++) {
-            uint32_t cj;
-            const char *t = keys[j] + off;
-            if (*t && utf8_dec(t, strlen(t), &cj) == l && cj == cp)
-                sub[ns++] = keys[j];
-        }
-        cpset one = {0};
-        cps_add(c, &one, cp, cp);
-        char *ch = cps_json(c, &one);
-        if (ch == X_EMPTY)
-            continue; /* a control character no extra key can be written with */
-        char *rest = key_not_in(c, sub, ns, off + l, depth + 1);
-        if (!rest || !ch)
-            return NULL;
-        if (k < 256)
-            items[k++] = xf(c, "%s %s", xgroup(c, ch), xgroup(c, rest));
-        else
-            return sfail(c, TS_ERR_LIMIT, "more than 256 property names share a prefix");
-    }
-    if (!terminal)
-        items[k++] = xdup(c, "\"\\\"\"");
-    /* A character no key continues with, then anything. */
-    cpset other = {0};
-    cpset nk_set = cps_complement(c, &kids);
-    for (size_t i = 0; i < nk_set.n; i++) {
-        /* intersect with `all` */
-        for (size_t j = 0; j < all.n; j++) {
-            uint32_t lo = nk_set.r[i][0] > all.r[j][0] ? nk_set.r[i][0] : all.r[j][0];
-            uint32_t hi = nk_set.r[i][1] < all.r[j][1] ? nk_set.r[i][1] : all.r[j][1];
-            if (lo <= hi)
-                cps_add(c, &other, lo, hi);
-        }
-    }
-    char *oth = cps_json(c, &other);
-    if (oth && oth != X_EMPTY)
-        items[k++] = xf(c, "%s %s* \"\\\"\"", xgroup(c, oth), xgroup(c, anych));
-    return xalt(c, items, k);
-}
-
-typedef struct prop {
-    const char *key;
-    char *kv; /* "key" ws ":" ws value */
-    bool req;
-} prop;
-
-static char *compile_object(sctx *c, const cJSON *s) {
-    const cJSON *props = get(s, "properties");
-    const cJSON *req = get(s, "required");
-    const cJSON *ap = get(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props))
-        return sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
-    if (req && !cJSON_IsArray(req))
-        return sfail(c, TS_ERR_FORMAT, "'required' must be an array");
-    if (ap && !cJSON_IsObject(ap) && !cJSON_IsBool(ap))
-        return sfail(c, TS_ERR_FORMAT, "'additionalProperties' must be a schema");
-    for (const cJSON *e = req ? req->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e))
-            return sfail(c, TS_ERR_FORMAT, "'required' must list strings");
-    if (!prim(c, "ws"))
-        return NULL;
-
-    size_t np = (size_t)(props ? cJSON_GetArraySize(props) : 0);
-    size_t nr = (size_t)(req ? cJSON_GetArraySize(req) : 0);
-    prop *P = xalloc(c, (np + nr + 1) * sizeof *P);
-    const char **keys = xalloc(c, (np + nr + 1) * sizeof *keys);
-    if (!P || !keys)
-        return NULL;
-    size_t n = 0, nkeys = 0;
-    c->nest++;
-    /* Listed properties, in order. */
-    for (const cJSON *e = props ? props->child : NULL; e; e = e->next) {
-        bool is_req = false;
-        for (const cJSON *r = req ? req->child : NULL; r && !is_req; r = r->next)
-            is_req = !strcmp(r->valuestring, e->string);
-        keys[nkeys++] = e->string;
-        size_t saved = path_push(c, "properties");
-        path_push(c, e->string);
-        char *v = compile(c, e);
-        path_pop(c, saved);
-        if (!v)
-            return c->nest--, NULL;
-        if (v == X_EMPTY) {
-            if (is_req)
-                return c->nest--, X_EMPTY;
-            continue;
-        }
-        char *kq = json_quote(c, e->string);
-        char *kl = kq ? gbnf_lit(c, kq, strlen(kq)) : NULL;
-        P[n++] = (prop){
-            .key = e->string, .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, v)), .req = is_req};
-    }
-    /* Additional properties: the schema for unlisted keys. */
-    char *extra = NULL, *pkey = NULL;
-    const cJSON *pp = get(s, "patternProperties");
-    if (pp && !cJSON_IsObject(pp))
-        return c->nest--, sfail(c, TS_ERR_FORMAT, "'patternProperties' must be an object");
-    if (pp && pp->child) {
-        /* Supported: pattern schemas that constrain nothing next to allowed extras (no
-         * effect), or no listed keys, additionalProperties false and one schema for every
-         * pattern (keys matching any pattern, with that schema). */
-        bool trivial = true, same = true;
-        char *first = canon_json(c, pp->child);
-        for (const cJSON *e = pp->child; e; e = e->next) {
-            bool t = cJSON_IsTrue(e);
-            if (cJSON_IsObject(e)) {
-                t = true;
-                for (const cJSON *k = e->child; k; k = k->next)
-                    t = t && is_annotation(k->string);
-            }
-            trivial = trivial && t;
-            char *cv = canon_json(c, e);
-            same = same && cv && first && !strcmp(cv, first);
-        }
-        if (c->st != TS_OK)
-            return c->nest--, NULL;
-        if (trivial && (!ap || cJSON_IsTrue(ap))) {
-            /* Every key may appear with any value either way. */
-        } else if (cJSON_IsFalse(ap) && n == 0 && !props && !req && same) {
-            char **alts = xalloc(c, (size_t)cJSON_GetArraySize(pp) * sizeof *alts);
-            size_t na = 0;
-            for (const cJSON *e = pp->child; e && alts; e = e->next) {
-                int64_t mn, mx;
-                size_t saved = path_push(c, "patternProperties");
-                path_push(c, e->string);
-                alts[na++] = regex_expr(c, e->string, &mn, &mx);
-                path_pop(c, saved);
-                if (!alts[na - 1])
-                    return c->nest--, NULL;
-            }
-            char *kre = alts ? xalt(c, alts, na) : NULL;
-            if (!kre)
-                return c->nest--, NULL;
-            size_t saved = path_push(c, "patternProperties");
-            path_push(c, pp->child->string);
-            extra = compile(c, pp->child);
-            path_pop(c, saved);
-            if (!extra)
-                return c->nest--, NULL;
-            if (kre != X_EMPTY && extra != X_EMPTY)
-                pkey = rule_add(c, hint(c, "pkey"), xf(c, "\"\\\"\" %s \"\\\"\"", xgroup(c, kre)));
-            else
-                extra = X_EMPTY;
-        } else {
-            return c->nest--, sfail(c, TS_ERR_UNSUPPORTED, "'patternProperties' is not supported");
-        }
-    }
-    if (extra) {
-        /* set by patternProperties */
-    } else if (!ap || cJSON_IsTrue(ap)) {
-        extra = prim(c, "value");
-    } else if (cJSON_IsFalse(ap)) {
-        extra = X_EMPTY;
-    } else {
-        size_t saved = path_push(c, "additionalProperties");
-        extra = compile(c, ap);
-        path_pop(c, saved);
-    }
-    if (!extra)
-        return c->nest--, NULL;
-    /* Required keys that "properties" does not list take the additional schema. */
-    for (const cJSON *r = req ? req->child : NULL; r; r = r->next) {
-        if (props && get(props, r->valuestring))
-            continue;
-        bool dup = false;
-        for (size_t i = 0; i < n && !dup; i++)
-            dup = !strcmp(P[i].key, r->valuestring);
-        if (dup)
-            continue;
-        if (extra == X_EMPTY)
-            return c->nest--, X_EMPTY;
-        keys[nkeys++] = r->valuestring;
-        char *kq = json_quote(c, r->valuestring);
-        char *kl = kq ? gbnf_lit(c, kq, strlen(kq)) : NULL;
-        P[n++] = (prop){.key = r->valuestring,
-                        .kv = xf(c, "%s ws \":\" ws %s", kl, xgroup(c, extra)),
-                        .req = true};
-    }
-    char *ekv = NULL;
-    if (extra != X_EMPTY) {
-        char *key = nkeys ? key_not_in(c, keys, nkeys, 0, 0) : NULL;
-        if (nkeys && !key)
-            return c->nest--, NULL;
-        if (pkey)
-            key = pkey;
-        else if (key)
-            key = rule_add(c, hint(c, "xkey"), xf(c, "\"\\\"\" %s", xgroup(c, key)));
-        else
-            key = prim(c, "string");
-        ekv = xf(c, "%s ws \":\" ws %s", key, xgroup(c, extra));
-    }
-    c->nest--;
-    if (c->st != TS_OK)
-        return NULL;
-
-    /* minProperties / maxProperties when they follow from the rest. */
-    int64_t minp = 0, maxp = -1;
-    bool has_minp = get_count(c, s, "minProperties", &minp);
-    bool has_maxp = get_count(c, s, "maxProperties", &maxp);
-    if (c->st != TS_OK)
-        return NULL;
-    size_t nreq = 0;
-    for (size_t i = 0; i < n; i++)
-        nreq += P[i].req;
-    /* minProperties 1 without required properties: the object is not empty. */
-    bool nonempty = has_minp && minp == 1 && nreq == 0;
-    if (has_minp && (size_t)minp > nreq && !nonempty)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'minProperties' above the number of required ones");
-    if (has_maxp && (size_t)maxp < nreq)
-        return X_EMPTY;
-    if (has_maxp && (ekv || (size_t)maxp < n))
-        return sfail(c, TS_ERR_UNSUPPORTED,
-                     "'maxProperties' below the number of properties that may appear");
-
-    /* The first present property is one of the optional ones before the first required one,
-     * or that required one; after it, the rest is a flat sequence. */
-    size_t first_req = n;
-    for (size_t i = 0; i < n && first_req == n; i++)
-        if (P[i].req)
-            first_req = i;
-    size_t n_first = first_req < n ? first_req + 1 : n;
-    bool many = n_first + (first_req == n && ekv) > 1;
-    if (many)
-        for (size_t i = 0; i < n_first; i++)
-            P[i].kv = rule_add(c, hint(c, xf(c, "%s-kv", P[i].key)), P[i].kv);
-    /* nf[i]: the properties from i on, each after a comma. */
-    char **nf = xalloc(c, (n + 1) * sizeof *nf);
-    if (!nf)
-        return NULL;
-    /* pieces[i]: property i after a comma; the tail from n_first on is one flat sequence
-     * (written once: building it suffix by suffix would copy it n times). */
-    char **piece = xalloc(c, (n + 1) * sizeof *piece);
-    if (!piece)
-        return NULL;
-    size_t flat_len = 1;
-    for (size_t i = 0; i < n; i++) {
-        piece[i] = P[i].req ? xf(c, "ws \",\" ws %s", xgroup(c, P[i].kv))
-                            : xf(c, "( ws \",\" ws %s )?", xgroup(c, P[i].kv));
-        if (!piece[i])
-            return NULL;
-        if (i >= n_first)
-            flat_len += strlen(piece[i]) + 1;
-    }
-    piece[n] = ekv ? xf(c, "( ws \",\" ws %s )*", xgroup(c, ekv)) : xdup(c, "");
-    if (!piece[n])
-        return NULL;
-    flat_len += strlen(piece[n]) + 1;
-    char *flat = xalloc(c, flat_len);
-    if (!flat)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = n_first; i <= n; i++) {
-        size_t l = strlen(piece[i]);
-        if (!l)
-            continue;
-        if (o)
-            flat[o++] = ' ';
-        memcpy(flat + o, piece[i], l);
-        o += l;
-    }
-    flat[o] = '\0';
-    nf[n_first] = flat;
-    if (many && *flat && n_first >= 1)
-        nf[n_first] = rule_add(c, hint(c, xf(c, "r%zu", n_first)), flat);
-    for (size_t i = n_first; i-- > 1;) {
-        nf[i] = *nf[i + 1] ? xf(c, "%s %s", piece[i], nf[i + 1]) : piece[i];
-        if (many && nf[i])
-            nf[i] = rule_add(c, hint(c, xf(c, "r%zu", i)), nf[i]);
-        if (!nf[i])
-            return NULL;
-    }
-    char **alts = xalloc(c, (n_first + 2) * sizeof *alts);
-    if (!alts)
-        return NULL;
-    size_t k = 0;
-    for (size_t j = 0; j < n_first; j++)
-        alts[k++] = *nf[j + 1] ? xf(c, "%s %s", xgroup(c, P[j].kv), nf[j + 1]) : P[j].kv;
-    if (first_req == n && ekv)
-        alts[k++] = xf(c, "%s ( ws \",\" ws %s )*", xgroup(c, ekv), xgroup(c, ekv));
-    char *members = xalt(c, alts, k);
-    if (!members)
-        return NULL;
-    char *body;
-    if (members == X_EMPTY)
-        body = nonempty ? X_EMPTY : xdup(c, "\"{\" ws \"}\"");
-    else if (first_req == n && nonempty)
-        body = xf(c, "\"{\" ws %s ws \"}\"", members);
-    else if (first_req == n)
-        body = xf(c, "\"{\" ws ( %s ws )? \"}\"", members);
-    else
-        body = xf(c, "\"{\" ws %s ws \"}\"", members);
-    if (body == X_EMPTY)
-        return X_EMPTY;
-    return rule_add(c, hint(c, "obj"), body);
-}
-
-/* ---- arrays ------------------------------------------------------------------------------ */
-
-static char *compile_array(sctx *c, const cJSON *s) {
-    const cJSON *prefix = get(s, "prefixItems");
-    const cJSON *items = get(s, "items");
-    const cJSON *addl = get(s, "additionalItems");
-    const char *prefix_kw = "prefixItems", *rest_kw = "items";
-    if (prefix && !cJSON_IsArray(prefix))
-        return sfail(c, TS_ERR_FORMAT, "'prefixItems' must be an array");
-    if (cJSON_IsArray(items)) {
-        if (prefix)
-            return sfail(c, TS_ERR_FORMAT, "'items' is an array next to 'prefixItems'");
-        prefix = items; /* draft 4 to 2019-09 tuples */
-        items = addl;
-        prefix_kw = "items";
-        rest_kw = "additionalItems";
-    }
-    if (items && !cJSON_IsObject(items) && !cJSON_IsBool(items))
-        return sfail(c, TS_ERR_FORMAT, "'%s' must be a schema", rest_kw);
-    int64_t m = 0, M = -1;
-    get_count(c, s, "minItems", &m);
-    get_count(c, s, "maxItems", &M);
-    if (c->st != TS_OK)
-        return NULL;
-    const cJSON *uniq = get(s, "uniqueItems");
-    if (cJSON_IsTrue(uniq) && !(M >= 0 && M <= 1))
-        return sfail(c, TS_ERR_UNSUPPORTED, "'uniqueItems' is not supported");
-    size_t k = (size_t)(prefix ? cJSON_GetArraySize(prefix) : 0);
-    if (!prim(c, "ws"))
-        return NULL;
-    c->nest++;
-    char **pe = xalloc(c, (k + 1) * sizeof *pe);
-    if (!pe)
-        return c->nest--, NULL;
-    size_t i = 0;
-    for (const cJSON *e = prefix ? prefix->child : NULL; e; e = e->next, i++) {
-        size_t saved = path_push(c, prefix_kw);
-        path_push_i(c, (int)i);
-        pe[i] = compile(c, e);
-        path_pop(c, saved);
-        if (!pe[i])
-            return c->nest--, NULL;
-    }
-    char *rest;
-    if (!items || cJSON_IsTrue(items)) {
-        rest = prim(c, "value");
-    } else if (cJSON_IsFalse(items)) {
-        rest = X_EMPTY;
-    } else {
-        size_t saved = path_push(c, rest_kw);
-        rest = compile(c, items);
-        path_pop(c, saved);
-    }
-    c->nest--;
-    if (!rest)
-        return NULL;
-    if (rest == X_EMPTY && (M < 0 || M > (int64_t)k))
-        M = (int64_t)k;
-    if (M >= 0 && m > M)
-        return X_EMPTY;
-    if (m > TS_SCHEMA_MAX_REPEAT || M > TS_SCHEMA_MAX_REPEAT)
-        return sfail(c, TS_ERR_UNSUPPORTED, "'%s' above %d",
-                     m > TS_SCHEMA_MAX_REPEAT ? "minItems" : "maxItems", TS_SCHEMA_MAX_REPEAT);
-    if (M == 0)
-        return rule_add(c, hint(c, "arr"), "\"[\" ws \"]\"");
-    /* tail(i): what follows element i-1; built from the end. */
-    int64_t rmin = m > (int64_t)k ? m - (int64_t)k : 0;
-    char *tail;
-    int64_t first_rest = k > 0 ? (int64_t)k : 1; /* index of the first element of the rest */
-    rmin = m > first_rest ? m - first_rest : 0;
-    int64_t rmax = M < 0 ? -1 : M - first_rest;
-    if (rest == X_EMPTY || rmax == 0) {
-        tail = rest == X_EMPTY && rmin > 0 ? X_EMPTY : xdup(c, "");
-    } else {
-        char *g = xf(c, "( ws \",\" ws %s )", xgroup(c, rest));
-        if (rmax < 0)
-            tail = rmin == 0 ? xf(c, "%s*", g) : xf(c, "%s{%lld,}", g, (long long)rmin);
-        else if (rmin == 0 && rmax == 1)
-            tail = xf(c, "%s?", g);
-        else if (rmin == rmax)
-            tail = xf(c, "%s{%lld}", g, (long long)rmin);
-        else
-            tail = xf(c, "%s{%lld,%lld}", g, (long long)rmin, (long long)rmax);
-    }
-    for (size_t j = k; j-- > 1;) {
-        /* element j of the prefix, then tail */
-        if (M >= 0 && (int64_t)j >= M) {
-            tail = xdup(c, "");
-            continue;
-        }
-        char *piece;
-        if (pe[j] == X_EMPTY || tail == X_EMPTY)
-            piece = X_EMPTY;
-        else
-            piece = *tail ? xf(c, "ws \",\" ws %s %s", xgroup(c, pe[j]), tail)
-                          : xf(c, "ws \",\" ws %s", xgroup(c, pe[j]));
-        if ((int64_t)j < m)
-            tail = piece;
-        else
-            tail = piece == X_EMPTY ? xdup(c, "") : xf(c, "( %s )?", piece);
-        if (!tail)
-            return NULL;
-    }
-    char *first = k > 0 ? pe[0] : rest;
-    char *elems;
-    if (first == X_EMPTY || tail == X_EMPTY)
-        elems = X_EMPTY;
-    else
-        elems = *tail ? xf(c, "%s %s", xgroup(c, first), tail) : first;
-    if (!elems)
-        return NULL;
-    char *body;
-    if (elems == X_EMPTY)
-        body = m > 0 ? X_EMPTY : xdup(c, "\"[\" ws \"]\"");
-    else if (m == 0)
-        body = xf(c, "\"[\" ws ( %s ws )? \"]\"", elems);
-    else
-        body = xf(c, "\"[\" ws %s ws \"]\"", elems);
-    if (!body || body == X_EMPTY)
-        return body;
-    return rule_add(c, hint(c, "arr"), body);
+    return tg_int_range(c, has_lo, ilo, has_hi, ihi);
 }
 
 /* ---- enum / const ------------------------------------------------------------------------ */
 
-static size_t utf8_len(const char *s) {
-    size_t n = 0;
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xC0) != 0x80;
-    return n;
-}
-
 /* Whether value v meets the keywords of s that apply to its type (only the ones checked
  * here; others make the enum unsupported). */
 static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
-    int vt = value_type(v);
-    if (types >= 0 && !(vt & types))
+    int vt = tg_value_type(v);
+    if (types >= 0 && !(vt & types)) {
         return 0;
+    }
     for (const cJSON *e = s->child; e; e = e->next) {
         const char *k = e->string;
-        if (is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") || !strcmp(k, "const"))
+        if (tg_is_annotation(k) || !strcmp(k, "type") || !strcmp(k, "enum") ||
+            !strcmp(k, "const")) {
             continue;
+        }
         bool str_kw = !strcmp(k, "minLength") || !strcmp(k, "maxLength");
         bool num_kw = !strcmp(k, "minimum") || !strcmp(k, "maximum") ||
                       !strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum");
@@ -677,35 +240,42 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
                       !strcmp(k, "maxItems") || !strcmp(k, "uniqueItems") ||
                       !strcmp(k, "additionalItems");
         bool fmt_kw = !strcmp(k, "format") || !strcmp(k, "pattern");
-        if ((str_kw || fmt_kw) && !(vt & T_STR))
+        if ((str_kw || fmt_kw) && !(vt & T_STR)) {
             continue;
-        if (num_kw && !(vt & T_NUM))
+        }
+        if (num_kw && !(vt & T_NUM)) {
             continue;
-        if (obj_kw && !(vt & T_OBJ))
+        }
+        if (obj_kw && !(vt & T_OBJ)) {
             continue;
-        if (arr_kw && !(vt & T_ARR))
+        }
+        if (arr_kw && !(vt & T_ARR)) {
             continue;
+        }
         if (str_kw && cJSON_IsNumber(e)) {
-            size_t l = utf8_len(v->valuestring);
-            if (!strcmp(k, "minLength") ? l < e->valuedouble : l > e->valuedouble)
+            size_t l = ts_utf8_count(v->valuestring, strlen(v->valuestring));
+            if (!strcmp(k, "minLength") ? l < e->valuedouble : l > e->valuedouble) {
                 return 0;
+            }
             continue;
         }
         if (num_kw) {
             bool has, ex;
             double b;
             for (int up = 0; up < 2; up++) {
-                bounds(s, up, &has, &b, &ex);
+                tg_bounds(s, up, &has, &b, &ex);
                 double x = v->valuedouble;
-                if (has && (up ? (x > b || (ex && x == b)) : (x < b || (ex && x == b))))
+                if (has && (up ? (x > b || (ex && x == b)) : (x < b || (ex && x == b)))) {
                     return 0;
+                }
             }
             continue;
         }
         if (!strcmp(k, "format") && cJSON_IsString(e) && !in_list(e->valuestring, known_fmt) &&
-            !in_list(e->valuestring, unsupported_fmt))
+            !in_list(e->valuestring, unsupported_fmt)) {
             continue;
-        sfail(c, TS_ERR_UNSUPPORTED, "'enum'/'const' together with '%s'", k);
+        }
+        tg_sfail(c, TS_ERR_UNSUPPORTED, "'enum'/'const' together with '%s'", k);
         return -1;
     }
     return 1;
@@ -714,115 +284,152 @@ static int value_ok(sctx *c, const cJSON *s, const cJSON *v, int types) {
 static char *compile_enum(sctx *c, const cJSON *s) {
     const cJSON *cst = get(s, "const");
     const cJSON *en = get(s, "enum");
-    if (en && !cJSON_IsArray(en))
-        return sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
-    int types = explicit_types(c, s);
-    if (c->st != TS_OK)
+    if (en && !cJSON_IsArray(en)) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
+    }
+    int types = tg_explicit_types(c, s);
+    if (c->st != TS_OK) {
         return NULL;
+    }
     size_t nv = en ? (size_t)cJSON_GetArraySize(en) : 1;
-    char **alts = xalloc(c, (nv + 1) * sizeof *alts);
-    if (!alts)
+    char **alts = tg_xalloc(c, (nv + 1) * sizeof *alts);
+    if (!alts) {
         return NULL;
+    }
     size_t k = 0;
     const cJSON *first = en ? en->child : cst;
+    char *cst_canon = cst && en ? tg_canon_json(c, cst) : NULL;
+    if (cst && en && !cst_canon) {
+        return NULL;
+    }
     for (const cJSON *v = first; v; v = en ? v->next : NULL) {
-        if (cst && en) {
-            char *a = canon_json(c, v), *b = canon_json(c, cst);
-            if (!a || !b)
+        if (!tg_poll(c)) {
+            return NULL;
+        }
+        if (cst_canon) {
+            char *a = tg_canon_json(c, v);
+            if (!a) {
                 return NULL;
-            if (strcmp(a, b))
+            }
+            if (strcmp(a, cst_canon)) {
                 continue;
+            }
         }
         int ok = value_ok(c, s, v, types);
-        if (ok < 0)
+        if (ok < 0) {
             return NULL;
-        if (ok)
-            alts[k++] = const_expr(c, v);
+        }
+        if (ok) {
+            alts[k++] = tg_const_expr(c, v);
+        }
     }
-    char *e = xalt(c, alts, k);
-    if (e && e != X_EMPTY && k > 1)
-        e = rule_add(c, hint(c, "enum"), e);
+    char *e = tg_xalt(c, alts, k);
+    if (e && e != X_EMPTY && k > 1) {
+        e = tg_rule_add(c, tg_hint(c, "enum"), e);
+    }
     return e;
 }
 
 /* ---- anyOf / oneOf ----------------------------------------------------------------------- */
 
 static bool constraining_siblings(const cJSON *s, const char *const *skip) {
-    for (const cJSON *e = s->child; e; e = e->next)
-        if (!is_annotation(e->string) && !in_list(e->string, skip))
+    for (const cJSON *e = s->child; e; e = e->next) {
+        if (!tg_is_annotation(e->string) && !in_list(e->string, skip)) {
             return true;
+        }
+    }
     return false;
 }
 
 static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
     const cJSON *list = get(s, kw);
-    if (!cJSON_IsArray(list) || !list->child)
-        return sfail(c, TS_ERR_FORMAT, "'%s' must be a non-empty array", kw);
+    if (!cJSON_IsArray(list) || !list->child) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'%s' must be a non-empty array", kw);
+    }
     bool one = !strcmp(kw, "oneOf");
     static const char *const skip[] = {"anyOf", "oneOf", NULL};
     bool sib = constraining_siblings(s, skip);
     cJSON *sibling = NULL;
     if (sib) {
-        sibling = own(c, cJSON_CreateObject());
-        if (!sibling)
+        sibling = tg_own(c, cJSON_CreateObject());
+        if (!sibling) {
             return NULL;
-        for (const cJSON *e = s->child; e; e = e->next)
+        }
+        for (const cJSON *e = s->child; e; e = e->next) {
             if (strcmp(e->string, kw)) {
                 cJSON *r = cJSON_IsObject(e)  ? cJSON_CreateObjectReference(e->child)
                            : cJSON_IsArray(e) ? cJSON_CreateArrayReference(e->child)
                                               : cJSON_Duplicate(e, false);
-                if (!r)
-                    return sfail(c, TS_ERR_NOMEM, "out of memory");
+                if (!r) {
+                    return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+                }
                 cJSON_AddItemToObject(sibling, e->string, r);
             }
+        }
     }
     size_t n = (size_t)cJSON_GetArraySize(list);
-    const cJSON **br = xalloc(c, n * sizeof *br);
-    char **alts = xalloc(c, n * sizeof *alts);
-    if (!br || !alts)
+    const cJSON **br = tg_xalloc(c, n * sizeof *br);
+    char **alts = tg_xalloc(c, n * sizeof *alts);
+    if (!br || !alts) {
         return NULL;
+    }
     size_t i = 0;
     for (const cJSON *e = list->child; e; e = e->next, i++) {
         br[i] = e;
         if (sib) {
             /* The branch and the siblings: {"allOf": [siblings, branch]} merged. */
-            cJSON *pair = own(c, cJSON_CreateObject());
-            if (!pair)
+            cJSON *pair = tg_own(c, cJSON_CreateObject());
+            if (!pair) {
                 return NULL;
+            }
             cJSON *arr = cJSON_AddArrayToObject(pair, "allOf");
             cJSON_AddItemToArray(arr, cJSON_CreateObjectReference(sibling->child));
             cJSON_AddItemToArray(arr, cJSON_IsObject(e) ? cJSON_CreateObjectReference(e->child)
                                                         : cJSON_Duplicate(e, false));
-            size_t saved = path_push(c, kw);
-            path_push_i(c, (int)i);
-            br[i] = merge(c, pair);
-            path_pop(c, saved);
-            if (!br[i])
+            size_t saved = tg_path_push(c, kw);
+            tg_path_push_i(c, (int)i);
+            br[i] = tg_merge(c, pair);
+            tg_path_pop(c, saved);
+            if (!br[i]) {
                 return NULL;
+            }
         }
     }
     if (one) {
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = a + 1; b < n; b++)
-                if (!disjoint(c, br[a], br[b]))
-                    return sfail(c, TS_ERR_UNSUPPORTED,
-                                 "'oneOf': branches %zu and %zu may both match (only "
-                                 "provably disjoint branches are supported)",
-                                 a, b);
-        if (c->st != TS_OK)
+        /* Disjointness is proved pair by pair: n^2 / 2 proofs, so the branch count is bounded. */
+        if (n > TS_SCHEMA_MAX_ONEOF) {
+            return tg_sfail(c, TS_ERR_LIMIT,
+                            "'oneOf' with %zu branches (at most %d: each pair must be proved "
+                            "disjoint; 'anyOf' has no such limit)",
+                            n, TS_SCHEMA_MAX_ONEOF);
+        }
+        for (size_t a = 0; a < n; a++) {
+            for (size_t b = a + 1; b < n; b++) {
+                if (!tg_poll(c) || !tg_disjoint(c, br[a], br[b])) {
+                    return tg_sfail(c, TS_ERR_UNSUPPORTED,
+                                    "'oneOf': branches %zu and %zu may both match (only "
+                                    "provably disjoint branches are supported)",
+                                    a, b);
+                }
+            }
+        }
+        if (c->st != TS_OK) {
             return NULL;
+        }
     }
     for (i = 0; i < n; i++) {
-        size_t saved = path_push(c, kw);
-        path_push_i(c, (int)i);
-        alts[i] = compile(c, br[i]);
-        path_pop(c, saved);
-        if (!alts[i])
+        size_t saved = tg_path_push(c, kw);
+        tg_path_push_i(c, (int)i);
+        alts[i] = tg_compile(c, br[i]);
+        tg_path_pop(c, saved);
+        if (!alts[i]) {
             return NULL;
+        }
     }
-    char *e = xalt(c, alts, n);
-    if (e && e != X_EMPTY && n > 1)
-        e = rule_add(c, hint(c, kw), e);
+    char *e = tg_xalt(c, alts, n);
+    if (e && e != X_EMPTY && n > 1) {
+        e = tg_rule_add(c, tg_hint(c, kw), e);
+    }
     return e;
 }
 
@@ -834,57 +441,69 @@ static char *compile_union(sctx *c, const cJSON *s, const char *kw) {
  * key again before entering any object or array would be a grammar that never ends. */
 static char *memo_rule(sctx *c, const cJSON *key, const char *hint_name, const cJSON *node,
                        bool do_merge, const char *what) {
-    for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].node != key || c->refs[i].merged != do_merge)
-            continue;
-        if (c->refs[i].busy)
-            c->refs[i].used = true;
-        if (c->refs[i].busy && c->refs[i].nest == c->nest)
-            return sfail(c, TS_ERR_FORMAT,
-                         "%s refers back to itself before any object or array (a cycle with "
-                         "no base case)",
-                         what);
-        return c->refs[i].name;
+    /* cJSON nodes are at least 8-byte aligned: the low bit tells merges from $ref targets. */
+    uintptr_t mkey = (uintptr_t)key | (do_merge ? 1u : 0u);
+    int32_t have = tg_pmap_get(&c->refmap, mkey);
+    if (have >= 0) {
+        sref *r = &c->refs[have];
+        if (r->busy) {
+            r->used = true;
+        }
+        if (r->busy && r->nest == c->nest) {
+            return tg_sfail(c, TS_ERR_FORMAT,
+                            "%s refers back to itself before any object or array (a cycle with "
+                            "no base case)",
+                            what);
+        }
+        return r->name;
     }
     if (c->n_refs == c->cap_refs) {
         size_t cap = c->cap_refs ? c->cap_refs * 2 : 16;
         sref *r = realloc(c->refs, cap * sizeof *r);
-        if (!r)
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+        if (!r) {
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         c->refs = r;
         c->cap_refs = cap;
     }
-    int32_t idx = rule_reserve(c, hint_name);
-    if (idx < 0)
+    int32_t idx = tg_rule_reserve(c, hint_name);
+    if (idx < 0) {
         return NULL;
+    }
     size_t ri = c->n_refs++;
     c->refs[ri] = (sref){
         .node = key, .name = c->rules[idx].name, .nest = c->nest, .busy = true, .merged = do_merge};
+    if (!tg_pmap_put(c, &c->refmap, mkey, (int32_t)ri)) {
+        return NULL;
+    }
     char *body = NULL;
     if (do_merge) {
-        const cJSON *m = merge(c, node);
-        body = m ? compile(c, m) : NULL;
+        const cJSON *m = tg_merge(c, node);
+        body = m ? tg_compile(c, m) : NULL;
     } else {
-        body = compile(c, node);
+        body = tg_compile(c, node);
     }
     c->refs[ri].busy = false;
-    if (!body)
+    if (!body) {
         return NULL;
+    }
     if (body == X_EMPTY) {
-        if (c->refs[ri].used)
-            return sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+        if (c->refs[ri].used) {
+            return tg_sfail(c, TS_ERR_UNSUPPORTED, "%s accepts no value", what);
+        }
         c->rules[idx].dead = true;
         c->refs[ri].name = X_EMPTY;
         return X_EMPTY;
     }
-    rule_set_body(c, idx, body);
+    tg_rule_set_body(c, idx, body);
     return c->rules[idx].name;
 }
 
 static char *compile_ref(sctx *c, const char *ref) {
-    const cJSON *t = resolve_ref(c, ref);
-    if (!t)
+    const cJSON *t = tg_resolve_ref(c, ref);
+    if (!t) {
         return NULL;
+    }
     const char *last = strrchr(ref, '/');
     /* Errors inside the target name its own pointer. */
     char saved_path[sizeof c->path];
@@ -893,9 +512,9 @@ static char *compile_ref(sctx *c, const char *ref) {
     const char *frag = strchr(ref, '#');
     snprintf(c->path, sizeof c->path, "%s", frag && frag[1] ? frag + 1 : "");
     c->path_len = strlen(c->path);
-    char *what = xf(c, "'$ref': '%.200s'", ref);
+    char *what = tg_xf(c, "'$ref': '%.200s'", ref);
     char *r = what ? memo_rule(c, cJSON_IsObject(t) && t->child ? t->child : t,
-                               xf(c, "ref-%s", last ? last + 1 : "root"), t, false, what)
+                               tg_xf(c, "ref-%s", last ? last + 1 : "root"), t, false, what)
                    : NULL;
     memcpy(c->path, saved_path, sizeof saved_path);
     c->path_len = saved_len;
@@ -914,45 +533,51 @@ static int inferred_types(const cJSON *s) {
                                       "exclusiveMaximum", "multipleOf", NULL};
     int m = 0;
     for (const cJSON *e = s->child; e; e = e->next) {
-        if (in_list(e->string, obj))
+        if (in_list(e->string, obj)) {
             m |= T_OBJ;
-        else if (in_list(e->string, arr))
+        } else if (in_list(e->string, arr)) {
             m |= T_ARR;
-        else if (in_list(e->string, str))
+        } else if (in_list(e->string, str)) {
             m |= T_STR;
-        else if (in_list(e->string, num))
+        } else if (in_list(e->string, num)) {
             m |= T_NUM;
+        }
     }
     return m ? m : T_ALL;
 }
 
 static char *compile_types(sctx *c, const cJSON *s) {
-    int t = explicit_types(c, s);
-    if (c->st != TS_OK)
+    int t = tg_explicit_types(c, s);
+    if (c->st != TS_OK) {
         return NULL;
-    if (t < 0)
+    }
+    if (t < 0) {
         t = inferred_types(s);
-    if (t == T_ALL && !s->child)
-        return prim(c, "value");
-    if (t & T_NUM)
+    }
+    if (t == T_ALL && !s->child) {
+        return tg_prim(c, "value");
+    }
+    if (t & T_NUM) {
         t &= ~T_INT;
+    }
     char *alts[7];
     size_t k = 0;
     for (int b = 1; b <= T_INT; b <<= 1) {
-        if (!(t & b))
+        if (!(t & b)) {
             continue;
+        }
         switch (b) {
         case T_NULL:
-            alts[k++] = prim(c, "null");
+            alts[k++] = tg_prim(c, "null");
             break;
         case T_BOOL:
-            alts[k++] = prim(c, "boolean");
+            alts[k++] = tg_prim(c, "boolean");
             break;
         case T_OBJ:
-            alts[k++] = compile_object(c, s);
+            alts[k++] = tg_compile_object(c, s);
             break;
         case T_ARR:
-            alts[k++] = compile_array(c, s);
+            alts[k++] = tg_compile_array(c, s);
             break;
         case T_STR:
             alts[k++] = compile_string(c, s);
@@ -966,24 +591,32 @@ static char *compile_types(sctx *c, const cJSON *s) {
         default:
             break;
         }
-        if (!alts[k - 1])
+        if (!alts[k - 1]) {
             return NULL;
+        }
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
-static char *compile(sctx *c, const cJSON *s) {
-    if (c->st != TS_OK)
+char *tg_compile(sctx *c, const cJSON *s) {
+    if (c->st != TS_OK) {
         return NULL;
-    if (cJSON_IsTrue(s))
-        return prim(c, "value");
-    if (cJSON_IsFalse(s))
+    }
+    if (cJSON_IsTrue(s)) {
+        return tg_prim(c, "value");
+    }
+    if (cJSON_IsFalse(s)) {
         return X_EMPTY;
-    if (!cJSON_IsObject(s))
-        return sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
+    }
+    if (!cJSON_IsObject(s)) {
+        return tg_sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
+    }
+    if (!tg_poll(c)) {
+        return NULL;
+    }
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
-        return sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
+        return tg_sfail(c, TS_ERR_LIMIT, "the schema nests deeper than %d", TS_SCHEMA_MAX_DEPTH);
     }
     char *r = NULL;
     for (const cJSON *e = s->child; e; e = e->next) {
@@ -993,20 +626,22 @@ static char *compile(sctx *c, const cJSON *s) {
             if (empty_obj &&
                 (!strcmp(e->string, "patternProperties") || !strcmp(e->string, "dependencies") ||
                  !strcmp(e->string, "dependentRequired") ||
-                 !strcmp(e->string, "dependentSchemas") || !strcmp(e->string, "propertyNames")))
+                 !strcmp(e->string, "dependentSchemas") || !strcmp(e->string, "propertyNames"))) {
                 continue;
+            }
             if (cJSON_IsTrue(e) && (!strcmp(e->string, "propertyNames") ||
                                     !strcmp(e->string, "unevaluatedProperties") ||
-                                    !strcmp(e->string, "unevaluatedItems")))
+                                    !strcmp(e->string, "unevaluatedItems"))) {
                 continue;
-            sfail(c, TS_ERR_UNSUPPORTED, "'%s' is not supported", e->string);
+            }
+            tg_sfail(c, TS_ERR_UNSUPPORTED, "'%s' is not supported", e->string);
             goto out;
         }
     }
     const cJSON *ref = get(s, "$ref");
     if (ref) {
         if (!cJSON_IsString(ref)) {
-            sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
+            tg_sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
             goto out;
         }
         static const char *const skip[] = {"$ref", NULL};
@@ -1016,7 +651,7 @@ static char *compile(sctx *c, const cJSON *s) {
         }
     }
     if (ref || get(s, "allOf")) {
-        r = memo_rule(c, s->child, hint(c, "all"), s, true, "a schema with $ref/allOf");
+        r = memo_rule(c, s->child, tg_hint(c, "all"), s, true, "a schema with $ref/allOf");
         goto out;
     }
     bool any = get(s, "anyOf") != NULL, one = get(s, "oneOf") != NULL;
@@ -1042,22 +677,66 @@ out:
 /* ---- entry ------------------------------------------------------------------------------- */
 
 ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts_error *err) {
+    return ts_schema_to_gbnf_ex(schema_json, len, NULL, gbnf, err);
+}
+
+/* The rules as GBNF text ("name ::= body" lines, dead rules left out); NULL with an error. */
+static char *write_rules(sctx *c) {
+    ts_buf b = {0};
+    for (size_t i = 0; i < c->n_rules && c->st == TS_OK; i++) {
+        const srule *r = &c->rules[i];
+        if (r->dead) {
+            continue;
+        }
+        if (!r->body) {
+            tg_sfail(c, TS_ERR_INTERNAL, "rule '%s' has no body", r->name);
+            break;
+        }
+        ts_buf_puts(&b, r->name);
+        ts_buf_puts(&b, " ::= ");
+        ts_buf_puts(&b, *r->body ? r->body : "\"\"");
+        ts_buf_putc(&b, '\n');
+        if (b.n > TS_SCHEMA_MAX_OUTPUT) {
+            tg_sfail(c, TS_ERR_LIMIT, "the grammar would be more than %u bytes",
+                     TS_SCHEMA_MAX_OUTPUT);
+        }
+    }
+    if (c->st == TS_OK && b.oom) {
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    if (c->st != TS_OK) {
+        ts_buf_free(&b);
+        return NULL;
+    }
+    return ts_buf_take(&b);
+}
+
+ts_status ts_schema_to_gbnf_ex(const char *schema_json, size_t len, const ts_stop *stop,
+                               char **gbnf, ts_error *err) {
     ts_error local;
-    if (!err)
+    if (!err) {
         err = &local;
+    }
     ts_error_clear(err);
-    if (!gbnf || (!schema_json && len))
+    if (!gbnf || (!schema_json && len)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "schema: NULL argument");
+    }
     *gbnf = NULL;
-    if (len > TS_SCHEMA_MAX_BYTES)
+    if (len > TS_SCHEMA_MAX_BYTES) {
         return ts_error_set(err, TS_ERR_LIMIT, "schema: %zu bytes is more than the %u allowed", len,
                             TS_SCHEMA_MAX_BYTES);
+    }
+    ts_status st = ts_stop_check(stop, "schema", err);
+    if (st != TS_OK) {
+        return st;
+    }
     /* JSON text is UTF-8; keys and strings go into the grammar as they are. */
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t l = utf8_dec(schema_json + i, len - i, &cp);
-        if (!l)
+        size_t l = ts_utf8_decode(schema_json + i, len - i, &cp);
+        if (!l) {
             return ts_error_set(err, TS_ERR_FORMAT, "schema: invalid UTF-8 at byte %zu", i);
+        }
         i += l;
     }
     const char *end = NULL;
@@ -1076,49 +755,28 @@ ts_status ts_schema_to_gbnf(const char *schema_json, size_t len, char **gbnf, ts
                                 (size_t)(end - schema_json));
         }
     }
-    sctx c = {.err = err, .st = TS_OK, .doc = doc};
-    int32_t root = rule_reserve(&c, "root");
-    char *body = compile(&c, doc);
-    if (body == X_EMPTY)
-        sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
-    if (c.st == TS_OK)
-        rule_set_body(&c, root, body);
-    char *out = NULL;
-    if (c.st == TS_OK) {
-        size_t total = 0;
-        for (size_t i = 0; i < c.n_rules; i++)
-            total += strlen(c.rules[i].name) + (c.rules[i].body ? strlen(c.rules[i].body) : 0) + 6;
-        if (total > TS_SCHEMA_MAX_OUTPUT) {
-            sfail(&c, TS_ERR_LIMIT, "the grammar would be %zu bytes (at most %u)", total,
-                  TS_SCHEMA_MAX_OUTPUT);
-        } else if (!(out = malloc(total + 1))) {
-            sfail(&c, TS_ERR_NOMEM, "out of memory");
-        } else {
-            size_t o = 0;
-            for (size_t i = 0; i < c.n_rules; i++) {
-                if (c.rules[i].dead)
-                    continue;
-                if (!c.rules[i].body) {
-                    free(out);
-                    out = NULL;
-                    sfail(&c, TS_ERR_INTERNAL, "rule '%s' has no body", c.rules[i].name);
-                    break;
-                }
-                o += (size_t)sprintf(out + o, "%s ::= %s\n", c.rules[i].name,
-                                     *c.rules[i].body ? c.rules[i].body : "\"\"");
-            }
-        }
+    sctx c = {.err = err, .st = TS_OK, .doc = doc, .stop = stop};
+    int32_t root = tg_rule_reserve(&c, "root");
+    char *body = tg_compile(&c, doc);
+    if (body == X_EMPTY) {
+        tg_sfail(&c, TS_ERR_UNSUPPORTED, "the schema accepts no JSON value");
     }
-    for (size_t i = 0; i < c.n_owned; i++)
+    if (c.st == TS_OK) {
+        tg_rule_set_body(&c, root, body);
+    }
+    char *out = c.st == TS_OK ? write_rules(&c) : NULL;
+    for (size_t i = 0; i < c.n_owned; i++) {
         cJSON_Delete(c.owned[i]);
+    }
     free(c.owned);
     free(c.refs);
     free(c.rules);
     ts_schema_maps_free(&c);
     ts_schema_arena_free(&c);
     cJSON_Delete(doc);
-    if (c.st != TS_OK)
+    if (c.st != TS_OK) {
         return c.st;
+    }
     *gbnf = out;
     return TS_OK;
 }

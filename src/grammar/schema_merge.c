@@ -1,6 +1,7 @@
 /*
- * schema_merge.c — allOf as one schema, $ref resolution, type sets and the disjointness test
- * that lets oneOf compile as an alternation.
+ * schema_merge.c — what merging builds on: owned objects and references, $ref resolution, type
+ * sets, and the disjointness test that lets oneOf compile as an alternation. The merge itself is
+ * in schema_allof.c.
  *
  * Merging: the parts of an allOf (and a $ref with sibling keywords, which is an allOf of the
  * target and the siblings) are flattened — nested allOf and $ref are opened — and combined
@@ -19,44 +20,47 @@
 
 /* ---- owned objects ----------------------------------------------------------------------- */
 
-cJSON *own(sctx *c, cJSON *j) {
+cJSON *tg_own(sctx *c, cJSON *j) {
     if (c->st != TS_OK) {
         cJSON_Delete(j);
         return NULL;
     }
-    if (!j)
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
+    if (!j) {
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? c->cap_owned * 2 : 32;
         cJSON **o = realloc(c->owned, cap * sizeof *o);
         if (!o) {
             cJSON_Delete(j);
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         }
         c->owned = o;
         c->cap_owned = cap;
     }
     if (c->n_owned >= 200000) {
         cJSON_Delete(j);
-        return sfail(c, TS_ERR_LIMIT, "allOf/anyOf combinations grow too large");
+        return tg_sfail(c, TS_ERR_LIMIT, "allOf/anyOf combinations grow too large");
     }
     c->owned[c->n_owned++] = j;
     return j;
 }
 
 /* A non-owning view of j to put into a merged object. */
-static cJSON *jref(const cJSON *j) {
-    if (cJSON_IsObject(j))
+cJSON *tg_jref(const cJSON *j) {
+    if (cJSON_IsObject(j)) {
         return cJSON_CreateObjectReference(j->child);
-    if (cJSON_IsArray(j))
+    }
+    if (cJSON_IsArray(j)) {
         return cJSON_CreateArrayReference(j->child);
+    }
     return cJSON_Duplicate(j, false);
 }
 
-static bool add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
-    cJSON *r = jref(v);
+bool tg_add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
+    cJSON *r = tg_jref(v);
     if (!r) {
-        sfail(c, TS_ERR_NOMEM, "out of memory");
+        tg_sfail(c, TS_ERR_NOMEM, "out of memory");
         return false;
     }
     cJSON_AddItemToObject(obj, key, r);
@@ -64,19 +68,23 @@ static bool add_ref(sctx *c, cJSON *obj, const char *key, const cJSON *v) {
 }
 
 /* {"allOf": [parts...]} (owned), or the single part itself. */
-static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
-    if (n == 1)
+const cJSON *tg_all_of(sctx *c, const cJSON **parts, size_t n) {
+    if (n == 1) {
         return parts[0];
-    cJSON *o = own(c, cJSON_CreateObject());
-    if (!o)
+    }
+    cJSON *o = tg_own(c, cJSON_CreateObject());
+    if (!o) {
         return NULL;
+    }
     cJSON *arr = cJSON_AddArrayToObject(o, "allOf");
-    if (!arr)
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
+    if (!arr) {
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
     for (size_t i = 0; i < n; i++) {
-        cJSON *r = jref(parts[i]);
-        if (!r)
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+        cJSON *r = tg_jref(parts[i]);
+        if (!r) {
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         cJSON_AddItemToArray(arr, r);
     }
     return o;
@@ -84,25 +92,90 @@ static const cJSON *all_of(sctx *c, const cJSON **parts, size_t n) {
 
 /* ---- $ref -------------------------------------------------------------------------------- */
 
-const cJSON *resolve_ref(sctx *c, const char *ref) {
+/* Child seg of object or array cur (NULL when absent). cJSON finds children by walking them,
+ * so a schema with thousands of $defs and a $ref to each would be quadratic: a container with
+ * more than a few children gets an index (by key and by position) on its first lookup. */
+static const cJSON *child_of(sctx *c, const cJSON *cur, const char *seg) {
+    bool arr = cJSON_IsArray(cur);
+    long idx = -1;
+    if (arr) {
+        char *end;
+        idx = strtol(seg, &end, 10);
+        if (!*seg || *end || idx < 0) {
+            return NULL;
+        }
+    }
+    int32_t at = tg_pmap_get(&c->kidx, (uintptr_t)cur);
+    if (at < 0) {
+        size_t n = 0;
+        for (const cJSON *e = cur->child; e && n <= 32; e = e->next) {
+            n++;
+        }
+        if (n <= 32) {
+            return arr ? cJSON_GetArrayItem(cur, (int)idx)
+                       : cJSON_GetObjectItemCaseSensitive(cur, seg);
+        }
+        n = (size_t)cJSON_GetArraySize(cur);
+        if (c->n_kix == c->cap_kix) {
+            size_t cap = c->cap_kix ? 2 * c->cap_kix : 8;
+            kindex *q = realloc(c->kix, cap * sizeof *q);
+            if (!q) {
+                return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+            }
+            c->kix = q;
+            c->cap_kix = cap;
+        }
+        kindex *k = &c->kix[c->n_kix];
+        *k = (kindex){.kids = tg_xalloc(c, (n + 1) * sizeof *k->kids), .n = n};
+        if (!k->kids) {
+            return NULL;
+        }
+        c->n_kix++;
+        size_t i = 0;
+        for (const cJSON *e = cur->child; e; e = e->next, i++) {
+            k->kids[i] = e;
+            /* The first of equal keys wins, as in cJSON_GetObjectItemCaseSensitive. */
+            if (!arr && e->string && tg_smap_get(&k->by_key, e->string) < 0 &&
+                !tg_smap_put(c, &k->by_key, e->string, (int32_t)i)) {
+                return NULL;
+            }
+        }
+        at = (int32_t)(c->n_kix - 1);
+        if (!tg_pmap_put(c, &c->kidx, (uintptr_t)cur, at)) {
+            return NULL;
+        }
+    }
+    const kindex *k = &c->kix[at];
+    if (arr) {
+        return (size_t)idx < k->n ? k->kids[idx] : NULL;
+    }
+    int32_t i = tg_smap_get(&k->by_key, seg);
+    return i >= 0 ? k->kids[i] : NULL;
+}
+
+const cJSON *tg_resolve_ref(sctx *c, const char *ref) {
     const char *p = ref;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(c->doc, "$id");
-    if (!id)
+    if (!id) {
         id = cJSON_GetObjectItemCaseSensitive(c->doc, "id");
+    }
     if (*p != '#' && cJSON_IsString(id) && *id->valuestring) {
         /* A reference spelled with the document's own $id. */
         size_t n = strcspn(id->valuestring, "#");
-        if (!strncmp(p, id->valuestring, n) && p[n] == '#')
+        if (!strncmp(p, id->valuestring, n) && p[n] == '#') {
             p += n;
+        }
     }
-    if (*p != '#')
-        return sfail(c, TS_ERR_UNSUPPORTED,
-                     "'$ref': '%.200s' points into another document (only \"#...\" is supported)",
-                     ref);
+    if (*p != '#') {
+        return tg_sfail(
+            c, TS_ERR_UNSUPPORTED,
+            "'$ref': '%.200s' points into another document (only \"#...\" is supported)", ref);
+    }
     p++;
-    if (*p && *p != '/')
-        return sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' names an anchor ($anchor / $id)",
-                     ref);
+    if (*p && *p != '/') {
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'$ref': '%.200s' names an anchor ($anchor / $id)",
+                        ref);
+    }
     const cJSON *cur = c->doc;
     while (*p == '/') {
         p++;
@@ -126,27 +199,26 @@ const cJSON *resolve_ref(sctx *c, const char *ref) {
             } else if (ch == '~' && (*p == '0' || *p == '1')) {
                 ch = *p++ == '0' ? '~' : '/';
             }
-            if (n + 1 >= sizeof seg)
-                return sfail(c, TS_ERR_LIMIT, "'$ref': a segment longer than 500 bytes");
+            if (n + 1 >= sizeof seg) {
+                return tg_sfail(c, TS_ERR_LIMIT, "'$ref': a segment longer than 500 bytes");
+            }
             seg[n++] = ch;
         }
         seg[n] = '\0';
-        if (cJSON_IsArray(cur)) {
-            char *end;
-            long idx = strtol(seg, &end, 10);
-            cur = (*seg && !*end && idx >= 0) ? cJSON_GetArrayItem(cur, (int)idx) : NULL;
-        } else if (cJSON_IsObject(cur)) {
-            cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
-        } else {
-            cur = NULL;
+        cur = cJSON_IsArray(cur) || cJSON_IsObject(cur) ? child_of(c, cur, seg) : NULL;
+        if (c->st != TS_OK) {
+            return NULL;
         }
-        if (!cur)
-            return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);
+        if (!cur) {
+            return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not resolve", ref);
+        }
     }
-    if (*p)
-        return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' is not a JSON pointer", ref);
-    if (!cJSON_IsObject(cur) && !cJSON_IsBool(cur))
-        return sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not point at a schema", ref);
+    if (*p) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' is not a JSON pointer", ref);
+    }
+    if (!cJSON_IsObject(cur) && !cJSON_IsBool(cur)) {
+        return tg_sfail(c, TS_ERR_FORMAT, "'$ref': '%.200s' does not point at a schema", ref);
+    }
     return cur;
 }
 
@@ -176,10 +248,12 @@ static const char *const annotations[] = {"$schema",
                                           "else",
                                           NULL};
 
-bool is_annotation(const char *k) {
-    for (size_t i = 0; annotations[i]; i++)
-        if (!strcmp(k, annotations[i]))
+bool tg_is_annotation(const char *k) {
+    for (size_t i = 0; annotations[i]; i++) {
+        if (!strcmp(k, annotations[i])) {
             return true;
+        }
+    }
     /* Not a JSON Schema keyword at all (x-..., nullable, discriminator...): validators ignore
      * unknown keywords, so do we. */
     static const char *const known[] = {"type",
@@ -225,9 +299,11 @@ bool is_annotation(const char *k) {
                                         "$recursiveRef",
                                         "$recursiveAnchor",
                                         NULL};
-    for (size_t i = 0; known[i]; i++)
-        if (!strcmp(k, known[i]))
+    for (size_t i = 0; known[i]; i++) {
+        if (!strcmp(k, known[i])) {
             return false;
+        }
+    }
     return true;
 }
 
@@ -236,56 +312,67 @@ bool is_annotation(const char *k) {
 static const char *const type_names[] = {"null",   "boolean", "object", "array",
                                          "string", "number",  "integer"};
 
-int type_bit(const char *name) {
-    for (int i = 0; i < 7; i++)
-        if (!strcmp(name, type_names[i]))
+int tg_type_bit(const char *name) {
+    for (int i = 0; i < 7; i++) {
+        if (!strcmp(name, type_names[i])) {
             return 1 << i;
+        }
+    }
     return 0;
 }
 
-const char *type_name(int bit) {
-    for (int i = 0; i < 7; i++)
-        if (bit == 1 << i)
+const char *tg_type_name(int bit) {
+    for (int i = 0; i < 7; i++) {
+        if (bit == 1 << i) {
             return type_names[i];
+        }
+    }
     return "?";
 }
 
-int value_type(const cJSON *v) {
-    if (cJSON_IsNull(v))
+int tg_value_type(const cJSON *v) {
+    if (cJSON_IsNull(v)) {
         return T_NULL;
-    if (cJSON_IsBool(v))
+    }
+    if (cJSON_IsBool(v)) {
         return T_BOOL;
-    if (cJSON_IsObject(v))
+    }
+    if (cJSON_IsObject(v)) {
         return T_OBJ;
-    if (cJSON_IsArray(v))
+    }
+    if (cJSON_IsArray(v)) {
         return T_ARR;
-    if (cJSON_IsString(v))
+    }
+    if (cJSON_IsString(v)) {
         return T_STR;
+    }
     double x = v->valuedouble;
     return (isfinite(x) && x == floor(x)) ? (T_NUM | T_INT) : T_NUM;
 }
 
 /* The "type" keyword as a mask (integer counted in number's bit too when asked); -1 when
  * absent, 0 with an error when malformed. */
-int explicit_types(sctx *c, const cJSON *s) {
+int tg_explicit_types(sctx *c, const cJSON *s) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
-    if (!t)
+    if (!t) {
         return -1;
+    }
     int m = 0;
     if (cJSON_IsString(t)) {
-        m = type_bit(t->valuestring);
-        if (!m)
-            sfail(c, TS_ERR_FORMAT, "'type': unknown type '%.100s'", t->valuestring);
+        m = tg_type_bit(t->valuestring);
+        if (!m) {
+            tg_sfail(c, TS_ERR_FORMAT, "'type': unknown type '%.100s'", t->valuestring);
+        }
         return m;
     }
     if (!cJSON_IsArray(t)) {
-        sfail(c, TS_ERR_FORMAT, "'type' must be a string or an array of strings");
+        tg_sfail(c, TS_ERR_FORMAT, "'type' must be a string or an array of strings");
         return 0;
     }
     for (const cJSON *e = t->child; e; e = e->next) {
-        int b = cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+        int b = cJSON_IsString(e) ? tg_type_bit(e->valuestring) : 0;
         if (!b) {
-            sfail(c, TS_ERR_FORMAT, "'type': an unknown type in the list");
+            tg_sfail(c, TS_ERR_FORMAT, "'type': an unknown type in the list");
             return 0;
         }
         m |= b;
@@ -294,48 +381,58 @@ int explicit_types(sctx *c, const cJSON *s) {
 }
 
 /* The types a schema can accept for certain (an over-approximation: T_ALL when unsure). */
-int sem_types(sctx *c, const cJSON *s, int depth) {
-    if (cJSON_IsFalse(s))
+int tg_sem_types(sctx *c, const cJSON *s, int depth) {
+    if (cJSON_IsFalse(s)) {
         return 0;
-    if (!cJSON_IsObject(s) || depth > 16)
+    }
+    if (!cJSON_IsObject(s) || depth > 16) {
         return T_ALL;
+    }
     int m = T_ALL;
-    int t = explicit_types(c, s);
-    if (t > 0)
+    int t = tg_explicit_types(c, s);
+    if (t > 0) {
         m &= t & T_NUM ? t | T_INT : t;
+    }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
-    if (cst)
-        m &= value_type(cst) | (value_type(cst) & T_INT ? T_NUM : 0);
+    if (cst) {
+        m &= tg_value_type(cst) | (tg_value_type(cst) & T_INT ? T_NUM : 0);
+    }
     if (cJSON_IsArray(en)) {
         int vm = 0;
-        for (const cJSON *e = en->child; e; e = e->next)
-            vm |= value_type(e);
+        for (const cJSON *e = en->child; e; e = e->next) {
+            vm |= tg_value_type(e);
+        }
         m &= vm;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (cJSON_IsString(ref)) {
         ts_error keep = *c->err;
         ts_status st = c->st;
-        const cJSON *target = resolve_ref(c, ref->valuestring);
-        if (target)
-            m &= sem_types(c, target, depth + 1);
+        const cJSON *target = tg_resolve_ref(c, ref->valuestring);
+        if (target) {
+            m &= tg_sem_types(c, target, depth + 1);
+        }
         *c->err = keep;
         c->st = st;
     }
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
-    if (!cJSON_IsArray(any))
+    if (!cJSON_IsArray(any)) {
         any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    }
     if (cJSON_IsArray(any)) {
         int u = 0;
-        for (const cJSON *e = any->child; e; e = e->next)
-            u |= sem_types(c, e, depth + 1);
+        for (const cJSON *e = any->child; e; e = e->next) {
+            u |= tg_sem_types(c, e, depth + 1);
+        }
         m &= u;
     }
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
-    if (cJSON_IsArray(all))
-        for (const cJSON *e = all->child; e; e = e->next)
-            m &= sem_types(c, e, depth + 1);
+    if (cJSON_IsArray(all)) {
+        for (const cJSON *e = all->child; e; e = e->next) {
+            m &= tg_sem_types(c, e, depth + 1);
+        }
+    }
     return m;
 }
 
@@ -344,68 +441,109 @@ int sem_types(sctx *c, const cJSON *s, int depth) {
 static const cJSON *deref(sctx *c, const cJSON *s) {
     for (int i = 0; i < 16 && cJSON_IsObject(s); i++) {
         const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-        if (!cJSON_IsString(ref) || s->child->next)
+        if (!cJSON_IsString(ref) || s->child->next) {
             return s;
+        }
         ts_error keep = *c->err;
         ts_status st = c->st;
-        const cJSON *t = resolve_ref(c, ref->valuestring);
+        const cJSON *t = tg_resolve_ref(c, ref->valuestring);
         *c->err = keep;
         c->st = st;
-        if (!t)
+        if (!t) {
             return s;
+        }
         s = t;
     }
     return s;
 }
 
 /* The const/enum values of s as canonical strings; false when s has neither. */
-static bool value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
+bool tg_value_set(sctx *c, const cJSON *s, char ***vals, size_t *n) {
     *n = 0;
-    if (!cJSON_IsObject(s))
+    if (!cJSON_IsObject(s)) {
         return false;
+    }
     const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (cst) {
-        *vals = xalloc(c, sizeof **vals);
-        if (!*vals)
+        *vals = tg_xalloc(c, sizeof **vals);
+        if (!*vals) {
             return false;
-        (*vals)[0] = canon_json(c, cst);
+        }
+        (*vals)[0] = tg_canon_json(c, cst);
         *n = 1;
         return true;
     }
     if (cJSON_IsArray(en)) {
         size_t k = (size_t)cJSON_GetArraySize(en);
-        *vals = xalloc(c, (k + 1) * sizeof **vals);
-        if (!*vals)
+        *vals = tg_xalloc(c, (k + 1) * sizeof **vals);
+        if (!*vals) {
             return false;
-        for (const cJSON *e = en->child; e; e = e->next)
-            (*vals)[(*n)++] = canon_json(c, e);
+        }
+        for (const cJSON *e = en->child; e; e = e->next) {
+            (*vals)[(*n)++] = tg_canon_json(c, e);
+        }
         return true;
     }
     return false;
 }
 
-static bool values_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
-    if (cJSON_IsFalse(a) || cJSON_IsFalse(b))
-        return true;
-    char **va, **vb;
-    size_t na, nb;
-    if (!value_set(c, a, &va, &na) || !value_set(c, b, &vb, &nb))
+/* The const/enum values of s as a set of canonical strings (arena keys); false when s has
+ * neither (or on error). The caller frees the map. */
+bool tg_value_map(sctx *c, const cJSON *s, strmap *m) {
+    char **v;
+    size_t n;
+    if (!tg_value_set(c, s, &v, &n)) {
         return false;
-    for (size_t i = 0; i < na; i++)
-        for (size_t j = 0; j < nb; j++)
-            if (va[i] && vb[j] && !strcmp(va[i], vb[j]))
-                return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] && tg_smap_get(m, v[i]) < 0 && !tg_smap_put(c, m, v[i], 0)) {
+            return false;
+        }
+    }
     return true;
+}
+
+static bool values_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
+    if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
+        return true;
+    }
+    char **va;
+    size_t na;
+    strmap mb = {0};
+    if (!tg_value_set(c, a, &va, &na) || !tg_value_map(c, b, &mb)) {
+        tg_smap_free(&mb);
+        return false;
+    }
+    /* A hash set, not every pair; and a budget over the whole oneOf, since each pair of
+     * branches canonicalizes its values again. */
+    c->disjoint_work += na + mb.n;
+    if (c->disjoint_work > TS_SCHEMA_MAX_DISJOINT) {
+        tg_smap_free(&mb);
+        tg_sfail(c, TS_ERR_LIMIT,
+                 "'oneOf': more than %d enum/const values to compare while proving the branches "
+                 "disjoint",
+                 TS_SCHEMA_MAX_DISJOINT);
+        return false;
+    }
+    bool disjoint = true;
+    for (size_t i = 0; i < na && disjoint; i++) {
+        disjoint = !va[i] || tg_smap_get(&mb, va[i]) < 0;
+    }
+    tg_smap_free(&mb);
+    return disjoint;
 }
 
 static bool in_required(const cJSON *s, const char *k) {
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    if (!cJSON_IsArray(req))
+    if (!cJSON_IsArray(req)) {
         return false;
-    for (const cJSON *e = req->child; e; e = e->next)
-        if (cJSON_IsString(e) && !strcmp(e->valuestring, k))
+    }
+    for (const cJSON *e = req->child; e; e = e->next) {
+        if (cJSON_IsString(e) && !strcmp(e->valuestring, k)) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -413,8 +551,9 @@ static bool in_required(const cJSON *s, const char *k) {
 static bool forbids(const cJSON *s, const char *k) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *p = cJSON_IsObject(props) ? cJSON_GetObjectItemCaseSensitive(props, k) : NULL;
-    if (p)
+    if (p) {
         return cJSON_IsFalse(p);
+    }
     const cJSON *ap = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
     const cJSON *pp = cJSON_GetObjectItemCaseSensitive(s, "patternProperties");
     return cJSON_IsFalse(ap) && !(cJSON_IsObject(pp) && pp->child);
@@ -426,425 +565,47 @@ static bool objects_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
         const cJSON *req = cJSON_GetObjectItemCaseSensitive(x, "required");
         const cJSON *px = cJSON_GetObjectItemCaseSensitive(x, "properties");
         const cJSON *py = cJSON_GetObjectItemCaseSensitive(y, "properties");
-        if (!cJSON_IsArray(req))
+        if (!cJSON_IsArray(req)) {
             continue;
+        }
         for (const cJSON *e = req->child; e; e = e->next) {
-            if (!cJSON_IsString(e))
+            if (!cJSON_IsString(e)) {
                 continue;
+            }
             const char *k = e->valuestring;
-            if (forbids(y, k))
+            if (forbids(y, k)) {
                 return true;
+            }
             const cJSON *sx = cJSON_IsObject(px) ? cJSON_GetObjectItemCaseSensitive(px, k) : NULL;
             const cJSON *sy = cJSON_IsObject(py) ? cJSON_GetObjectItemCaseSensitive(py, k) : NULL;
-            if (sx && sy && values_disjoint(c, deref(c, sx), deref(c, sy)))
+            if (sx && sy && values_disjoint(c, deref(c, sx), deref(c, sy))) {
                 return true;
-            if (sx && sy && !(sem_types(c, sx, 0) & sem_types(c, sy, 0)))
+            }
+            if (sx && sy && !(tg_sem_types(c, sx, 0) & tg_sem_types(c, sy, 0))) {
                 return true;
+            }
         }
         (void)in_required;
     }
     return false;
 }
 
-bool disjoint(sctx *c, const cJSON *a, const cJSON *b) {
+bool tg_disjoint(sctx *c, const cJSON *a, const cJSON *b) {
     a = deref(c, a);
     b = deref(c, b);
-    if (cJSON_IsFalse(a) || cJSON_IsFalse(b))
+    if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
         return true;
-    int ta = sem_types(c, a, 0), tb = sem_types(c, b, 0);
-    if (!(ta & tb))
+    }
+    int ta = tg_sem_types(c, a, 0), tb = tg_sem_types(c, b, 0);
+    if (!(ta & tb)) {
         return true;
-    if (values_disjoint(c, a, b))
+    }
+    if (values_disjoint(c, a, b)) {
         return true;
+    }
     /* Both can only be objects: look for a required property the other cannot match. */
-    if ((ta & tb) == T_OBJ && cJSON_IsObject(a) && cJSON_IsObject(b))
+    if ((ta & tb) == T_OBJ && cJSON_IsObject(a) && cJSON_IsObject(b)) {
         return objects_disjoint(c, a, b);
+    }
     return false;
-}
-
-/* ---- merging ----------------------------------------------------------------------------- */
-
-/* Opens $ref and allOf in s, appending the plain parts to list. */
-static bool flatten(sctx *c, const cJSON *s, const cJSON ***list, size_t *n, size_t *cap,
-                    int depth) {
-    if (c->st != TS_OK)
-        return false;
-    if (depth > 32) {
-        sfail(c, TS_ERR_LIMIT, "allOf/$ref nested deeper than 32 while merging (a $ref cycle?)");
-        return false;
-    }
-    if (cJSON_IsTrue(s))
-        return true;
-    if (!cJSON_IsObject(s) && !cJSON_IsFalse(s)) {
-        sfail(c, TS_ERR_FORMAT, "a schema must be an object or a boolean");
-        return false;
-    }
-    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-    const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
-    if (ref || all) {
-        if (ref && !cJSON_IsString(ref)) {
-            sfail(c, TS_ERR_FORMAT, "'$ref' must be a string");
-            return false;
-        }
-        if (all && (!cJSON_IsArray(all) || !all->child)) {
-            sfail(c, TS_ERR_FORMAT, "'allOf' must be a non-empty array");
-            return false;
-        }
-        /* The rest of s without $ref and allOf. */
-        cJSON *restobj = own(c, cJSON_CreateObject());
-        if (!restobj)
-            return false;
-        for (const cJSON *e = s->child; e; e = e->next)
-            if (strcmp(e->string, "$ref") && strcmp(e->string, "allOf") &&
-                !add_ref(c, restobj, e->string, e))
-                return false;
-        if (restobj->child && !flatten(c, restobj, list, n, cap, depth + 1))
-            return false;
-        if (ref) {
-            const cJSON *t = resolve_ref(c, ref->valuestring);
-            if (!t || !flatten(c, t, list, n, cap, depth + 1))
-                return false;
-        }
-        for (const cJSON *e = all ? all->child : NULL; e; e = e->next)
-            if (!flatten(c, e, list, n, cap, depth + 1))
-                return false;
-        return true;
-    }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        const cJSON **l = xalloc(c, nc * sizeof *l);
-        if (!l)
-            return false;
-        if (*n)
-            memcpy(l, *list, *n * sizeof *l);
-        *list = l;
-        *cap = nc;
-    }
-    (*list)[(*n)++] = s;
-    return true;
-}
-
-static const cJSON *get(const cJSON *s, const char *k) {
-    return cJSON_IsObject(s) ? cJSON_GetObjectItemCaseSensitive(s, k) : NULL;
-}
-
-/* Draft-4's boolean exclusiveMinimum/Maximum turned into the numeric form. */
-static void bound_of(const cJSON *s, bool upper, bool *has, double *v, bool *excl) {
-    const cJSON *b = get(s, upper ? "maximum" : "minimum");
-    const cJSON *x = get(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
-    *has = false;
-    *excl = false;
-    if (cJSON_IsNumber(b)) {
-        *has = true;
-        *v = b->valuedouble;
-        *excl = cJSON_IsTrue(x);
-    }
-    if (cJSON_IsNumber(x)) {
-        double xv = x->valuedouble;
-        if (!*has || (upper ? xv <= *v : xv >= *v)) {
-            *has = true;
-            *v = xv;
-            *excl = true;
-        }
-    }
-}
-
-void bounds(const cJSON *s, bool upper, bool *has, double *v, bool *excl) {
-    bound_of(s, upper, has, v, excl);
-}
-
-static const char *const min_kw[] = {"minLength", "minItems", "minProperties", NULL};
-static const char *const max_kw[] = {"maxLength", "maxItems", "maxProperties", NULL};
-
-static bool in_list(const char *k, const char *const *l) {
-    for (size_t i = 0; l[i]; i++)
-        if (!strcmp(k, l[i]))
-            return true;
-    return false;
-}
-
-const cJSON *merge(sctx *c, const cJSON *s) {
-    const cJSON **parts = NULL;
-    size_t n = 0, cap = 0;
-    if (!flatten(c, s, &parts, &n, &cap, 0))
-        return NULL;
-    cJSON *out = own(c, cJSON_CreateObject());
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        if (cJSON_IsFalse(parts[i]))
-            return own(c, cJSON_CreateFalse());
-    if (n == 0)
-        return out;
-    if (n == 1)
-        return parts[0];
-
-    /* type */
-    int tm = T_ALL;
-    bool any_type = false;
-    for (size_t i = 0; i < n; i++) {
-        int t = explicit_types(c, parts[i]);
-        if (c->st != TS_OK)
-            return NULL;
-        if (t < 0)
-            continue;
-        any_type = true;
-        /* integer ∩ number = integer */
-        int tt = t & T_NUM ? t | T_INT : t;
-        tm &= tt;
-    }
-    if (any_type) {
-        if (!tm)
-            return own(c, cJSON_CreateFalse());
-        if (tm & T_INT && tm & T_NUM) {
-            bool all_num = true;
-            for (size_t i = 0; i < n; i++) {
-                int t = explicit_types(c, parts[i]);
-                if (t > 0 && !(t & T_NUM))
-                    all_num = false;
-            }
-            if (!all_num)
-                tm &= ~T_NUM;
-        }
-        cJSON *arr = cJSON_AddArrayToObject(out, "type");
-        for (int b = 1; b <= T_INT; b <<= 1)
-            if (tm & b)
-                cJSON_AddItemToArray(arr, cJSON_CreateString(type_name(b)));
-    }
-
-    /* bounds */
-    for (int upper = 0; upper < 2; upper++) {
-        bool have = false, excl = false;
-        double v = 0;
-        for (size_t i = 0; i < n; i++) {
-            bool h, e;
-            double x;
-            bound_of(parts[i], upper, &h, &x, &e);
-            if (!h)
-                continue;
-            if (!have || (upper ? (x < v || (x == v && e)) : (x > v || (x == v && e)))) {
-                have = true;
-                v = x;
-                excl = e;
-            }
-        }
-        if (have)
-            cJSON_AddNumberToObject(out,
-                                    upper ? (excl ? "exclusiveMaximum" : "maximum")
-                                          : (excl ? "exclusiveMinimum" : "minimum"),
-                                    v);
-    }
-
-    /* enum / const: the values every part allows */
-    {
-        const cJSON *first = NULL;
-        for (size_t i = 0; i < n && !first; i++)
-            if (get(parts[i], "enum") || get(parts[i], "const"))
-                first = parts[i];
-        if (first) {
-            char **fv;
-            size_t fn;
-            if (!value_set(c, first, &fv, &fn))
-                return sfail(c, TS_ERR_FORMAT, "'enum' must be an array");
-            const cJSON *en = get(first, "enum");
-            const cJSON *cst = get(first, "const");
-            cJSON *arr = cJSON_AddArrayToObject(out, "enum");
-            size_t idx = 0;
-            const cJSON *ev = cst ? cst : en->child;
-            for (; ev && idx < fn; idx++, ev = cst ? NULL : ev->next) {
-                bool keep = true;
-                for (size_t i = 0; i < n && keep; i++) {
-                    char **ov;
-                    size_t on;
-                    if (parts[i] == first || !value_set(c, parts[i], &ov, &on))
-                        continue;
-                    bool found = false;
-                    for (size_t j = 0; j < on && !found; j++)
-                        found = fv[idx] && ov[j] && !strcmp(fv[idx], ov[j]);
-                    keep = found;
-                }
-                if (keep)
-                    cJSON_AddItemToArray(arr, jref(ev));
-            }
-        }
-    }
-
-    /* properties / additionalProperties / required */
-    {
-        bool any_props = false;
-        for (size_t i = 0; i < n; i++)
-            if (get(parts[i], "properties") || get(parts[i], "additionalProperties"))
-                any_props = true;
-        if (any_props) {
-            cJSON *props = cJSON_AddObjectToObject(out, "properties");
-            for (size_t i = 0; i < n; i++) {
-                const cJSON *pp = get(parts[i], "properties");
-                if (pp && !cJSON_IsObject(pp))
-                    return sfail(c, TS_ERR_FORMAT, "'properties' must be an object");
-                for (const cJSON *e = pp ? pp->child : NULL; e; e = e->next) {
-                    if (cJSON_GetObjectItemCaseSensitive(props, e->string))
-                        continue;
-                    const cJSON *say[64];
-                    size_t ns = 0;
-                    for (size_t j = 0; j < n && ns < 64; j++) {
-                        const cJSON *pj = get(get(parts[j], "properties"), e->string);
-                        if (!pj)
-                            pj = get(parts[j], "additionalProperties");
-                        if (pj)
-                            say[ns++] = pj;
-                    }
-                    const cJSON *m = all_of(c, say, ns);
-                    if (!m || !add_ref(c, props, e->string, m))
-                        return NULL;
-                }
-            }
-            const cJSON *aps[64];
-            size_t na = 0;
-            for (size_t i = 0; i < n && na < 64; i++) {
-                const cJSON *ap = get(parts[i], "additionalProperties");
-                if (ap)
-                    aps[na++] = ap;
-            }
-            if (na) {
-                const cJSON *m = all_of(c, aps, na);
-                if (!m || !add_ref(c, out, "additionalProperties", m))
-                    return NULL;
-            }
-        }
-        cJSON *req = NULL;
-        for (size_t i = 0; i < n; i++) {
-            const cJSON *r = get(parts[i], "required");
-            if (!r)
-                continue;
-            if (!cJSON_IsArray(r))
-                return sfail(c, TS_ERR_FORMAT, "'required' must be an array");
-            if (!req)
-                req = cJSON_AddArrayToObject(out, "required");
-            for (const cJSON *e = r->child; e; e = e->next) {
-                if (!cJSON_IsString(e))
-                    return sfail(c, TS_ERR_FORMAT, "'required' must list strings");
-                bool dup = false;
-                for (const cJSON *q = req->child; q && !dup; q = q->next)
-                    dup = !strcmp(q->valuestring, e->valuestring);
-                if (!dup)
-                    cJSON_AddItemToArray(req, cJSON_CreateString(e->valuestring));
-            }
-        }
-    }
-
-    /* anyOf / oneOf: one list is kept; several anyOf lists multiply out */
-    {
-        const cJSON *lists[16];
-        size_t nl = 0;
-        bool one = false;
-        for (size_t i = 0; i < n; i++) {
-            const cJSON *a = get(parts[i], "anyOf"), *o = get(parts[i], "oneOf");
-            if (a && nl < 16)
-                lists[nl++] = a;
-            if (o && nl < 16) {
-                lists[nl++] = o;
-                one = true;
-            }
-        }
-        if (nl == 1) {
-            if (!add_ref(c, out, one ? "oneOf" : "anyOf", lists[0]))
-                return NULL;
-        } else if (nl > 1) {
-            if (one)
-                return sfail(c, TS_ERR_UNSUPPORTED,
-                             "'allOf' combining 'oneOf' with another 'anyOf'/'oneOf'");
-            cJSON *prod = cJSON_CreateArray();
-            cJSON_AddItemToArray(prod, cJSON_CreateObject()); /* the empty product: {} */
-            for (size_t l = 0; l < nl; l++) {
-                cJSON *next = cJSON_CreateArray();
-                int count = 0;
-                for (const cJSON *p = prod->child; p; p = p->next) {
-                    for (const cJSON *b = lists[l]->child; b; b = b->next) {
-                        if (++count > 64) {
-                            cJSON_Delete(prod);
-                            cJSON_Delete(next);
-                            return sfail(c, TS_ERR_UNSUPPORTED,
-                                         "'allOf' of 'anyOf' lists with more than 64 "
-                                         "combinations");
-                        }
-                        cJSON *o = cJSON_CreateObject();
-                        cJSON *arr = cJSON_AddArrayToObject(o, "allOf");
-                        if (p->child)
-                            for (const cJSON *q = p->child->child; q; q = q->next)
-                                cJSON_AddItemToArray(arr, jref(q));
-                        cJSON_AddItemToArray(arr, jref(b));
-                        cJSON_AddItemToArray(next, o);
-                    }
-                }
-                cJSON_Delete(prod);
-                prod = next;
-            }
-            if (!own(c, prod))
-                return NULL;
-            if (!add_ref(c, out, "anyOf", prod))
-                return NULL;
-        }
-    }
-
-    /* everything else: min/max take the tighter value; other keywords must agree */
-    static const char *const done[] = {
-        "type",  "minimum", "maximum",    "exclusiveMinimum",     "exclusiveMaximum",
-        "enum",  "const",   "properties", "additionalProperties", "required",
-        "anyOf", "oneOf",   NULL};
-    for (size_t i = 0; i < n; i++) {
-        for (const cJSON *e = parts[i]->child; e; e = e->next) {
-            const char *k = e->string;
-            if (in_list(k, done) || is_annotation(k) || cJSON_GetObjectItemCaseSensitive(out, k))
-                continue;
-            bool mn = in_list(k, min_kw), mx = in_list(k, max_kw);
-            if (mn || mx) {
-                double v = 0;
-                bool have = false;
-                for (size_t j = 0; j < n; j++) {
-                    const cJSON *x = get(parts[j], k);
-                    if (!cJSON_IsNumber(x))
-                        continue;
-                    if (!have || (mn ? x->valuedouble > v : x->valuedouble < v))
-                        v = x->valuedouble;
-                    have = true;
-                }
-                if (have)
-                    cJSON_AddNumberToObject(out, k, v);
-                continue;
-            }
-            const cJSON *others[64];
-            size_t no = 0;
-            bool same = true;
-            char *cv = canon_json(c, e);
-            for (size_t j = 0; j < n && no < 64; j++) {
-                const cJSON *x = get(parts[j], k);
-                if (!x)
-                    continue;
-                others[no++] = x;
-                char *xv = canon_json(c, x);
-                if (!cv || !xv)
-                    return NULL;
-                same = same && !strcmp(cv, xv);
-            }
-            if (same) {
-                if (!add_ref(c, out, k, e))
-                    return NULL;
-            } else if (!strcmp(k, "items") || !strcmp(k, "additionalItems") ||
-                       !strcmp(k, "contains")) {
-                for (size_t j = 0; j < no; j++)
-                    if (cJSON_IsArray(others[j]))
-                        return sfail(c, TS_ERR_UNSUPPORTED,
-                                     "'allOf' with two different tuple 'items'");
-                const cJSON *m = all_of(c, others, no);
-                if (!m || !add_ref(c, out, k, m))
-                    return NULL;
-            } else if (!strcmp(k, "uniqueItems")) {
-                cJSON_AddTrueToObject(out, k);
-            } else {
-                return sfail(c, TS_ERR_UNSUPPORTED,
-                             "'allOf' with different values of '%s' in two parts", k);
-            }
-        }
-    }
-    return out;
 }

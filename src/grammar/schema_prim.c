@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
 
 static const struct {
     const char *name, *body;
@@ -29,8 +30,13 @@ static const struct {
     {"cpchar", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" ( [0-9a-cA-CeEfF] "
                "[0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "
                "\"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} )"},
-    {"integer", "\"-\"? ( \"0\" | [1-9] [0-9]* )"},
-    {"number", "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?"},
+    /* Digits are bounded as llama.cpp bounds them (an integral part of at most 16 digits, a
+     * fraction of at most 16, an exponent of at most 16), so a constrained generation cannot
+     * spin in digits until max_tokens: a required tool call always ends. */
+    {"integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} )"},
+    {"number", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? "
+               "[0-9]{1,16} )?"},
+    {"zero-frac", "( \".\" \"0\"{1,16} )?"}, /* an integral constant's optional .000 */
     {"boolean", "\"true\" | \"false\""},
     {"null", "\"null\""},
     {"value", "object | array | string | number | boolean | null"},
@@ -41,96 +47,117 @@ static const struct {
 
 /* Rules a primitive's body names (created first so the names in the body are right). */
 static const char *prim_deps(const char *name) {
-    if (!strcmp(name, "string"))
+    if (!strcmp(name, "string")) {
         return "char";
-    if (!strcmp(name, "value"))
+    }
+    if (!strcmp(name, "value")) {
         return "object array string number boolean null";
-    if (!strcmp(name, "object"))
+    }
+    if (!strcmp(name, "object")) {
         return "ws string value";
-    if (!strcmp(name, "array"))
+    }
+    if (!strcmp(name, "array")) {
         return "ws value";
+    }
     return "";
 }
 
-char *prim(sctx *c, const char *name) {
-    if (c->st != TS_OK)
+char *tg_prim(sctx *c, const char *name) {
+    if (c->st != TS_OK) {
         return NULL;
+    }
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++) {
-        if (strcmp(prims[i].name, name) != 0)
+        if (strcmp(prims[i].name, name) != 0) {
             continue;
+        }
         /* Primitive rules keep their own names: the bodies refer to each other by them. A
          * schema-derived rule never takes these names (rule hints are never bare primitive
          * names), and a second call finds the existing rule by its body. */
-        int32_t have = rule_find(c, name);
-        if (have >= 0)
+        int32_t have = tg_rule_find(c, name);
+        if (have >= 0) {
             return c->rules[have].name;
-        int32_t idx = rule_reserve(c, name);
-        if (idx < 0)
+        }
+        int32_t idx = tg_rule_reserve(c, name);
+        if (idx < 0) {
             return NULL;
-        rule_set_body(c, idx, prims[i].body);
+        }
+        tg_rule_set_body(c, idx, prims[i].body);
         const char *deps = prim_deps(name);
         char dep[16];
         while (*deps) {
             size_t n = strcspn(deps, " ");
             memcpy(dep, deps, n);
             dep[n] = '\0';
-            if (!prim(c, dep))
+            if (!tg_prim(c, dep)) {
                 return NULL;
+            }
             deps += n + (deps[n] == ' ');
         }
         return c->rules[idx].name;
     }
-    return sfail(c, TS_ERR_INTERNAL, "no primitive '%s'", name);
+    return tg_sfail(c, TS_ERR_INTERNAL, "no primitive '%s'", name);
 }
 
 /* ---- integer ranges ---------------------------------------------------------------------- */
 
 static char *lit_str(sctx *c, const char *s) {
-    return gbnf_lit(c, s, strlen(s));
+    return tg_gbnf_lit(c, s, strlen(s));
 }
 
 static char *digit_class(sctx *c, int a, int b) {
-    if (a > b)
+    if (a > b) {
         return X_EMPTY;
-    if (a == b)
-        return xf(c, "\"%d\"", a);
-    if (a == 0 && b == 9)
-        return xdup(c, "[0-9]");
-    return xf(c, "[%d-%d]", a, b);
+    }
+    if (a == b) {
+        return tg_xf(c, "\"%d\"", a);
+    }
+    if (a == 0 && b == 9) {
+        return tg_xdup(c, "[0-9]");
+    }
+    return tg_xf(c, "[%d-%d]", a, b);
 }
 
 static char *seq2(sctx *c, const char *a, const char *b) {
-    if (!a || !b)
+    if (!a || !b) {
         return NULL;
-    if (a == X_EMPTY || b == X_EMPTY)
+    }
+    if (a == X_EMPTY || b == X_EMPTY) {
         return X_EMPTY;
-    if (!*a)
+    }
+    if (!*a) {
         return (char *)b;
-    if (!*b)
+    }
+    if (!*b) {
         return (char *)a;
+    }
     /* Two plain literals ("12" "3") read better as one ("123"). */
     size_t la = strlen(a), lb = strlen(b);
     if (la >= 2 && lb >= 2 && a[0] == '"' && b[0] == '"' && a[la - 1] == '"' && b[lb - 1] == '"' &&
         !strpbrk(a + 1, "\\ ") && !strpbrk(b + 1, "\\ ") && strchr(a + 1, '"') == a + la - 1 &&
-        strchr(b + 1, '"') == b + lb - 1)
-        return xf(c, "%.*s%s", (int)(la - 1), a, b + 1);
-    return xf(c, "%s %s", xgroup(c, a), xgroup(c, b));
+        strchr(b + 1, '"') == b + lb - 1) {
+        return tg_xf(c, "%.*s%s", (int)(la - 1), a, b + 1);
+    }
+    return tg_xf(c, "%s %s", tg_xgroup(c, a), tg_xgroup(c, b));
 }
 
 static char *any_digits(sctx *c, size_t n) {
-    if (n == 0)
-        return xdup(c, "");
-    if (n == 1)
-        return xdup(c, "[0-9]");
-    return xf(c, "[0-9]{%zu}", n);
+    if (n == 0) {
+        return tg_xdup(c, "");
+    }
+    if (n == 1) {
+        return tg_xdup(c, "[0-9]");
+    }
+    return tg_xf(c, "[0-9]{%zu}", n);
 }
 
 /* Digit strings of length n (n >= 1) from lo to hi inclusive (both n digits, lo <= hi). */
 static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
-    if (n == 0)
-        return xdup(c, "");
+    }
+    if (n == 0) {
+        return tg_xdup(c, "");
+    }
     if (lo[0] == hi[0]) {
         size_t p = 0;
         char d[24];
@@ -155,21 +182,24 @@ static char *same_len(sctx *c, const char *lo, const char *hi, size_t n) {
         alts[k++] = seq2(c, lit_str(c, d), same_len(c, lo + 1, nines, n - 1));
         start++;
     }
-    if (!hi_nines)
+    if (!hi_nines) {
         end--;
-    if (start <= end)
+    }
+    if (start <= end) {
         alts[k++] = seq2(c, digit_class(c, start, end), any_digits(c, n - 1));
+    }
     if (!hi_nines) {
         char d[2] = {hi[0], 0};
         alts[k++] = seq2(c, lit_str(c, d), same_len(c, zeros, hi + 1, n - 1));
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
 /* Decimal strings without leading zeros for a <= v <= b (b_inf: no upper bound). */
 static char *uint_range(sctx *c, uint64_t a, bool b_inf, uint64_t b) {
-    if (!b_inf && a > b)
+    if (!b_inf && a > b) {
         return X_EMPTY;
+    }
     char as[24], bs[24];
     snprintf(as, sizeof as, "%" PRIu64, a);
     snprintf(bs, sizeof bs, "%" PRIu64, b);
@@ -193,34 +223,48 @@ static char *uint_range(sctx *c, uint64_t a, bool b_inf, uint64_t b) {
         }
         alts[k++] = same_len(c, lo, hi, len);
     }
-    if (b_inf)
-        alts[k++] = xf(c, "[1-9] [0-9]{%zu,}", la);
-    return xalt(c, alts, k);
+    /* No upper bound: longer numbers up to TS_SCHEMA_MAX_DIGITS digits (or lo's length). */
+    if (b_inf && la < TS_SCHEMA_MAX_DIGITS) {
+        alts[k++] = la + 1 == TS_SCHEMA_MAX_DIGITS
+                        ? tg_xf(c, "[1-9] [0-9]{%zu}", la)
+                        : tg_xf(c, "[1-9] [0-9]{%zu,%d}", la, TS_SCHEMA_MAX_DIGITS - 1);
+    }
+    return tg_xalt(c, alts, k);
 }
 
-char *int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
-    if (!has_lo && !has_hi)
-        return prim(c, "integer");
-    if (has_lo && has_hi && lo > hi)
+char *tg_int_range(sctx *c, bool has_lo, int64_t lo, bool has_hi, int64_t hi) {
+    if (!has_lo && !has_hi) {
+        return tg_prim(c, "integer");
+    }
+    if (has_lo && has_hi && lo > hi) {
         return X_EMPTY;
+    }
     char *alts[2];
     size_t k = 0;
     /* Negative part: "-" then the magnitudes in [max(-hi, 1), -lo]. "-0" is left out. */
     if (!has_lo || lo < 0) {
         uint64_t mag_lo = 1;
-        if (has_hi && hi < 0)
+        if (has_hi && hi < 0) {
             mag_lo = (uint64_t)(-(hi + 1)) + 1;
+        }
         uint64_t mag_hi = has_lo ? (uint64_t)(-(lo + 1)) + 1 : 0;
-        alts[k++] = seq2(c, xdup(c, "\"-\""), uint_range(c, mag_lo, !has_lo, mag_hi));
+        alts[k++] = seq2(c, tg_xdup(c, "\"-\""), uint_range(c, mag_lo, !has_lo, mag_hi));
     }
     if (!has_hi || hi >= 0) {
         uint64_t a = has_lo && lo > 0 ? (uint64_t)lo : 0;
         alts[k++] = uint_range(c, a, !has_hi, has_hi ? (uint64_t)hi : 0);
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
 /* ---- decimal ranges ---------------------------------------------------------------------- */
+
+/* Fraction digits are bounded like the integer part's (TS_SCHEMA_MAX_DIGITS after each fixed
+ * prefix of a bound's digits), so a bounded number cannot run on either. */
+#define FRAC_ANY    "[0-9]{0,16}"
+#define FRAC_ANY1   "[0-9]{1,16}"
+#define FRAC_ZEROS  "\"0\"{0,16}"
+#define FRAC_ZEROS1 "\"0\"{1,16}"
 
 /* A non-negative bound as integer part and fraction digits (no trailing zeros). */
 typedef struct dec {
@@ -234,34 +278,39 @@ static dec dec_of(double x) {
     char buf[64];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*e", prec - 1, x);
-        if (strtod(buf, NULL) == x)
+        if (strtod(buf, NULL) == x) {
             break;
+        }
     }
     /* buf: d.ddddde[+-]XX */
     char digits[40];
     size_t nd = 0;
     const char *p = buf;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9' && nd < 20)
+    for (; *p && *p != 'e'; p++) {
+        if (*p >= '0' && *p <= '9' && nd < 20) {
             digits[nd++] = *p;
+        }
+    }
     int exp10 = *p == 'e' ? atoi(p + 1) : 0;
     /* value = 0.digits * 10^(exp10 + 1) */
     int point = exp10 + 1;
     size_t f = 0;
     for (int i = 0; i < (int)nd || i < point; i++) {
         int dg = i < (int)nd ? digits[i] - '0' : 0;
-        if (i < point)
+        if (i < point) {
             d.ip = d.ip * 10 + (uint64_t)dg;
-        else if (f < sizeof d.fp - 1)
+        } else if (f < sizeof d.fp - 1) {
             d.fp[f++] = (char)('0' + dg);
+        }
     }
     for (int i = point; i < 0 && f < sizeof d.fp - 1; i++) {
         memmove(d.fp + 1, d.fp, f);
         d.fp[0] = '0';
         f++;
     }
-    while (f && d.fp[f - 1] == '0')
+    while (f && d.fp[f - 1] == '0') {
         f--;
+    }
     d.fp[f] = 0;
     return d;
 }
@@ -278,14 +327,15 @@ static char *ge_rest(sctx *c, const char *f, bool excl);
 /* Non-empty digit strings D with 0.D >= 0.f (> when excl). */
 static char *ge_digits(sctx *c, const char *f, bool excl) {
     int d = dig(f, 0);
-    char *alts[2] = {seq2(c, digit_class(c, d + 1, 9), xdup(c, "[0-9]*")),
+    char *alts[2] = {seq2(c, digit_class(c, d + 1, 9), tg_xdup(c, FRAC_ANY)),
                      seq2(c, digit_class(c, d, d), ge_rest(c, rest(f), excl))};
-    return xalt(c, alts, 2);
+    return tg_xalt(c, alts, 2);
 }
 
 static char *ge_rest(sctx *c, const char *f, bool excl) {
-    if (!*f)
-        return xdup(c, excl ? "[0-9]* [1-9] [0-9]*" : "[0-9]*");
+    if (!*f) {
+        return tg_xdup(c, excl ? FRAC_ANY " [1-9] " FRAC_ANY : FRAC_ANY);
+    }
     return ge_digits(c, f, excl);
 }
 
@@ -293,58 +343,67 @@ static char *ge_rest(sctx *c, const char *f, bool excl) {
 static char *le_rest(sctx *c, const char *f, bool excl);
 static char *le_digits(sctx *c, const char *f, bool excl) {
     int d = dig(f, 0);
-    char *alts[2] = {seq2(c, digit_class(c, 0, d - 1), xdup(c, "[0-9]*")),
+    char *alts[2] = {seq2(c, digit_class(c, 0, d - 1), tg_xdup(c, FRAC_ANY)),
                      seq2(c, digit_class(c, d, d), le_rest(c, rest(f), excl))};
-    return xalt(c, alts, 2);
+    return tg_xalt(c, alts, 2);
 }
 
 static char *le_rest(sctx *c, const char *f, bool excl) {
-    if (!*f)
-        return excl ? X_EMPTY : xdup(c, "\"0\"*");
+    if (!*f) {
+        return excl ? X_EMPTY : tg_xdup(c, FRAC_ZEROS);
+    }
     char *e = le_digits(c, f, excl);
-    if (!e || e == X_EMPTY)
-        return xdup(c, "");
-    return xf(c, "%s?", xgroup(c, e));
+    if (!e || e == X_EMPTY) {
+        return tg_xdup(c, "");
+    }
+    return tg_xf(c, "%s?", tg_xgroup(c, e));
 }
 
 /* Digit strings D (possibly empty, unless nonempty) with 0.fa <= 0.D <= 0.fb (exclusivity as
  * given); 0.fa <= 0.fb. */
 static char *between(sctx *c, const char *fa, bool ea, const char *fb, bool eb, bool nonempty) {
-    if (c->st != TS_OK)
+    if (c->st != TS_OK) {
         return NULL;
+    }
     if (!*fa && !*fb) {
-        if (ea || eb)
+        if (ea || eb) {
             return X_EMPTY;
-        return xdup(c, nonempty ? "\"0\"+" : "\"0\"*");
+        }
+        return tg_xdup(c, nonempty ? FRAC_ZEROS1 : FRAC_ZEROS);
     }
     char *alts[4];
     size_t k = 0;
-    if (!nonempty && !*fa && !ea)
-        alts[k++] = xdup(c, "");
+    if (!nonempty && !*fa && !ea) {
+        alts[k++] = tg_xdup(c, "");
+    }
     int da = dig(fa, 0), db = dig(fb, 0);
     if (da == db) {
         alts[k++] = seq2(c, digit_class(c, da, da), between(c, rest(fa), ea, rest(fb), eb, false));
     } else {
         alts[k++] = seq2(c, digit_class(c, da, da), ge_rest(c, rest(fa), ea));
-        alts[k++] = seq2(c, digit_class(c, da + 1, db - 1), xdup(c, "[0-9]*"));
+        alts[k++] = seq2(c, digit_class(c, da + 1, db - 1), tg_xdup(c, FRAC_ANY));
         alts[k++] = seq2(c, digit_class(c, db, db), le_rest(c, rest(fb), eb));
     }
-    char *e = xalt(c, alts, k);
+    char *e = tg_xalt(c, alts, k);
     return e;
 }
 
 /* The optional fraction suffix ("." digits)? whose value v = 0.F satisfies the bounds. */
 static char *frac_suffix(sctx *c, const char *e_digits, bool absent_ok) {
-    if (!e_digits)
+    if (!e_digits) {
         return NULL;
-    char *present = e_digits == X_EMPTY ? X_EMPTY : seq2(c, xdup(c, "\".\""), e_digits);
-    if (!present)
+    }
+    char *present = e_digits == X_EMPTY ? X_EMPTY : seq2(c, tg_xdup(c, "\".\""), e_digits);
+    if (!present) {
         return NULL;
-    if (!absent_ok)
+    }
+    if (!absent_ok) {
         return present;
-    if (present == X_EMPTY)
-        return xdup(c, "");
-    return xf(c, "%s?", xgroup(c, present));
+    }
+    if (present == X_EMPTY) {
+        return tg_xdup(c, "");
+    }
+    return tg_xf(c, "%s?", tg_xgroup(c, present));
 }
 
 /* Non-negative decimals v with a <= v (or <) and v <= b (or <); b_inf: no upper bound. */
@@ -356,62 +415,71 @@ static char *pos_range(sctx *c, dec a, bool ea, bool b_inf, dec b, bool eb) {
     if (!b_inf && a.ip == b.ip) {
         bool absent_ok = !*a.fp && !ea && (*b.fp || !eb);
         char *d = between(c, a.fp, ea, b.fp, eb, true);
-        if (d && !absent_ok && d == X_EMPTY)
+        if (d && !absent_ok && d == X_EMPTY) {
             return X_EMPTY;
+        }
         return seq2(c, lit_str(c, ipa), frac_suffix(c, d, absent_ok));
     }
     /* integer part = a.ip */
     alts[k++] = seq2(c, lit_str(c, ipa), frac_suffix(c, ge_digits(c, a.fp, ea), !*a.fp && !ea));
     /* a.ip < integer part < b.ip: any fraction */
-    if (b_inf || b.ip > a.ip + 1)
+    if (b_inf || b.ip > a.ip + 1) {
         alts[k++] = seq2(c, uint_range(c, a.ip + 1, b_inf, b_inf ? 0 : b.ip - 1),
-                         xdup(c, "( \".\" [0-9]+ )?"));
+                         tg_xdup(c, "( \".\" " FRAC_ANY1 " )?"));
+    }
     if (!b_inf) {
         char ipb[24];
         snprintf(ipb, sizeof ipb, "%" PRIu64, b.ip);
-        char *le = *b.fp ? le_digits(c, b.fp, eb) : (eb ? X_EMPTY : xdup(c, "\"0\"+"));
+        char *le = *b.fp ? le_digits(c, b.fp, eb) : (eb ? X_EMPTY : tg_xdup(c, FRAC_ZEROS1));
         bool absent_ok = *b.fp || !eb;
         char *suf = frac_suffix(c, le, absent_ok);
-        if (suf && absent_ok && le == X_EMPTY)
-            suf = xdup(c, "");
+        if (suf && absent_ok && le == X_EMPTY) {
+            suf = tg_xdup(c, "");
+        }
         alts[k++] = (!absent_ok && le == X_EMPTY) ? X_EMPTY : seq2(c, lit_str(c, ipb), suf);
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
-char *num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
-                bool hi_excl) {
-    if (!has_lo && !has_hi)
-        return prim(c, "number");
+char *tg_num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, double hi,
+                   bool hi_excl) {
+    if (!has_lo && !has_hi) {
+        return tg_prim(c, "number");
+    }
     /* Magnitudes beyond 1e15 are clamped inward (a subset: never a looser grammar). */
     const double cap = 1e15;
-    if (!has_lo || lo < -cap)
+    if (!has_lo || lo < -cap) {
         has_lo = true, lo = -cap, lo_excl = false;
-    if (!has_hi || hi > cap)
+    }
+    if (!has_hi || hi > cap) {
         has_hi = true, hi = cap, hi_excl = false;
-    if (lo > hi || (lo == hi && (lo_excl || hi_excl)))
+    }
+    if (lo > hi || (lo == hi && (lo_excl || hi_excl))) {
         return X_EMPTY;
+    }
     char *alts[2];
     size_t k = 0;
     /* Negative values: "-" then magnitudes m in (0, -lo] ∩ [-hi, ...). */
     if (lo < 0) {
         dec mlo = {0};
         bool mlo_excl = true; /* m > 0: zero belongs to the non-negative part */
-        if (hi < 0)
+        if (hi < 0) {
             mlo = dec_of(-hi), mlo_excl = hi_excl;
+        }
         alts[k++] =
-            seq2(c, xdup(c, "\"-\""), pos_range(c, mlo, mlo_excl, false, dec_of(-lo), lo_excl));
+            seq2(c, tg_xdup(c, "\"-\""), pos_range(c, mlo, mlo_excl, false, dec_of(-lo), lo_excl));
     }
     if (hi >= 0 && !(hi == 0 && hi_excl)) {
         dec a = {0};
         bool ea = false;
-        if (lo > 0)
+        if (lo > 0) {
             a = dec_of(lo), ea = lo_excl;
-        else if (lo == 0)
+        } else if (lo == 0) {
             ea = lo_excl;
+        }
         alts[k++] = pos_range(c, a, ea, false, dec_of(hi), hi_excl);
     }
-    return xalt(c, alts, k);
+    return tg_xalt(c, alts, k);
 }
 
 /* ---- formats ----------------------------------------------------------------------------- */
@@ -439,7 +507,7 @@ char *num_range(sctx *c, bool has_lo, double lo, bool lo_excl, bool has_hi, doub
 #define PCT   "\"%\" " HEX " " HEX
 #define PCHAR "( " UNRES " | " PCT " | " SUBD " | [:@] )"
 
-char *format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen) {
+char *tg_format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen) {
     *minlen = 0;
     *maxlen = -1;
     const char *body = NULL;
@@ -476,82 +544,98 @@ char *format_expr(sctx *c, const char *fmt, int64_t *minlen, int64_t *maxlen) {
                " | [/?] )* )?";
         *minlen = 2;
     } else {
-        return sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt);
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "'format': '%s' is not supported", fmt);
     }
     char hint[32];
     snprintf(hint, sizeof hint, "fmt-%s", fmt);
-    return rule_add(c, hint, body);
+    return tg_rule_add(c, hint, body);
 }
 
 /* ---- constants --------------------------------------------------------------------------- */
 
-char *canon_json(sctx *c, const cJSON *v) {
+char *tg_canon_json(sctx *c, const cJSON *v) {
     char *s = cJSON_PrintUnformatted(v);
-    if (!s)
-        return sfail(c, TS_ERR_NOMEM, "out of memory");
-    char *r = xdup(c, s);
+    if (!s) {
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    char *r = tg_xdup(c, s);
     cJSON_free(s);
     return r;
 }
 
 static char *num_lit(sctx *c, double x) {
-    if (!isfinite(x))
-        return sfail(c, TS_ERR_UNSUPPORTED, "a non-finite number");
+    if (!isfinite(x)) {
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "a non-finite number");
+    }
     if (x == floor(x) && fabs(x) < 1e15) {
-        /* 1, 1.0 and 1.00 are the same number to JSON Schema. */
-        return xf(c, "\"%.0f\" ( \".\" \"0\"+ )?", x);
+        /* 1, 1.0 and 1.00 are the same number to JSON Schema. The zeros are one shared rule:
+         * an enum of thousands of integers would otherwise expand them once per value. */
+        if (!tg_prim(c, "zero-frac")) {
+            return NULL;
+        }
+        return tg_xf(c, "\"%.0f\" zero-frac", x);
     }
     char buf[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x)
+        if (strtod(buf, NULL) == x) {
             break;
+        }
     }
     return lit_str(c, buf);
 }
 
-char *const_expr(sctx *c, const cJSON *v) {
-    if (c->st != TS_OK)
+char *tg_const_expr(sctx *c, const cJSON *v) {
+    if (c->st != TS_OK) {
         return NULL;
+    }
     if (++c->depth > TS_SCHEMA_MAX_DEPTH) {
         c->depth--;
-        return sfail(c, TS_ERR_LIMIT, "a constant nested deeper than %d", TS_SCHEMA_MAX_DEPTH);
+        return tg_sfail(c, TS_ERR_LIMIT, "a constant nested deeper than %d", TS_SCHEMA_MAX_DEPTH);
     }
     char *r = NULL;
     if (cJSON_IsNull(v)) {
-        r = xdup(c, "\"null\"");
+        r = tg_xdup(c, "\"null\"");
     } else if (cJSON_IsTrue(v)) {
-        r = xdup(c, "\"true\"");
+        r = tg_xdup(c, "\"true\"");
     } else if (cJSON_IsFalse(v)) {
-        r = xdup(c, "\"false\"");
+        r = tg_xdup(c, "\"false\"");
     } else if (cJSON_IsNumber(v)) {
         r = num_lit(c, v->valuedouble);
     } else if (cJSON_IsString(v)) {
-        char *q = json_quote(c, v->valuestring);
+        char *q = tg_json_quote(c, v->valuestring);
         r = q ? lit_str(c, q) : NULL;
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        /* The members are joined in one buffer: appending to a copied string made a constant
+         * of many elements quadratic. */
         bool obj = cJSON_IsObject(v);
-        const char *ws = prim(c, "ws");
-        r = xdup(c, obj ? "\"{\" ws" : "\"[\" ws");
+        ts_buf b = {0};
+        ts_buf_puts(&b, obj ? "( \"{\" ws" : "( \"[\" ws");
         bool first = true;
-        for (const cJSON *e = v->child; e && r; e = e->next) {
-            char *ev = const_expr(c, e);
-            if (!ev)
-                return c->depth--, NULL;
-            if (obj) {
-                char *kq = json_quote(c, e->string);
-                ev = xf(c, "%s ws \":\" ws %s", kq ? lit_str(c, kq) : "", xgroup(c, ev));
-            } else {
-                ev = xgroup(c, ev);
+        for (const cJSON *e = v->child; e && tg_prim(c, "ws") && tg_poll(c); e = e->next) {
+            char *ev = tg_const_expr(c, e);
+            if (ev && obj) {
+                char *kq = tg_json_quote(c, e->string);
+                ev = tg_xf(c, "%s ws \":\" ws %s", kq ? lit_str(c, kq) : "", tg_xgroup(c, ev));
+            } else if (ev) {
+                ev = tg_xgroup(c, ev);
             }
-            r = xf(c, "%s%s %s ws", r, first ? "" : " \",\" ws", ev);
+            if (!ev) {
+                break;
+            }
+            ts_buf_puts(&b, first ? " " : " \",\" ws ");
+            ts_buf_puts(&b, ev);
+            ts_buf_puts(&b, " ws");
             first = false;
         }
-        if (r)
-            r = xf(c, "( %s %s )", r, obj ? "\"}\"" : "\"]\"");
-        (void)ws;
+        ts_buf_puts(&b, obj ? " \"}\" )" : " \"]\" )");
+        if (c->st == TS_OK && b.oom) {
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
+        r = c->st == TS_OK ? tg_xdup(c, b.p) : NULL;
+        ts_buf_free(&b);
     } else {
-        r = sfail(c, TS_ERR_FORMAT, "an invalid JSON value");
+        r = tg_sfail(c, TS_ERR_FORMAT, "an invalid JSON value");
     }
     c->depth--;
     return r;

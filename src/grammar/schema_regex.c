@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
 
 typedef struct rx {
     sctx *c;
@@ -44,29 +45,29 @@ typedef struct rnode {
 #define LEN_CAP ((int64_t)1 << 40)
 
 static char *rx_fail(rx *r, const char *what) {
-    return sfail(r->c, TS_ERR_UNSUPPORTED, "'pattern': %s at offset %zu of the pattern", what,
-                 r->i);
+    return tg_sfail(r->c, TS_ERR_UNSUPPORTED, "'pattern': %s at offset %zu of the pattern", what,
+                    r->i);
 }
 
 static char *rx_bad(rx *r, const char *what) {
-    return sfail(r->c, TS_ERR_FORMAT, "'pattern': %s at offset %zu of the pattern", what, r->i);
+    return tg_sfail(r->c, TS_ERR_FORMAT, "'pattern': %s at offset %zu of the pattern", what, r->i);
 }
 
 /* ---- character sets for escapes ---------------------------------------------------------- */
 
 static void set_digit(sctx *c, cpset *lo, cpset *hi) {
-    cps_add(c, lo, '0', '9');
-    cps_add(c, hi, '0', '9');
-    cps_add(c, hi, 0x660, 0x10FFFF); /* the first non-ASCII digit is U+0660 */
+    tg_cps_add(c, lo, '0', '9');
+    tg_cps_add(c, hi, '0', '9');
+    tg_cps_add(c, hi, 0x660, 0x10FFFF); /* the first non-ASCII digit is U+0660 */
 }
 
 static void set_word(sctx *c, cpset *lo, cpset *hi) {
     const uint32_t r[4][2] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
     for (int i = 0; i < 4; i++) {
-        cps_add(c, lo, r[i][0], r[i][1]);
-        cps_add(c, hi, r[i][0], r[i][1]);
+        tg_cps_add(c, lo, r[i][0], r[i][1]);
+        tg_cps_add(c, hi, r[i][0], r[i][1]);
     }
-    cps_add(c, hi, 0xAA, 0x10FFFF); /* the first non-ASCII word character is U+00AA */
+    tg_cps_add(c, hi, 0xAA, 0x10FFFF); /* the first non-ASCII word character is U+00AA */
 }
 
 static void set_space(sctx *c, cpset *lo, cpset *hi) {
@@ -75,21 +76,24 @@ static void set_space(sctx *c, cpset *lo, cpset *hi) {
                                 {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
                                 {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
     for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) {
-        cps_add(c, lo, both[i][0], both[i][1]);
-        cps_add(c, hi, both[i][0], both[i][1]);
+        tg_cps_add(c, lo, both[i][0], both[i][1]);
+        tg_cps_add(c, hi, both[i][0], both[i][1]);
     }
-    cps_add(c, hi, 0x1C, 0x1F); /* Python only */
-    cps_add(c, hi, 0x85, 0x85);
-    cps_add(c, hi, 0xFEFF, 0xFEFF); /* ECMA only */
+    tg_cps_add(c, hi, 0x1C, 0x1F); /* Python only */
+    tg_cps_add(c, hi, 0x85, 0x85);
+    tg_cps_add(c, hi, 0xFEFF, 0xFEFF); /* ECMA only */
 }
 
 static int hexval(char ch) {
-    if (ch >= '0' && ch <= '9')
+    if (ch >= '0' && ch <= '9') {
         return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
+    }
+    if (ch >= 'a' && ch <= 'f') {
         return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
+    }
+    if (ch >= 'A' && ch <= 'F') {
         return ch - 'A' + 10;
+    }
     return -1;
 }
 
@@ -112,21 +116,22 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
         neg = ch == 'D' || ch == 'W' || ch == 'S';
         cpset l = {0}, h = {0};
         char k = (char)(ch | 0x20);
-        if (k == 'd')
+        if (k == 'd') {
             set_digit(r->c, &l, &h);
-        else if (k == 'w')
+        } else if (k == 'w') {
             set_word(r->c, &l, &h);
-        else
+        } else {
             set_space(r->c, &l, &h);
-        cps_normalize(&l);
-        cps_normalize(&h);
+        }
+        tg_cps_normalize(&l);
+        tg_cps_normalize(&h);
         if (neg) {
-            cpset nl = cps_complement(r->c, &h), nh = cps_complement(r->c, &l);
+            cpset nl = tg_cps_complement(r->c, &h), nh = tg_cps_complement(r->c, &l);
             l = nl;
             h = nh;
         }
-        cps_add_set(r->c, lo, &l);
-        cps_add_set(r->c, hi, &h);
+        tg_cps_add_set(r->c, lo, &l);
+        tg_cps_add_set(r->c, hi, &h);
         return 2;
     }
     case 't':
@@ -206,7 +211,7 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
     }
     /* An escaped punctuation or non-ASCII character stands for itself. */
     r->i--;
-    size_t l = utf8_dec(r->s + r->i, r->n - r->i, cp);
+    size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, cp);
     if (!l) {
         rx_bad(r, "invalid UTF-8");
         return 0;
@@ -217,11 +222,21 @@ static int rx_escape(rx *r, bool in_class, uint32_t *cp, cpset *lo, cpset *hi) {
 
 /* The GBNF for one literal character in a JSON string. */
 static char *lit_char(sctx *c, uint32_t cp) {
+    if (cp < 0x20 && cp != '\b' && cp != '\f' && cp != '\n' && cp != '\r' && cp != '\t') {
+        return tg_xf(c, "\"\\\\u00%02x\"", cp); /* json.dumps writes other controls like this */
+    }
+    /* ASCII characters are encoded once per compile: a long literal pattern would otherwise
+     * fill the arena with copies of the same few classes. */
+    if (cp < 128 && c->ascii_json[cp]) {
+        return c->ascii_json[cp];
+    }
     cpset s = {0};
-    cps_add(c, &s, cp, cp);
-    if (cp < 0x20 && cp != '\b' && cp != '\f' && cp != '\n' && cp != '\r' && cp != '\t')
-        return xf(c, "\"\\\\u00%02x\"", cp); /* json.dumps writes other controls like this */
-    return cps_json(c, &s);
+    tg_cps_add(c, &s, cp, cp);
+    char *e = tg_cps_json(c, &s);
+    if (cp < 128) {
+        c->ascii_json[cp] = e;
+    }
+    return e;
 }
 
 static char *rx_class(rx *r) {
@@ -231,35 +246,41 @@ static char *rx_class(rx *r) {
         neg = true;
         r->i++;
     }
-    if (r->i < r->n && r->s[r->i] == ']')
+    if (r->i < r->n && r->s[r->i] == ']') {
         return rx_fail(r, "a class starting with ']' (dialects disagree)");
+    }
     cpset lo = {0}, hi = {0};
     for (;;) {
-        if (r->i >= r->n)
+        if (r->i >= r->n) {
             return rx_bad(r, "an unterminated character class");
+        }
         if (r->s[r->i] == ']') {
             r->i++;
             break;
         }
-        if (r->s[r->i] == '[' && r->i + 1 < r->n && r->s[r->i + 1] == ':')
+        if (r->s[r->i] == '[' && r->i + 1 < r->n && r->s[r->i + 1] == ':') {
             return rx_fail(r, "a POSIX class [:name:]");
+        }
         uint32_t a = 0;
         int kind;
         if (r->s[r->i] == '\\') {
             r->i++;
             kind = rx_escape(r, true, &a, &lo, &hi);
-            if (!kind)
+            if (!kind) {
                 return NULL;
+            }
         } else {
-            size_t l = utf8_dec(r->s + r->i, r->n - r->i, &a);
-            if (!l)
+            size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &a);
+            if (!l) {
                 return rx_bad(r, "invalid UTF-8");
+            }
             r->i += l;
             kind = 1;
         }
         if (kind == 2) {
-            if (r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']')
+            if (r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
                 return rx_fail(r, "a range from a class escape");
+            }
             continue;
         }
         uint32_t b = a;
@@ -269,29 +290,33 @@ static char *rx_class(rx *r) {
                 r->i++;
                 cpset dl = {0}, dh = {0};
                 int k2 = rx_escape(r, true, &b, &dl, &dh);
-                if (!k2)
+                if (!k2) {
                     return NULL;
-                if (k2 == 2)
+                }
+                if (k2 == 2) {
                     return rx_fail(r, "a range to a class escape");
+                }
             } else {
-                size_t l = utf8_dec(r->s + r->i, r->n - r->i, &b);
-                if (!l)
+                size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &b);
+                if (!l) {
                     return rx_bad(r, "invalid UTF-8");
+                }
                 r->i += l;
             }
-            if (b < a)
+            if (b < a) {
                 return rx_bad(r, "a range out of order");
+            }
         }
-        cps_add(c, &lo, a, b);
-        cps_add(c, &hi, a, b);
+        tg_cps_add(c, &lo, a, b);
+        tg_cps_add(c, &hi, a, b);
     }
-    cps_normalize(&lo);
-    cps_normalize(&hi);
+    tg_cps_normalize(&lo);
+    tg_cps_normalize(&hi);
     if (neg) {
-        cpset s = cps_complement(c, &hi);
-        return cps_json(c, &s);
+        cpset s = tg_cps_complement(c, &hi);
+        return tg_cps_json(c, &s);
     }
-    return cps_json(c, &lo);
+    return tg_cps_json(c, &lo);
 }
 
 static rnode rx_alt(rx *r, bool top);
@@ -300,17 +325,22 @@ static bool is_quant_brace(const rx *r, size_t at) {
     /* {m}, {m,}, {m,n} with decimal m, n; anything else is a literal "{". */
     size_t i = at + 1;
     size_t d0 = i;
-    while (i < r->n && r->s[i] >= '0' && r->s[i] <= '9')
+    while (i < r->n && r->s[i] >= '0' && r->s[i] <= '9') {
         i++;
-    if (i == d0)
+    }
+    if (i == d0) {
         return false;
-    if (i < r->n && r->s[i] == '}')
+    }
+    if (i < r->n && r->s[i] == '}') {
         return true;
-    if (i >= r->n || r->s[i] != ',')
+    }
+    if (i >= r->n || r->s[i] != ',') {
         return false;
+    }
     i++;
-    while (i < r->n && r->s[i] >= '0' && r->s[i] <= '9')
+    while (i < r->n && r->s[i] >= '0' && r->s[i] <= '9') {
         i++;
+    }
     return i < r->n && r->s[i] == '}';
 }
 
@@ -329,8 +359,9 @@ static rnode rx_atom(rx *r) {
             } else if (left >= 2 && (g[0] == '<' || (g[0] == 'P' && g[1] == '<')) &&
                        !(g[0] == '<' && (g[1] == '=' || g[1] == '!'))) {
                 const char *end = memchr(g, '>', left);
-                if (!end)
+                if (!end) {
                     return rx_bad(r, "an unterminated group name"), no;
+                }
                 r->i = (size_t)(end - r->s) + 1;
             } else if (left >= 1 && (g[0] == '=' || g[0] == '!')) {
                 return rx_fail(r, "a lookahead assertion"), no;
@@ -340,16 +371,22 @@ static rnode rx_atom(rx *r) {
                 return rx_fail(r, "a group extension (?...) such as inline flags"), no;
             }
         }
-        if (++r->depth > 64)
-            return rx_fail(r, "groups nested deeper than 64"), no;
+        if (++r->depth > 64) {
+            return tg_sfail(c, TS_ERR_LIMIT,
+                            "'pattern': groups nested deeper than 64 at offset %zu of the pattern",
+                            r->i),
+                   no;
+        }
         rnode in = rx_alt(r, false);
         r->depth--;
-        if (!in.e)
+        if (!in.e) {
             return no;
-        if (r->i >= r->n || r->s[r->i] != ')')
+        }
+        if (r->i >= r->n || r->s[r->i] != ')') {
             return rx_bad(r, "a missing ')'"), no;
+        }
         r->i++;
-        in.e = in.e == X_EMPTY ? X_EMPTY : xgroup(c, in.e);
+        in.e = in.e == X_EMPTY ? X_EMPTY : tg_xgroup(c, in.e);
         return in;
     }
     if (ch == '[') {
@@ -360,49 +397,56 @@ static rnode rx_atom(rx *r) {
     if (ch == '.') {
         r->i++;
         cpset s = {0};
-        cps_add(c, &s, 0, 0x09);
-        cps_add(c, &s, 0x0B, 0x0C);
-        cps_add(c, &s, 0x0E, 0x2027);
-        cps_add(c, &s, 0x202A, 0x10FFFF);
-        return (rnode){cps_json(c, &s), 1, 1};
+        tg_cps_add(c, &s, 0, 0x09);
+        tg_cps_add(c, &s, 0x0B, 0x0C);
+        tg_cps_add(c, &s, 0x0E, 0x2027);
+        tg_cps_add(c, &s, 0x202A, 0x10FFFF);
+        return (rnode){tg_cps_json(c, &s), 1, 1};
     }
     if (ch == '\\') {
         r->i++;
         uint32_t cp = 0;
         cpset lo = {0}, hi = {0};
         int k = rx_escape(r, false, &cp, &lo, &hi);
-        if (!k)
+        if (!k) {
             return no;
+        }
         if (k == 2) {
-            cps_normalize(&lo);
-            return (rnode){cps_json(c, &lo), 1, 1};
+            tg_cps_normalize(&lo);
+            return (rnode){tg_cps_json(c, &lo), 1, 1};
         }
         return (rnode){lit_char(c, cp), 1, 1};
     }
-    if (ch == '^' || ch == '$')
+    if (ch == '^' || ch == '$') {
         return rx_fail(r, "an anchor (^ or $) inside a group or in the middle of the pattern"), no;
-    if (ch == '*' || ch == '+' || ch == '?' || (ch == '{' && is_quant_brace(r, r->i)))
+    }
+    if (ch == '*' || ch == '+' || ch == '?' || (ch == '{' && is_quant_brace(r, r->i))) {
         return rx_bad(r, "a quantifier with nothing to repeat"), no;
+    }
     uint32_t cp;
-    size_t l = utf8_dec(r->s + r->i, r->n - r->i, &cp);
-    if (!l)
+    size_t l = ts_utf8_decode(r->s + r->i, r->n - r->i, &cp);
+    if (!l) {
         return rx_bad(r, "invalid UTF-8"), no;
+    }
     r->i += l;
     return (rnode){lit_char(c, cp), 1, 1};
 }
 
 static int64_t len_mul(int64_t a, int64_t m) {
-    if (a < 0)
+    if (a < 0) {
         return m == 0 ? 0 : -1;
-    if (m < 0)
+    }
+    if (m < 0) {
         return a == 0 ? 0 : -1;
+    }
     int64_t v = a * m;
     return v > LEN_CAP ? LEN_CAP : v;
 }
 
 static int64_t len_add(int64_t a, int64_t b) {
-    if (a < 0 || b < 0)
+    if (a < 0 || b < 0) {
         return -1;
+    }
     int64_t v = a + b;
     return v > LEN_CAP ? LEN_CAP : v;
 }
@@ -412,15 +456,17 @@ static rnode rx_piece(rx *r) {
     sctx *c = r->c;
     size_t at = r->i;
     rnode a = rx_atom(r);
-    if (!a.e)
+    if (!a.e) {
         return a;
+    }
     if (r->depth == 0) {
         r->top_pieces++;
         r->top_atom = a.e;
         r->top_single = a.min == 1 && a.max == 1 && r->s[at] != '(';
     }
-    if (r->i >= r->n)
+    if (r->i >= r->n) {
         return a;
+    }
     char q = r->s[r->i];
     int64_t m, n;
     if (q == '*') {
@@ -435,14 +481,16 @@ static rnode rx_piece(rx *r) {
     } else if (q == '{' && is_quant_brace(r, r->i)) {
         r->i++;
         m = strtoll(r->s + r->i, NULL, 10);
-        while (r->s[r->i] >= '0' && r->s[r->i] <= '9')
+        while (r->s[r->i] >= '0' && r->s[r->i] <= '9') {
             r->i++;
+        }
         n = m;
         if (r->s[r->i] == ',') {
             r->i++;
             n = r->s[r->i] == '}' ? -1 : strtoll(r->s + r->i, NULL, 10);
-            while (r->s[r->i] >= '0' && r->s[r->i] <= '9')
+            while (r->s[r->i] >= '0' && r->s[r->i] <= '9') {
                 r->i++;
+            }
         }
         r->i++; /* '}' */
         if (m > TS_SCHEMA_MAX_REPEAT || n > TS_SCHEMA_MAX_REPEAT) {
@@ -450,8 +498,9 @@ static rnode rx_piece(rx *r) {
             snprintf(msg, sizeof msg, "a repetition bound above %d", TS_SCHEMA_MAX_REPEAT);
             return (rnode){rx_fail(r, msg), 0, 0};
         }
-        if (n >= 0 && n < m)
+        if (n >= 0 && n < m) {
             return (rnode){rx_bad(r, "a repetition {m,n} with n < m"), 0, 0};
+        }
     } else {
         return a;
     }
@@ -461,31 +510,33 @@ static rnode rx_piece(rx *r) {
         return (rnode){rx_fail(r, "a possessive quantifier"), 0, 0};
     }
     if (r->i < r->n && (r->s[r->i] == '*' || r->s[r->i] == '+' || r->s[r->i] == '?' ||
-                        (r->s[r->i] == '{' && is_quant_brace(r, r->i))))
+                        (r->s[r->i] == '{' && is_quant_brace(r, r->i)))) {
         return (rnode){rx_bad(r, "a repeated quantifier"), 0, 0};
+    }
     rnode out = {NULL, len_mul(a.min, m), n < 0 ? (a.max == 0 ? 0 : -1) : len_mul(a.max, n)};
     if (a.e == X_EMPTY) {
-        out.e = m == 0 ? xdup(c, "") : X_EMPTY;
+        out.e = m == 0 ? tg_xdup(c, "") : X_EMPTY;
         out.min = out.max = 0;
         return out;
     }
     if (!*a.e || n == 0) {
-        out.e = xdup(c, "");
+        out.e = tg_xdup(c, "");
         return out;
     }
-    char *g = xgroup(c, a.e);
-    if (m == 0 && n < 0)
-        out.e = xf(c, "%s*", g);
-    else if (m == 1 && n < 0)
-        out.e = xf(c, "%s+", g);
-    else if (m == 0 && n == 1)
-        out.e = xf(c, "%s?", g);
-    else if (m == n)
-        out.e = m == 1 ? g : xf(c, "%s{%lld}", g, (long long)m);
-    else if (n < 0)
-        out.e = xf(c, "%s{%lld,}", g, (long long)m);
-    else
-        out.e = xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+    char *g = tg_xgroup(c, a.e);
+    if (m == 0 && n < 0) {
+        out.e = tg_xf(c, "%s*", g);
+    } else if (m == 1 && n < 0) {
+        out.e = tg_xf(c, "%s+", g);
+    } else if (m == 0 && n == 1) {
+        out.e = tg_xf(c, "%s?", g);
+    } else if (m == n) {
+        out.e = m == 1 ? g : tg_xf(c, "%s{%lld}", g, (long long)m);
+    } else if (n < 0) {
+        out.e = tg_xf(c, "%s{%lld,}", g, (long long)m);
+    } else {
+        out.e = tg_xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+    }
     return out;
 }
 
@@ -497,89 +548,128 @@ static rnode rx_seq(rx *r, bool top) {
         a_start = true;
         r->i++;
     }
-    char *acc = xdup(c, "");
+    /* The pieces are joined in a buffer: appending to a string copied each time made a long
+     * pattern quadratic. */
+    ts_buf b = {0};
+    bool empty = false;
     int64_t mn = 0, mx = 0;
-    while (acc && r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
+    while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         if (top && r->s[r->i] == '$' && (r->i + 1 == r->n || r->s[r->i + 1] == '|')) {
             a_end = true;
             r->i++;
             break;
         }
-        rnode p = rx_piece(r);
-        if (!p.e)
+        rnode p = tg_poll(c) ? rx_piece(r) : (rnode){NULL, 0, 0};
+        if (!p.e) {
+            ts_buf_free(&b);
             return (rnode){NULL, 0, 0};
+        }
         mn = len_add(mn, p.min);
         mx = len_add(mx, p.max);
-        if (acc == X_EMPTY || p.e == X_EMPTY)
-            acc = X_EMPTY;
-        else if (!*p.e)
-            continue;
-        else if (!*acc)
-            acc = p.e;
-        else
-            acc = xf(c, "%s %s", acc, xgroup(c, p.e));
+        if (empty || p.e == X_EMPTY) {
+            empty = true;
+        } else if (*p.e) {
+            if (b.n) {
+                ts_buf_putc(&b, ' ');
+            }
+            ts_buf_puts(&b, b.n ? tg_xgroup(c, p.e) : p.e);
+        }
     }
-    if (!acc)
+    if (b.oom) {
+        ts_buf_free(&b);
+        return (rnode){tg_sfail(c, TS_ERR_NOMEM, "out of memory"), 0, 0};
+    }
+    char *acc = empty ? X_EMPTY : tg_xdup(c, b.p ? b.p : "");
+    ts_buf_free(&b);
+    if (!acc) {
         return (rnode){NULL, 0, 0};
-    if (top && r->i < r->n && r->s[r->i] == ')')
+    }
+    if (top && r->i < r->n && r->s[r->i] == ')') {
         return (rnode){rx_bad(r, "an unbalanced ')'"), 0, 0};
-    if (top)
+    }
+    if (top) {
         r->anch_both = a_start && a_end;
+    }
     if (top && acc != X_EMPTY && (!a_start || !a_end)) {
-        char *any = prim(c, "char");
-        if (!any)
+        char *any = tg_prim(c, "char");
+        if (!any) {
             return (rnode){NULL, 0, 0};
+        }
         const char *lead = a_start ? "" : "char* ";
         const char *trail = a_end ? "" : " char*";
-        acc = *acc ? xf(c, "%s%s%s", lead, xgroup(c, acc), trail) : xdup(c, "char*");
+        acc = *acc ? tg_xf(c, "%s%s%s", lead, tg_xgroup(c, acc), trail) : tg_xdup(c, "char*");
         mx = -1;
     }
     return (rnode){acc, mn, mx};
 }
 
+#define RX_MAX_ALTS 4096
+
 static rnode rx_alt(rx *r, bool top) {
     sctx *c = r->c;
-    char *items[64];
-    size_t k = 0;
+    char **items = NULL;
+    size_t k = 0, cap = 0;
     int64_t mn = LEN_CAP, mx = 0;
     for (;;) {
         rnode s = rx_seq(r, top);
-        if (!s.e)
+        if (!s.e) {
             return s;
-        if (k == 64)
-            return (rnode){rx_fail(r, "more than 64 alternatives in one group"), 0, 0};
+        }
+        if (k == RX_MAX_ALTS) {
+            return (rnode){
+                tg_sfail(c, TS_ERR_LIMIT,
+                         "'pattern': more than %d alternatives in one group at offset %zu "
+                         "of the pattern",
+                         RX_MAX_ALTS, r->i),
+                0, 0};
+        }
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **q = tg_xalloc(c, cap * sizeof *q);
+            if (!q) {
+                return (rnode){NULL, 0, 0};
+            }
+            if (k) {
+                memcpy(q, items, k * sizeof *q);
+            }
+            items = q;
+        }
         items[k++] = s.e;
         if (s.e != X_EMPTY) {
             mn = s.min < mn ? s.min : mn;
             mx = (mx < 0 || s.max < 0) ? -1 : (s.max > mx ? s.max : mx);
         }
         if (r->i < r->n && r->s[r->i] == '|') {
-            if (top)
+            if (top) {
                 r->alts = true;
+            }
             r->i++;
             continue;
         }
         break;
     }
-    char *e = xalt(c, items, k);
-    if (e == X_EMPTY)
+    char *e = tg_xalt(c, items, k);
+    if (e == X_EMPTY) {
         mn = mx = 0;
+    }
     return (rnode){e, mn, mx};
 }
 
-char *regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen) {
+char *tg_regex_expr(sctx *c, const char *pattern, int64_t *minlen, int64_t *maxlen) {
     rx r = {.c = c, .s = pattern, .i = 0, .n = strlen(pattern), .depth = 0};
     rnode t = rx_alt(&r, true);
-    if (!t.e)
+    if (!t.e) {
         return NULL;
-    if (r.i != r.n)
+    }
+    if (r.i != r.n) {
         return rx_bad(&r, "an unbalanced ')'");
+    }
     *minlen = t.min;
     *maxlen = t.max;
     return t.e;
 }
 
-char *regex_single(sctx *c, const char *pattern) {
+char *tg_regex_single(sctx *c, const char *pattern) {
     rx r = {.c = c, .s = pattern, .i = 0, .n = strlen(pattern), .depth = 0};
     ts_error keep = *c->err;
     ts_status st = c->st;
@@ -590,30 +680,37 @@ char *regex_single(sctx *c, const char *pattern) {
     return ok ? r.top_atom : NULL;
 }
 
-char *rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
+char *tg_rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
     const int64_t B = 256;
-    if (n >= 0 && n < m)
+    if (n >= 0 && n < m) {
         return X_EMPTY;
-    if (m > TS_SCHEMA_MAX_REPEAT)
-        return sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
-                     TS_SCHEMA_MAX_REPEAT);
-    if (x == X_EMPTY)
-        return m == 0 ? xdup(c, "") : X_EMPTY;
-    const char *g = xgroup(c, x);
-    if (!g)
+    }
+    if (m > TS_SCHEMA_MAX_REPEAT) {
+        return tg_sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
+                        TS_SCHEMA_MAX_REPEAT);
+    }
+    if (x == X_EMPTY) {
+        return m == 0 ? tg_xdup(c, "") : X_EMPTY;
+    }
+    const char *g = tg_xgroup(c, x);
+    if (!g) {
         return NULL;
-    if (n < 0)
-        return m == 0 ? xf(c, "%s*", g) : xf(c, "%s{%lld,}", g, (long long)m);
-    if (n <= 1000)
-        return n == m ? xf(c, "%s{%lld}", g, (long long)m)
-                      : xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+    }
+    if (n < 0) {
+        return m == 0 ? tg_xf(c, "%s*", g) : tg_xf(c, "%s{%lld,}", g, (long long)m);
+    }
+    if (n <= 1000) {
+        return n == m ? tg_xf(c, "%s{%lld}", g, (long long)m)
+                      : tg_xf(c, "%s{%lld,%lld}", g, (long long)m, (long long)n);
+    }
     /* x{0,K}, K = qB + r: either fewer than q full blocks of B and a partial one, or q full
      * blocks and up to r more. Each length has one parse. */
     int64_t k = n - m, q = k / B, rr = k % B;
-    char *upto = xf(c, "( ( %s{%lld} ){0,%lld} %s{0,%lld} | ( %s{%lld} ){%lld} %s{0,%lld} )", g,
-                    (long long)B, (long long)(q - 1), g, (long long)(B - 1), g, (long long)B,
-                    (long long)q, g, (long long)rr);
-    if (!upto || m == 0)
+    char *upto = tg_xf(c, "( ( %s{%lld} ){0,%lld} %s{0,%lld} | ( %s{%lld} ){%lld} %s{0,%lld} )", g,
+                       (long long)B, (long long)(q - 1), g, (long long)(B - 1), g, (long long)B,
+                       (long long)q, g, (long long)rr);
+    if (!upto || m == 0) {
         return upto;
-    return xf(c, "%s{%lld} %s", g, (long long)m, upto);
+    }
+    return tg_xf(c, "%s{%lld} %s", g, (long long)m, upto);
 }

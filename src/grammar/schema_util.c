@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "grammar/schema_internal.h"
+#include "util/buf.h"
+#include "util/json_str.h"
+#include "util/utf8.h"
 
 const char ts_schema_empty_marker[] = "<empty>";
 
@@ -18,9 +21,10 @@ struct ablock {
     char data[];
 };
 
-void *sfail(sctx *c, ts_status st, const char *fmt, ...) {
-    if (c->st != TS_OK)
+void *tg_sfail(sctx *c, ts_status st, const char *fmt, ...) {
+    if (c->st != TS_OK) {
         return NULL;
+    }
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
@@ -37,18 +41,21 @@ void *sfail(sctx *c, ts_status st, const char *fmt, ...) {
     return NULL;
 }
 
-void *xalloc(sctx *c, size_t n) {
-    if (c->st != TS_OK)
+void *tg_xalloc(sctx *c, size_t n) {
+    if (c->st != TS_OK) {
         return NULL;
+    }
     n = (n + 15) & ~(size_t)15;
     if (!c->arena || c->arena->cap - c->arena->used < n) {
         size_t cap = n > 65536 ? n : 65536;
-        if (c->arena_total + cap > TS_SCHEMA_MAX_ARENA)
-            return sfail(c, TS_ERR_LIMIT, "the grammar would exceed %u MiB while compiling",
-                         TS_SCHEMA_MAX_ARENA >> 20);
+        if (c->arena_total + cap > TS_SCHEMA_MAX_ARENA) {
+            return tg_sfail(c, TS_ERR_LIMIT, "the grammar would exceed %u MiB while compiling",
+                            TS_SCHEMA_MAX_ARENA >> 20);
+        }
         ablock *b = malloc(sizeof *b + cap);
-        if (!b)
-            return sfail(c, TS_ERR_NOMEM, "out of memory");
+        if (!b) {
+            return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+        }
         b->next = c->arena;
         b->used = 0;
         b->cap = cap;
@@ -60,7 +67,21 @@ void *xalloc(sctx *c, size_t n) {
     return p;
 }
 
-void ts_schema_arena_free(sctx *c);
+bool tg_poll(sctx *c) {
+    if (c->st != TS_OK) {
+        return false;
+    }
+    if (!c->stop || ++c->steps % 1024 != 0) {
+        return true;
+    }
+    ts_status st = ts_stop_check(c->stop, "schema", c->err);
+    if (st != TS_OK) {
+        c->st = st;
+        return false;
+    }
+    return true;
+}
+
 void ts_schema_arena_free(sctx *c) {
     while (c->arena) {
         ablock *n = c->arena->next;
@@ -69,28 +90,76 @@ void ts_schema_arena_free(sctx *c) {
     }
 }
 
-char *xdup(sctx *c, const char *s) {
-    if (!s)
+char *tg_xdup(sctx *c, const char *s) {
+    if (!s) {
         return NULL;
+    }
     size_t n = strlen(s);
-    char *p = xalloc(c, n + 1);
-    if (p)
+    char *p = tg_xalloc(c, n + 1);
+    if (p) {
         memcpy(p, s, n + 1);
+    }
     return p;
 }
 
-char *xf(sctx *c, const char *fmt, ...) {
-    if (c->st != TS_OK)
+/* xf for a format whose only conversions are %s (most of the compiler's): lengths, then one
+ * copy, where vsnprintf would format everything twice (once to measure). NULL when fmt has
+ * another conversion. */
+static char *xf_strings(sctx *c, const char *fmt, va_list ap) {
+    const char *args[8];
+    size_t lens[8], na = 0, total = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') {
+            total++;
+            continue;
+        }
+        if (p[1] != 's' || na == 8) {
+            return NULL;
+        }
+        p++;
+        args[na] = va_arg(ap, const char *);
+        lens[na] = strlen(args[na]);
+        total += lens[na++];
+    }
+    char *out = tg_xalloc(c, total + 1);
+    if (!out) {
         return NULL;
+    }
+    size_t o = 0, k = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') {
+            out[o++] = *p;
+            continue;
+        }
+        p++;
+        memcpy(out + o, args[k], lens[k]);
+        o += lens[k++];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *tg_xf(sctx *c, const char *fmt, ...) {
+    if (c->st != TS_OK) {
+        return NULL;
+    }
     va_list ap;
+    va_start(ap, fmt);
+    char *fast = xf_strings(c, fmt, ap);
+    va_end(ap);
+    if (fast || c->st != TS_OK) {
+        return fast;
+    }
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return sfail(c, TS_ERR_INTERNAL, "formatting failed");
-    char *p = xalloc(c, (size_t)n + 1);
-    if (!p)
+    if (n < 0) {
+        return tg_sfail(c, TS_ERR_INTERNAL, "formatting failed");
+    }
+    char *p = tg_xalloc(c, (size_t)n + 1);
+    if (!p) {
         return NULL;
+    }
     va_start(ap, fmt);
     vsnprintf(p, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -99,17 +168,19 @@ char *xf(sctx *c, const char *fmt, ...) {
 
 /* ---- JSON pointer ------------------------------------------------------------------------ */
 
-size_t path_push(sctx *c, const char *key) {
+size_t tg_path_push(sctx *c, const char *key) {
     size_t saved = c->path_len;
     size_t i = c->path_len;
     const size_t cap = sizeof c->path - 4;
-    if (i < cap)
+    if (i < cap) {
         c->path[i++] = '/';
+    }
     for (const char *k = key; *k && i < cap; k++) {
         if (*k == '~' || *k == '/') {
             c->path[i++] = '~';
-            if (i < cap)
+            if (i < cap) {
                 c->path[i++] = *k == '~' ? '0' : '1';
+            }
         } else {
             c->path[i++] = *k;
         }
@@ -123,13 +194,13 @@ size_t path_push(sctx *c, const char *key) {
     return saved;
 }
 
-size_t path_push_i(sctx *c, int i) {
+size_t tg_path_push_i(sctx *c, int i) {
     char buf[16];
     snprintf(buf, sizeof buf, "%d", i);
-    return path_push(c, buf);
+    return tg_path_push(c, buf);
 }
 
-void path_pop(sctx *c, size_t saved) {
+void tg_path_pop(sctx *c, size_t saved) {
     c->path_len = saved;
     c->path[saved] = '\0';
 }
@@ -138,23 +209,97 @@ void path_pop(sctx *c, size_t saved) {
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
+    for (; *s; s++) {
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    }
     return h;
 }
 
-static int32_t map_get(const strmap *m, const char *key) {
-    if (!m->cap)
-        return -1;
+int32_t *tg_smap_ref(const strmap *m, const char *key) {
+    if (!m->cap) {
+        return NULL;
+    }
     for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (!m->keys[i])
-            return -1;
-        if (strcmp(m->keys[i], key) == 0)
-            return m->vals[i];
+        if (!m->keys[i]) {
+            return NULL;
+        }
+        if (strcmp(m->keys[i], key) == 0) {
+            return &m->vals[i];
+        }
     }
 }
 
-static bool map_put(sctx *c, strmap *m, char *key, int32_t val) {
+int32_t tg_smap_get(const strmap *m, const char *key) {
+    const int32_t *v = tg_smap_ref(m, key);
+    return v ? *v : -1;
+}
+
+/* ---- pointer maps (open addressing) ------------------------------------------------------ */
+
+static size_t hash_ptr(uintptr_t p) {
+    uint64_t x = (uint64_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 29));
+}
+
+int32_t tg_pmap_get(const pmap *m, uintptr_t key) {
+    if (!m->cap) {
+        return -1;
+    }
+    for (size_t i = hash_ptr(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i]) {
+            return -1;
+        }
+        if (m->keys[i] == key) {
+            return m->vals[i];
+        }
+    }
+}
+
+bool tg_pmap_put(sctx *c, pmap *m, uintptr_t key, int32_t val) {
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        uintptr_t *keys = calloc(cap, sizeof *keys);
+        int32_t *vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+            return false;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) {
+                continue;
+            }
+            size_t j = hash_ptr(m->keys[i]) & (cap - 1);
+            while (keys[j]) {
+                j = (j + 1) & (cap - 1);
+            }
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t i = hash_ptr(key) & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key) {
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->n += !m->keys[i];
+    m->keys[i] = key;
+    m->vals[i] = val;
+    return true;
+}
+
+void tg_pmap_free(pmap *m) {
+    free(m->keys);
+    free(m->vals);
+    *m = (pmap){0};
+}
+
+bool tg_smap_put(sctx *c, strmap *m, char *key, int32_t val) {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 256;
         char **keys = calloc(cap, sizeof *keys);
@@ -162,15 +307,17 @@ static bool map_put(sctx *c, strmap *m, char *key, int32_t val) {
         if (!keys || !vals) {
             free(keys);
             free(vals);
-            sfail(c, TS_ERR_NOMEM, "out of memory");
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
             return false;
         }
         for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
+            if (!m->keys[i]) {
                 continue;
+            }
             size_t j = hash_str(m->keys[i]) & (cap - 1);
-            while (keys[j])
+            while (keys[j]) {
                 j = (j + 1) & (cap - 1);
+            }
             keys[j] = m->keys[i];
             vals[j] = m->vals[i];
         }
@@ -181,20 +328,34 @@ static bool map_put(sctx *c, strmap *m, char *key, int32_t val) {
         m->cap = cap;
     }
     size_t i = hash_str(key) & (m->cap - 1);
-    while (m->keys[i])
+    while (m->keys[i]) {
         i = (i + 1) & (m->cap - 1);
+    }
     m->keys[i] = key;
     m->vals[i] = val;
     m->n++;
     return true;
 }
 
-void ts_schema_maps_free(sctx *c);
+void tg_smap_free(strmap *m) {
+    free(m->keys);
+    free(m->vals);
+    *m = (strmap){0};
+}
+
 void ts_schema_maps_free(sctx *c) {
-    free(c->by_body.keys);
-    free(c->by_body.vals);
-    free(c->by_name.keys);
-    free(c->by_name.vals);
+    tg_smap_free(&c->by_body);
+    tg_smap_free(&c->by_name);
+    tg_smap_free(&c->name_next);
+    tg_smap_free(&c->other_memo);
+    tg_pmap_free(&c->refmap);
+    tg_pmap_free(&c->kidx);
+    for (size_t i = 0; i < c->n_kix; i++) {
+        tg_smap_free(&c->kix[i].by_key);
+    }
+    free(c->kix);
+    c->kix = NULL;
+    c->n_kix = 0;
 }
 
 /* ---- rules ------------------------------------------------------------------------------- */
@@ -205,46 +366,67 @@ static char *unique_name(sctx *c, const char *hint) {
     for (const char *h = hint; *h && n < 48; h++) {
         char ch = *h;
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (ok)
+        if (ok) {
             base[n++] = ch;
-        else if (n && base[n - 1] != '-')
+        } else if (n && base[n - 1] != '-') {
             base[n++] = '-';
+        }
     }
-    while (n && base[n - 1] == '-')
+    while (n && base[n - 1] == '-') {
         n--;
+    }
     if (!n) {
         memcpy(base, "r", 1);
         n = 1;
     }
     base[n] = '\0';
-    if (map_get(&c->by_name, base) < 0)
-        return xdup(c, base);
-    for (int i = 1;; i++) {
-        char *cand = xf(c, "%s-%d", base, i);
-        if (!cand || map_get(&c->by_name, cand) < 0)
+    if (tg_smap_get(&c->by_name, base) < 0) {
+        return tg_xdup(c, base);
+    }
+    /* Suffixes go on from where the last rule with this base stopped: trying -1, -2, ... each
+     * time made many rules of one hint (long pointers cut to one prefix) quadratic. */
+    int32_t *at = tg_smap_ref(&c->name_next, base);
+    int32_t i = at ? *at : 1;
+    for (;; i++) {
+        char *cand = tg_xf(c, "%s-%d", base, (int)i);
+        if (!cand) {
+            return NULL;
+        }
+        if (tg_smap_get(&c->by_name, cand) < 0) {
+            if (at) {
+                *at = i + 1;
+            } else {
+                char *key = tg_xdup(c, base);
+                if (!key || !tg_smap_put(c, &c->name_next, key, i + 1)) {
+                    return NULL;
+                }
+            }
             return cand;
+        }
     }
 }
 
-int32_t rule_find(sctx *c, const char *name) {
-    return map_get(&c->by_name, name);
+int32_t tg_rule_find(sctx *c, const char *name) {
+    return tg_smap_get(&c->by_name, name);
 }
 
-int32_t rule_reserve(sctx *c, const char *hint) {
-    if (c->st != TS_OK)
+int32_t tg_rule_reserve(sctx *c, const char *hint) {
+    if (c->st != TS_OK) {
         return -1;
+    }
     if (c->n_rules >= TS_SCHEMA_MAX_RULES) {
-        sfail(c, TS_ERR_LIMIT, "the grammar would need more than %d rules", TS_SCHEMA_MAX_RULES);
+        tg_sfail(c, TS_ERR_LIMIT, "the grammar would need more than %d rules", TS_SCHEMA_MAX_RULES);
         return -1;
     }
     char *name = unique_name(c, hint);
-    if (!name)
+    if (!name) {
         return -1;
+    }
     if (c->n_rules == c->cap_rules) {
         size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
         srule *r = realloc(c->rules, cap * sizeof *r);
         if (!r) {
-            sfail(c, TS_ERR_NOMEM, "out of memory");
+            tg_sfail(c, TS_ERR_NOMEM, "out of memory");
             return -1;
         }
         c->rules = r;
@@ -252,34 +434,42 @@ int32_t rule_reserve(sctx *c, const char *hint) {
     }
     int32_t idx = (int32_t)c->n_rules++;
     c->rules[idx] = (srule){.name = name, .body = NULL};
-    if (!map_put(c, &c->by_name, name, idx))
+    if (!tg_smap_put(c, &c->by_name, name, idx)) {
         return -1;
+    }
     return idx;
 }
 
-void rule_set_body(sctx *c, int32_t idx, const char *body) {
-    if (c->st != TS_OK || idx < 0)
+void tg_rule_set_body(sctx *c, int32_t idx, const char *body) {
+    if (c->st != TS_OK || idx < 0) {
         return;
+    }
     c->rules[idx].body = (char *)body;
-    if (map_get(&c->by_body, body) < 0)
-        map_put(c, &c->by_body, (char *)body, idx);
+    if (tg_smap_get(&c->by_body, body) < 0) {
+        tg_smap_put(c, &c->by_body, (char *)body, idx);
+    }
 }
 
-char *rule_add(sctx *c, const char *hint, const char *body) {
-    if (c->st != TS_OK || !body)
+char *tg_rule_add(sctx *c, const char *hint, const char *body) {
+    if (c->st != TS_OK || !body) {
         return NULL;
-    if (body == X_EMPTY)
+    }
+    if (body == X_EMPTY) {
         return X_EMPTY;
-    int32_t have = map_get(&c->by_body, body);
-    if (have >= 0)
+    }
+    int32_t have = tg_smap_get(&c->by_body, body);
+    if (have >= 0) {
         return c->rules[have].name;
-    int32_t idx = rule_reserve(c, hint);
-    if (idx < 0)
+    }
+    int32_t idx = tg_rule_reserve(c, hint);
+    if (idx < 0) {
         return NULL;
-    char *b = xdup(c, body);
-    if (!b)
+    }
+    char *b = tg_xdup(c, body);
+    if (!b) {
         return NULL;
-    rule_set_body(c, idx, b);
+    }
+    tg_rule_set_body(c, idx, b);
     return c->rules[idx].name;
 }
 
@@ -291,12 +481,13 @@ static bool atomic(const char *e) {
     bool in_lit = false, in_cls = false;
     for (const char *p = e; *p; p++) {
         if (in_lit || in_cls) {
-            if (*p == '\\' && p[1])
+            if (*p == '\\' && p[1]) {
                 p++;
-            else if (in_lit && *p == '"')
+            } else if (in_lit && *p == '"') {
                 in_lit = false;
-            else if (in_cls && *p == ']')
+            } else if (in_cls && *p == ']') {
                 in_cls = false;
+            }
             continue;
         }
         switch (*p) {
@@ -314,8 +505,9 @@ static bool atomic(const char *e) {
             break;
         case ' ':
         case '|':
-            if (depth == 0)
+            if (depth == 0) {
                 return false;
+            }
             break;
         default:
             break;
@@ -324,105 +516,26 @@ static bool atomic(const char *e) {
     return true;
 }
 
-char *xgroup(sctx *c, const char *e) {
-    if (!e || e == X_EMPTY)
+char *tg_xgroup(sctx *c, const char *e) {
+    if (!e || e == X_EMPTY) {
         return (char *)e;
-    if (!*e)
-        return xdup(c, "\"\"");
-    if (atomic(e))
+    }
+    if (!*e) {
+        return tg_xdup(c, "\"\"");
+    }
+    if (atomic(e)) {
         return (char *)e;
-    return xf(c, "( %s )", e);
-}
-
-char *xalt(sctx *c, char **items, size_t n) {
-    if (c->st != TS_OK)
-        return NULL;
-    size_t len = 0, k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!items[i])
-            return NULL;
-        if (items[i] == X_EMPTY)
-            continue;
-        /* Skip duplicates: the same alternative twice only makes matching ambiguous. */
-        bool dup = false;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = items[j] != X_EMPTY && strcmp(items[j], items[i]) == 0;
-        if (dup)
-            continue;
-        len += strlen(items[i]) + 3;
-        k++;
     }
-    if (!k)
-        return X_EMPTY;
-    char *out = xalloc(c, len + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i] == X_EMPTY)
-            continue;
-        bool dup = false;
-        for (size_t j = 0; j < i && !dup; j++)
-            dup = items[j] != X_EMPTY && strcmp(items[j], items[i]) == 0;
-        if (dup)
-            continue;
-        if (!first) {
-            memcpy(out + o, " | ", 3);
-            o += 3;
-        }
-        first = false;
-        size_t l = strlen(items[i]);
-        if (!l) {
-            memcpy(out + o, "\"\"", 2);
-            o += 2;
-        } else {
-            memcpy(out + o, items[i], l);
-            o += l;
-        }
-    }
-    out[o] = '\0';
-    return k == 1 ? out : xf(c, "( %s )", out);
+    return tg_xf(c, "( %s )", e);
 }
 
 /* ---- literals and classes ---------------------------------------------------------------- */
 
-size_t utf8_dec(const char *s, size_t n, uint32_t *cp) {
-    const unsigned char *u = (const unsigned char *)s;
-    if (!n)
-        return 0;
-    if (u[0] < 0x80) {
-        *cp = u[0];
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((u[0] & 0xE0) == 0xC0) {
-        len = 2, v = u[0] & 0x1F, min = 0x80;
-    } else if ((u[0] & 0xF0) == 0xE0) {
-        len = 3, v = u[0] & 0x0F, min = 0x800;
-    } else if ((u[0] & 0xF8) == 0xF0) {
-        len = 4, v = u[0] & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((u[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (u[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
-}
-
-char *gbnf_lit(sctx *c, const char *s, size_t n) {
-    char *out = xalloc(c, n * 4 + 3);
-    if (!out)
+char *tg_gbnf_lit(sctx *c, const char *s, size_t n) {
+    char *out = tg_xalloc(c, n * 4 + 3);
+    if (!out) {
         return NULL;
+    }
     size_t o = 0;
     out[o++] = '"';
     for (size_t i = 0; i < n; i++) {
@@ -450,67 +563,36 @@ char *gbnf_lit(sctx *c, const char *s, size_t n) {
     return out;
 }
 
-char *json_quote(sctx *c, const char *s) {
-    size_t n = strlen(s);
-    char *out = xalloc(c, n * 6 + 3);
-    if (!out)
+char *tg_json_quote(sctx *c, const char *s) {
+    if (c->st != TS_OK) {
         return NULL;
-    size_t o = 0;
-    out[o++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *esc = NULL;
-        switch (ch) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            break;
-        }
-        if (esc) {
-            memcpy(out + o, esc, 2);
-            o += 2;
-        } else if (ch < 0x20) {
-            o += (size_t)snprintf(out + o, 7, "\\u%04x", ch);
-        } else {
-            out[o++] = (char)ch;
-        }
     }
-    out[o++] = '"';
-    out[o] = '\0';
-    return out;
+    ts_buf b = {0};
+    ts_json_put_str(&b, s, strlen(s), 0);
+    if (b.oom) {
+        ts_buf_free(&b);
+        return tg_sfail(c, TS_ERR_NOMEM, "out of memory");
+    }
+    char *r = tg_xdup(c, b.p);
+    ts_buf_free(&b);
+    return r;
 }
 
 /* ---- code point sets --------------------------------------------------------------------- */
 
-void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
-    if (c->st != TS_OK || lo > hi)
+void tg_cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
+    if (c->st != TS_OK || lo > hi) {
         return;
+    }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        uint32_t(*r)[2] = xalloc(c, cap * sizeof *r);
-        if (!r)
+        uint32_t(*r)[2] = tg_xalloc(c, cap * sizeof *r);
+        if (!r) {
             return;
-        if (s->n)
+        }
+        if (s->n) {
             memcpy(r, s->r, s->n * sizeof *r);
+        }
         s->r = r;
         s->cap = cap;
     }
@@ -519,9 +601,10 @@ void cps_add(sctx *c, cpset *s, uint32_t lo, uint32_t hi) {
     s->n++;
 }
 
-void cps_add_set(sctx *c, cpset *s, const cpset *t) {
-    for (size_t i = 0; i < t->n; i++)
-        cps_add(c, s, t->r[i][0], t->r[i][1]);
+void tg_cps_add_set(sctx *c, cpset *s, const cpset *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        tg_cps_add(c, s, t->r[i][0], t->r[i][1]);
+    }
 }
 
 static int cmp_range(const void *a, const void *b) {
@@ -529,15 +612,17 @@ static int cmp_range(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-void cps_normalize(cpset *s) {
-    if (s->n < 2)
+void tg_cps_normalize(cpset *s) {
+    if (s->n < 2) {
         return;
+    }
     qsort(s->r, s->n, sizeof *s->r, cmp_range);
     size_t o = 0;
     for (size_t i = 1; i < s->n; i++) {
         if (s->r[i][0] <= s->r[o][1] + 1) {
-            if (s->r[i][1] > s->r[o][1])
+            if (s->r[i][1] > s->r[o][1]) {
                 s->r[o][1] = s->r[i][1];
+            }
         } else {
             o++;
             s->r[o][0] = s->r[i][0];
@@ -547,23 +632,27 @@ void cps_normalize(cpset *s) {
     s->n = o + 1;
 }
 
-cpset cps_complement(sctx *c, const cpset *s) {
+cpset tg_cps_complement(sctx *c, const cpset *s) {
     cpset t = {0};
     uint32_t next = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (s->r[i][0] > next)
-            cps_add(c, &t, next, s->r[i][0] - 1);
+        if (s->r[i][0] > next) {
+            tg_cps_add(c, &t, next, s->r[i][0] - 1);
+        }
         next = s->r[i][1] + 1;
     }
-    if (next <= 0x10FFFF)
-        cps_add(c, &t, next, 0x10FFFF);
+    if (next <= 0x10FFFF) {
+        tg_cps_add(c, &t, next, 0x10FFFF);
+    }
     return t;
 }
 
-bool cps_has(const cpset *s, uint32_t cp) {
-    for (size_t i = 0; i < s->n; i++)
-        if (cp >= s->r[i][0] && cp <= s->r[i][1])
+bool tg_cps_has(const cpset *s, uint32_t cp) {
+    for (size_t i = 0; i < s->n; i++) {
+        if (cp >= s->r[i][0] && cp <= s->r[i][1]) {
             return true;
+        }
+    }
     return false;
 }
 
@@ -572,28 +661,34 @@ static int put_cp(char *o, uint32_t cp) {
         o[0] = (char)cp;
         return 1;
     }
-    if (cp < 0x80)
+    if (cp < 0x80) {
         return sprintf(o, "\\x%02X", cp);
-    if (cp < 0x10000)
+    }
+    if (cp < 0x10000) {
         return sprintf(o, "\\u%04X", cp);
+    }
     return sprintf(o, "\\U%08X", cp);
 }
 
-char *cps_class(sctx *c, const cpset *s) {
-    if (c->st != TS_OK)
+char *tg_cps_class(sctx *c, const cpset *s) {
+    if (c->st != TS_OK) {
         return NULL;
-    if (!s->n)
+    }
+    if (!s->n) {
         return X_EMPTY;
-    char *out = xalloc(c, s->n * 24 + 3);
-    if (!out)
+    }
+    char *out = tg_xalloc(c, s->n * 24 + 3);
+    if (!out) {
         return NULL;
+    }
     size_t o = 0;
     out[o++] = '[';
     for (size_t i = 0; i < s->n; i++) {
         o += (size_t)put_cp(out + o, s->r[i][0]);
         if (s->r[i][1] != s->r[i][0]) {
-            if (s->r[i][1] != s->r[i][0] + 1)
+            if (s->r[i][1] != s->r[i][0] + 1) {
                 out[o++] = '-';
+            }
             o += (size_t)put_cp(out + o, s->r[i][1]);
         }
     }
@@ -602,41 +697,47 @@ char *cps_class(sctx *c, const cpset *s) {
     return out;
 }
 
-char *cps_json(sctx *c, const cpset *in) {
-    if (c->st != TS_OK)
+char *tg_cps_json(sctx *c, const cpset *in) {
+    if (c->st != TS_OK) {
         return NULL;
+    }
     cpset s = {0};
-    cps_add_set(c, &s, in);
-    cps_normalize(&s);
+    tg_cps_add_set(c, &s, in);
+    tg_cps_normalize(&s);
     /* Raw characters: all but the quote, the backslash and the control characters. */
     cpset raw = {0};
     for (size_t i = 0; i < s.n; i++) {
         uint32_t lo = s.r[i][0], hi = s.r[i][1];
-        if (lo < 0x20)
+        if (lo < 0x20) {
             lo = 0x20;
+        }
         for (uint32_t cut = 0; cut < 2 && lo <= hi; cut++) {
             uint32_t x = cut ? '\\' : '"';
             if (x >= lo && x <= hi) {
-                if (x > lo)
-                    cps_add(c, &raw, lo, x - 1);
+                if (x > lo) {
+                    tg_cps_add(c, &raw, lo, x - 1);
+                }
                 lo = x + 1;
             }
         }
-        if (lo <= hi)
-            cps_add(c, &raw, lo, hi);
+        if (lo <= hi) {
+            tg_cps_add(c, &raw, lo, hi);
+        }
     }
-    cps_normalize(&raw);
+    tg_cps_normalize(&raw);
     char *items[8];
     size_t n = 0;
-    items[n++] = cps_class(c, &raw);
+    items[n++] = tg_cps_class(c, &raw);
     static const struct {
         uint32_t cp;
         const char *lit;
     } esc[] = {{'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""}, {'\b', "\"\\\\b\""},
                {'\f', "\"\\\\f\""},   {'\n', "\"\\\\n\""},    {'\r', "\"\\\\r\""},
                {'\t', "\"\\\\t\""}};
-    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++)
-        if (cps_has(&s, esc[i].cp))
-            items[n++] = xdup(c, esc[i].lit);
-    return xalt(c, items, n);
+    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++) {
+        if (tg_cps_has(&s, esc[i].cp)) {
+            items[n++] = tg_xdup(c, esc[i].lit);
+        }
+    }
+    return tg_xalt(c, items, n);
 }

@@ -1,11 +1,27 @@
 /*
- * http.c — libmicrohttpd glue: routing, authentication, request bodies, small endpoints.
+ * http.c — libmicrohttpd glue: routing, authentication, CORS, request bodies, small endpoints.
  *
- * MHD calls on_request several times per request: once with the headers (we route, check
- * the method, the API key and Content-Length, and may answer at once), then with pieces of
- * the body (appended up to cfg.max_body; beyond it the rest is discarded and the answer is
- * 413), and a last time with no data, when the request is dispatched. on_completed counts the
- * request in the metrics and logs it.
+ * MHD calls on_request several times per request, all on its one event thread (conn.c):
+ * once with the headers (we route, check the method, the API key and Content-Length, and may
+ * answer at once), then with pieces of the body (appended up to cfg.max_body; beyond it the
+ * rest is read and dropped and the answer is 413), and a last time with no data, when the
+ * request is dispatched: small endpoints are answered in place, handlers that can block run
+ * on a worker thread while the connection is suspended, and the reply they build is queued
+ * when MHD calls again after the resume. on_completed counts the request in the metrics and
+ * logs it.
+ *
+ * A body over the limit is answered so that the client can read the 413: with "Expect:
+ * 100-continue" (curl's habit for large bodies) before the body is sent; otherwise the body is
+ * read and dropped up to DISCARD_MAX and the 413 follows, because closing a socket while the
+ * client still writes resets the connection and the client sees a broken pipe instead of the
+ * answer. A Content-Length over the limit whose body does not start within PROBE_MS is a
+ * client waiting for an answer: it gets the 413 then (conn.c's body probe). Past DISCARD_MAX
+ * (or a Content-Length announcing more) the 413 is sent at once and the connection closed.
+ *
+ * CORS (cfg.cors_origins): an allowed Origin gets Access-Control-Allow-Origin on every answer
+ * (errors and streams included); an OPTIONS request is answered 204, with the preflight
+ * headers when its origin is allowed. Nothing is added for other origins or without the
+ * option.
  */
 #include "server/server_internal.h"
 
@@ -14,6 +30,11 @@
 #include <string.h>
 #include <strings.h>
 
+/* Body bytes read and dropped after the limit, so that the client can read its 413. */
+#define DISCARD_MAX ((size_t)64 << 20)
+/* How long a body announced too large may take to start before the 413 goes out at once. */
+#define PROBE_MS 500
+
 typedef struct conn_ctx {
     ts_route route;
     char method[8];
@@ -21,8 +42,15 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_big;
-    int status; /* what was queued; 0 before */
+    size_t dropped; /* body bytes dropped past the limit */
+    int status;     /* what was queued; 0 before */
     double t0;
+    ts_server *s;
+    struct MHD_Connection *c;
+    unsigned long long announced; /* a Content-Length over the limit, 0 when none */
+    unsigned long long received;  /* body bytes so far */
+    bool dispatched; /* a worker built (or is building) the reply below */
+    ts_reply pending;
 } conn_ctx;
 
 typedef struct route_def {
@@ -54,12 +82,55 @@ static const route_def *find_route(const char *url) {
     return NULL;
 }
 
+/* Whether origin is in the comma-separated list (or the list holds "*"). */
+static bool origin_allowed(const char *list, const char *origin) {
+    if (list == NULL || origin == NULL) {
+        return false;
+    }
+    size_t olen = strlen(origin);
+    for (const char *p = list; *p != '\0';) {
+        while (*p == ' ' || *p == ',') {
+            p++;
+        }
+        const char *end = p;
+        while (*end != '\0' && *end != ',') {
+            end++;
+        }
+        size_t n = (size_t)(end - p);
+        while (n > 0 && p[n - 1] == ' ') {
+            n--;
+        }
+        if ((n == 1 && p[0] == '*') || (n > 0 && n == olen && strncasecmp(p, origin, n) == 0)) {
+            return true;
+        }
+        p = end;
+    }
+    return false;
+}
+
+/* Adds Access-Control-Allow-Origin when the request's Origin is allowed; true when it did. */
+static bool add_cors(ts_server *s, struct MHD_Connection *c, struct MHD_Response *r) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (r == NULL || !origin_allowed(s->cors_origins, origin)) {
+        return false;
+    }
+    if (origin_allowed(s->cors_origins, "*")) { /* the list holds "*" */
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    } else {
+        /* The answer depends on the Origin: caches must keep one per origin. */
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(r, "Vary", "Origin");
+    }
+    return true;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, conn_ctx *ctx, ts_reply r) {
     if (r.response == NULL) {
         ctx->status = r.status ? r.status : 500;
         return MHD_NO; /* closes the connection */
     }
     ctx->status = r.status;
+    add_cors(ctx->s, c, r.response);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)r.status, r.response);
     MHD_destroy_response(r.response);
     return ok;
@@ -126,6 +197,36 @@ static ts_reply reply_metrics(ts_server *s) {
     if (text == NULL) {
         return ts_reply_json(500, NULL);
     }
+    /* The connection layer's figures (conn.c), after the request and engine ones. */
+    ts_conns_counts cc;
+    ts_conns_stats(s, &cc);
+    char extra[1024];
+    int n = snprintf(
+        extra, sizeof extra,
+        "# HELP tessera_http_connections_open Connections open now.\n"
+        "# TYPE tessera_http_connections_open gauge\n"
+        "tessera_http_connections_open %lld\n"
+        "# HELP tessera_http_request_threads Request worker threads running.\n"
+        "# TYPE tessera_http_request_threads gauge\n"
+        "tessera_http_request_threads %lld\n"
+        "# HELP tessera_http_streams_parked Streams waiting for tokens without a thread.\n"
+        "# TYPE tessera_http_streams_parked gauge\n"
+        "tessera_http_streams_parked %lld\n"
+        "# HELP tessera_http_connections_cut_total Connections closed for want of a request "
+        "header.\n"
+        "# TYPE tessera_http_connections_cut_total counter\n"
+        "tessera_http_connections_cut_total %lld\n"
+        "# HELP tessera_http_connections_refused_total Connections over a limit, answered 503.\n"
+        "# TYPE tessera_http_connections_refused_total counter\n"
+        "tessera_http_connections_refused_total %lld\n",
+        (long long)cc.open, (long long)cc.workers, (long long)cc.parked, (long long)cc.cut,
+        (long long)cc.refused);
+    char *all = n > 0 && (size_t)n < sizeof extra ? realloc(text, len + (size_t)n + 1) : NULL;
+    if (all != NULL) {
+        memcpy(all + len, extra, (size_t)n + 1);
+        text = all;
+        len += (size_t)n;
+    }
     r.response = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (r.response == NULL) {
         free(text);
@@ -177,6 +278,25 @@ static ts_reply dispatch(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx) 
     }
 }
 
+/* OPTIONS: 204 with the methods the route takes, and the preflight answer for an allowed
+ * origin. Browsers send no credentials with a preflight, so it needs no API key. */
+static ts_reply reply_options(ts_server *s, struct MHD_Connection *c, const char *methods) {
+    ts_reply r = {.status = 204};
+    r.response = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (r.response == NULL) {
+        return r;
+    }
+    MHD_add_response_header(r.response, "Allow", methods);
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin_allowed(s->cors_origins, origin)) {
+        MHD_add_response_header(r.response, "Access-Control-Allow-Methods", methods);
+        MHD_add_response_header(r.response, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type");
+        MHD_add_response_header(r.response, "Access-Control-Max-Age", "86400");
+    }
+    return r; /* send_reply adds Access-Control-Allow-Origin */
+}
+
 /* Checks made on the headers alone; a reply with a response means "answer now". */
 static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx,
                               const char *url, const char *method) {
@@ -190,6 +310,9 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
     }
     ctx->route = rd->route;
     bool get = strcmp(rd->method, "GET") == 0;
+    if (strcmp(method, "OPTIONS") == 0) {
+        return reply_options(s, c, get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+    }
     if (strcmp(method, rd->method) != 0 && !(get && strcmp(method, "HEAD") == 0)) {
         ts_reply r = error_reply(405, "invalid_request_error", "method_not_allowed",
                                  "%s is not allowed here", method);
@@ -207,6 +330,13 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
         char *end = NULL;
         unsigned long long n = strtoull(cl, &end, 10);
         if (n > s->cfg.max_body) {
+            const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+            bool waits = expect != NULL && strcasecmp(expect, "100-continue") == 0;
+            if (!waits && n - s->cfg.max_body <= DISCARD_MAX) {
+                ctx->too_big = true; /* read and drop it, then answer (see the top) */
+                ctx->announced = n;
+                return none;
+            }
             char msg[96];
             snprintf(msg, sizeof msg, "%llu bytes; the limit is %zu", n, s->cfg.max_body);
             return error_reply(413, "invalid_request_error", "body_too_large",
@@ -214,6 +344,58 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
         }
     }
     return none;
+}
+
+/* Handlers that can block run off the event thread: the model, a large body to tokenize, and
+ * the engine's statistics (read under the engine's lock, which a step may hold a while). */
+static bool blocking_route(ts_route r) {
+    return r == TS_ROUTE_COMPLETIONS || r == TS_ROUTE_CHAT || r == TS_ROUTE_TOKENIZE ||
+           r == TS_ROUTE_DETOKENIZE || r == TS_ROUTE_EMBEDDINGS || r == TS_ROUTE_METRICS;
+}
+
+static void dispatch_worker(void *arg) {
+    conn_ctx *ctx = arg;
+    ctx->pending = dispatch(ctx->s, ctx->c, ctx);
+}
+
+static ts_reply refusal_reply(ts_server *s, ts_conn_refusal why) {
+    char msg[160];
+    if (why == TS_CONN_REFUSED_PER_IP) {
+        snprintf(msg, sizeof msg, "too many connections from your address (the limit is %d)",
+                 s->cfg.max_conns_per_ip);
+    } else {
+        snprintf(msg, sizeof msg, "the server is at its connection limit (%d)",
+                 s->cfg.max_connections);
+    }
+    ts_reply r = error_reply(503, "server_error", "too_many_connections", "%s", msg);
+    if (r.response != NULL) {
+        /* The slot is only freed when the connection closes. */
+        MHD_add_response_header(r.response, "Connection", "close");
+    }
+    return r;
+}
+
+static ts_reply too_big_reply(ts_server *s) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "%zu bytes", s->cfg.max_body);
+    return error_reply(413, "invalid_request_error", "body_too_large",
+                       "the request body is larger than the limit of %s", msg);
+}
+
+/* The body probe's deadline passed with no body byte: the client waits for an answer before
+ * sending (or sends nothing), so the 413 goes out now. Runs on conn.c's helper thread while
+ * the connection is suspended, where queueing a response is allowed. */
+static void answer_unsent_body(void *arg) {
+    conn_ctx *ctx = arg;
+    ts_reply r = too_big_reply(ctx->s);
+    if (r.response == NULL) {
+        return;
+    }
+    add_cors(ctx->s, ctx->c, r.response);
+    if (MHD_queue_response(ctx->c, (unsigned)r.status, r.response) == MHD_YES) {
+        ctx->status = r.status;
+    }
+    MHD_destroy_response(r.response);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -228,15 +410,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         }
         *con_cls = ctx;
+        ctx->s = s;
+        ctx->c = c;
         pthread_mutex_lock(&s->mu);
         s->n_requests_open++;
         pthread_mutex_unlock(&s->mu);
         ctx->t0 = ts_server_now();
         snprintf(ctx->method, sizeof ctx->method, "%s", method);
         snprintf(ctx->path, sizeof ctx->path, "%s", url);
+        ts_conn_refusal why = ts_conns_request_begin(s, c);
+        if (why != TS_CONN_ACCEPTED) {
+            ctx->route = TS_ROUTE_OTHER;
+            return send_reply(c, ctx, refusal_reply(s, why));
+        }
         ts_reply early = check_headers(s, c, ctx, url, method);
         if (early.response != NULL || early.status != 0) {
             return send_reply(c, ctx, early);
+        }
+        if (ctx->announced > 0 &&
+            !ts_conns_probe_body(s, c, PROBE_MS, answer_unsent_body, ctx)) {
+            return send_reply(c, ctx, too_big_reply(s));
         }
         return MHD_YES;
     }
@@ -247,11 +440,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        ctx->received += n;
         if (ctx->too_big || ctx->len + n > s->cfg.max_body) {
             ctx->too_big = true;
+            ctx->dropped += n;
             free(ctx->body);
             ctx->body = NULL;
             ctx->len = ctx->cap = 0;
+            if (ctx->dropped > DISCARD_MAX) {
+                return send_reply(c, ctx, too_big_reply(s)); /* enough: answer and close */
+            }
             return MHD_YES;
         }
         if (ctx->len + n + 1 > ctx->cap) {
@@ -272,11 +470,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (ctx->too_big) {
-        char msg[64];
-        snprintf(msg, sizeof msg, "%zu bytes", s->cfg.max_body);
+        if (ctx->received < ctx->announced) {
+            /* Called again after the body probe resumed the connection, before the body:
+             * answering now would close it under a client that is sending. */
+            return MHD_YES;
+        }
+        return send_reply(c, ctx, too_big_reply(s));
+    }
+    if (ctx->dispatched) {
+        /* Called again after the worker resumed the connection: its reply is ready. */
+        ts_reply r = ctx->pending;
+        ctx->pending = (ts_reply){0};
+        return send_reply(c, ctx, r);
+    }
+    if (blocking_route(ctx->route)) {
+        ctx->dispatched = true;
+        if (ts_conns_spawn(s, c, dispatch_worker, ctx)) {
+            return MHD_YES;
+        }
         return send_reply(c, ctx,
-                          error_reply(413, "invalid_request_error", "body_too_large",
-                                      "the request body is larger than the limit of %s", msg));
+                          error_reply(503, "server_error", "overloaded", "%s",
+                                      "cannot start a thread for the request; try again"));
     }
     return send_reply(c, ctx, dispatch(s, c, ctx));
 }
@@ -284,11 +498,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     ts_server *s = cls;
-    (void)c;
     conn_ctx *ctx = *con_cls;
     if (ctx == NULL) {
         return;
     }
+    ts_conns_request_end(s, c);
     int status = ctx->status;
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && (status == 200 || status == 0)) {
         status = 499; /* the client (or the network) ended it first */
@@ -303,6 +517,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     s->n_requests_open--;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    if (ctx->pending.response != NULL) {
+        MHD_destroy_response(ctx->pending.response);
+    }
     free(ctx->body);
     free(ctx);
     *con_cls = NULL;
@@ -317,15 +534,27 @@ static void on_log(void *cls, const char *fmt, va_list ap) {
     }
 }
 
+unsigned ts_http_conn_reserve(int max_connections) {
+    /* Room above max_connections so that the excess is answered 503 (conn.c) rather than
+     * reset: a refused connection costs a socket and libmicrohttpd's small buffer until it
+     * has been answered or its header deadline passes. Past it libmicrohttpd refuses. */
+    unsigned half = (unsigned)max_connections / 2;
+    return half < 256 ? 256 : half;
+}
+
 struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6) {
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ITC;
+    /* One event thread (epoll where available) for every connection; see conn.c. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                     (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL
+                                                                             : MHD_USE_POLL);
     if (ipv6) {
         flags |= MHD_USE_IPv6;
     }
-    return MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
-                            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
+    unsigned reserve = ts_http_conn_reserve(s->cfg.max_connections);
+    return MHD_start_daemon(
+        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections + reserve,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        ts_conns_notify_fn(), s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
 }

@@ -18,7 +18,10 @@ ts_server_config ts_server_config_default(void) {
         .max_body = 1u << 20,
         .max_queue = 256,
         .conn_timeout_s = 60,
-        .max_connections = 512,
+        .header_timeout_s = 5,
+        .max_connections = 1024,
+        .max_conns_per_ip = 0,
+        .cors_origins = NULL,
         .log = NULL,
         .render_memory = (size_t)512 << 20,
         .render_timeout_ms = 10000,
@@ -48,12 +51,15 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     ts_context_get_info(ctx, &info);
     if (cfg->port < 0 || cfg->port > 65535 || cfg->max_body < 64 || cfg->max_queue < 0 ||
         info.max_seqs < 1 || info.n_ctx < 1 || cfg->conn_timeout_s < 0 ||
-        cfg->max_connections < 1 || cfg->model_name == NULL || cfg->model_name[0] == '\0') {
+        cfg->header_timeout_s < 0 || cfg->max_connections < 1 || cfg->max_conns_per_ip < 0 ||
+        cfg->model_name == NULL || cfg->model_name[0] == '\0') {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "server: invalid configuration (port %d, max body %zu, max queue %d, "
-                            "max seqs %lld, ctx %lld, timeout %d s, connections %d)",
+                            "max seqs %lld, ctx %lld, timeout %d s, header timeout %d s, "
+                            "connections %d, per address %d)",
                             cfg->port, cfg->max_body, cfg->max_queue, (long long)info.max_seqs,
-                            (long long)info.n_ctx, cfg->conn_timeout_s, cfg->max_connections);
+                            (long long)info.n_ctx, cfg->conn_timeout_s, cfg->header_timeout_s,
+                            cfg->max_connections, cfg->max_conns_per_ip);
     }
     if (cfg->render_timeout_ms < 0 || cfg->grammar_timeout_ms < 0 ||
         (cfg->render_memory != 0 && cfg->render_memory < ((size_t)1 << 20))) {
@@ -79,13 +85,16 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     s->host = dup_or_null(cfg->host ? cfg->host : "127.0.0.1");
     s->api_key = dup_or_null(cfg->api_key);
     s->model_name = dup_or_null(cfg->model_name);
-    if (s->host == NULL || s->model_name == NULL || (cfg->api_key && s->api_key == NULL)) {
+    s->cors_origins = dup_or_null(cfg->cors_origins);
+    if (s->host == NULL || s->model_name == NULL || (cfg->api_key && s->api_key == NULL) ||
+        (cfg->cors_origins && s->cors_origins == NULL)) {
         ts_server_destroy(s);
         return ts_error_set(err, TS_ERR_NOMEM, "server: out of memory");
     }
     s->cfg.host = s->host;
     s->cfg.api_key = s->api_key;
     s->cfg.model_name = s->model_name;
+    s->cfg.cors_origins = s->cors_origins;
     s->api_key_len = s->api_key ? strlen(s->api_key) : 0;
     s->ctx = ctx;
     s->llm = ts_context_llm(ctx);
@@ -159,9 +168,12 @@ ts_status ts_server_start(ts_server *s, ts_error *err) {
         return ts_error_set(err, TS_ERR_NOMEM, "server: cannot start the engine thread");
     }
     s->engine_started = true;
-    s->daemon = ts_http_start(s, res->ai_addr, res->ai_family == AF_INET6);
+    if (ts_conns_create(s) == TS_OK) {
+        s->daemon = ts_http_start(s, res->ai_addr, res->ai_family == AF_INET6);
+    }
     freeaddrinfo(res);
     if (s->daemon == NULL) {
+        ts_conns_destroy(s);
         atomic_store(&s->engine_stop, true);
         ts_context_wake(s->ctx);
         pthread_join(s->engine_thread, NULL);
@@ -238,10 +250,14 @@ void ts_server_shutdown(ts_server *s, int grace_ms) {
         pthread_join(s->engine_thread, NULL);
         s->engine_started = false;
     }
+    /* Request workers end once the engine has stopped (their jobs are aborted or done); parked
+     * streams are woken. Half-open connections hold no thread and close with the daemon. */
+    ts_conns_stop(s, 10000);
     if (s->daemon != NULL) {
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
     }
+    ts_conns_destroy(s);
     if (s->listen_fd_after_quiesce >= 0) {
         close(s->listen_fd_after_quiesce);
         s->listen_fd_after_quiesce = -1;
@@ -263,5 +279,6 @@ void ts_server_destroy(ts_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->model_name);
+    free(s->cors_origins);
     free(s);
 }

@@ -5,9 +5,11 @@
  * include/tessera.h; the server reaches the model only through that API (a ts_context for
  * requests, its ts_llm for tokens and text).
  *
- * Threads: libmicrohttpd runs one thread per connection (plus its listening thread). Those
- * threads parse, validate, tokenize and submit requests, then wait on their request's own
- * event queue; they never run the model. ONE engine thread, owned by the server, calls
+ * Threads: libmicrohttpd runs one event thread for every connection (conn.c); a request whose
+ * body has arrived gets a worker thread of its own for its handler. Those workers parse,
+ * validate, tokenize and submit requests, then wait on their request's own event queue; they
+ * never run the model. Streams are written by the event thread, which parks a stream's
+ * connection while it has nothing to send (conn.c). ONE engine thread, owned by the server, calls
  * ts_context_step for all requests together (continuous batching). The context's callbacks
  * run on the engine thread and only append to a request's queue and wake its HTTP thread (an
  * eventfd), so a slow or stalled client never delays the engine: its events pile up in its
@@ -46,6 +48,7 @@
 
 typedef struct ts_job ts_job;
 typedef struct ts_embed_job ts_embed_job;
+typedef struct ts_conns ts_conns;
 typedef struct ts_req_cancel ts_req_cancel;
 
 /* How long a render waits for its share of the render budget before the request is 503. */
@@ -68,6 +71,8 @@ struct ts_server {
     atomic_uint_fast64_t id_counter;
 
     struct MHD_Daemon *daemon;
+    ts_conns *conns; /* connection bookkeeping (conn.c); NULL when not started */
+    char *cors_origins;
     int port;
     int listen_fd_after_quiesce; /* closed after MHD_stop_daemon */
 
@@ -285,8 +290,52 @@ cJSON *ts_server_chat_info(ts_server *s);
 /* ---- http.c ------------------------------------------------------------------------------ */
 
 struct sockaddr;
-/* Starts libmicrohttpd on addr (thread per connection). NULL on failure. */
+/* Connections accepted beyond max_connections only to be answered 503. */
+unsigned ts_http_conn_reserve(int max_connections);
+/* Starts libmicrohttpd on addr (one event thread; conn.c). NULL on failure. */
 struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6);
+
+/* ---- conn.c: connections around the event thread ----------------------------------------- */
+
+typedef enum ts_conn_refusal {
+    TS_CONN_ACCEPTED = 0,
+    TS_CONN_REFUSED_FULL,   /* over max_connections when it connected */
+    TS_CONN_REFUSED_PER_IP, /* over max_conns_per_ip when it connected */
+} ts_conn_refusal;
+
+/* Creates s->conns and its helper thread (before the daemon starts). */
+ts_status ts_conns_create(ts_server *s);
+/* The MHD_OPTION_NOTIFY_CONNECTION callback (its argument is the server). */
+MHD_NotifyConnectionCallback ts_conns_notify_fn(void);
+/* A request's header has arrived on c: whether the connection is to be refused (503). */
+ts_conn_refusal ts_conns_request_begin(ts_server *s, struct MHD_Connection *c);
+/* c's request is over; its next header is due within the header timeout. */
+void ts_conns_request_end(ts_server *s, struct MHD_Connection *c);
+/* From the access handler: suspends c and runs fn(arg) on a new thread, which resumes c when
+ * fn returns. False (c not suspended) when no thread can be started. */
+bool ts_conns_spawn(ts_server *s, struct MHD_Connection *c, void (*fn)(void *), void *arg);
+/* From a content reader on the event thread: suspends the connection whose socket is sock
+ * until efd is readable, the client hangs up or timeout_ms pass; the reader then returns 0.
+ * False when the connection cannot be parked (the caller waits in place instead). */
+bool ts_conns_park(ts_server *s, int sock, int efd, int timeout_ms);
+/* From the access handler's first call: suspends c until the client sends body bytes (or
+ * hangs up), then resumes it; when timeout_ms pass first, calls expire(arg) on the helper
+ * thread, which may queue a response, and then resumes it. False when it cannot. */
+bool ts_conns_probe_body(ts_server *s, struct MHD_Connection *c, int timeout_ms,
+                         void (*expire)(void *), void *arg);
+typedef struct ts_conns_counts {
+    int64_t open;    /* connections open now */
+    int64_t workers; /* request worker threads running */
+    int64_t parked;  /* streams (and body probes) waiting, suspended */
+    int64_t cut;     /* closed for want of a request header, since start */
+    int64_t refused; /* accepted over a limit to be answered 503, since start */
+} ts_conns_counts;
+void ts_conns_stats(ts_server *s, ts_conns_counts *out);
+/* Shutdown, before MHD_stop_daemon: waits up to wait_ms for request workers, stops the helper
+ * thread and resumes every parked connection. */
+void ts_conns_stop(ts_server *s, int wait_ms);
+/* After MHD_stop_daemon. */
+void ts_conns_destroy(ts_server *s);
 
 /* ---- streaming (stream.c) -------------------------------------------------------------- */
 

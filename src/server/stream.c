@@ -12,11 +12,11 @@
  * or a shutdown mid-stream becomes `data: {"error": {...}}` followed by [DONE], which OpenAI
  * clients raise as an APIError.
  *
- * libmicrohttpd runs one thread per connection and calls the content reader below on it; the
- * reader blocks on the job's eventfd and the client socket (never on the engine), and sends
- * an SSE comment every 15 s of silence so proxies keep the connection open. A client that
- * goes away is noticed at once by the socket poll (or by a failed write), and its request is
- * aborted.
+ * libmicrohttpd calls the content reader below on its event thread, which must not block: with
+ * nothing to send, the reader parks the connection (ts_conns_park) until the job's eventfd
+ * fires, the client hangs up or 15 s of silence call for an SSE comment (which keeps proxies
+ * from closing the connection), and returns 0. A client that goes away is noticed at once by
+ * the socket (or by a failed write), and its request is aborted.
  */
 #include "server/server_internal.h"
 
@@ -44,6 +44,7 @@ typedef struct stream {
     char *buf; /* bytes not yet handed to MHD: buf[off..len) */
     size_t len, off, cap;
     bool finished; /* [DONE] is in buf */
+    double t_out;  /* when bytes were last handed to MHD (for the keep-alive comment) */
 } stream;
 
 static bool put_raw(stream *st, const char *data, size_t n) {
@@ -241,6 +242,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
             size_t n = st->len - st->off < max ? st->len - st->off : max;
             memcpy(out, st->buf + st->off, n);
             st->off += n;
+            st->t_out = ts_server_now();
             return (ssize_t)n;
         }
         st->off = st->len = 0;
@@ -271,13 +273,20 @@ static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
         if (st->len > 0) {
             continue;
         }
-        int w = ts_job_wait(st->j, st->sock, KEEPALIVE_MS);
+        int w = ts_job_wait(st->j, st->sock, 0);
+        int quiet_left = KEEPALIVE_MS - (int)((ts_server_now() - st->t_out) * 1e3);
+        if (w == 0 && quiet_left > 0) {
+            if (ts_conns_park(st->s, st->sock, st->j->efd, quiet_left)) {
+                return 0; /* called again once resumed */
+            }
+            w = ts_job_wait(st->j, st->sock, quiet_left);
+        }
         if (w < 0) {
             ts_job_release(st->j); /* aborts the context requests */
             st->j = NULL;
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
-        if (w == 0) {
+        if (w == 0 && ts_server_now() - st->t_out >= KEEPALIVE_MS / 1e3) {
             put_raw(st, ": keep-alive\n\n", 14);
         }
     }
@@ -332,6 +341,7 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
     st->sock = sock;
     st->n_choices = n_choices;
     st->created = (double)time(NULL);
+    st->t_out = ts_server_now();
     ts_server_make_id(s, r->kind == TS_API_CHAT ? "chatcmpl" : "cmpl", st->id, sizeof st->id);
     if (r->kind == TS_API_CHAT) {
         for (int32_t i = 0; i < n_choices; i++) {

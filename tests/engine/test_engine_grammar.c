@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "engine_util.h"
+#include "util/buf.h"
 
 /* "(" [a-c]{1,5} ")" */
 static const char *paren_gbnf = "root ::= \"(\" [a-c]{1,5} \")\"\n";
@@ -294,11 +295,75 @@ static void test_bad_grammars(void **state) {
     eu_close(fx);
 }
 
+/* The submit failed with want and a message holding what. */
+static void refused(ts_status got, ts_status want, const ts_error *err, const char *what) {
+    if (got != want || !strstr(err->msg, what)) {
+        fail_msg("expected %d with '%s', got %d: %s", want, what, got, err->msg);
+    }
+}
+
+static int cancel_now(void *user) {
+    int *calls = user;
+    ++*calls;
+    return 1;
+}
+
+/* The compile at submit stops when the request's cancel says so or its compile time limit
+ * passes, and a grammar past the matcher's limits is TS_ERR_LIMIT, never out of memory. */
+static void test_compile_stops(void **state) {
+    (void)state;
+    eu_fx *fx = eu_open_arch("llama");
+    assert_non_null(fx);
+    ts_engine_config c = eu_config(fx);
+    ts_engine *e = eu_engine(fx, &c);
+    assert_non_null(e);
+    int32_t prompt[2] = {1, 40};
+    eu_req r;
+    ts_error err = {0};
+    ts_buf b = {0};
+    ts_buf_puts(&b, "{\"enum\":[");
+    for (int i = 0; i < 100000; i++) {
+        ts_buf_printf(&b, "%s\"v%d\"", i ? "," : "", i);
+    }
+    ts_buf_puts(&b, "]}");
+    assert_false(b.oom);
+    ts_request_params p = sampled(1, 10);
+    p.grammar_kind = TS_GRAMMAR_JSON_SCHEMA;
+    p.grammar = b.p;
+    int calls = 0;
+    p.cancel = cancel_now;
+    p.cancel_user = &calls;
+    refused(eu_add(e, prompt, 2, &p, &r, &err), TS_ERR_ABORTED, &err, "schema: cancelled");
+    assert_int_equal(calls, 1);
+    p.cancel = NULL;
+    p.compile_timeout_ms = 1; /* the enum takes longer than a millisecond */
+    refused(eu_add(e, prompt, 2, &p, &r, &err), TS_ERR_LIMIT, &err, "time limit");
+    ts_buf_free(&b);
+
+    ts_buf_puts(&b, "root ::= ");
+    for (int i = 0; i < 5000; i++) {
+        ts_buf_printf(&b, "%s\"w%d\"", i ? " | " : "", i);
+    }
+    ts_buf_putc(&b, '\n');
+    p.grammar_kind = TS_GRAMMAR_GBNF;
+    p.grammar = b.p;
+    p.compile_timeout_ms = 0;
+    refused(eu_add(e, prompt, 2, &p, &r, &err), TS_ERR_LIMIT, &err, "4096 parser stacks");
+    p.cancel = cancel_now;
+    refused(eu_add(e, prompt, 2, &p, &r, &err), TS_ERR_ABORTED, &err, "grammar: cancelled");
+    ts_buf_free(&b);
+    char why[256];
+    assert_true(eu_idle(e, why, sizeof why));
+    eu_destroy(e);
+    eu_close(fx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sampled_output_matches), cmocka_unit_test(test_greedy_with_bias),
-        cmocka_unit_test(test_json_schema_and_object), cmocka_unit_test(test_stop_string_cuts),
-        cmocka_unit_test(test_preemption_keeps_state), cmocka_unit_test(test_bad_grammars),
+        cmocka_unit_test(test_compile_stops),    cmocka_unit_test(test_sampled_output_matches),
+        cmocka_unit_test(test_greedy_with_bias), cmocka_unit_test(test_json_schema_and_object),
+        cmocka_unit_test(test_stop_string_cuts), cmocka_unit_test(test_preemption_keeps_state),
+        cmocka_unit_test(test_bad_grammars),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

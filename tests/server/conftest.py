@@ -3,6 +3,10 @@
 TS_BIN is the tessera binary and TS_MODEL the GGUF model (run_py_tests.sh sets both). Each
 server listens on 127.0.0.1 with --port 0 and the test reads the port it printed, so parallel
 runs never collide. Servers are stopped with SIGTERM and must exit 0.
+
+TS_MODEL_KIND=tiny says that TS_MODEL is the tiny random-weight model (run_py_tests.sh writes it
+when the real one is absent): tests marked real_model, which judge what the model answers, are
+then skipped with the reason.
 """
 import http.client
 import json
@@ -16,6 +20,18 @@ import time
 import pytest
 
 API_KEY = "test-key-123"
+TINY = os.environ.get("TS_MODEL_KIND") == "tiny"
+
+
+def pytest_collection_modifyitems(config, items):
+    if not TINY:
+        return
+    why = pytest.mark.skip(reason="needs the real model (SmolLM2-135M-Instruct; set TS_MODEL): "
+                                  "running on the tiny random-weight model, whose answers mean "
+                                  "nothing")
+    for item in items:
+        if item.get_closest_marker("real_model") is not None:
+            item.add_marker(why)
 PORT_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+) ")
 
 
@@ -123,6 +139,23 @@ def make_server():
     for s in started:
         rc, log = s.stop()
         assert rc == 0, log
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """A tiny model's path: TS_MODEL when that is the tiny one, else one written by
+    TS_TINY_WRITER into a fresh temporary directory; None when there is no writer."""
+    if TINY:
+        yield os.environ["TS_MODEL"]
+        return
+    writer = os.environ.get("TS_TINY_WRITER")
+    if not writer or not os.access(writer, os.X_OK):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tessera-tiny-") as d:
+        path = os.path.join(d, "tiny-server-model.gguf")
+        subprocess.run([writer, path], check=True)
+        yield path
 
 
 @pytest.fixture(scope="session")

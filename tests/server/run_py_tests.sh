@@ -3,14 +3,20 @@
 #
 #   TS_BIN=build/tessera bash tests/server/run_py_tests.sh [pytest args...]
 #
-# TS_BIN     the tessera binary (default: build/tessera next to this checkout)
-# TS_MODEL   the GGUF model (default ~/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf)
-# TS_VENV    virtual environment for the Python packages (default ~/.cache/tessera/venv-test;
-#            outside the repository). Created on first use; packages: openai, pytest, selenium.
+# TS_BIN         the tessera binary (default: build/tessera next to this checkout)
+# TS_MODEL       the GGUF model (default ~/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf).
+#                When that file does not exist the tests run on a tiny random-weight model
+#                written by TS_TINY_WRITER, and those that judge the model's answers skip.
+# TS_TINY_WRITER the tiny_server_model program (default: build/tests/server/tiny_server_model);
+#                test_conn.py runs on its model even when the real one is there
+# TS_WORK_DIR    where the tiny model is written (default: a fresh mktemp -d, removed at exit)
+# TS_VENV        virtual environment for the Python packages (default ~/.cache/tessera/venv-test;
+#                outside the repository). Created on first use; the packages and versions of
+#                requirements.txt are installed into it.
 #
-# Exit status 77 (CTest: skipped) when the model, python3 -m venv or the packages are not
-# available. The browser test additionally needs Debian's chromium and chromium-driver and
-# skips itself without them.
+# Exit status 77 (CTest: skipped) when neither model can be had, or python3 -m venv or the
+# packages are not available. The browser test additionally needs Debian's chromium and
+# chromium-driver and skips itself without them.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,12 +26,33 @@ venv="${TS_VENV:-$HOME/.cache/tessera/venv-test}"
 
 skip() {
     echo "SKIP: $*"
+    echo "TS-NOT-RUN: server/python: not run: $*"
     exit 77
 }
 
 [ -x "$bin" ] || skip "no tessera binary at $bin (set TS_BIN)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
-[ -f "$model" ] || skip "no model at $model (set TS_MODEL; scripts/fetch_model.py smollm2)"
+model_kind=real
+writer="${TS_TINY_WRITER:-$root/build/tests/server/tiny_server_model}"
+if [ ! -f "$model" ]; then
+    [ -x "$writer" ] || skip "no model at $model (set TS_MODEL; scripts/fetch_model.py smollm2)" \
+        "and no tiny_server_model at $writer (set TS_TINY_WRITER)"
+    if [ -n "${TS_WORK_DIR:-}" ]; then
+        work="$TS_WORK_DIR"
+        mkdir -p "$work"
+    else
+        work="$(mktemp -d)"
+        trap 'rm -rf "$work"' EXIT
+    fi
+    echo "no model at $model: running on a tiny model (tests that need the real one skip)"
+    if [ "${CI:-}" = "true" ]; then
+        echo "FAIL: CI=true and the model is absent: $model (python3 scripts/fetch_model.py smollm2)"
+        exit 1
+    fi
+    model="$work/tiny-server-model.gguf"
+    "$writer" "$model" || { echo "tiny_server_model failed"; exit 1; }
+    model_kind=tiny
+fi
 
 # Debian's python3 is preferred: its venv module is packaged as python3-venv.
 py=python3
@@ -35,10 +62,21 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv" >/dev/null 2>&1 || skip "cannot create a venv with $py -m venv " \
         "(apt-get install python3-venv)"
 fi
-if ! "$venv/bin/python" -c "import openai, pytest, selenium" >/dev/null 2>&1; then
-    echo "installing openai, pytest, selenium into $venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check openai pytest selenium \
-        >/dev/null 2>&1 || skip "pip could not install openai, pytest, selenium into $venv"
+# The pinned versions of requirements.txt, installed when any is missing or different.
+req="$here/requirements.txt"
+if ! "$venv/bin/python" - "$req" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if line:
+        name, want = line.split("==")
+        assert version(name) == want, name
+PY
+then
+    echo "installing $(grep -v '^#' "$req" | tr '\n' ' ')into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >/dev/null 2>&1 ||
+        skip "pip could not install the packages of $req into $venv"
 fi
 
 # A sanitizer build runs the model 10-50x slower: keep to the tests that exercise the HTTP
@@ -49,10 +87,24 @@ if grep -q "__asan_init\|__ubsan_handle" "$bin" 2>/dev/null; then
     extra=(-m "not slow")
 fi
 
-export TS_BIN="$bin" TS_MODEL="$model" PYTHONDONTWRITEBYTECODE=1
+# TS_TINY_WRITER also serves test_conn.py, whose servers always run the tiny model.
+export TS_BIN="$bin" TS_MODEL="$model" TS_MODEL_KIND="$model_kind" TS_TINY_WRITER="$writer"
+export PYTHONDONTWRITEBYTECODE=1
 cd "$here"
-"$venv/bin/python" -m pytest -p no:cacheprovider -q -rs --durations=8 "${extra[@]}" "$@" .
-rc=$?
+out="$(mktemp)"
+"$venv/bin/python" -m pytest -p no:cacheprovider -q -rs --durations=8 "${extra[@]}" "$@" . |
+    tee "$out"
+rc=${PIPESTATUS[0]}
 # pytest: 5 means no test was collected, which must not pass silently.
-[ "$rc" -eq 5 ] && echo "no tests collected" && exit 1
+[ "$rc" -eq 5 ] && echo "no tests collected" && rm -f "$out" && exit 1
+# A skipped pytest test did not run: the suite is then reported as skipped (77), never as
+# passed, with one TS-NOT-RUN line per reason for scripts/test.sh's summary (docs/testing.md).
+skipped=$(grep -E '^SKIPPED \[' "$out" || true)
+rm -f "$out"
+if [ "$rc" -eq 0 ] && [ -n "$skipped" ]; then
+    while IFS= read -r line; do
+        echo "TS-NOT-RUN: server/python: not run: ${line#SKIPPED }"
+    done <<<"$skipped"
+    exit 77
+fi
 exit "$rc"

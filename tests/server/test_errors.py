@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import TINY
+
 CHAT = "/v1/chat/completions"
 CMPL = "/v1/completions"
 
@@ -186,7 +188,9 @@ def test_queue_full_503(make_server):
     result = {}
 
     def long_request():
-        result["r"] = s.request("POST", CMPL, {"prompt": "Tell me a story", "max_tokens": 60,
+        # The tiny model is fast: it needs a longer answer to be seen running.
+        result["r"] = s.request("POST", CMPL, {"prompt": "Tell me a story",
+                                               "max_tokens": 400 if TINY else 60,
                                                "ignore_eos": True}, timeout=300)
 
     t = threading.Thread(target=long_request)

@@ -155,6 +155,7 @@ def hermes_client(tmp_path_factory):
     assert rc == 0, log
 
 
+@pytest.mark.real_model
 @pytest.mark.parametrize("which", ["hermes", "generic"])
 def test_tool_choice_constrains_the_call(which, hermes_client, client):
     c = hermes_client if which == "hermes" else client

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import sse_events
+from conftest import TINY, sse_events
 
 CMPL = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -111,7 +111,8 @@ def test_disconnect_while_queued(make_server):
     done = {}
 
     def first():
-        done["r"] = s.request("POST", CMPL, {"prompt": "Hello", "max_tokens": 40,
+        # The tiny model is fast: it needs a longer answer to be seen running.
+        done["r"] = s.request("POST", CMPL, {"prompt": "Hello", "max_tokens": 900 if TINY else 40,
                                              "ignore_eos": True})
 
     t = threading.Thread(target=first)
@@ -138,9 +139,11 @@ def test_disconnect_while_queued(make_server):
 def test_graceful_shutdown_finishes_requests(make_server):
     s = make_server("--ctx", "512", "--quiet", "--shutdown-grace", "30")
     out = {}
+    n_tokens = 400 if TINY else 20  # the tiny model must still be running at the signal
 
     def req():
-        out["r"] = s.request("POST", CMPL, {"prompt": "Hi", "max_tokens": 20, "ignore_eos": True})
+        out["r"] = s.request("POST", CMPL, {"prompt": "Hi", "max_tokens": n_tokens,
+                                            "ignore_eos": True})
 
     t = threading.Thread(target=req)
     t.start()
@@ -149,7 +152,7 @@ def test_graceful_shutdown_finishes_requests(make_server):
     t.join(60)
     status, _, data = out["r"]
     assert status == 200
-    assert json.loads(data)["usage"]["completion_tokens"] == 20
+    assert json.loads(data)["usage"]["completion_tokens"] == n_tokens
     assert s.proc.wait(30) == 0
     # No longer listening.
     try:

@@ -136,6 +136,7 @@ def test_logprobs(client, model_id):
     assert lp.text_offset[0] == 0
 
 
+@pytest.mark.real_model
 def test_logit_bias_bans_token(client, model_id, server):
     r = client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=1,
                                   temperature=0, logprobs=1)

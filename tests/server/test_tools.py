@@ -183,6 +183,7 @@ def few_shot(city, n=2):
     return msgs
 
 
+@pytest.mark.real_model
 def test_model_calls_a_tool(tclient):
     """Greedy SmolLM2-135M-Instruct answers the few-shot prompt with a call (checked by hand:
     '{"name": "get_weather", "arguments": {"city": "Rome"}}\\n</tool_call>')."""
@@ -223,6 +224,7 @@ def test_model_calls_a_tool(tclient):
     assert "get_weather" in r3.choices[0].message.content
 
 
+@pytest.mark.real_model
 def test_each_choice_has_its_own_parser(tclient):
     """n=2: both choices are parsed on their own, streamed and not."""
     model = model_of(tclient)
@@ -248,6 +250,7 @@ def test_each_choice_has_its_own_parser(tclient):
         assert per[i]["finish"] == "tool_calls"
 
 
+@pytest.mark.real_model
 def test_logprobs_and_stop_with_tools(tclient):
     """Logprobs cover every token whether its text became content or a call, streamed and
     not; a stop string still ends the answer before the parser sees it."""
@@ -273,6 +276,7 @@ def test_logprobs_and_stop_with_tools(tclient):
     assert ch.message.content.startswith("{\"name\": \"get_weather\"")
 
 
+@pytest.mark.real_model
 def test_model_template_without_tools(client, model_id):
     """The shared server runs the model's own template, which never mentions tools: the server
     describes them in the system turn and reads the generic answer (a bare JSON call)."""
