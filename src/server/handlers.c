@@ -295,6 +295,11 @@ static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cance
         return (ts_reply){.status = 499, .response = NULL};
     } else if (st == TS_ERR_NOMEM || st == TS_ERR_INTERNAL) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", err->msg);
+    } else if (grammar_error(r, st, err) && st == TS_ERR_LIMIT &&
+               strstr(err->msg, "time limit") != NULL) {
+        ts_api_error_set(&e, 400, "invalid_request_error", r->grammar_param, NULL,
+                         "%s (the server allows %d ms per grammar compile: --grammar-timeout)",
+                         err->msg, s->cfg.grammar_timeout_ms);
     } else if (grammar_error(r, st, err)) {
         ts_api_error_set(&e, 400, "invalid_request_error", r->grammar_param, NULL, "%s", err->msg);
     } else {

@@ -323,3 +323,18 @@ def test_required_tool_choice_ends_in_a_call(client, model_id):
         assert ch.message.tool_calls[0].function.name == "get_weather"
         assert set(json.loads(ch.message.tool_calls[0].function.arguments)) <= {"city"}
     assert r.usage.completion_tokens < 4 * 300
+
+
+def test_grammar_compile_time_limit(make_server):
+    """A compile past --grammar-timeout is the client's input: 400 naming the field and the
+    limit, not a 500."""
+    s = make_server("--ctx", "256", "--quiet", "--max-body", "8M", "--grammar-timeout", "0.001")
+    enum = [f"{i:x}" for i in range(100000)]
+    status, body = s.json("POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Pick one."}], "max_tokens": 4,
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "pick", "schema": {"enum": enum}}}})
+    assert status == 400, body
+    assert body["error"]["param"] == "response_format"
+    assert "time limit" in body["error"]["message"]
+    assert "--grammar-timeout" in body["error"]["message"]
