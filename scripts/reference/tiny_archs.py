@@ -106,6 +106,26 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         "exaone4",
     ),
+    # EXAONE 4 32B's layout on 4 layers: three sliding-window layers (window 4, RoPE) then one
+    # global layer without RoPE; the converter writes the per-layer pattern as a bool array.
+    "exaone4_swa": (
+        "Exaone4Config", "Exaone4ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "exaone4",
+    ),
+    # OLMo 3 (GGUF arch olmo2): OLMo 2's blocks, 4 layers, window 4 on all but every 4th layer,
+    # RoPE everywhere; the converter writes the per-layer pattern as a bool array.
+    "olmo3": (
+        "Olmo3Config", "Olmo3ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "olmo2",
+    ),
     # Cohere 2: 4 layers so the default pattern gives 3 window layers (RoPE) and 1 global
     # layer (NoPE); window 4 < 12 tokens.
     "cohere2": (
@@ -613,6 +633,11 @@ def gguf_metadata(arch, cfg):
         put("vocab_size", "u32", cfg["vocab_size"])
     if arch == "exaone4":
         put("vocab_size", "u32", cfg["vocab_size"])
+    if arch in ("exaone4", "olmo2") and cfg.get("sliding_window") is not None:
+        # As llama.cpp's converter: the window and one bool per layer (true: sliding).
+        put("attention.sliding_window", "u32", cfg["sliding_window"])
+        put("attention.sliding_window_pattern", "bool[]",
+            [t == "sliding_attention" for t in cfg["layer_types"]])
     if arch in ("ernie4_5", "ernie4_5-moe"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)

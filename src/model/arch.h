@@ -130,6 +130,8 @@ typedef enum ts_logit_scale_use {
 
 typedef struct ts_tensor_pattern {
     const char *name;   /* GGUF name; "{L}" stands for the layer index */
+    const char *alt;    /* another name writers give the same tensor (NULL: none); `name` wins
+                           when a file holds both */
     ts_role role;
     bool required;      /* a missing required tensor is an error naming it */
     ts_dim shape[3];    /* expected [ne0, ne1, ne2]; ne1 TS_DIM_NONE for vectors, ne2 TS_DIM_NONE
@@ -142,8 +144,9 @@ typedef struct ts_arch_desc {
     ts_ffn_kind ffn;
     ts_pos_kind pos;
     bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
-    int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
-                          il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
+    int swa_pattern;   /* sliding-window layers: 0 none; n: the default period when the
+                          file gives a window but no sliding_window_pattern, layer il local
+                          when il % n < n - 1 (Gemma 2: 2, Gemma 3: 6, EXAONE 4 and OLMo 3: 4) */
     float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
     const ts_tensor_pattern *tensors;
     size_t n_tensors;
@@ -158,6 +161,13 @@ typedef struct ts_arch_desc {
     /* Only sliding-window layers use RoPE, the global ones none (Cohere 2); which is which
      * follows the swa pattern. */
     bool rope_swa_only;
+    /* The same, but only in a model that has sliding-window layers; without any, every layer
+     * uses RoPE (EXAONE 4: the 32B interleaves windowed RoPE layers with global NoPE ones, the
+     * 1.2B has no window). */
+    bool rope_swa_only_if_swa;
+    /* <arch>.expert_gating_func defaults to sigmoid, the family's only router (dots.llm1,
+     * GLM-4.5: llama.cpp's converter writes no key for dots1), instead of softmax. */
+    bool moe_sigmoid;
     /* The Q / K RMS norms span the whole projection ([n_head * head_dim], OLMo 2), not each
      * head. */
     bool qk_norm_full;

@@ -75,10 +75,18 @@ static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
 }
 
 static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts_error *err) {
-    char name[NAME_MAX_LEN];
+    char name[NAME_MAX_LEN], alt[NAME_MAX_LEN] = "";
     expand_name(p->name, il, name, sizeof name);
+    if (p->alt != NULL) {
+        expand_name(p->alt, il, alt, sizeof alt);
+    }
     const ts_gguf_tensor *t = NULL;
-    if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK) {
+    if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK &&
+        (alt[0] == '\0' || ts_gguf_find_tensor(m->gguf, alt, &t) != TS_OK)) {
+        if (p->required && alt[0] != '\0') {
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: required tensor '%s' (or '%s') is missing", name, alt);
+        }
         if (p->required) {
             return ts_error_set(err, TS_ERR_FORMAT, "model: required tensor '%s' is missing",
                                 name);

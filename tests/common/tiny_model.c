@@ -688,7 +688,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
             return st;
         }
     }
-    if ((gemma || cohere2 || is(s, "gpt-oss")) && s->n_swa > 0 &&
+    if (s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;
     }

@@ -446,9 +446,11 @@ static void test_missing_key(void **state) {
 }
 
 /* Keys the newer families depend on: Cohere 2's window says which layers go without RoPE;
- * a per-layer window pattern under a family without window layers (OLMo 3 and EXAONE 4 32B
- * files, written as olmo2 / exaone4) is refused rather than run as full attention; a Granite
- * multiplier that is absent is 1. Cohere 2's default pattern is 4. */
+ * a window pattern under a family without window layers is refused rather than run as full
+ * attention; OLMo 3 and EXAONE 4 32B files (written as olmo2 / exaone4) get their window
+ * layers, EXAONE 4 with RoPE on those only; a Granite multiplier that is absent is 1; dots1's
+ * router is a sigmoid when the file does not say (its converter never does). Cohere 2's
+ * default pattern is 4. */
 static void test_family_keys(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("cohere2");
@@ -456,7 +458,7 @@ static void test_family_keys(void **state) {
     const char *p1[] = {"cohere2.attention.sliding_window", "missing", NULL};
     expect_error(&s, TS_ERR_FORMAT, p1);
 
-    const char *no_swa[] = {"olmo2", "exaone4", "granite", "smollm3"};
+    const char *no_swa[] = {"granite", "smollm3", "llama"};
     for (size_t i = 0; i < sizeof no_swa / sizeof no_swa[0]; i++) {
         s = ts_tiny_spec_default(no_swa[i]);
         s.swa_pattern = 4;
@@ -466,13 +468,54 @@ static void test_family_keys(void **state) {
         expect_error(&s, TS_ERR_UNSUPPORTED, p2);
     }
 
+    const char *post_norm[] = {"olmo2", "exaone4"};
+    for (size_t i = 0; i < 2; i++) {
+        ts_model *m = NULL;
+        ts_error err = {0};
+        /* A pattern without a window: no layer slides, every layer rotates. */
+        s = ts_tiny_spec_default(post_norm[i]);
+        s.swa_pattern = 4;
+        s.n_layer = 8;
+        assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+        for (int64_t il = 0; il < 8; il++) {
+            assert_false(ts_hparams_layer_is_swa(&m->hp, il));
+            assert_true(ts_hparams_layer_has_rope(&m->hp, il));
+        }
+        ts_model_close(m);
+        /* A window with period 2 (the key) or the default 4 (no key). */
+        for (int pattern = 0; pattern <= 2; pattern += 2) {
+            s.n_swa = 4;
+            s.swa_pattern = pattern;
+            int64_t n = pattern > 0 ? pattern : 4;
+            if (open_spec(&s, &m, &err) != TS_OK) {
+                fail_msg("%s: %s", post_norm[i], err.msg);
+            }
+            for (int64_t il = 0; il < 8; il++) {
+                bool swa = il % n < n - 1;
+                assert_int_equal(ts_hparams_layer_is_swa(&m->hp, il), swa);
+                assert_int_equal(ts_hparams_layer_has_rope(&m->hp, il), i == 0 || swa);
+            }
+            ts_model_close(m);
+        }
+    }
+
+    s = ts_tiny_spec_default("dots1");
+    s.moe_gating = 0;
+    ts_model *m = NULL;
+    ts_error err = {0};
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SIGMOID);
+    ts_model_close(m);
+    s = ts_tiny_spec_default("qwen3moe");
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SOFTMAX);
+    ts_model_close(m);
+
     /* Without the key, Cohere 2's pattern is 4: three window layers with RoPE, then one
      * global layer without. */
     s = ts_tiny_spec_default("cohere2");
     s.swa_pattern = 0;
     s.n_layer = 8;
-    ts_model *m = NULL;
-    ts_error err = {0};
     assert_int_equal(open_spec(&s, &m, &err), TS_OK);
     for (int64_t il = 0; il < 8; il++) {
         assert_int_equal(ts_hparams_layer_is_swa(&m->hp, il), il % 4 != 3);

@@ -268,6 +268,16 @@ static void write_metadata(ts_gguf_writer *w, const cJSON *meta) {
             st = ts_gguf_writer_add_i32(w, key, (int32_t)v->valuedouble, &err);
         } else if (strcmp(type, "f32") == 0) {
             st = ts_gguf_writer_add_f32(w, key, (float)v->valuedouble, &err);
+        } else if (strcmp(type, "bool[]") == 0) {
+            /* One byte per element (a per-layer sliding-window pattern). */
+            int n = cJSON_GetArraySize(v);
+            uint8_t *vals = calloc((size_t)n + 1, 1);
+            assert_non_null(vals);
+            for (int k = 0; k < n; k++) {
+                vals[k] = cJSON_IsTrue(cJSON_GetArrayItem(v, k));
+            }
+            st = ts_gguf_writer_add_array(w, key, TS_GGUF_BOOL, vals, (uint64_t)n, &err);
+            free(vals);
         } else {
             /* Arrays of 4-byte elements. */
             int n = cJSON_GetArraySize(v);
@@ -465,16 +475,10 @@ static ts_backend *make_backend(int be) {
     return b;
 }
 
-/* Checks one architecture's logits; with llama3_keys, llama3 scaling is given as metadata
- * instead of the converter's rope_freqs.weight (returns without checking for other configs). */
-static void check_arch_form(const char *arch, bool llama3_keys) {
-    tiny tm = tiny_load(arch, ".logits.json", llama3_keys);
-    if (tm.model == NULL) {
-        return;
-    }
-    cJSON *root = tm.root;
-    ts_model *model = tm.model;
-    int64_t n_vocab = tm.n_vocab;
+/* Runs the 12 tokens of root's "tokens" through model on both backends and compares every
+ * logit with root's "logits" (transformers'); label names the file in messages. */
+static void compare_logits(const char *label, const cJSON *root, ts_model *model,
+                           int64_t n_vocab) {
     ts_error err = {0};
     const cJSON *tokens = cJSON_GetObjectItem(root, "tokens");
     const cJSON *logits = cJSON_GetObjectItem(root, "logits");
@@ -485,6 +489,7 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
     }
     int32_t table[1] = {0}, len = N_TOK;
     float *out = malloc(N_TOK * n_vocab * sizeof(float));
+    assert_non_null(out);
     for (int be = 0; be < 2; be++) {
         ts_backend *b = make_backend(be);
         ts_forward_config fc = {.max_tokens = N_TOK,
@@ -507,7 +512,7 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
                        .n_outputs = N_TOK,
                        .outputs = outs};
         if (ts_forward_run(f, &bt, out, NULL, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
+            fail_msg("%s: %s", label, err.msg);
         }
         double worst = 0;
         for (int t = 0; t < N_TOK; t++) {
@@ -517,19 +522,64 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
                 double d = fabs(out[t * n_vocab + v] - want);
                 worst = d > worst ? d : worst;
                 if (d > 1e-4 + 1e-4 * fabs(want)) {
-                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", arch,
+                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", label,
                              be == 0 ? "ref" : "cpu", t, v, out[t * n_vocab + v], want);
                 }
             }
         }
-        printf("  %-6s on %s%s: %d positions x %lld logits, max |d| %.2e\n", arch,
-               be == 0 ? "ref" : "cpu", llama3_keys ? " (llama3 as metadata)" : "", N_TOK,
-               (long long)n_vocab, worst);
+        printf("  %-6s on %s: %d positions x %lld logits, max |d| %.2e\n", label,
+               be == 0 ? "ref" : "cpu", N_TOK, (long long)n_vocab, worst);
         ts_forward_destroy(f);
         ts_backend_destroy(b);
     }
     free(out);
+}
+
+/* Checks one architecture's logits; with llama3_keys, llama3 scaling is given as metadata
+ * instead of the converter's rope_freqs.weight (returns without checking for other configs). */
+static void check_arch_form(const char *arch, bool llama3_keys) {
+    tiny tm = tiny_load(arch, ".logits.json", llama3_keys);
+    if (tm.model == NULL) {
+        return;
+    }
+    char label[96];
+    snprintf(label, sizeof label, "%s%s", arch, llama3_keys ? " (llama3 as metadata)" : "");
+    compare_logits(label, tm.root, tm.model, tm.n_vocab);
     tiny_close(&tm);
+}
+
+/* A file written by llama.cpp's convert_hf_to_gguf.py from the same HF model
+ * (<name>.conv.gguf, scripts/reference/gen_converted.py): loaded as it is, with the converter's
+ * tensor names and metadata, against the logits transformers computed (<name>.logits.json). */
+static void check_converted(const char *name) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.logits.json", TS_SOURCE_DIR,
+             name);
+    size_t json_len = 0;
+    char *json = slurp(path, &json_len);
+    if (json == NULL) {
+        fail_msg("%s.conv.gguf has no %s", name, path);
+    }
+    cJSON *root = cJSON_Parse(json);
+    assert_non_null(root);
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.conv.gguf", TS_SOURCE_DIR, name);
+    ts_model *model = NULL;
+    ts_error err = {0};
+    if (ts_model_open(path, &model, &err) != TS_OK) {
+        fail_msg("%s: %s", name, err.msg);
+    }
+    if (model->n_unused != 0) {
+        fail_msg("%s.conv.gguf: tensor '%s' is not used", name, model->unused[0]->name);
+    }
+    const cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    int64_t n_vocab = (int64_t)cJSON_GetObjectItem(cfg, "vocab_size")->valuedouble;
+    assert_int_equal(model->hp.n_vocab, n_vocab);
+    char label[96];
+    snprintf(label, sizeof label, "%s (converter)", name);
+    compare_logits(label, root, model, n_vocab);
+    ts_model_close(model);
+    cJSON_Delete(root);
+    free(json);
 }
 
 static void check_arch(const char *arch) {
@@ -660,8 +710,19 @@ static void test_all_archs(void **state) {
     }
 }
 
+static void test_all_converted(void **state) {
+    (void)state;
+    char names[64][64];
+    int n = list_tiny(".conv.gguf", names);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        check_converted(names[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_archs),
-                                       cmocka_unit_test(test_all_encoders)};
+                                       cmocka_unit_test(test_all_encoders),
+                                       cmocka_unit_test(test_all_converted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
