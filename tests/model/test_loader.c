@@ -92,13 +92,15 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
         assert_false(ts_hparams_layer_is_swa(hp, 1));
     } else if (strcmp(s->arch, "gemma3") == 0) {
         /* Gemma 3: five local layers, then one global. */
-        for (int64_t il = 0; il < 12; il++) {
+        for (int64_t il = 0; il < hp->n_layer; il++) {
             assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % 6 != 5);
         }
+        /* Beyond the model's layers nothing slides. */
+        assert_false(ts_hparams_layer_is_swa(hp, hp->n_layer));
         assert_float_equal(hp->rope_base_swa, 10000.0, 1e-3);
     } else if (cohere2) {
         /* Cohere 2 (pattern 2 in the tiny file): a window layer, then a global one. */
-        for (int64_t il = 0; il < 8; il++) {
+        for (int64_t il = 0; il < hp->n_layer; il++) {
             assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % s->swa_pattern == 0);
         }
     } else {
@@ -106,7 +108,7 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     }
     /* NoPE layers: GPT-2 has none with RoPE; SmolLM3 every 4th layer, Cohere 2 the global
      * layers go without. */
-    for (int64_t il = 0; il < 8; il++) {
+    for (int64_t il = 0; il < hp->n_layer; il++) {
         bool nope = strcmp(s->arch, "gpt2") == 0 ||
                     (strcmp(s->arch, "smollm3") == 0 && il % 4 == 3) || (cohere2 && il % 2 == 1);
         assert_int_equal(ts_hparams_layer_has_rope(hp, il), !nope);

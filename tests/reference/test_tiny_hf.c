@@ -542,8 +542,8 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
     if (tm.model == NULL) {
         return;
     }
-    char label[96];
-    snprintf(label, sizeof label, "%s%s", arch, llama3_keys ? " (llama3 as metadata)" : "");
+    char label[160];
+    snprintf(label, sizeof label, "%.64s%s", arch, llama3_keys ? " (llama3 as metadata)" : "");
     compare_logits(label, tm.root, tm.model, tm.n_vocab);
     tiny_close(&tm);
 }
@@ -574,8 +574,8 @@ static void check_converted(const char *name) {
     const cJSON *cfg = cJSON_GetObjectItem(root, "config");
     int64_t n_vocab = (int64_t)cJSON_GetObjectItem(cfg, "vocab_size")->valuedouble;
     assert_int_equal(model->hp.n_vocab, n_vocab);
-    char label[96];
-    snprintf(label, sizeof label, "%s (converter)", name);
+    char label[160];
+    snprintf(label, sizeof label, "%.64s (converter)", name);
     compare_logits(label, root, model, n_vocab);
     ts_model_close(model);
     cJSON_Delete(root);
