@@ -13,8 +13,8 @@ defaults it leaves out -- and compares its logits with <arch>.logits.json (trans
 
 The converter needs a tokenizer, and its BPE pre-tokenizer check only knows real models; the
 tiny models have none. Every model class's set_vocab is replaced by one that writes a plain
-256-token "gpt2" vocabulary (tokens "<0>".."<255>", no merges): the vocabulary is not what these
-files test. Nothing else of the converter is changed.
+byte-level "gpt2" vocabulary of vocab_size tokens (the byte stand-ins, one merge "a b"): the
+vocabulary is not what these files test. Nothing else of the converter is changed.
 """
 import argparse
 import json
@@ -32,17 +32,44 @@ import tiny_archs  # noqa: E402
 
 # The archs whose converted files are committed (decoders; every listed family once, plus the
 # variants whose metadata the converter writes differently).
-DEFAULT = [a for a in tiny_archs.ARCHS if a not in tiny_archs.ENCODERS]
+# gemma3 is left out: the converter writes no sliding_window_pattern for Gemma 3, so readers
+# (llama.cpp, tessera) take the real models' period 6, while the tiny model alternates.
+DEFAULT = [a for a in tiny_archs.ARCHS if a not in tiny_archs.ENCODERS and a != "gemma3"]
+
+
+# GGUF arch -> {key: value, or the name of the config key whose value it takes}.
+CONFIG_COMPAT = {
+    "cohere2": {"rotary_pct": 1.0},
+    "gpt2": {"n_ctx": "n_positions"},
+}
+
+
+def byte_chars():
+    """GPT-2's printable stand-ins for the 256 byte values (byte-level BPE's alphabet)."""
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return [chr(c) for _, c in sorted(zip(bs, cs))]
 
 
 def tiny_vocab(self):
+    """A byte-level BPE vocabulary of exactly vocab_size tokens: the byte stand-ins (the last
+    ones dropped to make room), then "ab" made by the one merge "a b"."""
     n = int(self.hparams.get("vocab_size", 256))
+    chars = byte_chars()[: n - 1]
+    if "a" not in chars or "b" not in chars:
+        raise SystemExit(f"vocab_size {n} too small for the tiny vocabulary")
     w = self.gguf_writer
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
-    w.add_token_list([f"<{i}>" for i in range(n)])
+    w.add_token_list(chars + ["ab"])
     w.add_token_types([1] * n)
-    w.add_token_merges([])
+    w.add_token_merges(["a b"])
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 
@@ -86,6 +113,15 @@ def save_model(arch, tmp):
             if not np.array_equal(p.detach().float().numpy(), want[n]):
                 raise SystemExit(f"{arch}: rebuilt '{n}' differs from {bin_path}")
     model.save_pretrained(tmp)
+    # Keys this converter reads that transformers 5 no longer writes for these configs (real
+    # checkpoints' config.json files carry them); transformers ignores them.
+    extra = CONFIG_COMPAT.get(tiny_archs.ARCHS[arch][3], {})
+    if extra:
+        path = Path(tmp) / "config.json"
+        cfg = json.loads(path.read_text())
+        for k, v in extra.items():
+            cfg.setdefault(k, cfg[v] if isinstance(v, str) else v)
+        path.write_text(json.dumps(cfg, indent=1))
     # A tokenizer.json of 256 plain tokens for the converters that read one (Gemma 3 trims
     # the embedding to its size).
     vocab = {f"<{i}>": i for i in range(config.vocab_size)}
