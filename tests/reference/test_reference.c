@@ -62,12 +62,16 @@
 
 #define MAX_TOK 256
 
-/* Tolerances of the logit mean and std (see the file comment), near the largest differences
- * seen over both models' prompts. */
-#define MEAN_TOL_REF 1.0
-#define STD_TOL_REF 1.0
+/* Tolerances of the logit mean and std (see the file comment), a small multiple of the largest
+ * differences seen over both models' prompts: reference backend mean 0.0033 (SmolLM2 capital),
+ * std 1e-5; CPU backend mean 0.70 (Gemma 3 chat: its 8-bit activations shift every logit
+ * alike, which is also most of that prompt's per-logit error of 1.0), std 0.048 (Gemma 3
+ * paragraph). The probe logits, checked with the per-logit tolerance, were seen within 0.0081
+ * (ref) and 1.14 (cpu, Gemma 3 chat). */
+#define MEAN_TOL_REF 0.01
+#define STD_TOL_REF 0.001
 #define MEAN_TOL_CPU 1.0
-#define STD_TOL_CPU 1.0
+#define STD_TOL_CPU 0.1
 
 typedef struct tol {
     const char *backend;
