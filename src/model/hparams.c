@@ -508,6 +508,15 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
                             "model: head_count %lld is not a multiple of head_count_kv %lld",
                             (long long)hp->n_head, (long long)hp->n_head_kv);
     }
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.attention.key_length", arch);
+    uint64_t index;
+    if (ts_gguf_find_key(g, key, &index) != TS_OK && hp->n_embd % hp->n_head != 0) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: %s.embedding_length %lld is not a multiple of "
+                            "attention.head_count %lld, and '%s' (the head size) is missing",
+                            arch, (long long)hp->n_embd, (long long)hp->n_head, key);
+    }
     if ((st = get_int(g, arch, "attention.key_length", false, hp->n_embd / hp->n_head,
                       &hp->head_dim, err)) ||
         (st = check_positive("attention.key_length", hp->head_dim, 65536, err))) {

@@ -501,6 +501,13 @@ static void test_family_keys(void **state) {
         }
     }
 
+    /* Heads that do not divide the width, without a head size: an error naming both. */
+    s = ts_tiny_spec_default("llama");
+    s.n_head = 3;
+    s.n_head_kv = 3;
+    const char *p3[] = {"llama.embedding_length 64", "head_count 3", "key_length", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
     s = ts_tiny_spec_default("dots1");
     s.moe_gating = 0;
     ts_model *m = NULL;

@@ -553,6 +553,87 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
     tiny_close(&tm);
 }
 
+/* Both inputs of an encoder's embd.json (root) in one step (two sequences of different
+ * lengths, each attending within itself both ways); the final hidden state of every token
+ * against transformers' (each input run alone). */
+static void compare_hidden(const char *label, const cJSON *root, ts_model *model) {
+    ts_error err = {0};
+    assert_non_null(model->hp.enc);
+    const cJSON *inputs = cJSON_GetObjectItem(root, "inputs");
+    const cJSON *hidden = cJSON_GetObjectItem(root, "hidden");
+    assert_int_equal(cJSON_GetArraySize(inputs), 2);
+    int n_a = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 0));
+    int n_b = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 1));
+    int n = n_a + n_b;
+    assert_true(n_a <= 16 && n_b <= 16);
+    int32_t tok[32], pos[32], seq[32], slots[32], outs[32];
+    for (int t = 0; t < n; t++) {
+        int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
+        tok[t] = cJSON_GetArrayItem(cJSON_GetArrayItem(inputs, s), i)->valueint;
+        pos[t] = i;
+        seq[t] = s;
+        slots[t] = s * 16 + i; /* sequence s in block s */
+        outs[t] = t;
+    }
+    int32_t table[2] = {0, 1}, len[2] = {n_a, n_b};
+    int64_t n_embd = model->hp.n_embd;
+    float *out = malloc((size_t)(n * n_embd) * sizeof(float));
+    for (int be = 0; be < 2; be++) {
+        ts_backend *b = make_backend(be);
+        ts_forward_config fc = {.max_tokens = 32,
+                                .max_seqs = 2,
+                                .max_outputs = 32,
+                                .n_blocks = 2,
+                                .block_size = 16,
+                                .max_blocks_per_seq = 1,
+                                .kv_type = TS_TYPE_F32};
+        ts_forward *f = NULL;
+        if (ts_forward_create(model, b, &fc, NULL, &f, &err) != TS_OK) {
+            fail_msg("%s: %s", label, err.msg);
+        }
+        ts_batch bt = {.n_tokens = n,
+                       .tokens = tok,
+                       .pos = pos,
+                       .seq = seq,
+                       .slots = slots,
+                       .n_seqs = 2,
+                       .block_table = table,
+                       .seq_len = len,
+                       .n_outputs = n,
+                       .outputs = outs};
+        if (ts_forward_run(f, &bt, NULL, out, &err) != TS_OK) {
+            fail_msg("%s: %s", label, err.msg);
+        }
+        double worst = 0;
+        for (int t = 0; t < n; t++) {
+            int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
+            const cJSON *row = cJSON_GetArrayItem(cJSON_GetArrayItem(hidden, s), i);
+            assert_int_equal(cJSON_GetArraySize(row), n_embd);
+            for (int64_t e = 0; e < n_embd; e++) {
+                double want = cJSON_GetArrayItem(row, (int)e)->valuedouble;
+                double d = fabs(out[t * n_embd + e] - want);
+                worst = d > worst ? d : worst;
+                if (d > TOL_ABS + TOL_REL * fabs(want)) {
+                    fail_msg("%s on %s: input %d position %d element %lld: %.5f, transformers "
+                             "%.5f",
+                             label, be == 0 ? "ref" : "cpu", s, i, (long long)e, out[t * n_embd + e],
+                             want);
+                }
+            }
+        }
+        printf("  %-6s on %s: 2 inputs (%d + %d tokens) x %lld hidden, max |d| %.2e\n", label,
+               be == 0 ? "ref" : "cpu", n_a, n_b, (long long)n_embd, worst);
+        /* A step holding part of a sequence is refused: its tokens would miss later keys. */
+        bt.n_tokens = n_a - 1;
+        bt.n_seqs = 1;
+        bt.n_outputs = 1;
+        assert_int_equal(ts_forward_run(f, &bt, NULL, out, &err), TS_ERR_INVALID_ARG);
+        ts_forward_destroy(f);
+        ts_backend_destroy(b);
+    }
+    free(out);
+}
+
 /* A file written by llama.cpp's convert_hf_to_gguf.py from the same HF model
  * (<name>.conv.gguf, scripts/reference/gen_converted.py): loaded as it is, with the converter's
  * tensor names and metadata, against the logits transformers computed (<name>.logits.json). */
@@ -562,8 +643,14 @@ static void check_converted(const char *name) {
              name);
     size_t json_len = 0;
     char *json = slurp(path, &json_len);
+    bool encoder = json == NULL;
+    if (encoder) {
+        snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.embd.json", TS_SOURCE_DIR,
+                 name);
+        json = slurp(path, &json_len);
+    }
     if (json == NULL) {
-        fail_msg("%s.conv.gguf has no %s", name, path);
+        fail_msg("%s.conv.gguf has neither a .logits.json nor an .embd.json", name);
     }
     cJSON *root = cJSON_Parse(json);
     assert_non_null(root);
@@ -581,7 +668,11 @@ static void check_converted(const char *name) {
     assert_int_equal(model->hp.n_vocab, n_vocab);
     char label[160];
     snprintf(label, sizeof label, "%.64s (converter)", name);
-    compare_logits(label, root, model, n_vocab);
+    if (encoder) {
+        compare_hidden(label, root, model);
+    } else {
+        compare_logits(label, root, model, n_vocab);
+    }
     ts_model_close(model);
     cJSON_Delete(root);
     free(json);
@@ -592,86 +683,9 @@ static void check_arch(const char *arch) {
     check_arch_form(arch, true);
 }
 
-/* An encoder: both inputs of <arch>.embd.json in one step (two sequences of different lengths,
- * each attending within itself both ways); the final hidden state of every token against
- * transformers' (each input run alone). */
 static void check_encoder(const char *arch) {
     tiny tm = tiny_load(arch, ".embd.json", false);
-    ts_error err = {0};
-    assert_non_null(tm.model->hp.enc);
-    const cJSON *inputs = cJSON_GetObjectItem(tm.root, "inputs");
-    const cJSON *hidden = cJSON_GetObjectItem(tm.root, "hidden");
-    assert_int_equal(cJSON_GetArraySize(inputs), 2);
-    int n_a = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 0));
-    int n_b = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 1));
-    int n = n_a + n_b;
-    assert_true(n_a <= 16 && n_b <= 16);
-    int32_t tok[32], pos[32], seq[32], slots[32], outs[32];
-    for (int t = 0; t < n; t++) {
-        int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
-        tok[t] = cJSON_GetArrayItem(cJSON_GetArrayItem(inputs, s), i)->valueint;
-        pos[t] = i;
-        seq[t] = s;
-        slots[t] = s * 16 + i; /* sequence s in block s */
-        outs[t] = t;
-    }
-    int32_t table[2] = {0, 1}, len[2] = {n_a, n_b};
-    int64_t n_embd = tm.model->hp.n_embd;
-    float *out = malloc((size_t)(n * n_embd) * sizeof(float));
-    for (int be = 0; be < 2; be++) {
-        ts_backend *b = make_backend(be);
-        ts_forward_config fc = {.max_tokens = 32,
-                                .max_seqs = 2,
-                                .max_outputs = 32,
-                                .n_blocks = 2,
-                                .block_size = 16,
-                                .max_blocks_per_seq = 1,
-                                .kv_type = TS_TYPE_F32};
-        ts_forward *f = NULL;
-        if (ts_forward_create(tm.model, b, &fc, NULL, &f, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
-        }
-        ts_batch bt = {.n_tokens = n,
-                       .tokens = tok,
-                       .pos = pos,
-                       .seq = seq,
-                       .slots = slots,
-                       .n_seqs = 2,
-                       .block_table = table,
-                       .seq_len = len,
-                       .n_outputs = n,
-                       .outputs = outs};
-        if (ts_forward_run(f, &bt, NULL, out, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
-        }
-        double worst = 0;
-        for (int t = 0; t < n; t++) {
-            int s = t < n_a ? 0 : 1, i = s == 0 ? t : t - n_a;
-            const cJSON *row = cJSON_GetArrayItem(cJSON_GetArrayItem(hidden, s), i);
-            assert_int_equal(cJSON_GetArraySize(row), n_embd);
-            for (int64_t e = 0; e < n_embd; e++) {
-                double want = cJSON_GetArrayItem(row, (int)e)->valuedouble;
-                double d = fabs(out[t * n_embd + e] - want);
-                worst = d > worst ? d : worst;
-                if (d > TOL_ABS + TOL_REL * fabs(want)) {
-                    fail_msg("%s on %s: input %d position %d element %lld: %.5f, transformers "
-                             "%.5f",
-                             arch, be == 0 ? "ref" : "cpu", s, i, (long long)e, out[t * n_embd + e],
-                             want);
-                }
-            }
-        }
-        printf("  %-6s on %s: 2 inputs (%d + %d tokens) x %lld hidden, max |d| %.2e\n", arch,
-               be == 0 ? "ref" : "cpu", n_a, n_b, (long long)n_embd, worst);
-        /* A step holding part of a sequence is refused: its tokens would miss later keys. */
-        bt.n_tokens = n_a - 1;
-        bt.n_seqs = 1;
-        bt.n_outputs = 1;
-        assert_int_equal(ts_forward_run(f, &bt, NULL, out, &err), TS_ERR_INVALID_ARG);
-        ts_forward_destroy(f);
-        ts_backend_destroy(b);
-    }
-    free(out);
+    compare_hidden(arch, tm.root, tm.model);
     tiny_close(&tm);
 }
 
