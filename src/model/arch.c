@@ -230,11 +230,11 @@ static const ts_tensor_pattern k_qwen3[] = {
     GATED_FFN,
 };
 
-/* Phi-3 fuses Q, K and V into one projection and gate and up into one [n_embd, 2*n_ff]
+/* Phi-3 (and Phi-4-mini, also written as phi3) fuses Q, K and V into one projection and gate and up into one [n_embd, 2*n_ff]
  * matrix whose first half is the gate. Long-context Phi-3 files carry LongRoPE's two sets of
  * per-pair divisors. */
 static const ts_tensor_pattern k_phi3[] = {
-    GLOBAL_TENSORS(R),
+    GLOBAL_TENSORS(O), /* Phi-4-mini ties the output to the embedding */
     T("rope_factors_long.weight", TS_ROLE_ROPE_FACTORS_LONG, O, TS_DIM_ROT_HALF, NONE),
     T("rope_factors_short.weight", TS_ROLE_ROPE_FACTORS_SHORT, O, TS_DIM_ROT_HALF, NONE),
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
