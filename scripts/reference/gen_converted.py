@@ -77,7 +77,7 @@ def tiny_vocab(self):
     w.add_eos_token_id(2)
 
 
-def convert(conv_dir, model_dir, out_path):
+def convert(conv_dir, model_dir, out_path, outtype="f32"):
     conv_dir = Path(conv_dir).resolve()
     sys.path.insert(0, str(conv_dir))
     sys.path.insert(1, str(conv_dir / "gguf-py"))
@@ -94,7 +94,7 @@ def convert(conv_dir, model_dir, out_path):
         conversion.get_model_class = patched
         conversion._tiny_patched = True
     argv = sys.argv
-    sys.argv = ["convert_hf_to_gguf.py", str(model_dir), "--outtype", "f32", "--outfile",
+    sys.argv = ["convert_hf_to_gguf.py", str(model_dir), "--outtype", outtype, "--outfile",
                 str(out_path)]
     try:
         runpy.run_path(str(conv_dir / "convert_hf_to_gguf.py"), run_name="__main__")
@@ -139,17 +139,20 @@ def main():
     ap.add_argument("--converter", required=True, help="directory with convert_hf_to_gguf.py")
     ap.add_argument("--archs", default=",".join(DEFAULT))
     ap.add_argument("--out-dir", default=str(common.OUT_DIR / "tiny"))
+    ap.add_argument("--outtype", default="f32",
+                    help="the converter's --outtype (the committed files are f32)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     for arch in args.archs.split(","):
         if arch not in tiny_archs.ARCHS:
             raise SystemExit(f"unknown arch '{arch}' (known: {', '.join(tiny_archs.ARCHS)})")
         out = Path(args.out_dir) / f"{arch}.conv.gguf"
         with tempfile.TemporaryDirectory() as tmp:
             save_model(arch, tmp)
-            convert(args.converter, tmp, out)
+            convert(args.converter, tmp, out, args.outtype)
         print(f"{out} ({out.stat().st_size} bytes)")
 
 
