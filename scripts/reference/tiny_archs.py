@@ -126,6 +126,19 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
         "olmo2",
     ),
+    # OLMo 3 with YaRN on its global layer only (transformers' per-layer-type rope_parameters;
+    # the window layers keep plain RoPE): factor 4 over an original context of 32.
+    "olmo3_yarn": (
+        "Olmo3Config", "Olmo3ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={
+                 "full_attention": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                    "original_max_position_embeddings": 32},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        "olmo2",
+    ),
     # Cohere 2: 4 layers so the default pattern gives 3 window layers (RoPE) and 1 global
     # layer (NoPE); window 4 < 12 tokens.
     "cohere2": (

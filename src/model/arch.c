@@ -433,12 +433,14 @@ static const ts_arch_desc k_archs[] = {
      .n_tensors = N(k_llama),
      .nope_step = 4},
     /* OLMo 2, and OLMo 3 (written as olmo2: a window of sliding_window tokens on the layers
-     * the per-layer pattern marks, every 4th layer global by default; RoPE everywhere). */
+     * the per-layer pattern marks, every 4th layer global by default; RoPE everywhere, the
+     * scaled kind (YaRN) on the global layers only). */
     {.name = "olmo2",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
      .swa_pattern = 4,
+     .swa_rope_plain = true,
      .tensors = k_olmo2,
      .n_tensors = N(k_olmo2),
      .qk_norm_full = true},

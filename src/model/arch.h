@@ -165,6 +165,11 @@ typedef struct ts_arch_desc {
      * uses RoPE (EXAONE 4: the 32B interleaves windowed RoPE layers with global NoPE ones, the
      * 1.2B has no window). */
     bool rope_swa_only_if_swa;
+    /* Sliding-window layers use plain RoPE (rope.freq_base_swa, no scaling) even when the
+     * model's RoPE is scaled: OLMo 3 scales only its global layers (transformers'
+     * per-layer-type rope_parameters; llama.cpp's olmo2 graph). Gemma 3's local base implies
+     * the same. */
+    bool swa_rope_plain;
     /* <arch>.expert_gating_func defaults to sigmoid, the family's only router (dots.llm1,
      * GLM-4.5: llama.cpp's converter writes no key for dots1), instead of softmax. */
     bool moe_sigmoid;

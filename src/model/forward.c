@@ -239,13 +239,14 @@ static ts_status make_rope_factors(ts_forward *f, ts_error *err) {
 }
 
 /* RoPE of layer il: the model's scaling (factors, YaRN, attention factor), except on local
- * layers with their own base (Gemma 3), which keep plain positions. */
+ * layers with their own base (Gemma 3) or of a family whose local layers go unscaled (OLMo 3),
+ * which keep plain positions. */
 static ts_rope_params layer_rope(const ts_forward *f, bool swa) {
     const ts_hparams *hp = &f->m->hp;
     ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
     float base = swa ? hp->rope_base_swa : hp->rope_base;
     ts_rope_params p = ts_rope_params_plain((int)hp->n_rot, mode, base);
-    if (swa && hp->arch->swa_rope_base > 0) {
+    if (swa && (hp->arch->swa_rope_base > 0 || hp->arch->swa_rope_plain)) {
         return p;
     }
     p.freq_scale = hp->rope_freq_scale;
