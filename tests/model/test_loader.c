@@ -285,12 +285,14 @@ static void test_wrong_shape(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("llama");
     s.reshape = "blk.0.attn_k.weight"; /* [64, 32] written as [64, 33] */
-    const char *p1[] = {"blk.0.attn_k.weight", "[64, 33", "expected [64, 32]", NULL};
+    const char *p1[] = {"blk.0.attn_k.weight", "[64, 33", "expected [64, 32]",
+                        "ne[1] should be 32 (llama.head_count_kv x key_length)", NULL};
     expect_error(&s, TS_ERR_FORMAT, p1);
 
     s = ts_tiny_spec_default("gemma3");
     s.reshape = "blk.0.attn_q_norm.weight"; /* [32] written as [33] */
-    const char *p2[] = {"blk.0.attn_q_norm.weight", "[33, 1", "expected [32, 1]", NULL};
+    const char *p2[] = {"blk.0.attn_q_norm.weight", "[33, 1", "expected [32, 1]",
+                        "(gemma3.key_length)", NULL};
     expect_error(&s, TS_ERR_FORMAT, p2);
 
     s = ts_tiny_spec_default("phi3");
@@ -357,7 +359,8 @@ static void test_moe_errors(void **state) {
 
     s = ts_tiny_spec_default("qwen3moe");
     s.reshape = "blk.0.ffn_gate_exps.weight";
-    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]", NULL};
+    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]",
+                        "qwen3moe.expert_feed_forward_length", NULL};
     expect_error(&s, TS_ERR_FORMAT, p5);
 
     s = ts_tiny_spec_default("qwen2moe");
