@@ -32,6 +32,14 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         "llama",
     ),
+    # llama with every bias (attention_bias: q/k/v/o; mlp_bias: gate/up/down), as the
+    # converter writes them.
+    "llama_bias": (
+        "LlamaConfig", "LlamaForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=True,
+             mlp_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "llama",
+    ),
     "qwen2": (
         "Qwen2Config", "Qwen2ForCausalLM",
         dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
@@ -371,6 +379,10 @@ _LLAMA_BLOCK = {
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.gate_up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "mlp.gate_proj.bias": "ffn_gate.bias",
+    "mlp.up_proj.bias": "ffn_up.bias",
+    "mlp.down_proj.bias": "ffn_down.bias",
 }
 # Mixture of experts (transformers 5 stores experts as 3-D parameters; gate_up_proj is split).
 _MOE_BLOCK = dict(

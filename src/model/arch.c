@@ -84,6 +84,10 @@ static const ts_tensor_pattern k_llama[] = {
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
     DENSE_FFN(O),
+    /* mlp_bias configs: the converter writes the three biases, llama.cpp adds them. */
+    T("blk.{L}.ffn_gate.bias", TS_ROLE_FFN_GATE_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_up.bias", TS_ROLE_FFN_UP_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, O, TS_DIM_EMBD, NONE),
     MOE_FFN(O),
 };
 

@@ -116,6 +116,8 @@ typedef enum ts_role {
     TS_ROLE_FFN_DOWN_EXPS_B,    /* [n_embd, n_expert] */
     TS_ROLE_FFN_EXP_PROBS_B,    /* [n_expert] selection bias: experts are chosen by score + bias
                                    but weighted by the unbiased score (DeepSeek-V3, dots.llm1) */
+    TS_ROLE_FFN_GATE_B,         /* [n_ff] gate bias of a gated FFN (llama's mlp_bias; its up and
+                                   down biases are FFN_UP_B / FFN_DOWN_B) */
     TS_ROLE_COUNT
 } ts_role;
 

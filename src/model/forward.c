@@ -497,8 +497,8 @@ static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
             up = linear_col(f, h, TS_ROLE_FFN_GATE_UP, TS_ROLE_COUNT, il, hp->n_ff + p->ff0,
                             p->n_ff);
         } else {
-            gate = linear_col(f, h, TS_ROLE_FFN_GATE, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
-            up = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
+            gate = linear_col(f, h, TS_ROLE_FFN_GATE, TS_ROLE_FFN_GATE_B, il, p->ff0, p->n_ff);
+            up = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il, p->ff0, p->n_ff);
         }
         act = ts_glu(g, hp->arch->ffn == TS_FFN_SWIGLU ? TS_GLU_SILU : TS_GLU_GELU_TANH, gate, up);
     }

@@ -186,14 +186,16 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
         *rows = E * H;
         *cols = I;
     } else if (strncmp(how, "rope_permute", 12) == 0) {
-        /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i. */
+        /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i (a bias: one value per row). */
         int64_t d = head_dim;
-        int64_t heads = *rows / d;
+        bool vec = t->n_dims == 1;
+        int64_t n_rows = vec ? *cols : *rows, width = vec ? 1 : *cols;
+        int64_t heads = n_rows / d;
         for (int64_t h = 0; h < heads; h++) {
             for (int64_t i = 0; i < d / 2; i++) {
                 for (int64_t j = 0; j < 2; j++) {
-                    memcpy(dst + (h * d + 2 * i + j) * *cols, src + (h * d + j * d / 2 + i) * *cols,
-                           (size_t)*cols * sizeof(float));
+                    memcpy(dst + (h * d + 2 * i + j) * width, src + (h * d + j * d / 2 + i) * width,
+                           (size_t)width * sizeof(float));
                 }
             }
         }
