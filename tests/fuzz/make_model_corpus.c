@@ -64,6 +64,38 @@ int main(int argc, char **argv) {
         ts_tiny_spec s = small(ts_tiny_encoders[i]);
         rc = write_one(dir, "model", ts_tiny_encoders[i], &s);
     }
+    /* Hostile variants, each refused with a message: heads that do not divide the width, more
+     * experts per token than experts, a wrong shape, a missing tensor, a missing key. Plus
+     * window layers of the families that gained them (EXAONE 4, OLMo 3). */
+    ts_tiny_spec h = small("llama");
+    h.n_head = 3;
+    h.n_head_kv = 3;
+    rc = rc || write_one(dir, "model", "bad-heads", &h);
+    h = small("qwen3moe");
+    h.n_expert_used = 7;
+    rc = rc || write_one(dir, "model", "bad-experts-used", &h);
+    h = small("llama");
+    h.reshape = "blk.0.attn_k.weight";
+    rc = rc || write_one(dir, "model", "bad-shape", &h);
+    h = small("gemma3");
+    h.omit = "blk.1.attn_k_norm.weight";
+    rc = rc || write_one(dir, "model", "missing-tensor", &h);
+    h = small("cohere2");
+    h.omit_key = "attention.sliding_window";
+    rc = rc || write_one(dir, "model", "missing-key", &h);
+    h = small("dots1");
+    h.moe_gating = 0;
+    rc = rc || write_one(dir, "model", "dots1-no-gating", &h);
+    h = small("exaone4");
+    h.n_layer = 4;
+    h.n_swa = 2;
+    h.swa_pattern = 4;
+    rc = rc || write_one(dir, "model", "exaone4-swa", &h);
+    h = small("olmo2");
+    h.n_layer = 4;
+    h.n_swa = 2;
+    rc = rc || write_one(dir, "model", "olmo3-swa", &h);
+
     /* Vocabularies: one file per tokenizer kind (llama: SentencePiece, qwen2: BPE, bert:
      * WordPiece), with one layer to keep the tensors small. */
     static const char *const vocab[] = {"llama", "qwen2", "bert"};
