@@ -163,9 +163,10 @@ typedef struct ts_arch_desc {
     /* Only sliding-window layers use RoPE, the global ones none (Cohere 2); which is which
      * follows the swa pattern. */
     bool rope_swa_only;
-    /* The same, but only in a model that has sliding-window layers; without any, every layer
-     * uses RoPE (EXAONE 4: the 32B interleaves windowed RoPE layers with global NoPE ones, the
-     * 1.2B has no window). */
+    /* The same, but only in a model with a window (attention.sliding_window > 0); without
+     * one, every layer uses RoPE (EXAONE 4: the 32B interleaves windowed RoPE layers with
+     * global NoPE ones, the 1.2B has no window; transformers rotates a layer when the config's
+     * sliding_window is None or the layer slides). */
     bool rope_swa_only_if_swa;
     /* Sliding-window layers use plain RoPE (rope.freq_base_swa, no scaling) even when the
      * model's RoPE is scaled: OLMo 3 scales only its global layers (transformers'

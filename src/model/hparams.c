@@ -585,7 +585,7 @@ bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il) {
     if (a->pos == TS_POS_LEARNED || (a->nope_step > 0 && (il + 1) % a->nope_step == 0)) {
         return false;
     }
-    if (a->rope_swa_only || (a->rope_swa_only_if_swa && hp->swa_layers != NULL)) {
+    if (a->rope_swa_only || (a->rope_swa_only_if_swa && hp->n_swa > 0)) {
         return ts_hparams_layer_is_swa(hp, il);
     }
     return true;

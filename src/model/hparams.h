@@ -104,7 +104,8 @@ void ts_hparams_free(ts_hparams *hp);
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il);
 
 /* True when layer il applies RoPE to Q and K: not for learned positions, nor for the NoPE
- * layers of SmolLM3 (every nope_step-th) and Cohere 2 (the global, non-window layers). */
+ * layers of SmolLM3 (every nope_step-th), Cohere 2 and EXAONE 4 with a window (the global,
+ * non-window layers). */
 bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il);
 
 /* Resolves a symbolic dimension to its size (0 for TS_DIM_NONE). */

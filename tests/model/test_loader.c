@@ -502,6 +502,16 @@ static void test_family_keys(void **state) {
             }
             ts_model_close(m);
         }
+        /* A window but period 1: every layer global. EXAONE 4 then rotates none (transformers
+         * rotates a layer only when the config has no window or the layer slides). */
+        s.n_swa = 4;
+        s.swa_pattern = 1;
+        assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+        for (int64_t il = 0; il < 8; il++) {
+            assert_false(ts_hparams_layer_is_swa(&m->hp, il));
+            assert_int_equal(ts_hparams_layer_has_rope(&m->hp, il), i == 0);
+        }
+        ts_model_close(m);
     }
 
     /* Phi-4-mini (phi3) ties its output to the embedding: no output.weight. */
