@@ -39,7 +39,9 @@ static void usage(FILE *f) {
                "Shows a GGUF file's header, metadata and totals, and whether it loads as a\n"
                "model (with the tensors its architecture does not use).\n"
                "  --tensors  also list every tensor (name, type, shape, bytes, offset)\n"
-               "  --json     print one JSON object instead of text\n");
+               "  --json     print one JSON object instead of text\n"
+               "Exit status: 0 when the file loads (or holds no tensors), 1 when it cannot be\n"
+               "read, 2 on a usage error, 3 when it holds tensors that do not load as a model.\n");
 }
 
 /* Length of the valid UTF-8 sequence starting at p (at most n bytes), or 0 if invalid. */
@@ -275,19 +277,20 @@ static void open_model(const char *path, const ts_gguf *g, ts_llm **llm, ts_erro
     }
 }
 
-static void print_model_text(FILE *f, const char *path, const ts_gguf *g) {
+/* Returns false when the file holds tensors but does not load as a model. */
+static bool print_model_text(FILE *f, const char *path, const ts_gguf *g) {
     ts_llm *llm = NULL;
     ts_error err = {0};
     open_model(path, g, &llm, &err);
     if (ts_gguf_tensor_count(g) == 0) {
-        return;
+        return true;
     }
     fprintf(f, "\nmodel:\n");
     if (llm == NULL) {
         fprintf(f, "  does not load: ");
         print_str(f, err.msg, strlen(err.msg), TS_ERROR_MSG_MAX, false);
         fputc('\n', f);
-        return;
+        return false;
     }
     ts_llm_info in;
     ts_llm_get_info(llm, &in);
@@ -299,9 +302,11 @@ static void print_model_text(FILE *f, const char *path, const ts_gguf *g) {
     }
     fputc('\n', f);
     ts_llm_close(llm);
+    return true;
 }
 
-static void print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors) {
+/* Returns false when the file holds tensors but does not load as a model. */
+static bool print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors) {
     char hb[32], label[64];
     human_bytes(hb, sizeof hb, (double)ts_gguf_file_size(g));
     fprintf(f, "file       %s\n", path);
@@ -358,7 +363,7 @@ static void print_text(FILE *f, const char *path, const ts_gguf *g, bool tensors
                 ts_type_name(id), by_type[id].tensors, by_type[id].params, by_type[id].bytes, hb);
         }
     }
-    print_model_text(f, path, g);
+    return print_model_text(f, path, g);
 }
 
 /* ---- JSON -------------------------------------------------------------------------------- */
@@ -527,6 +532,8 @@ static cJSON *json_totals(const ts_gguf *g) {
     return o;
 }
 
+/* Returns 0, 1 when the output could not be built, 3 when the file holds tensors but does not
+ * load as a model (the JSON says why). */
 static int print_json(FILE *f, const char *path, const ts_gguf *g, bool tensors) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddItemToObject(root, "file", json_str(path, strlen(path), SIZE_MAX));
@@ -548,6 +555,7 @@ static int print_json(FILE *f, const char *path, const ts_gguf *g, bool tensors)
     ts_llm *llm = NULL;
     ts_error err = {0};
     open_model(path, g, &llm, &err);
+    bool loads = ts_gguf_tensor_count(g) == 0 || llm != NULL;
     if (ts_gguf_tensor_count(g) > 0) {
         cJSON *model = cJSON_AddObjectToObject(root, "model");
         cJSON_AddBoolToObject(model, "loads", llm != NULL);
@@ -572,7 +580,7 @@ static int print_json(FILE *f, const char *path, const ts_gguf *g, bool tensors)
     fputs(text, f);
     fputc('\n', f);
     cJSON_free(text);
-    return 0;
+    return loads ? 0 : 3;
 }
 
 int ts_cmd_inspect(int argc, char **argv) {
@@ -613,8 +621,8 @@ int ts_cmd_inspect(int argc, char **argv) {
     int rc = 0;
     if (json) {
         rc = print_json(stdout, path, g, tensors);
-    } else {
-        print_text(stdout, path, g, tensors);
+    } else if (!print_text(stdout, path, g, tensors)) {
+        rc = 3;
     }
     ts_gguf_close(g);
     if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -32,6 +32,14 @@ ARCHS = {
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
         "llama",
     ),
+    # llama with every bias (attention_bias: q/k/v/o; mlp_bias: gate/up/down), as the
+    # converter writes them.
+    "llama_bias": (
+        "LlamaConfig", "LlamaForCausalLM",
+        dict(_COMMON, rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=True,
+             mlp_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        "llama",
+    ),
     "qwen2": (
         "Qwen2Config", "Qwen2ForCausalLM",
         dict(_COMMON, rms_norm_eps=1e-6, tie_word_embeddings=True,
@@ -105,6 +113,39 @@ ARCHS = {
              layer_types=["full_attention", "full_attention"],
              rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
         "exaone4",
+    ),
+    # EXAONE 4 32B's layout on 4 layers: three sliding-window layers (window 4, RoPE) then one
+    # global layer without RoPE; the converter writes the per-layer pattern as a bool array.
+    "exaone4_swa": (
+        "Exaone4Config", "Exaone4ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-5, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        "exaone4",
+    ),
+    # OLMo 3 (GGUF arch olmo2): OLMo 2's blocks, 4 layers, window 4 on all but every 4th layer,
+    # RoPE everywhere; the converter writes the per-layer pattern as a bool array.
+    "olmo3": (
+        "Olmo3Config", "Olmo3ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+        "olmo2",
+    ),
+    # OLMo 3 with YaRN on its global layer only (transformers' per-layer-type rope_parameters;
+    # the window layers keep plain RoPE): factor 4 over an original context of 32.
+    "olmo3_yarn": (
+        "Olmo3Config", "Olmo3ForCausalLM",
+        dict(_COMMON, num_hidden_layers=4, rms_norm_eps=1e-6, tie_word_embeddings=False,
+             sliding_window=4,
+             layer_types=["sliding_attention"] * 3 + ["full_attention"],
+             rope_parameters={
+                 "full_attention": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                    "original_max_position_embeddings": 32},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        "olmo2",
     ),
     # Cohere 2: 4 layers so the default pattern gives 3 window layers (RoPE) and 1 global
     # layer (NoPE); window 4 < 12 tokens.
@@ -338,6 +379,10 @@ _LLAMA_BLOCK = {
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.gate_up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "mlp.gate_proj.bias": "ffn_gate.bias",
+    "mlp.up_proj.bias": "ffn_up.bias",
+    "mlp.down_proj.bias": "ffn_down.bias",
 }
 # Mixture of experts (transformers 5 stores experts as 3-D parameters; gate_up_proj is split).
 _MOE_BLOCK = dict(
@@ -613,6 +658,11 @@ def gguf_metadata(arch, cfg):
         put("vocab_size", "u32", cfg["vocab_size"])
     if arch == "exaone4":
         put("vocab_size", "u32", cfg["vocab_size"])
+    if arch in ("exaone4", "olmo2") and cfg.get("sliding_window") is not None:
+        # As llama.cpp's converter: the window and one bool per layer (true: sliding).
+        put("attention.sliding_window", "u32", cfg["sliding_window"])
+        put("attention.sliding_window_pattern", "bool[]",
+            [t == "sliding_attention" for t in cfg["layer_types"]])
     if arch in ("ernie4_5", "ernie4_5-moe"):
         put("attention.key_length", "u32", head_dim)
         put("attention.value_length", "u32", head_dim)

@@ -6,14 +6,21 @@
 /* Shorthands: R = required, O = optional (probed); shapes in symbolic dims. */
 #define T(name_, role_, req_, d0_, d1_)                                                            \
     {                                                                                              \
-        name_, role_, req_, {                                                                      \
+        name_, NULL, role_, req_, {                                                                \
             d0_, d1_, TS_DIM_NONE                                                                  \
         }                                                                                          \
     }
 #define T3(name_, role_, req_, d0_, d1_, d2_)                                                      \
     {                                                                                              \
-        name_, role_, req_, {                                                                      \
+        name_, NULL, role_, req_, {                                                                \
             d0_, d1_, d2_                                                                          \
+        }                                                                                          \
+    }
+/* A tensor that writers name in two ways (alt_: the second name). */
+#define TA(name_, alt_, role_, req_, d0_, d1_)                                                     \
+    {                                                                                              \
+        name_, alt_, role_, req_, {                                                                \
+            d0_, d1_, TS_DIM_NONE                                                                  \
         }                                                                                          \
     }
 #define R true
@@ -77,6 +84,10 @@ static const ts_tensor_pattern k_llama[] = {
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
     T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
     DENSE_FFN(O),
+    /* mlp_bias configs: the converter writes the three biases, llama.cpp adds them. */
+    T("blk.{L}.ffn_gate.bias", TS_ROLE_FFN_GATE_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_up.bias", TS_ROLE_FFN_UP_B, O, TS_DIM_FF, NONE),
+    T("blk.{L}.ffn_down.bias", TS_ROLE_FFN_DOWN_B, O, TS_DIM_EMBD, NONE),
     MOE_FFN(O),
 };
 
@@ -117,7 +128,10 @@ static const ts_tensor_pattern k_gpt_oss[] = {
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
     T("blk.{L}.attn_output.bias", TS_ROLE_ATTN_OUT_B, O, TS_DIM_EMBD, NONE),
     T("blk.{L}.attn_sinks.weight", TS_ROLE_ATTN_SINKS, R, TS_DIM_N_HEAD, NONE),
-    T("blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    /* llama.cpp's converter (and llama.cpp) call the norm before the experts
+     * post_attention_norm, as GLM-4.5's; files written the llama way call it ffn_norm. */
+    TA("blk.{L}.ffn_norm.weight", "blk.{L}.post_attention_norm.weight", TS_ROLE_FFN_NORM, R,
+       TS_DIM_EMBD, NONE),
     MOE_FFN(R),
     T("blk.{L}.ffn_gate_inp.bias", TS_ROLE_FFN_GATE_INP_B, O, TS_DIM_EXPERT, NONE),
     T("blk.{L}.ffn_gate_exps.bias", TS_ROLE_FFN_GATE_EXPS_B, O, TS_DIM_FF_EXP, TS_DIM_EXPERT),
@@ -178,7 +192,8 @@ static const ts_tensor_pattern k_glm4moe[] = {
     T("blk.{L}.attn_q_norm.weight", TS_ROLE_ATTN_Q_NORM, O, TS_DIM_HEAD, NONE),
     T("blk.{L}.attn_k_norm.weight", TS_ROLE_ATTN_K_NORM, O, TS_DIM_HEAD, NONE),
     T("blk.{L}.attn_output.weight", TS_ROLE_ATTN_OUT, R, TS_DIM_Q, TS_DIM_EMBD),
-    T("blk.{L}.post_attention_norm.weight", TS_ROLE_FFN_NORM, R, TS_DIM_EMBD, NONE),
+    TA("blk.{L}.post_attention_norm.weight", "blk.{L}.ffn_norm.weight", TS_ROLE_FFN_NORM, R,
+       TS_DIM_EMBD, NONE),
     DENSE_FFN(O),
     MOE_FFN(O),
     T("blk.{L}.exp_probs_b.bias", TS_ROLE_FFN_EXP_PROBS_B, O, TS_DIM_EXPERT, NONE),
@@ -219,11 +234,11 @@ static const ts_tensor_pattern k_qwen3[] = {
     GATED_FFN,
 };
 
-/* Phi-3 fuses Q, K and V into one projection and gate and up into one [n_embd, 2*n_ff]
+/* Phi-3 (and Phi-4-mini, also written as phi3) fuses Q, K and V into one projection and gate and up into one [n_embd, 2*n_ff]
  * matrix whose first half is the gate. Long-context Phi-3 files carry LongRoPE's two sets of
  * per-pair divisors. */
 static const ts_tensor_pattern k_phi3[] = {
-    GLOBAL_TENSORS(R),
+    GLOBAL_TENSORS(O), /* Phi-4-mini ties the output to the embedding */
     T("rope_factors_long.weight", TS_ROLE_ROPE_FACTORS_LONG, O, TS_DIM_ROT_HALF, NONE),
     T("rope_factors_short.weight", TS_ROLE_ROPE_FACTORS_SHORT, O, TS_DIM_ROT_HALF, NONE),
     T("blk.{L}.attn_norm.weight", TS_ROLE_ATTN_NORM, R, TS_DIM_EMBD, NONE),
@@ -421,19 +436,28 @@ static const ts_arch_desc k_archs[] = {
      .tensors = k_llama,
      .n_tensors = N(k_llama),
      .nope_step = 4},
+    /* OLMo 2, and OLMo 3 (written as olmo2: a window of sliding_window tokens on the layers
+     * the per-layer pattern marks, every 4th layer global by default; RoPE everywhere, the
+     * scaled kind (YaRN) on the global layers only). */
     {.name = "olmo2",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
+     .swa_pattern = 4,
+     .swa_rope_plain = true,
      .tensors = k_olmo2,
      .n_tensors = N(k_olmo2),
      .qk_norm_full = true},
+    /* EXAONE 4: the 1.2B has no window; the 32B (sliding_window and a per-layer pattern, every
+     * 4th layer global by default) uses RoPE on its windowed layers only. */
     {.name = "exaone4",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
+     .swa_pattern = 4,
      .tensors = k_exaone4,
-     .n_tensors = N(k_exaone4)},
+     .n_tensors = N(k_exaone4),
+     .rope_swa_only_if_swa = true},
     /* ERNIE 4.5 (dense): llama's tensors; its RoPE rotates adjacent pairs in HF already, so
      * the converter writes Q and K unpermuted. */
     {.name = "ernie4_5",
@@ -493,17 +517,16 @@ static const ts_arch_desc k_archs[] = {
      .n_tensors = N(k_granitemoe),
      .mup_scales = true,
      .logit_scale = TS_LOGIT_SCALE_DIV},
-    /* dots.llm1: its converter always writes expert_weights_norm and expert_gating_func;
-     * without them llama.cpp does not renormalize. */
+    /* dots.llm1: its converter always writes expert_weights_norm (without it llama.cpp does
+     * not renormalize) but never expert_gating_func: the router is always a sigmoid. */
     {.name = "dots1",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_dots1,
      .n_tensors = N(k_dots1),
-     .moe_raw_w = true},
-    /* GLM-4.5 / 4.5-Air: RoPE (NeoX) on rope.dimension_count of each head's dims; sigmoid
-     * gating is llama.cpp's default for it (and what its converter writes). */
+     .moe_raw_w = true,
+     .moe_sigmoid = true},
     /* ERNIE 4.5 MoE (GGUF "ernie4_5-moe"): ernie4_5's unpermuted interleaved RoPE; softmax
      * gating, renormalized (llama.cpp's graph always does). */
     {.name = "ernie4_5-moe",
@@ -512,13 +535,16 @@ static const ts_arch_desc k_archs[] = {
      .pos = TS_POS_ROPE_NORMAL,
      .tensors = k_ernie4_5_moe,
      .n_tensors = N(k_ernie4_5_moe)},
+    /* GLM-4.5 / 4.5-Air: RoPE (NeoX) on rope.dimension_count of each head's dims; sigmoid
+     * gating is llama.cpp's default for it (and what its converter writes). */
     {.name = "glm4moe",
      .norm = TS_NORM_RMS,
      .ffn = TS_FFN_SWIGLU,
      .pos = TS_POS_ROPE_NEOX,
      .tensors = k_glm4moe,
      .n_tensors = N(k_glm4moe),
-     .moe_raw_w = true},
+     .moe_raw_w = true,
+     .moe_sigmoid = true},
     {.name = "bert",
      .norm = TS_NORM_LAYER,
      .ffn = TS_FFN_GELU_ERF,

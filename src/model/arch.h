@@ -116,6 +116,8 @@ typedef enum ts_role {
     TS_ROLE_FFN_DOWN_EXPS_B,    /* [n_embd, n_expert] */
     TS_ROLE_FFN_EXP_PROBS_B,    /* [n_expert] selection bias: experts are chosen by score + bias
                                    but weighted by the unbiased score (DeepSeek-V3, dots.llm1) */
+    TS_ROLE_FFN_GATE_B,         /* [n_ff] gate bias of a gated FFN (llama's mlp_bias; its up and
+                                   down biases are FFN_UP_B / FFN_DOWN_B) */
     TS_ROLE_COUNT
 } ts_role;
 
@@ -130,6 +132,8 @@ typedef enum ts_logit_scale_use {
 
 typedef struct ts_tensor_pattern {
     const char *name;   /* GGUF name; "{L}" stands for the layer index */
+    const char *alt;    /* another name writers give the same tensor (NULL: none); `name` wins
+                           when a file holds both */
     ts_role role;
     bool required;      /* a missing required tensor is an error naming it */
     ts_dim shape[3];    /* expected [ne0, ne1, ne2]; ne1 TS_DIM_NONE for vectors, ne2 TS_DIM_NONE
@@ -142,8 +146,9 @@ typedef struct ts_arch_desc {
     ts_ffn_kind ffn;
     ts_pos_kind pos;
     bool embd_scale;   /* multiply token embeddings by sqrt(n_embd) (Gemma) */
-    int swa_pattern;   /* sliding-window layers: 0 none; n: layer il is local when
-                          il % n < n - 1 (Gemma 2: 2, Gemma 3: 6) */
+    int swa_pattern;   /* sliding-window layers: 0 none; n: the default period when the
+                          file gives a window but no sliding_window_pattern, layer il local
+                          when il % n < n - 1 (Gemma 2: 2, Gemma 3: 6, EXAONE 4 and OLMo 3: 4) */
     float swa_rope_base; /* RoPE base of local layers when they use their own (Gemma 3) */
     const ts_tensor_pattern *tensors;
     size_t n_tensors;
@@ -158,6 +163,19 @@ typedef struct ts_arch_desc {
     /* Only sliding-window layers use RoPE, the global ones none (Cohere 2); which is which
      * follows the swa pattern. */
     bool rope_swa_only;
+    /* The same, but only in a model with a window (attention.sliding_window > 0); without
+     * one, every layer uses RoPE (EXAONE 4: the 32B interleaves windowed RoPE layers with
+     * global NoPE ones, the 1.2B has no window; transformers rotates a layer when the config's
+     * sliding_window is None or the layer slides). */
+    bool rope_swa_only_if_swa;
+    /* Sliding-window layers use plain RoPE (rope.freq_base_swa, no scaling) even when the
+     * model's RoPE is scaled: OLMo 3 scales only its global layers (transformers'
+     * per-layer-type rope_parameters; llama.cpp's olmo2 graph). Gemma 3's local base implies
+     * the same. */
+    bool swa_rope_plain;
+    /* <arch>.expert_gating_func defaults to sigmoid, the family's only router (dots.llm1,
+     * GLM-4.5: llama.cpp's converter writes no key for dots1), instead of softmax. */
+    bool moe_sigmoid;
     /* The Q / K RMS norms span the whole projection ([n_head * head_dim], OLMo 2), not each
      * head. */
     bool qk_norm_full;

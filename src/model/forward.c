@@ -239,13 +239,14 @@ static ts_status make_rope_factors(ts_forward *f, ts_error *err) {
 }
 
 /* RoPE of layer il: the model's scaling (factors, YaRN, attention factor), except on local
- * layers with their own base (Gemma 3), which keep plain positions. */
+ * layers with their own base (Gemma 3) or of a family whose local layers go unscaled (OLMo 3),
+ * which keep plain positions. */
 static ts_rope_params layer_rope(const ts_forward *f, bool swa) {
     const ts_hparams *hp = &f->m->hp;
     ts_rope_mode mode = hp->arch->pos == TS_POS_ROPE_NEOX ? TS_ROPE_NEOX : TS_ROPE_NORMAL;
     float base = swa ? hp->rope_base_swa : hp->rope_base;
     ts_rope_params p = ts_rope_params_plain((int)hp->n_rot, mode, base);
-    if (swa && hp->arch->swa_rope_base > 0) {
+    if (swa && (hp->arch->swa_rope_base > 0 || hp->arch->swa_rope_plain)) {
         return p;
     }
     p.freq_scale = hp->rope_freq_scale;
@@ -496,8 +497,8 @@ static ts_tensor *ffn_block(ts_forward *f, ts_tensor *h, int64_t il) {
             up = linear_col(f, h, TS_ROLE_FFN_GATE_UP, TS_ROLE_COUNT, il, hp->n_ff + p->ff0,
                             p->n_ff);
         } else {
-            gate = linear_col(f, h, TS_ROLE_FFN_GATE, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
-            up = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_COUNT, il, p->ff0, p->n_ff);
+            gate = linear_col(f, h, TS_ROLE_FFN_GATE, TS_ROLE_FFN_GATE_B, il, p->ff0, p->n_ff);
+            up = linear_col(f, h, TS_ROLE_FFN_UP, TS_ROLE_FFN_UP_B, il, p->ff0, p->n_ff);
         }
         act = ts_glu(g, hp->arch->ffn == TS_FFN_SWIGLU ? TS_GLU_SILU : TS_GLU_GELU_TANH, gate, up);
     }

@@ -98,8 +98,7 @@ static ts_status load_family_scales(const ts_gguf *g, const char *arch, ts_hpara
 
 /* Which layers slide and which rotate must be knowable: Cohere 2's global layers are the ones
  * without RoPE, so its window is required; a family without sliding-window layers here must not
- * carry a per-layer pattern (OLMo 3 and EXAONE 4 32B files, written under the OLMo 2 / EXAONE 4
- * names, do), or its window layers would silently attend to everything. */
+ * carry a window pattern, or its window layers would silently attend to everything. */
 static ts_status check_layer_kinds(const ts_gguf *g, const char *arch, const ts_hparams *hp,
                                    ts_error *err) {
     char key[KEY_MAX];
@@ -114,8 +113,81 @@ static ts_status check_layer_kinds(const ts_gguf *g, const char *arch, const ts_
     if (hp->arch->swa_pattern == 0 && ts_gguf_find_key(g, key, &index) == TS_OK) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
                             "model: metadata key '%s' marks sliding-window layers, which tessera "
-                            "does not support for architecture '%s' (OLMo 3, EXAONE 4 32B)",
+                            "does not support for architecture '%s'",
                             key, arch);
+    }
+    return TS_OK;
+}
+
+/* <arch>.attention.sliding_window and sliding_window_pattern: the pattern is a period (an
+ * integer: layer il slides when il % n < n - 1) or one bool per layer (true: sliding), as
+ * llama.cpp's converter writes it from the config's layer_types. Fills hp->swa_layers when
+ * some layer slides. A family without sliding-window layers (swa_pattern 0) reads neither. */
+static ts_status load_swa(const ts_gguf *g, const char *arch, int64_t n_layer_file,
+                          ts_hparams *hp, ts_error *err) {
+    if (hp->arch->swa_pattern == 0) {
+        return TS_OK;
+    }
+    ts_status st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    if (hp->n_swa < 0 || hp->n_swa > ((int64_t)1 << 40)) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: %s.attention.sliding_window = %lld is out of range", arch,
+                            (long long)hp->n_swa);
+    }
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    uint64_t index;
+    ts_gguf_array a = {0};
+    bool is_array = ts_gguf_find_key(g, key, &index) == TS_OK &&
+                    ts_gguf_kv_type(g, index) == TS_GGUF_ARRAY;
+    hp->swa_pattern = hp->arch->swa_pattern;
+    if (is_array) {
+        hp->swa_pattern = 0;
+        if ((st = ts_gguf_kv_array(g, index, &a, err)) != TS_OK) {
+            return ts_error_prefix(err, "model: ");
+        }
+        /* One entry per layer of the file (block_count, which may include GLM-style
+         * prediction layers after the ones a forward pass runs). */
+        if (a.n != (uint64_t)hp->n_layer && a.n != (uint64_t)n_layer_file) {
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: metadata key '%s' has %llu entries, expected one per "
+                                "layer (%lld)",
+                                key, (unsigned long long)a.n, (long long)hp->n_layer);
+        }
+    } else if ((st = get_int(g, arch, "attention.sliding_window_pattern", false,
+                             hp->arch->swa_pattern, &hp->swa_pattern, err)) != TS_OK) {
+        return st;
+    } else if (hp->swa_pattern < 0 || hp->swa_pattern > 1024) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: metadata key '%s' = %lld is out of range (0..1024)", key,
+                            (long long)hp->swa_pattern);
+    }
+    if (hp->n_swa == 0) {
+        return TS_OK;
+    }
+    hp->swa_layers = calloc((size_t)hp->n_layer, sizeof *hp->swa_layers);
+    if (hp->swa_layers == NULL) {
+        return ts_error_set(err, TS_ERR_NOMEM, "model: out of memory");
+    }
+    bool any = false;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        int64_t v;
+        if (!is_array) {
+            int64_t n = hp->swa_pattern;
+            v = n > 0 && il % n < n - 1;
+        } else if (ts_gguf_array_int(&a, (uint64_t)il, &v, err) != TS_OK) {
+            return ts_error_prefix(err, "model: metadata key '%s' entry %lld: ", key,
+                                   (long long)il);
+        }
+        hp->swa_layers[il] = v != 0;
+        any = any || v != 0;
+    }
+    if (!any) {
+        free(hp->swa_layers);
+        hp->swa_layers = NULL;
     }
     return TS_OK;
 }
@@ -313,12 +385,14 @@ static ts_status load_rope_scaling(const ts_gguf *g, const char *arch, ts_hparam
 void ts_hparams_free(ts_hparams *hp) {
     free(hp->rope_llama3_factors);
     hp->rope_llama3_factors = NULL;
+    free(hp->swa_layers);
+    hp->swa_layers = NULL;
 }
 
 /* The mixture-of-experts keys (all absent for a dense model). */
 static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts_error *err) {
     ts_status st;
-    hp->moe_gating = TS_MOE_SOFTMAX;
+    hp->moe_gating = hp->arch->moe_sigmoid ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX;
     /* As llama.cpp's graphs: Mixtral ("llama"), Qwen3-MoE and Granite MoE renormalize,
      * Qwen2-MoE and OLMoE do not (the moe_raw_w trait). */
     hp->moe_norm_w = !hp->arch->moe_raw_w;
@@ -329,7 +403,7 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
     if (hp->n_expert == 0) {
         return TS_OK;
     }
-    int64_t gating = TS_MOE_SOFTMAX;
+    int64_t gating = 0;
     /* dots.llm1 and DeepSeek files give their shared expert as a count of expert widths. */
     int64_t n_shared = 1;
     if ((st = check_positive("expert_count", hp->n_expert, 4096, err)) ||
@@ -344,7 +418,8 @@ static ts_status load_moe(const ts_gguf *g, const char *arch, ts_hparams *hp, ts
                       (n_shared > 0 ? n_shared : 1) * hp->n_ff_exp, &hp->n_ff_shexp, err)) ||
         (st = check_positive("expert_shared_feed_forward_length", hp->n_ff_shexp, (int64_t)1 << 24,
                              err)) ||
-        (st = get_int(g, arch, "expert_gating_func", false, TS_MOE_SOFTMAX, &gating, err)) ||
+        (st = get_int(g, arch, "expert_gating_func", false,
+                      hp->arch->moe_sigmoid ? TS_MOE_SIGMOID : TS_MOE_SOFTMAX, &gating, err)) ||
         (st = get_float(g, arch, "expert_weights_scale", 0.0, &hp->moe_w_scale, err))) {
         return st;
     }
@@ -433,6 +508,15 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
                             "model: head_count %lld is not a multiple of head_count_kv %lld",
                             (long long)hp->n_head, (long long)hp->n_head_kv);
     }
+    char key[KEY_MAX];
+    snprintf(key, sizeof key, "%s.attention.key_length", arch);
+    uint64_t index;
+    if (ts_gguf_find_key(g, key, &index) != TS_OK && hp->n_embd % hp->n_head != 0) {
+        return ts_error_set(err, TS_ERR_FORMAT,
+                            "model: %s.embedding_length %lld is not a multiple of "
+                            "attention.head_count %lld, and '%s' (the head size) is missing",
+                            arch, (long long)hp->n_embd, (long long)hp->n_head, key);
+    }
     if ((st = get_int(g, arch, "attention.key_length", false, hp->n_embd / hp->n_head,
                       &hp->head_dim, err)) ||
         (st = check_positive("attention.key_length", hp->head_dim, 65536, err))) {
@@ -472,19 +556,8 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
     if ((st = load_rope_scaling(g, arch, hp, err)) != TS_OK) {
         return st;
     }
-    if (hp->arch->swa_pattern > 0 &&
-        ((st = get_int(g, arch, "attention.sliding_window", false, 0, &hp->n_swa, err)) ||
-         (st = get_int(g, arch, "attention.sliding_window_pattern", false,
-                       hp->arch->swa_pattern, &hp->swa_pattern, err)))) {
+    if ((st = load_swa(g, arch, hp->n_layer + n_nextn, hp, err)) != TS_OK) {
         return st;
-    }
-    if (hp->swa_pattern < 0 || hp->swa_pattern > 1024) {
-        return ts_error_set(err, TS_ERR_FORMAT,
-                            "model: attention.sliding_window_pattern %lld is out of range",
-                            (long long)hp->swa_pattern);
-    }
-    if (hp->n_swa < 0) {
-        return ts_error_set(err, TS_ERR_FORMAT, "model: attention.sliding_window is negative");
     }
     if ((st = load_moe(g, arch, hp, err)) != TS_OK) {
         return st;
@@ -504,8 +577,7 @@ ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err) {
 }
 
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il) {
-    int64_t n = hp->swa_pattern;
-    return n > 0 && hp->n_swa > 0 && il % n < n - 1;
+    return hp->swa_layers != NULL && il >= 0 && il < hp->n_layer && hp->swa_layers[il];
 }
 
 bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il) {
@@ -513,9 +585,8 @@ bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il) {
     if (a->pos == TS_POS_LEARNED || (a->nope_step > 0 && (il + 1) % a->nope_step == 0)) {
         return false;
     }
-    if (a->rope_swa_only) {
-        int64_t n = hp->swa_pattern;
-        return n > 0 && il % n < n - 1;
+    if (a->rope_swa_only || (a->rope_swa_only_if_swa && hp->n_swa > 0)) {
+        return ts_hparams_layer_is_swa(hp, il);
     }
     return true;
 }

@@ -43,8 +43,13 @@ typedef struct ts_hparams {
                             (default: the arch's, Gemma 3: 10000) */
     float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
     int64_t n_swa;       /* <arch>.attention.sliding_window; 0 = none */
-    int64_t swa_pattern; /* <arch>.attention.sliding_window_pattern (default: the arch's):
-                            layer il is local when il % n < n - 1 */
+    int64_t swa_pattern; /* <arch>.attention.sliding_window_pattern as a period (default: the
+                            arch's): layer il is local when il % n < n - 1; 0 when the file
+                            gives the pattern as a per-layer bool array instead */
+    /* [n_layer]: whether layer il uses the sliding window, from the period or the per-layer
+     * array (llama.cpp's converter writes either form); NULL when no layer slides (no
+     * window, or a family without sliding-window layers). Owned; ts_hparams_free frees it. */
+    bool *swa_layers;
     float attn_softcap;  /* <arch>.attn_logit_softcapping; 0 = none */
     float final_softcap; /* <arch>.final_logit_softcapping; 0 = none */
     float attn_scale;    /* scale of Q·K (default 1/sqrt(head_dim)) */
@@ -91,14 +96,16 @@ typedef struct ts_hparams {
  * TS_ERR_UNSUPPORTED with the list of supported ones. n_vocab is taken from token_embd. */
 ts_status ts_hparams_load(const ts_gguf *g, ts_hparams *hp, ts_error *err);
 
-/* Frees what ts_hparams_load allocated (the llama3 factors); safe on a zeroed struct. */
+/* Frees what ts_hparams_load allocated (the llama3 factors, the sliding-window layers); safe
+ * on a zeroed struct. */
 void ts_hparams_free(ts_hparams *hp);
 
 /* True when layer il uses sliding-window attention. */
 bool ts_hparams_layer_is_swa(const ts_hparams *hp, int64_t il);
 
 /* True when layer il applies RoPE to Q and K: not for learned positions, nor for the NoPE
- * layers of SmolLM3 (every nope_step-th) and Cohere 2 (the global, non-window layers). */
+ * layers of SmolLM3 (every nope_step-th), Cohere 2 and EXAONE 4 with a window (the global,
+ * non-window layers). */
 bool ts_hparams_layer_has_rope(const ts_hparams *hp, int64_t il);
 
 /* Resolves a symbolic dimension to its size (0 for TS_DIM_NONE). */

@@ -49,36 +49,76 @@ static ts_status check_type(const ts_gguf_tensor *t, bool matrix, ts_error *err)
                         matrix ? "matrix" : "vector");
 }
 
+/* Where a symbolic dimension comes from, for error messages (the metadata key or the tensor
+ * that sets it). */
+static const char *dim_source(ts_dim d) {
+    switch (d) {
+    case TS_DIM_NONE: return "1";
+    case TS_DIM_EMBD: return "embedding_length";
+    case TS_DIM_VOCAB: return "token_embd rows";
+    case TS_DIM_FF: return "feed_forward_length";
+    case TS_DIM_FF2: return "2 x feed_forward_length";
+    case TS_DIM_Q: return "head_count x key_length";
+    case TS_DIM_KV: return "head_count_kv x key_length";
+    case TS_DIM_QKV: return "(head_count + 2 head_count_kv) x key_length";
+    case TS_DIM_HEAD: return "key_length";
+    case TS_DIM_CTX_TRAIN: return "context_length";
+    case TS_DIM_TOKEN_TYPES: return "token_types rows";
+    case TS_DIM_ROT_HALF: return "rope.dimension_count / 2";
+    case TS_DIM_EXPERT: return "expert_count";
+    case TS_DIM_FF_EXP: return "expert_feed_forward_length";
+    case TS_DIM_FF_SHEXP: return "expert_shared_feed_forward_length";
+    case TS_DIM_N_HEAD: return "head_count";
+    }
+    return "?";
+}
+
 static ts_status check_shape(const ts_hparams *hp, const ts_tensor_pattern *p,
                              const ts_gguf_tensor *t, ts_error *err) {
-    int64_t want0 = ts_hparams_dim(hp, p->shape[0]);
-    int64_t want1 = p->shape[1] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[1]);
-    int64_t want2 = p->shape[2] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[2]);
-    bool ok = t->ne[0] == want0 && t->ne[1] == want1 && t->ne[2] == want2 && t->ne[3] == 1;
-    if (!ok && p->shape[2] != TS_DIM_NONE) {
+    int64_t want[3];
+    for (int i = 0; i < 3; i++) {
+        want[i] = p->shape[i] == TS_DIM_NONE ? 1 : ts_hparams_dim(hp, p->shape[i]);
+    }
+    if (t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == want[2] && t->ne[3] == 1) {
+        return TS_OK;
+    }
+    /* Name the first extent that differs and the metadata that sets it. */
+    int bad = t->ne[0] != want[0] ? 0 : t->ne[1] != want[1] ? 1 : t->ne[2] != want[2] ? 2 : 3;
+    char why[160];
+    if (bad < 3) {
+        snprintf(why, sizeof why, "ne[%d] should be %lld (%s.%s)", bad, (long long)want[bad],
+                 hp->arch->name, dim_source(p->shape[bad]));
+    } else {
+        snprintf(why, sizeof why, "ne[3] should be 1");
+    }
+    if (p->shape[2] != TS_DIM_NONE) {
         return ts_error_set(err, TS_ERR_FORMAT,
                             "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
-                            "[%lld, %lld, %lld] (n_expert %lld)",
+                            "[%lld, %lld, %lld]: %s",
                             t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                            (long long)t->ne[3], (long long)want0, (long long)want1,
-                            (long long)want2, (long long)hp->n_expert);
+                            (long long)t->ne[3], (long long)want[0], (long long)want[1],
+                            (long long)want[2], why);
     }
-    if (!ok) {
-        return ts_error_set(err, TS_ERR_FORMAT,
-                            "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
-                            "[%lld, %lld]",
-                            t->name, (long long)t->ne[0], (long long)t->ne[1],
-                            (long long)t->ne[2], (long long)t->ne[3], (long long)want0,
-                            (long long)want1);
-    }
-    return TS_OK;
+    return ts_error_set(err, TS_ERR_FORMAT,
+                        "model: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
+                        "[%lld, %lld]: %s",
+                        t->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                        (long long)t->ne[3], (long long)want[0], (long long)want[1], why);
 }
 
 static ts_status resolve(ts_model *m, const ts_tensor_pattern *p, int64_t il, ts_error *err) {
-    char name[NAME_MAX_LEN];
+    char name[NAME_MAX_LEN], alt[NAME_MAX_LEN] = "";
     expand_name(p->name, il, name, sizeof name);
+    if (p->alt != NULL) {
+        expand_name(p->alt, il, alt, sizeof alt);
+    }
     const ts_gguf_tensor *t = NULL;
-    if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK) {
+    if (ts_gguf_find_tensor(m->gguf, name, &t) != TS_OK &&
+        (alt[0] == '\0' || ts_gguf_find_tensor(m->gguf, alt, &t) != TS_OK)) {
+        if (p->required && alt[0] != '\0') {
+            return ts_error_set(err, TS_ERR_FORMAT,
+                                "model: required tensor '%s' (or '%s') is missing", name, alt);
+        }
         if (p->required) {
             return ts_error_set(err, TS_ERR_FORMAT, "model: required tensor '%s' is missing",
                                 name);

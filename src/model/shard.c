@@ -28,6 +28,7 @@ static void set_splits(ts_split *split, bool vocab_parallel) {
         TS_ROLE_ATTN_K_B,      TS_ROLE_ATTN_V_B,    TS_ROLE_ATTN_QKV,       TS_ROLE_ATTN_QKV_B,
         TS_ROLE_FFN_GATE,      TS_ROLE_FFN_UP,      TS_ROLE_FFN_UP_B,       TS_ROLE_FFN_GATE_UP,
         TS_ROLE_FFN_GATE_EXPS, TS_ROLE_FFN_UP_EXPS, TS_ROLE_FFN_GATE_SHEXP, TS_ROLE_FFN_UP_SHEXP,
+        TS_ROLE_FFN_GATE_B,
     };
     static const ts_role k_row[] = {TS_ROLE_ATTN_OUT, TS_ROLE_FFN_DOWN, TS_ROLE_FFN_DOWN_EXPS,
                                     TS_ROLE_FFN_DOWN_SHEXP};

@@ -30,12 +30,28 @@ const char *ts_isa_name(ts_isa isa) {
     return "unknown";
 }
 
+/* CPUID bits that older compilers' __builtin_cpu_supports does not name (clang 14 knows
+ * neither "f16c" nor "avxvnni"): F16C is leaf 1 ECX bit 29, AVX-VNNI leaf 7 subleaf 1 EAX
+ * bit 4. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+static bool cpuid_bit(unsigned leaf, unsigned sub, int reg, unsigned bit) {
+    unsigned r[4] = {0, 0, 0, 0};
+    if (__get_cpuid_max(0, NULL) < leaf) {
+        return false;
+    }
+    __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+    return (r[reg] >> bit) & 1u;
+}
+#endif
+
 /* The AVX2 level's features (AVX2 + FMA + F16C). */
 static bool cpu_avx2(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           cpuid_bit(1, 0, 2, 29);
 #else
     return false;
 #endif
@@ -43,7 +59,7 @@ static bool cpu_avx2(void) {
 
 static bool cpu_avxvnni(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    return cpu_avx2() && __builtin_cpu_supports("avxvnni");
+    return cpu_avx2() && cpuid_bit(7, 1, 0, 4);
 #else
     return false;
 #endif

@@ -614,7 +614,6 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
     const char *arch = s->arch_name ? s->arch_name : s->arch;
     bool gpt2 = is(s, "gpt2"), cohere2 = is(s, "cohere2"), bert = is(s, "bert");
     bool encoder = bert || is(s, "nomic-bert");
-    bool gemma = is(s, "gemma2") || is(s, "gemma3");
     bool layer_norm = gpt2 || cohere2;
     ts_status st;
     if ((st = ts_gguf_writer_add_cstr(w, "general.architecture", arch, err)) ||
@@ -688,7 +687,7 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_tiny_spec *s, const voca
             return st;
         }
     }
-    if ((gemma || cohere2 || is(s, "gpt-oss")) && s->n_swa > 0 &&
+    if (s->n_swa > 0 &&
         (st = key_u32(w, s, "attention.sliding_window", s->n_swa, err))) {
         return st;
     }

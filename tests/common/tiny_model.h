@@ -62,7 +62,8 @@ typedef struct ts_tiny_spec {
     int64_t n_head;
     int64_t n_head_kv;
     int64_t head_dim;    /* 0: n_embd / n_head (no key_length key); else written explicitly */
-    int64_t n_swa;       /* gemma2/gemma3/cohere2 attention.sliding_window (0: not written) */
+    int64_t n_swa;       /* attention.sliding_window (0: not written; gemma2/gemma3/cohere2/
+                            gpt-oss write one by default) */
     float attn_softcap;  /* gemma2 attn_logit_softcapping (0: not written) */
     float final_softcap; /* gemma2 final_logit_softcapping (0: not written) */
     float rope_base;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes one parser: tests/fuzz/run.sh [SECONDS] [gguf|api|template|chat_out|grammar|schema]
+# Fuzzes one parser: tests/fuzz/run.sh [SECONDS] [gguf|api|template|chat_out|grammar|schema|tokenizer|model|vocab]
 # (defaults: 60, gguf).
 #
 #   gguf  the GGUF reader (fuzz_gguf; seeds in corpus/gguf, dictionary gguf.dict)
@@ -10,6 +10,12 @@
 #             gbnf.dict); every mask is checked against the per-token reference
 #   schema    the JSON Schema compiler (fuzz_schema; seeds in corpus/schema, dictionary
 #             schema.dict); what compiles must be GBNF the reader accepts
+#   tokenizer tokenize / detokenize / streaming over three built-in vocabularies
+#             (fuzz_tokenizer; seeds in corpus/tokenizer)
+#   model     the model loader on hostile GGUF files (fuzz_model; seeds in corpus/model: one
+#             small model per family, written by fuzz_model_corpus; dictionary gguf.dict)
+#   vocab     the vocabulary loader on hostile tokenizer metadata (fuzz_vocab; seeds in
+#             corpus/vocab; dictionary gguf.dict)
 #
 # Configures a clang build with -DTS_FUZZ=ON in build-fuzz/, builds the harness, and runs it for
 # SECONDS on a scratch copy of its corpus (the committed seeds stay untouched). Exits non-zero
@@ -20,7 +26,7 @@ set -euo pipefail
 secs=${1:-60}
 target=${2:-gguf}
 case $secs in
-    '' | *[!0-9]*) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema]" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema|tokenizer|model|vocab]" >&2; exit 2 ;;
 esac
 case $target in
     gguf) extra=(-max_len=16384 -dict="$(cd "$(dirname "$0")" && pwd)/gguf.dict") ;;
@@ -29,7 +35,10 @@ case $target in
     chat_out) extra=(-max_len=4096) ;;
     grammar) extra=(-max_len=4096 -dict="$(cd "$(dirname "$0")" && pwd)/gbnf.dict") ;;
     schema) extra=(-max_len=4096 -dict="$(cd "$(dirname "$0")" && pwd)/schema.dict") ;;
-    *) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema]" >&2; exit 2 ;;
+    tokenizer) extra=(-max_len=4096) ;;
+    model) extra=(-max_len=65536 -dict="$(cd "$(dirname "$0")" && pwd)/gguf.dict") ;;
+    vocab) extra=(-max_len=65536 -dict="$(cd "$(dirname "$0")" && pwd)/gguf.dict") ;;
+    *) echo "usage: $0 [SECONDS] [gguf|api|template|chat_out|grammar|schema|tokenizer|model|vocab]" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build-fuzz

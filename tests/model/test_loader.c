@@ -92,13 +92,15 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
         assert_false(ts_hparams_layer_is_swa(hp, 1));
     } else if (strcmp(s->arch, "gemma3") == 0) {
         /* Gemma 3: five local layers, then one global. */
-        for (int64_t il = 0; il < 12; il++) {
+        for (int64_t il = 0; il < hp->n_layer; il++) {
             assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % 6 != 5);
         }
+        /* Beyond the model's layers nothing slides. */
+        assert_false(ts_hparams_layer_is_swa(hp, hp->n_layer));
         assert_float_equal(hp->rope_base_swa, 10000.0, 1e-3);
     } else if (cohere2) {
         /* Cohere 2 (pattern 2 in the tiny file): a window layer, then a global one. */
-        for (int64_t il = 0; il < 8; il++) {
+        for (int64_t il = 0; il < hp->n_layer; il++) {
             assert_int_equal(ts_hparams_layer_is_swa(hp, il), il % s->swa_pattern == 0);
         }
     } else {
@@ -106,7 +108,7 @@ static void check_loaded(const ts_tiny_spec *s, const ts_model *m) {
     }
     /* NoPE layers: GPT-2 has none with RoPE; SmolLM3 every 4th layer, Cohere 2 the global
      * layers go without. */
-    for (int64_t il = 0; il < 8; il++) {
+    for (int64_t il = 0; il < hp->n_layer; il++) {
         bool nope = strcmp(s->arch, "gpt2") == 0 ||
                     (strcmp(s->arch, "smollm3") == 0 && il % 4 == 3) || (cohere2 && il % 2 == 1);
         assert_int_equal(ts_hparams_layer_has_rope(hp, il), !nope);
@@ -233,8 +235,8 @@ static void test_missing_tensor(void **state) {
     const char *p2[] = {"blk.0.attn_v.bias", NULL};
     expect_error(&s, TS_ERR_FORMAT, p2);
 
-    /* Phi-3 has no tied output. */
-    s = ts_tiny_spec_default("phi3");
+    /* OLMo 2 has no tied output (Phi-3's may be tied: Phi-4-mini, test_family_keys). */
+    s = ts_tiny_spec_default("olmo2");
     s.omit = "output.weight";
     const char *p3[] = {"output.weight", NULL};
     expect_error(&s, TS_ERR_FORMAT, p3);
@@ -283,12 +285,14 @@ static void test_wrong_shape(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("llama");
     s.reshape = "blk.0.attn_k.weight"; /* [64, 32] written as [64, 33] */
-    const char *p1[] = {"blk.0.attn_k.weight", "[64, 33", "expected [64, 32]", NULL};
+    const char *p1[] = {"blk.0.attn_k.weight", "[64, 33", "expected [64, 32]",
+                        "ne[1] should be 32 (llama.head_count_kv x key_length)", NULL};
     expect_error(&s, TS_ERR_FORMAT, p1);
 
     s = ts_tiny_spec_default("gemma3");
     s.reshape = "blk.0.attn_q_norm.weight"; /* [32] written as [33] */
-    const char *p2[] = {"blk.0.attn_q_norm.weight", "[33, 1", "expected [32, 1]", NULL};
+    const char *p2[] = {"blk.0.attn_q_norm.weight", "[33, 1", "expected [32, 1]",
+                        "(gemma3.key_length)", NULL};
     expect_error(&s, TS_ERR_FORMAT, p2);
 
     s = ts_tiny_spec_default("phi3");
@@ -355,7 +359,8 @@ static void test_moe_errors(void **state) {
 
     s = ts_tiny_spec_default("qwen3moe");
     s.reshape = "blk.0.ffn_gate_exps.weight";
-    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]", NULL};
+    const char *p5[] = {"blk.0.ffn_gate_exps.weight", "[64, 65, 6, 1]", "[64, 64, 6]",
+                        "qwen3moe.expert_feed_forward_length", NULL};
     expect_error(&s, TS_ERR_FORMAT, p5);
 
     s = ts_tiny_spec_default("qwen2moe");
@@ -446,9 +451,11 @@ static void test_missing_key(void **state) {
 }
 
 /* Keys the newer families depend on: Cohere 2's window says which layers go without RoPE;
- * a per-layer window pattern under a family without window layers (OLMo 3 and EXAONE 4 32B
- * files, written as olmo2 / exaone4) is refused rather than run as full attention; a Granite
- * multiplier that is absent is 1. Cohere 2's default pattern is 4. */
+ * a window pattern under a family without window layers is refused rather than run as full
+ * attention; OLMo 3 and EXAONE 4 32B files (written as olmo2 / exaone4) get their window
+ * layers, EXAONE 4 with RoPE on those only; a Granite multiplier that is absent is 1; dots1's
+ * router is a sigmoid when the file does not say (its converter never does). Cohere 2's
+ * default pattern is 4. */
 static void test_family_keys(void **state) {
     (void)state;
     ts_tiny_spec s = ts_tiny_spec_default("cohere2");
@@ -456,7 +463,7 @@ static void test_family_keys(void **state) {
     const char *p1[] = {"cohere2.attention.sliding_window", "missing", NULL};
     expect_error(&s, TS_ERR_FORMAT, p1);
 
-    const char *no_swa[] = {"olmo2", "exaone4", "granite", "smollm3"};
+    const char *no_swa[] = {"granite", "smollm3", "llama"};
     for (size_t i = 0; i < sizeof no_swa / sizeof no_swa[0]; i++) {
         s = ts_tiny_spec_default(no_swa[i]);
         s.swa_pattern = 4;
@@ -466,13 +473,76 @@ static void test_family_keys(void **state) {
         expect_error(&s, TS_ERR_UNSUPPORTED, p2);
     }
 
+    ts_model *m = NULL;
+    ts_error err = {0};
+    const char *post_norm[] = {"olmo2", "exaone4"};
+    for (size_t i = 0; i < 2; i++) {
+        /* A pattern without a window: no layer slides, every layer rotates. */
+        s = ts_tiny_spec_default(post_norm[i]);
+        s.swa_pattern = 4;
+        s.n_layer = 8;
+        assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+        for (int64_t il = 0; il < 8; il++) {
+            assert_false(ts_hparams_layer_is_swa(&m->hp, il));
+            assert_true(ts_hparams_layer_has_rope(&m->hp, il));
+        }
+        ts_model_close(m);
+        /* A window with period 2 (the key) or the default 4 (no key). */
+        for (int pattern = 0; pattern <= 2; pattern += 2) {
+            s.n_swa = 4;
+            s.swa_pattern = pattern;
+            int64_t n = pattern > 0 ? pattern : 4;
+            if (open_spec(&s, &m, &err) != TS_OK) {
+                fail_msg("%s: %s", post_norm[i], err.msg);
+            }
+            for (int64_t il = 0; il < 8; il++) {
+                bool swa = il % n < n - 1;
+                assert_int_equal(ts_hparams_layer_is_swa(&m->hp, il), swa);
+                assert_int_equal(ts_hparams_layer_has_rope(&m->hp, il), i == 0 || swa);
+            }
+            ts_model_close(m);
+        }
+        /* A window but period 1: every layer global. EXAONE 4 then rotates none (transformers
+         * rotates a layer only when the config has no window or the layer slides). */
+        s.n_swa = 4;
+        s.swa_pattern = 1;
+        assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+        for (int64_t il = 0; il < 8; il++) {
+            assert_false(ts_hparams_layer_is_swa(&m->hp, il));
+            assert_int_equal(ts_hparams_layer_has_rope(&m->hp, il), i == 0);
+        }
+        ts_model_close(m);
+    }
+
+    /* Phi-4-mini (phi3) ties its output to the embedding: no output.weight. */
+    s = ts_tiny_spec_default("phi3");
+    s.omit = "output.weight";
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_true(m->tied_output);
+    ts_model_close(m);
+
+    /* Heads that do not divide the width, without a head size: an error naming both. */
+    s = ts_tiny_spec_default("llama");
+    s.n_head = 3;
+    s.n_head_kv = 3;
+    const char *p3[] = {"llama.embedding_length 64", "head_count 3", "key_length", NULL};
+    expect_error(&s, TS_ERR_FORMAT, p3);
+
+    s = ts_tiny_spec_default("dots1");
+    s.moe_gating = 0;
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SIGMOID);
+    ts_model_close(m);
+    s = ts_tiny_spec_default("qwen3moe");
+    assert_int_equal(open_spec(&s, &m, &err), TS_OK);
+    assert_int_equal(m->hp.moe_gating, TS_MOE_SOFTMAX);
+    ts_model_close(m);
+
     /* Without the key, Cohere 2's pattern is 4: three window layers with RoPE, then one
      * global layer without. */
     s = ts_tiny_spec_default("cohere2");
     s.swa_pattern = 0;
     s.n_layer = 8;
-    ts_model *m = NULL;
-    ts_error err = {0};
     assert_int_equal(open_spec(&s, &m, &err), TS_OK);
     for (int64_t il = 0; il < 8; il++) {
         assert_int_equal(ts_hparams_layer_is_swa(&m->hp, il), il % 4 != 3);

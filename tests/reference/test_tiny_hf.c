@@ -11,8 +11,11 @@
  * gate_up into GGUF's ffn_gate_exps and ffn_up_exps, nomic-bert's q/k/v fused into attn_qkv),
  * loads the result with our model
  * loader and compares the logits of every position, on the reference and CPU backends with f32
- * weights and an f32 KV cache. Every <arch>.logits.json in the directory is checked:
- *     |ours - hf| <= 1e-4 + 1e-4 |hf|      (seen: at most 7e-6)
+ * weights and an f32 KV cache. Every <arch>.logits.json in the directory is checked, and so is
+ * every <arch>.conv.gguf (the same model written by llama.cpp's convert_hf_to_gguf.py, loaded as
+ * it is) against the same logits:
+ *     |ours - hf| <= 2e-5 + 2e-6 |hf|      (seen: at most 9.0e-6, qwen2_yarn; encoders' hidden
+ *                                           states at most 9e-7)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +38,8 @@
 #include "model/model.h"
 
 #define N_TOK 12
+#define TOL_ABS 2e-5
+#define TOL_REL 2e-6
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -181,14 +186,16 @@ static float *transform(const hf_tensor *t, const char *how, int64_t head_dim, i
         *rows = E * H;
         *cols = I;
     } else if (strncmp(how, "rope_permute", 12) == 0) {
-        /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i. */
+        /* GGUF row h*d + 2i + j = HF row h*d + j*d/2 + i (a bias: one value per row). */
         int64_t d = head_dim;
-        int64_t heads = *rows / d;
+        bool vec = t->n_dims == 1;
+        int64_t n_rows = vec ? *cols : *rows, width = vec ? 1 : *cols;
+        int64_t heads = n_rows / d;
         for (int64_t h = 0; h < heads; h++) {
             for (int64_t i = 0; i < d / 2; i++) {
                 for (int64_t j = 0; j < 2; j++) {
-                    memcpy(dst + (h * d + 2 * i + j) * *cols, src + (h * d + j * d / 2 + i) * *cols,
-                           (size_t)*cols * sizeof(float));
+                    memcpy(dst + (h * d + 2 * i + j) * width, src + (h * d + j * d / 2 + i) * width,
+                           (size_t)width * sizeof(float));
                 }
             }
         }
@@ -268,6 +275,16 @@ static void write_metadata(ts_gguf_writer *w, const cJSON *meta) {
             st = ts_gguf_writer_add_i32(w, key, (int32_t)v->valuedouble, &err);
         } else if (strcmp(type, "f32") == 0) {
             st = ts_gguf_writer_add_f32(w, key, (float)v->valuedouble, &err);
+        } else if (strcmp(type, "bool[]") == 0) {
+            /* One byte per element (a per-layer sliding-window pattern). */
+            int n = cJSON_GetArraySize(v);
+            uint8_t *vals = calloc((size_t)n + 1, 1);
+            assert_non_null(vals);
+            for (int k = 0; k < n; k++) {
+                vals[k] = cJSON_IsTrue(cJSON_GetArrayItem(v, k));
+            }
+            st = ts_gguf_writer_add_array(w, key, TS_GGUF_BOOL, vals, (uint64_t)n, &err);
+            free(vals);
         } else {
             /* Arrays of 4-byte elements. */
             int n = cJSON_GetArraySize(v);
@@ -465,16 +482,10 @@ static ts_backend *make_backend(int be) {
     return b;
 }
 
-/* Checks one architecture's logits; with llama3_keys, llama3 scaling is given as metadata
- * instead of the converter's rope_freqs.weight (returns without checking for other configs). */
-static void check_arch_form(const char *arch, bool llama3_keys) {
-    tiny tm = tiny_load(arch, ".logits.json", llama3_keys);
-    if (tm.model == NULL) {
-        return;
-    }
-    cJSON *root = tm.root;
-    ts_model *model = tm.model;
-    int64_t n_vocab = tm.n_vocab;
+/* Runs the 12 tokens of root's "tokens" through model on both backends and compares every
+ * logit with root's "logits" (transformers'); label names the file in messages. */
+static void compare_logits(const char *label, const cJSON *root, ts_model *model,
+                           int64_t n_vocab) {
     ts_error err = {0};
     const cJSON *tokens = cJSON_GetObjectItem(root, "tokens");
     const cJSON *logits = cJSON_GetObjectItem(root, "logits");
@@ -485,6 +496,7 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
     }
     int32_t table[1] = {0}, len = N_TOK;
     float *out = malloc(N_TOK * n_vocab * sizeof(float));
+    assert_non_null(out);
     for (int be = 0; be < 2; be++) {
         ts_backend *b = make_backend(be);
         ts_forward_config fc = {.max_tokens = N_TOK,
@@ -507,7 +519,7 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
                        .n_outputs = N_TOK,
                        .outputs = outs};
         if (ts_forward_run(f, &bt, out, NULL, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
+            fail_msg("%s: %s", label, err.msg);
         }
         double worst = 0;
         for (int t = 0; t < N_TOK; t++) {
@@ -516,36 +528,41 @@ static void check_arch_form(const char *arch, bool llama3_keys) {
                 double want = cJSON_GetArrayItem(row, v)->valuedouble;
                 double d = fabs(out[t * n_vocab + v] - want);
                 worst = d > worst ? d : worst;
-                if (d > 1e-4 + 1e-4 * fabs(want)) {
-                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", arch,
+                if (d > TOL_ABS + TOL_REL * fabs(want)) {
+                    fail_msg("%s on %s: position %d token %d: %.5f, transformers %.5f", label,
                              be == 0 ? "ref" : "cpu", t, v, out[t * n_vocab + v], want);
                 }
             }
         }
-        printf("  %-6s on %s%s: %d positions x %lld logits, max |d| %.2e\n", arch,
-               be == 0 ? "ref" : "cpu", llama3_keys ? " (llama3 as metadata)" : "", N_TOK,
-               (long long)n_vocab, worst);
+        printf("  %-6s on %s: %d positions x %lld logits, max |d| %.2e\n", label,
+               be == 0 ? "ref" : "cpu", N_TOK, (long long)n_vocab, worst);
         ts_forward_destroy(f);
         ts_backend_destroy(b);
     }
     free(out);
+}
+
+/* Checks one architecture's logits; with llama3_keys, llama3 scaling is given as metadata
+ * instead of the converter's rope_freqs.weight (returns without checking for other configs). */
+static void check_arch_form(const char *arch, bool llama3_keys) {
+    tiny tm = tiny_load(arch, ".logits.json", llama3_keys);
+    if (tm.model == NULL) {
+        return;
+    }
+    char label[160];
+    snprintf(label, sizeof label, "%.64s%s", arch, llama3_keys ? " (llama3 as metadata)" : "");
+    compare_logits(label, tm.root, tm.model, tm.n_vocab);
     tiny_close(&tm);
 }
 
-static void check_arch(const char *arch) {
-    check_arch_form(arch, false);
-    check_arch_form(arch, true);
-}
-
-/* An encoder: both inputs of <arch>.embd.json in one step (two sequences of different lengths,
- * each attending within itself both ways); the final hidden state of every token against
- * transformers' (each input run alone). */
-static void check_encoder(const char *arch) {
-    tiny tm = tiny_load(arch, ".embd.json", false);
+/* Both inputs of an encoder's embd.json (root) in one step (two sequences of different
+ * lengths, each attending within itself both ways); the final hidden state of every token
+ * against transformers' (each input run alone). */
+static void compare_hidden(const char *label, const cJSON *root, ts_model *model) {
     ts_error err = {0};
-    assert_non_null(tm.model->hp.enc);
-    const cJSON *inputs = cJSON_GetObjectItem(tm.root, "inputs");
-    const cJSON *hidden = cJSON_GetObjectItem(tm.root, "hidden");
+    assert_non_null(model->hp.enc);
+    const cJSON *inputs = cJSON_GetObjectItem(root, "inputs");
+    const cJSON *hidden = cJSON_GetObjectItem(root, "hidden");
     assert_int_equal(cJSON_GetArraySize(inputs), 2);
     int n_a = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 0));
     int n_b = cJSON_GetArraySize(cJSON_GetArrayItem(inputs, 1));
@@ -561,7 +578,7 @@ static void check_encoder(const char *arch) {
         outs[t] = t;
     }
     int32_t table[2] = {0, 1}, len[2] = {n_a, n_b};
-    int64_t n_embd = tm.model->hp.n_embd;
+    int64_t n_embd = model->hp.n_embd;
     float *out = malloc((size_t)(n * n_embd) * sizeof(float));
     for (int be = 0; be < 2; be++) {
         ts_backend *b = make_backend(be);
@@ -573,8 +590,8 @@ static void check_encoder(const char *arch) {
                                 .max_blocks_per_seq = 1,
                                 .kv_type = TS_TYPE_F32};
         ts_forward *f = NULL;
-        if (ts_forward_create(tm.model, b, &fc, NULL, &f, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
+        if (ts_forward_create(model, b, &fc, NULL, &f, &err) != TS_OK) {
+            fail_msg("%s: %s", label, err.msg);
         }
         ts_batch bt = {.n_tokens = n,
                        .tokens = tok,
@@ -587,7 +604,7 @@ static void check_encoder(const char *arch) {
                        .n_outputs = n,
                        .outputs = outs};
         if (ts_forward_run(f, &bt, NULL, out, &err) != TS_OK) {
-            fail_msg("%s: %s", arch, err.msg);
+            fail_msg("%s: %s", label, err.msg);
         }
         double worst = 0;
         for (int t = 0; t < n; t++) {
@@ -598,15 +615,15 @@ static void check_encoder(const char *arch) {
                 double want = cJSON_GetArrayItem(row, (int)e)->valuedouble;
                 double d = fabs(out[t * n_embd + e] - want);
                 worst = d > worst ? d : worst;
-                if (d > 1e-4 + 1e-4 * fabs(want)) {
+                if (d > TOL_ABS + TOL_REL * fabs(want)) {
                     fail_msg("%s on %s: input %d position %d element %lld: %.5f, transformers "
                              "%.5f",
-                             arch, be == 0 ? "ref" : "cpu", s, i, (long long)e, out[t * n_embd + e],
+                             label, be == 0 ? "ref" : "cpu", s, i, (long long)e, out[t * n_embd + e],
                              want);
                 }
             }
         }
-        printf("  %-6s on %s: 2 inputs (%d + %d tokens) x %lld hidden, max |d| %.2e\n", arch,
+        printf("  %-6s on %s: 2 inputs (%d + %d tokens) x %lld hidden, max |d| %.2e\n", label,
                be == 0 ? "ref" : "cpu", n_a, n_b, (long long)n_embd, worst);
         /* A step holding part of a sequence is refused: its tokens would miss later keys. */
         bt.n_tokens = n_a - 1;
@@ -617,6 +634,60 @@ static void check_encoder(const char *arch) {
         ts_backend_destroy(b);
     }
     free(out);
+}
+
+/* A file written by llama.cpp's convert_hf_to_gguf.py from the same HF model
+ * (<name>.conv.gguf, scripts/reference/gen_converted.py): loaded as it is, with the converter's
+ * tensor names and metadata, against the logits transformers computed (<name>.logits.json). */
+static void check_converted(const char *name) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.logits.json", TS_SOURCE_DIR,
+             name);
+    size_t json_len = 0;
+    char *json = slurp(path, &json_len);
+    bool encoder = json == NULL;
+    if (encoder) {
+        snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.embd.json", TS_SOURCE_DIR,
+                 name);
+        json = slurp(path, &json_len);
+    }
+    if (json == NULL) {
+        fail_msg("%s.conv.gguf has neither a .logits.json nor an .embd.json", name);
+    }
+    cJSON *root = cJSON_Parse(json);
+    assert_non_null(root);
+    snprintf(path, sizeof path, "%s/tests/data/reference/tiny/%s.conv.gguf", TS_SOURCE_DIR, name);
+    ts_model *model = NULL;
+    ts_error err = {0};
+    if (ts_model_open(path, &model, &err) != TS_OK) {
+        fail_msg("%s: %s", name, err.msg);
+    }
+    if (model->n_unused != 0) {
+        fail_msg("%s.conv.gguf: tensor '%s' is not used", name, model->unused[0]->name);
+    }
+    const cJSON *cfg = cJSON_GetObjectItem(root, "config");
+    int64_t n_vocab = (int64_t)cJSON_GetObjectItem(cfg, "vocab_size")->valuedouble;
+    assert_int_equal(model->hp.n_vocab, n_vocab);
+    char label[160];
+    snprintf(label, sizeof label, "%.64s (converter)", name);
+    if (encoder) {
+        compare_hidden(label, root, model);
+    } else {
+        compare_logits(label, root, model, n_vocab);
+    }
+    ts_model_close(model);
+    cJSON_Delete(root);
+    free(json);
+}
+
+static void check_arch(const char *arch) {
+    check_arch_form(arch, false);
+    check_arch_form(arch, true);
+}
+
+static void check_encoder(const char *arch) {
+    tiny tm = tiny_load(arch, ".embd.json", false);
+    compare_hidden(arch, tm.root, tm.model);
     tiny_close(&tm);
 }
 
@@ -660,8 +731,19 @@ static void test_all_archs(void **state) {
     }
 }
 
+static void test_all_converted(void **state) {
+    (void)state;
+    char names[64][64];
+    int n = list_tiny(".conv.gguf", names);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        check_converted(names[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_archs),
-                                       cmocka_unit_test(test_all_encoders)};
+                                       cmocka_unit_test(test_all_encoders),
+                                       cmocka_unit_test(test_all_converted)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

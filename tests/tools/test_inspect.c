@@ -142,7 +142,7 @@ static void test_good_text(void **state) {
     const fixture *fx = need_bin(state);
     char args[1024], *out;
     snprintf(args, sizeof args, "'%s' --tensors", fx->good);
-    assert_int_equal(inspect(fx, args, &out), 0);
+    assert_int_equal(inspect(fx, args, &out), 3);
     expect_in(out, "version    3");
     expect_in(out, "general.architecture");
     expect_in(out, "\"llama\"");
@@ -159,9 +159,12 @@ static void test_good_text(void **state) {
     free(out);
     /* Without --tensors the table is absent but the totals remain. */
     snprintf(args, sizeof args, "'%s'", fx->good);
-    assert_int_equal(inspect(fx, args, &out), 0);
+    assert_int_equal(inspect(fx, args, &out), 3);
     assert_null(strstr(out, "tensors:\n"));
     expect_in(out, "totals:");
+    /* A sound GGUF file whose tensors are no model: everything is shown, and the exit status
+     * says that it does not load. */
+    expect_in(out, "model:\n  does not load: ");
     free(out);
 }
 
@@ -169,7 +172,7 @@ static void test_good_json(void **state) {
     const fixture *fx = need_bin(state);
     char args[1024], *out;
     snprintf(args, sizeof args, "--json '%s' --tensors", fx->good);
-    assert_int_equal(inspect(fx, args, &out), 0);
+    assert_int_equal(inspect(fx, args, &out), 3);
     cJSON *j = cJSON_Parse(out);
     if (j == NULL) {
         fail_msg("not JSON:\n%s", out);
@@ -190,6 +193,9 @@ static void test_good_json(void **state) {
     assert_int_equal(cJSON_GetObjectItem(t1, "bytes")->valuedouble, 36);
     cJSON *tot = cJSON_GetObjectItem(j, "totals");
     assert_int_equal(cJSON_GetObjectItem(tot, "parameters")->valuedouble, 72);
+    cJSON *model = cJSON_GetObjectItem(j, "model");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(model, "loads")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(model, "error")));
     cJSON_Delete(j);
     free(out);
 }
