@@ -54,6 +54,11 @@ if [ ! -f "$model" ]; then
     model_kind=tiny
 fi
 
+# server/python and server/python_optional may start at once on a fresh machine: one of them
+# creates the venv and installs the packages while the other waits (flock).
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+command -v flock >/dev/null && flock 9
 # Debian's python3 is preferred: its venv module is packaged as python3-venv.
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
@@ -79,13 +84,19 @@ then
         skip "pip could not install the packages of $req into $venv"
 fi
 
+exec 9>&-
+
 # A sanitizer build runs the model 10-50x slower: keep to the tests that exercise the HTTP
 # and lifecycle code, where sanitizers find the most.
-extra=()
+# TS_PY_MARKERS selects tests by marker (pytest -m), as CTest's server/python and
+# server/python_optional do.
+markers="${TS_PY_MARKERS:-}"
 if grep -q "__asan_init\|__ubsan_handle" "$bin" 2>/dev/null; then
-    echo "sanitizer build: running the quick subset (-m 'not slow')"
-    extra=(-m "not slow")
+    echo "sanitizer build: running the quick subset (not slow)"
+    markers="${markers:+($markers) and }not slow"
 fi
+extra=()
+[ -n "$markers" ] && extra=(-m "$markers")
 
 # TS_TINY_WRITER also serves test_conn.py, whose servers always run the tiny model.
 export TS_BIN="$bin" TS_MODEL="$model" TS_MODEL_KIND="$model_kind" TS_TINY_WRITER="$writer"

@@ -122,6 +122,7 @@ def make_server_module():
         assert rc == 0, log
 
 
+@pytest.mark.optional_model
 def test_encoder_embeddings(encoder):
     openai = pytest.importorskip("openai")
     c = openai.OpenAI(base_url=encoder.url + "/v1", api_key=encoder.api_key, max_retries=0)
@@ -137,6 +138,7 @@ def test_encoder_embeddings(encoder):
         encoder.json("POST", "/tokenize", {"prompt": t})[1]["count"] for t in texts)
 
 
+@pytest.mark.optional_model
 def test_encoder_refuses_generation(encoder):
     status, r = encoder.json("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 3})
     assert status == 400
