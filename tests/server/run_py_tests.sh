@@ -26,7 +26,7 @@ venv="${TS_VENV:-$HOME/.cache/tessera/venv-test}"
 
 skip() {
     echo "SKIP: $*"
-    echo "TS-NOT-RUN: server/python: not run: $*"
+    echo "TS-NOT-RUN: ${TS_TEST_NAME:-server/python}: not run: $*"
     exit 77
 }
 
@@ -114,7 +114,7 @@ skipped=$(grep -E '^SKIPPED \[' "$out" || true)
 rm -f "$out"
 if [ "$rc" -eq 0 ] && [ -n "$skipped" ]; then
     while IFS= read -r line; do
-        echo "TS-NOT-RUN: server/python: not run: ${line#SKIPPED }"
+        echo "TS-NOT-RUN: ${TS_TEST_NAME:-server/python}: not run: ${line#SKIPPED }"
     done <<<"$skipped"
     exit 77
 fi
