@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "server/chat_out_internal.h"
+#include "util/buf.h"
 
 /* ---- formats ----------------------------------------------------------------------------- */
 
@@ -196,36 +197,17 @@ bool ts_chat_out_active(const ts_chat_out_config *cfg) {
 
 /* ---- the parser ------------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static bool sbuf_add(sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            return false;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n > 0) {
-        memcpy(b->p + b->len, s, n);
-    }
-    b->len += n;
-    b->p[b->len] = '\0';
-    return true;
+/* The parser's texts are util's ts_buf; appending reports an allocation failure. */
+static bool sbuf_add(ts_buf *b, const char *s, size_t n) {
+    ts_buf_put(b, s, n);
+    return !b->oom;
 }
 
-static void sbuf_consume(sbuf *b, size_t n) {
-    memmove(b->p, b->p + n, b->len - n);
-    b->len -= n;
-    b->p[b->len] = '\0';
+/* Drops the first n bytes. */
+static void sbuf_consume(ts_buf *b, size_t n) {
+    memmove(b->p, b->p + n, b->n - n);
+    b->n -= n;
+    b->p[b->n] = '\0';
 }
 
 typedef enum mode { MODE_CONTENT, MODE_REASONING, MODE_SECTION } mode;
@@ -243,7 +225,7 @@ struct ts_chat_out {
     cJSON *tools;
     uint64_t id_state;
 
-    sbuf pending;
+    ts_buf pending;
     mode mode;
     const section *sec; /* MODE_SECTION: the section being read */
     /* Section scanning, over pending[0..scan): */
@@ -267,7 +249,7 @@ struct ts_chat_out {
     char h_name[257];
     bool oom;
 
-    sbuf content, reasoning;
+    ts_buf content, reasoning;
     chat_calls calls;
     event_rec *ev;
     size_t n_ev, cap_ev;
@@ -361,8 +343,8 @@ static void emit_text(ts_chat_out *p, ts_chat_event_kind kind, const char *s, si
         return;
     }
     *strip = false;
-    sbuf *acc = kind == TS_CHAT_EVENT_CONTENT ? &p->content : &p->reasoning;
-    size_t off = acc->len;
+    ts_buf *acc = kind == TS_CHAT_EVENT_CONTENT ? &p->content : &p->reasoning;
+    size_t off = acc->n;
     if (!sbuf_add(acc, s, n) ||
         !add_event(p, (event_rec){.kind = kind, .off = off, .len = n, .call = -1})) {
         p->oom = true;
@@ -511,7 +493,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
  * its last byte) or 0 while it is open; -1 when the text cannot be a JSON object or list. */
 static long scan_json(ts_chat_out *p, size_t from) {
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     if (p->scan < from) {
         p->scan = from;
     }
@@ -551,7 +533,7 @@ static long scan_json(ts_chat_out *p, size_t from) {
 /* Mistral: a JSON list right away, or NAME([CALL_ID]ID)[ARGS] and then a JSON object. */
 static long scan_named(ts_chat_out *p) {
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     if (p->named_json) {
         return scan_json(p, p->scan);
     }
@@ -590,13 +572,13 @@ static void step_section(ts_chat_out *p, bool final, bool *progress) {
     case SCAN_MARKED: {
         size_t cl = strlen(sec->close);
         size_t from = p->scan >= cl ? p->scan - cl + 1 : 0;
-        size_t at = find_lit(p->pending.p, p->pending.len, from, sec->close);
-        if (at < p->pending.len) {
+        size_t at = find_lit(p->pending.p, p->pending.n, from, sec->close);
+        if (at < p->pending.n) {
             section_done(p, at, at + cl, true);
             *progress = true;
             return;
         }
-        p->scan = p->pending.len;
+        p->scan = p->pending.n;
         break;
     }
     case SCAN_JSON:
@@ -621,14 +603,14 @@ static void step_section(ts_chat_out *p, bool final, bool *progress) {
     }
     if (final) {
         /* The answer ended inside the section: parse what is there. */
-        section_done(p, p->pending.len, p->pending.len, false);
+        section_done(p, p->pending.n, p->pending.n, false);
         *progress = true;
     }
 }
 
 static void step_reasoning(ts_chat_out *p, bool final, bool *progress) {
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     size_t at = find_lit(s, len, 0, p->think_close);
     if (at < len) {
         size_t body = at;
@@ -655,7 +637,7 @@ static void step_reasoning(ts_chat_out *p, bool final, bool *progress) {
 /* The earliest section opening or content wrapper in pending at or after from. */
 static size_t find_marker(const ts_chat_out *p, size_t from, const section **sec,
                           const char **strip) {
-    size_t best = p->pending.len;
+    size_t best = p->pending.n;
     *sec = NULL;
     *strip = NULL;
     if (p->fmt == NULL) {
@@ -679,7 +661,7 @@ static size_t find_marker(const ts_chat_out *p, size_t from, const section **sec
 static size_t marker_partial(const ts_chat_out *p) {
     size_t keep = 0;
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     if (p->fmt == NULL) {
         return 0;
     }
@@ -696,7 +678,7 @@ static size_t marker_partial(const ts_chat_out *p) {
 
 static void step_content(ts_chat_out *p, bool final, bool *progress) {
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     if (p->at_start) {
         size_t i = 0;
         bool semi = p->after_section && p->fmt != NULL && p->fmt->json_start != NULL;
@@ -785,7 +767,7 @@ static void step_content(ts_chat_out *p, bool final, bool *progress) {
             if (p->after_section) {
                 sbuf_consume(&p->pending, i); /* a ';' between calls is not content */
                 s = p->pending.p;
-                len = p->pending.len;
+                len = p->pending.n;
             }
         }
     }
@@ -865,7 +847,7 @@ static void h_header(ts_chat_out *p, const char *h, size_t len) {
 
 static void step_harmony(ts_chat_out *p, bool final, bool *progress) {
     const char *s = p->pending.p;
-    size_t len = p->pending.len;
+    size_t len = p->pending.n;
     if (p->h_plain) {
         emit_text(p, TS_CHAT_EVENT_CONTENT, s, len);
         sbuf_consume(&p->pending, len);
@@ -1007,7 +989,7 @@ size_t ts_chat_out_events(ts_chat_out *p, const ts_chat_event **events) {
             out.name = c->name;
             out.arguments = c->arguments;
         } else {
-            const sbuf *acc = e->kind == TS_CHAT_EVENT_CONTENT ? &p->content : &p->reasoning;
+            const ts_buf *acc = e->kind == TS_CHAT_EVENT_CONTENT ? &p->content : &p->reasoning;
             out.text = acc->p + e->off;
             out.len = e->len;
         }
@@ -1023,14 +1005,14 @@ void ts_chat_out_clear(ts_chat_out *p) {
 
 const char *ts_chat_out_content(const ts_chat_out *p, size_t *len) {
     if (len != NULL) {
-        *len = p->content.len;
+        *len = p->content.n;
     }
     return p->content.p;
 }
 
 const char *ts_chat_out_reasoning(const ts_chat_out *p, size_t *len) {
     if (len != NULL) {
-        *len = p->reasoning.len;
+        *len = p->reasoning.n;
     }
     return p->reasoning.p;
 }
