@@ -119,6 +119,31 @@ def test_refusals(client, model_id):
     assert time.time() - t0 < 5
 
 
+
+def test_too_many_open_alternatives_is_400(server):
+    """A schema the compiler takes but whose alternatives, once open together, pass the matcher's
+    parser-stack limit: the answer is a 400 naming the limit (it was a 500 "no token of the
+    vocabulary can continue the output"), streamed or not."""
+    from conftest import TINY
+    wide = {"anyOf": [{"type": "object", "properties": {"k%d" % i: {"const": i}}}
+                      for i in range(3000)]}
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 16,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "w",
+                                                                       "schema": wide}}}
+    status, _, data = server.request("POST", "/v1/chat/completions", body)
+    assert status in (200, 400) if TINY else status == 400, data
+    if status == 400:
+        err = json.loads(data)["error"]
+        assert err["type"] == "invalid_request_error" and err["param"] == "response_format", err
+        assert "4096 parser stacks" in err["message"], err
+    status, _, data = server.request("POST", "/v1/chat/completions", dict(body, stream=True))
+    assert status == 200
+    if not TINY:
+        assert b"4096 parser stacks" in data and b"invalid_request_error" in data, data
+    assert b'"code":500' not in data and b"server_error" not in data, data
+    assert server.request("GET", "/health")[0] == 200
+
+
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
