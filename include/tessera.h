@@ -276,6 +276,10 @@ typedef enum ts_finish_reason {
 
 const char *ts_finish_reason_name(ts_finish_reason r); /* "stop", "length", ... */
 
+/* How a TS_FINISH_ERROR message begins when the output stopped because the request's grammar
+ * or schema keeps more alternatives open at once than the matcher holds (its stack limit). */
+#define TS_GRAMMAR_LIMIT_PREFIX "grammar limit: "
+
 /* What a request's callback receives. Pointers are valid during the callback only. */
 typedef struct ts_engine_event {
     uint64_t request_id;
@@ -291,6 +295,8 @@ typedef struct ts_engine_event {
     int32_t cached_tokens;          /* prompt tokens the prefix cache supplied */
     int32_t completion_tokens;      /* tokens generated so far by this sequence */
     const char *message;            /* error text when finish == TS_FINISH_ERROR */
+    /* (an error message beginning with TS_GRAMMAR_LIMIT_PREFIX: the output stopped at the
+     * grammar matcher's limit, the request's constraint being too wide; a client error) */
 } ts_engine_event;
 
 typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);

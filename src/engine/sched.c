@@ -261,6 +261,13 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from) {
             /* Complete, and the model has no end-of-generation token to say so. */
             return ts_engine_finish_seq(e, s, TS_FINISH_STOP, NULL);
         }
+        if (ts_gmatch_hit_limit(from->gm)) {
+            /* Not the grammar's dead end: every way on opens more parser stacks than the
+             * matcher holds (a large anyOf / alternation open at one point). */
+            char msg[320];
+            ts_gmatch_limit_message(msg, sizeof msg);
+            return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, msg);
+        }
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
                                     "grammar: no token of the vocabulary can continue the output");
     }

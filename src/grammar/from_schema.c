@@ -32,7 +32,12 @@ ts_status ts_grammar_from_schema_ex(const char *schema_json, size_t len, const t
     free(gbnf);
     /* A stop or a limit of the reader is the request's; any other refusal of the compiler's own
      * output is a bug in the compiler. */
-    if (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED) {
+    if (st == TS_ERR_FORMAT && strstr(err->msg, "can never finish") != NULL) {
+        /* The schema's own doing: a '$ref' cycle that every value must go round again. */
+        ts_error_prefix(err, "schema: no finite JSON value fits the schema (a '$ref' cycle that "
+                             "every value must follow again, e.g. through a required property "
+                             "or minItems): ");
+    } else if (st == TS_ERR_FORMAT || st == TS_ERR_UNSUPPORTED) {
         ts_error_prefix(err, "schema: the generated grammar does not compile (a bug): ");
     } else if (st == TS_ERR_LIMIT && strncmp(err->msg, "grammar: time", 13) != 0) {
         ts_error_prefix(err, "schema: ");

@@ -92,6 +92,11 @@ bool ts_gmatch_accept_bytes(ts_gmatch *m, const char *bytes, size_t len);
 bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token);
 /* The whole input so far is a sentence of the grammar (end of generation may come now). */
 bool ts_gmatch_is_accepting(const ts_gmatch *m);
+/* Some closure of this matcher passed TS_GRAMMAR_MAX_STACKS or TS_GRAMMAR_MAX_CLOSURE (its
+ * bytes were refused): an empty mask may then be the limit's doing, not the grammar's. */
+bool ts_gmatch_hit_limit(const ts_gmatch *m);
+/* The error text for an output stopped there (TS_GRAMMAR_LIMIT_PREFIX, then the limit named). */
+void ts_gmatch_limit_message(char *buf, size_t size);
 
 /* Sets bit t of allowed[(n_vocab + 31) / 32] exactly when token t may come next (its bytes
  * keep the input a prefix of a sentence; eog ids when accepting). Returns the number of

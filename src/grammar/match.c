@@ -33,6 +33,7 @@
  * state and transition tables are rebuilt from the current state alone when they grow past
  * their limits, so a long generation runs in bounded memory.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -779,6 +780,19 @@ bool tg_accepting(const ts_gmatch *m, uint32_t s) {
 
 bool ts_gmatch_is_accepting(const ts_gmatch *m) {
     return m && !m->failed && tg_accepting(m, m->cur);
+}
+
+bool ts_gmatch_hit_limit(const ts_gmatch *m) {
+    return m && !m->failed && m->limit;
+}
+
+void ts_gmatch_limit_message(char *buf, size_t size) {
+    snprintf(buf, size,
+             TS_GRAMMAR_LIMIT_PREFIX "the output reached a point where more than %u parser stacks "
+                                     "(or a closure over %u nodes) would be live at once, the "
+                                     "matcher's limit: too many alternatives are open together; "
+                                     "factor their common prefixes or use fewer alternatives",
+             TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
 }
 
 bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {

@@ -165,13 +165,33 @@ void rt_chat_close(rt_chat *c) {
 
 /* ---- rendering ------------------------------------------------------------------------------ */
 
+/* The request as a cJSON object; NULL with a message naming what is wrong (the byte where
+ * parsing stopped, and the reasons that are not plain syntax errors) otherwise. */
+static cJSON *parse_request(const char *json, size_t len, ts_error *err) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+    if (root == NULL) {
+        size_t at = end != NULL && end >= json ? (size_t)(end - json) : 0;
+        ts_error_set(err, TS_ERR_FORMAT,
+                     "chat request: not valid JSON (error near byte %zu of %zu; nesting deeper "
+                     "than %d, a lone UTF-16 surrogate escape and NaN are refused too)",
+                     at, len, CJSON_NESTING_LIMIT);
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        ts_error_set(err, TS_ERR_FORMAT, "chat request: not a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
 /* The built-in family's rendering of the request's messages (role and text only). */
 static ts_status render_family(const rt_chat *c, const char *json, size_t len, char **text,
                                size_t *out_len, ts_error *err) {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (root == NULL || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return ts_error_set(err, TS_ERR_FORMAT, "chat request: not a JSON object");
+    cJSON *root = parse_request(json, len, err);
+    if (root == NULL) {
+        return err->status;
     }
     const char *fam = ts_chat_family_name(c->family.family);
     ts_status st = TS_OK;
@@ -275,10 +295,8 @@ static const char *special_text(const ts_tokenizer *tok, ts_token id, size_t *le
  * absent, as transformers' apply_chat_template passes them. The given text is kept as it is
  * (its numbers stay as written, e.g. 1.0 vs 1). */
 static char *template_vars(const ts_llm *llm, const char *json, size_t len, ts_error *err) {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (root == NULL || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        ts_error_set(err, TS_ERR_FORMAT, "chat request: not a JSON object");
+    cJSON *root = parse_request(json, len, err);
+    if (root == NULL) {
         return NULL;
     }
     const ts_tokenizer *tok = llm != NULL ? llm->tok : NULL;

@@ -707,7 +707,9 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
     /* The template's variables, from the body's text. */
     jbuf b = {0};
     span k, v, top_msgs = {0}, top_tools = {0}, top_kwargs = {0}, top_effort = {0};
-    size_t cur = open_at(skip_ws(body, len, 0));
+    /* cJSON skips a leading UTF-8 byte order mark: so does this scan. */
+    size_t bom = len >= 3 && memcmp(body, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    size_t cur = open_at(skip_ws(body, len, bom));
     while (next_member(body, len, &cur, &k, &v)) { /* the first of repeated keys, as cJSON */
         top_msgs = key_is(body, k, "messages") && top_msgs.end == 0 ? v : top_msgs;
         top_tools = key_is(body, k, "tools") && top_tools.end == 0 ? v : top_tools;

@@ -700,6 +700,21 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (root == NULL) {
         size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
+        /* cJSON stops at the escape, or just past its "\\u": name a lone surrogate. */
+        size_t u = len;
+        if (at >= 2 && at - 2 < len && body[at - 2] == '\\' && body[at - 1] == 'u') {
+            u = at - 2;
+        } else if (at + 6 <= len && body[at] == '\\' && body[at + 1] == 'u') {
+            u = at;
+        }
+        if (u + 6 <= len && (body[u + 2] == 'd' || body[u + 2] == 'D') &&
+            strchr("89abcdefABCDEF", body[u + 3]) != NULL && body[u + 3] != '\0') {
+            return BAD(NULL,
+                       "the body is not valid JSON: a lone UTF-16 surrogate \\u%.4s near byte "
+                       "%zu (a high surrogate \\uD800-\\uDBFF must be followed by a low one "
+                       "\\uDC00-\\uDFFF)",
+                       body + u + 2, u);
+        }
         return BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
     }
     out->root = root;

@@ -187,6 +187,9 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
     if (shutdown) {
         ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",
                          "the server shut down before the request finished");
+    } else if (strncmp(error, TS_GRAMMAR_LIMIT_PREFIX, strlen(TS_GRAMMAR_LIMIT_PREFIX)) == 0) {
+        /* The request's grammar or schema, not the server: the client's to change. */
+        ts_api_error_set(&e, 400, "invalid_request_error", r->grammar_param, NULL, "%s", error);
     } else if (error[0] != '\0') {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "generation failed: %s", error);
     } else if (oom) {

@@ -297,6 +297,34 @@ static ts_reply reply_options(ts_server *s, struct MHD_Connection *c, const char
     return r; /* send_reply adds Access-Control-Allow-Origin */
 }
 
+/* Counts the Content-Length headers whose value differs from the first one's. */
+typedef struct cl_count {
+    const char *first;
+    int differ;
+} cl_count;
+
+static enum MHD_Result count_lengths(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value) {
+    (void)kind;
+    cl_count *n = cls;
+    if (key != NULL && value != NULL && strcasecmp(key, "Content-Length") == 0) {
+        if (n->first == NULL) {
+            n->first = value;
+        } else if (strcmp(n->first, value) != 0) {
+            n->differ++;
+        }
+    }
+    return MHD_YES;
+}
+
+/* A reply that closes the connection (its body, if any, is not read). */
+static ts_reply closing(ts_reply r) {
+    if (r.response != NULL) {
+        MHD_add_response_header(r.response, "Connection", "close");
+    }
+    return r;
+}
+
 /* Checks made on the headers alone; a reply with a response means "answer now". */
 static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx,
                               const char *url, const char *method) {
@@ -324,6 +352,23 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
     if (!rd->public_route && !authorized(s, c)) {
         return error_reply(401, "authentication_error", "invalid_api_key", "%s",
                            "missing or invalid API key (send 'Authorization: Bearer KEY')");
+    }
+    /* A transfer coding other than chunked cannot be read: the body's end is unknown, and the
+     * request waited for --timeout with no answer. RFC 9112: 501. */
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+    if (te != NULL && strcasecmp(te, "chunked") != 0) {
+        return closing(error_reply(501, "invalid_request_error", "unsupported_transfer_encoding",
+                                   "Transfer-Encoding '%.64s' is not supported: send the body "
+                                   "with a Content-Length or chunked",
+                                   te));
+    }
+    /* Content-Length headers that disagree make the body's end ambiguous (request smuggling
+     * through a proxy that takes the other one): 400, as RFC 9112 asks. */
+    cl_count lengths = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &lengths);
+    if (lengths.differ > 0) {
+        return closing(error_reply(400, "invalid_request_error", NULL, "%s",
+                                   "the request has Content-Length headers that disagree"));
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl != NULL) {

@@ -89,7 +89,8 @@ static void put_error(stream *st, int status, const char *code, const char *msg)
         return;
     }
     ts_api_error e;
-    ts_api_error_set(&e, status, "server_error", NULL, code, "%s", msg);
+    ts_api_error_set(&e, status, status < 500 ? "invalid_request_error" : "server_error", NULL,
+                     code, "%s", msg);
     char *text = ts_api_error_json(&e);
     if (text != NULL) {
         put_raw(st, "data: ", 6);
@@ -168,7 +169,9 @@ static void put_event(stream *st, const ts_job_event *ev) {
     if (ev->finish == TS_FINISH_STOP || ev->finish == TS_FINISH_LENGTH) {
         finish = ts_finish_reason_name(ev->finish);
     } else if (ev->finish == TS_FINISH_ERROR) {
-        put_error(st, 500, NULL, ev->message ? ev->message : "generation failed");
+        const char *msg = ev->message ? ev->message : "generation failed";
+        bool limit = strncmp(msg, TS_GRAMMAR_LIMIT_PREFIX, strlen(TS_GRAMMAR_LIMIT_PREFIX)) == 0;
+        put_error(st, limit ? 400 : 500, NULL, msg);
         return;
     } else if (ev->finish == TS_FINISH_ABORT) {
         put_error(st, 503, "server_shutdown", "the server shut down before the request finished");

@@ -28,6 +28,36 @@
 /* The most calls one constrained answer holds (parallel_tool_calls). */
 #define TS_TOOL_MAX_CALLS 8
 
+/* Points the local "$ref"s of a tool's parameters ("#", "#/$defs/x") at where the parameters
+ * now sit in the calls' schema (at), as they referred to the parameters' own root; values
+ * (const, enum, default, examples) are left alone. False when out of memory. */
+static bool move_refs(cJSON *schema, const char *at) {
+    cJSON *m;
+    cJSON_ArrayForEach(m, schema) {
+        const char *k = m->string;
+        if (k != NULL && (strcmp(k, "const") == 0 || strcmp(k, "enum") == 0 ||
+                          strcmp(k, "default") == 0 || strcmp(k, "examples") == 0)) {
+            continue;
+        }
+        if (k != NULL && strcmp(k, "$ref") == 0 && cJSON_IsString(m) && m->valuestring[0] == '#') {
+            size_t n = strlen(at) + strlen(m->valuestring) + 1;
+            char *ref = malloc(n);
+            if (ref == NULL) {
+                return false;
+            }
+            snprintf(ref, n, "%s%s", at, m->valuestring + 1);
+            bool ok = cJSON_SetValuestring(m, ref) != NULL;
+            free(ref);
+            if (!ok) {
+                return false;
+            }
+        } else if ((cJSON_IsObject(m) || cJSON_IsArray(m)) && !move_refs(m, at)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* {"anyOf":[{"type":"object","properties":{"name":{"const":N},KEY:PARAMS},"required":[...],
  * "additionalProperties":false}, ...]} for the allowed tools; NULL when out of memory. */
 static char *calls_schema(const cJSON *tools, const char *only, const char *key) {
@@ -54,6 +84,14 @@ static char *calls_schema(const cJSON *tools, const char *only, const char *key)
             /* The declared arguments only (as OpenAI's strict mode): otherwise a small model
              * may invent keys until max_tokens, and the call never ends. */
             cJSON_AddFalseToObject(p, "additionalProperties");
+        }
+        char at[64];
+        snprintf(at, sizeof at, "#/anyOf/%d/properties/%s", cJSON_GetArraySize(any), key);
+        if (!move_refs(p, at)) {
+            cJSON_Delete(p);
+            cJSON_Delete(o);
+            cJSON_Delete(any);
+            return NULL;
         }
         cJSON_AddItemToObject(props, key, p);
         const char *req[2] = {"name", key};

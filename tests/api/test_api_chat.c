@@ -76,6 +76,28 @@ static void test_render_source(void **state) {
     /* Malformed requests and templates. */
     render(NULL, &opt, "[1]", TS_ERR_FORMAT);
     render(NULL, &opt, "{\"messages\":", TS_ERR_FORMAT);
+    /* Valid-looking objects cJSON refuses (a lone surrogate, nesting past its limit) are
+     * named as JSON errors, not "not a JSON object". */
+    const char *surrogate = "{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}";
+    assert_int_equal(
+        ts_llm_chat_render(NULL, &opt, surrogate, strlen(surrogate), &none, &len, &err),
+        TS_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "not valid JSON (error near byte"));
+    assert_non_null(strstr(err.msg, "surrogate"));
+    char deep[2200];
+    int n = snprintf(deep, sizeof deep, "{\"messages\":[],\"x\":");
+    for (int i = 0; i < 1050; i++) {
+        deep[n++] = '[';
+    }
+    for (int i = 0; i < 1050; i++) {
+        deep[n++] = ']';
+    }
+    deep[n++] = '}';
+    deep[n] = 0;
+    assert_int_equal(ts_llm_chat_render(NULL, &opt, deep, (size_t)n, &none, &len, &err),
+                     TS_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "nesting deeper than"));
+    assert_null(none);
     ts_chat_options broken = {.source = "{% if x %}never closed"};
     render(NULL, &broken, "{\"messages\":[]}", TS_ERR_FORMAT);
     /* Neither a model nor a source. */

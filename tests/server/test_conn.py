@@ -275,6 +275,40 @@ def test_413_content_length(small_body_server):
     assert status in (200, 400), data  # 400: longer than the context, but read and parsed
 
 
+def test_unreadable_body_framing(small_body_server):
+    """A transfer coding other than chunked got no answer until --timeout (501 now), and
+    Content-Length headers that disagree were read by the first one (400 now, RFC 9112)."""
+    s = small_body_server
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + s.api_key.encode() + b"\r\n")
+    body = json.dumps({"prompt": "hi", "max_tokens": 1}).encode()
+    cases = [
+        (head + b"Transfer-Encoding: gzip\r\n\r\n" + body, 501, "unsupported_transfer_encoding"),
+        (head + b"Transfer-Encoding: gzip, chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+         % (len(body), body), 501, "unsupported_transfer_encoding"),
+        (head + b"Content-Length: %d\r\nContent-Length: 300\r\n\r\n%s" % (len(body), body),
+         400, None),
+    ]
+    for raw, want, code in cases:
+        t0 = time.time()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(raw)
+            resp = http.client.HTTPResponse(c)
+            resp.begin()
+            err = assert_json_error(resp.status, resp.read(), want, code=code)
+        assert time.time() - t0 < 5, (raw, err)
+    # Chunked alone, and repeated equal lengths, are still taken.
+    for raw in (head + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                % (len(body), body),
+                head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), len(body), body)):
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as c:
+            c.sendall(raw)
+            resp = http.client.HTTPResponse(c)
+            resp.begin()
+            assert resp.status == 200, resp.read()
+
+
 def test_413_announced_client_waits(small_body_server):
     # A client that announces a large body and waits for an answer before sending it (without
     # "Expect: 100-continue") gets the 413 without sending anything.

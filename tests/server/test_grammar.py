@@ -119,6 +119,69 @@ def test_refusals(client, model_id):
     assert time.time() - t0 < 5
 
 
+
+def test_too_many_open_alternatives_is_400(server):
+    """A schema the compiler takes but whose alternatives, once open together, pass the matcher's
+    parser-stack limit: the answer is a 400 naming the limit (it was a 500 "no token of the
+    vocabulary can continue the output"), streamed or not."""
+    from conftest import TINY
+    wide = {"anyOf": [{"type": "object", "properties": {"k%d" % i: {"const": i}}}
+                      for i in range(3000)]}
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 16,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "w",
+                                                                       "schema": wide}}}
+    status, _, data = server.request("POST", "/v1/chat/completions", body)
+    assert status in (200, 400) if TINY else status == 400, data
+    if status == 400:
+        err = json.loads(data)["error"]
+        assert err["type"] == "invalid_request_error" and err["param"] == "response_format", err
+        assert "4096 parser stacks" in err["message"], err
+    status, _, data = server.request("POST", "/v1/chat/completions", dict(body, stream=True))
+    assert status == 200
+    if not TINY:
+        assert b"4096 parser stacks" in data and b"invalid_request_error" in data, data
+    assert b'"code":500' not in data and b"server_error" not in data, data
+    assert server.request("GET", "/health")[0] == 200
+
+
+
+def test_schema_without_finite_values_is_named(server):
+    """A '$ref' cycle every value must go round again (a required property, minItems) has no
+    finite instance: the 400 says so, not "the generated grammar does not compile (a bug)"."""
+    for schema in ({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]},
+                   {"type": "array", "items": {"$ref": "#"}, "minItems": 1}):
+        body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 4,
+                "response_format": {"type": "json_schema",
+                                    "json_schema": {"name": "c", "schema": schema}}}
+        status, _, data = server.request("POST", "/v1/chat/completions", body)
+        assert status == 400, data
+        err = json.loads(data)["error"]
+        assert "no finite JSON value" in err["message"] and "a bug" not in err["message"], err
+        assert err["param"] == "response_format", err
+
+
+def test_tool_parameters_refs_resolve_in_the_parameters(server):
+    """tool_choice "required" embeds each tool's parameters in one calls schema; their local
+    "$ref"s ("#/$defs/n", "#", as pydantic writes them) still mean the parameters' own root
+    (they were a 400 "'$ref': '#/$defs/n' does not resolve")."""
+    params = {"type": "object", "$defs": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+              "properties": {"a": {"$ref": "#/$defs/n"},
+                             "b": {"const": {"$ref": "#/not/a/ref"}}},
+              "required": ["a", "b"]}
+    other = {"type": "function", "function": {"name": "g", "parameters": {"type": "object"}}}
+    tool = {"type": "function", "function": {"name": "f", "parameters": params}}
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        body = {"messages": [{"role": "user", "content": "call f"}], "max_tokens": 48,
+                "tools": [other, tool], "tool_choice": choice}
+        status, _, data = server.request("POST", "/v1/chat/completions", body)
+        assert status == 200, data
+        msg = json.loads(data)["choices"][0]["message"]
+        for call in msg.get("tool_calls") or []:
+            if call["function"]["name"] == "f":
+                args = json.loads(call["function"]["arguments"])
+                assert 0 <= args["a"] <= 9 and args["b"] == {"$ref": "#/not/a/ref"}, args
+
+
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
