@@ -284,6 +284,13 @@ static void decode_string(lexer *L, jj_tok *t, const char *s, size_t n) {
                 jj_compile_fail(L->a, TS_ERR_FORMAT, L->line, "escape \\U%08x is not a code point",
                                 (unsigned)v);
             }
+            /* Python keeps a surrogate escape as a lone surrogate, which no UTF-8 text can
+             * hold: the rendered prompt could not be encoded (jinja2's caller fails there). */
+            if (v >= 0xD800 && v <= 0xDFFF) {
+                jj_compile_fail(L->a, TS_ERR_FORMAT, L->line,
+                                "escape \\u%04x is a lone UTF-16 surrogate, not a character",
+                                (unsigned)v);
+            }
             jj_utf8_put(&b, v);
         }
     }

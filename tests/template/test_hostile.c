@@ -392,6 +392,17 @@ static void test_nul_byte(void **state) {
     ts_tpl_free(t);
 }
 
+/* A surrogate escape cannot become UTF-8 text: refused at compile, as a pair too (Python keeps
+ * the two halves apart); the characters around the range still decode. */
+static void test_surrogate_escape(void **state) {
+    (void)state;
+    expect_fail("{{ '\\udcff' }}", NULL, TS_ERR_FORMAT, "\\udcff is a lone UTF-16 surrogate",
+                NULL);
+    expect_fail("{{ '\\ud83d\\ude00' }}", NULL, TS_ERR_FORMAT, "\\ud83d is a lone", NULL);
+    expect_ok("{{ '\\ud7ff\\ue000\\U0001F600' }}", NULL,
+              "\xed\x9f\xbf\xee\x80\x80\xf0\x9f\x98\x80");
+}
+
 static void test_int_filter(void **state) {
     (void)state;
     expect_fail("{{ 1e300|int }}", NULL, TS_ERR_RANGE, "int: 1e+300 does not fit", NULL);
@@ -500,6 +511,7 @@ int main(void) {
         cmocka_unit_test(test_repeat_and_memory),
         cmocka_unit_test(test_big_templates),
         cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_surrogate_escape),
         cmocka_unit_test(test_int_filter),
         cmocka_unit_test(test_range_extremes),
         cmocka_unit_test(test_json_big_object),
