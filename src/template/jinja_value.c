@@ -145,7 +145,9 @@ bool jj_equal(jj_ctx *c, jj_value a, jj_value b) {
         if (a.l == b.l) {
             return true;
         }
-        jj_work(c, a.l->n);
+        /* The values compared, in bytes: a unit per element undercharged element-wise
+         * compares of big lists some 5x against the time budget. */
+        jj_work(c, a.l->n * sizeof(jj_value));
         for (size_t i = 0; i < a.l->n; i++) {
             if (!jj_equal(c, a.l->v[i], b.l->v[i])) {
                 return false;
@@ -159,6 +161,7 @@ bool jj_equal(jj_ctx *c, jj_value a, jj_value b) {
         if (a.d == b.d) {
             return true;
         }
+        jj_work(c, a.d->n * sizeof(jj_value));
         for (size_t i = 0; i < a.d->n; i++) {
             const jj_value *o = jj_dict_find(c, b.d, a.d->keys[i]);
             if (!o || !jj_equal(c, a.d->vals[i], *o)) {

@@ -253,6 +253,29 @@ static void test_work_budget(void **state) {
     expect_ok("{{ ('<' * 1000000 ~ ' <!--' * 100000)|striptags|length }}", &lin, "1500000");
 }
 
+/* Element-wise compares of big lists charge the values they touch (a unit per element let
+ * `l == m` of 100k-item lists in a loop run to the time limit instead of the work limit). */
+static void test_list_compare(void **state) {
+    (void)state;
+    const char *setup = "{% set l = range(100000)|list %}{% set m = range(100000)|list %}";
+    char src[512];
+    snprintf(src, sizeof(src), "%s{%% for i in range(5) %%}{{ l == m }}{%% endfor %%}", setup);
+    ts_tpl_options dflt = {.stop = &far_stop};
+    expect_ok(src, &dflt, "TrueTrueTrueTrueTrue");
+    /* 1000 compares touch 100M values (2.4 GB of them): past the default budget, though a unit
+     * per element would have let them through. */
+    snprintf(src, sizeof(src), "%s{%% for i in range(1000) %%}{{ l == m }}{%% endfor %%}", setup);
+    expect_fail(src, &dflt, TS_ERR_LIMIT, "work limit of 1000000000 units", "(max_work");
+    ts_tpl_options big = {.max_work = UINT64_C(1) << 40, .stop = &far_stop};
+    snprintf(src, sizeof(src), "%s{%% for i in range(20) %%}{{ l == m }}{%% endfor %%}|", setup);
+    char want[128] = "";
+    for (int i = 0; i < 20; i++) {
+        strcat(want, "True");
+    }
+    strcat(want, "|");
+    expect_ok(src, &big, want);
+}
+
 /* A needle that matches at almost every position makes a naive search quadratic: the work
  * charged per candidate stops it. */
 static void test_quadratic_search(void **state) {
@@ -505,6 +528,7 @@ int main(void) {
         cmocka_unit_test(test_elif_chain),
         cmocka_unit_test(test_deep_nesting_limit),
         cmocka_unit_test(test_work_budget),
+        cmocka_unit_test(test_list_compare),
         cmocka_unit_test(test_quadratic_search),
         cmocka_unit_test(test_big_dicts_and_names),
         cmocka_unit_test(test_format_widths),
