@@ -40,6 +40,9 @@
 #define TS_SCHEMA_MAX_RULES  20000       /* rules in the output */
 #define TS_SCHEMA_MAX_OUTPUT (16u << 20) /* the GBNF text */
 #define TS_SCHEMA_MAX_REPEAT 1000        /* {m,n} bounds from patterns and lengths */
+/* Largest upper bound of a length or count (maxLength, maxItems, {m,n} of a pattern): n - m is
+ * written as up to 10000 blocks of 256 (the GBNF reader's repetition limit). */
+#define TS_SCHEMA_MAX_UPPER ((int64_t)256 * 10000)
 #define TS_SCHEMA_WS_MAX     20          /* whitespace characters between two tokens */
 #define TS_SCHEMA_MAX_DIGITS 16          /* digits of an unbounded integer part */
 #define TS_SCHEMA_MAX_ALTS                                                                         \

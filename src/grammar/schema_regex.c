@@ -689,6 +689,12 @@ char *tg_rep_expr(sctx *c, const char *x, int64_t m, int64_t n) {
         return tg_sfail(c, TS_ERR_UNSUPPORTED, "a minimum length or count above %d",
                         TS_SCHEMA_MAX_REPEAT);
     }
+    if (n >= 0 && n - m > TS_SCHEMA_MAX_UPPER) {
+        return tg_sfail(c, TS_ERR_LIMIT,
+                        "a maximum length or count of %lld is more than %lld above its minimum "
+                        "(the grammar's repetition limit)",
+                        (long long)n, (long long)TS_SCHEMA_MAX_UPPER);
+    }
     if (x == X_EMPTY) {
         return m == 0 ? tg_xdup(c, "") : X_EMPTY;
     }

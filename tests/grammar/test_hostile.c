@@ -576,6 +576,18 @@ static void test_oneof_limit(void **state) {
     ts_buf_free(&b);
 }
 
+/* Upper lengths past what the grammar's repetitions can write are refused with the schema's words
+ * for them (not a position in the generated grammar); large ones that fit compile. */
+static void test_huge_upper_bounds(void **state) {
+    (void)state;
+    schema_refused("{\"type\":\"string\",\"maxLength\":1e15}", TS_ERR_LIMIT,
+                   "a maximum length or count of 1000000000000000");
+    schema_refused("{\"type\":\"string\",\"minLength\":5,\"maxLength\":2560006}", TS_ERR_LIMIT,
+                   "a maximum length or count of 2560006 is more than 2560000 above");
+    double took;
+    ts_grammar_free(schema_ok("{\"type\":\"string\",\"maxLength\":2000000}", &took));
+}
+
 /* ---- stopping ------------------------------------------------------------------------------- */
 
 typedef struct counter {
@@ -706,7 +718,8 @@ int main(void) {
         cmocka_unit_test(test_many_properties), cmocka_unit_test(test_long_pattern),
         cmocka_unit_test(test_gbnf_chain),      cmocka_unit_test(test_gbnf_many_alternatives),
         cmocka_unit_test(test_deep_nesting),    cmocka_unit_test(test_many_refs),
-        cmocka_unit_test(test_oneof_limit),     cmocka_unit_test(test_stop),
+        cmocka_unit_test(test_oneof_limit),     cmocka_unit_test(test_huge_upper_bounds),
+        cmocka_unit_test(test_stop),
         cmocka_unit_test(test_bounded_digits),  cmocka_unit_test(test_bounded_whitespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
