@@ -33,7 +33,9 @@ for lib in "$@"; do
     # Defined, external: code (T), data (D, B, R), common (C), weak (W, V) symbols.
     while read -r sym; do
         case "$sym" in
-            ts_* | "$p"*) ;;
+            # Names starting with "__" are reserved for the compiler and its tools (the
+            # sanitizers' __odr_asan.*, __asan_*): no embedder's name can clash with them.
+            ts_* | "$p"* | __*) ;;
             *) echo "libts_$layer.a: external symbol '$sym' lacks the prefix ts_ or $p"; bad=1 ;;
         esac
     done < <(nm -g --defined-only "$lib" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDBRCWV]$/ {print $3}')
