@@ -149,12 +149,23 @@ static bool key_is(const char *s, span k, const char *name) {
     return k.end - k.at == len + 2 && memcmp(s + k.at + 1, name, len) == 0;
 }
 
-/* One tool call, with a string "arguments" holding a JSON object replaced by that object. */
+/* The JSON value a string holds when the whole string is one (cJSON_Parse alone stops after the
+ * first value and would take '{"a":1} junk' for an object); NULL otherwise. */
+static cJSON *parse_whole(const cJSON *str) {
+    if (!cJSON_IsString(str)) {
+        return NULL;
+    }
+    return cJSON_ParseWithOpts(str->valuestring, NULL, true);
+}
+
+/* One tool call, with a string "arguments" holding a JSON object replaced by that object: the
+ * string's own text (numbers keep their spelling, as Python's json would print them), copied
+ * only when the whole string is that one object, so nothing after it reaches the variables. */
 static void put_tool_call(jbuf *b, const char *s, size_t n, span call, const cJSON *node) {
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(node, "function");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
-    bool rewrite = parsed != NULL && cJSON_IsObject(parsed);
+    cJSON *parsed = parse_whole(args);
+    bool rewrite = cJSON_IsObject(parsed);
     cJSON_Delete(parsed);
     if (!rewrite || s[call.at] != '{') {
         put_span(b, s, call);
@@ -179,7 +190,8 @@ static void put_tool_call(jbuf *b, const char *s, size_t n, span call, const cJS
             put_span(b, s, fk);
             puts_(b, ":");
             if (key_is(s, fk, "arguments")) {
-                puts_(b, args->valuestring); /* the decoded string is the object's JSON text */
+                /* The decoded string is the object's JSON text, all of it (parse_whole). */
+                puts_(b, args->valuestring);
             } else {
                 put_span(b, s, fv);
             }
@@ -297,7 +309,7 @@ static char *calls_as_content(const cJSON *msg) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(call, "id");
         cJSON *tc = cJSON_CreateObject();
         cJSON_AddStringToObject(tc, "name", cJSON_IsString(name) ? name->valuestring : "");
-        cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        cJSON *parsed = parse_whole(args);
         if (parsed != NULL) {
             cJSON_AddItemToObject(tc, "arguments", parsed);
         } else if (args != NULL) {
@@ -366,26 +378,37 @@ static char *response_as_content(const cJSON *msgs, const cJSON *msg, const char
     return text;
 }
 
-/* Appends text to the system text waiting for the next user turn. */
-static void pend(jbuf *pending, const char *text) {
-    if (pending->n > 0) {
-        ts_buf_puts(pending, "\n");
+/* The system turns waiting for the next user turn: their texts joined by newlines. A turn
+ * counts even when its text is empty, so a lone system turn "" still becomes a user turn. */
+typedef struct pending_sys {
+    jbuf text;
+    int turns;
+} pending_sys;
+
+/* Appends one system turn's text. */
+static void pend(pending_sys *p, const char *text) {
+    if (p->turns > 0) {
+        ts_buf_puts(&p->text, "\n");
     }
-    ts_buf_puts(pending, text);
+    ts_buf_puts(&p->text, text);
+    p->turns++;
 }
 
 /* The waiting system text as a user turn of its own. */
-static void flush_pending(jbuf *b, jbuf *pending, int *written) {
-    if (pending->n == 0) {
+static void flush_pending(jbuf *b, pending_sys *p, int *written) {
+    if (p->turns == 0) {
         return;
     }
     put(b, *written > 0 ? "," : "", *written > 0 ? 1 : 0);
     puts_(b, "{\"role\":\"user\",\"content\":");
-    put_str(b, pending->p);
+    put_str(b, p->text.p != NULL ? p->text.p : "");
     puts_(b, "}");
     (*written)++;
-    pending->n = 0;
-    pending->p[0] = '\0';
+    p->text.n = 0;
+    if (p->text.p != NULL) {
+        p->text.p[0] = '\0';
+    }
+    p->turns = 0;
 }
 
 static const char *const k_polyfill_names[] = {"tools", "tool_calls", "tool_responses",
@@ -594,7 +617,7 @@ static void put_messages(jbuf *b, const char *body, size_t len, span top_msgs, c
                          bool merge, unsigned *bits) {
     bool probed = caps->probed;
     bool fold_system = probed && !caps->system_role;
-    jbuf pending = {0};
+    pending_sys pending = {0};
     int written = 0;
     if (tools_text != NULL) {
         *bits |= TS_API_POLYFILL_TOOLS;
@@ -643,12 +666,14 @@ static void put_messages(jbuf *b, const char *body, size_t len, span top_msgs, c
             ed.empty_null = true;
             *bits |= TS_API_POLYFILL_NULL_CONTENT;
         }
-        if (pending.n > 0 && strcmp(role, "user") == 0 && ed.content == NULL) {
+        if (pending.turns > 0 && strcmp(role, "user") == 0 && ed.content == NULL) {
             /* The waiting system text opens this user turn. */
             pend(&pending, r->messages[m].content);
-            b->oom |= pending.oom;
-            owned = ts_buf_take(&pending);
+            b->oom |= pending.text.oom;
+            owned = ts_buf_take(&pending.text);
+            b->oom |= owned == NULL;
             ed.content = owned;
+            pending.turns = 0;
         } else {
             flush_pending(b, &pending, &written);
         }
@@ -658,8 +683,8 @@ static void put_messages(jbuf *b, const char *body, size_t len, span top_msgs, c
         free(owned);
     }
     flush_pending(b, &pending, &written);
-    b->oom |= pending.oom;
-    free(pending.p);
+    b->oom |= pending.text.oom;
+    ts_buf_free(&pending.text);
 }
 
 ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,

@@ -60,7 +60,7 @@ static void check_request(const ts_api_request *r, ts_api_kind kind, const ts_ap
          * holding every message, give or take the rewrites for the template's capabilities
          * (one system turn describing the tools added; system turns folded into user turns). */
         CHECK(r->chat_json != NULL);
-        cJSON *vars = cJSON_Parse(r->chat_json);
+        cJSON *vars = cJSON_ParseWithOpts(r->chat_json, NULL, true); /* all of it, once */
         CHECK(cJSON_IsObject(vars));
         int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(vars, "messages"));
         CHECK(n >= 1 && n <= r->n_messages + 1);

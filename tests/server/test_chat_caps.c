@@ -195,6 +195,21 @@ static void test_polyfill_system(void **state) {
     assert_string_equal(text, "[user] S1\nS2\nU\n[assistant] A\n[user] S3\n");
     ts_free(text);
     ts_api_request_free(&r);
+
+    /* Empty system turns are turns too: a lone one is still a user turn, never no turn. */
+    body = "{\"messages\":[{\"role\":\"system\",\"content\":\"\"}]}";
+    assert_int_equal(ts_api_parse(TS_API_CHAT, body, strlen(body), &lim, &r, &e), TS_OK);
+    text = render_request(k_nosys, &r);
+    assert_string_equal(text, "[user] \n");
+    ts_free(text);
+    ts_api_request_free(&r);
+    body = "{\"messages\":[{\"role\":\"system\",\"content\":\"\"},{\"role\":\"user\","
+           "\"content\":\"U\"}]}";
+    assert_int_equal(ts_api_parse(TS_API_CHAT, body, strlen(body), &lim, &r, &e), TS_OK);
+    text = render_request(k_nosys, &r);
+    assert_string_equal(text, "[user] \nU\n");
+    ts_free(text);
+    ts_api_request_free(&r);
 }
 
 int main(void) {
