@@ -433,7 +433,7 @@ static void test_mixed_levels(void **state) {
         h_fill(&h, x, 1.0f);
         ts_tensor *sum = NULL;
         for (int i = 0; i < 4; i++) {
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "w%d", i);
             int64_t wne[2] = {256, 40};
             ts_tensor *w = h_param(&h, name, wt[i], 2, wne);
