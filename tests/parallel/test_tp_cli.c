@@ -39,16 +39,7 @@
 #include "common/skip.h"
 
 /* Under AddressSanitizer SmolLM2 runs several times slower: fewer tokens there. */
-#if defined(__SANITIZE_ADDRESS__)
-#define TS_QUICK 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TS_QUICK 1
-#endif
-#endif
-#ifndef TS_QUICK
-#define TS_QUICK 0
-#endif
+#include "common/quick.h"
 
 static char g_model[512], g_model2[512], g_err[512];
 

@@ -49,16 +49,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TS_QUICK 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TS_QUICK 1
-#endif
-#endif
-#ifndef TS_QUICK
-#define TS_QUICK 0
-#endif
+#include "common/quick.h"
 
 #define MAX_TOK 256
 
