@@ -8,7 +8,9 @@ if(TS_CUDA)
     target_sources(ts_cuda PRIVATE ${ts_cuda_kernels})
     target_compile_definitions(ts_cuda PRIVATE TS_HAVE_CUDA)
     target_include_directories(ts_cuda SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
-    set(ts_cuda_flags -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-Wno-unused-function)
+    # No C++ exceptions: the kernels are C-like, and no unprefixed personality symbol leaks out.
+    set(ts_cuda_flags -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-Wno-unused-function
+                      -Xcompiler=-fno-exceptions)
     if(TS_WERROR)
         list(APPEND ts_cuda_flags -Werror=all-warnings -Xcompiler=-Werror)
     endif()
