@@ -19,13 +19,28 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/cuda/cuda_kernels.h"
 
 #define CU_QK 32
 #define CU_QK_K 256
 
-static __device__ __forceinline__ float cu_h2f(const unsigned char *p) {
+/* Single-rounding float arithmetic that the compiler may not fuse into an FMA. The
+ * dequantization below is also compiled for the host (tests/backends/test_cuda_dequant.cu
+ * checks it against src/quant without a GPU), where x86-64 without -mfma never fuses. */
+#ifdef __CUDA_ARCH__
+#define CU_FMUL(a, b) __fmul_rn((a), (b))
+#define CU_FADD(a, b) __fadd_rn((a), (b))
+#define CU_FSUB(a, b) __fsub_rn((a), (b))
+#else
+#define CU_FMUL(a, b) ((a) * (b))
+#define CU_FADD(a, b) ((a) + (b))
+#define CU_FSUB(a, b) ((a) - (b))
+#endif
+#define CU_HD static __host__ __device__ __forceinline__
+
+CU_HD float cu_h2f(const unsigned char *p) {
     __half_raw r;
     r.x = (unsigned short)(p[0] | (p[1] << 8));
     return __half2float(__half(r));
@@ -114,20 +129,41 @@ static __device__ __host__ __forceinline__ int cu_block_bytes(int type) {
     }
 }
 
-__constant__ static const int8_t cu_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                         1,    13,   25,  38,  53,  69,  89,  113};
-__constant__ static const int8_t cu_mxfp4_values[16] = {0, 1, 2,  3,  4,  6,  8,  12,
-                                                         0, -1, -2, -3, -4, -6, -8, -12};
+/* The level tables of IQ4_NL and MXFP4 (quant_q32.c), in constant memory on the device and
+ * as plain arrays for the host build. */
+#define CU_IQ4NL_VALUES {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+#define CU_MXFP4_VALUES {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+__constant__ static const int8_t cu_iq4nl_dev[16] = CU_IQ4NL_VALUES;
+__constant__ static const int8_t cu_mxfp4_dev[16] = CU_MXFP4_VALUES;
+static const int8_t cu_iq4nl_host[16] = CU_IQ4NL_VALUES;
+static const int8_t cu_mxfp4_host[16] = CU_MXFP4_VALUES;
+
+CU_HD int cu_iq4nl(int q) {
+#ifdef __CUDA_ARCH__
+    return cu_iq4nl_dev[q];
+#else
+    return cu_iq4nl_host[q];
+#endif
+}
+
+CU_HD int cu_mxfp4(int q) {
+#ifdef __CUDA_ARCH__
+    return cu_mxfp4_dev[q];
+#else
+    return cu_mxfp4_host[q];
+#endif
+}
 
 /* 2^(e - 128), as ts_e8m0_half. */
-static __device__ __forceinline__ float cu_e8m0_half(uint8_t e) {
+CU_HD float cu_e8m0_half(uint8_t e) {
     uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    return __uint_as_float(bits);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 /* 6-bit scale and min j (0..7) of a Q4_K / Q5_K scale array (ts_k4_scale_min). */
-static __device__ __forceinline__ void cu_k4_scale_min(int j, const unsigned char *q, int *sc,
-                                                       int *m) {
+CU_HD void cu_k4_scale_min(int j, const unsigned char *q, int *sc, int *m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -138,15 +174,15 @@ static __device__ __forceinline__ void cu_k4_scale_min(int j, const unsigned cha
 }
 
 /* Signed 6-bit scale j (0..15) of a Q3_K block (ts_q3k_scales). */
-static __device__ __forceinline__ int cu_q3k_scale(int j, const unsigned char *packed) {
+CU_HD int cu_q3k_scale(int j, const unsigned char *packed) {
     int lo = j < 8 ? (packed[j] & 0xF) : (packed[j - 8] >> 4);
     int hi = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
     return (lo | (hi << 4)) - 32;
 }
 
 /* K-quant value: d*sc*q - dmin*m with src/quant's roundings. */
-static __device__ __forceinline__ float cu_kval(float d, int sc, float dmin, int m, int q) {
-    return __fsub_rn(__fmul_rn(__fmul_rn(d, (float)sc), (float)q), __fmul_rn(dmin, (float)m));
+CU_HD float cu_kval(float d, int sc, float dmin, int m, int q) {
+    return CU_FSUB(CU_FMUL(CU_FMUL(d, (float)sc), (float)q), CU_FMUL(dmin, (float)m));
 }
 
 /*
@@ -155,23 +191,22 @@ static __device__ __forceinline__ float cu_kval(float d, int sc, float dmin, int
  * K-quants one eighth of a super-block.
  */
 template <int T>
-static __device__ __forceinline__ void cu_dequant_group(const unsigned char *row, int64_t g,
-                                                        float out[32]) {
+CU_HD void cu_dequant_group(const unsigned char *row, int64_t g, float out[32]) {
     if (T == CU_Q4_0 || T == CU_Q4_1 || T == CU_IQ4_NL || T == CU_MXFP4 || T == CU_Q5_0 ||
         T == CU_Q5_1 || T == CU_Q8_0) {
         const unsigned char *b = row + g * cu_block_bytes(T);
         if (T == CU_Q8_0) {
             float d = cu_h2f(b);
             for (int j = 0; j < 32; j++) {
-                out[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
+                out[j] = CU_FMUL((float)(int8_t)b[2 + j], d);
             }
             return;
         }
         if (T == CU_MXFP4) {
             float d = cu_e8m0_half(b[0]);
             for (int j = 0; j < 16; j++) {
-                out[j] = __fmul_rn((float)cu_mxfp4_values[b[1 + j] & 0xF], d);
-                out[j + 16] = __fmul_rn((float)cu_mxfp4_values[b[1 + j] >> 4], d);
+                out[j] = CU_FMUL((float)cu_mxfp4(b[1 + j] & 0xF), d);
+                out[j + 16] = CU_FMUL((float)cu_mxfp4(b[1 + j] >> 4), d);
             }
             return;
         }
@@ -180,11 +215,11 @@ static __device__ __forceinline__ void cu_dequant_group(const unsigned char *row
             for (int j = 0; j < 16; j++) {
                 int lo = b[2 + j] & 0xF, hi = b[2 + j] >> 4;
                 if (T == CU_Q4_0) {
-                    out[j] = __fmul_rn((float)(lo - 8), d);
-                    out[j + 16] = __fmul_rn((float)(hi - 8), d);
+                    out[j] = CU_FMUL((float)(lo - 8), d);
+                    out[j + 16] = CU_FMUL((float)(hi - 8), d);
                 } else {
-                    out[j] = __fmul_rn(d, (float)cu_iq4nl_values[lo]);
-                    out[j + 16] = __fmul_rn(d, (float)cu_iq4nl_values[hi]);
+                    out[j] = CU_FMUL(d, (float)cu_iq4nl(lo));
+                    out[j + 16] = CU_FMUL(d, (float)cu_iq4nl(hi));
                 }
             }
             return;
@@ -192,8 +227,8 @@ static __device__ __forceinline__ void cu_dequant_group(const unsigned char *row
         if (T == CU_Q4_1) {
             float m = cu_h2f(b + 2);
             for (int j = 0; j < 16; j++) {
-                out[j] = __fadd_rn(__fmul_rn((float)(b[4 + j] & 0xF), d), m);
-                out[j + 16] = __fadd_rn(__fmul_rn((float)(b[4 + j] >> 4), d), m);
+                out[j] = CU_FADD(CU_FMUL((float)(b[4 + j] & 0xF), d), m);
+                out[j + 16] = CU_FADD(CU_FMUL((float)(b[4 + j] >> 4), d), m);
             }
             return;
         }
@@ -206,11 +241,11 @@ static __device__ __forceinline__ void cu_dequant_group(const unsigned char *row
             int lo = (qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
             int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
             if (T == CU_Q5_0) {
-                out[j] = __fmul_rn((float)(lo - 16), d);
-                out[j + 16] = __fmul_rn((float)(hi - 16), d);
+                out[j] = CU_FMUL((float)(lo - 16), d);
+                out[j + 16] = CU_FMUL((float)(hi - 16), d);
             } else {
-                out[j] = __fadd_rn(__fmul_rn((float)lo, d), m);
-                out[j + 16] = __fadd_rn(__fmul_rn((float)hi, d), m);
+                out[j] = CU_FADD(CU_FMUL((float)lo, d), m);
+                out[j + 16] = CU_FADD(CU_FMUL((float)hi, d), m);
             }
         }
         return;
