@@ -103,8 +103,8 @@ if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DTS_CU
     say "FAILED: configure (see configure.log)"
     exit 1
 fi
-TARGETS=(tessera synth_model cuda_bandwidth backends_test_cuda_plan backends_test_cuda_ops
-         model_test_cuda_models)
+TARGETS=(tessera synth_model cuda_bandwidth backends_test_cuda_plan backends_test_cuda_dequant
+         backends_test_cuda_ops model_test_cuda_models)
 say "build: ${TARGETS[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" >"$OUTDIR/build.log" 2>&1; then
     grep -E "error|Error" "$OUTDIR/build.log" | head -40
@@ -129,6 +129,7 @@ run_test() {
     esac
 }
 run_test "$(find "$BUILD" -name backends_test_cuda_plan -type f | head -1)" 60
+run_test "$(find "$BUILD" -name backends_test_cuda_dequant -type f | head -1)" 60
 run_test "$(find "$BUILD" -name backends_test_cuda_ops -type f | head -1)" 150
 run_test "$(find "$BUILD" -name model_test_cuda_models -type f | head -1)" 150
 

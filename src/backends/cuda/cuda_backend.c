@@ -126,10 +126,14 @@ static ts_status device_alloc(cuda_ctx *c, size_t size, const char *what, ts_buf
     void *dev = NULL;
     ce = cudaMalloc(&dev, size > 0 ? size : 256);
     if (ce != cudaSuccess) {
+        /* Free memory is fragmented or was taken meanwhile: say what is free now. */
         free(buf);
-        ts_error e2 = {0};
-        ts_cuda_check_fit(size + 1, 0, total_b, what, c->device, c->device_name, &e2);
-        return ts_error_set(err, TS_ERR_NOMEM, "%s (cudaMalloc: %s)", e2.msg,
+        cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        return ts_error_set(err, TS_ERR_NOMEM,
+                            "cuda: device %d (%s): cannot allocate %zu bytes for %s (%zu bytes "
+                            "free of %zu): %s",
+                            c->device, c->device_name, size, what, free_b, total_b,
                             cudaGetErrorString(ce));
     }
     buf->priv = dev;
