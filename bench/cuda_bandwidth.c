@@ -20,8 +20,7 @@ static int check(cudaError_t ce, const char *what) {
 }
 
 /* Milliseconds of `reps` copies of n bytes, timed with events on the default stream. */
-static float time_copies(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                         int reps) {
+static float time_copies(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, int reps) {
     cudaEvent_t a, b;
     float ms = -1.0f;
     if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) {

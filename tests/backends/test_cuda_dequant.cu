@@ -27,25 +27,38 @@ typedef void (*group_fn)(const unsigned char *, int64_t, float *);
 
 static group_fn group_for(int type) {
     switch (type) {
-    case CU_Q4_0: return cu_dequant_group<CU_Q4_0>;
-    case CU_Q4_1: return cu_dequant_group<CU_Q4_1>;
-    case CU_Q5_0: return cu_dequant_group<CU_Q5_0>;
-    case CU_Q5_1: return cu_dequant_group<CU_Q5_1>;
-    case CU_Q8_0: return cu_dequant_group<CU_Q8_0>;
-    case CU_IQ4_NL: return cu_dequant_group<CU_IQ4_NL>;
-    case CU_MXFP4: return cu_dequant_group<CU_MXFP4>;
-    case CU_Q2_K: return cu_dequant_group<CU_Q2_K>;
-    case CU_Q3_K: return cu_dequant_group<CU_Q3_K>;
-    case CU_Q4_K: return cu_dequant_group<CU_Q4_K>;
-    case CU_Q5_K: return cu_dequant_group<CU_Q5_K>;
-    case CU_Q6_K: return cu_dequant_group<CU_Q6_K>;
-    default: return NULL;
+    case CU_Q4_0:
+        return cu_dequant_group<CU_Q4_0>;
+    case CU_Q4_1:
+        return cu_dequant_group<CU_Q4_1>;
+    case CU_Q5_0:
+        return cu_dequant_group<CU_Q5_0>;
+    case CU_Q5_1:
+        return cu_dequant_group<CU_Q5_1>;
+    case CU_Q8_0:
+        return cu_dequant_group<CU_Q8_0>;
+    case CU_IQ4_NL:
+        return cu_dequant_group<CU_IQ4_NL>;
+    case CU_MXFP4:
+        return cu_dequant_group<CU_MXFP4>;
+    case CU_Q2_K:
+        return cu_dequant_group<CU_Q2_K>;
+    case CU_Q3_K:
+        return cu_dequant_group<CU_Q3_K>;
+    case CU_Q4_K:
+        return cu_dequant_group<CU_Q4_K>;
+    case CU_Q5_K:
+        return cu_dequant_group<CU_Q5_K>;
+    case CU_Q6_K:
+        return cu_dequant_group<CU_Q6_K>;
+    default:
+        return NULL;
     }
 }
 
 static void test_every_block_type(void **state) {
     (void)state;
-    const int types[] = {CU_Q4_0, CU_Q4_1, CU_Q5_0, CU_Q5_1, CU_Q8_0, CU_IQ4_NL,
+    const int types[] = {CU_Q4_0,  CU_Q4_1, CU_Q5_0, CU_Q5_1, CU_Q8_0, CU_IQ4_NL,
                          CU_MXFP4, CU_Q2_K, CU_Q3_K, CU_Q4_K, CU_Q5_K, CU_Q6_K};
     const int64_t n = 1024;
     float *x = (float *)malloc(n * sizeof(float)), *want = (float *)malloc(n * sizeof(float));
@@ -75,9 +88,8 @@ static void test_every_block_type(void **state) {
                 if (memcmp(got, want + g * 32, sizeof got) != 0) {
                     for (int e = 0; e < 32; e++) {
                         if (memcmp(&got[e], &want[g * 32 + e], sizeof(float)) != 0) {
-                            fail_msg("%s: element %lld: cuda %.9g, src/quant %.9g",
-                                     ts_type_name(t), (long long)(g * 32 + e), got[e],
-                                     want[g * 32 + e]);
+                            fail_msg("%s: element %lld: cuda %.9g, src/quant %.9g", ts_type_name(t),
+                                     (long long)(g * 32 + e), got[e], want[g * 32 + e]);
                         }
                     }
                 }

@@ -60,7 +60,7 @@ static int teardown(void **state) {
     do {                                                                                           \
         if (F->cuda == NULL) {                                                                     \
             TS_SKIP("CUDA kernels: %s", ts_cuda_built() ? "no CUDA device on this machine"         \
-                                                         : "built without CUDA (-DTS_CUDA=ON)");   \
+                                                        : "built without CUDA (-DTS_CUDA=ON)");    \
         }                                                                                          \
     } while (0)
 
@@ -100,9 +100,9 @@ static ts_tensor *input3(harness *h, const char *name, int64_t ne0, int64_t ne1,
 }
 
 static const ts_type k_weight_types[] = {
-    TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0, TS_TYPE_Q4_1,   TS_TYPE_Q5_0,
-    TS_TYPE_Q5_1, TS_TYPE_Q8_0, TS_TYPE_Q2_K, TS_TYPE_Q3_K, TS_TYPE_Q4_K,   TS_TYPE_Q5_K,
-    TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4,
+    TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,   TS_TYPE_Q4_1,
+    TS_TYPE_Q5_0, TS_TYPE_Q5_1, TS_TYPE_Q8_0, TS_TYPE_Q2_K,   TS_TYPE_Q3_K,
+    TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4,
 };
 #define N_WTYPES (sizeof k_weight_types / sizeof k_weight_types[0])
 
@@ -467,7 +467,7 @@ static ts_tensor *attn_graph(harness *h, const attn_case *c, bool alone) {
 }
 
 static const attn_case k_attn_cases[] = {
-    {TS_TYPE_F32, 0.0f, 0, false}, {TS_TYPE_F16, 0.0f, 0, false}, {TS_TYPE_Q8_0, 0.0f, 0, false},
+    {TS_TYPE_F32, 0.0f, 0, false},  {TS_TYPE_F16, 0.0f, 0, false},   {TS_TYPE_Q8_0, 0.0f, 0, false},
     {TS_TYPE_F16, 30.0f, 0, false}, {TS_TYPE_F16, 0.0f, 100, false}, {TS_TYPE_F16, 0.0f, 0, true},
     {TS_TYPE_Q8_0, 20.0f, 3, true},
 };
@@ -540,12 +540,18 @@ static void test_faults(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mul_mat_types),     cmocka_unit_test(test_mul_mat_broadcast),
-        cmocka_unit_test(test_mul_mat_batch_invariance), cmocka_unit_test(test_get_rows),
-        cmocka_unit_test(test_binary_unary_glu),  cmocka_unit_test(test_norms_softmax),
-        cmocka_unit_test(test_rope),              cmocka_unit_test(test_copies),
-        cmocka_unit_test(test_index_ops),         cmocka_unit_test(test_mul_mat_id),
-        cmocka_unit_test(test_attention),         cmocka_unit_test(test_attn_mask),
+        cmocka_unit_test(test_mul_mat_types),
+        cmocka_unit_test(test_mul_mat_broadcast),
+        cmocka_unit_test(test_mul_mat_batch_invariance),
+        cmocka_unit_test(test_get_rows),
+        cmocka_unit_test(test_binary_unary_glu),
+        cmocka_unit_test(test_norms_softmax),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_index_ops),
+        cmocka_unit_test(test_mul_mat_id),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attn_mask),
         cmocka_unit_test(test_faults),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

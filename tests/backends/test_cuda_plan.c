@@ -34,10 +34,9 @@ static ts_tensor *param(ts_graph *g, const char *name, ts_type t, int n, int64_t
 
 static void test_weight_types(void **state) {
     (void)state;
-    const ts_type yes[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,
-                           TS_TYPE_Q4_1, TS_TYPE_Q5_0, TS_TYPE_Q5_1, TS_TYPE_Q8_0,
-                           TS_TYPE_Q2_K, TS_TYPE_Q3_K, TS_TYPE_Q4_K, TS_TYPE_Q5_K,
-                           TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4};
+    const ts_type yes[] = {TS_TYPE_F32,  TS_TYPE_F16,  TS_TYPE_BF16, TS_TYPE_Q4_0,   TS_TYPE_Q4_1,
+                           TS_TYPE_Q5_0, TS_TYPE_Q5_1, TS_TYPE_Q8_0, TS_TYPE_Q2_K,   TS_TYPE_Q3_K,
+                           TS_TYPE_Q4_K, TS_TYPE_Q5_K, TS_TYPE_Q6_K, TS_TYPE_IQ4_NL, TS_TYPE_MXFP4};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
         assert_true(ts_cuda_weight_type_supported(yes[i]));
     }
@@ -51,8 +50,8 @@ static void test_mul_mat_support(void **state) {
     ts_graph *g = new_graph();
     ts_tensor *x = param(g, "x", TS_TYPE_F32, 2, 256, 3, 1);
     ts_tensor *ok = ts_op_mul_mat(g, param(g, "w.q4_k", TS_TYPE_Q4_K, 2, 256, 8, 1), x);
-    ts_tensor *bad = ts_op_mul_mat(g, param(g, "blk.0.attn_q.weight", TS_TYPE_Q8_K, 2, 256, 8, 1),
-                                   x);
+    ts_tensor *bad =
+        ts_op_mul_mat(g, param(g, "blk.0.attn_q.weight", TS_TYPE_Q8_K, 2, 256, 8, 1), x);
     assert_non_null(ok);
     assert_non_null(bad);
     ts_tensor_set_name(bad, "Qcur-0");
@@ -91,8 +90,7 @@ static void test_other_limits(void **state) {
 /* An ATTENTION node with the given head dimension, n_head 4, 2 KV heads, block size 16,
  * a table of 40 blocks per sequence, 3 sequences and 5 tokens. */
 static ts_tensor *attention(ts_graph *g, int64_t hd, ts_type cache) {
-    int64_t qn[3] = {hd, 4, 5}, cn[4] = {hd, 2, 16, 100}, tn[2] = {40, 3}, t1[1] = {5},
-            s1[1] = {3};
+    int64_t qn[3] = {hd, 4, 5}, cn[4] = {hd, 2, 16, 100}, tn[2] = {40, 3}, t1[1] = {5}, s1[1] = {3};
     ts_tensor *q = ts_graph_param(g, "q", TS_TYPE_F32, 3, qn);
     ts_tensor *k = ts_graph_param(g, "k", cache, 4, cn);
     ts_tensor *v = ts_graph_param(g, "v", cache, 4, cn);
@@ -191,9 +189,12 @@ static void test_create_without_device(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_weight_types),   cmocka_unit_test(test_mul_mat_support),
-        cmocka_unit_test(test_other_limits),   cmocka_unit_test(test_attention_plan),
-        cmocka_unit_test(test_scratch),        cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_weight_types),
+        cmocka_unit_test(test_mul_mat_support),
+        cmocka_unit_test(test_other_limits),
+        cmocka_unit_test(test_attention_plan),
+        cmocka_unit_test(test_scratch),
+        cmocka_unit_test(test_fit),
         cmocka_unit_test(test_create_without_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

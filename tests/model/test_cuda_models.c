@@ -20,7 +20,7 @@
 #include "fwd_util.h"
 
 #define N_PROMPT 40
-#define V TS_TINY_MIN_VOCAB
+#define V        TS_TINY_MIN_VOCAB
 
 static ts_backend *g_cuda;
 
@@ -44,7 +44,7 @@ static int teardown(void **state) {
     do {                                                                                           \
         if (g_cuda == NULL) {                                                                      \
             TS_SKIP("CUDA models: %s", ts_cuda_built() ? "no CUDA device on this machine"          \
-                                                        : "built without CUDA (-DTS_CUDA=ON)");    \
+                                                       : "built without CUDA (-DTS_CUDA=ON)");     \
         }                                                                                          \
     } while (0)
 
@@ -91,8 +91,8 @@ static void test_archs_vs_ref(void **state) {
             step(m, ref, &p, 1, a);
             step(m, g_cuda, &p, 1, b);
             double e = fu_nrmse(b, a, n), tol = s.wtype == TS_TYPE_F32 ? 1e-4 : 2e-3;
-            printf("  %-9s %-5s cuda vs ref: nrmse %.2e, max |d| %.2e (tolerance %.0e)\n",
-                   s.arch, ts_type_name(s.wtype), e, fu_max_abs(b, a, n), tol);
+            printf("  %-9s %-5s cuda vs ref: nrmse %.2e, max |d| %.2e (tolerance %.0e)\n", s.arch,
+                   ts_type_name(s.wtype), e, fu_max_abs(b, a, n), tol);
             if (!(e <= tol)) {
                 fail_msg("%s %s: nrmse %g > %g", s.arch, ts_type_name(s.wtype), e, tol);
             }

@@ -33,10 +33,10 @@
 #include "ir/backend.h"
 
 typedef struct ts_cuda_params {
-    int device;          /* CUDA device ordinal (--device N); default 0 */
-    int cublas_min_cols; /* MUL_MAT with at least this many activation columns uses cuBLAS
-                            on F16 copies (fast prefill, not batch-invariant); 0 = never.
-                            Default: the environment variable TS_CUDA_CUBLAS_MIN_COLS, else 0 */
+    int device;           /* CUDA device ordinal (--device N); default 0 */
+    int cublas_min_cols;  /* MUL_MAT with at least this many activation columns uses cuBLAS
+                             on F16 copies (fast prefill, not batch-invariant); 0 = never.
+                             Default: the environment variable TS_CUDA_CUBLAS_MIN_COLS, else 0 */
     size_t staging_bytes; /* pinned staging buffer for uploads; default 64 MiB */
 } ts_cuda_params;
 

@@ -12,7 +12,7 @@
  */
 #include "backends/cuda/cuda_common.cuh"
 
-#define ATTN_WARPS 4
+#define ATTN_WARPS   4
 #define ACC_PER_LANE (CU_ATTN_MAX_HD / 32)
 
 /* Element dd of K or V row (kv head kh, slot o of block blk): f32, f16 or Q8_0. */
@@ -88,8 +88,8 @@ static __device__ __forceinline__ float *part_at(float *scratch, const cu_node &
 }
 
 /* Checks token t's sequence; false (fault recorded) when it or its length is out of range. */
-static __device__ bool token_seq(const cu_node &n, int64_t t, int64_t cap, int32_t *s,
-                                 int32_t *len, cu_fault *fault) {
+static __device__ bool token_seq(const cu_node &n, int64_t t, int64_t cap, int32_t *s, int32_t *len,
+                                 cu_fault *fault) {
     const cu_tensor &seq = n.src[4], &lens = n.src[6];
     *s = cu_loadi(seq, t, 0, 0);
     if (*s < 0 || *s >= lens.ne[0]) {
@@ -207,8 +207,8 @@ static __global__ void attn_combine(cu_node n, const float *scratch, int64_t n_s
     for (int64_t c = 0; c < n_split; c++) {
         mx = fmaxf(mx, base[c * (hd + 2)]);
     }
-    float sink = sinks.data != NULL ? cu_loadf(sinks.data + h * sinks.nb[0], sinks.type)
-                                    : -INFINITY;
+    float sink =
+        sinks.data != NULL ? cu_loadf(sinks.data + h * sinks.nb[0], sinks.type) : -INFINITY;
     mx = fmaxf(mx, sink);
     float sum = 0.0f;
     for (int64_t c = 0; c < n_split; c++) {

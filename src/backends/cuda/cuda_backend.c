@@ -72,10 +72,10 @@ typedef struct cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t cublas; /* NULL unless cublas_min_cols > 0 */
     int cublas_min_cols;
-    cu_fault *fault;       /* device error record */
-    void *scratch;         /* device scratch, grown to the largest node's need */
+    cu_fault *fault; /* device error record */
+    void *scratch;   /* device scratch, grown to the largest node's need */
     size_t scratch_size;
-    void *staging;         /* pinned host memory for uploads (NULL: plain copies) */
+    void *staging; /* pinned host memory for uploads (NULL: plain copies) */
     size_t staging_size;
 } cuda_ctx;
 
@@ -225,16 +225,16 @@ static ts_status cuda_buffer_set(void *vctx, ts_buffer *buf, size_t offset, cons
     if (st != TS_OK || size == 0) {
         return st;
     }
-    cudaError_t ce = cudaMemcpyAsync((char *)buf->priv + offset, src, size,
-                                     cudaMemcpyHostToDevice, c->stream);
+    cudaError_t ce =
+        cudaMemcpyAsync((char *)buf->priv + offset, src, size, cudaMemcpyHostToDevice, c->stream);
     if (ce == cudaSuccess) {
         ce = cudaStreamSynchronize(c->stream);
     }
     return ce == cudaSuccess ? TS_OK : cuda_fail(err, ce, "copy to the device");
 }
 
-static ts_status cuda_buffer_get(void *vctx, ts_buffer *buf, size_t offset, void *dst,
-                                 size_t size, ts_error *err) {
+static ts_status cuda_buffer_get(void *vctx, ts_buffer *buf, size_t offset, void *dst, size_t size,
+                                 ts_error *err) {
     cuda_ctx *c = vctx;
     ts_status st = use_device(c, err);
     if (st != TS_OK || size == 0) {
@@ -257,31 +257,56 @@ static bool cuda_supports_op(void *vctx, const ts_tensor *node) {
 
 static cu_op op_of(ts_op op) {
     switch (op) {
-    case TS_OP_GET_ROWS: return CU_OP_GET_ROWS;
-    case TS_OP_MUL_MAT: return CU_OP_MUL_MAT;
-    case TS_OP_ADD: return CU_OP_ADD;
-    case TS_OP_MUL: return CU_OP_MUL;
-    case TS_OP_SCALE: return CU_OP_SCALE;
-    case TS_OP_RMS_NORM: return CU_OP_RMS_NORM;
-    case TS_OP_NORM: return CU_OP_NORM;
-    case TS_OP_ROPE: return CU_OP_ROPE;
-    case TS_OP_SOFTMAX: return CU_OP_SOFTMAX;
-    case TS_OP_SILU: return CU_OP_SILU;
-    case TS_OP_GELU: return CU_OP_GELU;
-    case TS_OP_SWIGLU: return CU_OP_SWIGLU;
-    case TS_OP_GEGLU: return CU_OP_GEGLU;
-    case TS_OP_SWIGLU_OAI: return CU_OP_SWIGLU_OAI;
-    case TS_OP_CONCAT: return CU_OP_CONCAT;
-    case TS_OP_ARGMAX: return CU_OP_ARGMAX;
-    case TS_OP_KV_STORE: return CU_OP_KV_STORE;
-    case TS_OP_ATTENTION: return CU_OP_ATTENTION;
-    case TS_OP_ATTN_MASK: return CU_OP_ATTN_MASK;
-    case TS_OP_SIGMOID: return CU_OP_SIGMOID;
-    case TS_OP_LOG: return CU_OP_LOG;
-    case TS_OP_TOPK: return CU_OP_TOPK;
-    case TS_OP_GATHER: return CU_OP_GATHER;
-    case TS_OP_MUL_MAT_ID: return CU_OP_MUL_MAT_ID;
-    default: return CU_OP_COPY; /* CPY, CAST, CONT */
+    case TS_OP_GET_ROWS:
+        return CU_OP_GET_ROWS;
+    case TS_OP_MUL_MAT:
+        return CU_OP_MUL_MAT;
+    case TS_OP_ADD:
+        return CU_OP_ADD;
+    case TS_OP_MUL:
+        return CU_OP_MUL;
+    case TS_OP_SCALE:
+        return CU_OP_SCALE;
+    case TS_OP_RMS_NORM:
+        return CU_OP_RMS_NORM;
+    case TS_OP_NORM:
+        return CU_OP_NORM;
+    case TS_OP_ROPE:
+        return CU_OP_ROPE;
+    case TS_OP_SOFTMAX:
+        return CU_OP_SOFTMAX;
+    case TS_OP_SILU:
+        return CU_OP_SILU;
+    case TS_OP_GELU:
+        return CU_OP_GELU;
+    case TS_OP_SWIGLU:
+        return CU_OP_SWIGLU;
+    case TS_OP_GEGLU:
+        return CU_OP_GEGLU;
+    case TS_OP_SWIGLU_OAI:
+        return CU_OP_SWIGLU_OAI;
+    case TS_OP_CONCAT:
+        return CU_OP_CONCAT;
+    case TS_OP_ARGMAX:
+        return CU_OP_ARGMAX;
+    case TS_OP_KV_STORE:
+        return CU_OP_KV_STORE;
+    case TS_OP_ATTENTION:
+        return CU_OP_ATTENTION;
+    case TS_OP_ATTN_MASK:
+        return CU_OP_ATTN_MASK;
+    case TS_OP_SIGMOID:
+        return CU_OP_SIGMOID;
+    case TS_OP_LOG:
+        return CU_OP_LOG;
+    case TS_OP_TOPK:
+        return CU_OP_TOPK;
+    case TS_OP_GATHER:
+        return CU_OP_GATHER;
+    case TS_OP_MUL_MAT_ID:
+        return CU_OP_MUL_MAT_ID;
+    default:
+        return CU_OP_COPY; /* CPY, CAST, CONT */
     }
 }
 
@@ -328,22 +353,31 @@ static ts_status make_node(const ts_tensor *t, int index, cu_node *n, ts_error *
 
 static int launch(const cu_env *env, const cu_node *n) {
     switch (n->op) {
-    case CU_OP_MUL_MAT: return cu_launch_mul_mat(env, n);
-    case CU_OP_MUL_MAT_ID: return cu_launch_mul_mat_id(env, n);
+    case CU_OP_MUL_MAT:
+        return cu_launch_mul_mat(env, n);
+    case CU_OP_MUL_MAT_ID:
+        return cu_launch_mul_mat_id(env, n);
     case CU_OP_RMS_NORM:
     case CU_OP_NORM:
     case CU_OP_SOFTMAX:
     case CU_OP_ARGMAX:
-    case CU_OP_TOPK: return cu_launch_rows(env, n);
-    case CU_OP_ROPE: return cu_launch_rope(env, n);
+    case CU_OP_TOPK:
+        return cu_launch_rows(env, n);
+    case CU_OP_ROPE:
+        return cu_launch_rope(env, n);
     case CU_OP_COPY:
     case CU_OP_CONCAT:
     case CU_OP_GET_ROWS:
-    case CU_OP_GATHER: return cu_launch_copy(env, n);
-    case CU_OP_KV_STORE: return cu_launch_kv_store(env, n);
-    case CU_OP_ATTENTION: return cu_launch_attention(env, n);
-    case CU_OP_ATTN_MASK: return cu_launch_attn_mask(env, n);
-    default: return cu_launch_elementwise(env, n);
+    case CU_OP_GATHER:
+        return cu_launch_copy(env, n);
+    case CU_OP_KV_STORE:
+        return cu_launch_kv_store(env, n);
+    case CU_OP_ATTENTION:
+        return cu_launch_attention(env, n);
+    case CU_OP_ATTN_MASK:
+        return cu_launch_attn_mask(env, n);
+    default:
+        return cu_launch_elementwise(env, n);
     }
 }
 
@@ -387,8 +421,8 @@ static ts_status check_fault(cuda_ctx *c, ts_graph *g, ts_error *err) {
     if (f.code == CU_FAULT_NONE) {
         return TS_OK;
     }
-    const ts_tensor *n = f.node >= 0 && f.node < ts_graph_n_nodes(g) ? ts_graph_node(g, f.node)
-                                                                      : NULL;
+    const ts_tensor *n =
+        f.node >= 0 && f.node < ts_graph_n_nodes(g) ? ts_graph_node(g, f.node) : NULL;
     static const char *const what[] = {
         "",
         "row index %lld at position %lld is past the %lld rows",
@@ -431,15 +465,14 @@ static ts_status run_node(cuda_ctx *c, const cu_env *env, ts_tensor *t, int i, t
     return TS_OK;
 }
 
-static ts_status cuda_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb,
-                                    ts_error *err) {
+static ts_status cuda_graph_compute(void *vctx, ts_graph *g, const ts_eval_cb *cb, ts_error *err) {
     cuda_ctx *c = vctx;
     ts_status st = use_device(c, err);
     if (st == TS_OK) {
         st = ensure_scratch(c, g, err);
     }
-    cudaError_t ce = st == TS_OK ? cudaMemsetAsync(c->fault, 0, sizeof(cu_fault), c->stream)
-                                 : cudaSuccess;
+    cudaError_t ce =
+        st == TS_OK ? cudaMemsetAsync(c->fault, 0, sizeof(cu_fault), c->stream) : cudaSuccess;
     if (ce != cudaSuccess) {
         return cuda_fail(err, ce, "reset the fault record");
     }

@@ -23,7 +23,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 
-#define CU_QK 32
+#define CU_QK   32
 #define CU_QK_K 256
 
 /* Single-rounding float arithmetic that the compiler may not fuse into an FMA. The
@@ -100,39 +100,58 @@ static __device__ __host__ __forceinline__ int cu_block_elems(int type) {
     case CU_Q3_K:
     case CU_Q4_K:
     case CU_Q5_K:
-    case CU_Q6_K: return CU_QK_K;
+    case CU_Q6_K:
+        return CU_QK_K;
     case CU_F32:
     case CU_F16:
     case CU_BF16:
-    case CU_I32: return 1;
-    default: return CU_QK;
+    case CU_I32:
+        return 1;
+    default:
+        return CU_QK;
     }
 }
 
 static __device__ __host__ __forceinline__ int cu_block_bytes(int type) {
     switch (type) {
-    case CU_Q4_0: return 18;
-    case CU_Q4_1: return 20;
-    case CU_Q5_0: return 22;
-    case CU_Q5_1: return 24;
-    case CU_Q8_0: return 34;
-    case CU_IQ4_NL: return 18;
-    case CU_MXFP4: return 17;
-    case CU_Q2_K: return 84;
-    case CU_Q3_K: return 110;
-    case CU_Q4_K: return 144;
-    case CU_Q5_K: return 176;
-    case CU_Q6_K: return 210;
+    case CU_Q4_0:
+        return 18;
+    case CU_Q4_1:
+        return 20;
+    case CU_Q5_0:
+        return 22;
+    case CU_Q5_1:
+        return 24;
+    case CU_Q8_0:
+        return 34;
+    case CU_IQ4_NL:
+        return 18;
+    case CU_MXFP4:
+        return 17;
+    case CU_Q2_K:
+        return 84;
+    case CU_Q3_K:
+        return 110;
+    case CU_Q4_K:
+        return 144;
+    case CU_Q5_K:
+        return 176;
+    case CU_Q6_K:
+        return 210;
     case CU_F16:
-    case CU_BF16: return 2;
-    default: return 4;
+    case CU_BF16:
+        return 2;
+    default:
+        return 4;
     }
 }
 
 /* The level tables of IQ4_NL and MXFP4 (quant_q32.c), in constant memory on the device and
  * as plain arrays for the host build. */
-#define CU_IQ4NL_VALUES {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-#define CU_MXFP4_VALUES {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+#define CU_IQ4NL_VALUES                                                                            \
+    { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 }
+#define CU_MXFP4_VALUES                                                                            \
+    { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 }
 __constant__ static const int8_t cu_iq4nl_dev[16] = CU_IQ4NL_VALUES;
 __constant__ static const int8_t cu_mxfp4_dev[16] = CU_MXFP4_VALUES;
 static const int8_t cu_iq4nl_host[16] = CU_IQ4NL_VALUES;
@@ -190,8 +209,7 @@ CU_HD float cu_kval(float d, int sc, float dmin, int m, int q) {
  * starting at `row` into out[0..31]. For the 32-element types a group is one block; for the
  * K-quants one eighth of a super-block.
  */
-template <int T>
-CU_HD void cu_dequant_group(const unsigned char *row, int64_t g, float out[32]) {
+template <int T> CU_HD void cu_dequant_group(const unsigned char *row, int64_t g, float out[32]) {
     if (T == CU_Q4_0 || T == CU_Q4_1 || T == CU_IQ4_NL || T == CU_MXFP4 || T == CU_Q5_0 ||
         T == CU_Q5_1 || T == CU_Q8_0) {
         const unsigned char *b = row + g * cu_block_bytes(T);
@@ -265,8 +283,8 @@ CU_HD void cu_dequant_group(const unsigned char *row, int64_t g, float out[32]) 
         for (int l = 0; l < 32; l++) {
             int lo = (b[32 + 32 * h + l] >> (2 * s)) & 3;
             int high = (b[l] >> sub) & 1;
-            out[l] = cu_kval(d, cu_q3k_scale(2 * sub + l / 16, b + 96), 0.0f, 0,
-                             lo - (high ? 0 : 4));
+            out[l] =
+                cu_kval(d, cu_q3k_scale(2 * sub + l / 16, b + 96), 0.0f, 0, lo - (high ? 0 : 4));
         }
     } else if (T == CU_Q4_K || T == CU_Q5_K) { /* d, dmin, scales[12], (qh[32]), qs[128] */
         float d = cu_h2f(b), dmin = cu_h2f(b + 2);
@@ -301,18 +319,42 @@ static __device__ float cu_row_elem(const char *row, int type, int64_t i) {
     float v[32];
     const unsigned char *r = (const unsigned char *)row;
     switch (type) {
-    case CU_Q4_0: cu_dequant_group<CU_Q4_0>(r, i / 32, v); break;
-    case CU_Q4_1: cu_dequant_group<CU_Q4_1>(r, i / 32, v); break;
-    case CU_Q5_0: cu_dequant_group<CU_Q5_0>(r, i / 32, v); break;
-    case CU_Q5_1: cu_dequant_group<CU_Q5_1>(r, i / 32, v); break;
-    case CU_Q8_0: cu_dequant_group<CU_Q8_0>(r, i / 32, v); break;
-    case CU_IQ4_NL: cu_dequant_group<CU_IQ4_NL>(r, i / 32, v); break;
-    case CU_MXFP4: cu_dequant_group<CU_MXFP4>(r, i / 32, v); break;
-    case CU_Q2_K: cu_dequant_group<CU_Q2_K>(r, i / 32, v); break;
-    case CU_Q3_K: cu_dequant_group<CU_Q3_K>(r, i / 32, v); break;
-    case CU_Q4_K: cu_dequant_group<CU_Q4_K>(r, i / 32, v); break;
-    case CU_Q5_K: cu_dequant_group<CU_Q5_K>(r, i / 32, v); break;
-    default: cu_dequant_group<CU_Q6_K>(r, i / 32, v); break;
+    case CU_Q4_0:
+        cu_dequant_group<CU_Q4_0>(r, i / 32, v);
+        break;
+    case CU_Q4_1:
+        cu_dequant_group<CU_Q4_1>(r, i / 32, v);
+        break;
+    case CU_Q5_0:
+        cu_dequant_group<CU_Q5_0>(r, i / 32, v);
+        break;
+    case CU_Q5_1:
+        cu_dequant_group<CU_Q5_1>(r, i / 32, v);
+        break;
+    case CU_Q8_0:
+        cu_dequant_group<CU_Q8_0>(r, i / 32, v);
+        break;
+    case CU_IQ4_NL:
+        cu_dequant_group<CU_IQ4_NL>(r, i / 32, v);
+        break;
+    case CU_MXFP4:
+        cu_dequant_group<CU_MXFP4>(r, i / 32, v);
+        break;
+    case CU_Q2_K:
+        cu_dequant_group<CU_Q2_K>(r, i / 32, v);
+        break;
+    case CU_Q3_K:
+        cu_dequant_group<CU_Q3_K>(r, i / 32, v);
+        break;
+    case CU_Q4_K:
+        cu_dequant_group<CU_Q4_K>(r, i / 32, v);
+        break;
+    case CU_Q5_K:
+        cu_dequant_group<CU_Q5_K>(r, i / 32, v);
+        break;
+    default:
+        cu_dequant_group<CU_Q6_K>(r, i / 32, v);
+        break;
     }
     return v[i % 32];
 }

@@ -100,13 +100,13 @@ typedef struct cu_node {
 /* Faults a kernel can find in the data of a run (the first one wins). */
 enum {
     CU_FAULT_NONE = 0,
-    CU_FAULT_ROW_INDEX = 1,   /* GET_ROWS: a[0] = index, a[1] = position, a[2] = rows */
-    CU_FAULT_KV_SLOT = 2,     /* KV_STORE: a[0] = slot, a[1] = token, a[2] = slots */
-    CU_FAULT_SEQ = 3,         /* ATTENTION/ATTN_MASK: a[0] = sequence, a[1] = token */
-    CU_FAULT_SEQ_LEN = 4,     /* a[0] = length, a[1] = sequence, a[2] = capacity */
-    CU_FAULT_BLOCK = 5,       /* ATTENTION: a[0] = block, a[1] = sequence, a[2] = table row */
-    CU_FAULT_GATHER = 6,      /* a[0] = index, a[1] = position, a[2] = row length */
-    CU_FAULT_EXPERT = 7,      /* MUL_MAT_ID: a[0] = expert id, a[1] = slot, a[2] = token */
+    CU_FAULT_ROW_INDEX = 1, /* GET_ROWS: a[0] = index, a[1] = position, a[2] = rows */
+    CU_FAULT_KV_SLOT = 2,   /* KV_STORE: a[0] = slot, a[1] = token, a[2] = slots */
+    CU_FAULT_SEQ = 3,       /* ATTENTION/ATTN_MASK: a[0] = sequence, a[1] = token */
+    CU_FAULT_SEQ_LEN = 4,   /* a[0] = length, a[1] = sequence, a[2] = capacity */
+    CU_FAULT_BLOCK = 5,     /* ATTENTION: a[0] = block, a[1] = sequence, a[2] = table row */
+    CU_FAULT_GATHER = 6,    /* a[0] = index, a[1] = position, a[2] = row length */
+    CU_FAULT_EXPERT = 7,    /* MUL_MAT_ID: a[0] = expert id, a[1] = slot, a[2] = token */
 };
 
 /* The device error record: written by the first kernel that finds a fault. */
@@ -118,11 +118,11 @@ typedef struct cu_fault {
 
 /* What the kernels may use besides their tensors; owned by the backend context. */
 typedef struct cu_env {
-    void *stream;     /* cudaStream_t */
-    cu_fault *fault;  /* device address of the error record */
-    void *scratch;    /* device scratch, scratch_size bytes (see cu_scratch_bytes) */
+    void *stream;    /* cudaStream_t */
+    cu_fault *fault; /* device address of the error record */
+    void *scratch;   /* device scratch, scratch_size bytes (see cu_scratch_bytes) */
     size_t scratch_size;
-    void *cublas;     /* cublasHandle_t bound to stream, or NULL */
+    void *cublas;        /* cublasHandle_t bound to stream, or NULL */
     int cublas_min_cols; /* MUL_MAT with at least this many columns uses cuBLAS (0: never) */
 } cu_env;
 
@@ -135,9 +135,9 @@ typedef struct cu_env {
 
 /* Launchers, by op family (cuda_ops.cu, cuda_matmul.cu, cuda_attn.cu). */
 int cu_launch_elementwise(const cu_env *env, const cu_node *n); /* unary, binary, glu */
-int cu_launch_rows(const cu_env *env, const cu_node *n);   /* norms, softmax, argmax, topk */
+int cu_launch_rows(const cu_env *env, const cu_node *n);        /* norms, softmax, argmax, topk */
 int cu_launch_rope(const cu_env *env, const cu_node *n);
-int cu_launch_copy(const cu_env *env, const cu_node *n);   /* copy, concat, get_rows, gather */
+int cu_launch_copy(const cu_env *env, const cu_node *n); /* copy, concat, get_rows, gather */
 int cu_launch_mul_mat(const cu_env *env, const cu_node *n);
 int cu_launch_mul_mat_id(const cu_env *env, const cu_node *n);
 int cu_launch_kv_store(const cu_env *env, const cu_node *n);

@@ -28,8 +28,8 @@
 
 template <int T>
 static __device__ __forceinline__ void dot_cols_blocks(const char *wrow, int64_t k,
-                                                       const char *const *xs, int64_t xnb0,
-                                                       int nc, float *acc, int lane);
+                                                       const char *const *xs, int64_t xnb0, int nc,
+                                                       float *acc, int lane);
 
 /* acc[c] += dot(weight row, column c) for c < nc, the lane's share (see the file comment). */
 template <int T>
@@ -55,8 +55,8 @@ static __device__ __forceinline__ void dot_cols(const char *wrow, int64_t k, int
 /* The block-type half of dot_cols: whole 32-element groups, dequantized in registers. */
 template <int T>
 static __device__ __forceinline__ void dot_cols_blocks(const char *wrow, int64_t k,
-                                                       const char *const *xs, int64_t xnb0,
-                                                       int nc, float *acc, int lane) {
+                                                       const char *const *xs, int64_t xnb0, int nc,
+                                                       float *acc, int lane) {
     float wv[32];
     for (int64_t g = lane; g < k / 32; g += 32) {
         cu_dequant_group<T>((const unsigned char *)wrow, g, wv);
@@ -89,8 +89,7 @@ static __device__ __forceinline__ void dot_cols_blocks(const char *wrow, int64_t
 }
 
 /* MUL_MAT: grid (row blocks, column chunks, b2 * b3). */
-template <int T>
-static __global__ void mm_rows(cu_node n) {
+template <int T> static __global__ void mm_rows(cu_node n) {
     const cu_tensor &d = n.dst, &w = n.src[0], &x = n.src[1];
     int64_t i = (int64_t)blockIdx.x * WARPS + threadIdx.x / 32;
     if (i >= d.ne[0]) {
@@ -122,22 +121,38 @@ typedef void (*mm_kernel)(cu_node);
 
 static mm_kernel mm_for(int type) {
     switch (type) {
-    case CU_F32: return mm_rows<CU_F32>;
-    case CU_F16: return mm_rows<CU_F16>;
-    case CU_BF16: return mm_rows<CU_BF16>;
-    case CU_Q4_0: return mm_rows<CU_Q4_0>;
-    case CU_Q4_1: return mm_rows<CU_Q4_1>;
-    case CU_Q5_0: return mm_rows<CU_Q5_0>;
-    case CU_Q5_1: return mm_rows<CU_Q5_1>;
-    case CU_Q8_0: return mm_rows<CU_Q8_0>;
-    case CU_IQ4_NL: return mm_rows<CU_IQ4_NL>;
-    case CU_MXFP4: return mm_rows<CU_MXFP4>;
-    case CU_Q2_K: return mm_rows<CU_Q2_K>;
-    case CU_Q3_K: return mm_rows<CU_Q3_K>;
-    case CU_Q4_K: return mm_rows<CU_Q4_K>;
-    case CU_Q5_K: return mm_rows<CU_Q5_K>;
-    case CU_Q6_K: return mm_rows<CU_Q6_K>;
-    default: return NULL;
+    case CU_F32:
+        return mm_rows<CU_F32>;
+    case CU_F16:
+        return mm_rows<CU_F16>;
+    case CU_BF16:
+        return mm_rows<CU_BF16>;
+    case CU_Q4_0:
+        return mm_rows<CU_Q4_0>;
+    case CU_Q4_1:
+        return mm_rows<CU_Q4_1>;
+    case CU_Q5_0:
+        return mm_rows<CU_Q5_0>;
+    case CU_Q5_1:
+        return mm_rows<CU_Q5_1>;
+    case CU_Q8_0:
+        return mm_rows<CU_Q8_0>;
+    case CU_IQ4_NL:
+        return mm_rows<CU_IQ4_NL>;
+    case CU_MXFP4:
+        return mm_rows<CU_MXFP4>;
+    case CU_Q2_K:
+        return mm_rows<CU_Q2_K>;
+    case CU_Q3_K:
+        return mm_rows<CU_Q3_K>;
+    case CU_Q4_K:
+        return mm_rows<CU_Q4_K>;
+    case CU_Q5_K:
+        return mm_rows<CU_Q5_K>;
+    case CU_Q6_K:
+        return mm_rows<CU_Q6_K>;
+    default:
+        return NULL;
     }
 }
 
@@ -167,8 +182,7 @@ static __global__ void to_f16_act(cu_tensor x, __half *out) {
 static bool use_cublas(const cu_env *env, const cu_node *n) {
     const cu_tensor &d = n->dst, &w = n->src[0];
     return env->cublas != NULL && env->cublas_min_cols > 0 && d.ne[1] >= env->cublas_min_cols &&
-           d.ne[2] * d.ne[3] == 1 && w.ne[2] * w.ne[3] == 1 && d.nb[0] == 4 &&
-           d.nb[1] % 4 == 0 &&
+           d.ne[2] * d.ne[3] == 1 && w.ne[2] * w.ne[3] == 1 && d.nb[0] == 4 && d.nb[1] % 4 == 0 &&
            (size_t)(w.ne[0] * (w.ne[1] + d.ne[1])) * sizeof(__half) <= env->scratch_size;
 }
 
@@ -184,10 +198,10 @@ static int mm_cublas(const cu_env *env, const cu_node *n) {
     }
     const float one = 1.0f, zero = 0.0f;
     int k = (int)w.ne[0], rows = (int)d.ne[0], cols = (int)d.ne[1];
-    cublasStatus_t st = cublasGemmEx((cublasHandle_t)env->cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows,
-                                     cols, k, &one, wh, CUDA_R_16F, k, xh, CUDA_R_16F, k, &zero,
-                                     d.data, CUDA_R_32F, (int)(d.nb[1] / 4), CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+    cublasStatus_t st =
+        cublasGemmEx((cublasHandle_t)env->cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, cols, k, &one, wh,
+                     CUDA_R_16F, k, xh, CUDA_R_16F, k, &zero, d.data, CUDA_R_32F,
+                     (int)(d.nb[1] / 4), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
     return st == CUBLAS_STATUS_SUCCESS ? 0 : (int)cudaErrorUnknown;
 }
 
@@ -299,22 +313,38 @@ typedef void (*mmid_kernel)(cu_node, const int32_t *, const int32_t *);
 
 static mmid_kernel mmid_for(int type) {
     switch (type) {
-    case CU_F32: return mmid_rows<CU_F32>;
-    case CU_F16: return mmid_rows<CU_F16>;
-    case CU_BF16: return mmid_rows<CU_BF16>;
-    case CU_Q4_0: return mmid_rows<CU_Q4_0>;
-    case CU_Q4_1: return mmid_rows<CU_Q4_1>;
-    case CU_Q5_0: return mmid_rows<CU_Q5_0>;
-    case CU_Q5_1: return mmid_rows<CU_Q5_1>;
-    case CU_Q8_0: return mmid_rows<CU_Q8_0>;
-    case CU_IQ4_NL: return mmid_rows<CU_IQ4_NL>;
-    case CU_MXFP4: return mmid_rows<CU_MXFP4>;
-    case CU_Q2_K: return mmid_rows<CU_Q2_K>;
-    case CU_Q3_K: return mmid_rows<CU_Q3_K>;
-    case CU_Q4_K: return mmid_rows<CU_Q4_K>;
-    case CU_Q5_K: return mmid_rows<CU_Q5_K>;
-    case CU_Q6_K: return mmid_rows<CU_Q6_K>;
-    default: return NULL;
+    case CU_F32:
+        return mmid_rows<CU_F32>;
+    case CU_F16:
+        return mmid_rows<CU_F16>;
+    case CU_BF16:
+        return mmid_rows<CU_BF16>;
+    case CU_Q4_0:
+        return mmid_rows<CU_Q4_0>;
+    case CU_Q4_1:
+        return mmid_rows<CU_Q4_1>;
+    case CU_Q5_0:
+        return mmid_rows<CU_Q5_0>;
+    case CU_Q5_1:
+        return mmid_rows<CU_Q5_1>;
+    case CU_Q8_0:
+        return mmid_rows<CU_Q8_0>;
+    case CU_IQ4_NL:
+        return mmid_rows<CU_IQ4_NL>;
+    case CU_MXFP4:
+        return mmid_rows<CU_MXFP4>;
+    case CU_Q2_K:
+        return mmid_rows<CU_Q2_K>;
+    case CU_Q3_K:
+        return mmid_rows<CU_Q3_K>;
+    case CU_Q4_K:
+        return mmid_rows<CU_Q4_K>;
+    case CU_Q5_K:
+        return mmid_rows<CU_Q5_K>;
+    case CU_Q6_K:
+        return mmid_rows<CU_Q6_K>;
+    default:
+        return NULL;
     }
 }
 

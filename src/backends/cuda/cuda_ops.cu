@@ -54,17 +54,26 @@ static __global__ void k_elementwise(cu_node n) {
         switch (n.op) {
         case CU_OP_ADD:
         case CU_OP_MUL: {
-            float v = cu_loadf(cu_at(b, i[0] % b.ne[0], i[1] % b.ne[1], i[2] % b.ne[2],
-                                     i[3] % b.ne[3]),
-                               b.type);
+            float v = cu_loadf(
+                cu_at(b, i[0] % b.ne[0], i[1] % b.ne[1], i[2] % b.ne[2], i[3] % b.ne[3]), b.type);
             y = n.op == CU_OP_ADD ? x + v : x * v;
             break;
         }
-        case CU_OP_SCALE: y = x * n.fp[0]; break;
-        case CU_OP_SILU: y = silu(x); break;
-        case CU_OP_GELU: y = gelu(x, n.ip[0]); break;
-        case CU_OP_SIGMOID: y = 1.0f / (1.0f + expf(-x)); break;
-        case CU_OP_LOG: y = logf(x); break;
+        case CU_OP_SCALE:
+            y = x * n.fp[0];
+            break;
+        case CU_OP_SILU:
+            y = silu(x);
+            break;
+        case CU_OP_GELU:
+            y = gelu(x, n.ip[0]);
+            break;
+        case CU_OP_SIGMOID:
+            y = 1.0f / (1.0f + expf(-x));
+            break;
+        case CU_OP_LOG:
+            y = logf(x);
+            break;
         case CU_OP_SWIGLU:
         case CU_OP_GEGLU: {
             float u = cu_loadf(cu_at(b, i[0], i[1], i[2], i[3]), b.type);
@@ -268,10 +277,18 @@ extern "C" int cu_launch_rows(const cu_env *env, const cu_node *n) {
     }
     switch (n->op) {
     case CU_OP_RMS_NORM:
-    case CU_OP_NORM: k_norm<<<(unsigned)rows, THREADS, 0, s>>>(*n); break;
-    case CU_OP_SOFTMAX: k_softmax<<<(unsigned)rows, THREADS, 0, s>>>(*n); break;
-    case CU_OP_ARGMAX: k_argmax<<<(unsigned)rows, THREADS, 0, s>>>(*n); break;
-    default: k_topk<<<(unsigned)rows, THREADS, 0, s>>>(*n); break;
+    case CU_OP_NORM:
+        k_norm<<<(unsigned)rows, THREADS, 0, s>>>(*n);
+        break;
+    case CU_OP_SOFTMAX:
+        k_softmax<<<(unsigned)rows, THREADS, 0, s>>>(*n);
+        break;
+    case CU_OP_ARGMAX:
+        k_argmax<<<(unsigned)rows, THREADS, 0, s>>>(*n);
+        break;
+    default:
+        k_topk<<<(unsigned)rows, THREADS, 0, s>>>(*n);
+        break;
     }
     return (int)cudaGetLastError();
 }
@@ -465,9 +482,15 @@ extern "C" int cu_launch_copy(const cu_env *env, const cu_node *n) {
     }
     unsigned grid = cu_grid_for(total, THREADS);
     switch (n->op) {
-    case CU_OP_CONCAT: k_concat<<<grid, THREADS, 0, s>>>(*n); break;
-    case CU_OP_GET_ROWS: k_get_rows<<<grid, THREADS, 0, s>>>(*n, env->fault); break;
-    case CU_OP_GATHER: k_gather<<<grid, THREADS, 0, s>>>(*n, env->fault); break;
+    case CU_OP_CONCAT:
+        k_concat<<<grid, THREADS, 0, s>>>(*n);
+        break;
+    case CU_OP_GET_ROWS:
+        k_get_rows<<<grid, THREADS, 0, s>>>(*n, env->fault);
+        break;
+    case CU_OP_GATHER:
+        k_gather<<<grid, THREADS, 0, s>>>(*n, env->fault);
+        break;
     default:
         if (a.type == d.type && (cu_is_block_type(a.type) || a.type == CU_I32)) {
             k_copy_raw<<<grid, THREADS, 0, s>>>(*n, cu_block_bytes(a.type));
@@ -512,8 +535,8 @@ extern "C" int cu_launch_attn_mask(const cu_env *env, const cu_node *n) {
     if (total == 0) {
         return 0;
     }
-    k_attn_mask<<<cu_grid_for(total, THREADS), THREADS, 0, (cudaStream_t)env->stream>>>(
-        *n, env->fault);
+    k_attn_mask<<<cu_grid_for(total, THREADS), THREADS, 0, (cudaStream_t)env->stream>>>(*n,
+                                                                                        env->fault);
     return (int)cudaGetLastError();
 }
 

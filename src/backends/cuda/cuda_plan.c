@@ -33,8 +33,10 @@ bool ts_cuda_weight_type_supported(ts_type type) {
     case TS_TYPE_Q5_K:
     case TS_TYPE_Q6_K:
     case TS_TYPE_IQ4_NL:
-    case TS_TYPE_MXFP4: return true;
-    default: return false;
+    case TS_TYPE_MXFP4:
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -78,7 +80,6 @@ static bool kv_type_ok(ts_type t, int64_t hd) {
     return is_float(t) || (t == TS_TYPE_Q8_0 && hd % 32 == 0);
 }
 
-
 /* The reason for the ops with sources beyond plain floats; NULL when supported. */
 static const char *special_reason(const ts_tensor *n) {
     const ts_tensor *a = n->src[0];
@@ -86,34 +87,41 @@ static const char *special_reason(const ts_tensor *n) {
     case TS_OP_GET_ROWS:
         return readable_rows(a) && n->type == TS_TYPE_F32 ? NULL : "source type";
     case TS_OP_MUL_MAT:
-        return !readable_rows(a)               ? "weight type"
+        return !readable_rows(a)                ? "weight type"
                : n->src[1]->type != TS_TYPE_F32 ? "activation type"
                                                 : NULL;
     case TS_OP_MUL_MAT_ID:
         return !readable_rows(a) || a->ne_max[3] != 1 ? "weight type"
                : n->src[1]->type != TS_TYPE_F32       ? "activation type"
-               : a->ne_max[2] > 65535                  ? "expert count (at most 65535)"
-                                                       : NULL;
+               : a->ne_max[2] > 65535                 ? "expert count (at most 65535)"
+                                                      : NULL;
     case TS_OP_CPY:
     case TS_OP_CAST:
-    case TS_OP_CONT: return copy_supported(n) ? NULL : "conversion";
+    case TS_OP_CONT:
+        return copy_supported(n) ? NULL : "conversion";
     case TS_OP_KV_STORE:
         return kv_type_ok(a->type, n->src[1]->ne_max[0]) && is_float(n->src[1]->type)
                    ? NULL
                    : "cache type";
     case TS_OP_ATTENTION:
-        return a->ne_max[0] > CU_ATTN_MAX_HD                           ? "head dimension"
+        return a->ne_max[0] > CU_ATTN_MAX_HD ? "head dimension"
                : !kv_type_ok(n->src[1]->type, a->ne_max[0]) ||
-                       !kv_type_ok(n->src[2]->type, a->ne_max[0]) ? "cache type"
-               : a->ne_max[1] > 65535                                   ? "head count"
-                                                                        : NULL;
-    case TS_OP_ATTN_MASK: return is_float(n->type) ? NULL : "output type";
-    case TS_OP_ARGMAX: return is_float(a->type) ? NULL : "source type";
+                       !kv_type_ok(n->src[2]->type, a->ne_max[0])
+                   ? "cache type"
+               : a->ne_max[1] > 65535 ? "head count"
+                                      : NULL;
+    case TS_OP_ATTN_MASK:
+        return is_float(n->type) ? NULL : "output type";
+    case TS_OP_ARGMAX:
+        return is_float(a->type) ? NULL : "source type";
     case TS_OP_TOPK:
-        return !is_float(a->type) ? "source type" : a->ne_max[0] > 4096 ? "row length (at most 4096)"
-                                                                        : NULL;
-    case TS_OP_GATHER: return is_float(a->type) && is_float(n->type) ? NULL : "source type";
-    default: return all_float(n) ? NULL : "type";
+        return !is_float(a->type)    ? "source type"
+               : a->ne_max[0] > 4096 ? "row length (at most 4096)"
+                                     : NULL;
+    case TS_OP_GATHER:
+        return is_float(a->type) && is_float(n->type) ? NULL : "source type";
+    default:
+        return all_float(n) ? NULL : "type";
     }
 }
 
@@ -167,8 +175,7 @@ size_t ts_cuda_scratch_bytes(const ts_tensor *n, int cublas_min_cols) {
     if (n->op == TS_OP_ATTENTION) {
         const ts_tensor *q = n->src[0], *k = n->src[1], *tab = n->src[3];
         int64_t splits = ts_cuda_attn_splits(tab->ne_max[0] * k->ne_max[2]);
-        return (size_t)(q->ne_max[2] * q->ne_max[1] * splits * (q->ne_max[0] + 2)) *
-               sizeof(float);
+        return (size_t)(q->ne_max[2] * q->ne_max[1] * splits * (q->ne_max[0] + 2)) * sizeof(float);
     }
     if (n->op == TS_OP_MUL_MAT_ID) {
         int64_t n_exp = n->src[0]->ne_max[2];
