@@ -17,7 +17,7 @@
 # $OUT/device_check.md and each test's output to $OUT/tests/. Without $OUT, to
 # ./device-check-out/. Knobs (environment): TS_DC_BUDGET (seconds, default 450),
 # TS_DC_ARCH (CMAKE_CUDA_ARCHITECTURES, default 90), TS_DC_SKIP_8B=1, TS_DC_JOBS (default
-# nproc).
+# nproc), TS_DC_BUILD (build directory, default build-device; a second run reuses it).
 #
 # Exit: 0 when the build worked and no test failed (skipped stages are reported, not failed);
 # 1 when the build or a test failed.
@@ -31,7 +31,7 @@ mkdir -p "$OUTDIR/tests"
 LOG=$OUTDIR/device_check.log
 exec > >(tee -a "$LOG") 2>&1
 JOBS=${TS_DC_JOBS:-$(nproc)}
-BUILD=$ROOT/build-device
+BUILD=${TS_DC_BUILD:-$ROOT/build-device}
 WORK=${TMPDIR:-/tmp}/tessera-device-check
 mkdir -p "$WORK"
 STATUS=0
@@ -41,7 +41,12 @@ left() { echo $((BUDGET - $(elapsed))); }
 say() { printf '[%4ss] %s\n' "$(elapsed)" "$*"; }
 
 say "device_check: $(date -u '+%F %T') UTC, budget ${BUDGET}s, $JOBS jobs"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | sed 's/^/  gpu: /'
+if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
+        sed 's/^/  gpu: /'
+else
+    say "no nvidia-smi on this machine"
+fi
 export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc >/dev/null && nvcc --version | tail -1 | sed 's/^/  nvcc: /'
 
@@ -88,13 +93,13 @@ else
 fi
 # NCCL (the tensor-parallel transport) is optional here: the system's, PyTorch's, or none.
 NCCL_ARGS=(-DTS_NCCL=OFF)
-if ls /usr/lib/x86_64-linux-gnu/libnccl.so /usr/local/cuda/lib64/libnccl.so >/dev/null 2>&1; then
-    NCCL_ARGS=(-DTS_NCCL=ON)
-fi
+for lib in /usr/lib/x86_64-linux-gnu/libnccl.so /usr/local/cuda/lib64/libnccl.so; do
+    [ -e "$lib" ] && NCCL_ARGS=(-DTS_NCCL=ON)
+done
 
 # ---- build ----
 GEN=()
-command -v ninja >/dev/null && GEN=(-G Ninja)
+[ ! -e "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null && GEN=(-G Ninja)
 say "configure: TS_CUDA=ON, Release, CUDA arch ${TS_DC_ARCH:-90}, ${NCCL_ARGS[*]}"
 if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DTS_CUDA=ON \
         -DTS_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES="${TS_DC_ARCH:-90}" "${NCCL_ARGS[@]}" \
@@ -136,30 +141,53 @@ run_test "$(find "$BUILD" -name model_test_cuda_models -type f | head -1)" 150
 # ---- device bandwidth ----
 "$BUILD/cuda_bandwidth" 2>&1 | sed 's/^/  /' | tee "$OUTDIR/bandwidth.txt"
 
-# ---- models ----
+# ---- models (written in parallel: each writer is one thread) ----
 MODELS=()
-make_model() { # out shape type
-    local t0 rc
+PIDS=()
+make_model() { # out shape type [quantize-to]: writes OUT, then OUT with .ok beside it
+    local out=$1 t0
     t0=$(date +%s)
-    "$BUILD/synth_model" "$1" "$2" "$3"
-    rc=$?
-    say "model $(basename "$1"): rc $rc in $(($(date +%s) - t0)) s"
-    [ $rc -eq 0 ] && MODELS+=("$1")
+    if "$BUILD/synth_model" "$out" "$2" "$3" >"$out.log" 2>&1; then
+        echo "$(($(date +%s) - t0))" >"$out.ok"
+    fi
+    if [ -n "${4:-}" ] && [ -e "$out.ok" ]; then
+        local q=${out%-*}-$4.gguf
+        t0=$(date +%s)
+        "$BIN" quantize "$out" "$q" "$4" >"$q.log" 2>&1 && echo "$(($(date +%s) - t0))" >"$q.ok"
+    fi
 }
-for t in BF16 Q8_0 Q4_0; do
-    [ "$(left)" -gt 200 ] && make_model "$WORK/llama1b-$t.gguf" llama1b "$t"
+rm -f "$WORK"/*.gguf "$WORK"/*.ok
+make_model "$WORK/llama1b-BF16.gguf" llama1b BF16 Q4_K_M &
+PIDS+=($!)
+for t in Q8_0 Q4_0; do
+    make_model "$WORK/llama1b-$t.gguf" llama1b "$t" &
+    PIDS+=($!)
 done
-if [ "$(left)" -gt 200 ] && [ -e "$WORK/llama1b-BF16.gguf" ]; then
-    timeout $(($(left) - 150)) "$BIN" quantize "$WORK/llama1b-BF16.gguf" \
-        "$WORK/llama1b-Q4_K_M.gguf" Q4_K_M >"$OUTDIR/quantize.log" 2>&1 &&
-        MODELS+=("$WORK/llama1b-Q4_K_M.gguf")
-    say "model llama1b-Q4_K_M.gguf: $([ -e "$WORK/llama1b-Q4_K_M.gguf" ] && echo ok || echo skipped)"
+if [ "${TS_DC_SKIP_8B:-0}" != 1 ]; then
+    make_model "$WORK/llama8b-Q4_0.gguf" llama8b Q4_0 &
+    PIDS+=($!)
 fi
-if [ "${TS_DC_SKIP_8B:-0}" != 1 ] && [ "$(left)" -gt 240 ]; then
-    make_model "$WORK/llama8b-Q4_0.gguf" llama8b Q4_0
-else
-    say "model llama8b-Q4_0.gguf: skipped (time left $(left) s)"
-fi
+while [ "$(left)" -gt 150 ] && [ -n "$(jobs -rp)" ]; do
+    sleep 2
+done
+for pid in "${PIDS[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+        pkill -P "$pid" 2>/dev/null # the writer or quantizer this job started
+        kill "$pid" 2>/dev/null
+        say "models: stopped job $pid (out of time)"
+    fi
+done
+wait "${PIDS[@]}" 2>/dev/null
+for name in llama1b-BF16 llama1b-Q8_0 llama1b-Q4_0 llama1b-Q4_K_M llama8b-Q4_0; do
+    f=$WORK/$name.gguf
+    if [ -e "$f.ok" ]; then
+        say "model $name: written in $(cat "$f.ok") s ($(du -h "$f" | cut -f1))"
+        MODELS+=("$f")
+    else
+        why=$(tail -1 "$f.log" 2>/dev/null)
+        say "model $name: not made (${why:-stopped unfinished, or its source was not made})"
+    fi
+done
 
 # ---- bench ----
 TABLE=$OUTDIR/device_check.md
@@ -195,6 +223,6 @@ if [ "$(left)" -gt 40 ] && [ -e "$WORK/llama1b-Q4_0.gguf" ]; then
 fi
 say "results (tessera bench --backend cuda; random-weight models of real shapes):"
 cat "$TABLE"
-rm -f "$WORK"/*.gguf
+rm -f "$WORK"/*.gguf "$WORK"/*.ok
 say "device_check: done, status $STATUS"
 exit $STATUS
