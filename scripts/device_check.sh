@@ -156,7 +156,7 @@ make_model() { # out shape type [quantize-to]: writes OUT, then OUT with .ok bes
         "$BIN" quantize "$out" "$q" "$4" >"$q.log" 2>&1 && echo "$(($(date +%s) - t0))" >"$q.ok"
     fi
 }
-rm -f "$WORK"/*.gguf "$WORK"/*.ok
+rm -f "$WORK"/*.gguf "$WORK"/*.ok "$WORK"/*.tmp.*
 make_model "$WORK/llama1b-BF16.gguf" llama1b BF16 Q4_K_M &
 PIDS+=($!)
 for t in Q8_0 Q4_0; do
@@ -223,6 +223,6 @@ if [ "$(left)" -gt 40 ] && [ -e "$WORK/llama1b-Q4_0.gguf" ]; then
 fi
 say "results (tessera bench --backend cuda; random-weight models of real shapes):"
 cat "$TABLE"
-rm -f "$WORK"/*.gguf "$WORK"/*.ok
+rm -f "$WORK"/*.gguf "$WORK"/*.ok "$WORK"/*.tmp.*
 say "device_check: done, status $STATUS"
 exit $STATUS
