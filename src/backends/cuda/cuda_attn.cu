@@ -153,9 +153,8 @@ static __global__ void attn_chunk(cu_node n, float *scratch, int64_t n_split, cu
         if (softcap > 0.0f) {
             z = softcap * tanhf(z / softcap);
         }
-        float m_new = fmaxf(m, z);
-        float corr = m == -INFINITY ? 0.0f : expf(m - m_new), e = expf(z - m_new);
-        l = l * corr + e;
+        float corr, e;
+        cu_online_add(&m, &l, z, &corr, &e);
 #pragma unroll
         for (int r = 0; r < ACC_PER_LANE; r++) {
             int64_t dd = lane + 32 * r;
@@ -163,7 +162,6 @@ static __global__ void attn_chunk(cu_node n, float *scratch, int64_t n_split, cu
                 acc[r] = acc[r] * corr + e * kv_elem(vc, kh, j % bs, blk, dd);
             }
         }
-        m = m_new;
     }
     /* Merge the warps in warp order. */
     float *mine = wpart + warp * (hd + 2);
@@ -188,10 +186,7 @@ static __global__ void attn_chunk(cu_node n, float *scratch, int64_t n_split, cu
             v = mx;
         } else {
             for (int w = 0; w < ATTN_WARPS; w++) {
-                float mw = wpart[w * (hd + 2)];
-                if (mw != -INFINITY) {
-                    v += wpart[w * (hd + 2) + dd] * expf(mw - mx);
-                }
+                v += wpart[w * (hd + 2) + dd] * cu_merge_weight(wpart[w * (hd + 2)], mx);
             }
         }
         out[dd] = v;
@@ -212,10 +207,7 @@ static __global__ void attn_combine(cu_node n, const float *scratch, int64_t n_s
     mx = fmaxf(mx, sink);
     float sum = 0.0f;
     for (int64_t c = 0; c < n_split; c++) {
-        float mc = base[c * (hd + 2)];
-        if (mc != -INFINITY) {
-            sum += base[c * (hd + 2) + 1] * expf(mc - mx);
-        }
+        sum += base[c * (hd + 2) + 1] * cu_merge_weight(base[c * (hd + 2)], mx);
     }
     if (sink != -INFINITY) {
         sum += expf(sink - mx);
@@ -223,10 +215,7 @@ static __global__ void attn_combine(cu_node n, const float *scratch, int64_t n_s
     for (int64_t dd = threadIdx.x; dd < hd; dd += blockDim.x) {
         float v = 0.0f;
         for (int64_t c = 0; c < n_split; c++) {
-            float mc = base[c * (hd + 2)];
-            if (mc != -INFINITY) {
-                v += base[c * (hd + 2) + 2 + dd] * expf(mc - mx);
-            }
+            v += base[c * (hd + 2) + 2 + dd] * cu_merge_weight(base[c * (hd + 2)], mx);
         }
         cu_storef(cu_at(d, dd, h, t, 0), d.type, sum > 0.0f ? v / sum : 0.0f);
     }

@@ -359,6 +359,24 @@ static __device__ float cu_row_elem(const char *row, int type, int64_t i) {
     return v[i % 32];
 }
 
+/* ---- ATTENTION's softmax merging (host-callable: test_cuda_dequant.cu checks the schedule) ----
+ *
+ * A partial result is (m, l, acc): the largest logit seen, the sum of exp(z - m) and the sum of
+ * exp(z - m) v. cu_online_add folds one more logit z in and returns the factors the running
+ * acc and the new value take: acc = acc * corr + e * v. cu_merge_weight is the factor a
+ * partial with maximum m_part takes in a merge whose maximum is m_all (0 for an empty one). */
+CU_HD void cu_online_add(float *m, float *l, float z, float *corr, float *e) {
+    float m_new = fmaxf(*m, z);
+    *corr = *m == -INFINITY ? 0.0f : expf(*m - m_new);
+    *e = expf(z - m_new);
+    *l = *l * *corr + *e;
+    *m = m_new;
+}
+
+CU_HD float cu_merge_weight(float m_part, float m_all) {
+    return m_part == -INFINITY ? 0.0f : expf(m_part - m_all);
+}
+
 /* Sum over a warp in a fixed butterfly order (every lane gets the same total). */
 static __device__ __forceinline__ float cu_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) {
