@@ -198,7 +198,10 @@ TABLE=$OUTDIR/device_check.md
 bench_rows() { # model label args...
     local m=$1 label=$2
     shift 2
-    timeout 120 "$BIN" bench -m "$m" --backend cuda "$@" -o csv >"$WORK/bench.csv" \
+    local limit=$(($(left) - 10))
+    [ "$limit" -gt 120 ] && limit=120
+    [ "$limit" -lt 20 ] && limit=20
+    timeout "$limit" "$BIN" bench -m "$m" --backend cuda "$@" -o csv >"$WORK/bench.csv" \
         2>"$WORK/bench.err" || {
         say "bench $label $*: failed: $(tail -2 "$WORK/bench.err" | tr '\n' ' ')"
         return
