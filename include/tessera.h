@@ -433,7 +433,10 @@ typedef struct ts_context ts_context;
 
 typedef struct ts_context_params {
     /* compute */
-    const char *backend;      /* "cpu" (default) or "ref" (the scalar reference) */
+    const char *backend;      /* "cpu" (default), "ref" (the scalar reference), "cuda" (an
+                                 NVIDIA GPU; needs a build with -DTS_CUDA=ON) or "auto" (cuda
+                                 when a CUDA device is present, else cpu) */
+    int device;               /* cuda: the device ordinal (0 = the first GPU) */
     int n_threads;            /* CPU threads, all shards together; 0: physical cores */
     int retune;               /* nonzero: measure the CPU's matrix kernels again instead of
                                  reading the cached choice (see ts_context_info.kernels) */
@@ -493,7 +496,7 @@ void ts_context_destroy(ts_context *ctx);
 
 /* What a context was made with (after defaults). */
 typedef struct ts_context_info {
-    const char *backend;        /* "cpu" or "ref" */
+    const char *backend;        /* "cpu", "ref" or "cuda" */
     int n_threads;              /* threads of all shards */
     int tp;                     /* shards (1: none) */
     int64_t n_ctx, kv_tokens, max_seqs, max_batch_tokens, max_outputs, block_size;

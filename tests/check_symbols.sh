@@ -13,6 +13,7 @@ command -v nm >/dev/null || { echo "not run: nm is not installed (binutils)"; ex
 prefix_of() {
     case "$1" in
         cpu) echo cpu_ ;;
+        cuda) echo cu_ ;;
         ref) echo ref_ ;;
         gguf) echo gguf_ ;;
         tokenizer) echo tok_ ;;

@@ -72,7 +72,8 @@ static double now_s(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera bench -m MODEL [-p 512] [-n 128] [-r 5] [-t THREADS[,..]]\n"
                "                     [--batch 1,4,16,32 [--pp 128] [--tg 128]] [-o md|json|csv]\n"
-               "                     [--backend cpu|ref] [--override F=NAME] [--tp N]\n"
+               "                     [--backend cpu|ref|cuda|auto] [--device N]\n"
+               "                     [--override F=NAME] [--tp N]\n"
                "  -p N[,N..]   prompt lengths (0 to skip)      -n N[,N..]  generation lengths\n"
                "  -r N         repetitions (default 5)          -t N[,N..]  thread counts\n"
                "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n"

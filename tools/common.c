@@ -113,6 +113,13 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
     } else if (strcmp(a, "--backend") == 0) {
         NEED_VALUE();
         o->ctx.backend = val;
+    } else if (strcmp(a, "--device") == 0) {
+        NEED_VALUE();
+        if (!ts_cli_parse_i64(val, 0, 1024, &v)) {
+            fprintf(stderr, "error: %s: '%s' is out of range (0..1024)\n", a, val);
+            return -1;
+        }
+        o->ctx.device = (int)v;
     } else if (strcmp(a, "--override") == 0) {
         NEED_VALUE();
         if (o->ctx.n_overrides == TS_CLI_MAX_OVERRIDES) {
@@ -207,7 +214,9 @@ void ts_cli_print_common_help(FILE *f) {
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"
             "      --swa-full            sliding-window layers (Gemma 2/3) keep the whole\n"
             "                            context (default: a cache sized by their window)\n"
-            "      --backend cpu|ref     compute backend (ref: the scalar reference)\n"
+            "      --backend NAME        compute backend: cpu, ref (the scalar reference), cuda\n"
+            "                            (an NVIDIA GPU; build with -DTS_CUDA=ON) or auto\n"
+            "      --device N            cuda: the GPU to use (default 0)\n"
             "      --override F=NAME     choose an implementation of a functional family,\n"
             "                            e.g. attention=decomposed (repeatable)\n"
             "      --chat-template NAME  use a built-in chat template instead of the model's\n"

@@ -44,6 +44,9 @@ static ts_status check_params(ts_context_params *p, ts_error *err) {
     if (p->compare_tol == 0) {
         p->compare_tol = 0.05;
     }
+    if (p->device < 0 || p->device > 1024) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "context: device %d is out of range", p->device);
+    }
     if (p->n_threads < 0 || p->n_threads > 1024 || p->tp < 0 || p->tp > 64 || p->n_ctx < 0 ||
         p->kv_tokens < 0 || p->kv_bytes < 0 || p->max_seqs < 0 || p->max_batch_tokens < 0 ||
         p->max_outputs < 0 || p->max_queue < 0 || p->dump_values < 0 || !(p->compare_tol > 0)) {
@@ -108,8 +111,8 @@ static ts_status tune_kernels(ts_context *ctx, ts_error *err) {
 /* The compute backend wrapped in the hooks asked for: compare, then profile, then dump. */
 static ts_status make_backends(ts_context *ctx, const ts_context_params *p, int threads,
                                ts_error *err) {
-    ts_status st = rt_backend_create(p->backend, threads, p->retune != 0, p->no_repack == 0,
-                                     &ctx->compute, err);
+    ts_status st = rt_backend_create(p->backend, threads, p->device, p->retune != 0,
+                                     p->no_repack == 0, &ctx->compute, err);
     ctx->backend = ctx->compute;
     if (st == TS_OK) {
         st = tune_kernels(ctx, err);

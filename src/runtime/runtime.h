@@ -66,11 +66,12 @@ typedef struct tp_group {
     ts_tp_config cfg;   /* what the leader's runner gets */
 } tp_group;
 
-/* Makes a compute backend by name with n_threads threads ("cpu", "ref"); retune: a CPU backend
+/* Makes a compute backend by name with n_threads threads ("cpu", "ref", "cuda" on device
+ * `device`, "auto": cuda when a CUDA device is present, else cpu); retune: a CPU backend
  * measures its kernels again instead of reading the cached choice; repack: a CPU backend may
  * repack weights where that measured faster (false: it reads them where they lie). */
-ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool repack,
-                            ts_backend **out, ts_error *err);
+ts_status rt_backend_create(const char *name, int n_threads, int device, bool retune,
+                            bool repack, ts_backend **out, ts_error *err);
 
 /* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
  * rank 0 ends the group and sets *follower. threads: per shard. */

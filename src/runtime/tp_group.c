@@ -13,12 +13,21 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cuda/cuda.h"
 #include "backends/ref/ref.h"
 #include "runtime/runtime.h"
 #include "util/error.h"
 
-ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool repack,
-                            ts_backend **out, ts_error *err) {
+ts_status rt_backend_create(const char *name, int n_threads, int device, bool retune,
+                            bool repack, ts_backend **out, ts_error *err) {
+    if (strcmp(name, "auto") == 0) {
+        name = ts_cuda_device_count() > 0 ? "cuda" : "cpu";
+    }
+    if (strcmp(name, "cuda") == 0) {
+        ts_cuda_params p = ts_cuda_params_default();
+        p.device = device;
+        return ts_cuda_backend_create(&p, out, err);
+    }
     if (strcmp(name, "cpu") == 0) {
         ts_cpu_params p = ts_cpu_params_default();
         if (n_threads > 0) {
@@ -31,14 +40,15 @@ ts_status rt_backend_create(const char *name, int n_threads, bool retune, bool r
     if (strcmp(name, "ref") == 0) {
         return ts_ref_backend_create(out, err);
     }
-    return ts_error_set(err, TS_ERR_INVALID_ARG, "unknown backend '%s' (choose cpu or ref)", name);
+    return ts_error_set(err, TS_ERR_INVALID_ARG, "unknown backend '%s' (choose cpu, ref, cuda or auto)", name);
 }
 
 /* A rank > 0 of an MPI job: follows every forward rank 0 makes until it ends the group. */
 static ts_status follow_mpi(tp_group *g, const ts_context_params *p, const ts_model *m,
                             ts_registry *reg, int threads, ts_error *err) {
     ts_backend *b = NULL;
-    ts_status st = rt_backend_create(p->backend, threads, false, p->no_repack == 0, &b, err);
+    ts_status st =
+        rt_backend_create(p->backend, threads, p->device, false, p->no_repack == 0, &b, err);
     bool ended = false;
     while (st == TS_OK && !ended) {
         st = ts_tp_follow(m, b, reg, g->comms[0], &ended, err);
@@ -76,8 +86,8 @@ ts_status rt_tp_group_open(tp_group *g, const ts_context_params *p, const ts_mod
         st = g->comms == NULL || g->peers == NULL ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
                                                   : ts_comm_local_create(p->tp, g->comms, err);
         for (int k = 1; st == TS_OK && k < p->tp; k++) {
-            st = rt_backend_create(p->backend, threads, false, p->no_repack == 0, &g->peers[k - 1],
-                                   err);
+            st = rt_backend_create(p->backend, threads, p->device, false, p->no_repack == 0,
+                                   &g->peers[k - 1], err);
         }
         if (st != TS_OK) {
             return ts_error_prefix(err, "tp %d: ", p->tp);
