@@ -52,16 +52,16 @@ typedef struct bench_opts {
     int reps;
     int threads[MAX_LIST];
     int n_threads;
-    const char *format; /* md, json, csv */
-    bool engine;        /* --engine: batched runs through the scheduler */
-    char kernels[512];  /* the CPU kernel choice (ts_context_info.kernels) */
+    const char *format;    /* md, json, csv */
+    bool engine;           /* --engine: batched runs through the scheduler */
+    char kernels[512];     /* the CPU kernel choice (ts_context_info.kernels) */
     char kv_k[8], kv_v[8]; /* the KV cache types (ts_context_info.kv_type_k / _v) */
 } bench_opts;
 
 typedef struct result {
     const char *test_kind; /* "pp", "tg", "batch" */
     int64_t n;
-    int64_t depth;         /* pp / tg: cached tokens before the test */
+    int64_t depth; /* pp / tg: cached tokens before the test */
     int64_t pp, tg, b;
     int threads;
     double mean, sd;            /* t/s */
@@ -291,8 +291,8 @@ static ts_status bench_single(ts_llm *llm, const bench_opts *o, int threads, con
         step = DEPTH_CHUNK;
     }
     /* With a depth, sequence 0 holds it and sequence 1 each repetition's fork. */
-    ts_status st = bench_ctx_create(&r, llm, o, threads, step, depth > 0 ? 2 : 1,
-                                    depth + n + 1, err);
+    ts_status st =
+        bench_ctx_create(&r, llm, o, threads, step, depth > 0 ? 2 : 1, depth + n + 1, err);
     if (st == TS_OK && depth > 0) {
         st = prefill_depth(&r, depth, DEPTH_CHUNK, err);
     }
@@ -655,9 +655,9 @@ int ts_cmd_bench(int argc, char **argv) {
             return 2;
         }
         bool own = strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--batch") == 0 ||
-                   strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0 ||
-                   strcmp(a, "--pp") == 0 || strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 ||
-                   strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
+                   strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0 || strcmp(a, "--pp") == 0 ||
+                   strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 || strcmp(a, "-t") == 0 ||
+                   strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
         if (!own) {
             int r = ts_cli_parse_common(&o.co, argc, argv, &i);
             if (r < 0) {

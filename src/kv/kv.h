@@ -83,11 +83,11 @@ typedef enum ts_kv_dtype {
 
 /* Geometry of the K/V of one token across the model. K and V may have different types. */
 typedef struct ts_kv_shape {
-    uint32_t n_layer;     /* layers that keep K/V */
-    uint32_t n_kv_head;   /* key/value heads per layer (GQA: fewer than query heads) */
-    uint32_t head_dim;    /* elements per head; a multiple of 32 for the block types */
-    ts_kv_dtype dtype_k;  /* K's type (TS_KV_F16 by default) */
-    ts_kv_dtype dtype_v;  /* V's type */
+    uint32_t n_layer;    /* layers that keep K/V */
+    uint32_t n_kv_head;  /* key/value heads per layer (GQA: fewer than query heads) */
+    uint32_t head_dim;   /* elements per head; a multiple of 32 for the block types */
+    ts_kv_dtype dtype_k; /* K's type (TS_KV_F16 by default) */
+    ts_kv_dtype dtype_v; /* V's type */
 } ts_kv_shape;
 
 /* "f32", "f16", "bf16", "q8_0", "q5_0", "q4_0"; NULL for an unknown value. */

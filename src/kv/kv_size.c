@@ -19,7 +19,7 @@ static const struct {
     const char *name;
     uint32_t elems, bytes;
 } k_dtypes[] = {
-    {TS_KV_F16, "f16", 1, 2},   {TS_KV_F32, "f32", 1, 4},   {TS_KV_BF16, "bf16", 1, 2},
+    {TS_KV_F16, "f16", 1, 2},     {TS_KV_F32, "f32", 1, 4},     {TS_KV_BF16, "bf16", 1, 2},
     {TS_KV_Q8_0, "q8_0", 32, 34}, {TS_KV_Q5_0, "q5_0", 32, 22}, {TS_KV_Q4_0, "q4_0", 32, 18},
 };
 #define N_DTYPES (sizeof k_dtypes / sizeof k_dtypes[0])
@@ -74,8 +74,8 @@ static ts_status row_bytes(ts_kv_dtype dtype, uint32_t head_dim, const char *whi
         *out = (uint64_t)head_dim / k_dtypes[i].elems * k_dtypes[i].bytes;
         return TS_OK;
     }
-    return ts_error_set(err, TS_ERR_UNSUPPORTED, "kv: %s cache dtype id %d is not supported",
-                        which, (int)dtype);
+    return ts_error_set(err, TS_ERR_UNSUPPORTED, "kv: %s cache dtype id %d is not supported", which,
+                        (int)dtype);
 }
 
 ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_error *err) {

@@ -226,11 +226,11 @@ static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
     ts_tensor *kc = ts_graph_param(g, "probe_k", types[0], 4, cache_ne);
     ts_tensor *vc = ts_graph_param(g, "probe_v", types[1], 4, cache_ne);
     ts_tensor *q = ts_graph_param(g, "probe_q", TS_TYPE_F32, 3, q_ne);
-    static const char *const i32_names[4] = {"probe_table", "probe_seq", "probe_pos",
-                                             "probe_len"};
+    static const char *const i32_names[4] = {"probe_table", "probe_seq", "probe_pos", "probe_len"};
     ts_tensor *i32[4];
     for (int i = 0; i < 4; i++) {
-        i32[i] = ts_graph_param(g, i32_names[i], TS_TYPE_I32, i == 0 ? 2 : 1, i == 0 ? tab_ne : one);
+        i32[i] =
+            ts_graph_param(g, i32_names[i], TS_TYPE_I32, i == 0 ? 2 : 1, i == 0 ? tab_ne : one);
     }
     ts_tensor *ks = ts_op_kv_store(g, kc, q, i32[1]);
     ts_tensor *vs = ts_op_kv_store(g, vc, q, i32[1]);

@@ -66,8 +66,8 @@ static void test_kv_bytes(void **state) {
         size_t rk = 0, rv = 0;
         assert_true(ts_type_row_bytes((uint32_t)c.kv_type_k, 32, &rk));
         assert_true(ts_type_row_bytes((uint32_t)c.kv_type_v, 32, &rv));
-        size_t want = (size_t)(hp->n_layer * hp->n_head_kv * fc->n_blocks * fc->block_size) *
-                      (rk + rv);
+        size_t want =
+            (size_t)(hp->n_layer * hp->n_head_kv * fc->n_blocks * fc->block_size) * (rk + rv);
         /* Each cache tensor is aligned to 64 bytes. */
         if (!(e->runner->kv_bytes >= want && e->runner->kv_bytes < want + 128 * hp->n_layer)) {
             fail_msg("pair %d: kv bytes %zu, want %zu", pi, e->runner->kv_bytes, want);
@@ -108,8 +108,8 @@ static void test_prefix_cache(void **state) {
                 run_all(ew, &got[i], 1);
                 if (!eu_same_tokens(&want[i].seq[0], &got[i].seq[0])) {
                     fail_msg("%s, %s/%s: request %d with the prefix cache differs from cold",
-                             archs[ai], ts_type_name(warm.kv_type_k),
-                             ts_type_name(warm.kv_type_v), i);
+                             archs[ai], ts_type_name(warm.kv_type_k), ts_type_name(warm.kv_type_v),
+                             i);
                 }
                 assert_int_equal(got[i].seq[0].n_tok, 12);
                 assert_int_equal(got[i].cached_tokens, i == 0 ? 0 : 32);

@@ -71,13 +71,15 @@ static void test_bytes_per_token_errors(void **state) {
     assert_non_null(strstr(err.msg, "V cache type q4_0"));
     s.dtype_v = (ts_kv_dtype)5;
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_UNSUPPORTED);
-    s = (ts_kv_shape){.n_layer = 0, .n_kv_head = 2, .head_dim = 64, .dtype_k = TS_KV_F16,
-                      .dtype_v = TS_KV_F16};
+    s = (ts_kv_shape){
+        .n_layer = 0, .n_kv_head = 2, .head_dim = 64, .dtype_k = TS_KV_F16, .dtype_v = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_INVALID_ARG);
     assert_int_equal(ts_kv_bytes_per_token(NULL, &b, &err), TS_ERR_INVALID_ARG);
-    s = (ts_kv_shape){
-        .n_layer = UINT32_MAX, .n_kv_head = UINT32_MAX, .head_dim = UINT32_MAX, .dtype_k = TS_KV_F32,
-        .dtype_v = TS_KV_F32};
+    s = (ts_kv_shape){.n_layer = UINT32_MAX,
+                      .n_kv_head = UINT32_MAX,
+                      .head_dim = UINT32_MAX,
+                      .dtype_k = TS_KV_F32,
+                      .dtype_v = TS_KV_F32};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_OVERFLOW);
 }
 

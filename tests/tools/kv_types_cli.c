@@ -80,15 +80,19 @@ static void test_run_types(void **state) {
         skip();
     }
     char args[1024];
-    snprintf(args, sizeof args, "run -m %s -p 'hello there' -n 6 --temp 0 --ctx 64 -ctk q8_0 "
-             "-ctv q4_0", x->hd32);
+    snprintf(args, sizeof args,
+             "run -m %s -p 'hello there' -n 6 --temp 0 --ctx 64 -ctk q8_0 "
+             "-ctv q4_0",
+             x->hd32);
     if (tessera(x, args) != 0) {
         fail_msg("run: %s", slurp(x->err));
     }
     expect_in(x->err, "(K q8_0, V q4_0)");
     /* The long option names, and --kv-type for both. */
-    snprintf(args, sizeof args, "run -m %s -p 'hello' -n 2 --temp 0 --ctx 64 --kv-type q5_0 "
-             "--cache-type-v bf16", x->hd32);
+    snprintf(args, sizeof args,
+             "run -m %s -p 'hello' -n 2 --temp 0 --ctx 64 --kv-type q5_0 "
+             "--cache-type-v bf16",
+             x->hd32);
     assert_int_equal(tessera(x, args), 0);
     expect_in(x->err, "(K q5_0, V bf16)");
 }

@@ -183,8 +183,8 @@ ALWAYS_INLINE __m256 load_q5_0(const void *row, int64_t d) {
     const __m256i bits = _mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> w)),
                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(1)), 4);
-    const __m256i q = _mm256_sub_epi32(_mm256_or_si256(nibbles8(blk + 6, w), hi),
-                                       _mm256_set1_epi32(16));
+    const __m256i q =
+        _mm256_sub_epi32(_mm256_or_si256(nibbles8(blk + 6, w), hi), _mm256_set1_epi32(16));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(q), block_scale(blk));
 }
 
@@ -294,8 +294,8 @@ typedef void (*accum_fn)(int gh, float *const *acc, const float *const *p, const
                          int64_t a, int64_t nk, int64_t hd);
 
 #define KV_KERNELS(NAME)                                                                           \
-    static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a,            \
-                              int64_t b, int64_t hd, float scale, float *const *z) {               \
+    static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a, int64_t b, \
+                              int64_t hd, float scale, float *const *z) {                          \
         if (gh == 3) {                                                                             \
             scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, z);                                   \
         } else if (gh == 2) {                                                                      \
