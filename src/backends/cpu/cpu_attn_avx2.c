@@ -113,8 +113,11 @@ static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a
 typedef struct kv_src {
     /* Row i of the chunk's rows at src (hd elements per row). */
     const void *(*row)(const void *src, int64_t i, int64_t hd);
-    /* Elements d .. d + 7 of a row (d a multiple of 8), as floats. */
-    __m256 (*load)(const void *row, int64_t d);
+    /* Elements d0 + 8u .. d0 + 8u + 7 of a row, as floats: d0 is a multiple of `step` (for
+     * the block types the block d0 / 32, of which u < 4 picks the quarter; for the others any
+     * multiple of 8). */
+    __m256 (*load)(const void *row, int64_t d0, int u);
+    int step; /* 32 for the block types (a row's elements a block at a time), else 8 */
 } kv_src;
 
 /* src: const float * to the chunk's first row, rows hd floats apart. */
@@ -128,17 +131,18 @@ ALWAYS_INLINE const void *row_ptr(const void *src, int64_t i, int64_t hd) {
     return ((const void *const *)src)[i];
 }
 
-ALWAYS_INLINE __m256 load_f32(const void *row, int64_t d) {
-    return _mm256_loadu_ps((const float *)row + d);
+ALWAYS_INLINE __m256 load_f32(const void *row, int64_t d0, int u) {
+    return _mm256_loadu_ps((const float *)row + d0 + 8 * u);
 }
 
-ALWAYS_INLINE __m256 load_f16(const void *row, int64_t d) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+ALWAYS_INLINE __m256 load_f16(const void *row, int64_t d0, int u) {
+    const uint16_t *p = (const uint16_t *)row + d0 + 8 * u;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
 /* bf16 is the high half of an f32. */
-ALWAYS_INLINE __m256 load_bf16(const void *row, int64_t d) {
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + d));
+ALWAYS_INLINE __m256 load_bf16(const void *row, int64_t d0, int u) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + d0 + 8 * u));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
@@ -155,46 +159,45 @@ ALWAYS_INLINE __m256 block_scale(const uint8_t *blk) {
     return _mm256_set1_ps(_cvtsh_ss(h));
 }
 
-ALWAYS_INLINE __m256 load_q8_0(const void *row, int64_t d) {
-    const uint8_t *blk = (const uint8_t *)row + (d / 32) * 34;
-    const __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + d % 32));
+ALWAYS_INLINE __m256 load_q8_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 34;
+    const __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * u));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), block_scale(blk));
 }
 
-/* Nibbles of elements w .. w + 7 of a block's qs (w a multiple of 8), as 32-bit lanes. */
-ALWAYS_INLINE __m256i nibbles8(const uint8_t *qs, int64_t w) {
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + w % 16)));
-    const __m256i s = w >= 16 ? _mm256_srli_epi32(b, 4) : b;
+/* Nibbles of elements 8u .. 8u + 7 of a block's qs, as 32-bit lanes. */
+ALWAYS_INLINE __m256i nibbles8(const uint8_t *qs, int u) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * (u & 1))));
+    const __m256i s = u >= 2 ? _mm256_srli_epi32(b, 4) : b;
     return _mm256_and_si256(s, _mm256_set1_epi32(0xF));
 }
 
-ALWAYS_INLINE __m256 load_q4_0(const void *row, int64_t d) {
-    const uint8_t *blk = (const uint8_t *)row + (d / 32) * 18;
-    const __m256i q = _mm256_sub_epi32(nibbles8(blk + 2, d % 32), _mm256_set1_epi32(8));
+ALWAYS_INLINE __m256 load_q4_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 18;
+    const __m256i q = _mm256_sub_epi32(nibbles8(blk + 2, u), _mm256_set1_epi32(8));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(q), block_scale(blk));
 }
 
-ALWAYS_INLINE __m256 load_q5_0(const void *row, int64_t d) {
-    const uint8_t *blk = (const uint8_t *)row + (d / 32) * 22;
-    const int64_t w = d % 32;
+ALWAYS_INLINE __m256 load_q5_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 22;
     uint32_t qh;
     memcpy(&qh, blk + 2, sizeof qh);
-    /* Lane l gets bit w + l of qh, moved to bit 4. */
-    const __m256i bits = _mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> w)),
+    /* Lane l gets bit 8u + l of qh, moved to bit 4. */
+    const __m256i bits = _mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> (8 * u))),
                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(1)), 4);
     const __m256i q =
-        _mm256_sub_epi32(_mm256_or_si256(nibbles8(blk + 6, w), hi), _mm256_set1_epi32(16));
+        _mm256_sub_epi32(_mm256_or_si256(nibbles8(blk + 6, u), hi), _mm256_set1_epi32(16));
     return _mm256_mul_ps(_mm256_cvtepi32_ps(q), block_scale(blk));
 }
 
-static const kv_src k_src_conv = {.row = row_conv, .load = load_f32};
-static const kv_src k_src_f32 = {.row = row_ptr, .load = load_f32};
-static const kv_src k_src_f16 = {.row = row_ptr, .load = load_f16};
-static const kv_src k_src_bf16 = {.row = row_ptr, .load = load_bf16};
-static const kv_src k_src_q8_0 = {.row = row_ptr, .load = load_q8_0};
-static const kv_src k_src_q5_0 = {.row = row_ptr, .load = load_q5_0};
-static const kv_src k_src_q4_0 = {.row = row_ptr, .load = load_q4_0};
+static const kv_src k_src_conv = {.row = row_conv, .load = load_f32, .step = 8};
+static const kv_src k_src_f32 = {.row = row_ptr, .load = load_f32, .step = 8};
+static const kv_src k_src_f16 = {.row = row_ptr, .load = load_f16, .step = 8};
+static const kv_src k_src_bf16 = {.row = row_ptr, .load = load_bf16, .step = 8};
+static const kv_src k_src_q8_0 = {.row = row_ptr, .load = load_q8_0, .step = 32};
+static const kv_src k_src_q5_0 = {.row = row_ptr, .load = load_q5_0, .step = 32};
+static const kv_src k_src_q4_0 = {.row = row_ptr, .load = load_q4_0, .step = 32};
 
 /* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */
 ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
@@ -205,11 +208,16 @@ ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const
             acc[h][i] = _mm256_setzero_ps();
         }
     }
-    for (int64_t d = 0; d < hd; d += 8) {
+    /* A key's quarters of one block in a row (its scale read once); each (row, key) sum
+     * still runs over d in ascending order, whatever the step. */
+    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
         for (int i = 0; i < 4; i++) {
-            const __m256 kv = t->load(t->row(k, a + i, hd), d);
-            for (int h = 0; h < gh; h++) {
-                acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, acc[h][i]);
+            const void *row = t->row(k, a + i, hd);
+            for (int u = 0; u < t->step / 8; u++) {
+                const __m256 kv = t->load(row, d0, u);
+                for (int h = 0; h < gh; h++) {
+                    acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d0 + 8 * u), kv, acc[h][i]);
+                }
             }
         }
     }
@@ -223,8 +231,11 @@ ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const
 
 ALWAYS_INLINE float dot1(const kv_src *t, const float *q, const void *k, int64_t i, int64_t hd) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 8) {
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), t->load(t->row(k, i, hd), d), acc);
+    const void *row = t->row(k, i, hd);
+    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
+        for (int u = 0; u < t->step / 8; u++) {
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8 * u), t->load(row, d0, u), acc);
+        }
     }
     return hsum8(acc);
 }
@@ -262,7 +273,7 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
                 w[h] = _mm256_broadcast_ss(p[h] + i);
             }
             for (int u = 0; u < 4; u++) {
-                const __m256 vu = t->load(t->row(v, a + i, hd), d + 8 * u);
+                const __m256 vu = t->load(t->row(v, a + i, hd), d, u);
                 for (int h = 0; h < gh; h++) {
                     s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);
                 }
@@ -274,12 +285,14 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
             }
         }
     }
+    /* The rest, 8 at a time: f32 / f16 / bf16 rows only (a block type's head_dim is a
+     * multiple of 32). */
     for (; d < hd; d += 8) {
         for (int h = 0; h < gh; h++) {
             __m256 s0 = _mm256_loadu_ps(acc[h] + d);
             for (int64_t i = 0; i < nk; i++) {
                 s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i),
-                                     t->load(t->row(v, a + i, hd), d), s0);
+                                     t->load(t->row(v, a + i, hd), d, 0), s0);
             }
             _mm256_storeu_ps(acc[h] + d, s0);
         }
