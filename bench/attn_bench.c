@@ -9,7 +9,8 @@
  * rounds, every type once per round, so that a busy machine slows them alike; the figure is
  * the median over the rounds of each round's mean time per call. Printed per case: microseconds
  * per layer, milliseconds per token for all 16 layers (the attention's share of a decoding
- * step at that depth), and GB/s of K and V bytes read.
+ * step at that depth), and GB/s of K and V bytes read, from wall time; and the CPU time per
+ * layer (all threads), which on a machine busy with other work is the steadier figure.
  *
  * usage: attn_bench [--depth 4096,16384,32768] [--types f16:f16,q8_0:q4_0,...] [--threads 2]
  *                   [--rounds 5] [--seconds 0.2] [--csv]
@@ -44,6 +45,14 @@ typedef struct bench_case {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds of all the process's threads: on a machine shared with other work, the time
+ * the kernel itself took, where wall time also counts waiting for a core. */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -186,6 +195,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char **argv) {
     int64_t depths[MAX_LIST] = {4096, 16384, 32768}, threads = 2;
     int n_depth = 3, rounds = 5;
@@ -250,20 +264,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (csv) {
-        printf("depth,k,v,threads,us_per_layer,ms_per_token_16_layers,kv_gbs,nrmse\n");
+        printf("depth,k,v,threads,us_per_layer,ms_per_token_16_layers,kv_gbs,cpu_us_per_layer,"
+               "nrmse\n");
     } else {
         printf("attention of one decoding token, Llama 3.2 1B shape (head_dim %d, %d/%d heads), "
                "%lld threads, ISA %s; median of %d rounds\n\n",
                HD, NH, NKV, (long long)threads, ts_isa_name(ts_quant_detect_isa()), rounds);
-        printf("| depth | K | V | us / layer | ms / token (%d layers) | KV GB/s | nrmse vs ref |\n"
-               "|---:|---|---|---:|---:|---:|---:|\n",
+        printf("| depth | K | V | us / layer | ms / token (%d layers) | KV GB/s | CPU us / layer | "
+               "nrmse vs ref |\n|---:|---|---|---:|---:|---:|---:|---:|\n",
                N_LAYER);
     }
     int rc = 0;
     for (int di = 0; di < n_depth && rc == 0; di++) {
         bench_case cases[MAX_LIST];
         memset(cases, 0, sizeof cases);
-        double err_v[MAX_LIST], times[MAX_LIST][64];
+        double err_v[MAX_LIST], times[MAX_LIST][64], cpu_times[MAX_LIST][64];
         for (int pi = 0; pi < n_pairs && rc == 0; pi++) {
             if (!case_make(&cases[pi], ref, &pairs[pi], depths[di], &err)) {
                 fprintf(stderr, "attn_bench: %s\n", err.msg);
@@ -292,28 +307,28 @@ int main(int argc, char **argv) {
                 ts_graph_alloc(c->g, cpu, &err);
                 ts_graph_compute(c->g, cpu, NULL, &err); /* warm */
                 int64_t calls = 0;
-                double t0 = now_s(), t = t0;
+                double t0 = now_s(), t = t0, c0 = cpu_s();
                 while (t - t0 < seconds) {
                     ts_graph_compute(c->g, cpu, NULL, &err);
                     calls++;
                     t = now_s();
                 }
+                cpu_times[pi][r] = (cpu_s() - c0) / (double)calls;
                 ts_graph_free_arena(c->g);
                 times[pi][r] = (t - t0) / (double)calls;
             }
         }
         for (int pi = 0; pi < n_pairs && rc == 0; pi++) {
-            qsort(times[pi], (size_t)rounds, sizeof times[pi][0], cmp_double);
-            double t = rounds % 2 ? times[pi][rounds / 2]
-                                  : 0.5 * (times[pi][rounds / 2 - 1] + times[pi][rounds / 2]);
+            double t = median(times[pi], rounds), ct = median(cpu_times[pi], rounds);
             double gbs = cases[pi].bytes / t / 1e9;
             if (csv) {
-                printf("%lld,%s,%s,%lld,%.2f,%.3f,%.2f,%.2g\n", (long long)depths[di], pairs[pi].kn,
-                       pairs[pi].vn, (long long)threads, t * 1e6, t * 1e3 * N_LAYER, gbs,
-                       err_v[pi]);
+                printf("%lld,%s,%s,%lld,%.2f,%.3f,%.2f,%.2f,%.2g\n", (long long)depths[di],
+                       pairs[pi].kn, pairs[pi].vn, (long long)threads, t * 1e6, t * 1e3 * N_LAYER,
+                       gbs, ct * 1e6, err_v[pi]);
             } else {
-                printf("| %lld | %s | %s | %.1f | %.2f | %.2f | %.1e |\n", (long long)depths[di],
-                       pairs[pi].kn, pairs[pi].vn, t * 1e6, t * 1e3 * N_LAYER, gbs, err_v[pi]);
+                printf("| %lld | %s | %s | %.1f | %.2f | %.2f | %.1f | %.1e |\n",
+                       (long long)depths[di], pairs[pi].kn, pairs[pi].vn, t * 1e6,
+                       t * 1e3 * N_LAYER, gbs, ct * 1e6, err_v[pi]);
             }
             fflush(stdout);
         }
