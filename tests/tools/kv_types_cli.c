@@ -1,10 +1,11 @@
 /*
  * kv_types_cli.c — the KV cache type options of the `tessera` binary as a user types them, on
  * tiny random-weight models: `run` with -ctk q8_0 -ctv q4_0 (head_dim 32) generates and its
- * KV line names both types; an unknown type, a block type the model's head size (16) does not
- * allow, and a missing value are errors that name the option, the type and the head size;
- * `bench -d` (context depth) runs generation after cached tokens with separate K/V types and
- * reports them (markdown and JSON). Skips when TS_BIN is unset.
+ * KV line names both types (also with the decomposed attention and the reference backend); an
+ * unknown type, a block type the model's head size (16) does not allow, and a missing value are
+ * errors that name the option, the type and the head size; `bench -d` (context depth) runs
+ * generation after cached tokens with separate K/V types and reports them (markdown and JSON).
+ * Skips when TS_BIN is unset.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,6 +96,23 @@ static void test_run_types(void **state) {
              x->hd32);
     assert_int_equal(tessera(x, args), 0);
     expect_in(x->err, "(K q5_0, V bf16)");
+    /* The decomposed attention (GET_ROWS of the cache blocks, dequantized) and the reference
+     * backend read the same caches. */
+    snprintf(args, sizeof args,
+             "run -m %s -p 'hello' -n 3 --temp 0 --ctx 64 -ctk q4_0 -ctv q8_0 --override "
+             "attention=decomposed",
+             x->hd32);
+    if (tessera(x, args) != 0) {
+        fail_msg("decomposed: %s", slurp(x->err));
+    }
+    expect_in(x->err, "(K q4_0, V q8_0)");
+    snprintf(args, sizeof args,
+             "run -m %s -p 'hello' -n 3 --temp 0 --ctx 64 -ctk q5_0 -ctv q4_0 --backend ref",
+             x->hd32);
+    if (tessera(x, args) != 0) {
+        fail_msg("ref: %s", slurp(x->err));
+    }
+    expect_in(x->err, "(K q5_0, V q4_0)");
 }
 
 static void test_errors(void **state) {
