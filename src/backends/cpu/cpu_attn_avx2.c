@@ -8,13 +8,13 @@
  * prefill cheap. Decoding items read the cache's rows in place, whatever the K and V types
  * (f32, f16, bf16, or the q8_0 / q5_0 / q4_0 blocks, dequantized in registers); with many
  * sequences one item covers all kv heads of its token, so each key's rows of all heads are
- * read as one contiguous run,
- * and the next chunk's rows are prefetched while this one computes (paged keys are scattered
- * over the cache; waiting on them dominated batched decoding). The query heads of a group
- * share each pass over a key row (ATT_GH at a time). Per query row an online softmax keeps
- * the running max and sum; a chunk whose max exceeds the running max rescales the
- * accumulator once. Scores are computed 4 keys at a time (one transposing reduction); exp
- * is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
+ * read as one contiguous run, and the next chunk's rows are prefetched while this one
+ * computes (paged keys are scattered over the cache; waiting on them dominated batched
+ * decoding). K and V may be of different types, each with its own row size and strides. The
+ * query heads of a group share each pass over a key row (ATT_GH at a time). Per query row an
+ * online softmax keeps the running max and sum; a chunk whose max exceeds the running max
+ * rescales the accumulator once. Scores are computed 4 keys at a time (one transposing
+ * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
  *
  * Numerics: all in f32 like the reference; only the summation order and exp's last bits
  * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations do
