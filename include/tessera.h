@@ -453,7 +453,16 @@ typedef struct ts_context_params {
     int64_t n_ctx;            /* tokens per sequence; 0: min(training context, 4096) */
     int64_t kv_tokens;        /* KV cache capacity in tokens; 0: from kv_bytes, else n_ctx */
     int64_t kv_bytes;         /* KV memory budget (all shards together); 0: see kv_tokens */
-    const char *kv_type;      /* "f16" (default), "f32" or "q8_0" */
+    const char *kv_type;      /* KV cache type of K and V both: "f16" (default), "bf16", "f32",
+                                 "q8_0", "q5_0" or "q4_0" (the block types quantize each
+                                 [head_dim] row in blocks of 32: head_dim must be a multiple) */
+    const char *kv_type_k;    /* K cache type, the same names; NULL: kv_type. Quantized K costs
+                                 more accuracy than quantized V (q8_0 K with q4_0 V is a common
+                                 choice) */
+    const char *kv_type_v;    /* V cache type; NULL: kv_type. An unknown name, a block type the
+                                 model's head_dim does not allow, or a type the backend cannot
+                                 run fails ts_context_create naming the option (kv-type,
+                                 cache-type-k, cache-type-v), the type and the head size */
     int64_t max_seqs;         /* sequences computed together; 0: 16 */
     int64_t max_batch_tokens; /* tokens per step; 0: 512 */
     int64_t max_outputs;      /* rows of logits per step; 0: max_seqs (ts_context_decode of a
@@ -500,7 +509,9 @@ typedef struct ts_context_info {
     int n_threads;              /* threads of all shards */
     int tp;                     /* shards (1: none) */
     int64_t n_ctx, kv_tokens, max_seqs, max_batch_tokens, max_outputs, block_size;
-    const char *kv_type;
+    const char *kv_type;        /* K and V type: "f16", or "K/V" ("q8_0/q4_0") when they differ */
+    const char *kv_type_k;      /* K cache type ("f16", "bf16", "f32", "q8_0", "q5_0", "q4_0") */
+    const char *kv_type_v;      /* V cache type */
     uint64_t kv_bytes;          /* KV cache memory of all shards this process holds */
     int64_t kv_swa_tokens;      /* capacity of the sliding-window layers' own cache in tokens,
                                    shared by all sequences (0: none; kv_tokens is then every

@@ -6,6 +6,12 @@
  * generation test (tg N) is N single-token forward passes; t/s = tokens / seconds, reported
  * as mean ± standard deviation over the repetitions. Sampling is not timed (as llama-bench).
  *
+ * Depth (-d / --n-depth 4096,16384, llama-bench's option): the pp and tg tests run after a
+ * context of d tokens, so that attention reads d cached keys per token (what long contexts
+ * cost, and where the KV cache type matters). The d tokens are prefilled once per test, not
+ * timed, into sequence 0; each repetition forks it (sharing its blocks, copy-on-write), times
+ * the test on the fork at positions d.., and drops the fork. Tests are named "tg128 @ d4096".
+ *
  * Batched mode (--batch 1,4,16,32) follows llama-batched-bench: B sequences each prefill PP
  * tokens (one pass per sequence, as B requests arriving together would be chunked), then
  * decode TG tokens together (B tokens per pass); it reports prompt, generation and total t/s.
@@ -41,17 +47,21 @@ typedef struct bench_opts {
     int n_tg;
     int64_t batch[MAX_LIST];
     int n_batch;
+    int64_t depth[MAX_LIST]; /* -d: context depths of the pp/tg tests (default one: 0) */
+    int n_depth;
     int reps;
     int threads[MAX_LIST];
     int n_threads;
-    const char *format; /* md, json, csv */
-    bool engine;        /* --engine: batched runs through the scheduler */
-    char kernels[512];  /* the CPU kernel choice (ts_context_info.kernels) */
+    const char *format;    /* md, json, csv */
+    bool engine;           /* --engine: batched runs through the scheduler */
+    char kernels[512];     /* the CPU kernel choice (ts_context_info.kernels) */
+    char kv_k[8], kv_v[8]; /* the KV cache types (ts_context_info.kv_type_k / _v) */
 } bench_opts;
 
 typedef struct result {
     const char *test_kind; /* "pp", "tg", "batch" */
     int64_t n;
+    int64_t depth; /* pp / tg: cached tokens before the test */
     int64_t pp, tg, b;
     int threads;
     double mean, sd;            /* t/s */
@@ -76,6 +86,8 @@ static void usage(FILE *f) {
                "                     [--override F=NAME] [--tp N]\n"
                "  -p N[,N..]   prompt lengths (0 to skip)      -n N[,N..]  generation lengths\n"
                "  -r N         repetitions (default 5)          -t N[,N..]  thread counts\n"
+               "  -d N[,N..]   --n-depth: run pp/tg after N cached tokens (default 0),\n"
+               "               e.g. -d 4096,16384 -n 64 with -ctk/-ctv for the KV cache types\n"
                "  --batch B,.. batched generation (llama-batched-bench style) instead of pp/tg\n"
                "  --engine     with --batch: B requests through the scheduler (half of each\n"
                "               prompt shared), adding prefix-cache hit rate and KV blocks used\n"
@@ -257,25 +269,55 @@ static double kib_per_token(uint64_t bytes, double tokens) {
     return tokens > 0 ? (double)bytes / 1024.0 / tokens : 0;
 }
 
-/* pp: one pass of n tokens. tg: n passes of one token. Returns t/s per repetition. */
+/* Prefills `depth` random tokens into sequence 0 in passes of at most `chunk` (not timed). */
+static ts_status prefill_depth(bench_ctx *r, int64_t depth, int64_t chunk, ts_error *err) {
+    ts_status st = TS_OK;
+    for (int64_t done = 0; done < depth && st == TS_OK; done += chunk) {
+        st = run_pass(r, 0, 1, depth - done < chunk ? depth - done : chunk, err);
+    }
+    return st;
+}
+
+/* Steps of the depth prefill: big enough to be quick, small enough for the activations. */
+#define DEPTH_CHUNK 512
+
+/* pp: one pass of n tokens. tg: n passes of one token. Both after `depth` cached tokens (a
+ * fork of sequence 0, dropped after each repetition). Returns t/s per repetition. */
 static ts_status bench_single(ts_llm *llm, const bench_opts *o, int threads, const char *kind,
-                              int64_t n, result *out, ts_error *err) {
+                              int64_t n, int64_t depth, result *out, ts_error *err) {
     bench_ctx r;
     bool pp = strcmp(kind, "pp") == 0;
-    ts_status st = bench_ctx_create(&r, llm, o, threads, pp ? n : 1, 1, n + 1, err);
+    int64_t step = pp ? n : 1;
+    if (depth > 0 && step < DEPTH_CHUNK) {
+        step = DEPTH_CHUNK;
+    }
+    /* With a depth, sequence 0 holds it and sequence 1 each repetition's fork. */
+    ts_status st =
+        bench_ctx_create(&r, llm, o, threads, step, depth > 0 ? 2 : 1, depth + n + 1, err);
+    if (st == TS_OK && depth > 0) {
+        st = prefill_depth(&r, depth, DEPTH_CHUNK, err);
+    }
+    int32_t seq = depth > 0 ? 1 : 0;
     uint64_t c0 = st == TS_OK ? coll_bytes(r.ctx) : 0;
     double ts[64];
     for (int rep = -1; st == TS_OK && rep < o->reps; rep++) { /* rep -1: warm-up */
-        ts_context_clear(r.ctx);
+        if (depth > 0) {
+            st = ts_context_seq_fork(r.ctx, 0, seq, err);
+        } else {
+            ts_context_clear(r.ctx);
+        }
         double t0 = now_s();
         if (pp) {
-            st = run_pass(&r, 0, 1, n, err);
+            st = st == TS_OK ? run_pass(&r, seq, 1, n, err) : st;
         } else {
             for (int64_t i = 0; i < n && st == TS_OK; i++) {
-                st = run_pass(&r, 0, 1, 1, err);
+                st = run_pass(&r, seq, 1, 1, err);
             }
         }
         double dt = now_s() - t0;
+        if (st == TS_OK && depth > 0) {
+            st = ts_context_seq_drop(r.ctx, seq, err);
+        }
         if (rep >= 0) {
             ts[rep] = n / dt;
         }
@@ -283,6 +325,7 @@ static ts_status bench_single(ts_llm *llm, const bench_opts *o, int threads, con
     if (st == TS_OK) {
         out->test_kind = kind;
         out->n = n;
+        out->depth = depth;
         out->coll_kib = kib_per_token(coll_bytes(r.ctx) - c0, (double)(o->reps + 1) * (double)n);
         out->mean = mean_sd(ts, o->reps, &out->sd);
     }
@@ -468,6 +511,8 @@ static ts_status probe_kernels(ts_llm *llm, bench_opts *o, double *tune_ms, doub
         ts_context_info info;
         ts_context_get_info(ctx, &info);
         snprintf(o->kernels, sizeof o->kernels, "%s", info.kernels);
+        snprintf(o->kv_k, sizeof o->kv_k, "%s", info.kv_type_k);
+        snprintf(o->kv_v, sizeof o->kv_v, "%s", info.kv_type_v);
         *tune_ms = info.tune_ms;
         *load_ms = info.load_ms;
         *out = info;
@@ -516,8 +561,13 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
                          const result *r, bool *first_json) {
     double gib = m->weight_bytes / (1024.0 * 1024 * 1024);
     double gbs = strcmp(r->test_kind, "tg") == 0 ? r->mean * m->active_bytes / 1e9 : 0;
-    char test[32];
-    snprintf(test, sizeof test, "%s%lld", r->test_kind, (long long)r->n);
+    char test[48];
+    if (r->depth > 0) {
+        snprintf(test, sizeof test, "%s%lld @ d%lld", r->test_kind, (long long)r->n,
+                 (long long)r->depth);
+    } else {
+        snprintf(test, sizeof test, "%s%lld", r->test_kind, (long long)r->n);
+    }
     if (strcmp(o->format, "md") == 0) {
         if (strcmp(r->test_kind, "engine") == 0) {
             printf("| %s | %s | %d | %lld | %lld | %lld | %.2f ± %.2f | %.2f ± %.2f | %.2f | "
@@ -553,9 +603,10 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
         }
     } else {
         printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, "
-               "\"tp\": %d, \"coll_kib_per_token\": %.3f, ",
+               "\"tp\": %d, \"coll_kib_per_token\": %.3f, \"kv_type_k\": \"%s\", "
+               "\"kv_type_v\": \"%s\", \"n_depth\": %lld, ",
                *first_json ? "" : ",\n", name, o->co.ctx.backend, o->kernels, r->threads, r->tp,
-               r->coll_kib);
+               r->coll_kib, o->kv_k, o->kv_v, (long long)r->depth);
         if (strcmp(r->test_kind, "batch") == 0 || strcmp(r->test_kind, "engine") == 0) {
             printf("\"pp\": %lld, \"tg\": %lld, \"b\": %lld, \"prompt_ts\": %.3f, \"prompt_sd\": "
                    "%.3f, \"gen_ts\": %.3f, \"gen_sd\": %.3f, \"total_ts\": %.3f, "
@@ -605,8 +656,9 @@ int ts_cmd_bench(int argc, char **argv) {
             return 2;
         }
         bool own = strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--batch") == 0 ||
-                   strcmp(a, "--pp") == 0 || strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 ||
-                   strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
+                   strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0 || strcmp(a, "--pp") == 0 ||
+                   strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 || strcmp(a, "-t") == 0 ||
+                   strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
         if (!own) {
             int r = ts_cli_parse_common(&o.co, argc, argv, &i);
             if (r < 0) {
@@ -629,6 +681,8 @@ int ts_cmd_bench(int argc, char **argv) {
             n = o.n_tg = parse_list(v, o.tg, MAX_LIST);
         } else if (strcmp(a, "--batch") == 0) {
             n = o.n_batch = parse_list(v, o.batch, MAX_LIST);
+        } else if (strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0) {
+            n = o.n_depth = parse_list(v, o.depth, MAX_LIST);
         } else if (strcmp(a, "--pp") == 0) {
             n = parse_list(v, tmp, 1);
             bpp = tmp[0];
@@ -661,6 +715,13 @@ int ts_cmd_bench(int argc, char **argv) {
     if (o.co.model == NULL) {
         usage(stderr);
         return 2;
+    }
+    if (o.n_depth > 0 && o.n_batch > 0) {
+        fprintf(stderr, "error: -d/--n-depth applies to the pp/tg tests, not to --batch\n");
+        return 2;
+    }
+    if (o.n_depth == 0) {
+        o.n_depth = 1; /* depth[0] == 0 */
     }
     ts_error err = {0};
     ts_llm *llm = NULL;
@@ -709,6 +770,7 @@ int ts_cmd_bench(int argc, char **argv) {
         printf("load: model %.0f ms, context %.0f ms (of which repacking %.0f MB of weights: "
                "%.0f ms); resident memory %.0f MB (mapped weights count once read)\n",
                t_open, load_ms, (double)probe.repacked_bytes / 1e6, probe.repack_ms, rss_mb);
+        printf("KV cache: K %s, V %s\n", o.kv_k, o.kv_v);
         printf("\n");
     }
     print_header(&o, batch);
@@ -717,8 +779,12 @@ int ts_cmd_bench(int argc, char **argv) {
     for (int k = 0; k < o.n_threads && rc == 0; k++) {
         result r;
         ts_status st = TS_OK;
-        for (int j = 0; st == TS_OK && j < (batch ? o.n_batch : o.n_pp + o.n_tg); j++) {
+        /* Depth outer, test inner: each depth's pp and tg tests together. */
+        int n_single = o.n_pp + o.n_tg;
+        for (int jj = 0; st == TS_OK && jj < (batch ? o.n_batch : n_single * o.n_depth); jj++) {
             memset(&r, 0, sizeof r);
+            int j = batch ? jj : jj % n_single;
+            int64_t depth = batch ? 0 : o.depth[jj / n_single];
             bool is_pp = !batch && j < o.n_pp;
             int64_t n = batch ? o.batch[j] : is_pp ? o.pp[j] : o.tg[j - o.n_pp];
             if (!batch && n == 0) {
@@ -729,7 +795,7 @@ int ts_cmd_bench(int argc, char **argv) {
                 st = o.engine ? bench_engine(llm, &o, t, bpp, btg, n, &r, &err)
                               : bench_batch(llm, &o, t, bpp, btg, n, &r, &err);
             } else {
-                st = bench_single(llm, &o, t, is_pp ? "pp" : "tg", n, &r, &err);
+                st = bench_single(llm, &o, t, is_pp ? "pp" : "tg", n, depth, &r, &err);
             }
             r.threads = t;
             r.tp = o.co.ctx.tp > 1 ? o.co.ctx.tp : 1;

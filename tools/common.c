@@ -107,9 +107,15 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
             return -1;
         }
         o->ctx.max_batch_tokens = v;
-    } else if (strcmp(a, "--kv-type") == 0) {
+    } else if (strcmp(a, "--kv-type") == 0 || strcmp(a, "--cache-type") == 0) {
         NEED_VALUE();
         o->ctx.kv_type = val;
+    } else if (strcmp(a, "--cache-type-k") == 0 || strcmp(a, "-ctk") == 0) {
+        NEED_VALUE();
+        o->ctx.kv_type_k = val;
+    } else if (strcmp(a, "--cache-type-v") == 0 || strcmp(a, "-ctv") == 0) {
+        NEED_VALUE();
+        o->ctx.kv_type_v = val;
     } else if (strcmp(a, "--backend") == 0) {
         NEED_VALUE();
         o->ctx.backend = val;
@@ -187,14 +193,15 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
 void ts_cli_format_kv(const ts_context_info *in, char *buf, size_t size) {
     const double mib = 1024.0 * 1024.0;
     if (in->kv_swa_tokens == 0) {
-        snprintf(buf, size, "KV cache %.1f MiB %s: %lld tokens", (double)in->kv_bytes / mib,
-                 in->kv_type, (long long)in->kv_tokens);
+        snprintf(buf, size, "KV cache %.1f MiB (K %s, V %s): %lld tokens",
+                 (double)in->kv_bytes / mib, in->kv_type_k, in->kv_type_v,
+                 (long long)in->kv_tokens);
         return;
     }
     snprintf(buf, size,
-             "KV cache %.1f MiB %s: %lld tokens of the full-attention layers (%.1f MiB), %lld of "
-             "the sliding-window layers (%.1f MiB)",
-             (double)in->kv_bytes / mib, in->kv_type, (long long)in->kv_tokens,
+             "KV cache %.1f MiB (K %s, V %s): %lld tokens of the full-attention layers (%.1f MiB), "
+             "%lld of the sliding-window layers (%.1f MiB)",
+             (double)in->kv_bytes / mib, in->kv_type_k, in->kv_type_v, (long long)in->kv_tokens,
              (double)(in->kv_bytes - in->kv_swa_bytes) / mib, (long long)in->kv_swa_tokens,
              (double)in->kv_swa_bytes / mib);
 }
@@ -207,8 +214,11 @@ void ts_cli_print_common_help(FILE *f) {
             "  -c, --ctx N               tokens per sequence (default: model's, at most 4096)\n"
             "      --kv-mem SIZE         KV cache memory, e.g. 256M (default: room for --ctx;\n"
             "                            with --tp: all shards' caches together)\n"
-            "      --kv-type f16|f32|q8_0 KV cache element type (default f16; q8_0: about half\n"
-            "                            of f16's memory, needs head_dim a multiple of 32)\n"
+            "      --kv-type T           KV cache type of K and V: f16 (default), bf16, f32,\n"
+            "                            q8_0, q5_0, q4_0 (q8_0: about half of f16's memory,\n"
+            "                            q4_0 a quarter; these need head_dim a multiple of 32)\n"
+            "  -ctk, --cache-type-k T    K cache type only (same types; default --kv-type)\n"
+            "  -ctv, --cache-type-v T    V cache type only (e.g. -ctk q8_0 -ctv q4_0)\n"
             "      --max-seqs N          sequences decoded together (default 16)\n"
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"

@@ -30,7 +30,8 @@ ts_engine_config ts_engine_config_default(const ts_model *m) {
     c.max_seqs = 16;
     c.max_batch_tokens = 512;
     c.block_size = TS_KV_DEFAULT_BLOCK_SIZE;
-    c.kv_type = TS_TYPE_F16;
+    c.kv_type_k = TS_TYPE_F16;
+    c.kv_type_v = TS_TYPE_F16;
     c.prefix_cache = true;
     c.max_queue = 0;
     return c;
@@ -101,7 +102,8 @@ static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, 
         .n_blocks = n_blocks,
         .block_size = c->block_size,
         .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,
-        .kv_type = c->kv_type,
+        .kv_type_k = c->kv_type_k,
+        .kv_type_v = c->kv_type_v,
         .n_ctx = c->n_ctx,
         .n_blocks_swa = n_blocks_swa,
     };

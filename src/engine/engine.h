@@ -41,7 +41,8 @@ typedef struct ts_engine_config {
     int64_t max_seqs;         /* sequences running at once (default 16) */
     int64_t max_batch_tokens; /* tokens per step (default 512) */
     int64_t block_size;       /* tokens per KV block (default 16) */
-    ts_type kv_type;          /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
+    ts_type kv_type_k;        /* K cache: TS_TYPE_F16 (default), F32, BF16, Q8_0, Q5_0, Q4_0 */
+    ts_type kv_type_v;        /* V cache: the same choices, independent of K */
     bool prefix_cache;        /* automatic prefix caching (default on) */
     bool swa_full;            /* sliding-window layers keep the whole context like the others
                                  (default off: they get a pool sized by the window, and each
@@ -62,7 +63,7 @@ typedef struct ts_engine ts_engine;
  * bucket a runner for an engine of this configuration needs: max_tokens = max_batch_tokens,
  * max_seqs (at most max_batch_tokens), max_outputs = max_seqs, the KV pool of kv_tokens
  * (0: n_ctx) in blocks of block_size (0: the default), max_blocks_per_seq covering n_ctx,
- * kv_type, and for a model with sliding-window layers (unless swa_full) their pool of
+ * kv_type_k / kv_type_v, and for a model with sliding-window layers (unless swa_full) their pool of
  * ts_kv_blocks_for_window(window, block_size, max_seqs, max_batch_tokens, n_blocks) blocks.
  * A runner may be made for a larger bucket (more tokens, sequences or outputs). */
 ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cfg,

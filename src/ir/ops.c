@@ -75,9 +75,11 @@ static bool writable_type(ts_type t) {
     return q != NULL && q->from_float != NULL;
 }
 
-/* Element types a paged KV cache may hold (KV_STORE writes, ATTENTION reads). */
+/* Element types a paged KV cache may hold (KV_STORE writes, ATTENTION reads). K and V may
+ * differ; the block types quantize each [head_dim] row in blocks of 32. */
 static bool kv_cache_type(ts_type t) {
-    return t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_Q8_0;
+    return t == TS_TYPE_F32 || t == TS_TYPE_F16 || t == TS_TYPE_BF16 || t == TS_TYPE_Q8_0 ||
+           t == TS_TYPE_Q5_0 || t == TS_TYPE_Q4_0;
 }
 
 #define CHECK(cond, st, ...)                                                                       \
@@ -342,8 +344,9 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
     case TS_OP_ARGMAX:
         return check_f32(n, a, "input", err);
     case TS_OP_KV_STORE:
-        CHECK(kv_cache_type(a->type), TS_ERR_TYPE, "cache '%s' must be F32, F16 or Q8_0, is %s",
-              a->name, ts_type_name(a->type));
+        CHECK(kv_cache_type(a->type), TS_ERR_TYPE,
+              "cache '%s' must be F32, F16, BF16, Q8_0, Q5_0 or Q4_0, is %s", a->name,
+              ts_type_name(a->type));
         CHECK(ts_tensor_rows_contiguous(a), TS_ERR_UNSUPPORTED, "cache rows are strided");
         CHECK(a->ne[0] % ts_type_block_size(a->type) == 0, TS_ERR_RANGE,
               "cache '%s' head_dim %lld is not a multiple of %s's block of %lld", a->name,
@@ -363,12 +366,13 @@ ts_status ts_op_check(const ts_tensor *n, ts_error *err) {
         }
         CHECK(a->ne[3] == 1, TS_ERR_RANGE, "q " SHAPE " must be [head_dim, n_head, n_tokens]",
               NE(a));
-        CHECK(kv_cache_type(k->type) && v->type == k->type, TS_ERR_TYPE,
-              "caches must both be F32, F16 or Q8_0 (k %s, v %s)", ts_type_name(k->type),
-              ts_type_name(v->type));
-        CHECK(k->ne[0] % ts_type_block_size(k->type) == 0, TS_ERR_RANGE,
-              "cache head_dim %lld is not a multiple of %s's block of %lld", (long long)k->ne[0],
-              ts_type_name(k->type), (long long)ts_type_block_size(k->type));
+        CHECK(kv_cache_type(k->type) && kv_cache_type(v->type), TS_ERR_TYPE,
+              "caches must each be F32, F16, BF16, Q8_0, Q5_0 or Q4_0 (k %s, v %s)",
+              ts_type_name(k->type), ts_type_name(v->type));
+        CHECK(k->ne[0] % ts_type_block_size(k->type) == 0 &&
+                  v->ne[0] % ts_type_block_size(v->type) == 0,
+              TS_ERR_RANGE, "cache head_dim %lld is not a multiple of the blocks of k %s / v %s",
+              (long long)k->ne[0], ts_type_name(k->type), ts_type_name(v->type));
         CHECK(ts_tensor_rows_contiguous(k) && ts_tensor_rows_contiguous(v), TS_ERR_UNSUPPORTED,
               "cache rows are strided");
         CHECK(k->ne[0] == a->ne[0] && v->ne[0] == a->ne[0], TS_ERR_RANGE,

@@ -69,30 +69,36 @@
 
 /* ---- sizing -------------------------------------------------------------------------- */
 
-/* Element type of the K/V storage. The values equal the GGUF/GGML type ids (F32 = 0,
- * F16 = 1, Q8_0 = 8) so the model layer can pass them on unchanged. */
+/* Element type of the K or V storage. The values equal the GGUF/GGML type ids (F32 = 0,
+ * F16 = 1, Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, BF16 = 30) so the model layer can pass them on
+ * unchanged. The block types quantize each [head_dim] row in blocks of 32 elements. */
 typedef enum ts_kv_dtype {
     TS_KV_F32 = 0,
     TS_KV_F16 = 1,
+    TS_KV_Q4_0 = 2,
+    TS_KV_Q5_0 = 6,
     TS_KV_Q8_0 = 8,
+    TS_KV_BF16 = 30,
 } ts_kv_dtype;
 
-/* Geometry of the K/V of one token across the model. */
+/* Geometry of the K/V of one token across the model. K and V may have different types. */
 typedef struct ts_kv_shape {
-    uint32_t n_layer;   /* layers that keep K/V */
-    uint32_t n_kv_head; /* key/value heads per layer (GQA: fewer than query heads) */
-    uint32_t head_dim;  /* elements per head; a multiple of 32 for Q8_0 */
-    ts_kv_dtype dtype;  /* TS_KV_F16 by default */
+    uint32_t n_layer;    /* layers that keep K/V */
+    uint32_t n_kv_head;  /* key/value heads per layer (GQA: fewer than query heads) */
+    uint32_t head_dim;   /* elements per head; a multiple of 32 for the block types */
+    ts_kv_dtype dtype_k; /* K's type (TS_KV_F16 by default) */
+    ts_kv_dtype dtype_v; /* V's type */
 } ts_kv_shape;
 
-/* "f32", "f16", "q8_0"; NULL for an unknown value. */
+/* "f32", "f16", "bf16", "q8_0", "q5_0", "q4_0"; NULL for an unknown value. */
 const char *ts_kv_dtype_name(ts_kv_dtype dtype);
 
-/* Parses "f32" / "f16" / "q8_0" (case-insensitive). */
+/* Parses one of the names above (case-insensitive). */
 ts_status ts_kv_dtype_from_name(const char *name, ts_kv_dtype *out, ts_error *err);
 
 /* Bytes of K and V of one token over all layers:
- * n_layer * 2 * n_kv_head * head_dim * element bytes (Q8_0: 34 bytes per 32 elements). */
+ * n_layer * n_kv_head * (K row bytes + V row bytes), a row of head_dim elements taking 4 bytes
+ * each (f32), 2 (f16, bf16), or per block of 32: 34 (q8_0), 22 (q5_0), 18 (q4_0). */
 ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_error *err);
 
 /* Blocks that fit in budget_bytes (rounded down); TS_ERR_LIMIT when not even one fits,

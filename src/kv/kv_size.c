@@ -13,14 +13,22 @@
 /* A pool addresses token slots as int32 (block_id * block_size + offset). */
 #define KV_MAX_SLOTS ((uint64_t)INT32_MAX + 1)
 
+/* Each dtype: its name and the bytes of a block of `elems` elements. */
+static const struct {
+    ts_kv_dtype dtype;
+    const char *name;
+    uint32_t elems, bytes;
+} k_dtypes[] = {
+    {TS_KV_F16, "f16", 1, 2},     {TS_KV_F32, "f32", 1, 4},     {TS_KV_BF16, "bf16", 1, 2},
+    {TS_KV_Q8_0, "q8_0", 32, 34}, {TS_KV_Q5_0, "q5_0", 32, 22}, {TS_KV_Q4_0, "q4_0", 32, 18},
+};
+#define N_DTYPES (sizeof k_dtypes / sizeof k_dtypes[0])
+
 const char *ts_kv_dtype_name(ts_kv_dtype dtype) {
-    switch (dtype) {
-    case TS_KV_F32:
-        return "f32";
-    case TS_KV_F16:
-        return "f16";
-    case TS_KV_Q8_0:
-        return "q8_0";
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        if (k_dtypes[i].dtype == dtype) {
+            return k_dtypes[i].name;
+        }
     }
     return NULL;
 }
@@ -29,15 +37,16 @@ ts_status ts_kv_dtype_from_name(const char *name, ts_kv_dtype *out, ts_error *er
     if (name == NULL || out == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "kv: dtype name: NULL argument");
     }
-    static const ts_kv_dtype all[] = {TS_KV_F32, TS_KV_F16, TS_KV_Q8_0};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (strcasecmp(name, ts_kv_dtype_name(all[i])) == 0) {
-            *out = all[i];
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        if (strcasecmp(name, k_dtypes[i].name) == 0) {
+            *out = k_dtypes[i].dtype;
             return TS_OK;
         }
     }
     return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                        "kv: cache type '%s' is not supported (use f16, f32 or q8_0)", name);
+                        "kv: cache type '%s' is not supported (use f16, bf16, f32, q8_0, q5_0 or "
+                        "q4_0)",
+                        name);
 }
 
 /* a * b into *out; false on overflow. */
@@ -47,6 +56,26 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     }
     *out = a * b;
     return true;
+}
+
+/* Bytes of one [head_dim] row of dtype (head_dim < 2^32: no overflow). */
+static ts_status row_bytes(ts_kv_dtype dtype, uint32_t head_dim, const char *which, uint64_t *out,
+                           ts_error *err) {
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        if (k_dtypes[i].dtype != dtype) {
+            continue;
+        }
+        if (head_dim % k_dtypes[i].elems != 0) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "kv: %s cache type %s needs head_dim to be a multiple of %" PRIu32
+                                ", got %" PRIu32 " (use f16, bf16 or f32)",
+                                which, k_dtypes[i].name, k_dtypes[i].elems, head_dim);
+        }
+        *out = (uint64_t)head_dim / k_dtypes[i].elems * k_dtypes[i].bytes;
+        return TS_OK;
+    }
+    return ts_error_set(err, TS_ERR_UNSUPPORTED, "kv: %s cache dtype id %d is not supported", which,
+                        (int)dtype);
 }
 
 ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_error *err) {
@@ -59,35 +88,17 @@ ts_status ts_kv_bytes_per_token(const ts_kv_shape *shape, uint64_t *out, ts_erro
                             ": every dimension must be > 0",
                             shape->n_layer, shape->n_kv_head, shape->head_dim);
     }
-    /* Elements of K plus V for one token in one layer (< 2^65: checked). */
-    uint64_t elems;
-    if (!mul_u64(2ull * shape->n_kv_head, shape->head_dim, &elems)) {
-        return ts_error_set(err, TS_ERR_OVERFLOW, "kv: bytes per token overflow 64 bits");
+    uint64_t k_row = 0, v_row = 0, per_layer = 0;
+    ts_status st = row_bytes(shape->dtype_k, shape->head_dim, "K", &k_row, err);
+    if (st == TS_OK) {
+        st = row_bytes(shape->dtype_v, shape->head_dim, "V", &v_row, err);
     }
-    uint64_t per_layer;
-    bool fits;
-    switch (shape->dtype) {
-    case TS_KV_F32:
-        fits = mul_u64(elems, 4, &per_layer);
-        break;
-    case TS_KV_F16:
-        fits = mul_u64(elems, 2, &per_layer);
-        break;
-    case TS_KV_Q8_0:
-        /* Each head row is quantized on its own in blocks of 32: one f16 scale + 32 int8. */
-        if (shape->head_dim % 32 != 0) {
-            return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                                "kv: q8_0 cache needs head_dim to be a multiple of 32, "
-                                "got %" PRIu32 " (use f16 or f32)",
-                                shape->head_dim);
-        }
-        fits = mul_u64(elems / 32, 34, &per_layer);
-        break;
-    default:
-        return ts_error_set(err, TS_ERR_UNSUPPORTED, "kv: cache dtype id %d is not supported",
-                            (int)shape->dtype);
+    if (st != TS_OK) {
+        return st;
     }
-    if (!fits || !mul_u64(per_layer, shape->n_layer, out)) {
+    /* Each row is < 2^35 bytes, so their sum cannot overflow. */
+    if (!mul_u64(k_row + v_row, shape->n_kv_head, &per_layer) ||
+        !mul_u64(per_layer, shape->n_layer, out)) {
         return ts_error_set(err, TS_ERR_OVERFLOW, "kv: bytes per token overflow 64 bits");
     }
     return TS_OK;

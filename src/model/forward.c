@@ -576,7 +576,8 @@ static ts_status build(ts_forward *f, ts_error *err) {
         int64_t cache_ne[4] = {hp->head_dim, f->plan.n_kv, c->block_size, n_blocks};
         for (int kv = 0; kv < 2; kv++) {
             ts_tensor *t =
-                ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v", c->kv_type, 4, cache_ne);
+                ts_graph_param(g, kv == 0 ? "cache_k" : "cache_v",
+                               kv == 0 ? c->kv_type_k : c->kv_type_v, 4, cache_ne);
             if (t == NULL) {
                 break;
             }
@@ -683,18 +684,24 @@ static ts_status check_config(const ts_model *m, const ts_forward_config *c, ts_
                             "has %ssliding-window layers)",
                             (long long)c->n_blocks_swa, m->hp.arch->name, has_swa ? "" : "no ");
     }
-    if (c->kv_type != TS_TYPE_F16 && c->kv_type != TS_TYPE_F32 && c->kv_type != TS_TYPE_Q8_0) {
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "forward: KV cache type %s is not supported (F16, F32, Q8_0)",
-                            ts_type_name(c->kv_type) ? ts_type_name(c->kv_type) : "?");
-    }
-    /* A Q8_0 cache quantizes each [head_dim] K/V row in blocks of 32. */
-    int64_t blk = (int64_t)ts_type_block_size(c->kv_type);
-    if (blk > 1 && m->hp.head_dim % blk != 0) {
-        return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "forward: KV cache type %s needs head_dim a multiple of %lld, but the "
-                            "model's head_dim is %lld",
-                            ts_type_name(c->kv_type), (long long)blk, (long long)m->hp.head_dim);
+    for (int kv = 0; kv < 2; kv++) {
+        ts_type t = kv == 0 ? c->kv_type_k : c->kv_type_v;
+        if (t != TS_TYPE_F16 && t != TS_TYPE_F32 && t != TS_TYPE_BF16 && t != TS_TYPE_Q8_0 &&
+            t != TS_TYPE_Q5_0 && t != TS_TYPE_Q4_0) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "forward: %c cache type %s is not supported (F16, F32, BF16, "
+                                "Q8_0, Q5_0, Q4_0)",
+                                kv == 0 ? 'K' : 'V', ts_type_name(t) ? ts_type_name(t) : "?");
+        }
+        /* A block type quantizes each [head_dim] K/V row in blocks of 32. */
+        int64_t blk = (int64_t)ts_type_block_size(t);
+        if (blk > 1 && m->hp.head_dim % blk != 0) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "forward: %c cache type %s needs head_dim a multiple of %lld, but "
+                                "the model's head_dim is %lld",
+                                kv == 0 ? 'K' : 'V', ts_type_name(t), (long long)blk,
+                                (long long)m->hp.head_dim);
+        }
     }
     return TS_OK;
 }
@@ -1015,8 +1022,12 @@ ts_status ts_forward_copy_block(ts_forward *f, int pool, int32_t src, int32_t ds
                             "forward: copy of block %d to %d in pool %d (of %lld blocks)", src, dst,
                             pool, (long long)n);
     }
-    size_t block_bytes = f->cache[0]->nb[3];
-    void *tmp = malloc(block_bytes);
+    /* K and V caches may be of different types: each tensor's own block size. */
+    size_t most = 0;
+    for (int64_t i = 0; i < 2 * f->m->hp.n_layer; i++) {
+        most = f->cache[i]->nb[3] > most ? f->cache[i]->nb[3] : most;
+    }
+    void *tmp = malloc(most);
     if (tmp == NULL) {
         return ts_error_set(err, TS_ERR_NOMEM, "forward: out of memory");
     }
@@ -1025,7 +1036,7 @@ ts_status ts_forward_copy_block(ts_forward *f, int pool, int32_t src, int32_t ds
         if (in_swa_pool(f, i / 2) != swa) {
             continue;
         }
-        size_t base = f->cache[i]->offset;
+        size_t base = f->cache[i]->offset, block_bytes = f->cache[i]->nb[3];
         st = ts_backend_buffer_get(f->b, f->kv, base + (size_t)src * block_bytes, tmp, block_bytes,
                                    err);
         if (st == TS_OK) {

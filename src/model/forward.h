@@ -42,7 +42,8 @@ typedef struct ts_forward_config {
     int64_t n_blocks;           /* KV blocks in the pool */
     int64_t block_size;         /* tokens per block (16 by default) */
     int64_t max_blocks_per_seq; /* width of a block table row */
-    ts_type kv_type;            /* TS_TYPE_F16 (default), TS_TYPE_F32 or TS_TYPE_Q8_0 */
+    ts_type kv_type_k;          /* K cache: TS_TYPE_F16 (default), F32, BF16, Q8_0, Q5_0, Q4_0 */
+    ts_type kv_type_v;          /* V cache: the same choices, independent of K */
     int64_t n_ctx;              /* tokens per sequence (Phi-3 picks its long RoPE factors when
                                    it exceeds the original context); 0: max_blocks_per_seq *
                                    block_size */

@@ -25,13 +25,13 @@
 #include "util/error.h"
 
 #define TP_MAGIC    0x70747374u /* "tstp" */
-#define TP_VERSION  4
+#define TP_VERSION  5
 #define TP_END      0x646e6574u /* "tend": hello of a leader that makes no more forwards */
 #define HASH_SAMPLE 256
 
 typedef struct tp_hello {
     uint32_t magic, version;
-    int32_t size, kv_type;
+    int32_t size, kv_type_k, kv_type_v;
     int64_t max_tokens, max_seqs, max_outputs, n_blocks, block_size, max_blocks_per_seq, n_ctx;
     int64_t n_blocks_swa;
     uint8_t hash[32];
@@ -278,7 +278,8 @@ ts_status ts_tp_follow(const ts_model *m, ts_backend *b, ts_registry *reg, ts_co
             .n_blocks = h.n_blocks,
             .block_size = h.block_size,
             .max_blocks_per_seq = h.max_blocks_per_seq,
-            .kv_type = (ts_type)h.kv_type,
+            .kv_type_k = (ts_type)h.kv_type_k,
+            .kv_type_v = (ts_type)h.kv_type_v,
             .n_ctx = h.n_ctx,
             .n_blocks_swa = h.n_blocks_swa,
         };
@@ -458,7 +459,8 @@ ts_status ts_tp_runner_create(const ts_model *m, ts_backend *b, const ts_forward
         .magic = TP_MAGIC,
         .version = TP_VERSION,
         .size = tp->size,
-        .kv_type = (int32_t)cfg->kv_type,
+        .kv_type_k = (int32_t)cfg->kv_type_k,
+        .kv_type_v = (int32_t)cfg->kv_type_v,
         .max_tokens = cfg->max_tokens,
         .max_seqs = cfg->max_seqs,
         .max_outputs = cfg->max_outputs,

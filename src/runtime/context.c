@@ -181,6 +181,86 @@ static ts_status choose_template(ts_context *ctx, const ts_context_params *p, ts
     return rt_chat_open(&ctx->chat, ctx->llm, p->chat_template, p->chat_template_source, err);
 }
 
+/* The KV cache types, by the names the options take (llama.cpp's). */
+static const struct {
+    const char *name;
+    ts_type type;
+} k_kv_types[] = {{"f16", TS_TYPE_F16},   {"f32", TS_TYPE_F32},   {"bf16", TS_TYPE_BF16},
+                  {"q8_0", TS_TYPE_Q8_0}, {"q5_0", TS_TYPE_Q5_0}, {"q4_0", TS_TYPE_Q4_0}};
+
+/* One cache's type from its name, checked against the model's head size: a block type
+ * quantizes each [head_dim] row in blocks of 32. option: the parameter that named it. */
+static ts_status kv_cache_type(const ts_context *ctx, const char *option, const char *name,
+                               ts_type *out, ts_error *err) {
+    for (size_t i = 0; i < sizeof k_kv_types / sizeof k_kv_types[0]; i++) {
+        if (strcmp(name, k_kv_types[i].name) != 0) {
+            continue;
+        }
+        int64_t blk = (int64_t)ts_type_block_size(k_kv_types[i].type);
+        int64_t hd = ctx->llm->model->hp.head_dim;
+        if (hd % blk != 0) {
+            return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                                "%s '%s' needs a head size that is a multiple of its block of "
+                                "%lld, but the model's head_dim is %lld (use f16, bf16 or f32)",
+                                option, name, (long long)blk, (long long)hd);
+        }
+        *out = k_kv_types[i].type;
+        return TS_OK;
+    }
+    return ts_error_set(err, TS_ERR_INVALID_ARG,
+                        "%s '%s' is not a KV cache type (f16, bf16, f32, q8_0, q5_0, q4_0)", option,
+                        name);
+}
+
+/* Whether the compute backend runs KV_STORE and ATTENTION on caches of these types: asked of
+ * the backend on a one-block probe graph of the model's head size, so that a type it lacks is
+ * an error at load (naming the option) rather than at the first step. */
+static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
+                                  const char *const options[2], const char *const names[2],
+                                  ts_error *err) {
+    const ts_hparams *hp = &ctx->llm->model->hp;
+    ts_graph *g = NULL;
+    ts_status st = ts_graph_create(&g, NULL, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    int64_t hd = hp->head_dim, cache_ne[4] = {hd, 1, 1, 1}, q_ne[3] = {hd, 1, 1};
+    int64_t one[1] = {1}, tab_ne[2] = {1, 1};
+    ts_tensor *kc = ts_graph_param(g, "probe_k", types[0], 4, cache_ne);
+    ts_tensor *vc = ts_graph_param(g, "probe_v", types[1], 4, cache_ne);
+    ts_tensor *q = ts_graph_param(g, "probe_q", TS_TYPE_F32, 3, q_ne);
+    static const char *const i32_names[4] = {"probe_table", "probe_seq", "probe_pos", "probe_len"};
+    ts_tensor *i32[4];
+    for (int i = 0; i < 4; i++) {
+        i32[i] =
+            ts_graph_param(g, i32_names[i], TS_TYPE_I32, i == 0 ? 2 : 1, i == 0 ? tab_ne : one);
+    }
+    ts_tensor *ks = ts_op_kv_store(g, kc, q, i32[1]);
+    ts_tensor *vs = ts_op_kv_store(g, vc, q, i32[1]);
+    ts_tensor *at = ts_op_attention(g, q, ks, vs, i32[0], i32[1], i32[2], i32[3], 1.0f, 0.0f, 0);
+    st = ts_graph_status(g, err);
+    const ts_tensor *nodes[3] = {ks, vs, at};
+    for (int i = 0; i < 3 && st == TS_OK; i++) {
+        if (ts_backend_supports_op(ctx->compute, nodes[i])) {
+            continue;
+        }
+        if (i < 2) {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                              "%s '%s': the %s backend cannot store into a cache of this type "
+                              "(head_dim %lld)",
+                              options[i], names[i], ts_backend_name(ctx->compute), (long long)hd);
+        } else {
+            st = ts_error_set(err, TS_ERR_UNSUPPORTED,
+                              "%s '%s' with %s '%s': the %s backend cannot attend over caches of "
+                              "these types (head_dim %lld)",
+                              options[0], names[0], options[1], names[1],
+                              ts_backend_name(ctx->compute), (long long)hd);
+        }
+    }
+    ts_graph_destroy(g);
+    return st;
+}
+
 /* The engine configuration: the engine's defaults for the model, then the parameters. */
 static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_error *err) {
     ts_engine_config *ec = &ctx->ec;
@@ -200,19 +280,29 @@ static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_e
     ec->max_queue = p->max_queue;
     ec->prefix_cache = !p->no_prefix_cache;
     ec->swa_full = p->swa_full != 0;
-    static const struct {
-        const char *name;
-        ts_type type;
-    } kv_types[] = {{"f16", TS_TYPE_F16}, {"f32", TS_TYPE_F32}, {"q8_0", TS_TYPE_Q8_0}};
-    for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++) {
-        if (strcmp(p->kv_type, kv_types[i].name) == 0) {
-            ec->kv_type = kv_types[i].type;
-            snprintf(ctx->kv_type, sizeof ctx->kv_type, "%s", kv_types[i].name);
-            return TS_OK;
+    /* K's type: kv_type_k, else kv_type (both caches); V's likewise. The option named in an
+     * error is the one that chose the type. */
+    const char *names[2] = {p->kv_type_k != NULL ? p->kv_type_k : p->kv_type,
+                            p->kv_type_v != NULL ? p->kv_type_v : p->kv_type};
+    const char *options[2] = {p->kv_type_k != NULL ? "cache-type-k" : "kv-type",
+                              p->kv_type_v != NULL ? "cache-type-v" : "kv-type"};
+    ts_type types[2];
+    for (int kv = 0; kv < 2; kv++) {
+        ts_status st = kv_cache_type(ctx, options[kv], names[kv], &types[kv], err);
+        if (st != TS_OK) {
+            return st;
         }
     }
-    return ts_error_set(err, TS_ERR_INVALID_ARG, "kv-type '%s' is not supported (f16, f32, q8_0)",
-                        p->kv_type);
+    ec->kv_type_k = types[0];
+    ec->kv_type_v = types[1];
+    snprintf(ctx->kv_type_k, sizeof ctx->kv_type_k, "%s", names[0]);
+    snprintf(ctx->kv_type_v, sizeof ctx->kv_type_v, "%s", names[1]);
+    if (types[0] == types[1]) {
+        snprintf(ctx->kv_type, sizeof ctx->kv_type, "%s", names[0]);
+    } else {
+        snprintf(ctx->kv_type, sizeof ctx->kv_type, "%s/%s", names[0], names[1]);
+    }
+    return check_kv_backend(ctx, types, options, names, err);
 }
 
 /* Sliding-window layers that get their own cache (none with swa_full), and the tokens that
@@ -250,18 +340,20 @@ static ts_status kv_tokens_for_bytes(ts_context *ctx, int64_t bytes, ts_error *e
             return st;
         }
     }
-    /* One K and one V row of head_dim elements per head and layer. */
+    /* One K and one V row of head_dim elements per head and layer: row is their sum. */
     size_t row = 0;
-    if (!ts_type_row_bytes(ctx->ec.kv_type, (uint64_t)hp->head_dim, &row)) {
+    size_t row_v = 0;
+    if (!ts_type_row_bytes(ctx->ec.kv_type_k, (uint64_t)hp->head_dim, &row) ||
+        !ts_type_row_bytes(ctx->ec.kv_type_v, (uint64_t)hp->head_dim, &row_v)) {
         return ts_error_set(err, TS_ERR_UNSUPPORTED,
-                            "kv-type %s needs head_dim a multiple of %lld, but the model's "
+                            "kv cache %s needs head_dim a multiple of 32, but the model's "
                             "head_dim is %lld",
-                            ctx->kv_type, (long long)ts_type_block_size(ctx->ec.kv_type),
-                            (long long)hp->head_dim);
+                            ctx->kv_type, (long long)hp->head_dim);
     }
+    row += row_v;
     int64_t cap = 0, n_window = window_layers(ctx, &cap);
-    int64_t per_full = (hp->n_layer - n_window) * 2 * heads * (int64_t)row;
-    int64_t per_window = n_window * 2 * heads * (int64_t)row;
+    int64_t per_full = (hp->n_layer - n_window) * heads * (int64_t)row;
+    int64_t per_window = n_window * heads * (int64_t)row;
     int64_t per_token = per_full + per_window;
     int64_t block = ctx->ec.block_size > 0 ? ctx->ec.block_size : TS_KV_DEFAULT_BLOCK_SIZE;
     int64_t tokens = bytes / per_token;
@@ -322,6 +414,8 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->max_outputs = fc->max_outputs;
     in->block_size = fc->block_size;
     in->kv_type = ctx->kv_type;
+    in->kv_type_k = ctx->kv_type_k;
+    in->kv_type_v = ctx->kv_type_v;
     in->kv_bytes = ctx->runner->kv_bytes;
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;

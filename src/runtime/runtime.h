@@ -120,7 +120,9 @@ struct ts_context {
     ts_engine_config ec; /* after defaults */
     rt_chat chat;
     ts_context_info info;
-    char kv_type[8];
+    char kv_type[16];         /* info.kv_type: "f16", or "q8_0/q4_0" when K and V differ */
+    char kv_type_k[8];        /* info.kv_type_k */
+    char kv_type_v[8];        /* info.kv_type_v */
     char kernels[512];        /* info.kernels */
     char kernel_notice[512];  /* info.kernel_notice */
     atomic_int mode;          /* MODE_*: requests or batches, chosen by the first call (atomic:

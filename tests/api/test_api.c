@@ -450,6 +450,8 @@ static void test_context_info(void **state) {
         assert_int_equal(in.max_outputs, 16);
         assert_int_equal(in.block_size, 16);
         assert_string_equal(in.kv_type, "f16");
+        assert_string_equal(in.kv_type_k, "f16");
+        assert_string_equal(in.kv_type_v, "f16");
         assert_int_equal(in.kv_bytes, (uint64_t)in.kv_tokens * f16_per_token);
         assert_true(in.load_ms >= 0.0);
         ts_context_destroy(ctx);
@@ -510,6 +512,35 @@ static void test_context_info(void **state) {
     assert_int_equal(in.kv_bytes,
                      (uint64_t)(in.kv_tokens * li.n_layer * 2 * li.n_head_kv * (32 / 32 * 34)));
     ts_context_destroy(ctx);
+    /* K and V apart (kv_type_k / kv_type_v win over kv_type): q8_0 K rows of 34 bytes and
+     * q4_0 V rows of 18, on the CPU and the reference backend; a budget in bytes counts both. */
+    for (int b = 0; b < 2; b++) {
+        p = api_params();
+        p.backend = b == 0 ? "cpu" : "ref";
+        p.kv_type = "f32";
+        p.kv_type_k = "q8_0";
+        p.kv_type_v = "q4_0";
+        ctx = api_context(wm.llm, &p);
+        ts_context_get_info(ctx, &in);
+        assert_string_equal(in.kv_type, "q8_0/q4_0");
+        assert_string_equal(in.kv_type_k, "q8_0");
+        assert_string_equal(in.kv_type_v, "q4_0");
+        assert_int_equal(in.kv_bytes,
+                         (uint64_t)(in.kv_tokens * li.n_layer * li.n_head_kv * (34 + 18)));
+        ts_context_destroy(ctx);
+    }
+    /* Only V given: K keeps kv_type. */
+    p = api_params();
+    p.kv_type = "bf16";
+    p.kv_type_v = "q5_0";
+    p.kv_bytes = (int64_t)(200 * li.n_layer * li.n_head_kv * (64 + 22));
+    ctx = api_context(wm.llm, &p);
+    ts_context_get_info(ctx, &in);
+    assert_string_equal(in.kv_type_k, "bf16");
+    assert_string_equal(in.kv_type_v, "q5_0");
+    assert_true(in.kv_tokens > 200 - in.block_size && in.kv_tokens < 200 + in.block_size);
+    assert_int_equal(in.kv_bytes, (uint64_t)(in.kv_tokens * li.n_layer * li.n_head_kv * (64 + 22)));
+    ts_context_destroy(ctx);
     api_model_close(&wm);
 }
 
@@ -522,8 +553,28 @@ static void test_context_params_errors(void **state) {
     expect_create_error(m->llm, &p, TS_ERR_INVALID_ARG, "unknown backend 'gpu'");
 
     p = api_params();
+    p.kv_type = "q4_1";
+    expect_create_error(m->llm, &p, TS_ERR_INVALID_ARG, "kv-type 'q4_1' is not a KV cache type");
+    /* The error names the option that chose the type, the type and the head size (the tiny
+     * model's head_dim is 16: no block of 32 fits). */
+    p = api_params();
     p.kv_type = "q4_0";
-    expect_create_error(m->llm, &p, TS_ERR_INVALID_ARG, "kv-type 'q4_0'");
+    expect_create_error(m->llm, &p, TS_ERR_UNSUPPORTED, "kv-type 'q4_0' needs a head size");
+    p = api_params();
+    p.kv_type_k = "q8_0";
+    expect_create_error(m->llm, &p, TS_ERR_UNSUPPORTED,
+                        "cache-type-k 'q8_0' needs a head size that is a multiple of its block "
+                        "of 32, but the model's head_dim is 16");
+    p = api_params();
+    p.kv_type_v = "q5_0";
+    expect_create_error(m->llm, &p, TS_ERR_UNSUPPORTED, "cache-type-v 'q5_0'");
+    p = api_params();
+    p.kv_type_v = "int8";
+    expect_create_error(m->llm, &p, TS_ERR_INVALID_ARG, "cache-type-v 'int8' is not a KV cache");
+    /* bf16 has no blocks: any head size. */
+    p = api_params();
+    p.kv_type_k = "bf16";
+    ts_context_destroy(api_context(m->llm, &p));
 
     p = api_params();
     const char *bad_impl[] = {"attention=nope"};

@@ -45,7 +45,7 @@ static void run(ts_llm *llm, bool repack, float *out, int32_t V, ts_context_info
     /* info's strings belong to the context: keep only what is compared below. */
     info->kernels = strstr(info->kernels, "packed") != NULL ? "packed" : "";
     info->kernel_notice = "";
-    info->backend = info->kv_type = info->chat_template = NULL;
+    info->backend = info->kv_type = info->kv_type_k = info->kv_type_v = info->chat_template = NULL;
     ts_context_destroy(ctx);
 }
 

@@ -620,10 +620,16 @@ enum { MD_NS = 12, MD_BS = 16, MD_MAXB = 10, MD_NBLK = MD_NS * MD_MAXB };
 typedef struct md_data {
     int hd, nh, nkv;
     ts_type cache;      /* of the K and V caches; 0 is F32, set F16 or Q8_0 explicitly */
+    bool split;         /* V's cache is of type vcache instead */
+    ts_type vcache;
     float *q, *kc, *vc; /* q [hd, nh, n_q]; caches [hd, nkv, MD_BS, MD_NBLK] */
     float *sinks;       /* [nh] attention sinks, or NULL */
     int32_t table[MD_MAXB * MD_NS], len[MD_NS];
 } md_data;
+
+static ts_type md_vtype(const md_data *d) {
+    return d->split ? d->vcache : d->cache;
+}
 
 /* Attention of nt tokens over d's caches: token i of sequence seq[i] at position pos[i], its
  * query rows at q + i * hd * nh; window as the op's (0: none). */
@@ -636,7 +642,7 @@ static float *kv_run(const md_data *d, ts_backend *host, ts_backend *b, int nt, 
     int64_t tn[2] = {MD_MAXB, MD_NS}, tok[1] = {nt}, sn[1] = {MD_NS};
     ts_tensor *q = h_param(&h, "q", TS_TYPE_F32, 3, qn);
     ts_tensor *kc = h_param(&h, "k_cache", d->cache, 4, cn);
-    ts_tensor *vc = h_param(&h, "v_cache", d->cache, 4, cn);
+    ts_tensor *vc = h_param(&h, "v_cache", md_vtype(d), 4, cn);
     ts_tensor *tab = h_param(&h, "table", TS_TYPE_I32, 2, tn);
     ts_tensor *sq = h_param(&h, "seq", TS_TYPE_I32, 1, tok);
     ts_tensor *ps = h_param(&h, "pos", TS_TYPE_I32, 1, tok);
@@ -794,17 +800,31 @@ static void test_prefill_decode_bits(void **state) {
     int n_levels = tiled_levels(levels);
     enum { L = 150 };
     const int shapes[4][3] = {{64, 9, 3}, {256, 4, 1}, {80, 5, 1}, {40, 4, 2}};
-    const ts_type caches[3] = {TS_TYPE_F16, TS_TYPE_F32, TS_TYPE_Q8_0};
+    /* K, V cache types: the quantized ones are read in place when decoding (dequantized in
+     * registers) and converted per chunk in prefill, which must give the same values. */
+    enum { N_CACHES = 8 };
+    const ts_type caches[N_CACHES][2] = {
+        {TS_TYPE_F16, TS_TYPE_F16},   {TS_TYPE_F32, TS_TYPE_F32},  {TS_TYPE_Q8_0, TS_TYPE_Q8_0},
+        {TS_TYPE_BF16, TS_TYPE_BF16}, {TS_TYPE_Q4_0, TS_TYPE_Q4_0}, {TS_TYPE_Q5_0, TS_TYPE_Q5_0},
+        {TS_TYPE_Q8_0, TS_TYPE_Q4_0}, {TS_TYPE_F16, TS_TYPE_Q5_0}};
     const int alone[8] = {0, 15, 16, 31, 63, 64, 100, 149};
     int32_t seq[L] = {0}, pos[L];
     for (int t = 0; t < L; t++) {
         pos[t] = t;
     }
     for (int si = 0; si < 4; si++) {
-        for (int ci = 0; ci < 3; ci++) {
+        for (int ci = 0; ci < N_CACHES; ci++) {
             md_data d = {.hd = shapes[si][0], .nh = shapes[si][1], .nkv = shapes[si][2]};
-            d.cache = caches[ci];
-            if (d.cache == TS_TYPE_Q8_0 && d.hd % 32 != 0) {
+            d.cache = caches[ci][0];
+            d.split = true;
+            d.vcache = caches[ci][1];
+            if ((ts_type_block_size(d.cache) > 1 || ts_type_block_size(d.vcache) > 1) &&
+                d.hd % 32 != 0) {
+                continue;
+            }
+            /* The pairs past the first three skip head size 40 (the time the reference
+             * takes). */
+            if (ci >= 3 && si == 3) {
                 continue;
             }
             md_fill(&d, L, 9300 + 10 * si + ci, ref);
@@ -825,7 +845,10 @@ static void test_prefill_decode_bits(void **state) {
                 for (int mode = 0; mode < 3; mode++) {
                     int window = mode == 0 ? 0 : 70;
                     d.sinks = mode == 2 ? sinks : NULL;
-                    const char *lv = ts_isa_name(levels[li]), *ty = ts_type_name(d.cache);
+                    char ty[32];
+                    snprintf(ty, sizeof ty, "%s/%s", ts_type_name(d.cache),
+                             ts_type_name(d.vcache));
+                    const char *lv = ts_isa_name(levels[li]);
                     float *want = kv_run(&d, ref, ref, L, seq, pos, d.q, window);
                     ts_backend *cpu = cpu_at(levels[li], 2);
                     float *got = kv_run(&d, ref, cpu, L, seq, pos, d.q, window);
@@ -1009,6 +1032,182 @@ static void test_released_blocks(void **state) {
     ts_backend_destroy(ref);
 }
 
+/* ---- every K/V cache type pair ---- */
+
+/* The cache types (ts_context_params.kv_type_k / _v) and how far a stored row may be from the
+ * f32 row it came from (normalized RMS error over rows of uniform [-1, 1) values): f16 and bf16
+ * round each element (2^-11, 2^-8 relative); the block types round to a grid of their block's
+ * largest magnitude over 127 (q8_0), 15 (q5_0) or 7 (q4_0) steps, an RMS of a step / sqrt(12). */
+static const struct {
+    ts_type type;
+    double store_lo, store_hi; /* stored-row nRMSE bounds (lo > 0: the type must lose) */
+} k_kv_types[] = {
+    {TS_TYPE_F32, 0.0, 0.0},     {TS_TYPE_F16, 5e-5, 1e-3},  {TS_TYPE_BF16, 5e-4, 5e-3},
+    {TS_TYPE_Q8_0, 1e-3, 8e-3},  {TS_TYPE_Q5_0, 1e-2, 5e-2}, {TS_TYPE_Q4_0, 2e-2, 1e-1},
+};
+enum { N_KV_TYPES = sizeof k_kv_types / sizeof k_kv_types[0] };
+
+/* KV_STORE into a cache of each type: the CPU backend at each level (scalar and the tiled
+ * levels this host runs) writes the same bytes as the reference, the stored rows read back
+ * (dequantized) within the type's bounds of the rows given, and slots not written keep what
+ * they held. */
+static void test_kv_store_types(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_isa levels[3] = {TS_ISA_SCALAR};
+    int n_levels = 1 + tiled_levels(levels + 1);
+    enum { SHD = 64, SKV = 2, SBS = 4, SBLK = 6, SNT = 7 };
+    const int32_t slots[SNT] = {0, 5, 6, 7, 13, 22, 23};
+    for (int ti = 0; ti < N_KV_TYPES; ti++) {
+        ts_type type = k_kv_types[ti].type;
+        int64_t cn[4] = {SHD, SKV, SBS, SBLK}, rn[3] = {SHD, SKV, SNT}, tok[1] = {SNT};
+        int64_t row = SHD * SKV, nc = row * SBS * SBLK;
+        size_t cache_bytes = 0;
+        assert_true(ts_type_row_bytes((uint32_t)type, (uint64_t)nc, &cache_bytes));
+        unsigned char *want_bytes = NULL;
+        float *before = malloc((size_t)nc * sizeof *before), *rows = NULL;
+        for (int bi = 0; bi < 1 + n_levels; bi++) {
+            ts_backend *b = bi == 0 ? ref : cpu_at(levels[bi - 1], 2);
+            const char *where = bi == 0 ? "ref" : ts_isa_name(levels[bi - 1]);
+            harness h;
+            h_init(&h, ref, 4200 + ti);
+            ts_tensor *kc = h_param(&h, "cache", type, 4, cn);
+            ts_tensor *kr = h_param(&h, "rows", TS_TYPE_F32, 3, rn);
+            ts_tensor *sl = h_param(&h, "slots", TS_TYPE_I32, 1, tok);
+            h_fill(&h, kc, 1.0f);
+            h_fill(&h, kr, 1.0f);
+            h_set_i32(&h, sl, slots, SNT);
+            ts_tensor *ks = ts_graph_output(h.g, ts_op_kv_store(h.g, kc, kr, sl));
+            assert_non_null(ks);
+            assert_int_equal(ts_graph_build(h.g, &err), TS_OK);
+            if (bi == 0) {
+                rows = malloc((size_t)(row * SNT) * sizeof *rows);
+                assert_int_equal(ts_backend_tensor_get_f32(ref, kr, rows, row * SNT, &err), TS_OK);
+                assert_int_equal(ts_backend_tensor_get_f32(ref, kc, before, nc, &err), TS_OK);
+            }
+            float *dummy = h_run(&h, b, ks, &err);
+            if (dummy == NULL) {
+                fail_msg("%s on %s: %s", ts_type_name(type), where, err.msg);
+            }
+            free(dummy);
+            unsigned char *bytes = malloc(cache_bytes);
+            float *after = malloc((size_t)nc * sizeof *after);
+            assert_int_equal(ts_backend_tensor_get(b, ks, 0, bytes, cache_bytes, &err), TS_OK);
+            assert_int_equal(ts_backend_tensor_get_f32(b, ks, after, nc, &err), TS_OK);
+            if (want_bytes == NULL) {
+                want_bytes = bytes;
+                bytes = NULL;
+            } else if (memcmp(bytes, want_bytes, cache_bytes) != 0) {
+                fail_msg("%s on %s: stored bytes differ from the reference's", ts_type_name(type),
+                         where);
+            }
+            /* Stored rows: near the given ones; the other slots: unchanged (bitwise: their
+             * blocks were not rewritten). */
+            float *stored = malloc((size_t)(row * SNT) * sizeof *stored);
+            for (int t = 0; t < SNT; t++) {
+                memcpy(stored + t * row, after + (int64_t)slots[t] * row,
+                       (size_t)row * sizeof *stored);
+                memcpy(after + (int64_t)slots[t] * row, before + (int64_t)slots[t] * row,
+                       (size_t)row * sizeof *after);
+            }
+            if (memcmp(after, before, (size_t)nc * sizeof *after) != 0) {
+                fail_msg("%s on %s: a slot not stored to changed", ts_type_name(type), where);
+            }
+            double e = h_nrmse(stored, rows, row * SNT);
+            if (!(e >= k_kv_types[ti].store_lo && e <= k_kv_types[ti].store_hi)) {
+                fail_msg("%s on %s: stored rows nrmse %.3g outside [%.3g, %.3g]",
+                         ts_type_name(type), where, e, k_kv_types[ti].store_lo,
+                         k_kv_types[ti].store_hi);
+            }
+            free(stored);
+            free(after);
+            free(bytes);
+            h_free(&h);
+            if (bi > 0) {
+                ts_backend_destroy(b);
+            }
+        }
+        free(want_bytes);
+        free(before);
+        free(rows);
+    }
+    ts_backend_destroy(ref);
+}
+
+/* Every (K type, V type) pair: twelve sequences decoding (the tiled kernels read K and V in
+ * place; lengths 1..75) and one 40-token prefill (rows converted per chunk), at every CPU level
+ * this host runs (scalar, AVX2, AVX-512), against the reference on the same caches: 1e-5 (the
+ * same stored values, read in f32). Against attention over the f32 values the caches were made
+ * from, the reference's result is off by about the caches' own rounding: at most the sum of
+ * the K and V types' stored-row bounds, and more than zero when either type loses. */
+static void test_kv_type_pairs(void **state) {
+    (void)state;
+    ts_error err = {0};
+    ts_backend *ref = NULL;
+    assert_int_equal(ts_ref_backend_create(&ref, &err), TS_OK);
+    ts_isa levels[3] = {TS_ISA_SCALAR};
+    int n_levels = 1 + tiled_levels(levels + 1);
+    ts_backend *cpus[3];
+    for (int li = 0; li < n_levels; li++) {
+        cpus[li] = cpu_at(levels[li], 2);
+    }
+    enum { PL = 40 };
+    int32_t pseq[PL], ppos[PL];
+    for (int t = 0; t < PL; t++) {
+        pseq[t] = 0;
+        ppos[t] = 35 + t; /* sequence 0 has 75 keys */
+    }
+    md_data exact = {.hd = 64, .nh = 8, .nkv = 2, .cache = TS_TYPE_F32};
+    md_fill(&exact, MD_NS + PL, 4400, ref);
+    for (int s = 0; s < MD_NS; s++) {
+        exact.len[s] = s == 0 ? 75 : 1 + (s * 37) % 75;
+    }
+    const int64_t row = (int64_t)exact.hd * exact.nh, nd = row * MD_NS, np = row * PL;
+    const float *pq = exact.q + nd; /* the prefill's queries */
+    float *x_dec = md_run(&exact, ref, ref, 0, MD_NS);
+    float *x_pre = kv_run(&exact, ref, ref, PL, pseq, ppos, pq, 0);
+    for (int ki = 0; ki < N_KV_TYPES; ki++) {
+        for (int vi = 0; vi < N_KV_TYPES; vi++) {
+            md_data d = exact;
+            d.cache = k_kv_types[ki].type;
+            d.split = true;
+            d.vcache = k_kv_types[vi].type;
+            char ty[32];
+            snprintf(ty, sizeof ty, "%s/%s", ts_type_name(d.cache), ts_type_name(d.vcache));
+            float *w_dec = md_run(&d, ref, ref, 0, MD_NS);
+            float *w_pre = kv_run(&d, ref, ref, PL, pseq, ppos, pq, 0);
+            double eq = h_nrmse(w_dec, x_dec, nd) + h_nrmse(w_pre, x_pre, np);
+            double hi = 2.0 * (k_kv_types[ki].store_hi + k_kv_types[vi].store_hi);
+            bool lossy = k_kv_types[ki].store_lo > 0.0 || k_kv_types[vi].store_lo > 0.0;
+            if (!(eq <= hi && (eq > 0.0) == lossy)) {
+                fail_msg("%s: reference vs f32 caches nrmse %.3g (bound %.3g)", ty, eq, hi);
+            }
+            for (int li = 0; li < n_levels; li++) {
+                float *g_dec = md_run(&d, ref, cpus[li], 0, MD_NS);
+                float *g_pre = kv_run(&d, ref, cpus[li], PL, pseq, ppos, pq, 0);
+                double e_dec = h_nrmse(g_dec, w_dec, nd), e_pre = h_nrmse(g_pre, w_pre, np);
+                if (!(e_dec <= 1e-5 && e_pre <= 1e-5)) {
+                    fail_msg("%s on %s: cpu vs ref nrmse decoding %.3g, prefill %.3g", ty,
+                             ts_isa_name(levels[li]), e_dec, e_pre);
+                }
+                free(g_dec);
+                free(g_pre);
+            }
+            free(w_dec);
+            free(w_pre);
+        }
+    }
+    free(x_dec);
+    free(x_pre);
+    md_free(&exact);
+    for (int li = 0; li < n_levels; li++) {
+        ts_backend_destroy(cpus[li]);
+    }
+    ts_backend_destroy(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_vs_decomposed), cmocka_unit_test(test_ref_semantics),
@@ -1016,7 +1215,8 @@ int main(void) {
         cmocka_unit_test(test_large_shapes),        cmocka_unit_test(test_q8_0_cache),
         cmocka_unit_test(test_q8_0_bad_head_dim),   cmocka_unit_test(test_many_decoding),
         cmocka_unit_test(test_prefill_decode_bits), cmocka_unit_test(test_avx512_vs_avx2),
-        cmocka_unit_test(test_released_blocks),
+        cmocka_unit_test(test_released_blocks),     cmocka_unit_test(test_kv_store_types),
+        cmocka_unit_test(test_kv_type_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

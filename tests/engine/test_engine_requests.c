@@ -537,7 +537,8 @@ static void test_runner_bucket(void **state) {
     assert_int_equal(fc.n_blocks, 2048 / 16);
     assert_int_equal(fc.block_size, 16);
     assert_int_equal(fc.max_blocks_per_seq, 128 / 16);
-    assert_int_equal(fc.kv_type, TS_TYPE_F16);
+    assert_int_equal(fc.kv_type_k, TS_TYPE_F16);
+    assert_int_equal(fc.kv_type_v, TS_TYPE_F16);
     ts_engine_config bad = c;
     bad.kv_tokens = 8;
     assert_int_equal(ts_engine_forward_config(fx->m, &bad, &fc, &err), TS_ERR_INVALID_ARG);

@@ -15,24 +15,41 @@
 _Static_assert((int)TS_KV_F32 == (int)TS_TYPE_F32, "f32 id");
 _Static_assert((int)TS_KV_F16 == (int)TS_TYPE_F16, "f16 id");
 _Static_assert((int)TS_KV_Q8_0 == (int)TS_TYPE_Q8_0, "q8_0 id");
+_Static_assert((int)TS_KV_Q5_0 == (int)TS_TYPE_Q5_0, "q5_0 id");
+_Static_assert((int)TS_KV_Q4_0 == (int)TS_TYPE_Q4_0, "q4_0 id");
+_Static_assert((int)TS_KV_BF16 == (int)TS_TYPE_BF16, "bf16 id");
 
 static void test_bytes_per_token(void **state) {
     (void)state;
     uint64_t b = 0;
     ts_error err = {0};
     /* SmolLM2-135M: 30 layers, 3 KV heads of 64: 30 * 2 * 3 * 64 = 11520 elements. */
-    ts_kv_shape smol = {.n_layer = 30, .n_kv_head = 3, .head_dim = 64, .dtype = TS_KV_F16};
+    ts_kv_shape smol = {
+        .n_layer = 30, .n_kv_head = 3, .head_dim = 64, .dtype_k = TS_KV_F16, .dtype_v = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
     assert_int_equal(b, 11520u * 2);
-    smol.dtype = TS_KV_F32;
+    smol.dtype_k = smol.dtype_v = TS_KV_F32;
     assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
     assert_int_equal(b, 11520u * 4);
-    smol.dtype = TS_KV_Q8_0;
+    smol.dtype_k = smol.dtype_v = TS_KV_Q8_0;
     assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
     assert_int_equal(b, 11520u / 32 * 34);
+    smol.dtype_k = smol.dtype_v = TS_KV_BF16;
+    assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
+    assert_int_equal(b, 11520u * 2);
+    /* K and V apart: half the elements each. q8_0 K with q4_0 V: (34 + 18) per 2 x 32. */
+    smol.dtype_k = TS_KV_Q8_0;
+    smol.dtype_v = TS_KV_Q4_0;
+    assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
+    assert_int_equal(b, 11520u / 2 / 32 * (34 + 18));
+    smol.dtype_k = TS_KV_F16;
+    smol.dtype_v = TS_KV_Q5_0;
+    assert_int_equal(ts_kv_bytes_per_token(&smol, &b, &err), TS_OK);
+    assert_int_equal(b, 11520u / 2 * 2 + 11520u / 2 / 32 * 22);
 
     /* Gemma 3 270M: 18 layers, 1 KV head of 256. */
-    ts_kv_shape gemma = {.n_layer = 18, .n_kv_head = 1, .head_dim = 256, .dtype = TS_KV_F16};
+    ts_kv_shape gemma = {
+        .n_layer = 18, .n_kv_head = 1, .head_dim = 256, .dtype_k = TS_KV_F16, .dtype_v = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&gemma, &b, &err), TS_OK);
     assert_int_equal(b, 18u * 2 * 256 * 2);
 }
@@ -41,17 +58,28 @@ static void test_bytes_per_token_errors(void **state) {
     (void)state;
     uint64_t b = 7;
     ts_error err = {0};
-    ts_kv_shape s = {.n_layer = 2, .n_kv_head = 2, .head_dim = 48, .dtype = TS_KV_Q8_0};
+    ts_kv_shape s = {
+        .n_layer = 2, .n_kv_head = 2, .head_dim = 48, .dtype_k = TS_KV_Q8_0, .dtype_v = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "head_dim"));
+    assert_non_null(strstr(err.msg, "K cache type q8_0"));
     assert_int_equal(b, 7);
-    s.dtype = (ts_kv_dtype)5;
+    /* Only V quantized: still head_dim 48 is refused, naming V. */
+    s.dtype_k = TS_KV_F16;
+    s.dtype_v = TS_KV_Q4_0;
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_UNSUPPORTED);
-    s = (ts_kv_shape){.n_layer = 0, .n_kv_head = 2, .head_dim = 64, .dtype = TS_KV_F16};
+    assert_non_null(strstr(err.msg, "V cache type q4_0"));
+    s.dtype_v = (ts_kv_dtype)5;
+    assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_UNSUPPORTED);
+    s = (ts_kv_shape){
+        .n_layer = 0, .n_kv_head = 2, .head_dim = 64, .dtype_k = TS_KV_F16, .dtype_v = TS_KV_F16};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_INVALID_ARG);
     assert_int_equal(ts_kv_bytes_per_token(NULL, &b, &err), TS_ERR_INVALID_ARG);
-    s = (ts_kv_shape){
-        .n_layer = UINT32_MAX, .n_kv_head = UINT32_MAX, .head_dim = UINT32_MAX, .dtype = TS_KV_F32};
+    s = (ts_kv_shape){.n_layer = UINT32_MAX,
+                      .n_kv_head = UINT32_MAX,
+                      .head_dim = UINT32_MAX,
+                      .dtype_k = TS_KV_F32,
+                      .dtype_v = TS_KV_F32};
     assert_int_equal(ts_kv_bytes_per_token(&s, &b, &err), TS_ERR_OVERFLOW);
 }
 
@@ -118,9 +146,14 @@ static void test_dtype_names(void **state) {
     assert_int_equal(d, TS_KV_Q8_0);
     assert_int_equal(ts_kv_dtype_from_name("f16", &d, &err), TS_OK);
     assert_int_equal(d, TS_KV_F16);
-    assert_int_equal(ts_kv_dtype_from_name("q4_0", &d, &err), TS_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "q4_0"));
+    assert_int_equal(ts_kv_dtype_from_name("q4_0", &d, &err), TS_OK);
+    assert_int_equal(d, TS_KV_Q4_0);
+    assert_int_equal(ts_kv_dtype_from_name("BF16", &d, &err), TS_OK);
+    assert_int_equal(d, TS_KV_BF16);
+    assert_int_equal(ts_kv_dtype_from_name("q4_1", &d, &err), TS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "q4_1"));
     assert_string_equal(ts_kv_dtype_name(TS_KV_F32), "f32");
+    assert_string_equal(ts_kv_dtype_name(TS_KV_Q5_0), "q5_0");
     assert_null(ts_kv_dtype_name((ts_kv_dtype)3));
 }
 

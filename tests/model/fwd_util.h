@@ -71,7 +71,7 @@ static inline ts_forward_config fu_config(int64_t max_tokens, int64_t n_blocks) 
         .n_blocks = n_blocks,
         .block_size = FU_BLOCK,
         .max_blocks_per_seq = FU_MAX_BLK,
-        .kv_type = TS_TYPE_F16,
+        .kv_type_k = TS_TYPE_F16, .kv_type_v = TS_TYPE_F16,
     };
     return c;
 }

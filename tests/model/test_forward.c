@@ -58,7 +58,7 @@ static void prefill(ts_forward *f, const int32_t *prompt, int n, float *logits) 
 static void run_prompt_kv(const ts_model *m, ts_backend *b, ts_registry *reg, ts_type kv,
                           const int32_t *prompt, int n, float *logits) {
     ts_forward_config c = fu_config(64, 16);
-    c.kv_type = kv;
+    c.kv_type_k = c.kv_type_v = kv;
     ts_forward *f = fu_forward(m, b, reg, &c);
     assert_non_null(f);
     prefill(f, prompt, n, logits);
@@ -329,7 +329,7 @@ static void test_kv_types(void **state) {
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     ts_forward_config c = fu_config(64, 16);
     ts_forward *f16 = fu_forward(m, be, NULL, &c);
-    c.kv_type = TS_TYPE_F32;
+    c.kv_type_k = c.kv_type_v = TS_TYPE_F32;
     ts_forward *f32 = fu_forward(m, be, NULL, &c);
     assert_non_null(f16);
     assert_non_null(f32);
@@ -366,7 +366,7 @@ static void test_kv_q8_0(void **state) {
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *r = malloc(n * sizeof *r);
     ts_forward_config c = fu_config(64, 16);
     ts_forward *f16 = fu_forward(m, cpu, NULL, &c);
-    c.kv_type = TS_TYPE_Q8_0;
+    c.kv_type_k = c.kv_type_v = TS_TYPE_Q8_0;
     ts_forward *q8 = fu_forward(m, cpu, NULL, &c);
     ts_forward *q8_ref = fu_forward(m, ref, NULL, &c);
     assert_non_null(f16);
@@ -623,16 +623,21 @@ static void test_bad_batches(void **state) {
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_INVALID_ARG);
     /* The default tiny llama has head_dim 16: too short for a Q8_0 block of 32. */
     c = fu_config(8, 4);
-    c.kv_type = TS_TYPE_Q8_0;
+    c.kv_type_k = c.kv_type_v = TS_TYPE_Q8_0;
     assert_int_equal(m->hp.head_dim, 16);
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_UNSUPPORTED);
     assert_null(g);
     if (strstr(err.msg, "head_dim is 16") == NULL || strstr(err.msg, "Q8_0") == NULL) {
         fail_msg("message '%s' does not name Q8_0 and head_dim 16", err.msg);
     }
-    c.kv_type = TS_TYPE_Q4_0;
+    /* Only V quantized: refused the same way, naming V. */
+    c.kv_type_k = TS_TYPE_F16;
+    c.kv_type_v = TS_TYPE_Q4_0;
     assert_int_equal(ts_forward_create(m, be, &c, NULL, &g, &err), TS_ERR_UNSUPPORTED);
     assert_null(g);
+    if (strstr(err.msg, "V cache type Q4_0") == NULL) {
+        fail_msg("message '%s' does not name the V cache's Q4_0", err.msg);
+    }
     ts_model_close(m);
     ts_backend_destroy(be);
 }

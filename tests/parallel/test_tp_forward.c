@@ -62,7 +62,9 @@ typedef struct tp_group {
     ts_runner *r;
 } tp_group;
 
-static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_error *err) {
+/* A group of n shards of m for bucket c (its KV cache types included). */
+static ts_status group_open_cfg(const ts_model *m, int n, bool cpu, const ts_forward_config *cfg,
+                                tp_group *t, ts_error *err) {
     memset(t, 0, sizeof *t);
     t->n = n;
     ts_status st = ts_comm_local_create(n, t->c, err);
@@ -70,14 +72,18 @@ static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_
         t->b[k] = fu_backend(cpu);
         st = t->b[k] != NULL ? TS_OK : TS_ERR_INTERNAL;
     }
-    ts_forward_config c = fu_config(32, 16);
     t->cfg = (ts_tp_config){.size = n, .comm = t->c[0], .peers = t->b + 1, .peer_comms = t->c + 1};
     if (st == TS_OK && n == 1) {
-        st = ts_forward_runner_create(m, t->b[0], &c, NULL, &t->r, err);
+        st = ts_forward_runner_create(m, t->b[0], cfg, NULL, &t->r, err);
     } else if (st == TS_OK) {
-        st = ts_tp_runner_create(m, t->b[0], &c, NULL, &t->cfg, &t->r, err);
+        st = ts_tp_runner_create(m, t->b[0], cfg, NULL, &t->cfg, &t->r, err);
     }
     return st;
+}
+
+static ts_status group_open(const ts_model *m, int n, bool cpu, tp_group *t, ts_error *err) {
+    ts_forward_config c = fu_config(32, 16);
+    return group_open_cfg(m, n, cpu, &c, t, err);
 }
 
 static void group_close(tp_group *t) {
@@ -118,13 +124,12 @@ static ts_status run_script(ts_runner *r, int32_t n_vocab, float *logits, float 
 
 #define ROWS (19 + 2 * N_DECODE)
 
-/* KV bytes of the n shards of m made for bucket c, each as its own forward. */
-static size_t shard_kv_bytes(const ts_model *m, int n, bool cpu) {
+/* KV bytes of the n shards of m made for bucket fc, each as its own forward. */
+static size_t shard_kv_bytes_cfg(const ts_model *m, int n, bool cpu, ts_forward_config fc) {
     ts_comm *c[MAXR];
     ts_error err = {0};
     assert_int_equal(ts_comm_local_create(n, c, &err), TS_OK);
     ts_backend *b = fu_backend(cpu);
-    ts_forward_config fc = fu_config(32, 16);
     size_t total = 0;
     for (int k = 0; k < n; k++) {
         ts_forward *f = NULL;
@@ -137,6 +142,10 @@ static size_t shard_kv_bytes(const ts_model *m, int n, bool cpu) {
         ts_comm_destroy(c[k]);
     }
     return total;
+}
+
+static size_t shard_kv_bytes(const ts_model *m, int n, bool cpu) {
+    return shard_kv_bytes_cfg(m, n, cpu, fu_config(32, 16));
 }
 
 #define EMBD_ROWS 19 /* the prefill's */
@@ -383,6 +392,51 @@ static void test_quantized(void **state) {
         s.wtype = types[i];
         check_parity(&s, tps, 1, true);
     }
+}
+
+/* K and V caches of different types (q8_0 K, q4_0 V; f16 K, q5_0 V) with head_dim 32, tp 2
+ * against tp 1 on the CPU backend: each shard stores the K/V rows of its own heads, computed
+ * as tp 1 computes them up to the order of the all-reduce's additions, so the quantized rows
+ * are those of tp 1 but where such a difference flips a rounding: logits within 1e-3 relative
+ * RMS, the same greedy tokens, and KV bytes of the shards' caches at both row sizes. */
+static void test_kv_types(void **state) {
+    (void)state;
+    const ts_type pairs[2][2] = {{TS_TYPE_Q8_0, TS_TYPE_Q4_0}, {TS_TYPE_F16, TS_TYPE_Q5_0}};
+    ts_tiny_spec s = ts_tiny_spec_default("llama");
+    s.head_dim = 32;
+    ts_model *m = fu_open_tiny(&s);
+    assert_non_null(m);
+    int32_t V = (int32_t)m->hp.n_vocab;
+    float *want = malloc(ROWS * (size_t)V * sizeof(float));
+    float *got = malloc(ROWS * (size_t)V * sizeof(float));
+    int32_t want_tok[2 * N_DECODE], got_tok[2 * N_DECODE];
+    for (int pi = 0; pi < 2; pi++) {
+        ts_forward_config c = fu_config(32, 16);
+        c.kv_type_k = pairs[pi][0];
+        c.kv_type_v = pairs[pi][1];
+        ts_error err = {0};
+        tp_group t;
+        if (group_open_cfg(m, 1, true, &c, &t, &err) != TS_OK ||
+            run_script(t.r, V, want, NULL, want_tok, NULL, &err) != TS_OK) {
+            fail_msg("kv types tp 1: %s", err.msg);
+        }
+        group_close(&t);
+        if (group_open_cfg(m, 2, true, &c, &t, &err) != TS_OK ||
+            run_script(t.r, V, got, NULL, got_tok, want_tok, &err) != TS_OK) {
+            fail_msg("kv types tp 2: %s", err.msg);
+        }
+        double e = fu_nrmse(got, want, ROWS * (size_t)V);
+        if (!(e < 1e-3)) {
+            fail_msg("%s/%s: tp 2 vs tp 1 relative RMS %.3g", ts_type_name(c.kv_type_k),
+                     ts_type_name(c.kv_type_v), e);
+        }
+        assert_memory_equal(got_tok, want_tok, sizeof want_tok);
+        assert_int_equal(t.r->kv_bytes, shard_kv_bytes_cfg(m, 2, true, c));
+        group_close(&t);
+    }
+    free(want);
+    free(got);
+    ts_model_close(m);
 }
 
 /* SmolLM2 tp n vs tp 1 on one backend: relative RMS of all logits below tol, and the greedy
@@ -782,7 +836,8 @@ int main(void) {
         cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_tp3),          cmocka_unit_test(test_uneven),
         cmocka_unit_test(test_families),
-        cmocka_unit_test(test_rope_factors),     cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_rope_factors), cmocka_unit_test(test_kv_types),
+        cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_shard_errors), cmocka_unit_test(test_model_mismatch),
         cmocka_unit_test(test_missing_rank), cmocka_unit_test(test_rank_fails_mid_run),
         cmocka_unit_test(test_group_of_one), cmocka_unit_test(test_smollm2),

@@ -111,7 +111,7 @@ static void runner_init(runner *r, const ts_model *m, ts_backend *b) {
         .n_blocks = MAX_TOK / 16 + 1,
         .block_size = 16,
         .max_blocks_per_seq = MAX_TOK / 16 + 1,
-        .kv_type = TS_TYPE_F16,
+        .kv_type_k = TS_TYPE_F16, .kv_type_v = TS_TYPE_F16,
     };
     ts_error err = {0};
     ts_status st = ts_forward_create(m, b, &fc, NULL, &r->fwd, &err);

@@ -505,7 +505,7 @@ static void compare_logits(const char *label, const cJSON *root, ts_model *model
                                 .n_blocks = 1,
                                 .block_size = 16,
                                 .max_blocks_per_seq = 1,
-                                .kv_type = TS_TYPE_F32};
+                                .kv_type_k = TS_TYPE_F32, .kv_type_v = TS_TYPE_F32};
         ts_forward *f = NULL;
         assert_int_equal(ts_forward_create(model, b, &fc, NULL, &f, &err), TS_OK);
         ts_batch bt = {.n_tokens = N_TOK,
@@ -588,7 +588,7 @@ static void compare_hidden(const char *label, const cJSON *root, ts_model *model
                                 .n_blocks = 2,
                                 .block_size = 16,
                                 .max_blocks_per_seq = 1,
-                                .kv_type = TS_TYPE_F32};
+                                .kv_type_k = TS_TYPE_F32, .kv_type_v = TS_TYPE_F32};
         ts_forward *f = NULL;
         if (ts_forward_create(model, b, &fc, NULL, &f, &err) != TS_OK) {
             fail_msg("%s: %s", label, err.msg);

@@ -22,8 +22,14 @@ static bool use_tiled(const ts_tensor *n, ts_isa isa) {
            n->src[0]->ne[0] <= 1024;
 }
 
+/* The AVX-512 kernel reads f16 rows in place and converts the others chunk by chunk, with one
+ * row offset for K and V: it serves f32 and f16 caches of one type. Other caches (bf16 and the
+ * quantized blocks, or K and V of different types) run the AVX2 kernel at every level, which
+ * reads each type's rows in place. */
 static bool use_avx512(const ts_tensor *n, ts_isa isa) {
-    return use_tiled(n, isa) && isa >= TS_ISA_AVX512 && n->src[0]->ne[0] % 16 == 0;
+    ts_type kt = n->src[1]->type, vt = n->src[2]->type;
+    return use_tiled(n, isa) && isa >= TS_ISA_AVX512 && n->src[0]->ne[0] % 16 == 0 && kt == vt &&
+           (kt == TS_TYPE_F16 || kt == TS_TYPE_F32);
 }
 
 /* Per thread: the scalar kernel's K and V rows, the group's queries, accumulators, maxima
@@ -39,7 +45,7 @@ static void attention_scratch(const ts_tensor *n, ts_isa isa, size_t *shared, si
 }
 
 static bool attention_supports(const ts_tensor *n, ts_isa isa) {
-    return cpu_type_convertible(n->src[1]->type, isa);
+    return cpu_type_convertible(n->src[1]->type, isa) && cpu_type_convertible(n->src[2]->type, isa);
 }
 
 /* Tiles: maximal runs of consecutive tokens of one sequence, cut every ATT_QT tokens. The
@@ -162,6 +168,7 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
     const ts_tensor *seq = n->src[4], *pos = n->src[5], *lens = n->src[6];
     const float *sinks = n->src[7] != NULL ? (const float *)n->src[7]->data : NULL;
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
+    const ts_quant_ops *vops = ts_quant_ops_get(v->type, c->isa);
     int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1], bs = k->ne[2];
     int64_t group = nh / nkv, cap = tab->ne[0] * bs;
     float scale = n->fp[0], softcap = n->fp[1];
@@ -195,10 +202,13 @@ static void attention(const cpu_op_ctx *c, ts_tensor *n) {
         int64_t j_lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
         for (int64_t j = j_lo; j <= j_hi; j++) {
             int32_t blk = cpu_attn_geti(tab, j / bs, s);
-            size_t off =
+            /* K and V rows (of their own types, so their own strides). */
+            size_t koff =
                 (size_t)kh * k->nb[1] + (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
-            kops->to_float((const char *)k->data + off, krow, hd);
-            kops->to_float((const char *)v->data + off, vrow, hd);
+            size_t voff =
+                (size_t)kh * v->nb[1] + (size_t)(j % bs) * v->nb[2] + (size_t)blk * v->nb[3];
+            kops->to_float((const char *)k->data + koff, krow, hd);
+            vops->to_float((const char *)v->data + voff, vrow, hd);
             for (int64_t g = 0; g < group; g++) {
                 const float *qq = qg + g * hd;
                 float z = 0.0f;

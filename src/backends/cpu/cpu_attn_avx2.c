@@ -5,14 +5,16 @@
  * range of query heads of each GQA group). The item walks the union of its tokens' visible
  * key ranges in chunks of ATT_KC keys. Prefill items (one kv head) convert each chunk's K and
  * V rows to f32 once for every query row of the item (tokens x heads), which is what makes
- * prefill cheap. Decoding items read f16 rows in place; with many sequences one item covers
- * all kv heads of its token, so each key's rows of all heads are read as one contiguous run,
- * and the next chunk's rows are prefetched while this one computes (paged keys are scattered
- * over the cache; waiting on them dominated batched decoding). The query heads of a group
- * share each pass over a key row (ATT_GH at a time). Per query row an online softmax keeps
- * the running max and sum; a chunk whose max exceeds the running max rescales the
- * accumulator once. Scores are computed 4 keys at a time (one transposing reduction); exp
- * is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
+ * prefill cheap. Decoding items read the cache's rows in place, whatever the K and V types
+ * (f32, f16, bf16, or the q8_0 / q5_0 / q4_0 blocks, dequantized in registers); with many
+ * sequences one item covers all kv heads of its token, so each key's rows of all heads are
+ * read as one contiguous run, and the next chunk's rows are prefetched while this one
+ * computes (paged keys are scattered over the cache; waiting on them dominated batched
+ * decoding). K and V may be of different types, each with its own row size and strides. The
+ * query heads of a group share each pass over a key row (ATT_GH at a time). Per query row an
+ * online softmax keeps the running max and sum; a chunk whose max exceeds the running max
+ * rescales the accumulator once. Scores are computed 4 keys at a time (one transposing
+ * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
  *
  * Numerics: all in f32 like the reference; only the summation order and exp's last bits
  * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations do
@@ -90,45 +92,112 @@ static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a
 
 /*
  * Score and value kernels over a chunk of keys for gh <= ATT_GH query rows of one token (the
- * heads of a GQA group), for two sources of K/V rows: rows converted to f32 in one contiguous
- * buffer (k_kv_f32: src + i * hd), and f16 rows read in place through a pointer per key
- * (k_kv_f16), which saves the conversion pass when few query rows share the chunk (decoding).
- * The kernels are written once over a constant table of the source (kv_src: where key i's
- * row is, how eight of its elements load as floats) and always inlined into the named
- * functions token_chunk_f32 and token_chunk_f16, where the table is a constant.
+ * heads of a GQA group), for several sources of K/V rows: rows converted to f32 in one
+ * contiguous buffer (k_src_conv: src + i * hd), and cache rows read in place through a
+ * pointer per key, one source per cache type (f32, f16, bf16, q8_0, q5_0, q4_0), which saves
+ * the conversion pass when few query rows share the chunk (decoding). A quantized row is read
+ * block by block: eight elements of a block are widened to f32 lanes and multiplied by the
+ * block's scale in registers, so a K row's dot product with a query and a V row's weighted sum
+ * read the cache's blocks and nothing else.
+ * The kernels are written once over a constant table of the source (kv_src: where key i's row
+ * is, how eight of its elements load as floats) and always inlined into the named functions
+ * of KV_KERNELS, where the table is a constant. K and V pick their sources separately (their
+ * types may differ): scores read K, the accumulation reads V.
  * Each key row is loaded (and converted) once for all gh rows. Per row the float operations
  * and their order do not depend on gh or on the source, so neither changes a result: a key
  * in a group of 8 from the range start sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)), a key
- * past the last such group as hsum8 does; values accumulate key by key per element.
+ * past the last such group as hsum8 does; values accumulate key by key per element. A loaded
+ * element equals what the type's to_float gives (one product of the integer and the scale),
+ * so converted and in-place rows give the same bits.
  */
 typedef struct kv_src {
     /* Row i of the chunk's rows at src (hd elements per row). */
     const void *(*row)(const void *src, int64_t i, int64_t hd);
-    /* Elements d .. d + 7 of a row, as floats. */
-    __m256 (*load)(const void *row, int64_t d);
+    /* Elements d0 + 8u .. d0 + 8u + 7 of a row, as floats: d0 is a multiple of `step` (for
+     * the block types the block d0 / 32, of which u < 4 picks the quarter; for the others any
+     * multiple of 8). */
+    __m256 (*load)(const void *row, int64_t d0, int u);
+    int step; /* 32 for the block types (a row's elements a block at a time), else 8 */
 } kv_src;
 
 /* src: const float * to the chunk's first row, rows hd floats apart. */
-ALWAYS_INLINE const void *row_f32(const void *src, int64_t i, int64_t hd) {
+ALWAYS_INLINE const void *row_conv(const void *src, int64_t i, int64_t hd) {
     return (const float *)src + i * hd;
 }
 
-ALWAYS_INLINE __m256 load_f32(const void *row, int64_t d) {
-    return _mm256_loadu_ps((const float *)row + d);
-}
-
-/* src: const uint16_t *const *, the chunk's rows one pointer per key. */
-ALWAYS_INLINE const void *row_f16(const void *src, int64_t i, int64_t hd) {
+/* src: const void *const *, the chunk's cache rows one pointer per key. */
+ALWAYS_INLINE const void *row_ptr(const void *src, int64_t i, int64_t hd) {
     (void)hd;
-    return ((const uint16_t *const *)src)[i];
+    return ((const void *const *)src)[i];
 }
 
-ALWAYS_INLINE __m256 load_f16(const void *row, int64_t d) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+ALWAYS_INLINE __m256 load_f32(const void *row, int64_t d0, int u) {
+    return _mm256_loadu_ps((const float *)row + d0 + 8 * u);
 }
 
-static const kv_src k_kv_f32 = {.row = row_f32, .load = load_f32};
-static const kv_src k_kv_f16 = {.row = row_f16, .load = load_f16};
+ALWAYS_INLINE __m256 load_f16(const void *row, int64_t d0, int u) {
+    const uint16_t *p = (const uint16_t *)row + d0 + 8 * u;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* bf16 is the high half of an f32. */
+ALWAYS_INLINE __m256 load_bf16(const void *row, int64_t d0, int u) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + d0 + 8 * u));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* The 32-element blocks (gguf/ggml_types.h): an f16 scale d first, then
+ *   q8_0 (34 bytes): int8 q[32];                               x = d * q
+ *   q4_0 (18 bytes): u8 qs[16], element j < 16 in the low nibble of qs[j], j + 16 in its high
+ *                    nibble;                                   x = d * (nibble - 8)
+ *   q5_0 (22 bytes): u32 qh (little-endian; bit j is bit 4 of element j), then qs as q4_0;
+ *                                                              x = d * (nibble | bit << 4 - 16)
+ */
+ALWAYS_INLINE __m256 block_scale(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, sizeof h);
+    return _mm256_set1_ps(_cvtsh_ss(h));
+}
+
+ALWAYS_INLINE __m256 load_q8_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 34;
+    const __m128i q = _mm_loadl_epi64((const __m128i *)(blk + 2 + 8 * u));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), block_scale(blk));
+}
+
+/* Nibbles of elements 8u .. 8u + 7 of a block's qs, as 32-bit lanes. */
+ALWAYS_INLINE __m256i nibbles8(const uint8_t *qs, int u) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * (u & 1))));
+    const __m256i s = u >= 2 ? _mm256_srli_epi32(b, 4) : b;
+    return _mm256_and_si256(s, _mm256_set1_epi32(0xF));
+}
+
+ALWAYS_INLINE __m256 load_q4_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 18;
+    const __m256i q = _mm256_sub_epi32(nibbles8(blk + 2, u), _mm256_set1_epi32(8));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), block_scale(blk));
+}
+
+ALWAYS_INLINE __m256 load_q5_0(const void *row, int64_t d0, int u) {
+    const uint8_t *blk = (const uint8_t *)row + (d0 / 32) * 22;
+    uint32_t qh;
+    memcpy(&qh, blk + 2, sizeof qh);
+    /* Lane l gets bit 8u + l of qh, moved to bit 4. */
+    const __m256i bits = _mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> (8 * u))),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(1)), 4);
+    const __m256i q =
+        _mm256_sub_epi32(_mm256_or_si256(nibbles8(blk + 6, u), hi), _mm256_set1_epi32(16));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), block_scale(blk));
+}
+
+static const kv_src k_src_conv = {.row = row_conv, .load = load_f32, .step = 8};
+static const kv_src k_src_f32 = {.row = row_ptr, .load = load_f32, .step = 8};
+static const kv_src k_src_f16 = {.row = row_ptr, .load = load_f16, .step = 8};
+static const kv_src k_src_bf16 = {.row = row_ptr, .load = load_bf16, .step = 8};
+static const kv_src k_src_q8_0 = {.row = row_ptr, .load = load_q8_0, .step = 32};
+static const kv_src k_src_q5_0 = {.row = row_ptr, .load = load_q5_0, .step = 32};
+static const kv_src k_src_q4_0 = {.row = row_ptr, .load = load_q4_0, .step = 32};
 
 /* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */
 ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
@@ -139,11 +208,16 @@ ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const
             acc[h][i] = _mm256_setzero_ps();
         }
     }
-    for (int64_t d = 0; d < hd; d += 8) {
+    /* A key's quarters of one block in a row (its scale read once); each (row, key) sum
+     * still runs over d in ascending order, whatever the step. */
+    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
         for (int i = 0; i < 4; i++) {
-            const __m256 kv = t->load(t->row(k, a + i, hd), d);
-            for (int h = 0; h < gh; h++) {
-                acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), kv, acc[h][i]);
+            const void *row = t->row(k, a + i, hd);
+            for (int u = 0; u < t->step / 8; u++) {
+                const __m256 kv = t->load(row, d0, u);
+                for (int h = 0; h < gh; h++) {
+                    acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d0 + 8 * u), kv, acc[h][i]);
+                }
             }
         }
     }
@@ -157,10 +231,27 @@ ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const
 
 ALWAYS_INLINE float dot1(const kv_src *t, const float *q, const void *k, int64_t i, int64_t hd) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t d = 0; d < hd; d += 8) {
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), t->load(t->row(k, i, hd), d), acc);
+    const void *row = t->row(k, i, hd);
+    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
+        for (int u = 0; u < t->step / 8; u++) {
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8 * u), t->load(row, d0, u), acc);
+        }
     }
     return hsum8(acc);
+}
+
+/* z[h][i] = dot(q[h], key i) * scale for keys [a, b] of the chunk. */
+ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const void *kc, int64_t a,
+                          int64_t b, int64_t hd, float scale, float *const *z) {
+    const int64_t n8 = a + (b - a + 1) / 8 * 8;
+    for (int64_t i = a; i < n8; i += 4) {
+        scores4(t, gh, q, kc, i, hd, scale, z);
+    }
+    for (int64_t i = n8; i <= b; i++) {
+        for (int h = 0; h < gh; h++) {
+            z[h][i] = dot1(t, q[h], kc, i, hd) * scale;
+        }
+    }
 }
 
 /* acc[h][d] += sum_i p[h][i] * v(a + i)[d] for i < nk, h < gh. */
@@ -182,7 +273,7 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
                 w[h] = _mm256_broadcast_ss(p[h] + i);
             }
             for (int u = 0; u < 4; u++) {
-                const __m256 vu = t->load(t->row(v, a + i, hd), d + 8 * u);
+                const __m256 vu = t->load(t->row(v, a + i, hd), d, u);
                 for (int h = 0; h < gh; h++) {
                     s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);
                 }
@@ -194,97 +285,141 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
             }
         }
     }
+    /* The rest, 8 at a time: f32 / f16 / bf16 rows only (a block type's head_dim is a
+     * multiple of 32). */
     for (; d < hd; d += 8) {
         for (int h = 0; h < gh; h++) {
             __m256 s0 = _mm256_loadu_ps(acc[h] + d);
             for (int64_t i = 0; i < nk; i++) {
                 s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i),
-                                     t->load(t->row(v, a + i, hd), d), s0);
+                                     t->load(t->row(v, a + i, hd), d, 0), s0);
             }
             _mm256_storeu_ps(acc[h] + d, s0);
         }
     }
 }
 
-/* gh query rows of one token against keys [a, b] of the chunk (indices relative to it). */
-ALWAYS_INLINE void rows_chunk(const kv_src *t, int gh, float *const *acc, float *mx, float *sum,
-                              const float *const *q, const void *kc, const void *vc, int64_t a,
-                              int64_t b, int64_t hd, float scale, float *const *z) {
-    const int64_t n8 = a + (b - a + 1) / 8 * 8;
-    for (int64_t i = a; i < n8; i += 4) {
-        scores4(t, gh, q, kc, i, hd, scale, z);
+/* The named kernels of one source: a constant gh per call so that the loops over rows
+ * unroll. */
+typedef void (*scores_fn)(int gh, const float *const *q, const void *kc, int64_t a, int64_t b,
+                          int64_t hd, float scale, float *const *z);
+typedef void (*accum_fn)(int gh, float *const *acc, const float *const *p, const void *vc,
+                         int64_t a, int64_t nk, int64_t hd);
+
+#define KV_KERNELS(NAME)                                                                           \
+    static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a, int64_t b, \
+                              int64_t hd, float scale, float *const *z) {                          \
+        if (gh == 3) {                                                                             \
+            scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, z);                                   \
+        } else if (gh == 2) {                                                                      \
+            scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, z);                                   \
+        } else {                                                                                   \
+            scores(&k_src_##NAME, 1, q, kc, a, b, hd, scale, z);                                   \
+        }                                                                                          \
+    }                                                                                              \
+    static void accum_##NAME(int gh, float *const *acc, const float *const *p, const void *vc,     \
+                             int64_t a, int64_t nk, int64_t hd) {                                  \
+        if (gh == 3) {                                                                             \
+            accumulate(&k_src_##NAME, 3, acc, p, vc, a, nk, hd);                                   \
+        } else if (gh == 2) {                                                                      \
+            accumulate(&k_src_##NAME, 2, acc, p, vc, a, nk, hd);                                   \
+        } else {                                                                                   \
+            accumulate(&k_src_##NAME, 1, acc, p, vc, a, nk, hd);                                   \
+        }                                                                                          \
     }
-    for (int64_t i = n8; i <= b; i++) {
-        for (int h = 0; h < gh; h++) {
-            z[h][i] = dot1(t, q[h], kc, i, hd) * scale;
-        }
+
+KV_KERNELS(conv)
+KV_KERNELS(f32)
+KV_KERNELS(f16)
+KV_KERNELS(bf16)
+KV_KERNELS(q8_0)
+KV_KERNELS(q5_0)
+KV_KERNELS(q4_0)
+
+typedef struct kv_kernels {
+    scores_fn scores;
+    accum_fn accum;
+} kv_kernels;
+
+static const kv_kernels k_conv = {scores_conv, accum_conv};
+
+/* The in-place kernels of a cache type; NULL for a type without them (never: the op checks
+ * the cache types, and every type it allows has a source here). */
+static const kv_kernels *direct_kernels(ts_type t) {
+    static const kv_kernels f32 = {scores_f32, accum_f32}, f16 = {scores_f16, accum_f16},
+                            bf16 = {scores_bf16, accum_bf16}, q8_0 = {scores_q8_0, accum_q8_0},
+                            q5_0 = {scores_q5_0, accum_q5_0}, q4_0 = {scores_q4_0, accum_q4_0};
+    switch (t) {
+    case TS_TYPE_F32:
+        return &f32;
+    case TS_TYPE_F16:
+        return &f16;
+    case TS_TYPE_BF16:
+        return &bf16;
+    case TS_TYPE_Q8_0:
+        return &q8_0;
+    case TS_TYPE_Q5_0:
+        return &q5_0;
+    case TS_TYPE_Q4_0:
+        return &q4_0;
+    default:
+        return NULL;
     }
-    const float *p[ATT_GH];
-    for (int h = 0; h < gh; h++) {
-        softmax_chunk(acc[h], &mx[h], &sum[h], z[h], a, b, hd);
-        p[h] = z[h] + a;
-    }
-    accumulate(t, gh, acc, p, vc, a, b - a + 1, hd);
 }
 
-/* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time. */
-ALWAYS_INLINE void token_chunk(const kv_src *t, int64_t ng, float *acc, float *mx, float *sum,
-                               const float *q, const void *kc, const void *vc, int64_t a, int64_t b,
-                               int64_t hd, float scale, float *z) {
+/* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time, against keys
+ * [a, b] of the chunk: K rows through kk, V rows through vk. */
+static void token_chunk(const kv_kernels *kk, const kv_kernels *vk, int64_t ng, float *acc,
+                        float *mx, float *sum, const float *q, const void *kc, const void *vc,
+                        int64_t a, int64_t b, int64_t hd, float scale, float *z) {
     for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {
         const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;
         float *ar[ATT_GH], *zr[ATT_GH];
-        const float *qr[ATT_GH];
+        const float *qr[ATT_GH], *p[ATT_GH];
         for (int h = 0; h < gh; h++) {
             ar[h] = acc + (g0 + h) * hd;
             qr[h] = q + (g0 + h) * hd;
             zr[h] = z + h * ATT_KC;
         }
-        /* Constant gh per call so that the kernels' loops over rows unroll. */
-        if (gh == 3) {
-            rows_chunk(t, 3, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
-        } else if (gh == 2) {
-            rows_chunk(t, 2, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
-        } else {
-            rows_chunk(t, 1, ar, mx + g0, sum + g0, qr, kc, vc, a, b, hd, scale, zr);
+        kk->scores(gh, qr, kc, a, b, hd, scale, zr);
+        for (int h = 0; h < gh; h++) {
+            softmax_chunk(ar[h], &mx[g0 + h], &sum[g0 + h], zr[h], a, b, hd);
+            p[h] = zr[h] + a;
         }
+        vk->accum(gh, ar, p, vc, a, b - a + 1, hd);
     }
 }
 
-/* K/V rows converted to f32: row i of the chunk at kc + i * hd (likewise vc). */
-static void token_chunk_f32(int64_t ng, float *acc, float *mx, float *sum, const float *q,
-                            const float *kc, const float *vc, int64_t a, int64_t b, int64_t hd,
-                            float scale, float *z) {
-    token_chunk(&k_kv_f32, ng, acc, mx, sum, q, kc, vc, a, b, hd, scale, z);
+/* Byte offset of key j's row of kv head 0 in cache c (K or V) of sequence s. */
+static inline size_t kv_offset(const ts_tensor *c, const ts_tensor *tab, int32_t s, int64_t j) {
+    int64_t bs = c->ne[2];
+    int64_t blk = cpu_attn_read_block(tab, j / bs, s, c->ne[3]);
+    return (size_t)(j % bs) * c->nb[2] + (size_t)blk * c->nb[3];
 }
 
-/* f16 K/V rows in place: row i of the chunk at kc[i] (likewise vc). */
-static void token_chunk_f16(int64_t ng, float *acc, float *mx, float *sum, const float *q,
-                            const uint16_t *const *kc, const uint16_t *const *vc, int64_t a,
-                            int64_t b, int64_t hd, float scale, float *z) {
-    token_chunk(&k_kv_f16, ng, acc, mx, sum, q, kc, vc, a, b, hd, scale, z);
-}
-
-/* Byte offset of key j's row of kv head 0 in the cache of sequence s. */
-static inline size_t kv_offset(const ts_tensor *k, const ts_tensor *tab, int32_t s, int64_t j) {
-    int64_t bs = k->ne[2];
-    int64_t blk = cpu_attn_read_block(tab, j / bs, s, k->ne[3]);
-    return (size_t)(j % bs) * k->nb[2] + (size_t)blk * k->nb[3];
+/* Prefetches the rows of all the item's kv heads at key j (span bytes from off). */
+static inline void prefetch_rows(const ts_tensor *c, size_t off, size_t span) {
+    for (size_t l = 0; l < span; l += 64) {
+        _mm_prefetch((const char *)c->data + off + l, _MM_HINT_T0);
+    }
 }
 
 void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it) {
     const ts_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *tab = n->src[3];
     const ts_quant_ops *kops = ts_quant_ops_get(k->type, c->isa);
+    const ts_quant_ops *vops = ts_quant_ops_get(v->type, c->isa);
     int64_t hd = q->ne[0], nh = q->ne[1], nkv = k->ne[1];
     int64_t group = nh / nkv, ng = it->g1 - it->g0, nt = it->t1 - it->t0, nkh = it->kh1 - it->kh0;
     float scale = n->fp[0];
     float *kc = c->local, *vc = kc + ATT_KC * hd, *qb = vc + ATT_KC * hd;
-    /* Few query rows per kv head (decoding): read f16 K/V in place instead of converting each
-     * chunk. Items of several kv heads are decoding items only (cpu_attn.c). */
-    const bool direct =
-        k->type == TS_TYPE_F16 && v->type == TS_TYPE_F16 && nt * ng <= ATT_DIRECT_ROWS;
-    const uint16_t *kp[ATT_KC], *vp[ATT_KC];
-    size_t koff[ATT_KC];
+    /* Few query rows per kv head (decoding): read K/V rows in place, whatever their types,
+     * instead of converting each chunk. Items of several kv heads are decoding items only
+     * (cpu_attn.c). */
+    const bool direct = nt * ng <= ATT_DIRECT_ROWS;
+    const kv_kernels *kk = direct ? direct_kernels(k->type) : &k_conv;
+    const kv_kernels *vk = direct ? direct_kernels(v->type) : &k_conv;
+    const void *kp[ATT_KC], *vp[ATT_KC];
+    size_t koff[ATT_KC], voff[ATT_KC];
     /* Rows r = (ti * nkh + khi) * ng + g; nt * nkh <= ATT_QT. */
     float *acc = qb + ATT_QT * group * hd, *z = acc + ATT_QT * group * hd;
     float *mx = z + ATT_GH * ATT_KC, *sum = mx + ATT_QT * group;
@@ -295,10 +430,12 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
         cpu_attn_item_sink(n, it, r, &mx[r], &sum[r]);
     }
     memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
-    /* The row bytes of all the item's kv heads at one key (contiguous in the cache). */
-    size_t row_bytes = 0;
-    ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &row_bytes);
-    const size_t span = (size_t)(nkh - 1) * k->nb[1] + row_bytes;
+    /* The row bytes of all the item's kv heads at one key (contiguous in each cache). */
+    size_t k_row = 0, v_row = 0;
+    ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &k_row);
+    ts_type_row_bytes((uint32_t)v->type, (uint64_t)hd, &v_row);
+    const size_t k_span = (size_t)(nkh - 1) * k->nb[1] + k_row;
+    const size_t v_span = (size_t)(nkh - 1) * v->nb[1] + v_row;
     /* Chunks on the grid of multiples of ATT_KC, whatever keys the item's other rows see: a
      * row's chunks, and so its bits, then depend on its own key range only (with a sliding
      * window the items' first keys differ). */
@@ -306,30 +443,31 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
         int64_t nk = J1 - j0 + 1 < ATT_KC ? J1 - j0 + 1 : ATT_KC;
         for (int64_t i = 0; i < nk; i++) {
             koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
+            voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
         }
         if (direct) {
             /* The next chunk's rows are read from memory while this one computes: its keys sit
              * in blocks spread over the cache, and waiting on them dominated decoding. */
             const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
             for (int64_t j = j0 + ATT_KC; j <= e; j++) {
-                size_t off = kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1];
-                for (size_t l = 0; l < span; l += 64) {
-                    _mm_prefetch((const char *)k->data + off + l, _MM_HINT_T0);
-                    _mm_prefetch((const char *)v->data + off + l, _MM_HINT_T0);
-                }
+                prefetch_rows(k, kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1], k_span);
+                prefetch_rows(v, kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1], v_span);
             }
         }
         for (int64_t khi = 0; khi < nkh; khi++) {
             for (int64_t i = 0; i < nk; i++) {
-                size_t off = koff[i] + (size_t)khi * k->nb[1];
+                const char *kr = (const char *)k->data + koff[i] + (size_t)khi * k->nb[1];
+                const char *vr = (const char *)v->data + voff[i] + (size_t)khi * v->nb[1];
                 if (direct) {
-                    kp[i] = (const uint16_t *)((const char *)k->data + off);
-                    vp[i] = (const uint16_t *)((const char *)v->data + off);
+                    kp[i] = kr;
+                    vp[i] = vr;
                 } else {
-                    kops->to_float((const char *)k->data + off, kc + i * hd, hd);
-                    kops->to_float((const char *)v->data + off, vc + i * hd, hd);
+                    kops->to_float(kr, kc + i * hd, hd);
+                    vops->to_float(vr, vc + i * hd, hd);
                 }
             }
+            const void *ks = direct ? (const void *)kp : (const void *)kc;
+            const void *vs = direct ? (const void *)vp : (const void *)vc;
             for (int64_t ti = 0; ti < nt; ti++) {
                 int64_t a = (jlo[ti] > j0 ? jlo[ti] : j0) - j0;
                 int64_t b = (jhi[ti] < j0 + nk - 1 ? jhi[ti] : j0 + nk - 1) - j0;
@@ -337,13 +475,8 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
                     continue;
                 }
                 int64_t r = (ti * nkh + khi) * ng;
-                if (direct) {
-                    token_chunk_f16(ng, acc + r * hd, mx + r, sum + r, qb + r * hd, kp, vp, a, b,
-                                    hd, scale, z);
-                } else {
-                    token_chunk_f32(ng, acc + r * hd, mx + r, sum + r, qb + r * hd, kc, vc, a, b,
-                                    hd, scale, z);
-                }
+                token_chunk(kk, vk, ng, acc + r * hd, mx + r, sum + r, qb + r * hd, ks, vs, a, b,
+                            hd, scale, z);
             }
         }
     }
