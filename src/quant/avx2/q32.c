@@ -11,7 +11,7 @@
  * so a block costs no horizontal reduction: per activation row and block it is eight
  * multiplies, seven adds and a few float operations for eight weight rows.
  *
- * Rows are interleaved on the fly (x8_transpose: eight rows' 16 quant bytes as a 4 x 4 table
+ * Rows are interleaved on the fly (transpose8x4_epi32: eight rows' 16 quant bytes as a 4 x 4 table
  * of 32-bit words per register half) and unpacked to levels (nibbles, plus the fifth bit for
  * Q5_0; Q8_0 keeps its signed bytes). With one activation row each block of eight rows is
  * unpacked into registers and used at once, while the next eight rows are prefetched (a
@@ -134,21 +134,6 @@ struct x8_type {
 
 /* ---- shared pieces ---- */
 
-/* Lane r of register k = bytes 4k..4k+3 of the 16 bytes at p[r]. Rows r and r + 4 share a
- * register ([row r | row r + 4]), then a 4 x 4 transpose of 32-bit words per half. */
-static inline void x8_transpose(const uint8_t *const *p, __m256i g[4]) {
-    __m256i v[4];
-    for (int r = 0; r < 4; r++) {
-        v[r] = _mm256_loadu2_m128i((const __m128i *)p[r + 4], (const __m128i *)p[r]);
-    }
-    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    g[0] = _mm256_unpacklo_epi64(t0, t2);
-    g[1] = _mm256_unpackhi_epi64(t0, t2);
-    g[2] = _mm256_unpacklo_epi64(t1, t3);
-    g[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
 /* Nibble registers -> level groups: group k = low nibbles (elements 4k..), 4 + k = high. */
 static inline void x8_nibbles(const __m256i g[4], __m256i q[8]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -240,7 +225,7 @@ ALWAYS_INLINE void q4_1_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         memcpy(&dm[r], b[r], 4); /* (d, m) */
     }
     __m256i g[4];
-    x8_transpose(qs, g);
+    transpose8x4_epi32(qs, g);
     x8_nibbles(g, q);
     /* [d0 m0 .. d3 m3], [d4 m4 .. d7 m7]; shuffle_ps works per half, so reorder after. */
     const __m256 lo = _mm256_cvtph_ps(_mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]));
@@ -272,7 +257,7 @@ ALWAYS_INLINE void q4_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         h[r] = &b->d;
     }
     __m256i g[4];
-    x8_transpose(qs, g);
+    transpose8x4_epi32(qs, g);
     x8_nibbles(g, q);
     *d = x8_f16(h);
 }
@@ -294,7 +279,7 @@ ALWAYS_INLINE void q5_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
             h[r] = &b->d;
             memcpy(&qh[r], b->qh, 4);
         }
-        x8_transpose(qs, g);
+        transpose8x4_epi32(qs, g);
         qhv = _mm256_setr_epi32(qh[0], qh[1], qh[2], qh[3], qh[4], qh[5], qh[6], qh[7]);
         *d = x8_f16(h);
     }
@@ -328,8 +313,8 @@ ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         hi[r] = lo[r] + 16;
         h[r] = &b->d;
     }
-    x8_transpose(lo, q);
-    x8_transpose(hi, q + 4);
+    transpose8x4_epi32(lo, q);
+    transpose8x4_epi32(hi, q + 4);
     *d = x8_f16(h);
     *m = _mm256_setzero_ps();
 }
@@ -367,7 +352,7 @@ ALWAYS_INLINE void mxfp4_gather(const x8src *s, bool packed, int64_t i, __m256 *
             qs[r] = b->qs;
             ev[r] = b->e;
         }
-        x8_transpose(qs, g);
+        transpose8x4_epi32(qs, g);
         e = _mm256_setr_epi32(ev[0], ev[1], ev[2], ev[3], ev[4], ev[5], ev[6], ev[7]);
     }
     x8_nibbles(g, q);

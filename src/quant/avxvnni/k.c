@@ -1,5 +1,5 @@
 /*
- * avxvnni/k.c — the AVX-VNNI level's K-quant kernels: avx2/k.c compiled a second time, with
+ * avxvnni/k.c — the AVX-VNNI level's Q5_K kernel: avx2/k.c compiled a second time, with
  * -mavxvnni (cmake/layers.cmake) and TS_AVXVNNI, which makes each scaled widening of the
  * sub-block sums (simd_avx2.h: dot2_i16) one vpdpwssd instead of vpmaddwd + vpaddd. The
  * integer sums and float operations are the AVX2 ones, and so are the bits.
@@ -10,10 +10,6 @@
  */
 #define TS_AVXVNNI 1
 
-#define ts_q_gemm_q4_k_avx2 ts_q_gemm_q4_k_avxvnni
-#define ts_q_gemm_q6_k_avx2 ts_q_gemm_q6_k_avxvnni
-#define ts_q_dot_q4_k_avx2  ts_q_dot_q4_k_avxvnni
-#define ts_q_dot_q5_k_avx2  ts_q_dot_q5_k_avxvnni
-#define ts_q_dot_q6_k_avx2  ts_q_dot_q6_k_avxvnni
+#define ts_q_dot_q5_k_avx2 ts_q_dot_q5_k_avxvnni
 
 #include "quant/avx2/k.c"
