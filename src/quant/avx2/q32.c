@@ -299,11 +299,16 @@ ALWAYS_INLINE void q5_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
     *m = _mm256_setzero_ps();
 }
 
-/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. From the rows
- * only: this level has no packed Q8_0 kernel (its one-row kernel reads rows as they are). */
+/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. Packed, the
+ * 32 quant bytes are eight runs of words after the scale's run (quant_pack.c). */
 ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
-    (void)packed;
+    *m = _mm256_setzero_ps();
+    if (packed) {
+        x8_pk_words(s, sizeof(ts_block_q8_0), i, offsetof(ts_block_q8_0, qs), 8, q);
+        *d = x8_pk_f16(s, sizeof(ts_block_q8_0), i, 0);
+        return;
+    }
     const void *const *w = s->w;
     const uint8_t *lo[8], *hi[8];
     const uint16_t *h[8];
@@ -316,7 +321,6 @@ ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
     transpose8x4_epi32(lo, q);
     transpose8x4_epi32(hi, q + 4);
     *d = x8_f16(h);
-    *m = _mm256_setzero_ps();
 }
 
 /* 2^(e - 128) per lane (ts_e8m0_half) for E8M0 exponents e in 0..255. */
@@ -846,12 +850,45 @@ NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
     }
 }
 
+/* One activation row on packed weights: eight rows in the lanes, per block the two half sums
+ * (q8_0_half4's steps for one column) folded into a half's accumulator, as q8_0_block4 does;
+ * the next eight rows (the same half of the next group) prefetched meanwhile. */
+NOINLINE void q8_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    const int64_t nb = k / TS_QK;
+    const ts_block_q8_0 *y = a;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        x8src src;
+        x8_src_init(&src, true, w, ldw, r0, nr);
+        prefetch_rows pf;
+        prefetch_rows_begin(&pf, (const char *)src.pk + 16 * ldw + (size_t)src.half * 8 * ldw,
+                            8 * ldw, 8 * ldw, 1, nb);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t i = 0; i < nb; i++) {
+            prefetch_rows_step(&pf);
+            __m256 d, m;
+            __m256i q[8];
+            q8_0_gather(&src, true, i, &d, &m, q);
+            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y[i].d)));
+            for (int h = 0; h < 2; h++) {
+                __m256i sum = _mm256_setzero_si256();
+                for (int g = 0; g < 4; g++) {
+                    const __m256i wg = q[4 * h + g];
+                    sum = q8_0_step(sum, _mm256_sign_epi8(wg, wg), wg, y[i].qs, 16 * h + 4 * g);
+                }
+                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[h]);
+            }
+        }
+        store8(_mm256_add_ps(acc[0], acc[1]), c + r0, nr - r0 < 8 ? (int)(nr - r0) : 8);
+    }
+}
+
 /* ---- the gemm of each type: a named one-row function and the gemm ---- */
 
 static const x8_call k_q4_0_rows = {&k_q4_0, false}, k_q4_0_pk = {&k_q4_0, true};
 static const x8_call k_q4_1_rows = {&k_q4_1, false}, k_q4_1_pk = {&k_q4_1, true};
 static const x8_call k_q5_0_rows = {&k_q5_0, false}, k_q5_0_pk = {&k_q5_0, true};
-static const x8_call k_q8_0_rows = {&k_q8_0, false};
+static const x8_call k_q8_0_rows = {&k_q8_0, false}, k_q8_0_pk = {&k_q8_0, true};
 static const x8_call k_mxfp4_rows = {&k_mxfp4, false}, k_mxfp4_pk = {&k_mxfp4, true};
 
 NOINLINE void q4_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
@@ -952,6 +989,15 @@ void ts_q_gemm_q8_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
         q8_0_gemv(k, nr, c, w, ldw, a);
     } else {
         x8_gemm(&k_q8_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q8_0_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q8_0_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q8_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
