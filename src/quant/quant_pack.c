@@ -1,9 +1,9 @@
 /*
  * quant_pack.c — the interleaved ("packed") weight layout the rows-in-lanes kernels read.
  *
- * The rows-in-lanes kernels (avx512/q32.c, avx512/k.c) want, for each 32-bit word of a block,
- * sixteen rows' copies of that word side by side: one register load then holds row r's word in
- * lane r. From the file's layout (row after row) they build that with a transpose per block and
+ * The rows-in-lanes kernels (avx512/q32.c, avx512/k.c, avx2/q32.c, avx2/k8.c) want, for each
+ * 32-bit word of a block, sixteen rows' copies of that word side by side: one register load then
+ * holds row r's word in lane r. From the file's layout (row after row) they build that with a transpose per block and
  * gathers for the scales, which dominates decoding, where each weight block is used once. A
  * packed matrix holds the same bytes already in that order, so the kernels load instead.
  *
