@@ -63,7 +63,7 @@ enum {
 typedef struct k8blk {
     __m256i q[64];  /* group g: the unsigned levels of elements 4g..4g+3 */
     __m256i sc[16]; /* (scale, scale) as int16 pair: Q4_K sub-blocks 0..7, Q6_K 0..15 */
-    __m256i m[8];   /* Q4_K: (min 2t, min 2t+1), t < 4; Q6_K: (scale 2t, scale 2t+1) */
+    __m256i m[8];   /* Q4_K: (min 2t, min 2t+1), t < 4; Q6_K: m[0..3] the scale bytes */
     __m256 d, dmin; /* f16 scales as floats (Q6_K: d only) */
 } k8blk;
 
@@ -182,28 +182,29 @@ K8_INLINE void q4_k_yprep(const ts_block_q8_k *y, k8ys *e) {
     }
 }
 
-/* Scales, mins and d of eight rows from their transposed 16-byte headers: h[0] = (d, dmin),
- * h[1..3] = scale bytes 0..11 (quant_internal.h's ts_k4_scale_min, per byte: sub-blocks 0..3
- * take the low six bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 the nibbles of bytes
- * 8..11 with the top two bits of bytes 0..3 and 4..7 above them). */
-K8_INLINE void q4_k_head(const __m256i h[4], __m256 *d, __m256 *dmin, __m256i sc[8], __m256i m[4]) {
-    *d = f16_lanes(h[0], false);
-    *dmin = f16_lanes(h[0], true);
+/* Scale and min bytes of eight rows from their transposed 16-byte headers h[1..3] (scale bytes
+ * 0..11; quant_internal.h's ts_k4_scale_min, per byte): lane r of sb[0] holds row r's scales of
+ * sub-blocks 0..3 (the low six bits of bytes 0..3), sb[1] those of 4..7 (the nibbles of bytes
+ * 8..11 with the top two bits of bytes 0..3 above them), mb[0] and mb[1] the mins alike (bytes
+ * 4..7, the high nibbles of 8..11 and the top bits of 4..7). */
+K8_INLINE void q4_k_bytes(const __m256i h[4], __m256i sb[2], __m256i mb[2]) {
     const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F);
     const __m256i top = _mm256_set1_epi8(0x30);
-    const __m256i sc_lo = _mm256_and_si256(h[1], m6), m_lo = _mm256_and_si256(h[2], m6);
-    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(h[3], m4),
-                                          _mm256_and_si256(_mm256_srli_epi32(h[1], 2), top));
-    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
-                                         _mm256_and_si256(_mm256_srli_epi32(h[2], 2), top));
-    for (int s = 0; s < 4; s++) {
-        sc[s] = pair_u8(sc_lo, s, s);
-        sc[4 + s] = pair_u8(sc_hi, s, s);
-    }
-    m[0] = pair_u8(m_lo, 0, 1);
-    m[1] = pair_u8(m_lo, 2, 3);
-    m[2] = pair_u8(m_hi, 0, 1);
-    m[3] = pair_u8(m_hi, 2, 3);
+    sb[0] = _mm256_and_si256(h[1], m6);
+    mb[0] = _mm256_and_si256(h[2], m6);
+    sb[1] = _mm256_or_si256(_mm256_and_si256(h[3], m4),
+                            _mm256_and_si256(_mm256_srli_epi32(h[1], 2), top));
+    mb[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h[3], 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi32(h[2], 2), top));
+}
+
+/* (sc_s, sc_s) and (m_2t, m_2t+1) as int16 pairs per lane. */
+K8_INLINE __m256i q4_k_scale(const __m256i sb[2], int s) {
+    return pair_u8(sb[s / 4], s % 4, s % 4);
+}
+
+K8_INLINE __m256i q4_k_minpair(const __m256i mb[2], int t) {
+    return pair_u8(mb[t / 2], 2 * (t % 2), 2 * (t % 2) + 1);
 }
 
 /* Quarter c of super-block i: q[0..7] = the groups of sub-block 2c (low nibbles of quant
@@ -230,27 +231,20 @@ K8_INLINE __m256i q4_k_mins(const __m256i m[4], const k8ys *e) {
 }
 
 K8_INLINE void q4_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
-    __m256i h[4], sc[8], m[4];
+    __m256i h[4], sb[2], mb[2];
     k8_quad(s, packed, sizeof(ts_block_q4_k), i, 0, h);
-    q4_k_head(h, &b->d, &b->dmin, sc, m);
+    b->d = f16_lanes(h[0], false);
+    b->dmin = f16_lanes(h[0], true);
+    q4_k_bytes(h, sb, mb);
     for (int t = 0; t < 8; t++) {
-        b->sc[t] = sc[t];
+        b->sc[t] = q4_k_scale(sb, t);
     }
     for (int t = 0; t < 4; t++) {
-        b->m[t] = m[t];
+        b->m[t] = q4_k_minpair(mb, t);
     }
     for (int c = 0; c < 4; c++) {
         q4_k_quarter(s, packed, i, c, b->q + 16 * c);
     }
-}
-
-/* One sub-block's scaled sum for one activation row: eight groups in int16, then sc. */
-K8_INLINE __m256i q4_k_sub1(__m256i acc, const __m256i *q, const int8_t *y, __m256i sc) {
-    __m256i h = _mm256_maddubs_epi16(q[0], y4(y));
-    for (int g = 1; g < 8; g++) {
-        h = _mm256_add_epi16(h, _mm256_maddubs_epi16(q[g], y4(y + 4 * g)));
-    }
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(h, sc));
 }
 
 K8_INLINE void q4_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
@@ -280,20 +274,40 @@ K8_INLINE void q4_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *co
     }
 }
 
+/* One row: each quad of quant words is used as it arrives (its low nibbles for sub-block 2c,
+ * its high ones for 2c + 1), and the scale pairs are made at their use, so that few registers
+ * stay live across the super-block. */
 K8_INLINE __m256 q4_k_col1(const k8src *src, bool packed, int64_t i, const int8_t *y, const k8ys *e,
                            __m256 acc) {
-    __m256i h[4], sc[8], m[4];
-    __m256 d, dmin;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i h[4], sb[2], mb[2];
     k8_quad(src, packed, sizeof(ts_block_q4_k), i, 0, h);
-    q4_k_head(h, &d, &dmin, sc, m);
+    q4_k_bytes(h, sb, mb);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        __m256i q[16];
-        q4_k_quarter(src, packed, i, c, q);
-        s0 = q4_k_sub1(s0, q, y + 64 * c, sc[2 * c]);
-        s1 = q4_k_sub1(s1, q + 8, y + 64 * c + 32, sc[2 * c + 1]);
+        __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+        for (int half = 0; half < 2; half++) {
+            __m256i g[4];
+            k8_quad(src, packed, sizeof(ts_block_q4_k), i,
+                    offsetof(ts_block_q4_k, qs) + 32 * (size_t)c + 16 * (size_t)half, g);
+            for (int k = 0; k < 4; k++) {
+                const int at = 64 * c + 16 * half + 4 * k;
+                lo = _mm256_add_epi16(lo,
+                                      _mm256_maddubs_epi16(_mm256_and_si256(g[k], m4), y4(y + at)));
+                hi = _mm256_add_epi16(
+                    hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(g[k], 4), m4),
+                                             y4(y + at + 32)));
+            }
+        }
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, q4_k_scale(sb, 2 * c)));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, q4_k_scale(sb, 2 * c + 1)));
     }
-    return q4_k_fold(acc, _mm256_add_epi32(s0, s1), q4_k_mins(m, e), d, dmin, e->d);
+    __m256i m[4];
+    for (int t = 0; t < 4; t++) {
+        m[t] = q4_k_minpair(mb, t);
+    }
+    return q4_k_fold(acc, _mm256_add_epi32(s0, s1), q4_k_mins(m, e), f16_lanes(h[0], false),
+                     f16_lanes(h[0], true), e->d);
 }
 
 /* ---- Q6_K ---- */
@@ -311,94 +325,90 @@ K8_INLINE void q6_k_yprep(const ts_block_q8_k *y, k8ys *e) {
     }
 }
 
-/* Scale pairs and d of eight rows: sc[j] = (sc_j, sc_j), m[t] = (sc_2t, sc_2t+1), sign-extended
- * from the transposed scale bytes h[0..3] (bytes 4k..4k+3 in h[k]). */
-K8_INLINE void q6_k_head(const k8src *s, bool packed, int64_t i, __m256 *d, __m256i sc[16],
-                         __m256i m[8]) {
-    __m256i h[4];
-    k8_quad(s, packed, sizeof(ts_block_q6_k), i, offsetof(ts_block_q6_k, scales), h);
-    for (int j = 0; j < 16; j++) {
-        sc[j] = pair_i8(h[j / 4], j % 4, j % 4);
-    }
-    for (int t = 0; t < 8; t++) {
-        m[t] = pair_i8(h[t / 2], 2 * (t % 2), 2 * (t % 2) + 1);
-    }
+/* The eight rows' d (f16 at byte 208) as floats. */
+K8_INLINE __m256 q6_k_d(const k8src *s, bool packed, int64_t i) {
     if (packed) {
         const uint8_t *p = s->pk + (size_t)i * 16 * sizeof(ts_block_q6_k) +
                            16 * offsetof(ts_block_q6_k, d) + 16 * (size_t)s->half;
-        *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        return;
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
     }
     uint16_t dh[8];
     for (int r = 0; r < 8; r++) {
         dh[r] = ((const ts_block_q6_k *)s->w[r])[i].d;
     }
-    *d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
 }
 
-/* Quarter p = 2 h + v of super-block i (h: which 128 elements, v: which half of each 32):
- * q[4k + kk] = group 32 h + 8 k + 4 v + kk, so q[4k..4k+3] is sub-block 8 h + 2 k + v. The
- * levels of elements 128 h + 32 k + l come from ql byte 64 h + l (k even: low nibble, k = 2:
- * high) or 64 h + 32 + l (k = 1, 3), and bits 2k, 2k+1 of qh byte 32 h + l. */
-K8_INLINE void q6_k_quarter(const k8src *s, bool packed, int64_t i, int p, __m256i q[16]) {
-    const int h = p / 2, v = p % 2;
+/* From the transposed scale bytes h[0..3] (bytes 4k..4k+3 in h[k]), sign-extended: (sc_j, sc_j)
+ * and (sc_2t, sc_2t+1) as int16 pairs per lane. */
+K8_INLINE __m256i q6_k_scale(const __m256i h[4], int j) {
+    return pair_i8(h[j / 4], j % 4, j % 4);
+}
+
+K8_INLINE __m256i q6_k_scalepair(const __m256i h[4], int t) {
+    return pair_i8(h[t / 2], 2 * (t % 2), 2 * (t % 2) + 1);
+}
+
+/* The four levels (k = 0..3) that one word of a quarter's quads gives: elements 128 h + 32 k + l
+ * take ql byte 64 h + l (k = 0: low nibble, k = 2: high) or 64 h + 32 + l (k = 1, 3), and bits
+ * 2k, 2k+1 of qh byte 32 h + l. */
+K8_INLINE void q6_k_levels4(__m256i a, __m256i b, __m256i c, __m256i q[4]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
-    __m256i a[4], b[4], c[4];
+    q[0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(c, 4), top));
+    q[1] = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(c, 2), top));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(c, top));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(c, 2), top));
+}
+
+/* The ql and qh words of quarter p = 2 h + v (h: which 128 elements, v: which half of each 32):
+ * a = ql words at byte 64 h + 16 v, b = at 64 h + 32 + 16 v, c = qh words at byte 32 h + 16 v
+ * of qh. Word kk of them gives group 32 h + 8 k + 4 v + kk of level k (q6_k_levels4), so
+ * sub-block 8 h + 2 k + v is groups 4 (8 h + 2 k + v) .. + 3. */
+K8_INLINE void q6_k_words(const k8src *s, bool packed, int64_t i, int p, __m256i a[4], __m256i b[4],
+                          __m256i c[4]) {
+    const int h = p / 2, v = p % 2;
     k8_quad(s, packed, sizeof(ts_block_q6_k), i, 64 * (size_t)h + 16 * (size_t)v, a);
     k8_quad(s, packed, sizeof(ts_block_q6_k), i, 64 * (size_t)h + 32 + 16 * (size_t)v, b);
     k8_quad(s, packed, sizeof(ts_block_q6_k), i,
             offsetof(ts_block_q6_k, qh) + 32 * (size_t)h + 16 * (size_t)v, c);
-    for (int kk = 0; kk < 4; kk++) {
-        q[kk] = _mm256_or_si256(_mm256_and_si256(a[kk], m4),
-                                _mm256_and_si256(_mm256_slli_epi16(c[kk], 4), top));
-        q[4 + kk] = _mm256_or_si256(_mm256_and_si256(b[kk], m4),
-                                    _mm256_and_si256(_mm256_slli_epi16(c[kk], 2), top));
-        q[8 + kk] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a[kk], 4), m4),
-                                    _mm256_and_si256(c[kk], top));
-        q[12 + kk] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b[kk], 4), m4),
-                                     _mm256_and_si256(_mm256_srli_epi16(c[kk], 2), top));
-    }
 }
 
-/* 32 sum_j sc_j * bsums[j] per lane, for one activation row. */
-K8_INLINE __m256i q6_k_bias(const __m256i m[8], const k8ys *e) {
-    __m256i s = _mm256_madd_epi16(m[0], _mm256_set1_epi32(e->x[0]));
+/* 32 sum_j sc_j * bsums[j] per lane, for one activation row, from the scale bytes h. */
+K8_INLINE __m256i q6_k_bias(const __m256i h[4], const k8ys *e) {
+    __m256i s = _mm256_madd_epi16(q6_k_scalepair(h, 0), _mm256_set1_epi32(e->x[0]));
     for (int t = 1; t < 8; t++) {
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(m[t], _mm256_set1_epi32(e->x[t])));
+        s = _mm256_add_epi32(s,
+                             _mm256_madd_epi16(q6_k_scalepair(h, t), _mm256_set1_epi32(e->x[t])));
     }
     return _mm256_slli_epi32(s, 5);
 }
 
+/* Super-block i into *b: levels by group, (sc_j, sc_j) in sc[j], the transposed scale bytes in
+ * m[0..3] (for q6_k_bias). */
 K8_INLINE void q6_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
-    __m256i sc[16], m[8];
-    q6_k_head(s, packed, i, &b->d, sc, m);
+    __m256i h[4];
+    k8_quad(s, packed, sizeof(ts_block_q6_k), i, offsetof(ts_block_q6_k, scales), h);
     for (int j = 0; j < 16; j++) {
-        b->sc[j] = sc[j];
+        b->sc[j] = q6_k_scale(h, j);
     }
-    for (int t = 0; t < 8; t++) {
-        b->m[t] = m[t];
+    for (int t = 0; t < 4; t++) {
+        b->m[t] = h[t];
     }
+    b->d = q6_k_d(s, packed, i);
     b->dmin = _mm256_setzero_ps();
     for (int p = 0; p < 4; p++) {
-        __m256i q[16];
-        q6_k_quarter(s, packed, i, p, q);
-        const int h = p / 2, v = p % 2;
-        for (int k = 0; k < 4; k++) {
-            for (int kk = 0; kk < 4; kk++) {
-                b->q[32 * h + 8 * k + 4 * v + kk] = q[4 * k + kk];
+        __m256i wa[4], wb[4], wc[4];
+        q6_k_words(s, packed, i, p, wa, wb, wc);
+        const int hh = p / 2, v = p % 2;
+        for (int kk = 0; kk < 4; kk++) {
+            __m256i q[4];
+            q6_k_levels4(wa[kk], wb[kk], wc[kk], q);
+            for (int k = 0; k < 4; k++) {
+                b->q[32 * hh + 8 * k + 4 * v + kk] = q[k];
             }
         }
     }
-}
-
-/* One sub-block's scaled sum for one activation row: pairs of groups in int16, then sc. */
-K8_INLINE __m256i q6_k_sub1(__m256i acc, const __m256i *q, const int8_t *y, __m256i sc) {
-    const __m256i h0 =
-        _mm256_add_epi16(_mm256_maddubs_epi16(q[0], y4(y)), _mm256_maddubs_epi16(q[1], y4(y + 4)));
-    const __m256i h1 = _mm256_add_epi16(_mm256_maddubs_epi16(q[2], y4(y + 8)),
-                                        _mm256_maddubs_epi16(q[3], y4(y + 12)));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(h0, sc));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(h1, sc));
 }
 
 K8_INLINE void q6_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
@@ -428,23 +438,38 @@ K8_INLINE void q6_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *co
     }
 }
 
+/* One row: each word of a quarter's quads gives one group of four sub-blocks, used at once;
+ * pairs of groups sum in int16 and are scaled as they complete, the scale pairs made at use. */
 K8_INLINE __m256 q6_k_col1(const k8src *src, bool packed, int64_t i, const int8_t *y, const k8ys *e,
                            __m256 acc) {
-    __m256i sc[16], m[8];
-    __m256 d;
-    q6_k_head(src, packed, i, &d, sc, m);
+    __m256i h[4];
+    k8_quad(src, packed, sizeof(ts_block_q6_k), i, offsetof(ts_block_q6_k, scales), h);
     __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
     for (int p = 0; p < 4; p++) {
-        __m256i q[16];
-        q6_k_quarter(src, packed, i, p, q);
-        const int h = p / 2, v = p % 2;
-        for (int k = 0; k < 4; k += 2) {
-            const int j0 = 8 * h + 2 * k + v, j1 = j0 + 2;
-            s0 = q6_k_sub1(s0, q + 4 * k, y + 16 * j0, sc[j0]);
-            s1 = q6_k_sub1(s1, q + 4 * k + 4, y + 16 * j1, sc[j1]);
+        __m256i wa[4], wb[4], wc[4];
+        q6_k_words(src, packed, i, p, wa, wb, wc);
+        const int hh = p / 2, v = p % 2;
+        __m256i part[4];
+        for (int kk = 0; kk < 4; kk++) {
+            __m256i q[4];
+            q6_k_levels4(wa[kk], wb[kk], wc[kk], q);
+            for (int k = 0; k < 4; k++) {
+                const int j = 8 * hh + 2 * k + v; /* the sub-block; this group is its kk-th */
+                const __m256i prod = _mm256_maddubs_epi16(q[k], y4(y + 16 * j + 4 * kk));
+                part[k] = kk % 2 == 0 ? prod : _mm256_add_epi16(part[k], prod);
+                if (kk % 2 == 1) {
+                    const __m256i t = _mm256_madd_epi16(part[k], q6_k_scale(h, j));
+                    if (k % 2 == 0) {
+                        s0 = _mm256_add_epi32(s0, t);
+                    } else {
+                        s1 = _mm256_add_epi32(s1, t);
+                    }
+                }
+            }
         }
     }
-    return q6_k_fold(acc, _mm256_sub_epi32(_mm256_add_epi32(s0, s1), q6_k_bias(m, e)), d, e->d);
+    return q6_k_fold(acc, _mm256_sub_epi32(_mm256_add_epi32(s0, s1), q6_k_bias(h, e)),
+                     q6_k_d(src, packed, i), e->d);
 }
 
 /* ---- drivers ---- */
