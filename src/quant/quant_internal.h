@@ -339,6 +339,8 @@ TS_Q_DECLARE_GEMM(mxfp4, avx2);
 TS_Q_DECLARE_GEMM(mxfp4_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
 TS_Q_DECLARE_GEMM(q4_k_packed, avx2);
+TS_Q_DECLARE_GEMM(q5_k, avx2);
+TS_Q_DECLARE_GEMM(q5_k_packed, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k_packed, avx2);
 
@@ -364,6 +366,8 @@ TS_Q_DECLARE_GEMM(mxfp4, avxvnni);
 TS_Q_DECLARE_GEMM(mxfp4_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_k, avxvnni);
 TS_Q_DECLARE_GEMM(q4_k_packed, avxvnni);
+TS_Q_DECLARE_GEMM(q5_k, avxvnni);
+TS_Q_DECLARE_GEMM(q5_k_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k_packed, avxvnni);
 

@@ -1,13 +1,8 @@
 /*
- * avx2/k.c — AVX2 kernels of the K-quants: Q8_K activation quantization (bit-exact with the
- * scalar one), Q4_K / Q5_K / Q6_K dequantization (bit-exact) and Q5_K's dot product against
- * Q8_K (exact integer sums per super-block; only the float accumulation order differs from the
- * reference). The gemm and dot products of Q4_K and Q6_K, eight rows in the lanes, are in
- * avx2/k8.c.
- *
- * Integer sums: Q5_K's levels (<= 31) times Q8_K quants (-128..127) give vpmaddubsw pair sums
- * within int16, which the sub-block scales widen (dot2_i16: vpmaddwd + vpaddd, or one vpdpwssd
- * in the AVX-VNNI build, avxvnni/k.c), exact either way, so both levels give the same bits.
+ * avx2/k.c — AVX2 kernels of the K-quants without a dot product: Q8_K activation quantization
+ * (bit-exact with the scalar one) and Q4_K / Q5_K / Q6_K dequantization (bit-exact). The gemm
+ * and dot products of Q4_K, Q5_K and Q6_K, eight rows in the lanes, are in avx2/k8.c; the
+ * AVX-VNNI level uses these functions as they are.
  */
 #include <math.h>
 #include <string.h>
@@ -39,10 +34,7 @@ static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
-/* ---- Q8_K activation quantization and dequantization ----
- * No dot step here: the AVX-VNNI build of this file (avxvnni/k.c) leaves them out, and its
- * level uses these. */
-#ifndef TS_AVXVNNI
+/* ---- Q8_K activation quantization and dequantization ---- */
 
 void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     ts_block_q8_k *b = dst;
@@ -171,45 +163,4 @@ void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
             }
         }
     }
-}
-
-#endif /* TS_AVXVNNI */
-
-/* ---- dot products / gemm tiles against Q8_K ---- */
-
-/* Sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int32_t k4_min_sum(const uint8_t m[8], const int16_t *bsums) {
-    int32_t s = 0;
-    for (int j = 0; j < 8; j++) {
-        s += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    return s;
-}
-
-void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q5_k *bx = x;
-    const ts_block_q8_k *by = y;
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / TS_QK_K; i++) {
-        uint8_t sc[8], m[8];
-        k4_scales(bx[i].scales, sc, m);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)bx[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(bx[i].qs + 32 * c));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), q5_high(qh, 2 * c));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                                               q5_high(qh, 2 * c + 1));
-            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
-            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
-            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * c]));
-            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * c + 1]));
-        }
-        const float d = fp16_hw(bx[i].d), dmin = fp16_hw(bx[i].dmin);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * by[i].d), acc);
-        mins += dmin * by[i].d * (float)k4_min_sum(m, by[i].bsums);
-    }
-    *result = hsum_ps256(acc) - mins;
 }

@@ -247,31 +247,41 @@ K8_INLINE void q4_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-K8_INLINE void q4_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                          __m256 *const *acc) {
+/* Q4_K and Q5_K: one unpacked super-block against four activation rows; a sub-block's groups
+ * sum in int16 `span` at a time (8 for levels <= 15, 4 for levels <= 31), each run scaled by
+ * one vpmaddwd. */
+K8_INLINE void k4_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                        __m256 *const *acc, int span) {
     __m256i s[4];
     for (int j = 0; j < 4; j++) {
         s[j] = _mm256_setzero_si256();
     }
     for (int sb = 0; sb < 8; sb++) {
-        __m256i h[4];
-        for (int g = 0; g < 8; g++) {
-            const __m256i qg = _mm256_load_si256(&b->q[8 * sb + g]);
-            for (int j = 0; j < 4; j++) {
-                const __m256i p = _mm256_maddubs_epi16(qg, y4(y[j] + 32 * sb + 4 * g));
-                h[j] = g == 0 ? p : _mm256_add_epi16(h[j], p);
-            }
-            /* Keep the sums as running chains (left alone, GCC rebalances and spills them). */
-            __asm__("" : "+x"(h[0]), "+x"(h[1]), "+x"(h[2]), "+x"(h[3]));
-        }
         const __m256i sc = _mm256_load_si256(&b->sc[sb]);
-        for (int j = 0; j < 4; j++) {
-            s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(h[j], sc));
+        for (int g0 = 0; g0 < 8; g0 += span) {
+            __m256i h[4];
+            for (int g = g0; g < g0 + span; g++) {
+                const __m256i qg = _mm256_load_si256(&b->q[8 * sb + g]);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i p = _mm256_maddubs_epi16(qg, y4(y[j] + 32 * sb + 4 * g));
+                    h[j] = g == g0 ? p : _mm256_add_epi16(h[j], p);
+                }
+                /* Keep the sums as running chains (left alone, GCC rebalances and spills them). */
+                __asm__("" : "+x"(h[0]), "+x"(h[1]), "+x"(h[2]), "+x"(h[3]));
+            }
+            for (int j = 0; j < 4; j++) {
+                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(h[j], sc));
+            }
         }
     }
     for (int j = 0; j < 4; j++) {
         *acc[j] = q4_k_fold(*acc[j], s[j], q4_k_mins(b->m, e[j]), b->d, b->dmin, e[j]->d);
     }
+}
+
+K8_INLINE void q4_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                          __m256 *const *acc) {
+    k4_tile4(b, y, e, acc, 8);
 }
 
 /* One row: each quad of quant words is used as it arrives (its low nibbles for sub-block 2c,
@@ -301,6 +311,94 @@ K8_INLINE __m256 q4_k_col1(const k8src *src, bool packed, int64_t i, const int8_
         }
         s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, q4_k_scale(sb, 2 * c)));
         s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, q4_k_scale(sb, 2 * c + 1)));
+    }
+    __m256i m[4];
+    for (int t = 0; t < 4; t++) {
+        m[t] = q4_k_minpair(mb, t);
+    }
+    return q4_k_fold(acc, _mm256_add_epi32(s0, s1), q4_k_mins(m, e), f16_lanes(h[0], false),
+                     f16_lanes(h[0], true), e->d);
+}
+
+/* ---- Q5_K: Q4_K's header and nibbles, plus one high bit per element ---- */
+
+/* Bit `bit` of every byte of v moved to bit 4 (16-bit shifts; the mask drops what crosses a
+ * byte). */
+K8_INLINE __m256i bit_to_4(__m256i v, int bit) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    if (bit <= 4) {
+        return _mm256_and_si256(_mm256_slli_epi16(v, 4 - bit), b4);
+    }
+    return _mm256_and_si256(_mm256_srli_epi16(v, bit - 4), b4);
+}
+
+/* The levels of word k of quad `half` of chunk c: lo for sub-block 2c (low nibbles of quant
+ * bytes 32c + 16 half + 4k.., fifth bit 2c of the same qh bytes' word), hi for 2c + 1. */
+K8_INLINE void q5_k_levels(__m256i qs, __m256i qh, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_or_si256(_mm256_and_si256(qs, m4), bit_to_4(qh, 2 * c));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), m4), bit_to_4(qh, 2 * c + 1));
+}
+
+K8_INLINE void q5_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
+    __m256i h[4], sb[2], mb[2];
+    k8_quad(s, packed, sizeof(ts_block_q5_k), i, 0, h);
+    b->d = f16_lanes(h[0], false);
+    b->dmin = f16_lanes(h[0], true);
+    q4_k_bytes(h, sb, mb);
+    for (int t = 0; t < 8; t++) {
+        b->sc[t] = q4_k_scale(sb, t);
+    }
+    for (int t = 0; t < 4; t++) {
+        b->m[t] = q4_k_minpair(mb, t);
+    }
+    for (int half = 0; half < 2; half++) {
+        __m256i qh[4];
+        k8_quad(s, packed, sizeof(ts_block_q5_k), i,
+                offsetof(ts_block_q5_k, qh) + 16 * (size_t)half, qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i g[4];
+            k8_quad(s, packed, sizeof(ts_block_q5_k), i,
+                    offsetof(ts_block_q5_k, qs) + 32 * (size_t)c + 16 * (size_t)half, g);
+            for (int k = 0; k < 4; k++) {
+                q5_k_levels(g[k], qh[k], c, &b->q[16 * c + 4 * half + k],
+                            &b->q[16 * c + 8 + 4 * half + k]);
+            }
+        }
+    }
+}
+
+K8_INLINE void q5_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                          __m256 *const *acc) {
+    k4_tile4(b, y, e, acc, 4);
+}
+
+/* One row: per half of every sub-block, four groups in int16, scaled as they complete. */
+K8_INLINE __m256 q5_k_col1(const k8src *src, bool packed, int64_t i, const int8_t *y, const k8ys *e,
+                           __m256 acc) {
+    __m256i h[4], sb[2], mb[2];
+    k8_quad(src, packed, sizeof(ts_block_q5_k), i, 0, h);
+    q4_k_bytes(h, sb, mb);
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+        __m256i qh[4];
+        k8_quad(src, packed, sizeof(ts_block_q5_k), i,
+                offsetof(ts_block_q5_k, qh) + 16 * (size_t)half, qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i g[4];
+            k8_quad(src, packed, sizeof(ts_block_q5_k), i,
+                    offsetof(ts_block_q5_k, qs) + 32 * (size_t)c + 16 * (size_t)half, g);
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                __m256i ql, qhi;
+                q5_k_levels(g[k], qh[k], c, &ql, &qhi);
+                const int at = 64 * c + 16 * half + 4 * k;
+                lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(ql, y4(y + at)));
+                hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(qhi, y4(y + at + 32)));
+            }
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(lo, q4_k_scale(sb, 2 * c)));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(hi, q4_k_scale(sb, 2 * c + 1)));
+        }
     }
     __m256i m[4];
     for (int t = 0; t < 4; t++) {
@@ -612,6 +710,12 @@ static const k8_type k_q4_k = {
     .tile4 = q4_k_tile4,
     .col1 = q4_k_col1,
 };
+static const k8_type k_q5_k = {
+    .wbs = sizeof(ts_block_q5_k),
+    .unpack = q5_k_unpack,
+    .tile4 = q5_k_tile4,
+    .col1 = q5_k_col1,
+};
 static const k8_type k_q6_k = {
     .wbs = sizeof(ts_block_q6_k),
     .unpack = q6_k_unpack,
@@ -621,6 +725,8 @@ static const k8_type k_q6_k = {
 
 static const k8_call k_q4_k_rows = {&k_q4_k, q4_k_yprep, false};
 static const k8_call k_q4_k_pk = {&k_q4_k, q4_k_yprep, true};
+static const k8_call k_q5_k_rows = {&k_q5_k, q4_k_yprep, false};
+static const k8_call k_q5_k_pk = {&k_q5_k, q4_k_yprep, true};
 static const k8_call k_q6_k_rows = {&k_q6_k, q6_k_yprep, false};
 static const k8_call k_q6_k_pk = {&k_q6_k, q6_k_yprep, true};
 
@@ -633,6 +739,16 @@ K8_NOINLINE void q4_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_
 K8_NOINLINE void q4_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                               const void *a) {
     k8_gemv(&k_q4_k_pk, k, nr, c, w, ldw, a);
+}
+
+K8_NOINLINE void q5_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    k8_gemv(&k_q5_k_rows, k, nr, c, w, ldw, a);
+}
+
+K8_NOINLINE void q5_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                              const void *a) {
+    k8_gemv(&k_q5_k_pk, k, nr, c, w, ldw, a);
 }
 
 K8_NOINLINE void q6_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
@@ -661,6 +777,24 @@ void ts_q_gemm_q4_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, siz
         q4_k_gemv_pk(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q4_k_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q5_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q5_k_gemv(k, nr, c, w, ldw, a);
+    } else {
+        k8_gemm(&k_q5_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q5_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q5_k_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        k8_gemm(&k_q5_k_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 
@@ -700,6 +834,42 @@ void ts_q_dot_q4_k_avx2(int64_t n, float *result, const void *x, const void *y) 
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(bx[i].qs + 32 * c));
             const __m256i lo = _mm256_and_si256(raw, mask);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0),
+                                                            _mm256_set1_epi16(sc[2 * c])));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1),
+                                                            _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        int32_t mins = 0;
+        for (int s = 0; s < 8; s++) {
+            mins += m[s] * (by[i].bsums[2 * s] + by[i].bsums[2 * s + 1]);
+        }
+        acc = q4_k_fold(acc, _mm256_set1_epi32(hsum_epi32_256(sumi)), _mm256_set1_epi32(mins),
+                        _mm256_set1_ps(fp16_hw(bx[i].d)), _mm256_set1_ps(fp16_hw(bx[i].dmin)),
+                        by[i].d);
+    }
+    *result = _mm256_cvtss_f32(acc);
+}
+
+void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) {
+    const ts_block_q5_k *bx = x;
+    const ts_block_q8_k *by = y;
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / TS_QK_K; i++) {
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) {
+            ts_k4_scale_min(j, bx[i].scales, &sc[j], &m[j]);
+        }
+        /* S: the products' pair sums (<= 2 * 31 * 128) times the sub-block scale. */
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)bx[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(bx[i].qs + 32 * c));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), bit_to_4(qh, 2 * c));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
+                                               bit_to_4(qh, 2 * c + 1));
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0),
