@@ -210,9 +210,7 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
 /* Types without a SIMD dot at a level run the scalar dot in a loop. */
 GEMM_LOOP(gemm_bf16_avx2, ts_q_dot_bf16_avx2)
 GEMM_LOOP(gemm_iq4_nl_avx2, ts_q_dot_iq4_nl_avx2)
-GEMM_LOOP(gemm_q5_k_avx2, ts_q_dot_q5_k_avx2)
 GEMM_LOOP(gemm_iq4_nl_avxvnni, ts_q_dot_iq4_nl_avxvnni)
-GEMM_LOOP(gemm_q5_k_avxvnni, ts_q_dot_q5_k_avxvnni)
 GEMM_LOOP(gemm_q5_k_avx512, ts_q_dot_q5_k_avx512)
 
 static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
@@ -230,8 +228,8 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
                  ts_q_dot_q5_0_avx2, ts_q_gemm_q5_0_avx2, ts_q_gemm_q5_0_packed_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q5_1, TS_TYPE_Q8_1, ts_q_to_float_q5_1_scalar, ts_q_from_float_q5_1_scalar,
           ts_q_dot_q5_1_scalar, gemm_q5_1_scalar, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx2, ts_q_from_float_q8_0_avx2,
-          ts_q_dot_q8_0_avx2, ts_q_gemm_q8_0_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx2, ts_q_from_float_q8_0_avx2,
+                 ts_q_dot_q8_0_avx2, ts_q_gemm_q8_0_avx2, ts_q_gemm_q8_0_packed_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVX2),
     ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
@@ -243,12 +241,12 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
           ts_q_dot_q3_k_scalar, gemm_q3_k_scalar, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx2, ts_q_from_float_q4_k_scalar,
-          ts_q_dot_q4_k_avx2, ts_q_gemm_q4_k_avx2, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx2, ts_q_from_float_q5_k_scalar,
-          ts_q_dot_q5_k_avx2, gemm_q5_k_avx2, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
-          ts_q_dot_q6_k_avx2, ts_q_gemm_q6_k_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx2, ts_q_from_float_q4_k_scalar,
+                 ts_q_dot_q4_k_avx2, ts_q_gemm_q4_k_avx2, ts_q_gemm_q4_k_packed_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx2, ts_q_from_float_q5_k_scalar,
+                 ts_q_dot_q5_k_avx2, ts_q_gemm_q5_k_avx2, ts_q_gemm_q5_k_packed_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
+                 ts_q_dot_q6_k_avx2, ts_q_gemm_q6_k_avx2, ts_q_gemm_q6_k_packed_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX2),
 };
@@ -272,8 +270,9 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
                  TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q5_1, TS_TYPE_Q8_1, ts_q_to_float_q5_1_scalar, ts_q_from_float_q5_1_scalar,
           ts_q_dot_q5_1_scalar, gemm_q5_1_scalar, TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx2, ts_q_from_float_q8_0_avx2,
-          ts_q_dot_q8_0_avxvnni, ts_q_gemm_q8_0_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_Q8_0, TS_TYPE_Q8_0, ts_q_to_float_q8_0_avx2, ts_q_from_float_q8_0_avx2,
+                 ts_q_dot_q8_0_avxvnni, ts_q_gemm_q8_0_avxvnni, ts_q_gemm_q8_0_packed_avxvnni,
+                 TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q8_1, TS_TYPE_Q8_1, ts_q_to_float_q8_1_scalar, ts_q_from_float_q8_1_avx2,
           ts_q_dot_q8_1_scalar, gemm_q8_1_scalar, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_IQ4_NL, TS_TYPE_Q8_0, ts_q_to_float_iq4_nl_scalar, ts_q_from_float_iq4_nl_scalar,
@@ -285,12 +284,15 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
           ts_q_dot_q2_k_scalar, gemm_q2_k_scalar, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q3_K, TS_TYPE_Q8_K, ts_q_to_float_q3_k_scalar, ts_q_from_float_q3_k_scalar,
           ts_q_dot_q3_k_scalar, gemm_q3_k_scalar, TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx2, ts_q_from_float_q4_k_scalar,
-          ts_q_dot_q4_k_avxvnni, ts_q_gemm_q4_k_avxvnni, TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx2, ts_q_from_float_q5_k_scalar,
-          ts_q_dot_q5_k_avxvnni, gemm_q5_k_avxvnni, TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
-          ts_q_dot_q6_k_avxvnni, ts_q_gemm_q6_k_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_Q4_K, TS_TYPE_Q8_K, ts_q_to_float_q4_k_avx2, ts_q_from_float_q4_k_scalar,
+                 ts_q_dot_q4_k_avxvnni, ts_q_gemm_q4_k_avxvnni, ts_q_gemm_q4_k_packed_avxvnni,
+                 TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_Q5_K, TS_TYPE_Q8_K, ts_q_to_float_q5_k_avx2, ts_q_from_float_q5_k_scalar,
+                 ts_q_dot_q5_k_avxvnni, ts_q_gemm_q5_k_avxvnni, ts_q_gemm_q5_k_packed_avxvnni,
+                 TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
+                 ts_q_dot_q6_k_avxvnni, ts_q_gemm_q6_k_avxvnni, ts_q_gemm_q6_k_packed_avxvnni,
+                 TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVXVNNI),
 };

@@ -334,10 +334,15 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_1_packed, avx2);
 TS_Q_DECLARE_GEMM(q5_0_packed, avx2);
 TS_Q_DECLARE_GEMM(q8_0, avx2);
+TS_Q_DECLARE_GEMM(q8_0_packed, avx2);
 TS_Q_DECLARE_GEMM(mxfp4, avx2);
 TS_Q_DECLARE_GEMM(mxfp4_packed, avx2);
 TS_Q_DECLARE_GEMM(q4_k, avx2);
+TS_Q_DECLARE_GEMM(q4_k_packed, avx2);
+TS_Q_DECLARE_GEMM(q5_k, avx2);
+TS_Q_DECLARE_GEMM(q5_k_packed, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
+TS_Q_DECLARE_GEMM(q6_k_packed, avx2);
 
 /* avxvnni/: the AVX2 kernels whose integer dot steps AVX-VNNI shortens, built again. */
 void ts_q_dot_q4_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
@@ -356,10 +361,15 @@ TS_Q_DECLARE_GEMM(q4_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_1_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q5_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q8_0, avxvnni);
+TS_Q_DECLARE_GEMM(q8_0_packed, avxvnni);
 TS_Q_DECLARE_GEMM(mxfp4, avxvnni);
 TS_Q_DECLARE_GEMM(mxfp4_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q4_k, avxvnni);
+TS_Q_DECLARE_GEMM(q4_k_packed, avxvnni);
+TS_Q_DECLARE_GEMM(q5_k, avxvnni);
+TS_Q_DECLARE_GEMM(q5_k_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k, avxvnni);
+TS_Q_DECLARE_GEMM(q6_k_packed, avxvnni);
 
 void ts_q_to_float_f16_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y);

@@ -151,6 +151,23 @@ static inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i
     return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* Lane r of g[k] = bytes 4k..4k+3 of the 16 bytes at p[r] (eight rows' 16-byte pieces as a
+ * 4 x 4 table of 32-bit words per register half): rows r and r + 4 share a register ([row r |
+ * row r + 4]), then a 4 x 4 transpose of 32-bit words per half. The rows-in-lanes kernels
+ * (avx2/q32.c, avx2/k8.c) build their registers from a matrix's rows with it. */
+static inline void transpose8x4_epi32(const uint8_t *const *p, __m256i g[4]) {
+    __m256i v[4];
+    for (int r = 0; r < 4; r++) {
+        v[r] = _mm256_loadu2_m128i((const __m128i *)p[r + 4], (const __m128i *)p[r]);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+    g[0] = _mm256_unpacklo_epi64(t0, t2);
+    g[1] = _mm256_unpackhi_epi64(t0, t2);
+    g[2] = _mm256_unpacklo_epi64(t1, t3);
+    g[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
 /* Software prefetch of `rows` pieces of `span` bytes (the first at p, then every `ldw` bytes),
  * spread evenly over `steps` calls of prefetch_rows_step while the current work computes. The
  * gemm kernels read several weight rows side by side, a few cache lines of each: too short a

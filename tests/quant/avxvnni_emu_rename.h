@@ -28,15 +28,20 @@
 #define ts_q_gemm_q4_0_packed_avxvnni ts_q_gemm_q4_0_packed_avxvnni_emu
 #define ts_q_gemm_q4_1_packed_avxvnni ts_q_gemm_q4_1_packed_avxvnni_emu
 #define ts_q_gemm_q5_0_packed_avxvnni ts_q_gemm_q5_0_packed_avxvnni_emu
+#define ts_q_gemm_q8_0_packed_avxvnni ts_q_gemm_q8_0_packed_avxvnni_emu
 #define ts_q_gemm_mxfp4_avxvnni ts_q_gemm_mxfp4_avxvnni_emu
 #define ts_q_gemm_mxfp4_packed_avxvnni ts_q_gemm_mxfp4_packed_avxvnni_emu
 #define ts_q_dot_mxfp4_avxvnni ts_q_dot_mxfp4_avxvnni_emu
 
-/* avxvnni/k.c */
-#define ts_q_gemm_q4_k_avxvnni ts_q_gemm_q4_k_avxvnni_emu
-#define ts_q_gemm_q6_k_avxvnni ts_q_gemm_q6_k_avxvnni_emu
-#define ts_q_dot_q4_k_avxvnni  ts_q_dot_q4_k_avxvnni_emu
-#define ts_q_dot_q5_k_avxvnni  ts_q_dot_q5_k_avxvnni_emu
-#define ts_q_dot_q6_k_avxvnni  ts_q_dot_q6_k_avxvnni_emu
+/* avxvnni/k8.c */
+#define ts_q_gemm_q4_k_avxvnni        ts_q_gemm_q4_k_avxvnni_emu
+#define ts_q_gemm_q6_k_avxvnni        ts_q_gemm_q6_k_avxvnni_emu
+#define ts_q_gemm_q5_k_avxvnni        ts_q_gemm_q5_k_avxvnni_emu
+#define ts_q_gemm_q5_k_packed_avxvnni ts_q_gemm_q5_k_packed_avxvnni_emu
+#define ts_q_dot_q5_k_avxvnni         ts_q_dot_q5_k_avxvnni_emu
+#define ts_q_gemm_q4_k_packed_avxvnni ts_q_gemm_q4_k_packed_avxvnni_emu
+#define ts_q_gemm_q6_k_packed_avxvnni ts_q_gemm_q6_k_packed_avxvnni_emu
+#define ts_q_dot_q4_k_avxvnni         ts_q_dot_q4_k_avxvnni_emu
+#define ts_q_dot_q6_k_avxvnni         ts_q_dot_q6_k_avxvnni_emu
 
 #endif /* TS_TESTS_QUANT_AVXVNNI_EMU_RENAME_H */

@@ -260,8 +260,8 @@ static void test_native(void **state) {
 }
 
 #if TS_HAVE_AVXVNNI_EMU
-/* Everything avxvnni/ exports, emulated (IQ4_NL's and Q5_K's gemm are the dispatch table's
- * loops over the dot). */
+/* Everything avxvnni/ exports, emulated (IQ4_NL's gemm is the dispatch table's loop over the
+ * dot). */
 static const struct {
     ts_type type;
     kernels emu;
@@ -273,7 +273,7 @@ static const struct {
     {TS_TYPE_IQ4_NL, {ts_q_dot_iq4_nl_avxvnni_emu, NULL}},
     {TS_TYPE_MXFP4, {ts_q_dot_mxfp4_avxvnni_emu, ts_q_gemm_mxfp4_avxvnni_emu}},
     {TS_TYPE_Q4_K, {ts_q_dot_q4_k_avxvnni_emu, ts_q_gemm_q4_k_avxvnni_emu}},
-    {TS_TYPE_Q5_K, {ts_q_dot_q5_k_avxvnni_emu, NULL}},
+    {TS_TYPE_Q5_K, {ts_q_dot_q5_k_avxvnni_emu, ts_q_gemm_q5_k_avxvnni_emu}},
     {TS_TYPE_Q6_K, {ts_q_dot_q6_k_avxvnni_emu, ts_q_gemm_q6_k_avxvnni_emu}},
 };
 #endif

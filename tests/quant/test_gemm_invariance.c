@@ -9,7 +9,8 @@
  * A second case runs one long shape (k = 4352, 52 rows, 70 columns) so that kernels which
  * cut k into passes, the columns into chunks and the rows into groups (quant/avx2/q32.c: 64
  * blocks, 64 columns, 32 rows as pairs of eight-row groups, here also a lone and a partial
- * group) are checked across those cuts too.
+ * group) are checked across those cuts too, and so is the packed gemm (quant_pack.c) on the
+ * case's first 48 rows where the level has one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,6 +95,37 @@ static int check_long(ts_type type, ts_isa isa) {
                 bad++;
             }
         }
+    }
+    /* The packed gemm (a whole number of sixteen-row groups, dense rows) gives the same bits:
+     * its pieces, passes and column chunks must not change a (row, column) result either. */
+    const int64_t nrp = NRL / TS_PACK_ROWS * TS_PACK_ROWS;
+    size_t rb = 0;
+    assert_true(ts_type_row_bytes(type, (uint64_t)KL, &rb));
+    if (ops->gemm_packed != NULL && ts_quant_packable(type, KL, nrp)) {
+        char *dense = malloc(rb * (size_t)nrp), *pk = malloc(rb * (size_t)nrp);
+        assert_non_null(dense);
+        assert_non_null(pk);
+        for (int64_t r = 0; r < nrp; r++) {
+            memcpy(dense + (size_t)r * rb, w + (size_t)r * ldw, rb);
+        }
+        assert_true(ts_quant_pack(type, pk, dense, KL, nrp));
+        ops->gemm_packed(KL, nrp, NCL, c, NRL * sizeof(float), pk, rb, a, lda);
+        for (int j = 0; j < NCL; j++) {
+            for (int r = 0; r < nrp; r++) {
+                float want;
+                ops->vec_dot(KL, &want, w + (size_t)r * ldw, a + (size_t)j * lda);
+                if (memcmp(&c[j * NRL + r], &want, sizeof want) != 0) {
+                    if (bad < 5) {
+                        printf("%s %s: long packed gemm row %d col %d = %.9g, vec_dot = %.9g\n",
+                               ts_type_name(type), ts_isa_name(isa), r, j, (double)c[j * NRL + r],
+                               (double)want);
+                    }
+                    bad++;
+                }
+            }
+        }
+        free(dense);
+        free(pk);
     }
     free(c);
     free(w);

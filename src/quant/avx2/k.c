@@ -1,18 +1,8 @@
 /*
- * avx2/k.c — AVX2 kernels of the K-quants: Q8_K activation quantization (bit-exact with the
- * scalar one), Q4_K / Q5_K / Q6_K dequantization (bit-exact) and dot products against Q8_K
- * (exact integer sums per super-block; only the float accumulation order differs from the
- * reference), plus 1x4 gemm tiles for Q4_K and Q6_K.
- *
- * The gemm of Q4_K and Q6_K is the row-tile driver of quant_internal.h (ts_q_row_tile_gemm)
- * over the type's tile (one weight row against up to four activation rows), inlined into the
- * named gemm of each type; the dot product is the tile with one activation row, so the two
- * give the same bits.
- *
- * Integer sums: the levels (Q4_K <= 15, Q5_K <= 31, Q6_K <= 63) times Q8_K quants (-128..127)
- * give vpmaddubsw pair sums within int16 (<= 2 * 63 * 128), which the sub-block scales widen
- * (dot2_i16: vpmaddwd + vpaddd, or one vpdpwssd in the AVX-VNNI build, avxvnni/k.c), exact
- * either way, so both levels give the same bits.
+ * avx2/k.c — AVX2 kernels of the K-quants without a dot product: Q8_K activation quantization
+ * (bit-exact with the scalar one) and Q4_K / Q5_K / Q6_K dequantization (bit-exact). The gemm
+ * and dot products of Q4_K, Q5_K and Q6_K, eight rows in the lanes, are in avx2/k8.c; the
+ * AVX-VNNI level uses these functions as they are.
  */
 #include <math.h>
 #include <string.h>
@@ -44,10 +34,7 @@ static inline __m256i q6_levels(const ts_block_q6_k *b, int h, int s) {
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
 }
 
-/* ---- Q8_K activation quantization and dequantization ----
- * No dot step here: the AVX-VNNI build of this file (avxvnni/k.c) leaves them out, and its
- * level uses these. */
-#ifndef TS_AVXVNNI
+/* ---- Q8_K activation quantization and dequantization ---- */
 
 void ts_q_from_float_q8_k_avx2(const float *src, void *dst, int64_t n) {
     ts_block_q8_k *b = dst;
@@ -176,177 +163,4 @@ void ts_q_to_float_q6_k_avx2(const void *src, float *dst, int64_t n) {
             }
         }
     }
-}
-
-#endif /* TS_AVXVNNI */
-
-/* ---- dot products / gemm tiles against Q8_K ---- */
-
-/* Sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
-static inline int32_t k4_min_sum(const uint8_t m[8], const int16_t *bsums) {
-    int32_t s = 0;
-    for (int j = 0; j < 8; j++) {
-        s += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    return s;
-}
-
-/* The same sum with one vpmaddwd (m duplicated to [m0 m0 m1 m1 ..] as int16): faster when
- * several activation rows keep the vector units busy, slower than the scalar loop for one. */
-static inline int32_t k4_min_sum_vec(const uint8_t m[8], const int16_t *bsums) {
-    int64_t mv;
-    memcpy(&mv, m, 8);
-    const __m128i m8 = _mm_cvtsi64_si128(mv);
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    return hsum_epi32_256(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16));
-}
-
-/* The 8 sub-block scales as int16 broadcasts, out[s] = sc[s] in every lane: built once per
- * super-block when several activation rows use them (for one row, per-use broadcasts are
- * cheaper). */
-static inline void k4_scale_vectors(const uint8_t sc[8], __m256i out[8]) {
-    int64_t sv;
-    memcpy(&sv, sc, 8);
-    const __m128i s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sv));
-    const __m256i both = _mm256_broadcastsi128_si256(s16);
-    for (int s = 0; s < 8; s++) {
-        const __m256i sel = _mm256_set1_epi16((short)(0x0100 * (2 * s + 1) + 2 * s));
-        out[s] = _mm256_shuffle_epi8(both, sel);
-    }
-}
-
-static inline void q4_k_tile(int64_t nb, const void *w, const void *const *a, int nc, float *out) {
-    const ts_block_q4_k *x = w;
-    const ts_block_q8_k *const *y = (const ts_block_q8_k *const *)a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    float mins[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t sc[8], m[8];
-        k4_scales(x[i].scales, sc, m);
-        __m256i q[8];
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
-            q[2 * c] = _mm256_and_si256(raw, mask);
-            q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-        }
-        __m256i scv[8];
-        if (nc > 1) {
-            k4_scale_vectors(sc, scv);
-        } else {
-            for (int t = 0; t < 8; t++) {
-                scv[t] = _mm256_set1_epi16(sc[t]);
-            }
-        }
-        const float d = fp16_hw(x[i].d), dmin = fp16_hw(x[i].dmin);
-        for (int j = 0; j < nc; j++) {
-            const ts_block_q8_k *yb = &y[j][i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int s = 0; s < 8; s++) {
-                const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * s));
-                sumi = dot2_i16(sumi, _mm256_maddubs_epi16(q[s], yv), scv[s]);
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * yb->d), acc[j]);
-            mins[j] += dmin * yb->d *
-                       (float)(nc > 1 ? k4_min_sum_vec(m, yb->bsums) : k4_min_sum(m, yb->bsums));
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]) - mins[j];
-    }
-}
-
-void ts_q_dot_q4_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const void *yp[1] = {y};
-    q4_k_tile(n / TS_QK_K, x, yp, 1, result);
-}
-
-void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const ts_block_q5_k *bx = x;
-    const ts_block_q8_k *by = y;
-    const __m256i mask = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    for (int64_t i = 0; i < n / TS_QK_K; i++) {
-        uint8_t sc[8], m[8];
-        k4_scales(bx[i].scales, sc, m);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)bx[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(bx[i].qs + 32 * c));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, mask), q5_high(qh, 2 * c));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask),
-                                               q5_high(qh, 2 * c + 1));
-            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c));
-            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(by[i].qs + 64 * c + 32));
-            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(lo, y0), _mm256_set1_epi16(sc[2 * c]));
-            sumi = dot2_i16(sumi, _mm256_maddubs_epi16(hi, y1), _mm256_set1_epi16(sc[2 * c + 1]));
-        }
-        const float d = fp16_hw(bx[i].d), dmin = fp16_hw(bx[i].dmin);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(d * by[i].d), acc);
-        mins += dmin * by[i].d * (float)k4_min_sum(m, by[i].bsums);
-    }
-    *result = hsum_ps256(acc) - mins;
-}
-
-static inline void q6_k_tile(int64_t nb, const void *w, const void *const *a, int nc, float *out) {
-    const ts_block_q6_k *x = w;
-    const ts_block_q8_k *const *y = (const ts_block_q8_k *const *)a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t i = 0; i < nb; i++) {
-        __m256i q[8];   /* unsigned levels 0..63 of each 32-element chunk */
-        __m256i scv[8]; /* int16 scales: low 128 bits sub-block 2k, high 2k+1 */
-        for (int h = 0; h < 2; h++) {
-            for (int s = 0; s < 4; s++) {
-                const int k = 4 * h + s, g = 8 * h + 2 * s;
-                q[k] = q6_levels(&x[i], h, s);
-                scv[k] = _mm256_set_m128i(_mm_set1_epi16(x[i].scales[g + 1]),
-                                          _mm_set1_epi16(x[i].scales[g]));
-            }
-        }
-        const float d = fp16_hw(x[i].d);
-        for (int j = 0; j < nc; j++) {
-            const ts_block_q8_k *yb = &y[j][i];
-            __m256i sumi = _mm256_setzero_si256();
-            for (int k = 0; k < 8; k++) {
-                const __m256i yv = _mm256_loadu_si256((const __m256i *)(yb->qs + 32 * k));
-                sumi = dot2_i16(sumi, _mm256_maddubs_epi16(q[k], yv), scv[k]);
-            }
-            /* The levels are biased by 32: sum(sc * (q - 32) * y) = sum(sc * q * y) -
-             * 32 * sum over sub-blocks of sc * ysum. */
-            int32_t corr = 0;
-            for (int g = 0; g < 16; g++) {
-                corr += x[i].scales[g] * yb->bsums[g];
-            }
-            const float s = d * yb->d;
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_set1_ps(s), acc[j]);
-            bias[j] += s * (float)(32 * corr);
-        }
-    }
-    for (int j = 0; j < nc; j++) {
-        out[j] = hsum_ps256(acc[j]) - bias[j];
-    }
-}
-
-void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y) {
-    const void *yp[1] = {y};
-    q6_k_tile(n / TS_QK_K, x, yp, 1, result);
-}
-
-/* ---- gemm: the row-tile driver over each type's tile ---- */
-
-static const ts_q_row_tile k_q4_k = {.kdiv = TS_QK_K, .tile = q4_k_tile};
-static const ts_q_row_tile k_q6_k = {.kdiv = TS_QK_K, .tile = q6_k_tile};
-
-void ts_q_gemm_q4_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
-                         size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_q4_k, k, nr, nc, c, ldc, w, ldw, a, lda);
-}
-
-void ts_q_gemm_q6_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
-                         size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_q6_k, k, nr, nc, c, ldc, w, ldw, a, lda);
 }

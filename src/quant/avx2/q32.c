@@ -11,7 +11,7 @@
  * so a block costs no horizontal reduction: per activation row and block it is eight
  * multiplies, seven adds and a few float operations for eight weight rows.
  *
- * Rows are interleaved on the fly (x8_transpose: eight rows' 16 quant bytes as a 4 x 4 table
+ * Rows are interleaved on the fly (transpose8x4_epi32: eight rows' 16 quant bytes as a 4 x 4 table
  * of 32-bit words per register half) and unpacked to levels (nibbles, plus the fifth bit for
  * Q5_0; Q8_0 keeps its signed bytes). With one activation row each block of eight rows is
  * unpacked into registers and used at once, while the next eight rows are prefetched (a
@@ -134,21 +134,6 @@ struct x8_type {
 
 /* ---- shared pieces ---- */
 
-/* Lane r of register k = bytes 4k..4k+3 of the 16 bytes at p[r]. Rows r and r + 4 share a
- * register ([row r | row r + 4]), then a 4 x 4 transpose of 32-bit words per half. */
-static inline void x8_transpose(const uint8_t *const *p, __m256i g[4]) {
-    __m256i v[4];
-    for (int r = 0; r < 4; r++) {
-        v[r] = _mm256_loadu2_m128i((const __m128i *)p[r + 4], (const __m128i *)p[r]);
-    }
-    const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-    const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-    g[0] = _mm256_unpacklo_epi64(t0, t2);
-    g[1] = _mm256_unpackhi_epi64(t0, t2);
-    g[2] = _mm256_unpacklo_epi64(t1, t3);
-    g[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
 /* Nibble registers -> level groups: group k = low nibbles (elements 4k..), 4 + k = high. */
 static inline void x8_nibbles(const __m256i g[4], __m256i q[8]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -240,7 +225,7 @@ ALWAYS_INLINE void q4_1_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         memcpy(&dm[r], b[r], 4); /* (d, m) */
     }
     __m256i g[4];
-    x8_transpose(qs, g);
+    transpose8x4_epi32(qs, g);
     x8_nibbles(g, q);
     /* [d0 m0 .. d3 m3], [d4 m4 .. d7 m7]; shuffle_ps works per half, so reorder after. */
     const __m256 lo = _mm256_cvtph_ps(_mm_setr_epi32(dm[0], dm[1], dm[2], dm[3]));
@@ -272,7 +257,7 @@ ALWAYS_INLINE void q4_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         h[r] = &b->d;
     }
     __m256i g[4];
-    x8_transpose(qs, g);
+    transpose8x4_epi32(qs, g);
     x8_nibbles(g, q);
     *d = x8_f16(h);
 }
@@ -294,7 +279,7 @@ ALWAYS_INLINE void q5_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
             h[r] = &b->d;
             memcpy(&qh[r], b->qh, 4);
         }
-        x8_transpose(qs, g);
+        transpose8x4_epi32(qs, g);
         qhv = _mm256_setr_epi32(qh[0], qh[1], qh[2], qh[3], qh[4], qh[5], qh[6], qh[7]);
         *d = x8_f16(h);
     }
@@ -314,11 +299,16 @@ ALWAYS_INLINE void q5_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
     *m = _mm256_setzero_ps();
 }
 
-/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. From the rows
- * only: this level has no packed Q8_0 kernel (its one-row kernel reads rows as they are). */
+/* Q8_0: signed levels, the sign moved onto the activation by the block kernel. Packed, the
+ * 32 quant bytes are eight runs of words after the scale's run (quant_pack.c). */
 ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m,
                                __m256i q[8]) {
-    (void)packed;
+    *m = _mm256_setzero_ps();
+    if (packed) {
+        x8_pk_words(s, sizeof(ts_block_q8_0), i, offsetof(ts_block_q8_0, qs), 8, q);
+        *d = x8_pk_f16(s, sizeof(ts_block_q8_0), i, 0);
+        return;
+    }
     const void *const *w = s->w;
     const uint8_t *lo[8], *hi[8];
     const uint16_t *h[8];
@@ -328,10 +318,9 @@ ALWAYS_INLINE void q8_0_gather(const x8src *s, bool packed, int64_t i, __m256 *d
         hi[r] = lo[r] + 16;
         h[r] = &b->d;
     }
-    x8_transpose(lo, q);
-    x8_transpose(hi, q + 4);
+    transpose8x4_epi32(lo, q);
+    transpose8x4_epi32(hi, q + 4);
     *d = x8_f16(h);
-    *m = _mm256_setzero_ps();
 }
 
 /* 2^(e - 128) per lane (ts_e8m0_half) for E8M0 exponents e in 0..255. */
@@ -367,7 +356,7 @@ ALWAYS_INLINE void mxfp4_gather(const x8src *s, bool packed, int64_t i, __m256 *
             qs[r] = b->qs;
             ev[r] = b->e;
         }
-        x8_transpose(qs, g);
+        transpose8x4_epi32(qs, g);
         e = _mm256_setr_epi32(ev[0], ev[1], ev[2], ev[3], ev[4], ev[5], ev[6], ev[7]);
     }
     x8_nibbles(g, q);
@@ -861,12 +850,45 @@ NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
     }
 }
 
+/* One activation row on packed weights: eight rows in the lanes, per block the two half sums
+ * (q8_0_half4's steps for one column) folded into a half's accumulator, as q8_0_block4 does;
+ * the next eight rows (the same half of the next group) prefetched meanwhile. */
+NOINLINE void q8_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    const int64_t nb = k / TS_QK;
+    const ts_block_q8_0 *y = a;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        x8src src;
+        x8_src_init(&src, true, w, ldw, r0, nr);
+        prefetch_rows pf;
+        prefetch_rows_begin(&pf, (const char *)src.pk + 16 * ldw + (size_t)src.half * 8 * ldw,
+                            8 * ldw, 8 * ldw, 1, nb);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t i = 0; i < nb; i++) {
+            prefetch_rows_step(&pf);
+            __m256 d, m;
+            __m256i q[8];
+            q8_0_gather(&src, true, i, &d, &m, q);
+            const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y[i].d)));
+            for (int h = 0; h < 2; h++) {
+                __m256i sum = _mm256_setzero_si256();
+                for (int g = 0; g < 4; g++) {
+                    const __m256i wg = q[4 * h + g];
+                    sum = q8_0_step(sum, _mm256_sign_epi8(wg, wg), wg, y[i].qs, 16 * h + 4 * g);
+                }
+                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[h]);
+            }
+        }
+        store8(_mm256_add_ps(acc[0], acc[1]), c + r0, nr - r0 < 8 ? (int)(nr - r0) : 8);
+    }
+}
+
 /* ---- the gemm of each type: a named one-row function and the gemm ---- */
 
 static const x8_call k_q4_0_rows = {&k_q4_0, false}, k_q4_0_pk = {&k_q4_0, true};
 static const x8_call k_q4_1_rows = {&k_q4_1, false}, k_q4_1_pk = {&k_q4_1, true};
 static const x8_call k_q5_0_rows = {&k_q5_0, false}, k_q5_0_pk = {&k_q5_0, true};
-static const x8_call k_q8_0_rows = {&k_q8_0, false};
+static const x8_call k_q8_0_rows = {&k_q8_0, false}, k_q8_0_pk = {&k_q8_0, true};
 static const x8_call k_mxfp4_rows = {&k_mxfp4, false}, k_mxfp4_pk = {&k_mxfp4, true};
 
 NOINLINE void q4_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a) {
@@ -967,6 +989,15 @@ void ts_q_gemm_q8_0_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
         q8_0_gemv(k, nr, c, w, ldw, a);
     } else {
         x8_gemm(&k_q8_0_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    }
+}
+
+void ts_q_gemm_q8_0_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
+                                const void *w, size_t ldw, const void *a, size_t lda) {
+    if (nc == 1) {
+        q8_0_gemv_pk(k, nr, c, w, ldw, a);
+    } else {
+        x8_gemm(&k_q8_0_pk, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
 }
 

@@ -20,6 +20,7 @@
 #define ts_q_gemm_q4_0_packed_avx2 ts_q_gemm_q4_0_packed_avxvnni
 #define ts_q_gemm_q4_1_packed_avx2 ts_q_gemm_q4_1_packed_avxvnni
 #define ts_q_gemm_q5_0_packed_avx2 ts_q_gemm_q5_0_packed_avxvnni
+#define ts_q_gemm_q8_0_packed_avx2 ts_q_gemm_q8_0_packed_avxvnni
 #define ts_q_dot_q4_0_avx2   ts_q_dot_q4_0_avxvnni
 #define ts_q_dot_q4_1_avx2   ts_q_dot_q4_1_avxvnni
 #define ts_q_dot_q5_0_avx2   ts_q_dot_q5_0_avxvnni
