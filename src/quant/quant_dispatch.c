@@ -11,6 +11,7 @@
  * which some AVX-512 CPUs lack (they have the EVEX vpdpbusd only): ts_quant_ops_get gives
  * them the AVX2 table for it.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +66,9 @@ static bool cpu_avxvnni(void) {
 #endif
 }
 
-ts_isa ts_quant_cpu_isa(void) {
+/* What the CPU runs, asked once: CPUID is slow (on a virtual machine it traps to the
+ * hypervisor) and the kernel tables are looked up for every MUL_MAT on every thread. */
+static ts_isa probe_cpu_isa(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!cpu_avx2()) {
         return TS_ISA_SCALAR;
@@ -81,11 +84,25 @@ ts_isa ts_quant_cpu_isa(void) {
 #endif
 }
 
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+static ts_isa g_cpu_isa;
+static bool g_cpu_avxvnni;
+
+static void probe_once(void) {
+    g_cpu_isa = probe_cpu_isa();
+    g_cpu_avxvnni = cpu_avxvnni();
+}
+
+ts_isa ts_quant_cpu_isa(void) {
+    pthread_once(&g_isa_once, probe_once);
+    return g_cpu_isa;
+}
+
 bool ts_quant_isa_supported(ts_isa isa) {
     if ((unsigned)isa > (unsigned)ts_quant_cpu_isa()) {
         return false;
     }
-    return isa != TS_ISA_AVXVNNI || cpu_avxvnni();
+    return isa != TS_ISA_AVXVNNI || g_cpu_avxvnni;
 }
 
 /* The highest level at or below isa that this CPU runs. */
