@@ -19,7 +19,19 @@
  *
  * Windows are computed in steps of --batch tokens through the paged KV cache (one sequence).
  * llama-perplexity also refuses texts shorter than two windows; here one window is enough.
+ *
+ * KL divergence, as llama-perplexity's --kl-divergence-base / --kl-divergence: a first run
+ * with --kl-divergence-base FILE (e.g. on the F16 model, or with --override matmul=dequant for
+ * the f32-activation path) writes every scored position's log-probabilities to FILE; a second
+ * run with both options (the quantized model, another ISA level, another KV type) reads them
+ * and reports, over the scored positions, KL(base || this), how often the two agree on the
+ * most likely token, and the RMS difference of the probability given to the text's token. The
+ * file is ours (not llama.cpp's): magic "TSKLD001", then u32 n_vocab, n_ctx, n_windows, the
+ * n_windows * n_ctx tokens scored (i32), then per scored position n_vocab f32 log-probabilities
+ * (all little-endian, as the host writes them). The second run refuses a file made from
+ * another text, window length or vocabulary, naming what differs.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,17 +41,26 @@
 #include "common.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tessera perplexity -m MODEL -f TEXT_FILE [--ctx 512] [--batch 512] "
-            "[--chunks N] [options]\n\n"
-            "Scores the text as llama.cpp's llama-perplexity does: windows of --ctx tokens, each\n"
-            "starting with BOS when the model adds one, the second half of each scored. Prints\n"
-            "the running PPL after each window and \"Final estimate: PPL = X +/- Y\".\n\n"
-            "  -f, --file FILE           the text\n"
-            "  -c, --ctx N               window length in tokens (default 512; at most the\n"
-            "                            model's training context)\n"
-            "  -b, --batch N             tokens per forward step (default: the window)\n"
-            "      --chunks N            score at most N windows (default: all)\n\n");
+    fprintf(
+        f,
+        "usage: tessera perplexity -m MODEL -f TEXT_FILE [--ctx 512] [--batch 512] "
+        "[--chunks N] [options]\n\n"
+        "Scores the text as llama.cpp's llama-perplexity does: windows of --ctx tokens, each\n"
+        "starting with BOS when the model adds one, the second half of each scored. Prints\n"
+        "the running PPL after each window and \"Final estimate: PPL = X +/- Y\".\n\n"
+        "  -f, --file FILE           the text\n"
+        "  -c, --ctx N               window length in tokens (default 512; at most the\n"
+        "                            model's training context)\n"
+        "  -b, --batch N             tokens per forward step (default: the window)\n"
+        "      --chunks N            score at most N windows (default: all)\n"
+        "      --kl-divergence-base FILE\n"
+        "                            alone: write every scored position's log-probabilities\n"
+        "                            to FILE (a base run: the F16 model, or --override\n"
+        "                            matmul=dequant for f32 activations)\n"
+        "      --kl-divergence       with --kl-divergence-base: read FILE and report\n"
+        "                            KL(base || this run), how often the most likely token\n"
+        "                            is the same, and the RMS change of the text token's\n"
+        "                            probability (same text, --ctx and --chunks as the base)\n\n");
     ts_cli_print_common_help(f);
 }
 
@@ -56,6 +77,86 @@ static double nll_of(const float *logits, int64_t n_vocab, int32_t target) {
     return -((double)logits[target] - max - log(sum));
 }
 
+/* out[i] = log softmax(logits)[i], in double precision, stored as float. */
+static void log_softmax(const float *logits, int64_t n_vocab, float *out) {
+    float max = logits[0];
+    for (int64_t i = 1; i < n_vocab; i++) {
+        max = logits[i] > max ? logits[i] : max;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        sum += exp((double)logits[i] - max);
+    }
+    double lse = (double)max + log(sum);
+    for (int64_t i = 0; i < n_vocab; i++) {
+        out[i] = (float)((double)logits[i] - lse);
+    }
+}
+
+#define KLD_MAGIC "TSKLD001"
+
+/* The KL-divergence side of a run: writing the base file, or reading it and comparing. */
+typedef struct kld_state {
+    FILE *f;          /* the base file, NULL when neither option is given */
+    bool compare;     /* --kl-divergence: read and compare; else write */
+    float *base, *lp; /* [n_vocab]: a base row read; this run's log-probs */
+    double *kld;      /* [count] per scored position, for the median and percentiles */
+    int64_t count, cap;
+    double kl_sum, kl_sum2, dp_sum2;
+    int64_t same_top;
+} kld_state;
+
+static int64_t argmax_f(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++) {
+        best = x[i] > x[best] ? i : best;
+    }
+    return best;
+}
+
+/* Writes this position's log-probs, or reads the base's and accumulates the comparison. */
+static ts_status kld_position(kld_state *k, const float *logits, int64_t n_vocab, int32_t target,
+                              ts_error *err) {
+    log_softmax(logits, n_vocab, k->lp);
+    if (!k->compare) {
+        if (fwrite(k->lp, sizeof(float), (size_t)n_vocab, k->f) != (size_t)n_vocab) {
+            snprintf(err->msg, sizeof err->msg, "--kl-divergence-base: write failed (disk full?)");
+            return TS_ERR_IO;
+        }
+        return TS_OK;
+    }
+    if (fread(k->base, sizeof(float), (size_t)n_vocab, k->f) != (size_t)n_vocab) {
+        snprintf(err->msg, sizeof err->msg,
+                 "--kl-divergence-base: the file ends early (scored position %lld): it was not "
+                 "written by a complete run on this text",
+                 (long long)k->count);
+        return TS_ERR_FORMAT;
+    }
+    double kl = 0;
+    for (int64_t i = 0; i < n_vocab; i++) {
+        double pb = exp((double)k->base[i]);
+        kl += pb * ((double)k->base[i] - (double)k->lp[i]);
+    }
+    kl = kl > 0 ? kl : 0; /* rounding can leave a tiny negative sum for equal rows */
+    if (k->count == k->cap) {
+        int64_t cap = k->cap > 0 ? 2 * k->cap : 4096;
+        double *grown = realloc(k->kld, (size_t)cap * sizeof *grown);
+        if (grown == NULL) {
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            return TS_ERR_NOMEM;
+        }
+        k->kld = grown;
+        k->cap = cap;
+    }
+    k->kld[k->count++] = kl;
+    k->kl_sum += kl;
+    k->kl_sum2 += kl * kl;
+    k->same_top += argmax_f(k->base, n_vocab) == argmax_f(k->lp, n_vocab);
+    double dp = exp((double)k->lp[target]) - exp((double)k->base[target]);
+    k->dp_sum2 += dp * dp;
+    return TS_OK;
+}
+
 /* The sums the estimate is made of. */
 typedef struct nll_sums {
     double sum, sum2; /* of the NLLs and of their squares */
@@ -66,7 +167,8 @@ typedef struct nll_sums {
  * wants it). Computes it in steps of `batch` tokens from an empty cache and adds the NLL of
  * the tokens at n_ctx/2 + 1 .. n_ctx - 1 to *s. want is scratch of `batch` flags. */
 static ts_status score_window(ts_context *ctx, const int32_t *win, int64_t n_ctx, int64_t batch,
-                              int64_t n_vocab, int8_t *want, nll_sums *s, ts_error *err) {
+                              int64_t n_vocab, int8_t *want, nll_sums *s, kld_state *k,
+                              ts_error *err) {
     int64_t first = n_ctx / 2;
     ts_status st = ts_context_seq_drop(ctx, 0, err);
     for (int64_t start = 0; st == TS_OK && start < n_ctx; start += batch) {
@@ -79,11 +181,14 @@ static ts_status score_window(ts_context *ctx, const int32_t *win, int64_t n_ctx
         st = ts_context_decode(ctx, &bt, err);
         for (int64_t t = 0; st == TS_OK && t < n; t++) {
             if (want[t]) {
-                double nll =
-                    nll_of(ts_context_logits(ctx, (int32_t)t), n_vocab, win[start + t + 1]);
+                const float *logits = ts_context_logits(ctx, (int32_t)t);
+                double nll = nll_of(logits, n_vocab, win[start + t + 1]);
                 s->sum += nll;
                 s->sum2 += nll * nll;
                 s->count++;
+                if (k->f != NULL) {
+                    st = kld_position(k, logits, n_vocab, win[start + t + 1], err);
+                }
             }
         }
     }
@@ -93,7 +198,9 @@ static ts_status score_window(ts_context *ctx, const int32_t *win, int64_t n_ctx
 typedef struct ppl_opts {
     ts_cli_opts co;
     const char *file;
-    int64_t max_chunks; /* 0: all */
+    int64_t max_chunks;   /* 0: all */
+    const char *kld_base; /* --kl-divergence-base */
+    bool kld;             /* --kl-divergence */
 } ppl_opts;
 
 /* Returns 0, or the exit status after printing why the arguments are wrong (-1: --help). */
@@ -106,6 +213,19 @@ static int parse_args(ppl_opts *o, int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return -1;
+        }
+        if (strcmp(a, "--kl-divergence") == 0) {
+            o->kld = true;
+            continue;
+        }
+        if (strcmp(a, "--kl-divergence-base") == 0) {
+            if (v == NULL) {
+                fprintf(stderr, "error: %s needs a file name\n", a);
+                return 2;
+            }
+            o->kld_base = v;
+            i++;
+            continue;
         }
         bool is_file = strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0;
         bool is_chunks = strcmp(a, "--chunks") == 0, is_batch = strcmp(a, "--batch") == 0;
@@ -141,7 +261,94 @@ static int parse_args(ppl_opts *o, int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (o->kld && o->kld_base == NULL) {
+        fprintf(stderr, "error: --kl-divergence needs --kl-divergence-base FILE (the base run's "
+                        "log-probabilities)\n");
+        return 2;
+    }
     return 0;
+}
+
+/* Opens the base file: writes its header, or reads and checks it against this run. */
+static ts_status kld_open(kld_state *k, const ppl_opts *o, int64_t n_vocab, int64_t n_ctx,
+                          int64_t n_windows, const int32_t *ids, ts_error *err) {
+    k->compare = o->kld;
+    k->f = fopen(o->kld_base, k->compare ? "rb" : "wb");
+    if (k->f == NULL) {
+        snprintf(err->msg, sizeof err->msg, "--kl-divergence-base %s: %s", o->kld_base,
+                 strerror(errno));
+        return TS_ERR_IO;
+    }
+    k->base = malloc((size_t)n_vocab * sizeof(float));
+    k->lp = malloc((size_t)n_vocab * sizeof(float));
+    if (k->base == NULL || k->lp == NULL) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return TS_ERR_NOMEM;
+    }
+    uint32_t dims[3] = {(uint32_t)n_vocab, (uint32_t)n_ctx, (uint32_t)n_windows};
+    size_t n_tok = (size_t)(n_windows * n_ctx);
+    if (!k->compare) {
+        if (fwrite(KLD_MAGIC, 1, 8, k->f) != 8 || fwrite(dims, sizeof dims, 1, k->f) != 1 ||
+            fwrite(ids, sizeof *ids, n_tok, k->f) != n_tok) {
+            snprintf(err->msg, sizeof err->msg, "--kl-divergence-base %s: write failed",
+                     o->kld_base);
+            return TS_ERR_IO;
+        }
+        return TS_OK;
+    }
+    char magic[8];
+    uint32_t got[3];
+    if (fread(magic, 1, 8, k->f) != 8 || memcmp(magic, KLD_MAGIC, 8) != 0 ||
+        fread(got, sizeof got, 1, k->f) != 1) {
+        snprintf(err->msg, sizeof err->msg,
+                 "--kl-divergence-base %s: not a file written by `tessera perplexity "
+                 "--kl-divergence-base` (bad magic or header)",
+                 o->kld_base);
+        return TS_ERR_FORMAT;
+    }
+    static const char *const names[3] = {"vocabulary size", "--ctx", "windows scored"};
+    for (int i = 0; i < 3; i++) {
+        if (got[i] != dims[i]) {
+            snprintf(err->msg, sizeof err->msg,
+                     "--kl-divergence-base %s: the base run's %s is %u, this run's %u (use the "
+                     "same model family, text, --ctx and --chunks)",
+                     o->kld_base, names[i], got[i], dims[i]);
+            return TS_ERR_INVALID_ARG;
+        }
+    }
+    for (size_t i = 0; i < n_tok; i++) {
+        int32_t t;
+        if (fread(&t, sizeof t, 1, k->f) != 1 || t != ids[i]) {
+            snprintf(err->msg, sizeof err->msg,
+                     "--kl-divergence-base %s: token %zu of the text differs from the base "
+                     "run's (another text or tokenizer)",
+                     o->kld_base, i);
+            return TS_ERR_INVALID_ARG;
+        }
+    }
+    return TS_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The comparison's figures, on stdout. */
+static void kld_report(kld_state *k) {
+    double n = (double)k->count;
+    double mean = k->kl_sum / n;
+    double var = k->kl_sum2 / n - mean * mean;
+    double se = k->count > 1 && var > 0 ? sqrt(var / (n - 1)) : 0;
+    double same = (double)k->same_top / n;
+    double same_se = k->count > 1 ? sqrt(same * (1 - same) / (n - 1)) : 0;
+    qsort(k->kld, (size_t)k->count, sizeof *k->kld, cmp_double);
+    int64_t i99 = (int64_t)(0.99 * (n - 1));
+    printf("KL divergence: mean %.6f +/- %.6f, median %.6f, 99%% %.6f, max %.6f "
+           "(%lld positions)\n",
+           mean, se, k->kld[k->count / 2], k->kld[i99], k->kld[k->count - 1], (long long)k->count);
+    printf("Same top token: %.3f%% +/- %.3f%%\n", 100 * same, 100 * same_se);
+    printf("RMS change of the text token's probability: %.4f%%\n", 100 * sqrt(k->dp_sum2 / n));
 }
 
 /* Tokenizes the text as llama-perplexity does (step 1 above). */
@@ -246,6 +453,21 @@ int ts_cmd_perplexity(int argc, char **argv) {
                 (long long)(n_ctx - first - 1), (long long)first + 1, (long long)n_ctx - 1,
                 (long long)first + 1);
     }
+    kld_state k = {0};
+    if (st == TS_OK && o.kld_base != NULL) {
+        int32_t *scored = malloc((size_t)(n_windows * n_ctx) * sizeof *scored);
+        if (scored == NULL) {
+            snprintf(err.msg, sizeof err.msg, "out of memory");
+            st = TS_ERR_NOMEM;
+        } else {
+            memcpy(scored, ids, (size_t)(n_windows * n_ctx) * sizeof *scored);
+            for (int64_t w = 0; mi.add_bos && w < n_windows; w++) {
+                scored[w * n_ctx] = mi.bos;
+            }
+            st = kld_open(&k, &o, mi.n_vocab, n_ctx, n_windows, scored, &err);
+            free(scored);
+        }
+    }
     nll_sums s = {0};
     double t0 = ts_cli_now_ms();
     for (int64_t w = 0; st == TS_OK && w < n_windows; w++) {
@@ -253,7 +475,7 @@ int ts_cmd_perplexity(int argc, char **argv) {
         if (mi.add_bos) {
             win[0] = mi.bos;
         }
-        st = score_window(ctx, win, n_ctx, batch, mi.n_vocab, want, &s, &err);
+        st = score_window(ctx, win, n_ctx, batch, mi.n_vocab, want, &s, &k, &err);
         if (st == TS_OK) {
             printf("[%lld]%.4f,", (long long)w + 1, exp(s.sum / (double)s.count));
             fflush(stdout);
@@ -269,16 +491,30 @@ int ts_cmd_perplexity(int argc, char **argv) {
         double se = s.count > 1 && var > 0 ? sqrt(var / (double)(s.count - 1)) : 0;
         double ppl = exp(mean);
         printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl * se);
+        if (k.compare && k.count > 0) {
+            kld_report(&k);
+        } else if (k.f != NULL && fflush(k.f) != 0) {
+            snprintf(err.msg, sizeof err.msg, "--kl-divergence-base %s: write failed", o.kld_base);
+            st = TS_ERR_IO;
+        }
         fprintf(stderr,
                 "perplexity: %lld tokens scored (%lld per window), mean NLL %.6f +/- %.6f; "
                 "%.2f s, %.2f s per window\n",
                 (long long)s.count, (long long)(n_ctx - first - 1), mean, se, secs,
                 secs / (double)n_windows);
         ts_context_report(ctx, stderr);
-    } else {
+    }
+    if (k.f != NULL && fclose(k.f) != 0 && st == TS_OK) {
+        snprintf(err.msg, sizeof err.msg, "--kl-divergence-base %s: write failed", o.kld_base);
+        st = TS_ERR_IO;
+    }
+    if (st != TS_OK) {
         fprintf(stderr, "error: %s\n", err.msg[0] ? err.msg : ts_status_str(st));
         rc = 1;
     }
+    free(k.base);
+    free(k.lp);
+    free(k.kld);
     free(want);
     free(win);
     ts_free(ids);

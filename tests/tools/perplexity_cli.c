@@ -200,16 +200,21 @@ typedef struct files {
     char model[400], text[512], out[512], err[512];
 } files;
 
-static void files_make(files *f, const char *tag, bool add_bos) {
+static void files_make_typed(files *f, const char *tag, bool add_bos, ts_type wtype) {
     assert_non_null(ts_tiny_temp_path(f->model, sizeof f->model, tag));
     ts_tiny_spec spec = ts_tiny_spec_default("llama");
     spec.no_add_bos = !add_bos;
+    spec.wtype = wtype;
     ts_error e = {0};
     assert_int_equal(ts_tiny_write(&spec, f->model, &e), TS_OK);
     snprintf(f->text, sizeof f->text, "%s.txt", f->model);
     snprintf(f->out, sizeof f->out, "%s.out", f->model);
     snprintf(f->err, sizeof f->err, "%s.err", f->model);
     write_text(f->text, 300);
+}
+
+static void files_make(files *f, const char *tag, bool add_bos) {
+    files_make_typed(f, tag, add_bos, ts_tiny_spec_default("llama").wtype);
 }
 
 static void files_remove(files *f) {
@@ -323,7 +328,8 @@ static void test_errors(void **state) {
 
     /* A window longer than the model's context (256). */
     write_text(f.text, 300);
-    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx 512 -t 2", cli_bin(), f.model, f.text);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --ctx 512 -t 2", cli_bin(), f.model,
+             f.text);
     assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
     e = slurp(f.err);
     assert_non_null(strstr(e, "--ctx 512 is longer than the model's context (256 tokens)"));
@@ -337,11 +343,190 @@ static void test_errors(void **state) {
     files_remove(&f);
 }
 
+/* log softmax of a row, in double. */
+static void log_probs(const float *l, int n, double *out) {
+    double max = l[0], z = 0;
+    for (int v = 1; v < n; v++) {
+        max = l[v] > max ? l[v] : max;
+    }
+    for (int v = 0; v < n; v++) {
+        z += exp(l[v] - max);
+    }
+    for (int v = 0; v < n; v++) {
+        out[v] = l[v] - max - log(z);
+    }
+}
+
+static int argmax_d(const double *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) {
+        b = x[i] > x[b] ? i : b;
+    }
+    return b;
+}
+
+/* Mean KL(dequant path || fast path) and the share of positions whose most likely tokens
+ * agree, over the scored positions of the first n_windows windows, through the public API:
+ * one context with the f32-activation override, one without. */
+static void kld_reference(const char *model, const char *text_path, int n_windows, double *mean,
+                          double *same) {
+    ts_error err = {0};
+    ts_llm *llm = NULL;
+    if (ts_llm_open(model, NULL, &llm, &err) != TS_OK) {
+        fail_msg("%s", err.msg);
+    }
+    ts_llm_info mi;
+    ts_llm_get_info(llm, &mi);
+    char *text = slurp(text_path);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    assert_int_equal(ts_llm_tokenize(llm, text, strlen(text), 1, 0, &ids, &n_ids, &err), TS_OK);
+    ts_context *ctx[2] = {NULL, NULL};
+    const char *const ov[] = {"matmul=dequant"};
+    for (int c = 0; c < 2; c++) {
+        ts_context_params p = ts_context_params_default();
+        p.n_threads = 2;
+        p.n_ctx = CTX;
+        p.kv_tokens = CTX;
+        p.max_seqs = 1;
+        p.max_batch_tokens = CTX;
+        p.max_outputs = CTX;
+        if (c == 0) {
+            p.overrides = ov;
+            p.n_overrides = 1;
+        }
+        if (ts_context_create(llm, &p, &ctx[c], &err) != TS_OK) {
+            fail_msg("%s", err.msg);
+        }
+    }
+    double *lp[2] = {malloc((size_t)mi.n_vocab * CTX * sizeof(double)),
+                     malloc((size_t)mi.n_vocab * CTX * sizeof(double))};
+    assert_non_null(lp[0]);
+    assert_non_null(lp[1]);
+    double sum = 0;
+    int n = 0, agree = 0;
+    for (int w = 0; w < n_windows; w++) {
+        int32_t win[CTX];
+        int8_t want[CTX];
+        memcpy(win, ids + (size_t)w * CTX, sizeof win);
+        if (mi.add_bos) {
+            win[0] = mi.bos;
+        }
+        for (int t = 0; t < CTX; t++) {
+            want[t] = t >= CTX / 2 && t <= CTX - 2;
+        }
+        for (int c = 0; c < 2; c++) {
+            assert_int_equal(ts_context_seq_drop(ctx[c], 0, &err), TS_OK);
+            ts_decode_batch b = {.n_tokens = CTX, .tokens = win, .logits = want};
+            assert_int_equal(ts_context_decode(ctx[c], &b, &err), TS_OK);
+            for (int t = CTX / 2; t <= CTX - 2; t++) {
+                log_probs(ts_context_logits(ctx[c], t), mi.n_vocab, lp[c] + (size_t)t * mi.n_vocab);
+            }
+        }
+        for (int t = CTX / 2; t <= CTX - 2; t++) {
+            const double *b = lp[0] + (size_t)t * mi.n_vocab, *q = lp[1] + (size_t)t * mi.n_vocab;
+            double kl = 0;
+            for (int v = 0; v < mi.n_vocab; v++) {
+                kl += exp(b[v]) * (b[v] - q[v]);
+            }
+            sum += kl > 0 ? kl : 0;
+            agree += argmax_d(b, mi.n_vocab) == argmax_d(q, mi.n_vocab);
+            n++;
+        }
+    }
+    *mean = sum / n;
+    *same = (double)agree / n;
+    free(lp[0]);
+    free(lp[1]);
+    ts_context_destroy(ctx[0]);
+    ts_context_destroy(ctx[1]);
+    ts_free(ids);
+    free(text);
+    ts_llm_close(llm);
+}
+
+/* The KL figures the tool printed. */
+static void parse_kld(const files *f, double *mean, double *same) {
+    char *o = slurp(f->out);
+    const char *m = strstr(o, "KL divergence: mean ");
+    const char *s = strstr(o, "Same top token: ");
+    if (m == NULL || s == NULL) {
+        fail_msg("no KL figures in: %s", o);
+    }
+    assert_int_equal(sscanf(m, "KL divergence: mean %lf", mean), 1);
+    assert_int_equal(sscanf(s, "Same top token: %lf%%", same), 1);
+    *same /= 100;
+    free(o);
+}
+
+/* --kl-divergence-base writes the base run's log-probabilities; a second run with
+ * --kl-divergence compares with them. Against itself: zero and full agreement; the fast path
+ * against the f32-activation path: the figures computed here through the API. */
+static void test_kl_divergence(void **state) {
+    (void)state;
+    if (cli_bin() == NULL) {
+        skip();
+    }
+    files f;
+    files_make_typed(&f, "pplkld", true, TS_TYPE_Q4_1); /* Q8_1 activations on the fast path */
+    char base[600], args[1400];
+    snprintf(base, sizeof base, "%s.kld", f.model);
+    figures fg;
+    double mean = -1, same = -1;
+
+    snprintf(args, sizeof args, "--chunks 3 --kl-divergence-base %s", base);
+    run_tool(&f, args, &fg);
+    snprintf(args, sizeof args, "--chunks 3 --kl-divergence-base %s --kl-divergence", base);
+    run_tool(&f, args, &fg);
+    parse_kld(&f, &mean, &same);
+    assert_true(mean == 0.0);
+    assert_true(same == 1.0);
+
+    snprintf(args, sizeof args, "--chunks 3 --kl-divergence-base %s --override matmul=dequant",
+             base);
+    run_tool(&f, args, &fg);
+    snprintf(args, sizeof args, "--chunks 3 --kl-divergence-base %s --kl-divergence", base);
+    run_tool(&f, args, &fg);
+    parse_kld(&f, &mean, &same);
+    double ref_mean = 0, ref_same = 0;
+    kld_reference(f.model, f.text, 3, &ref_mean, &ref_same);
+    assert_true(ref_mean > 0);
+    if (fabs(mean - ref_mean) > 1e-6 + 1e-3 * ref_mean || fabs(same - ref_same) > 1e-4) {
+        fail_msg("tool: KL %.8f, same top %.5f; reference: KL %.8f, same top %.5f", mean, same,
+                 ref_mean, ref_same);
+    }
+
+    /* Another window length or number of windows than the base's: refused, naming it. */
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd,
+             "%s perplexity -m %s -f %s --ctx %d --chunks 2 --kl-divergence-base %s "
+             "--kl-divergence",
+             cli_bin(), f.model, f.text, CTX, base);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
+    char *e = slurp(f.err);
+    assert_non_null(strstr(e, "windows scored is 3, this run's 2"));
+    free(e);
+    snprintf(cmd, sizeof cmd,
+             "%s perplexity -m %s -f %s --ctx %d --chunks 3 --kl-divergence-base %s "
+             "--kl-divergence",
+             cli_bin(), f.model, f.text, CTX, f.text);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
+    e = slurp(f.err);
+    assert_non_null(strstr(e, "not a file written by"));
+    free(e);
+    snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --kl-divergence", cli_bin(), f.model,
+             f.text);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 2);
+    unlink(base);
+    files_remove(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follows_llama_perplexity),
         cmocka_unit_test(test_no_bos_model),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_kl_divergence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
