@@ -751,11 +751,6 @@ K8_NOINLINE void q5_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, si
     k8_gemv(&k_q5_k_pk, k, nr, c, w, ldw, a);
 }
 
-K8_NOINLINE void q6_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                           const void *a) {
-    k8_gemv(&k_q6_k_rows, k, nr, c, w, ldw, a);
-}
-
 K8_NOINLINE void q6_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                               const void *a) {
     k8_gemv(&k_q6_k_pk, k, nr, c, w, ldw, a);
@@ -801,7 +796,7 @@ void ts_q_gemm_q5_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, siz
 void ts_q_gemm_q6_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        q6_k_gemv(k, nr, c, w, ldw, a);
+        ts_q_gemv_q6_k_avx2(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q6_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }

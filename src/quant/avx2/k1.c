@@ -1,0 +1,156 @@
+/*
+ * avx2/k1.c — one activation row (decoding) against Q4_K, Q5_K and Q6_K weight rows on AVX2,
+ * elements in lanes: each weight row's super-block is read with plain 32-byte loads, its levels
+ * multiplied with the activation's bytes at the same positions, and only the super-block's
+ * exact integer sums are moved into lanes (lane r for row r of eight) by one reduction per
+ * eight rows. Compared with avx2/k8.c's rows-in-lanes one-row path this needs no transposes and
+ * no broadcast of activation bytes, so it does less work per weight byte (decoding streams
+ * every weight once and is bound by this work on hosts whose cores are slow next to their
+ * memory).
+ *
+ * Numerics: the per-row integers of a super-block (Q6_K: T; Q4_K and Q5_K: S and M, as defined
+ * in avx2/k8.c) are exact whatever order they are summed in, and they are folded per lane with
+ * k8.c's operations (q6_k_fold, q4_k_fold), super-blocks in order from acc = 0. So every result
+ * has the bits of the several-row kernels (tests/quant/test_gemm_invariance.c).
+ *
+ * Overflow: vpmaddubsw pair sums of levels <= 63 with int8 quants stay within 2 * 63 * 128;
+ * every product with a scale is widened by vpmaddwd; |T|, |S|, |M| < 2^31 (k8.c).
+ */
+#include <string.h>
+
+#include "quant/simd_avx2.h"
+
+#define K1_INLINE static inline __attribute__((always_inline))
+
+/* Lane r of the result = the sum of the eight int32 lanes of v[r]. */
+K1_INLINE __m256i k1_reduce8(const __m256i v[8]) {
+    const __m256i a01 = _mm256_hadd_epi32(v[0], v[1]), a23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i a45 = _mm256_hadd_epi32(v[4], v[5]), a67 = _mm256_hadd_epi32(v[6], v[7]);
+    /* Per 128-bit half: (rows 0..3) and (rows 4..7), each the half's part of the row sums. */
+    const __m256i b0 = _mm256_hadd_epi32(a01, a23), b1 = _mm256_hadd_epi32(a45, a67);
+    const __m256i lo = _mm256_permute2x128_si256(b0, b1, 0x20);
+    const __m256i hi = _mm256_permute2x128_si256(b0, b1, 0x31);
+    return _mm256_add_epi32(lo, hi);
+}
+
+/* Lanes 0..rows-1 to c[0..rows-1]. */
+K1_INLINE void k1_store(__m256 acc, float *c, int rows) {
+    if (rows == 8) {
+        _mm256_storeu_ps(c, acc);
+        return;
+    }
+    float v[8];
+    _mm256_storeu_ps(v, acc);
+    memcpy(c, v, (size_t)rows * sizeof(float));
+}
+
+/* Prefetch of the bytes [p, p + n) spread over `steps` calls of k1_prefetch_step: the next
+ * eight rows while these compute (too short a stream per row for the hardware prefetcher).
+ * Prefetching past the matrix is harmless: prefetches never fault. */
+typedef struct k1_prefetch {
+    const char *p, *end;
+    size_t per_step; /* bytes per step, whole cache lines */
+} k1_prefetch;
+
+K1_INLINE void k1_prefetch_begin(k1_prefetch *pf, const char *p, size_t n, int64_t steps) {
+    pf->p = p;
+    pf->end = p + n;
+    pf->per_step = ((n + 63) / 64 + (size_t)steps - 1) / (size_t)steps * 64;
+}
+
+K1_INLINE void k1_prefetch_step(k1_prefetch *pf) {
+    const char *stop = pf->p + pf->per_step < pf->end ? pf->p + pf->per_step : pf->end;
+    for (const char *q = pf->p; q < stop; q += 64) {
+        _mm_prefetch(q, _MM_HINT_T0);
+    }
+    pf->p = stop;
+}
+
+/* ---- Q6_K ---- */
+
+/* The activation terms of one super-block for Q6_K: bsums in the order of k1_q6_scales'
+ * words (even sub-blocks, then odd ones). */
+K1_INLINE __m256i k1_q6_bsums(const ts_block_q8_k *y) {
+    const __m256i order = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0,
+                                           1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    /* Per half: bsums 0..7 -> (0 2 4 6 1 3 5 7); then quadwords (0 2 1 3) make the even
+     * sub-blocks the low half. */
+    const __m256i v = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)y->bsums), order);
+    return _mm256_permute4x64_epi64(v, 0xD8);
+}
+
+/* The 16 int8 scales as int16, even sub-blocks in the low half (word k = scale 2k), odd ones
+ * in the high half (word k = scale 2k + 1). */
+K1_INLINE __m256i k1_q6_scales(const int8_t *sc) {
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sc), order));
+}
+
+/* T of one row's super-block against one activation super-block, as eight int32 lanes to be
+ * summed. Element 128 h + 32 s + l takes ql byte 64 h + 32 (s & 1) + l (low nibble for s < 2),
+ * bits 2s, 2s+1 of qh byte 32 h + l; its sub-block is 8 h + 2 s + (l >= 16), so the product
+ * vector of (h, s) wants scale 2k in its low half and 2k + 1 in its high half, k = 4 h + s. */
+K1_INLINE __m256i k1_q6_row(const ts_block_q6_k *b, const int8_t *y, __m256i ybs) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+    const __m256i sc = k1_q6_scales(b->scales);
+    __m256i sum = _mm256_slli_epi32(_mm256_madd_epi16(sc, ybs), 5);
+    sum = _mm256_sub_epi32(_mm256_setzero_si256(), sum);
+    for (int h = 0; h < 2; h++) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i bb = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(a, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+        q[1] = _mm256_or_si256(_mm256_and_si256(bb, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4),
+                               _mm256_and_si256(qh, top));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bb, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), top));
+        for (int s = 0; s < 4; s++) {
+            const int k = 4 * h + s;
+            const __m256i idx = _mm256_set1_epi16((short)(0x0100 + 0x0202 * k));
+            const __m256i p = _mm256_maddubs_epi16(
+                q[s], _mm256_loadu_si256((const __m256i *)(y + 128 * h + 32 * s)));
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, _mm256_shuffle_epi8(sc, idx)));
+        }
+    }
+    return sum;
+}
+
+/* fma((float)T, d_w * d_a, acc), per lane (avx2/k8.c's q6_k_fold). */
+K1_INLINE __m256 k1_q6_fold(__m256 acc, __m256i t, __m256 d, float da) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(da)), acc);
+}
+
+void ts_q_gemv_q6_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a) {
+    const int64_t nb = k / TS_QK_K;
+    const ts_block_q8_k *y = a;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;
+        const ts_block_q6_k *x[8];
+        for (int r = 0; r < 8; r++) {
+            x[r] = (const ts_block_q6_k *)((const char *)w +
+                                           (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);
+        }
+        /* The next eight rows, spread over this group's super-blocks. */
+        k1_prefetch pf;
+        k1_prefetch_begin(&pf, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, nb);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            k1_prefetch_step(&pf);
+            const __m256i ybs = k1_q6_bsums(&y[i]);
+            __m256i t[8];
+            uint16_t dh[8];
+            for (int r = 0; r < 8; r++) {
+                t[r] = k1_q6_row(&x[r][i], y[i].qs, ybs);
+                dh[r] = x[r][i].d;
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+            acc = k1_q6_fold(acc, k1_reduce8(t), d, y[i].d);
+        }
+        k1_store(acc, c + r0, rows);
+    }
+}
