@@ -154,3 +154,133 @@ void ts_q_gemv_q6_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t 
         k1_store(acc, c + r0, rows);
     }
 }
+
+/* ---- Q4_K and Q5_K ---- */
+
+/* Scale and min bytes from a Q4_K/Q5_K header (its first 16 bytes: d, dmin, the 12 scale bytes
+ * as words u0, u1, u2; quant_internal.h's ts_k4_scale_min): bytes 0..7 the scales of sub-blocks
+ * 0..7, bytes 8..15 their mins. Scales 0..3 are the low six bits of u0's bytes, mins 0..3 those
+ * of u1; scales 4..7 the low nibbles of u2 with u0's top two bits above them, mins 4..7 the high
+ * nibbles of u2 with u1's top bits. */
+K1_INLINE __m128i k1_k4_bytes(const void *block) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)block); /* (d dmin, u0, u1, u2) */
+    const __m128i a = _mm_shuffle_epi32(v, 0xF9);              /* (u0, u1, u2, u2) */
+    const __m128i b = _mm_shuffle_epi32(v, 0x0F);              /* (u2, u2, d dmin, d dmin) */
+    const __m128i low = _mm_and_si128(a, _mm_set1_epi8(0x3F)); /* (sc 0..3, m 0..3, -, -) */
+    const __m128i nib =
+        _mm_and_si128(_mm_srlv_epi32(b, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0F));
+    const __m128i high = _mm_or_si128(
+        nib, _mm_and_si128(_mm_srli_epi32(a, 2), _mm_set1_epi8(0x30))); /* (sc 4..7, m 4..7) */
+    return _mm_unpacklo_epi32(low, high); /* (sc 0..3, sc 4..7, m 0..3, m 4..7) */
+}
+
+/* The activation's eight sub-block sums (bsums[2s] + bsums[2s+1], |.| <= 4096) as int16. */
+K1_INLINE __m128i k1_k4_bsums(const ts_block_q8_k *y) {
+    return _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y->bsums),
+                          _mm_loadu_si128((const __m128i *)(y->bsums + 8)));
+}
+
+/* Bit `bit` of every byte of v moved to bit 4 (16-bit shifts; the mask drops what crosses a
+ * byte). */
+K1_INLINE __m256i k1_bit_to_4(__m256i v, int bit) {
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    if (bit <= 4) {
+        return _mm256_and_si256(_mm256_slli_epi16(v, 4 - bit), b4);
+    }
+    return _mm256_and_si256(_mm256_srli_epi16(v, bit - 4), b4);
+}
+
+/* S (as eight int32 lanes to be summed, into *s) and M (four, into *m) of one row's super-block
+ * at `block` (Q4_K, or Q5_K when qh is not NULL) with quants qs. Element 64 c + l is the low
+ * nibble of qs[32 c + l] (sub-block 2c), element 64 c + 32 + l its high nibble (2c + 1); Q5_K
+ * adds bit 2c (2c + 1) of qh[l] as the fifth bit. */
+K1_INLINE void k1_k4_row(const void *block, const uint8_t *qs, const uint8_t *qh, const int8_t *y,
+                         __m128i ybs, __m256i *s, __m128i *m) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m128i bytes = k1_k4_bytes(block);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes));
+    *m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8)), ybs);
+    const __m256i hb =
+        qh != NULL ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        if (qh != NULL) {
+            lo = _mm256_or_si256(lo, k1_bit_to_4(hb, 2 * c));
+            hi = _mm256_or_si256(hi, k1_bit_to_4(hb, 2 * c + 1));
+        }
+        const __m256i plo =
+            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
+        const __m256i phi =
+            _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
+        const __m256i ilo = _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c)));
+        const __m256i ihi = _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, ilo)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, ihi)));
+    }
+    *s = sum;
+}
+
+/* The low (high) 16 bits of each lane as f16 -> float, lanes in order. */
+K1_INLINE __m256 k1_f16_lanes(__m256i v, bool high) {
+    const __m256i h =
+        high ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+}
+
+/* acc + fmsub((float)S, d_w * d_a, (float)M * (dmin_w * d_a)), per lane (k8.c's q4_k_fold). */
+K1_INLINE __m256 k1_k4_fold(__m256 acc, __m256i s, __m256i m, __m256 d, __m256 dmin, float da) {
+    const __m256 dav = _mm256_set1_ps(da);
+    const __m256 mt = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, dav));
+    return _mm256_add_ps(acc, _mm256_fmsub_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dav), mt));
+}
+
+/* Q4_K (q5 false) or Q5_K rows against one activation row. */
+K1_INLINE void k1_k4_gemv(bool q5, int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                          const void *a) {
+    const int64_t nb = k / TS_QK_K;
+    const size_t wbs = q5 ? sizeof(ts_block_q5_k) : sizeof(ts_block_q4_k);
+    const ts_block_q8_k *y = a;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        const int rows = nr - r0 < 8 ? (int)(nr - r0) : 8;
+        const char *x[8];
+        for (int r = 0; r < 8; r++) {
+            x[r] = (const char *)w + (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw;
+        }
+        k1_prefetch pf;
+        k1_prefetch_begin(&pf, (const char *)w + (size_t)(r0 + 8) * ldw, 8 * ldw, nb);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            k1_prefetch_step(&pf);
+            const __m128i ybs = k1_k4_bsums(&y[i]);
+            __m256i s[8], m[8];
+            uint32_t dd[8];
+            for (int r = 0; r < 8; r++) {
+                const char *b = x[r] + (size_t)i * wbs;
+                const uint8_t *qs =
+                    q5 ? ((const ts_block_q5_k *)b)->qs : ((const ts_block_q4_k *)b)->qs;
+                const uint8_t *qh = q5 ? ((const ts_block_q5_k *)b)->qh : NULL;
+                __m128i mr;
+                k1_k4_row(b, qs, qh, y[i].qs, ybs, &s[r], &mr);
+                m[r] = _mm256_zextsi128_si256(mr);
+                memcpy(&dd[r], b, sizeof dd[r]); /* d, dmin */
+            }
+            const __m256i dv = _mm256_loadu_si256((const __m256i *)dd);
+            acc = k1_k4_fold(acc, k1_reduce8(s), k1_reduce8(m), k1_f16_lanes(dv, false),
+                             k1_f16_lanes(dv, true), y[i].d);
+        }
+        k1_store(acc, c + r0, rows);
+    }
+}
+
+void ts_q_gemv_q4_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a) {
+    k1_k4_gemv(false, k, nr, c, w, ldw, a);
+}
+
+void ts_q_gemv_q5_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                         const void *a) {
+    k1_k4_gemv(true, k, nr, c, w, ldw, a);
+}

@@ -731,19 +731,9 @@ static const k8_call k_q6_k_rows = {&k_q6_k, q6_k_yprep, false};
 static const k8_call k_q6_k_pk = {&k_q6_k, q6_k_yprep, true};
 
 /* The one-row paths are functions of their own, not inlined into the gemm (see avx2/q32.c). */
-K8_NOINLINE void q4_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                           const void *a) {
-    k8_gemv(&k_q4_k_rows, k, nr, c, w, ldw, a);
-}
-
 K8_NOINLINE void q4_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                               const void *a) {
     k8_gemv(&k_q4_k_pk, k, nr, c, w, ldw, a);
-}
-
-K8_NOINLINE void q5_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                           const void *a) {
-    k8_gemv(&k_q5_k_rows, k, nr, c, w, ldw, a);
 }
 
 K8_NOINLINE void q5_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
@@ -759,7 +749,7 @@ K8_NOINLINE void q6_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, si
 void ts_q_gemm_q4_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        q4_k_gemv(k, nr, c, w, ldw, a);
+        ts_q_gemv_q4_k_avx2(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q4_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
@@ -778,7 +768,7 @@ void ts_q_gemm_q4_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, siz
 void ts_q_gemm_q5_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        q5_k_gemv(k, nr, c, w, ldw, a);
+        ts_q_gemv_q5_k_avx2(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q5_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
