@@ -198,11 +198,10 @@ K1_INLINE void k1_k4_row(const void *block, const uint8_t *qs, const uint8_t *qh
                          __m128i ybs, __m256i *s, __m128i *m) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m128i bytes = k1_k4_bytes(block);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(bytes));
     *m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8)), ybs);
     const __m256i hb =
         qh != NULL ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-    __m256i sum = _mm256_setzero_si256();
+    __m256i p[8];
     for (int c = 0; c < 4; c++) {
         const __m256i x = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
@@ -210,16 +209,23 @@ K1_INLINE void k1_k4_row(const void *block, const uint8_t *qs, const uint8_t *qh
             lo = _mm256_or_si256(lo, k1_bit_to_4(hb, 2 * c));
             hi = _mm256_or_si256(hi, k1_bit_to_4(hb, 2 * c + 1));
         }
-        const __m256i plo =
-            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
-        const __m256i phi =
+        p[2 * c] = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
+        p[2 * c + 1] =
             _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
-        const __m256i ilo = _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c)));
-        const __m256i ihi = _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(plo, _mm256_shuffle_epi8(sc, ilo)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(phi, _mm256_shuffle_epi8(sc, ihi)));
     }
-    *s = sum;
+    /* Each sub-block's sixteen pair sums to four (per half: two) in int16, sub-blocks 4t..4t+3
+     * side by side: every word is the sum of four pair sums (<= 4 * 2 * 31 * 128 = 31744). */
+    const __m256i q03 =
+        _mm256_hadd_epi16(_mm256_hadd_epi16(p[0], p[1]), _mm256_hadd_epi16(p[2], p[3]));
+    const __m256i q47 =
+        _mm256_hadd_epi16(_mm256_hadd_epi16(p[4], p[5]), _mm256_hadd_epi16(p[6], p[7]));
+    /* Per half: scales (4t, 4t, 4t+1, 4t+1, .., 4t+3, 4t+3) zero-extended to int16. */
+    const __m256i sb = _mm256_broadcastsi128_si256(bytes);
+    const __m256i i03 = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 0,
+                                         -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
+    const __m256i i47 = _mm256_add_epi8(i03, _mm256_set1_epi16(4));
+    *s = _mm256_add_epi32(_mm256_madd_epi16(q03, _mm256_shuffle_epi8(sb, i03)),
+                          _mm256_madd_epi16(q47, _mm256_shuffle_epi8(sb, i47)));
 }
 
 /* The low (high) 16 bits of each lane as f16 -> float, lanes in order. */
