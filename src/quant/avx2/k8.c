@@ -41,8 +41,10 @@
  * rows and K8_COLS activation rows; per pass of K8_KB super-blocks the activation terms are
  * converted once, each group's super-blocks are unpacked once into an aligned buffer, and tiles
  * of four activation rows run over it while the next eight rows' part is prefetched. With one
- * activation row (decoding), each super-block of eight rows is unpacked a quarter at a time in
- * registers and used at once, and the next eight rows are prefetched. The drivers are written
+ * activation row (decoding) on packed rows, each super-block of eight rows is unpacked a quarter
+ * at a time in registers and used at once, and the next eight rows are prefetched; on the rows
+ * as they lie, one activation row goes to avx2/k1.c (elements in lanes: less work per byte, same
+ * integers and folds, so the same bits). The drivers are written
  * once over a constant table of the type's inline functions and inlined into the named gemm of
  * each type, so no call through the table remains.
  */
