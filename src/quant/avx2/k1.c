@@ -1,5 +1,5 @@
 /*
- * avx2/k1.c — one activation row (decoding) against Q4_K, Q5_K and Q6_K weight rows on AVX2,
+ * avx2/k1.c — one activation row (decoding) against Q5_K and Q6_K weight rows on AVX2,
  * elements in lanes: each weight row's super-block is read with plain 32-byte loads, its levels
  * multiplied with the activation's bytes at the same positions, and only the super-block's
  * exact integer sums are moved into lanes (lane r for row r of eight) by one reduction per
@@ -243,7 +243,8 @@ K1_INLINE __m256 k1_k4_fold(__m256 acc, __m256i s, __m256i m, __m256 d, __m256 d
     return _mm256_add_ps(acc, _mm256_fmsub_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dav), mt));
 }
 
-/* Q4_K (q5 false) or Q5_K rows against one activation row. */
+/* Q4_K (q5 false) or Q5_K rows against one activation row. Q4_K's is not used: measured on
+ * AVX2 (Zen), k8.c's rows-in-lanes one-row path is as fast for it (1.5% faster in cache). */
 K1_INLINE void k1_k4_gemv(bool q5, int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                           const void *a) {
     const int64_t nb = k / TS_QK_K;
@@ -279,11 +280,6 @@ K1_INLINE void k1_k4_gemv(bool q5, int64_t k, int64_t nr, float *c, const void *
         }
         k1_store(acc, c + r0, rows);
     }
-}
-
-void ts_q_gemv_q4_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                         const void *a) {
-    k1_k4_gemv(false, k, nr, c, w, ldw, a);
 }
 
 void ts_q_gemv_q5_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,

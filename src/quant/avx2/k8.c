@@ -42,11 +42,11 @@
  * converted once, each group's super-blocks are unpacked once into an aligned buffer, and tiles
  * of four activation rows run over it while the next eight rows' part is prefetched. With one
  * activation row (decoding) on packed rows, each super-block of eight rows is unpacked a quarter
- * at a time in registers and used at once, and the next eight rows are prefetched; on the rows
- * as they lie, one activation row goes to avx2/k1.c (elements in lanes: less work per byte, same
- * integers and folds, so the same bits). The drivers are written
- * once over a constant table of the type's inline functions and inlined into the named gemm of
- * each type, so no call through the table remains.
+ * at a time in registers and used at once, and the next eight rows are prefetched (so too for
+ * Q4_K on the rows as they lie); Q5_K and Q6_K rows as they lie go to avx2/k1.c (elements in
+ * lanes: less work per byte there, same integers and folds, so the same bits). The drivers are
+ * written once over a constant table of the type's inline functions and inlined into the named gemm
+ * of each type, so no call through the table remains.
  */
 #include <string.h>
 
@@ -733,6 +733,11 @@ static const k8_call k_q6_k_rows = {&k_q6_k, q6_k_yprep, false};
 static const k8_call k_q6_k_pk = {&k_q6_k, q6_k_yprep, true};
 
 /* The one-row paths are functions of their own, not inlined into the gemm (see avx2/q32.c). */
+K8_NOINLINE void q4_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
+                           const void *a) {
+    k8_gemv(&k_q4_k_rows, k, nr, c, w, ldw, a);
+}
+
 K8_NOINLINE void q4_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                               const void *a) {
     k8_gemv(&k_q4_k_pk, k, nr, c, w, ldw, a);
@@ -751,7 +756,7 @@ K8_NOINLINE void q6_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, si
 void ts_q_gemm_q4_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        ts_q_gemv_q4_k_avx2(k, nr, c, w, ldw, a);
+        q4_k_gemv(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q4_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
