@@ -343,6 +343,9 @@ TS_Q_DECLARE_GEMM(q5_k, avx2);
 TS_Q_DECLARE_GEMM(q5_k_packed, avx2);
 TS_Q_DECLARE_GEMM(q6_k, avx2);
 TS_Q_DECLARE_GEMM(q6_k_packed, avx2);
+/* One activation row (avx2/k1.c), the bits of the gemm's: c[r] for weight rows r < nr. */
+void ts_q_gemv_q5_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a);
+void ts_q_gemv_q6_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a);
 
 /* avxvnni/: the AVX2 kernels whose integer dot steps AVX-VNNI shortens, built again. */
 void ts_q_dot_q4_0_avxvnni(int64_t n, float *result, const void *x, const void *y);

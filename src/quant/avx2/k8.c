@@ -41,10 +41,12 @@
  * rows and K8_COLS activation rows; per pass of K8_KB super-blocks the activation terms are
  * converted once, each group's super-blocks are unpacked once into an aligned buffer, and tiles
  * of four activation rows run over it while the next eight rows' part is prefetched. With one
- * activation row (decoding), each super-block of eight rows is unpacked a quarter at a time in
- * registers and used at once, and the next eight rows are prefetched. The drivers are written
- * once over a constant table of the type's inline functions and inlined into the named gemm of
- * each type, so no call through the table remains.
+ * activation row (decoding) on packed rows, each super-block of eight rows is unpacked a quarter
+ * at a time in registers and used at once, and the next eight rows are prefetched (so too for
+ * Q4_K on the rows as they lie); Q5_K and Q6_K rows as they lie go to avx2/k1.c (elements in
+ * lanes: less work per byte there, same integers and folds, so the same bits). The drivers are
+ * written once over a constant table of the type's inline functions and inlined into the named gemm
+ * of each type, so no call through the table remains.
  */
 #include <string.h>
 
@@ -741,19 +743,9 @@ K8_NOINLINE void q4_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, si
     k8_gemv(&k_q4_k_pk, k, nr, c, w, ldw, a);
 }
 
-K8_NOINLINE void q5_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                           const void *a) {
-    k8_gemv(&k_q5_k_rows, k, nr, c, w, ldw, a);
-}
-
 K8_NOINLINE void q5_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                               const void *a) {
     k8_gemv(&k_q5_k_pk, k, nr, c, w, ldw, a);
-}
-
-K8_NOINLINE void q6_k_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
-                           const void *a) {
-    k8_gemv(&k_q6_k_rows, k, nr, c, w, ldw, a);
 }
 
 K8_NOINLINE void q6_k_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
@@ -783,7 +775,7 @@ void ts_q_gemm_q4_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, siz
 void ts_q_gemm_q5_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        q5_k_gemv(k, nr, c, w, ldw, a);
+        ts_q_gemv_q5_k_avx2(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q5_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
@@ -801,7 +793,7 @@ void ts_q_gemm_q5_k_packed_avx2(int64_t k, int64_t nr, int64_t nc, float *c, siz
 void ts_q_gemm_q6_k_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     if (nc == 1) {
-        q6_k_gemv(k, nr, c, w, ldw, a);
+        ts_q_gemv_q6_k_avx2(k, nr, c, w, ldw, a);
     } else {
         k8_gemm(&k_q6_k_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
     }
