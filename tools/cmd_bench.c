@@ -56,6 +56,7 @@ typedef struct bench_opts {
     bool engine;           /* --engine: batched runs through the scheduler */
     char kernels[512];     /* the CPU kernel choice (ts_context_info.kernels) */
     char kv_k[8], kv_v[8]; /* the KV cache types (ts_context_info.kv_type_k / _v) */
+    double bandwidth;      /* measured read bandwidth, GB/s (md output; 0: not measured) */
 } bench_opts;
 
 typedef struct result {
@@ -581,7 +582,9 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
                    (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
         } else {
             char gb[32] = "-";
-            if (gbs > 0) {
+            if (gbs > 0 && o->bandwidth > 0) {
+                snprintf(gb, sizeof gb, "%.1f (%.0f%%)", gbs, 100 * gbs / o->bandwidth);
+            } else if (gbs > 0) {
                 snprintf(gb, sizeof gb, "%.1f", gbs);
             }
             printf("| %s | %.2f GiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %s |", name, gib,
@@ -745,8 +748,10 @@ int ts_cmd_bench(int argc, char **argv) {
         for (int k = 0; k < o.n_threads; k++) {
             max_t = o.threads[k] > max_t ? o.threads[k] : max_t;
         }
-        printf("memory read bandwidth: %.1f GB/s (%d threads); weights: %.1f MB\n",
-               measure_bandwidth(max_t), max_t, (double)mi.weight_bytes / 1e6);
+        o.bandwidth = measure_bandwidth(max_t);
+        printf("memory read bandwidth: %.1f GB/s (%d threads; the GB/s column's percentages "
+               "are of it); weights: %.1f MB\n",
+               o.bandwidth, max_t, (double)mi.weight_bytes / 1e6);
         if (mi.n_expert > 0) {
             printf("mixture of experts: %lld of %lld experts per token; a token reads %.1f MB\n",
                    (long long)mi.n_expert_used, (long long)mi.n_expert,
