@@ -297,6 +297,8 @@ typedef struct ts_engine_event {
     const char *message;            /* error text when finish == TS_FINISH_ERROR */
     /* (an error message beginning with TS_GRAMMAR_LIMIT_PREFIX: the output stopped at the
      * grammar matcher's limit, the request's constraint being too wide; a client error) */
+    int32_t stop_index; /* finish == TS_FINISH_STOP by a stop string: its index in
+                           ts_request_params.stop; -1 otherwise (an end-of-generation token) */
 } ts_engine_event;
 
 typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);

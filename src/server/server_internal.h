@@ -127,6 +127,7 @@ typedef struct ts_job_event {
     int32_t choice; /* prompt * n + sequence index */
     int32_t token;  /* -1 for a final event without a token */
     ts_finish_reason finish;
+    int32_t stop_index; /* the stop string that ended it (ts_engine_event.stop_index), or -1 */
     int32_t prompt_tokens, cached_tokens, completion_tokens;
     bool has_logprobs;
     ts_sample_info logprobs;

@@ -40,6 +40,7 @@ typedef struct eu_seq {
     char text[EU_MAX_TEXT];
     size_t len;
     ts_finish_reason finish;
+    int32_t stop_index; /* the final event's stop_index */
     int n_final;
     int completion_tokens;
 } eu_seq;
@@ -94,6 +95,7 @@ static inline void eu_on_event(const ts_engine_event *ev, void *user) {
     s->completion_tokens = ev->completion_tokens;
     if (ev->finish != TS_FINISH_NONE) {
         s->finish = ev->finish;
+        s->stop_index = ev->stop_index;
         s->n_final++;
         if (ev->message != NULL) {
             snprintf(r->msg, sizeof r->msg, "%s", ev->message);
