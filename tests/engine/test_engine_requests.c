@@ -591,9 +591,12 @@ static void test_runner_bucket(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_abort),          cmocka_unit_test(test_parallel_sampling),
-        cmocka_unit_test(test_stop_strings),   cmocka_unit_test(test_length_and_eos),
-        cmocka_unit_test(test_prefix_cache),   cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_parallel_sampling),
+        cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_length_and_eos),
+        cmocka_unit_test(test_prefix_cache),
+        cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_text_continues_prompt),
         cmocka_unit_test(test_runner_bucket),
     };
