@@ -17,7 +17,9 @@
  *   tool_choice auto / any / tool / none  "auto" / "required" / the named function / "none";
  *                                         disable_parallel_tool_use: parallel_tool_calls false
  *   stop_sequences, metadata.user_id      stop, user
- *   thinking {type: enabled|disabled}     chat_template_kwargs.enable_thinking
+ *   thinking {type: enabled|adaptive|     chat_template_kwargs.enable_thinking
+ *            between_tools|disabled}
+ *   output_config.format json_schema      response_format json_schema (the text follows it)
  *   max_tokens (required)                 max_tokens, cut to the context (a cap, not a demand)
  *
  * temperature, top_p, top_k and stream keep their names. A tool_result must answer a tool_use
@@ -640,15 +642,42 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
         if (!cJSON_IsObject(th) || !cJSON_IsString(type) ||
             (strcmp(type->valuestring, "enabled") != 0 &&
              strcmp(type->valuestring, "disabled") != 0 &&
-             strcmp(type->valuestring, "adaptive") != 0)) {
+             strcmp(type->valuestring, "adaptive") != 0 &&
+             strcmp(type->valuestring, "between_tools") != 0)) {
             return BAD("thinking",
-                       "thinking must be {\"type\": \"enabled\", \"budget_tokens\": N} or "
+                       "thinking must be {\"type\": \"enabled\", \"budget_tokens\": N}, "
+                       "{\"type\": \"adaptive\"}, {\"type\": \"between_tools\"} or "
                        "{\"type\": \"disabled\"}");
         }
         cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
         if (kw == NULL ||
             cJSON_AddBoolToObject(kw, "enable_thinking",
                                   strcmp(type->valuestring, "disabled") != 0) == NULL) {
+            return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    /* output_config.format {"type": "json_schema", "schema"}: the answer's text follows the
+     * schema (response_format json_schema); effort has no counterpart here. */
+    const cJSON *oc = get(root, "output_config");
+    const cJSON *fmt = get(oc, "format");
+    if (oc != NULL && !cJSON_IsObject(oc)) {
+        return BAD("output_config", "output_config must be an object, got %s", kind_of(oc));
+    }
+    if (fmt != NULL) {
+        const cJSON *type = get(fmt, "type"), *schema = get(fmt, "schema");
+        if (!cJSON_IsObject(fmt) || !cJSON_IsString(type) ||
+            strcmp(type->valuestring, "json_schema") != 0 || !cJSON_IsObject(schema)) {
+            return BAD("output_config",
+                       "output_config.format must be {\"type\": \"json_schema\", \"schema\": "
+                       "{...}}");
+        }
+        cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
+        cJSON *js = rf != NULL ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
+        cJSON *copy = cJSON_Duplicate(schema, true);
+        if (js == NULL || copy == NULL || cJSON_AddStringToObject(rf, "type", "json_schema") == NULL ||
+            cJSON_AddStringToObject(js, "name", "output") == NULL ||
+            !cJSON_AddItemToObject(js, "schema", copy)) {
+            cJSON_Delete(js == NULL ? copy : NULL);
             return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         }
     }
