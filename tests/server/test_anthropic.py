@@ -204,8 +204,8 @@ def test_tool_round_trip(tclient):
 def test_json_through_tool_forcing(aclient, model_id):
     """tool_choice any on the default model (its template renders no tools): the answer is a
     call of the only tool, whose input follows the schema (an enum)."""
-    m = aclient.messages.create(model=model_id, max_tokens=60, extra_body={"temperature": 0}, tools=[UNIT],
-                                tool_choice={"type": "any"},
+    m = aclient.messages.create(model=model_id, max_tokens=400, extra_body={"temperature": 0},
+                                tools=[UNIT], tool_choice={"type": "any"},
                                 messages=[{"role": "user", "content": "Pick a unit."}])
     uses = [b for b in m.content if b.type == "tool_use"]
     assert len(uses) == 1, m.content
