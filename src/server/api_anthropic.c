@@ -130,7 +130,7 @@ static ts_status text_blocks(const cJSON *v, const char *what, strbuf *t, ts_api
         if (!cJSON_IsString(tx)) {
             return BAD(what, "%s[%d].text must be a string, got %s", what, k, kind_of(tx));
         }
-        if (t->len > 0) {
+        if (k > 0) {
             text_add(t, "\n", 1);
         }
         text_add(t, tx->valuestring, strlen(tx->valuestring));
@@ -674,7 +674,8 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
         cJSON *rf = cJSON_AddObjectToObject(out, "response_format");
         cJSON *js = rf != NULL ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
         cJSON *copy = cJSON_Duplicate(schema, true);
-        if (js == NULL || copy == NULL || cJSON_AddStringToObject(rf, "type", "json_schema") == NULL ||
+        if (js == NULL || copy == NULL ||
+            cJSON_AddStringToObject(rf, "type", "json_schema") == NULL ||
             cJSON_AddStringToObject(js, "name", "output") == NULL ||
             !cJSON_AddItemToObject(js, "schema", copy)) {
             cJSON_Delete(js == NULL ? copy : NULL);
