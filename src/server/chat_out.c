@@ -127,52 +127,9 @@ const char *ts_chat_reasoning_format_name(ts_chat_reasoning_format f) {
     return (int)f >= 0 && f < TS_CHAT_REASONING_COUNT ? k_reasoning[f].name : "?";
 }
 
-static bool has(const char *src, const char *lit) {
-    return strstr(src, lit) != NULL;
-}
-
 ts_chat_out_format ts_chat_out_detect(const char *src) {
-    ts_chat_out_format f = {TS_CHAT_TOOLS_GENERIC, TS_CHAT_REASONING_NONE};
-    if (src == NULL) {
-        return f;
-    }
-    /* Most specific markers first: several templates also mention <tool_call> or
-     * <function= in their instructions. */
-    if (has(src, "<|channel|>") && has(src, "<|message|>")) {
-        /* gpt-oss: channels carry the reasoning, the answer and the calls alike. */
-        f.tools = TS_CHAT_TOOLS_HARMONY;
-        f.reasoning = TS_CHAT_REASONING_HARMONY;
-        return f;
-    }
-    if (has(src, "<|tool_calls_section_begin|>")) {
-        f.tools = TS_CHAT_TOOLS_KIMI;
-    } else if (has(src, "<|START_ACTION|>")) {
-        f.tools = TS_CHAT_TOOLS_COMMAND_R;
-    } else if (has(src, "tool▁calls▁begin")) {
-        f.tools = TS_CHAT_TOOLS_DEEPSEEK;
-    } else if (has(src, "[TOOL_CALLS]")) {
-        f.tools = TS_CHAT_TOOLS_MISTRAL;
-    } else if (has(src, "<tool_call>")) {
-        f.tools = TS_CHAT_TOOLS_HERMES;
-    } else if (has(src, "<|tool_call|>") && !has(src, "<|/tool_call|>")) {
-        f.tools = TS_CHAT_TOOLS_GRANITE;
-    } else if (has(src, "<|tool_call|>") || has(src, "<|tool|>")) {
-        f.tools = TS_CHAT_TOOLS_PHI4;
-    } else if (has(src, "<function=")) {
-        f.tools = TS_CHAT_TOOLS_FUNCTIONARY;
-    } else if (has(src, "functools")) {
-        f.tools = TS_CHAT_TOOLS_FIREFUNCTION;
-    } else if (has(src, "<|python_tag|>") || has(src, "ipython")) {
-        f.tools = TS_CHAT_TOOLS_LLAMA3;
-    }
-    if (has(src, "<|START_THINKING|>")) {
-        f.reasoning = TS_CHAT_REASONING_COMMAND_R;
-    } else if (has(src, "[THINK]")) {
-        f.reasoning = TS_CHAT_REASONING_MISTRAL;
-    } else if (has(src, "<think>") || has(src, "</think>")) {
-        f.reasoning = TS_CHAT_REASONING_THINK;
-    }
-    return f;
+    ts_chat_profile p = ts_chat_profile_detect(src);
+    return (ts_chat_out_format){p.tool_format, p.reasoning_format};
 }
 
 static bool is_ws(char c) {

@@ -3,8 +3,9 @@
  * reasoning_content and tool_calls, parsed incrementally so streams and whole answers agree.
  *
  * Chat models write tool calls and their thinking as marked-up text, and each family marks it
- * up its own way. The format is read from the chat template's Jinja source
- * (ts_chat_out_detect), the only description of the model's conventions a GGUF carries:
+ * up its own way. The format is read from the chat template's Jinja source once per context
+ * (the runtime's chat profile, ts_context_chat_profile), the only description of the model's
+ * conventions a GGUF carries:
  *
  *   hermes      <tool_call>{"name": N, "arguments": {...}}</tool_call>, several in a row for
  *               parallel calls (Hermes 2/3, Qwen 2.5/3, QwQ, Granite 4, ...); the same tag
@@ -68,37 +69,15 @@
 
 #include "tessera.h"
 
-typedef enum ts_chat_tool_format {
-    TS_CHAT_TOOLS_GENERIC = 0,
-    TS_CHAT_TOOLS_HERMES,
-    TS_CHAT_TOOLS_LLAMA3,
-    TS_CHAT_TOOLS_MISTRAL,
-    TS_CHAT_TOOLS_DEEPSEEK,
-    TS_CHAT_TOOLS_FUNCTIONARY,
-    TS_CHAT_TOOLS_COMMAND_R,
-    TS_CHAT_TOOLS_GRANITE,
-    TS_CHAT_TOOLS_PHI4,
-    TS_CHAT_TOOLS_FIREFUNCTION,
-    TS_CHAT_TOOLS_KIMI,
-    TS_CHAT_TOOLS_HARMONY, /* gpt-oss; with TS_CHAT_REASONING_HARMONY */
-    TS_CHAT_TOOLS_COUNT,
-} ts_chat_tool_format;
-
-typedef enum ts_chat_reasoning_format {
-    TS_CHAT_REASONING_NONE = 0,
-    TS_CHAT_REASONING_THINK,     /* <think> ... </think> */
-    TS_CHAT_REASONING_MISTRAL,   /* [THINK] ... [/THINK] */
-    TS_CHAT_REASONING_COMMAND_R, /* <|START_THINKING|> ... <|END_THINKING|> */
-    TS_CHAT_REASONING_HARMONY,   /* gpt-oss channels: analysis is reasoning, final content */
-    TS_CHAT_REASONING_COUNT,
-} ts_chat_reasoning_format;
-
+/* ts_chat_tool_format and ts_chat_reasoning_format are the runtime's (tessera.h: the chat
+ * profile of a context). */
 typedef struct ts_chat_out_format {
     ts_chat_tool_format tools;
     ts_chat_reasoning_format reasoning;
 } ts_chat_out_format;
 
-/* The formats a chat template's Jinja source implies (NULL: generic tools, no reasoning). */
+/* The formats a chat template's Jinja source implies (NULL: generic tools, no reasoning):
+ * ts_chat_profile_detect's. */
 ts_chat_out_format ts_chat_out_detect(const char *template_source);
 
 /* "hermes", "think", ... for logs and tests. */

@@ -23,10 +23,9 @@ ts_api_limits ts_server_limits(const ts_server *s) {
         .model_name = s->model_name,
         .n_embd = s->n_embd,
     };
-    ts_context_info info;
-    ts_context_get_info(s->ctx, &info);
-    lim.tools_in_template =
-        info.chat_template_source != NULL && strstr(info.chat_template_source, "tools") != NULL;
+    ts_chat_profile profile;
+    ts_context_chat_profile(s->ctx, &profile);
+    lim.tools_in_template = profile.renders_tools;
     lim.caps = s->chat_caps;
     return lim;
 }

@@ -159,12 +159,29 @@ static void test_model_template(void **state) {
     assert_null(info.chat_template);
     assert_string_equal(info.chat_template_source, k_tmpl);
     assert_string_equal(info.chat_template_notice, "");
+    ts_chat_profile prof;
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "jinja");
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_GENERIC);
+    assert_int_equal(prof.reasoning_format, TS_CHAT_REASONING_NONE);
+    assert_true(prof.renders_tools); /* it reads `tools` */
     assert_int_equal(ts_context_chat_render(ctx, req, strlen(req), &t, &len, &err), TS_OK);
     assert_string_equal(t, "<|user|>hi<|end|>\n<|assistant|>");
     ts_free(t);
     assert_int_equal(ts_context_chat_prompt(ctx, msgs, 1, 0, &t, &len, &err), TS_OK);
     assert_string_equal(t, "<|user|>hi<|end|>\n");
     ts_free(t);
+    ts_context_destroy(ctx);
+
+    /* The profile is the given template's: Hermes-style calls, <think> reasoning, tools. */
+    p.chat_template_source = "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages "
+                             "%}<tool_call>{{ m.content }}</tool_call><think>{% endfor %}";
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "jinja");
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_HERMES);
+    assert_int_equal(prof.reasoning_format, TS_CHAT_REASONING_THINK);
+    assert_true(prof.renders_tools);
     ts_context_destroy(ctx);
 
     p.chat_template_source = "[{{ messages | length }}]";
@@ -231,6 +248,11 @@ static void test_family_fallback(void **state) {
     ts_context_get_info(ctx, &info);
     assert_string_equal(info.chat_template, "gemma");
     assert_null(info.chat_template_source);
+    ts_chat_profile prof;
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "gemma"); /* a family: no tools, no markers */
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_GENERIC);
+    assert_false(prof.renders_tools);
     assert_non_null(strstr(info.chat_template_notice, "no chat template"));
     assert_non_null(strstr(info.chat_template_notice, "'gemma'"));
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";

@@ -366,3 +366,12 @@ def test_metrics_label(server, aclient, model_id):
     m = server.metrics()
     assert m['tessera_http_requests_total{endpoint="/v1/messages/count_tokens",status="200"}'] >= 1
     assert m['tessera_http_requests_total{endpoint="/v1/messages",status="200"}'] >= 1
+
+
+def test_chat_profile_in_models(tool_server, server):
+    """/v1/models tells how answers are read: the context's chat profile."""
+    info = tool_server.json("GET", "/v1/models")[1]["data"][0]["chat_template"]
+    assert (info["name"], info["tool_format"], info["reasoning_format"]) == \
+        ("jinja", "hermes", "think")
+    info = server.json("GET", "/v1/models")[1]["data"][0]["chat_template"]
+    assert info["tool_format"] in ("generic", "hermes", "llama3")
