@@ -617,6 +617,64 @@ ts_chat_profile ts_chat_profile_detect(const char *template_source);
 /* The context's profile (computed once at ts_context_create). */
 void ts_context_chat_profile(const ts_context *ctx, ts_chat_profile *out);
 
+/* Reading a chat answer back: its content, its reasoning and its tool calls, in the formats of
+ * a chat profile, fed incrementally (a stream and the whole answer give the same result, and
+ * text that may begin a marker is held back until it is known). Nothing in the text can make
+ * it fail other than memory: a call that does not parse stays content. */
+typedef enum ts_chat_event_kind {
+    TS_CHAT_EVENT_CONTENT = 0,
+    TS_CHAT_EVENT_REASONING,
+    TS_CHAT_EVENT_TOOL_CALL,
+} ts_chat_event_kind;
+
+/* One piece of the answer. Pointers are owned by the parser and valid until its next call. */
+typedef struct ts_chat_event {
+    ts_chat_event_kind kind;
+    const char *text; /* content / reasoning delta: [len] bytes (not NUL-terminated) */
+    size_t len;
+    int32_t index;         /* tool call: its position in tool_calls */
+    const char *id;        /* tool call: "call_<24 alphanumerics>" (mistral: 9 alphanumerics) */
+    const char *name;      /* tool call: the function's name */
+    const char *arguments; /* tool call: compact JSON text of the arguments */
+} ts_chat_event;
+
+typedef struct ts_chat_tool_call {
+    char *id, *name, *arguments; /* NUL-terminated, owned by the parser; arguments: compact
+                                    JSON text of an object */
+} ts_chat_tool_call;
+
+typedef struct ts_chat_parser ts_chat_parser;
+
+typedef struct ts_chat_parser_params {
+    ts_chat_tool_format tool_format; /* a profile's (ts_context_chat_profile) */
+    ts_chat_reasoning_format reasoning_format;
+    const char *tools_json;   /* the offered tools, OpenAI's "tools" array as JSON text (names
+                                 for the answer-is-JSON formats, parameter types for the XML
+                                 ones); NULL: tool calls are not parsed */
+    bool parallel_tool_calls; /* false: only the first call is kept */
+    bool reasoning_open;      /* the prompt ends inside the reasoning (see below) */
+    uint64_t id_seed;         /* tool-call ids are derived from it */
+} ts_chat_parser_params;
+
+/* A parser (tools_json must be a JSON array: TS_ERR_FORMAT otherwise). */
+ts_status ts_chat_parser_create(const ts_chat_parser_params *params, ts_chat_parser **out,
+                                ts_error *err);
+void ts_chat_parser_destroy(ts_chat_parser *p);
+/* The next piece of generated text (UTF-8 characters may be split across pieces). */
+ts_status ts_chat_parser_feed(ts_chat_parser *p, const char *text, size_t len, ts_error *err);
+/* The answer ended: held-back text is released, an open tool call is parsed as it stands. */
+ts_status ts_chat_parser_finish(ts_chat_parser *p, ts_error *err);
+/* Events since the last ts_chat_parser_clear (what a stream sends). */
+size_t ts_chat_parser_events(ts_chat_parser *p, const ts_chat_event **events);
+void ts_chat_parser_clear(ts_chat_parser *p);
+/* The answer so far (NUL-terminated, "" when none; valid until the parser's next call). */
+const char *ts_chat_parser_content(const ts_chat_parser *p, size_t *len);
+const char *ts_chat_parser_reasoning(const ts_chat_parser *p, size_t *len);
+size_t ts_chat_parser_tool_calls(const ts_chat_parser *p, const ts_chat_tool_call **calls);
+/* Whether a rendered prompt ends (whitespace aside) with the format's opening reasoning tag, so
+ * the answer starts inside the reasoning (DeepSeek R1's generation prompt adds "<think>\n"). */
+bool ts_chat_prompt_opens_reasoning(ts_chat_reasoning_format f, const char *prompt, size_t len);
+
 /* -- requests -- */
 
 /* Queues a request. The prompt is copied. Errors (the request is not queued): empty prompt,

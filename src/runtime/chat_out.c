@@ -21,12 +21,12 @@
  * Each step consumes a prefix of pending and decides only on what it has seen, never on
  * where a piece of input ended, so any chunking of the same text gives the same events.
  */
-#include "server/chat_out.h"
+#include "runtime/chat_out.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/chat_out_internal.h"
+#include "runtime/chat_out_internal.h"
 #include "util/buf.h"
 
 /* ---- formats ----------------------------------------------------------------------------- */
@@ -261,7 +261,7 @@ void ts_chat_out_destroy(ts_chat_out *p) {
     free(p->pending.p);
     free(p->content.p);
     free(p->reasoning.p);
-    srv_chat_calls_truncate(&p->calls, 0);
+    rt_chat_calls_truncate(&p->calls, 0);
     free(p->calls.v);
     free(p->ev);
     free(p->view);
@@ -427,7 +427,7 @@ static void section_failed(ts_chat_out *p, size_t body_len, bool with_close) {
 static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool closed) {
     chat_calls found = {0};
     bool strict = p->sec == &k_json_start;
-    if (srv_chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
+    if (rt_chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
         emit_calls(p, &found);
         p->after_json = strict;
         p->after_fence = p->fence;
@@ -441,7 +441,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
         section_failed(p, body_len, closed);
         /* What followed the body (the closing marker) was emitted with it. */
     }
-    srv_chat_calls_truncate(&found, 0);
+    rt_chat_calls_truncate(&found, 0);
     free(found.v);
     sbuf_consume(&p->pending, consume);
 }
@@ -850,12 +850,12 @@ static void step_harmony(ts_chat_out *p, bool final, bool *progress) {
             return;
         }
         chat_calls found = {0};
-        if (srv_chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
+        if (rt_chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
             emit_calls(p, &found);
         } else {
             emit_text(p, TS_CHAT_EVENT_CONTENT, s, end);
         }
-        srv_chat_calls_truncate(&found, 0);
+        rt_chat_calls_truncate(&found, 0);
         free(found.v);
     } else {
         ts_chat_event_kind kind =
