@@ -26,6 +26,7 @@
  * of the assistant turn just before it, as Anthropic requires. Blocks this server cannot use
  * (image, document, server tools) are refused by name rather than dropped.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,8 +582,9 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
         return BAD("max_tokens", "max_tokens: field required");
     }
     if (mt != NULL) {
-        if (!cJSON_IsNumber(mt) || mt->valuedouble != (double)(int64_t)mt->valuedouble ||
-            mt->valuedouble < 1) {
+        /* Range first: converting a double beyond int64_t is undefined. */
+        if (!cJSON_IsNumber(mt) || !(mt->valuedouble >= 1 && mt->valuedouble <= 9.0e15) ||
+            floor(mt->valuedouble) != mt->valuedouble) {
             return BAD("max_tokens", "max_tokens must be an integer >= 1, got %s",
                        cJSON_IsNumber(mt) ? "a smaller or fractional number" : kind_of(mt));
         }

@@ -180,6 +180,8 @@ static void test_bad_bodies(void **state) {
     expect_bad("{\"messages\":[" USER "]}", 400, "max_tokens: field required");
     expect_bad("{\"max_tokens\":0,\"messages\":[" USER "]}", 400, "max_tokens must be");
     expect_bad("{\"max_tokens\":\"9\",\"messages\":[" USER "]}", 400, "max_tokens must be");
+    expect_bad("{\"max_tokens\":1e300,\"messages\":[" USER "]}", 400, "max_tokens must be");
+    expect_bad("{\"max_tokens\":2.5,\"messages\":[" USER "]}", 400, "max_tokens must be");
     expect_bad("{\"max_tokens\":9}", 400, "messages: field required");
     expect_bad("{\"max_tokens\":9,\"messages\":[]}", 400, "1 to");
     expect_bad("{\"max_tokens\":9,\"messages\":[{\"role\":\"system\",\"content\":\"x\"}]}", 400,
