@@ -274,8 +274,9 @@ static void test_matches_llamacpp(void **state) {
     free(x);
     free(q);
     printf("checked %d (type, isa) pairs against llama.cpp\n", checked);
-    /* Every type of tests/quant/data/README.md's list: F32 .. Q6_K, IQ4_XS and MXFP4. */
-    assert_true(types >= 18);
+    /* The 16 lines of the file: F32, F16, BF16, six 32-element types, IQ4_XS, five K-quants, MXFP4.
+     */
+    assert_true(types >= 16);
     assert_true(seen_iq4_xs);
     assert_int_equal(failed, 0);
 }
