@@ -15,9 +15,29 @@
  * d * d_y into eight f32 lanes, summed at the end. So gemm gives vec_dot's bits whatever the
  * batch, and the AVX-VNNI build gives the AVX2 bits.
  */
+#include <string.h>
+
 #include "quant/simd_avx2.h"
 
 #define IQ4XS_MAX_COLS 4
+
+/* The eight signed sub-block scales (ls - 32) as int16 lanes: low nibbles of scales_l
+ * interleaved in order, the high bit pairs of scales_h moved to the top of each 16-bit lane
+ * by a multiply (h << (14 - 2j)) and down by 14. */
+static inline __m128i iq4xs_scales16(const ts_block_iq4_xs *b) {
+    uint32_t l;
+    memcpy(&l, b->scales_l, sizeof l);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i x = _mm_cvtsi32_si128((int)l);
+    const __m128i nib =
+        _mm_unpacklo_epi8(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    const __m128i shifts =
+        _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1);
+    const __m128i hi =
+        _mm_srli_epi16(_mm_mullo_epi16(_mm_set1_epi16((short)b->scales_h), shifts), 14);
+    return _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(nib), _mm_slli_epi16(hi, 4)),
+                         _mm_set1_epi16(32));
+}
 
 static inline __attribute__((always_inline)) void
 iq4xs_tile(int64_t n, const void *w, const void *const *a, int nc, float *out) {
@@ -31,12 +51,18 @@ iq4xs_tile(int64_t n, const void *w, const void *const *a, int nc, float *out) {
     }
     for (int64_t i = 0; i < n; i++) {
         __m256i lo[4], hi[4], sc[4];
+        const __m256i s16 = _mm256_broadcastsi128_si256(iq4xs_scales16(&x[i]));
         for (int c = 0; c < 4; c++) {
             const __m256i bytes = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             lo[c] = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, m4));
             hi[c] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4));
-            sc[c] = _mm256_set_m128i(_mm_set1_epi16((short)ts_iq4xs_scale(&x[i], 2 * c + 1)),
-                                     _mm_set1_epi16((short)ts_iq4xs_scale(&x[i], 2 * c)));
+            /* lane 0: scale 2c in every int16, lane 1: scale 2c + 1 */
+            const char b0 = (char)(4 * c), b1 = (char)(4 * c + 1), b2 = (char)(4 * c + 2),
+                       b3 = (char)(4 * c + 3);
+            sc[c] = _mm256_shuffle_epi8(s16,
+                                        _mm256_setr_epi8(b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0,
+                                                         b1, b0, b1, b0, b1, b2, b3, b2, b3, b2, b3,
+                                                         b2, b3, b2, b3, b2, b3, b2, b3, b2, b3));
         }
         const float dx = fp16_hw(x[i].d);
         for (int j = 0; j < nc; j++) {
