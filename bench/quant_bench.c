@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     int json = 0;
     double min_s = 0.15;
     const char *types =
-        "F32,F16,BF16,Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,IQ4_NL,MXFP4,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K";
+        "F32,F16,BF16,Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,IQ4_NL,MXFP4,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,IQ4_XS";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;

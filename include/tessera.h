@@ -1084,7 +1084,7 @@ ts_status ts_gguf_find_tensor(const ts_gguf *g, const char *name, const ts_gguf_
 /* How ts_quantize_file converts a model. Everything is borrowed for the call. */
 typedef struct ts_quantize_params {
     /* Target, case-insensitive: a tensor type (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL
-     * Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M); ts_quantize_type_name lists
+     * IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M); ts_quantize_type_name lists
      * them. */
     const char *type;
     /* Nonzero: every quantizable matrix gets exactly `type` (no per-tensor rules, no fallback;
@@ -1111,8 +1111,12 @@ typedef struct ts_quantize_params {
  *    Q8_0, float targets stay float);
  *  - Q4_K_M / Q5_K_M: attn_v and ffn_down become Q6_K in the first and last eighth of the
  *    layers and in every third layer between; a fused attn_qkv becomes Q5_K / Q6_K;
- *  - a row length the chosen K-quant's 256-element block does not divide falls back to Q5_0
- *    (Q4_K), Q5_1 (Q5_K), Q8_0 (Q6_K) or IQ4_NL (Q2_K, Q3_K);
+ *  - IQ4_XS (llama-quantize's IQ4_XS file type, general.file_type 30): attn_v (or a fused
+ *    attn_qkv) becomes Q5_K when four or more attention heads share a K/V head, ffn_down Q5_K in
+ *    the first eighth of the layers; with eight experts attn_v and attn_k become Q8_0 and
+ *    attn_output Q5_K; every other matrix IQ4_XS;
+ *  - a row length the chosen 256-element type's block does not divide falls back to Q5_0
+ *    (Q4_K), Q5_1 (Q5_K), Q8_0 (Q6_K) or IQ4_NL (Q2_K, Q3_K, IQ4_XS);
  *  - MXFP4 follows these rules like the other 4-bit targets (every other matrix MXFP4,
  *    general.file_type 38). llama-quantize knows MXFP4 only as its MXFP4_MOE mix (MoE experts
  *    MXFP4, everything else Q8_0), so for MXFP4 files only the MXFP4 tensors' bytes match it.

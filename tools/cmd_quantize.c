@@ -2,8 +2,8 @@
  * cmd_quantize.c — `tessera quantize IN.gguf OUT.gguf TYPE [--pure]`: requantize a model.
  *
  * IN holds F32, F16 or BF16 weights. TYPE is a tensor type (F32 F16 BF16 Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M). The per-tensor rules
- * (llama-quantize's; tensor data byte-identical to its output without an importance matrix)
+ * Q5_1 Q8_0 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M). The per-tensor
+ * rules (llama-quantize's; tensor data byte-identical to its output without an importance matrix)
  * and what --pure changes are ts_quantize_file's, documented in include/tessera.h. This file
  * parses the arguments and reports: notes about type fallbacks and a progress bar go to
  * stderr, then a summary of the tensors written per type. Exit: 0 ok, 1 failure, 2 usage.
@@ -19,7 +19,7 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: tessera quantize IN.gguf OUT.gguf TYPE [--pure]\n\n"
                "Requantizes an F32/F16/BF16 model. TYPE: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0\n"
-               "IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4, or the mixes Q4_K_M Q5_K_M.\n"
+               "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4, or the mixes Q4_K_M Q5_K_M.\n"
                "  --pure  use TYPE for every quantizable matrix (no per-tensor rules)\n");
 }
 

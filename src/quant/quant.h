@@ -78,7 +78,7 @@ typedef struct ts_quant_ops {
  * which), so the result is always safe to call
  * (pass ts_quant_detect_isa() to honour TS_ISA). The table is constant data and lives for the whole
  * program. Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K..Q6_K, Q8_K, IQ4_NL,
- * MXFP4.
+ * IQ4_XS, MXFP4.
  * Q8_0, Q8_1 and Q8_K are also the activation types; their from_float is the fast one. */
 const ts_quant_ops *ts_quant_ops_get(ts_type type, ts_isa isa);
 

@@ -178,6 +178,7 @@ SCALAR_GEMM(q3_k)
 SCALAR_GEMM(q4_k)
 SCALAR_GEMM(q5_k)
 SCALAR_GEMM(q6_k)
+SCALAR_GEMM(iq4_xs)
 SCALAR_GEMM(q8_k)
 
 #define ENTRY(TYPE, VD, TF, FF, DOT, GEMM, ISA)                                                    \
@@ -220,6 +221,7 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
     SCALAR_ENTRY(TS_TYPE_Q4_K, TS_TYPE_Q8_K, q4_k),
     SCALAR_ENTRY(TS_TYPE_Q5_K, TS_TYPE_Q8_K, q5_k),
     SCALAR_ENTRY(TS_TYPE_Q6_K, TS_TYPE_Q8_K, q6_k),
+    SCALAR_ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, iq4_xs),
     SCALAR_ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, q8_k),
 };
 
@@ -264,6 +266,8 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
                  ts_q_dot_q5_k_avx2, ts_q_gemm_q5_k_avx2, ts_q_gemm_q5_k_packed_avx2, TS_ISA_AVX2),
     ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
                  ts_q_dot_q6_k_avx2, ts_q_gemm_q6_k_avx2, ts_q_gemm_q6_k_packed_avx2, TS_ISA_AVX2),
+    ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2, ts_q_from_float_iq4_xs_scalar,
+          ts_q_dot_iq4_xs_avx2, ts_q_gemm_iq4_xs_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX2),
 };
@@ -310,6 +314,8 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
     ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
                  ts_q_dot_q6_k_avxvnni, ts_q_gemm_q6_k_avxvnni, ts_q_gemm_q6_k_packed_avxvnni,
                  TS_ISA_AVXVNNI),
+    ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2, ts_q_from_float_iq4_xs_scalar,
+          ts_q_dot_iq4_xs_avxvnni, ts_q_gemm_iq4_xs_avxvnni, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVXVNNI),
 };
@@ -356,6 +362,8 @@ static const ts_quant_ops k_avx512[TS_TYPE_COUNT] = {
     ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx512, ts_q_from_float_q6_k_scalar,
                  ts_q_dot_q6_k_avx512, ts_q_gemm_q6_k_avx512, ts_q_gemm_q6_k_packed_avx512,
                  TS_ISA_AVX512),
+    ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2, ts_q_from_float_iq4_xs_scalar,
+          ts_q_dot_iq4_xs_avx512, ts_q_gemm_iq4_xs_avx512, TS_ISA_AVX512),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX512),
 };

@@ -112,6 +112,15 @@ typedef struct ts_block_q6_k {
     uint16_t d;
 } ts_block_q6_k;
 
+/* IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (biased by 32) and IQ4_NL's levels;
+ * x = d * (ls - 32) * ts_iq4nl_values[q]. */
+typedef struct ts_block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;       /* bits 2j, 2j+1: high 2 bits of sub-block j's ls */
+    uint8_t scales_l[4];     /* low nibble of ls: sub-block 2i in scales_l[i] low, 2i+1 high */
+    uint8_t qs[TS_QK_K / 2]; /* qs[16j + l]: element 32j + l low nibble, 32j + 16 + l high */
+} ts_block_iq4_xs;
+
 /* Q8_K: activation partner of the K-quants; d is an f32 here, not an f16. */
 typedef struct ts_block_q8_k {
     float d;
@@ -133,9 +142,24 @@ _Static_assert(sizeof(ts_block_q4_k) == 144, "Q4_K block size");
 _Static_assert(sizeof(ts_block_q5_k) == 176, "Q5_K block size");
 _Static_assert(sizeof(ts_block_q6_k) == 210, "Q6_K block size");
 _Static_assert(sizeof(ts_block_q8_k) == 292, "Q8_K block size");
+_Static_assert(sizeof(ts_block_iq4_xs) == 136, "IQ4_XS block size");
 
 /* The 16 non-uniform levels of IQ4_NL. */
 extern const int8_t ts_iq4nl_values[16];
+
+/* Index of the IQ4_NL level nearest to v (the lower one on exact ties). */
+int ts_iq4nl_nearest(float v);
+/* The scale llama-quantize fits (without an importance matrix) to 32 values x for IQ4_NL's
+ * levels: weights x^2, 15 candidates; 0 for an all-zero block. IQ4_XS fits its sub-blocks
+ * with it too. */
+float ts_iq4nl_fit_scale(const float *x);
+
+/* Signed 6-bit scale (-32..31) of sub-block j of an IQ4_XS block. */
+static inline int ts_iq4xs_scale(const ts_block_iq4_xs *b, int j) {
+    const int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    const int hi = (b->scales_h >> (2 * j)) & 3;
+    return (lo | (hi << 4)) - 32;
+}
 
 /* The 16 E2M1 codes of MXFP4, doubled: 0 1 2 3 4 6 8 12, then the same negated (code 8 is
  * -0, stored as 0). */
@@ -289,6 +313,7 @@ ts_q_gemm_pieces(ts_q_cols_fn cols, const void *type, int64_t nb, int64_t max_ro
     TS_Q_DECLARE_TYPE(q4_k, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q5_k, ISA);                                                                  \
     TS_Q_DECLARE_TYPE(q6_k, ISA);                                                                  \
+    TS_Q_DECLARE_TYPE(iq4_xs, ISA);                                                                \
     TS_Q_DECLARE_TYPE(q8_k, ISA)
 
 TS_Q_DECLARE_ALL(scalar);
@@ -346,6 +371,9 @@ TS_Q_DECLARE_GEMM(q6_k_packed, avx2);
 /* One activation row (avx2/k1.c), the bits of the gemm's: c[r] for weight rows r < nr. */
 void ts_q_gemv_q5_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a);
 void ts_q_gemv_q6_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t ldw, const void *a);
+void ts_q_to_float_iq4_xs_avx2(const void *src, float *dst, int64_t n);
+void ts_q_dot_iq4_xs_avx2(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(iq4_xs, avx2);
 
 /* avxvnni/: the AVX2 kernels whose integer dot steps AVX-VNNI shortens, built again. */
 void ts_q_dot_q4_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
@@ -373,6 +401,8 @@ TS_Q_DECLARE_GEMM(q5_k, avxvnni);
 TS_Q_DECLARE_GEMM(q5_k_packed, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k_packed, avxvnni);
+void ts_q_dot_iq4_xs_avxvnni(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(iq4_xs, avxvnni);
 
 void ts_q_to_float_f16_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y);
@@ -407,6 +437,8 @@ TS_Q_DECLARE_GEMM(q4_k, avx512);
 TS_Q_DECLARE_GEMM(q4_k_packed, avx512);
 TS_Q_DECLARE_GEMM(q6_k, avx512);
 TS_Q_DECLARE_GEMM(q6_k_packed, avx512);
+void ts_q_dot_iq4_xs_avx512(int64_t n, float *result, const void *x, const void *y);
+TS_Q_DECLARE_GEMM(iq4_xs, avx512);
 TS_Q_DECLARE_GEMM(f32, avx512);
 TS_Q_DECLARE_GEMM(f16, avx512);
 TS_Q_DECLARE_GEMM(bf16, avx512);

@@ -370,7 +370,7 @@ void ts_q_dot_q8_1_scalar(int64_t n, float *result, const void *x, const void *y
 /* ---- IQ4_NL: 4-bit indices into a fixed non-uniform table, one f16 scale ---- */
 
 /* Index of the table level nearest to v (the lower one on exact ties). */
-static int nearest_level(float v) {
+int ts_iq4nl_nearest(float v) {
     const int8_t *t = ts_iq4nl_values;
     if (v <= t[0]) {
         return 0;
@@ -396,46 +396,51 @@ static int nearest_level(float v) {
  * importance matrix, weights x^2, seven steps either side). */
 #define IQ4NL_STEPS 7
 
-static void quantize_block_iq4_nl(const float *x, ts_block_iq4_nl *out) {
+float ts_iq4nl_fit_scale(const float *x) {
     const int8_t *t = ts_iq4nl_values;
     float w[TS_QK];
-    uint8_t idx[TS_QK];
     for (int j = 0; j < TS_QK; j++) {
         w[j] = x[j] * x[j];
     }
     float amax, max;
     signed_absmax(x, TS_QK, &amax, &max);
-    float d = 0.0f;
-    if (amax >= 1e-15f) {
-        d = -max / (float)t[0];
-        float id = 1.0f / d;
-        float sumqx = 0.0f, sumq2 = 0.0f;
+    if (amax < 1e-15f) {
+        return 0.0f;
+    }
+    float d = -max / (float)t[0];
+    float id = 1.0f / d;
+    float sumqx = 0.0f, sumq2 = 0.0f;
+    for (int j = 0; j < TS_QK; j++) {
+        float q = t[ts_iq4nl_nearest(id * x[j])];
+        sumqx += w[j] * q * x[j];
+        sumq2 += w[j] * q * q;
+    }
+    d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+    float best = d * sumqx;
+    for (int step = -IQ4NL_STEPS; step <= IQ4NL_STEPS; step++) {
+        id = (float)(step + t[0]) / max;
+        sumqx = sumq2 = 0.0f;
         for (int j = 0; j < TS_QK; j++) {
-            float q = t[nearest_level(id * x[j])];
+            float q = t[ts_iq4nl_nearest(id * x[j])];
             sumqx += w[j] * q * x[j];
             sumq2 += w[j] * q * q;
         }
-        d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
-        float best = d * sumqx;
-        for (int step = -IQ4NL_STEPS; step <= IQ4NL_STEPS; step++) {
-            id = (float)(step + t[0]) / max;
-            sumqx = sumq2 = 0.0f;
-            for (int j = 0; j < TS_QK; j++) {
-                float q = t[nearest_level(id * x[j])];
-                sumqx += w[j] * q * x[j];
-                sumq2 += w[j] * q * q;
-            }
-            if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
-                d = sumqx / sumq2;
-                best = d * sumqx;
-            }
+        if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
         }
     }
+    return d;
+}
+
+static void quantize_block_iq4_nl(const float *x, ts_block_iq4_nl *out) {
+    uint8_t idx[TS_QK];
+    const float d = ts_iq4nl_fit_scale(x);
     out->d = ts_f32_to_f16(d);
     /* The final indices come from the unrounded f32 scale, as in ggml. */
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < TS_QK; j++) {
-        idx[j] = (uint8_t)nearest_level(id * x[j]);
+        idx[j] = (uint8_t)ts_iq4nl_nearest(id * x[j]);
     }
     for (int j = 0; j < TS_QK / 2; j++) {
         out->qs[j] = (uint8_t)(idx[j] | (idx[j + TS_QK / 2] << 4));

@@ -27,20 +27,21 @@
 typedef struct target {
     const char *name;
     ts_type type;   /* default tensor type */
-    int mix;        /* 1 for the _M mixes; 2 for MXFP4_MOE (experts MXFP4, the rest Q8_0) */
+    int mix;        /* 1 for the _M mixes; 2 for MXFP4_MOE (experts MXFP4, the rest Q8_0);
+                     * 3 for IQ4_XS (llama-quantize's IQ4_XS rules, see iq4xs_type) */
     uint32_t ftype; /* general.file_type */
 } target;
 
 static const target k_targets[] = {
-    {"F32", TS_TYPE_F32, 0, 0},        {"F16", TS_TYPE_F16, 0, 1},
-    {"BF16", TS_TYPE_BF16, 0, 32},     {"Q4_0", TS_TYPE_Q4_0, 0, 2},
-    {"Q4_1", TS_TYPE_Q4_1, 0, 3},      {"Q5_0", TS_TYPE_Q5_0, 0, 8},
-    {"Q5_1", TS_TYPE_Q5_1, 0, 9},      {"Q8_0", TS_TYPE_Q8_0, 0, 7},
-    {"IQ4_NL", TS_TYPE_IQ4_NL, 0, 25}, {"Q2_K", TS_TYPE_Q2_K, 0, 10},
-    {"Q3_K", TS_TYPE_Q3_K, 0, 12},     {"Q4_K", TS_TYPE_Q4_K, 0, 15},
-    {"Q5_K", TS_TYPE_Q5_K, 0, 17},     {"Q6_K", TS_TYPE_Q6_K, 0, 18},
-    {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},   {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
-    {"MXFP4", TS_TYPE_MXFP4, 0, 38},
+    {"F32", TS_TYPE_F32, 0, 0},         {"F16", TS_TYPE_F16, 0, 1},
+    {"BF16", TS_TYPE_BF16, 0, 32},      {"Q4_0", TS_TYPE_Q4_0, 0, 2},
+    {"Q4_1", TS_TYPE_Q4_1, 0, 3},       {"Q5_0", TS_TYPE_Q5_0, 0, 8},
+    {"Q5_1", TS_TYPE_Q5_1, 0, 9},       {"Q8_0", TS_TYPE_Q8_0, 0, 7},
+    {"IQ4_NL", TS_TYPE_IQ4_NL, 0, 25},  {"Q2_K", TS_TYPE_Q2_K, 0, 10},
+    {"Q3_K", TS_TYPE_Q3_K, 0, 12},      {"Q4_K", TS_TYPE_Q4_K, 0, 15},
+    {"Q5_K", TS_TYPE_Q5_K, 0, 17},      {"Q6_K", TS_TYPE_Q6_K, 0, 18},
+    {"Q4_K_M", TS_TYPE_Q4_K, 1, 15},    {"Q5_K_M", TS_TYPE_Q5_K, 1, 17},
+    {"MXFP4", TS_TYPE_MXFP4, 0, 38},    {"IQ4_XS", TS_TYPE_IQ4_XS, 3, 30},
     {"MXFP4_MOE", TS_TYPE_Q8_0, 2, 38}, /* llama.cpp's MXFP4_MOE, as gpt-oss GGUFs come */
 };
 #define N_TARGETS (sizeof k_targets / sizeof k_targets[0])
@@ -93,10 +94,75 @@ static ts_type k_fallback(ts_type t) {
         return TS_TYPE_Q8_0;
     case TS_TYPE_Q2_K:
     case TS_TYPE_Q3_K:
+    case TS_TYPE_IQ4_XS:
         return TS_TYPE_IQ4_NL;
     default:
         return t;
     }
+}
+
+/* What llama-quantize's IQ4_XS rules read from the model. */
+typedef struct model_shape {
+    int64_t n_gqa;    /* attention heads per K/V head (1 when unknown) */
+    int64_t n_expert; /* experts (0 for a dense model) */
+    int64_t n_layer;  /* blocks (the ffn_down count when the key is absent) */
+} model_shape;
+
+static int64_t arch_int(const ts_gguf *g, const char *arch, const char *key, int64_t fallback) {
+    char full[160];
+    int64_t v = 0;
+    ts_error e = {0};
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    return ts_gguf_get_int(g, full, &v, &e) == TS_OK ? v : fallback;
+}
+
+static model_shape read_shape(const ts_gguf *g, int64_t n_ffn_down) {
+    model_shape s = {1, 0, n_ffn_down};
+    ts_gguf_str a = {0};
+    ts_error e = {0};
+    char arch[64];
+    if (ts_gguf_get_str(g, "general.architecture", &a, &e) != TS_OK || a.len >= sizeof arch) {
+        return s;
+    }
+    memcpy(arch, a.ptr, (size_t)a.len);
+    arch[a.len] = '\0';
+    const int64_t heads = arch_int(g, arch, "attention.head_count", 0);
+    const int64_t kv = arch_int(g, arch, "attention.head_count_kv", heads);
+    if (heads > 0 && kv > 0) {
+        s.n_gqa = heads / kv;
+    }
+    s.n_expert = arch_int(g, arch, "expert_count", 0);
+    s.n_layer = arch_int(g, arch, "block_count", n_ffn_down);
+    return s;
+}
+
+/* llama-quantize's IQ4_XS type for a tensor other than the output (no importance matrix):
+ * attn_v (or a fused attn_qkv) Q5_K when four or more heads share a K/V head (Q8_0 with eight
+ * experts), ffn_down Q5_K in the first eighth of the layers, attn_k Q8_0 and attn_output Q5_K
+ * with eight experts; everything else IQ4_XS. i_ffn_down counts the ffn_down tensors before
+ * this one (the layer, unless the name says another). */
+static ts_type iq4xs_type(const char *name, const model_shape *ms, int64_t i_ffn_down) {
+    if (strstr(name, "attn_v.weight") != NULL || strstr(name, "attn_qkv.weight") != NULL) {
+        if (ms->n_expert == 8) {
+            return TS_TYPE_Q8_0;
+        }
+        return ms->n_gqa >= 4 ? TS_TYPE_Q5_K : TS_TYPE_IQ4_XS;
+    }
+    if (strstr(name, "attn_k.weight") != NULL) {
+        return ms->n_expert == 8 ? TS_TYPE_Q8_0 : TS_TYPE_IQ4_XS;
+    }
+    if (strstr(name, "ffn_down") != NULL) {
+        int layer = 0;
+        int64_t i_layer = i_ffn_down;
+        if (ms->n_expert > 1 && sscanf(name, "blk.%d.", &layer) == 1) {
+            i_layer = layer;
+        }
+        return i_layer < ms->n_layer / 8 ? TS_TYPE_Q5_K : TS_TYPE_IQ4_XS;
+    }
+    if (strstr(name, "attn_output.weight") != NULL && ms->n_expert == 8) {
+        return TS_TYPE_Q5_K;
+    }
+    return TS_TYPE_IQ4_XS;
 }
 
 /* Chooses every tensor's output type into out[n tensors]. */
@@ -111,6 +177,7 @@ static ts_status choose_types(const ts_gguf *g, const target *tg, const ts_quant
         n_attn_v += strstr(name, "attn_v.weight") != NULL;
         n_ffn_down += strstr(name, "ffn_down") != NULL && ends_with(name, "weight");
     }
+    const model_shape shape = read_shape(g, n_ffn_down);
     for (uint64_t i = 0; i < n; i++) {
         const ts_gguf_tensor *t = ts_gguf_tensor_at(g, i);
         const char *name = t->name;
@@ -138,6 +205,9 @@ static ts_status choose_types(const ts_gguf *g, const target *tg, const ts_quant
                 if (t->ne[0] % 256 != 0) {
                     ty = TS_TYPE_Q8_0;
                 }
+            } else if (tg->mix == 3) {
+                ty = iq4xs_type(name, &shape, i_ffn_down);
+                i_ffn_down += strstr(name, "ffn_down") != NULL;
             } else if (strstr(name, "attn_v.weight") != NULL) {
                 if (tg->mix == 1 && use_more_bits(i_attn_v, n_attn_v)) {
                     ty = TS_TYPE_Q6_K;

@@ -54,4 +54,8 @@
 #define ts_q_gemm_q4_k_packed_avx512       ts_q_gemm_q4_k_packed_avx512_emu
 #define ts_q_gemm_q6_k_packed_avx512       ts_q_gemm_q6_k_packed_avx512_emu
 
+/* avx512/iq4xs.c */
+#define ts_q_dot_iq4_xs_avx512  ts_q_dot_iq4_xs_avx512_emu
+#define ts_q_gemm_iq4_xs_avx512 ts_q_gemm_iq4_xs_avx512_emu
+
 #endif /* TS_TESTS_QUANT_AVX512_EMU_RENAME_H */

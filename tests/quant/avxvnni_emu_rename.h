@@ -33,6 +33,10 @@
 #define ts_q_gemm_mxfp4_packed_avxvnni ts_q_gemm_mxfp4_packed_avxvnni_emu
 #define ts_q_dot_mxfp4_avxvnni ts_q_dot_mxfp4_avxvnni_emu
 
+/* avxvnni/iq4xs.c */
+#define ts_q_dot_iq4_xs_avxvnni  ts_q_dot_iq4_xs_avxvnni_emu
+#define ts_q_gemm_iq4_xs_avxvnni ts_q_gemm_iq4_xs_avxvnni_emu
+
 /* avxvnni/k8.c */
 #define ts_q_gemm_q4_k_avxvnni        ts_q_gemm_q4_k_avxvnni_emu
 #define ts_q_gemm_q6_k_avxvnni        ts_q_gemm_q6_k_avxvnni_emu

@@ -83,6 +83,7 @@ static const emu_type k_emu[] = {
     {TS_TYPE_Q5_K, ts_q_to_float_q5_k_avx512_emu, ts_q_dot_q5_k_avx512_emu, NULL, NULL},
     {TS_TYPE_Q6_K, ts_q_to_float_q6_k_avx512_emu, ts_q_dot_q6_k_avx512_emu,
      ts_q_gemm_q6_k_avx512_emu, ts_q_gemm_q6_k_packed_avx512_emu},
+    {TS_TYPE_IQ4_XS, NULL, ts_q_dot_iq4_xs_avx512_emu, ts_q_gemm_iq4_xs_avx512_emu, NULL},
 };
 #define N_EMU (sizeof k_emu / sizeof k_emu[0])
 
@@ -154,6 +155,10 @@ static void raw_row(ts_type type, qgen_rng *r, int64_t n, uint8_t *dst) {
             break;
         case TS_TYPE_Q6_K:
             put_u16(b, offsetof(ts_block_q6_k, d), rand_half(r));
+            break;
+        case TS_TYPE_IQ4_XS:
+            /* d; the scale bytes stay random (every 6-bit pattern, -32..31) */
+            put_u16(b, offsetof(ts_block_iq4_xs, d), rand_half(r));
             break;
         case TS_TYPE_MXFP4: {
             /* Exponents whose products stay finite: mostly 2^-28 .. 2^22 scales, and one block

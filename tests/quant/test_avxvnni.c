@@ -111,6 +111,9 @@ static void set_scales(ts_type type, uint8_t *row, int64_t n, qgen_rng *r, bool 
         case TS_TYPE_Q6_K:
             put_u16(b, offsetof(ts_block_q6_k, d), h0);
             break;
+        case TS_TYPE_IQ4_XS:
+            put_u16(b, offsetof(ts_block_iq4_xs, d), h0);
+            break;
         case TS_TYPE_MXFP4:
             /* 2^(e - 128): 1 when `one`, else 2^-8 .. 2^1 like the f16 scales */
             b[offsetof(ts_block_mxfp4, e)] = (uint8_t)(one ? 128 : 120 + qgen_next(r) % 10);
@@ -255,7 +258,7 @@ static void test_native(void **state) {
         cases += compare((ts_type)t, "native", (kernels){v->vec_dot, v->gemm},
                          (kernels){a2->vec_dot, a2->gemm});
     }
-    assert_int_equal(rebuilt, 9); /* Q4_0 Q4_1 Q5_0 Q8_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K */
+    assert_int_equal(rebuilt, 10); /* Q4_0 Q4_1 Q5_0 Q8_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K IQ4_XS */
     printf("native: %d types, %d cases bit-identical to avx2\n", rebuilt, cases);
 }
 
@@ -275,6 +278,7 @@ static const struct {
     {TS_TYPE_Q4_K, {ts_q_dot_q4_k_avxvnni_emu, ts_q_gemm_q4_k_avxvnni_emu}},
     {TS_TYPE_Q5_K, {ts_q_dot_q5_k_avxvnni_emu, ts_q_gemm_q5_k_avxvnni_emu}},
     {TS_TYPE_Q6_K, {ts_q_dot_q6_k_avxvnni_emu, ts_q_gemm_q6_k_avxvnni_emu}},
+    {TS_TYPE_IQ4_XS, {ts_q_dot_iq4_xs_avxvnni_emu, ts_q_gemm_iq4_xs_avxvnni_emu}},
 };
 #endif
 

@@ -43,7 +43,7 @@ static const rt_bound k_rt[] = {
     {TS_TYPE_Q5_1, 0.042, 0.044},   {TS_TYPE_Q8_0, 0.006, 0.0062},   {TS_TYPE_Q8_1, 0.006, 0.0062},
     {TS_TYPE_IQ4_NL, 0.084, 0.089}, {TS_TYPE_Q2_K, 0.32, 0.34},      {TS_TYPE_Q3_K, 0.165, 0.175},
     {TS_TYPE_Q4_K, 0.078, 0.083},   {TS_TYPE_Q5_K, 0.04, 0.042},     {TS_TYPE_Q6_K, 0.02, 0.021},
-    {TS_TYPE_Q8_K, 0.0078, 0.0091}, {TS_TYPE_MXFP4, 0.12, 0.21},
+    {TS_TYPE_Q8_K, 0.0078, 0.0091}, {TS_TYPE_MXFP4, 0.12, 0.21},     {TS_TYPE_IQ4_XS, 0.085, 0.09},
 };
 #define N_TYPES (sizeof k_rt / sizeof k_rt[0])
 
@@ -70,7 +70,8 @@ static void test_layout_matches_type_table(void **state) {
              {TS_TYPE_IQ4_NL, sizeof(ts_block_iq4_nl)}, {TS_TYPE_Q2_K, sizeof(ts_block_q2_k)},
              {TS_TYPE_Q3_K, sizeof(ts_block_q3_k)},     {TS_TYPE_Q4_K, sizeof(ts_block_q4_k)},
              {TS_TYPE_Q5_K, sizeof(ts_block_q5_k)},     {TS_TYPE_Q6_K, sizeof(ts_block_q6_k)},
-             {TS_TYPE_Q8_K, sizeof(ts_block_q8_k)},     {TS_TYPE_MXFP4, sizeof(ts_block_mxfp4)}};
+             {TS_TYPE_Q8_K, sizeof(ts_block_q8_k)},     {TS_TYPE_MXFP4, sizeof(ts_block_mxfp4)},
+             {TS_TYPE_IQ4_XS, sizeof(ts_block_iq4_xs)}};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         assert_int_equal(ts_type_block_bytes(k[i].t), k[i].bytes);
     }

@@ -3,7 +3,8 @@
  * test model writer: --pure Q8_0 gives every matrix our reference Q8_0 bytes (the quantizer
  * itself is checked against llama.cpp's in tests/quant), 1-D tensors stay F32, the Q4_K_M mix
  * produces K-quant matrices in a file the model loader accepts, MXFP4 (with and without --pure)
- * writes our reference MXFP4 bytes in a file the loader accepts, and bad inputs (rows that do
+ * writes our reference MXFP4 bytes in a file the loader accepts, IQ4_XS follows llama-quantize's
+ * IQ4_XS rules with our reference bytes and generates, and bad inputs (rows that do
  * not fit the block size with --pure, an already quantized input, a missing file) fail with
  * a message. Skips when TS_BIN is unset.
  */
@@ -302,6 +303,96 @@ static void test_mxfp4_moe(void **state) {
     unlink(in);
 }
 
+/* IQ4_XS, by llama-quantize's IQ4_XS rules (no importance matrix), on a tiny llama of 8 layers:
+ * output Q6_K, ffn_down of the first layer (8 / 8) Q5_K, attn_v Q5_K when 4 heads share a K/V
+ * head and IQ4_XS when 2 do, everything else IQ4_XS with our reference bytes (checked against
+ * llama-quantize's in tests/quant); with --pure every matrix is IQ4_XS. The file loads and
+ * generates. */
+static void iq4_xs_case(int64_t n_head_kv, int pure) {
+    char in[400], out[512], cmd[1800], log[8192];
+    assert_non_null(ts_tiny_temp_path(in, sizeof in, "quant"));
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.n_layer = 8;
+    spec.n_head = 8;
+    spec.n_head_kv = n_head_kv;
+    spec.wtype = TS_TYPE_F16;
+    ts_error err = {0};
+    assert_int_equal(ts_tiny_write(&spec, in, &err), TS_OK);
+    snprintf(out, sizeof out, "%s.iq4xs.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s IQ4_XS%s", cli_bin(), in, out,
+             pure ? " --pure" : "");
+    if (run(cmd, log, sizeof log) != 0) {
+        fail_msg("tessera quantize IQ4_XS: %s", log);
+    }
+    ts_gguf *a = NULL, *b = NULL;
+    assert_int_equal(ts_gguf_open(in, &a, &err), TS_OK);
+    assert_int_equal(ts_gguf_open(out, &b, &err), TS_OK);
+    uint32_t ftype = 0;
+    assert_int_equal(ts_gguf_get_u32(b, "general.file_type", &ftype, &err), TS_OK);
+    assert_int_equal(ftype, 30);
+    const ts_quant_ops *iq = ts_quant_ops_get(TS_TYPE_IQ4_XS, TS_ISA_SCALAR);
+    const ts_quant_ops *f16 = ts_quant_ops_get(TS_TYPE_F16, TS_ISA_SCALAR);
+    int n_iq4 = 0;
+    for (uint64_t i = 0; i < ts_gguf_tensor_count(a); i++) {
+        const ts_gguf_tensor *src = ts_gguf_tensor_at(a, i);
+        const ts_gguf_tensor *dst = NULL;
+        assert_int_equal(ts_gguf_find_tensor(b, src->name, &dst), TS_OK);
+        if (src->n_dims == 1) {
+            assert_int_equal(dst->type, TS_TYPE_F32);
+            continue;
+        }
+        ts_type want = TS_TYPE_IQ4_XS;
+        if (!pure && strcmp(src->name, "output.weight") == 0) {
+            want = TS_TYPE_Q6_K;
+        } else if (!pure && strcmp(src->name, "blk.0.ffn_down.weight") == 0) {
+            want = TS_TYPE_Q5_K;
+        } else if (!pure && strstr(src->name, "attn_v.weight") != NULL && n_head_kv == 2) {
+            want = TS_TYPE_Q5_K;
+        }
+        if (dst->type != want) {
+            fail_msg("%s: %s, want %s", src->name, ts_type_name(dst->type), ts_type_name(want));
+        }
+        if (want != TS_TYPE_IQ4_XS) {
+            continue;
+        }
+        n_iq4++;
+        size_t row = 0;
+        assert_true(ts_type_row_bytes(TS_TYPE_IQ4_XS, (uint64_t)src->ne[0], &row));
+        float *x = malloc(sizeof(float) * (size_t)src->ne[0]);
+        char *q = malloc(row);
+        assert_non_null(x);
+        assert_non_null(q);
+        for (int64_t r = 0; r < src->ne[1]; r++) {
+            f16->to_float((const char *)src->data + r * src->ne[0] * 2, x, src->ne[0]);
+            iq->from_float(x, q, src->ne[0]);
+            assert_memory_equal(q, (const char *)dst->data + r * row, row);
+        }
+        free(x);
+        free(q);
+    }
+    assert_true(n_iq4 > 0);
+    ts_gguf_close(a);
+    ts_gguf_close(b);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'hello there' -n 8 --temp 0", cli_bin(), out);
+    if (run(cmd, log, sizeof log) != 0) {
+        fail_msg("tessera run on the IQ4_XS model: %s", log);
+    }
+    unlink(in);
+    unlink(out);
+}
+
+static void test_iq4_xs(void **state) {
+    (void)state;
+    if (cli_bin() == NULL) {
+        skip();
+    }
+    iq4_xs_case(2, 0); /* 4 heads per K/V head */
+    iq4_xs_case(4, 0); /* 2 */
+    iq4_xs_case(2, 1);
+}
+
 static void test_errors(void **state) {
     (void)state;
     if (cli_bin() == NULL) {
@@ -331,11 +422,9 @@ static void test_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pure_q8_0),
-        cmocka_unit_test(test_q4_k_m_mix),
-        cmocka_unit_test(test_mxfp4),
-        cmocka_unit_test(test_moe),
-        cmocka_unit_test(test_mxfp4_moe),
+        cmocka_unit_test(test_pure_q8_0), cmocka_unit_test(test_q4_k_m_mix),
+        cmocka_unit_test(test_mxfp4),     cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_mxfp4_moe), cmocka_unit_test(test_iq4_xs),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
