@@ -1099,6 +1099,9 @@ typedef struct ts_quantize_params {
     void *user; /* passed to progress and note */
     /* Out, may be NULL: [TS_TYPE_COUNT] tensors written per ts_type, filled on success. */
     uint64_t *n_by_type;
+    /* Threads converting each tensor's rows (0: ts_default_threads()). The output's bytes do not
+     * depend on it: every row is converted on its own. */
+    int n_threads;
 } ts_quantize_params;
 
 /* Writes a copy of the F32/F16/BF16 model at in_path to out_path with its weights converted

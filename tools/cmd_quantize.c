@@ -10,6 +10,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -17,10 +18,12 @@
 #include "tessera.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tessera quantize IN.gguf OUT.gguf TYPE [--pure]\n\n"
+    fprintf(f, "usage: tessera quantize IN.gguf OUT.gguf TYPE [--pure] [-t THREADS]\n\n"
                "Requantizes an F32/F16/BF16 model. TYPE: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0\n"
                "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4, or the mixes Q4_K_M Q5_K_M.\n"
-               "  --pure  use TYPE for every quantizable matrix (no per-tensor rules)\n");
+               "  --pure          use TYPE for every quantizable matrix (no per-tensor rules)\n"
+               "  -t, --threads N threads (default: the physical cores); the output is the same\n"
+               "                  for any N\n");
 }
 
 /* The library's name for TYPE (its canonical spelling), or NULL when it is not a target. */
@@ -52,10 +55,19 @@ static void progress(void *user, const char *tensor, uint64_t done, uint64_t tot
 
 int ts_cmd_quantize(int argc, char **argv) {
     const char *pos[3] = {NULL, NULL, NULL};
-    int npos = 0, pure = 0;
+    int npos = 0, pure = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--pure") == 0) {
             pure = 1;
+        } else if (strcmp(argv[i], "-t") == 0 || strcmp(argv[i], "--threads") == 0) {
+            char *end = NULL;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || end == argv[i + 1] || *end != '\0' || v < 1 || v > 256) {
+                fprintf(stderr, "quantize: %s needs a thread count from 1 to 256\n", argv[i]);
+                return 2;
+            }
+            threads = (int)v;
+            i++;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -83,6 +95,7 @@ int ts_cmd_quantize(int argc, char **argv) {
     const ts_quantize_params qp = {
         .type = type,
         .pure = pure,
+        .n_threads = threads,
         .progress = progress,
         .note = note,
         .user = &bar_open,

@@ -10,6 +10,8 @@
  * progress go to the caller's callbacks.
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +55,30 @@ typedef struct plan {
     const ts_quantize_params *params;
     ts_isa isa;
     uint64_t done_bytes, total_bytes;
-    float *row; /* [widest ne[0]] scratch: one f32 row */
+    int n_threads;
+    float *rows; /* [n_threads][widest ne[0]] scratch: one f32 row per thread */
+    int64_t widest;
 } plan;
+
+/* Rows [lo, hi) of one tensor, converted by one thread with its own f32 row. */
+typedef struct convert_job {
+    const ts_quant_ops *src, *dst;
+    const char *in;
+    char *out;
+    size_t in_row, out_row;
+    int64_t ne0;
+    uint64_t lo, hi;
+    float *row;
+} convert_job;
+
+static void *convert_rows(void *arg) {
+    const convert_job *j = arg;
+    for (uint64_t r = j->lo; r < j->hi; r++) {
+        j->src->to_float(j->in + r * j->in_row, j->row, j->ne0);
+        j->dst->from_float(j->row, j->out + r * j->out_row, j->ne0);
+    }
+    return NULL;
+}
 
 const char *ts_quantize_type_name(size_t i) {
     return i < N_TARGETS ? k_targets[i].name : NULL;
@@ -271,9 +295,42 @@ static ts_status fill_tensor(void *ctx, uint64_t index, void *dst, size_t nbytes
                             " rows of %zu bytes expected",
                             nbytes, rows, out_row);
     }
-    for (uint64_t r = 0; r < rows; r++) {
-        src->to_float((const char *)t->data + r * in_row, p->row, ne0);
-        dstops->from_float(p->row, (char *)dst + r * out_row, ne0);
+    /* Every row is converted on its own, so the bytes do not depend on the thread count. Small
+     * tensors (norms, biases) stay on this thread. */
+    enum { MAX_THREADS = 256 };
+    convert_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int nt = p->n_threads;
+    if ((uint64_t)nt > rows) {
+        nt = (int)rows;
+    }
+    if (t->n_elements < ((uint64_t)1 << 16)) {
+        nt = 1;
+    }
+    bool joined[MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        jobs[i] = (convert_job){.src = src,
+                                .dst = dstops,
+                                .in = (const char *)t->data,
+                                .out = dst,
+                                .in_row = in_row,
+                                .out_row = out_row,
+                                .ne0 = ne0,
+                                .lo = rows * (uint64_t)i / (uint64_t)nt,
+                                .hi = rows * (uint64_t)(i + 1) / (uint64_t)nt,
+                                .row = p->rows + (size_t)i * (size_t)p->widest};
+        /* Job 0 is this thread's; a thread that cannot start has its job done here too. */
+        joined[i] = i > 0 && pthread_create(&th[i], NULL, convert_rows, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < nt; i++) {
+        if (!joined[i]) {
+            convert_rows(&jobs[i]);
+        }
+    }
+    for (int i = 1; i < nt; i++) {
+        if (joined[i]) {
+            pthread_join(th[i], NULL);
+        }
     }
     p->done_bytes += t->nbytes;
     if (p->params->progress != NULL) {
@@ -351,9 +408,12 @@ ts_status ts_quantize_file(const char *in_path, const char *out_path,
         widest = t->ne[0] > widest ? t->ne[0] : widest;
         p.total_bytes += t->nbytes;
     }
-    p.row = malloc(sizeof(float) * (size_t)widest);
+    p.n_threads = params->n_threads > 0 ? params->n_threads : ts_default_threads();
+    p.n_threads = p.n_threads > 256 ? 256 : p.n_threads;
+    p.widest = widest;
+    p.rows = malloc(sizeof(float) * (size_t)widest * (size_t)p.n_threads);
     ts_gguf_writer *w = NULL;
-    if (out_type == NULL || p.row == NULL) {
+    if (out_type == NULL || p.rows == NULL) {
         st = ts_error_set(
             err, TS_ERR_NOMEM,
             "out of memory (types of %" PRIu64 " tensors, a row of %" PRId64 " floats)", n, widest);
@@ -381,7 +441,7 @@ ts_status ts_quantize_file(const char *in_path, const char *out_path,
         ts_error_prefix(err, "quantize: ");
     }
     ts_gguf_writer_destroy(w);
-    free(p.row);
+    free(p.rows);
     free(out_type);
     ts_gguf_close(in);
     return st;

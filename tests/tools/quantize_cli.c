@@ -125,6 +125,31 @@ static void test_q4_k_m_mix(void **state) {
     unlink(out);
 }
 
+/* The rows of a tensor are converted by several threads: the file is the same byte for byte
+ * whatever their number (the tensors here are large enough to be split). */
+static void test_threads(void **state) {
+    (void)state;
+    if (cli_bin() == NULL) {
+        skip();
+    }
+    char in[400], out1[512], out3[512], cmd[1800], log[8192];
+    write_model(in, sizeof in, 256, 512, TS_TYPE_F16);
+    snprintf(out1, sizeof out1, "%s.t1.gguf", in);
+    snprintf(out3, sizeof out3, "%s.t3.gguf", in);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M -t 1", cli_bin(), in, out1);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M --threads 3", cli_bin(), in, out3);
+    assert_int_equal(run(cmd, log, sizeof log), 0);
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", out1, out3);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s Q4_K_M -t 0", cli_bin(), in, out3);
+    assert_int_equal(run(cmd, log, sizeof log), 2);
+    assert_non_null(strstr(log, "-t needs a thread count from 1 to 256"));
+    unlink(in);
+    unlink(out1);
+    unlink(out3);
+}
+
 /* MXFP4: every matrix the rules do not single out is MXFP4 with our reference bytes (checked
  * against ggml's quantizer in tests/quant), the output matrix follows the 4-bit rule (Q8_0 here:
  * 256 does not divide its rows), and with --pure it is MXFP4 too; both files load. */
@@ -425,7 +450,7 @@ int main(void) {
         cmocka_unit_test(test_pure_q8_0), cmocka_unit_test(test_q4_k_m_mix),
         cmocka_unit_test(test_mxfp4),     cmocka_unit_test(test_moe),
         cmocka_unit_test(test_mxfp4_moe), cmocka_unit_test(test_iq4_xs),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
