@@ -157,7 +157,7 @@ static void check_model(const char *file, int ctx) {
 
 static void test_smollm2(void **state) {
     (void)state;
-    check_model("SmolLM2-135M-Instruct.Q4_1.gguf", 512);
+    check_model("SmolLM2-135M-Instruct.Q4_1.gguf", 256);
 }
 
 static void test_gemma3(void **state) {
