@@ -16,6 +16,7 @@
  */
 #include "server/stream.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,8 +136,9 @@ static cJSON *add_text(cJSON *o, bool chat, cJSON *content, cJSON *thinking) {
     return m;
 }
 
+/* Whole nanoseconds (Ollama's clients read integers). */
 static double ns(double seconds) {
-    return seconds > 0 ? seconds * 1e9 : 0;
+    return seconds > 0 ? floor(seconds * 1e9) : 0;
 }
 
 static void add_done(cJSON *o, ts_finish_reason finish, uint64_t prompt, uint64_t completion,
@@ -464,7 +466,12 @@ static cJSON *show(ts_server *s, const ts_llm_info *info) {
             cJSON_AddItemToArray(caps, cJSON_CreateString("thinking"));
         }
     }
-    cJSON_AddStringToObject(o, "modified_at", "");
+    char when[48];
+    time_t t = (time_t)s->created;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddStringToObject(o, "modified_at", when);
     return o;
 }
 
