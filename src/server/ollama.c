@@ -273,7 +273,7 @@ void ts_ollama_stream_end(ts_stream *st) {
         ts_stream_usage(st, &prompt, &cached);
         cJSON *o = base(st->s);
         add_text(o, is_chat(st->d), NULL, NULL);
-        double t_arrival = st->j != NULL ? st->j->t_arrival : st->created;
+        double t_arrival = st->j != NULL ? st->j->t_arrival : ts_server_now();
         add_done(o, st->finish, prompt, st->completion, t_arrival, st->t_first);
         line(st, o);
     }

@@ -156,6 +156,13 @@ def test_tools_round_trip(tool_server):
     for call in r.message.tool_calls or []:
         assert isinstance(call.function.name, str)
         assert isinstance(call.function.arguments, dict)
+    # Streamed: the same answer, tool calls as lines of their own.
+    parts = list(c.chat(model=model, messages=q, tools=[WEATHER], stream=True,
+                        options={"num_predict": 60, "temperature": 0}))
+    assert "".join(p.message.content for p in parts) == r.message.content
+    scalls = [t for p in parts for t in (p.message.tool_calls or [])]
+    assert [(t.function.name, t.function.arguments) for t in scalls] == \
+        [(t.function.name, t.function.arguments) for t in r.message.tool_calls or []]
     # The call and its result go back; the result reaches the prompt.
     call = {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     convo = q + [{"role": "assistant", "content": "", "tool_calls": [call]}]
