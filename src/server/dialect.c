@@ -66,5 +66,8 @@ const ts_dialect *ts_dialect_of_path(const char *path) {
          path[sizeof prefix - 1] == '?')) {
         return &ts_dialect_anthropic;
     }
+    if (strncmp(path, "/api/", 5) == 0) {
+        return &ts_dialect_ollama_chat;
+    }
     return &ts_dialect_openai_chat;
 }

@@ -12,6 +12,8 @@
  *   openai_completions   POST /v1/completions              text_completion   data: <json>
  *   openai_chat          POST /v1/chat/completions         chat.completion   data: <json>
  *   anthropic            POST /v1/messages (+count_tokens) message           event: + data:
+ *   ollama_chat          POST /api/chat                    chat response     NDJSON lines
+ *   ollama_generate      POST /api/generate                generate response NDJSON lines
  *
  * Thread safety: the tables are constant; their functions share no state.
  */
@@ -50,6 +52,8 @@ typedef struct ts_answer {
     int32_t n_choices;
     ts_answer_choice *choices; /* [n_choices], index = prompt * n + sequence */
     uint64_t prompt_tokens, cached_tokens, completion_tokens;
+    double t_arrival, t_first; /* ts_server_now() of the request's arrival and of its first
+                                  token (0: none) */
 } ts_answer;
 
 typedef struct ts_dialect {
@@ -75,11 +79,15 @@ typedef struct ts_dialect {
     bool clamp_max_tokens;
     /* The prefix of ids: "chatcmpl", "msg", ... */
     const char *id_prefix;
+    /* A stream's Content-Type; NULL: text/event-stream. */
+    const char *stream_content_type;
 } ts_dialect;
 
 extern const ts_dialect ts_dialect_openai_completions;
 extern const ts_dialect ts_dialect_openai_chat;
 extern const ts_dialect ts_dialect_anthropic;
+extern const ts_dialect ts_dialect_ollama_chat;
+extern const ts_dialect ts_dialect_ollama_generate;
 
 /* ---- endpoints (the route table, http.c) -------------------------------------------------- */
 
@@ -130,5 +138,29 @@ char *ts_api_anthropic_error_json(const ts_api_error *e);
 
 /* "end_turn", "max_tokens", "stop_sequence" or "tool_use" for an answer that ended normally. */
 const char *ts_anthropic_stop_reason(ts_finish_reason finish, int32_t stop_index, bool tool_calls);
+
+/* ---- Ollama (api_ollama.c: no server state, fuzzed) --------------------------------------- */
+
+typedef enum ts_ollama_kind {
+    TS_OLLAMA_CHAT = 0,         /* POST /api/chat */
+    TS_OLLAMA_GENERATE = 1,     /* POST /api/generate through the chat template */
+    TS_OLLAMA_GENERATE_RAW = 2, /* POST /api/generate with raw: true (a completions request) */
+    TS_OLLAMA_EMBED = 3,        /* POST /api/embed (input) */
+    TS_OLLAMA_EMBEDDINGS = 4,   /* POST /api/embeddings (prompt) */
+} ts_ollama_kind;
+
+/* An Ollama body as the neutral request (TS_API_CHAT, TS_API_COMPLETIONS for raw generate,
+ * TS_API_EMBEDDINGS for the embeddings): messages (content, thinking, tool_calls, tool
+ * results), tools, format, options, think, stream (default true), system/prompt/raw; images,
+ * template, suffix and context are refused by name. See api_ollama.c for the mapping. */
+ts_status ts_api_parse_ollama(ts_ollama_kind which, const char *body, size_t len,
+                              const ts_api_limits *lim, ts_api_request *r, ts_api_error *e);
+
+/* {"error": "message"}: Ollama's error body. NULL when out of memory. */
+char *ts_api_ollama_error_json(const ts_api_error *e);
+
+/* What a handler needs before parsing: raw: true; load: the body asks for nothing (no prompt,
+ * no messages), which Ollama's clients send to load a model. Both false for a bad body. */
+void ts_api_ollama_peek(ts_ollama_kind which, const char *body, size_t len, bool *raw, bool *load);
 
 #endif /* TS_SERVER_DIALECT_H */

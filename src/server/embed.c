@@ -161,43 +161,35 @@ static ts_reply answer(ts_server *s, const ts_api_request *r, const float *out, 
     return ts_reply_json(200, text);
 }
 
-ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
-                              int sock) {
-    (void)ep;
-    (void)sock;
-    ts_api_limits lim = ts_server_limits(s);
-    ts_api_request r;
-    ts_api_error e;
-    if (ts_api_parse(TS_API_EMBEDDINGS, body, len, &lim, &r, &e) != TS_OK) {
-        return ts_reply_error(&e);
-    }
-    int32_t n = r.n_inputs;
+ts_status ts_server_embed(ts_server *s, const ts_api_request *r, float **vectors,
+                          uint64_t *n_tokens_out, ts_api_error *e) {
+    int32_t n = r->n_inputs;
     const int32_t **ids = calloc((size_t)n, sizeof *ids);
     int32_t **owned = calloc((size_t)n, sizeof *owned);
     int32_t *lens = calloc((size_t)n, sizeof *lens);
     float *out = malloc((size_t)n * (size_t)s->n_embd * sizeof *out);
     ts_status st = ids && owned && lens && out
                        ? TS_OK
-                       : ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+                       : ts_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     uint64_t n_tokens = 0;
     for (int32_t i = 0; st == TS_OK && i < n; i++) {
-        if (r.inputs[i].text != NULL) {
+        if (r->inputs[i].text != NULL) {
             size_t got = 0;
             ts_error err = {0};
-            if (ts_llm_tokenize(s->llm, r.inputs[i].text, strlen(r.inputs[i].text), 1, 0, &owned[i],
-                                &got, &err) != TS_OK) {
-                st = ts_api_error_set(&e, 400, "invalid_request_error", "input", NULL,
+            if (ts_llm_tokenize(s->llm, r->inputs[i].text, strlen(r->inputs[i].text), 1, 0,
+                                &owned[i], &got, &err) != TS_OK) {
+                st = ts_api_error_set(e, 400, "invalid_request_error", "input", NULL,
                                       "cannot tokenize input[%d]: %s", i, err.msg);
                 break;
             }
             ids[i] = owned[i];
             lens[i] = got > (size_t)INT32_MAX ? INT32_MAX : (int32_t)got;
         } else {
-            ids[i] = r.inputs[i].ids;
-            lens[i] = r.inputs[i].n_ids;
+            ids[i] = r->inputs[i].ids;
+            lens[i] = r->inputs[i].n_ids;
         }
         if (lens[i] > s->embed_max_tokens) {
-            st = ts_api_error_set(&e, 400, "invalid_request_error", "input",
+            st = ts_api_error_set(e, 400, "invalid_request_error", "input",
                                   "context_length_exceeded",
                                   "input[%d] has %d tokens; this model embeds at most %lld tokens "
                                   "per input",
@@ -209,20 +201,42 @@ ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *b
         ts_embed_job j = {.inputs = ids, .lens = lens, .n = n, .out = out};
         st = run_job(s, &j);
         if (st == TS_ERR_ABORTED) {
-            ts_api_error_set(&e, 503, "server_error", NULL, NULL, "the server is shutting down");
+            ts_api_error_set(e, 503, "server_error", NULL, NULL, "the server is shutting down");
         } else if (st == TS_ERR_LIMIT || st == TS_ERR_RANGE || st == TS_ERR_INVALID_ARG) {
-            ts_api_error_set(&e, 400, "invalid_request_error", "input", NULL, "%s", j.message);
+            ts_api_error_set(e, 400, "invalid_request_error", "input", NULL, "%s", j.message);
         } else if (st != TS_OK) {
-            ts_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", j.message);
+            ts_api_error_set(e, 500, "server_error", NULL, NULL, "%s", j.message);
         }
     }
-    ts_reply reply = st == TS_OK ? answer(s, &r, out, n_tokens) : ts_reply_error(&e);
     for (int32_t i = 0; owned != NULL && i < n; i++) {
         ts_free(owned[i]);
     }
     free(owned);
     free(ids);
     free(lens);
+    if (st != TS_OK) {
+        free(out);
+        out = NULL;
+    }
+    *vectors = out;
+    *n_tokens_out = n_tokens;
+    return st;
+}
+
+ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                              int sock) {
+    (void)ep;
+    (void)sock;
+    ts_api_limits lim = ts_server_limits(s);
+    ts_api_request r;
+    ts_api_error e;
+    if (ts_api_parse(TS_API_EMBEDDINGS, body, len, &lim, &r, &e) != TS_OK) {
+        return ts_reply_error(&e);
+    }
+    float *out = NULL;
+    uint64_t n_tokens = 0;
+    ts_status st = ts_server_embed(s, &r, &out, &n_tokens, &e);
+    ts_reply reply = st == TS_OK ? answer(s, &r, out, n_tokens) : ts_reply_error(&e);
     free(out);
     ts_api_request_free(&r);
     return reply;

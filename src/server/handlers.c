@@ -138,11 +138,15 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_dialect *d, const ts_a
     uint64_t cached_sub[TS_API_MAX_PROMPTS] = {0};
     char error[TS_ERROR_MSG_MAX] = "";
     bool oom = false, gone = false;
+    double t_first = 0;
     for (;;) {
         bool done = false;
         ts_job_event *evs = ts_job_take(j, &done);
         for (ts_job_event *ev = evs; ev != NULL; ev = ev->next) {
             choice_acc *c = &acc[ev->choice];
+            if (t_first == 0 && ev->token >= 0) {
+                t_first = ts_server_now();
+            }
             oom |= !acc_append(c, ev->text, ev->text_len);
             if (ev->has_logprobs && ev->token >= 0) {
                 if (c->logprobs == NULL) {
@@ -178,6 +182,7 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_dialect *d, const ts_a
         }
     }
     bool shutdown = !gone && ts_job_was_shutdown(j);
+    double t_arrival = j->t_arrival;
     ts_job_release(j);
     uint64_t cached = 0;
     for (int32_t k = 0; k < TS_API_MAX_PROMPTS; k++) {
@@ -204,7 +209,9 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_dialect *d, const ts_a
                    .n_choices = n_choices,
                    .choices = ch,
                    .prompt_tokens = prompt_tokens,
-                   .cached_tokens = cached};
+                   .cached_tokens = cached,
+                   .t_arrival = t_arrival,
+                   .t_first = t_first};
     for (int32_t i = 0; !failed && i < n_choices; i++) {
         choice_acc *c = &acc[i];
         ch[i].text = c->text != NULL ? c->text : "";

@@ -245,6 +245,19 @@ ts_reply ts_handle_count_tokens(ts_server *s, const ts_endpoint *ep, const char 
 /* POST /v1/embeddings (embed.c). Blocks until the engine thread has computed the vectors. */
 ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
                               int sock);
+/* The vectors of r's inputs (r: an embeddings request), [n_inputs][n_embd] into *vectors
+ * (malloc'd; NULL on failure), and the tokens they held. */
+ts_status ts_server_embed(ts_server *s, const ts_api_request *r, float **vectors,
+                          uint64_t *n_tokens, ts_api_error *e);
+/* The Ollama endpoints (ollama.c). */
+ts_reply ts_handle_ollama_generate(ts_server *s, const ts_endpoint *ep, const char *body,
+                                   size_t len, int sock);
+ts_reply ts_handle_ollama_embed(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                                int sock);
+ts_reply ts_handle_ollama_info(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                               int sock);
+ts_reply ts_handle_ollama_refuse(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                                 int sock);
 
 /* The answers of the OpenAI rows (handlers.c) and the Anthropic row (anthropic.c). */
 cJSON *ts_openai_answer_json(ts_server *s, ts_answer *a);

@@ -384,7 +384,9 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_dialect *d, const ts_
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "cannot create a response");
         return ts_reply_error_in(d, &e);
     }
-    MHD_add_response_header(reply.response, "Content-Type", "text/event-stream");
+    MHD_add_response_header(reply.response, "Content-Type",
+                            d->stream_content_type != NULL ? d->stream_content_type
+                                                           : "text/event-stream");
     MHD_add_response_header(reply.response, "Cache-Control", "no-cache");
     MHD_add_response_header(reply.response, "X-Accel-Buffering", "no");
     return reply;

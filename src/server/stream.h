@@ -41,6 +41,7 @@ struct ts_stream {
     bool tool_calls;
     char *stops[TS_ENGINE_MAX_STOP];
     int32_t n_stops;
+    double t_first; /* ts_server_now() of the first token (0: none yet) */
 };
 
 /* Appends bytes; false when out of memory. */
@@ -64,5 +65,11 @@ void ts_anthropic_stream_open(ts_stream *st);
 void ts_anthropic_stream_event(ts_stream *st, const ts_job_event *ev);
 void ts_anthropic_stream_end(ts_stream *st);
 void ts_anthropic_stream_error(ts_stream *st, int status, const char *code, const char *message);
+
+/* The Ollama rows' frames (ollama.c): NDJSON lines. */
+void ts_ollama_stream_open(ts_stream *st);
+void ts_ollama_stream_event(ts_stream *st, const ts_job_event *ev);
+void ts_ollama_stream_end(ts_stream *st);
+void ts_ollama_stream_error(ts_stream *st, int status, const char *code, const char *message);
 
 #endif /* TS_SERVER_STREAM_H */

@@ -11,7 +11,9 @@
  * body for the chat endpoint is also read as an Anthropic Messages body (count_tokens when bit 4 is
  * set): it gives a chat request with the same invariants, or an error whose Anthropic body parses
  * back as {"type": "error", "error":
- * {"type", "message"}}. The UTF-8 checker returns an offset within the
+ * {"type", "message"}}. Chat and completions bodies are also read as Ollama /api/chat and
+ * /api/generate bodies (api_ollama.c), with the same invariants and {"error": "..."} bodies.
+ * The UTF-8 checker returns an offset within the
  * body and the depth scanner never exceeds its bound by more than one. A broken invariant
  * traps.
  */
@@ -143,6 +145,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   (cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0 &&
                    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "type")) &&
                    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "message"))));
+            cJSON_Delete(root);
+            free(json);
+        }
+    }
+    if (kind == TS_API_CHAT || kind == TS_API_COMPLETIONS) {
+        /* The same body as an Ollama /api/chat (chat) or /api/generate (completions: raw when
+         * bit 4 is set) body; its errors render as {"error": "..."}. */
+        ts_ollama_kind which = kind == TS_API_CHAT   ? TS_OLLAMA_CHAT
+                               : (data[0] & 16) != 0 ? TS_OLLAMA_GENERATE_RAW
+                                                     : TS_OLLAMA_GENERATE;
+        memset(&err, 0, sizeof err);
+        if (ts_api_parse_ollama(which, body, len, &lim, &req, &err) == TS_OK) {
+            check_request(&req, which == TS_OLLAMA_GENERATE_RAW ? TS_API_COMPLETIONS : TS_API_CHAT,
+                          &lim);
+            ts_api_request_free(&req);
+        } else {
+            check_error(&err);
+            char *json = ts_api_ollama_error_json(&err);
+            cJSON *root = json != NULL ? cJSON_Parse(json) : NULL;
+            CHECK(json == NULL || cJSON_IsString(cJSON_GetObjectItemCaseSensitive(root, "error")));
             cJSON_Delete(root);
             free(json);
         }
