@@ -83,7 +83,7 @@ typedef enum ts_log_level {
 typedef void (*ts_log_callback)(void *user, ts_log_level level, const char *msg);
 
 typedef struct ts_llm_params {
-    int vocab_only; /* nonzero: read the tokenizer only (no weights, no context) */
+    int vocab_only;      /* nonzero: read the tokenizer only (no weights, no context) */
     ts_log_callback log; /* warnings while opening (tensors the architecture does not use, see
                             ts_llm_info.unused_tensors); NULL: none */
     void *log_user;      /* passed to log */
@@ -141,8 +141,8 @@ const char *ts_llm_arch(const ts_llm *llm);
 ts_status ts_llm_tokenize(const ts_llm *llm, const char *text, size_t len, int add_special,
                           int parse_special, int32_t **ids, size_t *n_ids, ts_error *err);
 /* Token ids -> text (special tokens rendered when render_special). NUL-terminated. */
-ts_status ts_llm_detokenize(const ts_llm *llm, const int32_t *ids, size_t n_ids,
-                            int render_special, char **text, size_t *len, ts_error *err);
+ts_status ts_llm_detokenize(const ts_llm *llm, const int32_t *ids, size_t n_ids, int render_special,
+                            char **text, size_t *len, ts_error *err);
 /* One token's text as it appears in output (byte tokens decoded, SentencePiece's U+2581 as a
  * space; special tokens as their text when render_special, else empty). *piece is owned by the
  * ts_llm and valid until it is closed; it is not NUL-terminated. */
@@ -178,9 +178,9 @@ typedef struct ts_chat_options {
     /* Limits of one render of an untrusted template (0: the engine's defaults, docs/templates.md).
      * The render stops with TS_ERR_LIMIT naming the limit, or TS_ERR_ABORTED when
      * cancel(cancel_user) returns nonzero (checked every few thousand steps; may be NULL). */
-    int64_t timeout_ms;  /* wall-clock time of the render */
-    size_t max_memory;   /* bytes the render may hold at once (values, text, the output) */
-    uint64_t max_work;   /* work units: every operation charges the bytes / items it touches */
+    int64_t timeout_ms; /* wall-clock time of the render */
+    size_t max_memory;  /* bytes the render may hold at once (values, text, the output) */
+    uint64_t max_work;  /* work units: every operation charges the bytes / items it touches */
     int (*cancel)(void *cancel_user);
     void *cancel_user;
 } ts_chat_options;
@@ -201,8 +201,8 @@ typedef struct ts_chat_options {
  * "template:LINE: ..."), TS_ERR_UNSUPPORTED (a construct the engine lacks), TS_ERR_ABORTED
  * (the template's raise_exception: "template raised: MESSAGE"), TS_ERR_LIMIT. */
 ts_status ts_llm_chat_render(const ts_llm *llm, const ts_chat_options *opt,
-                             const char *request_json, size_t request_len, char **text,
-                             size_t *len, ts_error *err);
+                             const char *request_json, size_t request_len, char **text, size_t *len,
+                             ts_error *err);
 
 /* ---- sampling and requests (the engine's vocabulary) ----------------------------------------- */
 
@@ -283,10 +283,10 @@ const char *ts_finish_reason_name(ts_finish_reason r); /* "stop", "length", ... 
 /* What a request's callback receives. Pointers are valid during the callback only. */
 typedef struct ts_engine_event {
     uint64_t request_id;
-    int32_t index;       /* which of the request's n sequences (0..n-1) */
-    int32_t token;       /* the token generated, or -1 for a final event without one */
-    const char *text;    /* new text of this sequence (UTF-8, never a partial character,
-                            held back while it could begin a stop string); may be empty */
+    int32_t index;    /* which of the request's n sequences (0..n-1) */
+    int32_t token;    /* the token generated, or -1 for a final event without one */
+    const char *text; /* new text of this sequence (UTF-8, never a partial character,
+                         held back while it could begin a stop string); may be empty */
     size_t text_len;
     const ts_sample_info *logprobs; /* when the request asked for logprobs, else NULL */
     ts_finish_reason finish;        /* set on the last event of this sequence */
@@ -297,6 +297,8 @@ typedef struct ts_engine_event {
     const char *message;            /* error text when finish == TS_FINISH_ERROR */
     /* (an error message beginning with TS_GRAMMAR_LIMIT_PREFIX: the output stopped at the
      * grammar matcher's limit, the request's constraint being too wide; a client error) */
+    int32_t stop_index; /* finish == TS_FINISH_STOP by a stop string: its index in
+                           ts_request_params.stop; -1 otherwise (an end-of-generation token) */
 } ts_engine_event;
 
 typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);
@@ -318,12 +320,12 @@ typedef enum ts_grammar_kind {
 
 typedef struct ts_request_params {
     ts_sampler_params sampling;
-    uint64_t seed;          /* used when has_seed; otherwise a fresh seed per request */
+    uint64_t seed; /* used when has_seed; otherwise a fresh seed per request */
     bool has_seed;
-    int32_t max_tokens;     /* 0: up to the context */
-    int32_t n;              /* parallel samples, >= 1 */
-    bool ignore_eos;        /* keep generating past end-of-generation tokens */
-    bool render_special;    /* include special tokens' text in the output text */
+    int32_t max_tokens;      /* 0: up to the context */
+    int32_t n;               /* parallel samples, >= 1 */
+    bool ignore_eos;         /* keep generating past end-of-generation tokens */
+    bool render_special;     /* include special tokens' text in the output text */
     const char *const *stop; /* stop strings (copied at submit), n_stop <= TS_ENGINE_MAX_STOP */
     int32_t n_stop;
     bool logprobs;          /* report ts_sample_info with each token */
@@ -386,12 +388,12 @@ int ts_constraint_is_accepting(const ts_constraint *c);
 ts_status ts_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf, ts_error *err);
 
 typedef struct ts_engine_stats {
-    int64_t n_running;         /* sequences in the running set */
-    int64_t n_waiting;         /* sequences waiting (new or preempted) */
-    int64_t n_requests;        /* requests not finished */
+    int64_t n_running;  /* sequences in the running set */
+    int64_t n_waiting;  /* sequences waiting (new or preempted) */
+    int64_t n_requests; /* requests not finished */
     uint64_t n_steps;
     uint64_t n_preemptions;
-    uint64_t prompt_tokens;    /* prompt tokens computed (excluding prefix-cache hits) */
+    uint64_t prompt_tokens; /* prompt tokens computed (excluding prefix-cache hits) */
     uint64_t generated_tokens;
     uint32_t kv_blocks_total;
     uint32_t kv_blocks_used;
@@ -399,10 +401,10 @@ typedef struct ts_engine_stats {
     uint64_t prefix_hit_tokens;
     uint32_t kv_swa_blocks_total; /* the sliding-window layers' pool (0: none, see swa_full) */
     uint32_t kv_swa_blocks_used;
-    uint64_t grammar_masks;       /* token masks computed for constrained sequences */
-    double grammar_mask_ms;       /* their computing time, summed over the mask threads */
-    double grammar_wait_ms;       /* time steps waited for masks after the forward pass (what
-                                     constraints added to step time) */
+    uint64_t grammar_masks; /* token masks computed for constrained sequences */
+    double grammar_mask_ms; /* their computing time, summed over the mask threads */
+    double grammar_wait_ms; /* time steps waited for masks after the forward pass (what
+                               constraints added to step time) */
 } ts_engine_stats;
 
 /* ---- contexts --------------------------------------------------------------------------------
@@ -433,57 +435,57 @@ typedef struct ts_context ts_context;
 
 typedef struct ts_context_params {
     /* compute */
-    const char *backend;      /* "cpu" (default), "ref" (the scalar reference), "cuda" (an
-                                 NVIDIA GPU; needs a build with -DTS_CUDA=ON) or "auto" (cuda
-                                 when a CUDA device is present, else cpu) */
-    int device;               /* cuda: the device ordinal (0 = the first GPU) */
-    int n_threads;            /* CPU threads, all shards together; 0: physical cores */
-    int retune;               /* nonzero: measure the CPU's matrix kernels again instead of
-                                 reading the cached choice (see ts_context_info.kernels) */
-    int no_repack;            /* nonzero: never repack weights into the layout the CPU's fast
-                                 kernels read; they stay in the file mapping (less load time,
-                                 same results, slower where repacking measured faster) */
+    const char *backend;          /* "cpu" (default), "ref" (the scalar reference), "cuda" (an
+                                     NVIDIA GPU; needs a build with -DTS_CUDA=ON) or "auto" (cuda
+                                     when a CUDA device is present, else cpu) */
+    int device;                   /* cuda: the device ordinal (0 = the first GPU) */
+    int n_threads;                /* CPU threads, all shards together; 0: physical cores */
+    int retune;                   /* nonzero: measure the CPU's matrix kernels again instead of
+                                     reading the cached choice (see ts_context_info.kernels) */
+    int no_repack;                /* nonzero: never repack weights into the layout the CPU's fast
+                                     kernels read; they stay in the file mapping (less load time,
+                                     same results, slower where repacking measured faster) */
     const char *const *overrides; /* [n_overrides] "family=name", applied after the model's own
                                      tessera.overrides (borrowed during create) */
     int n_overrides;
     /* tensor parallelism */
-    int tp;                   /* shards in this process, each with n_threads / tp (0, 1: off) */
-    int tp_mpi;               /* nonzero: one shard per MPI process (run under mpirun) */
+    int tp;     /* shards in this process, each with n_threads / tp (0, 1: off) */
+    int tp_mpi; /* nonzero: one shard per MPI process (run under mpirun) */
     /* KV cache and batching */
-    int64_t n_ctx;            /* tokens per sequence; 0: min(training context, 4096) */
-    int64_t kv_tokens;        /* KV cache capacity in tokens; 0: from kv_bytes, else n_ctx */
-    int64_t kv_bytes;         /* KV memory budget (all shards together); 0: see kv_tokens */
-    const char *kv_type;      /* KV cache type of K and V both: "f16" (default), "bf16", "f32",
-                                 "q8_0", "q5_0" or "q4_0" (the block types quantize each
-                                 [head_dim] row in blocks of 32: head_dim must be a multiple) */
-    const char *kv_type_k;    /* K cache type, the same names; NULL: kv_type. Quantized K costs
-                                 more accuracy than quantized V (q8_0 K with q4_0 V is a common
-                                 choice) */
-    const char *kv_type_v;    /* V cache type; NULL: kv_type. An unknown name, a block type the
-                                 model's head_dim does not allow, or a type the backend cannot
-                                 run fails ts_context_create naming the option (kv-type,
-                                 cache-type-k, cache-type-v), the type and the head size */
-    int64_t max_seqs;         /* sequences computed together; 0: 16 */
-    int64_t max_batch_tokens; /* tokens per step; 0: 512 */
-    int64_t max_outputs;      /* rows of logits per step; 0: max_seqs (ts_context_decode of a
-                                 whole window for perplexity wants max_batch_tokens) */
-    int64_t max_queue;        /* requests waiting before submit says TS_ERR_LIMIT; 0: none */
-    int no_prefix_cache;      /* nonzero: never reuse cached prompt prefixes */
-    int swa_full;             /* nonzero: sliding-window layers (Gemma 2/3) keep the whole
-                                 context like the others. By default they get a cache sized by
-                                 their window, where a sequence keeps only its window's blocks
-                                 (same results, far less memory at long contexts) */
+    int64_t n_ctx;             /* tokens per sequence; 0: min(training context, 4096) */
+    int64_t kv_tokens;         /* KV cache capacity in tokens; 0: from kv_bytes, else n_ctx */
+    int64_t kv_bytes;          /* KV memory budget (all shards together); 0: see kv_tokens */
+    const char *kv_type;       /* KV cache type of K and V both: "f16" (default), "bf16", "f32",
+                                  "q8_0", "q5_0" or "q4_0" (the block types quantize each
+                                  [head_dim] row in blocks of 32: head_dim must be a multiple) */
+    const char *kv_type_k;     /* K cache type, the same names; NULL: kv_type. Quantized K costs
+                                  more accuracy than quantized V (q8_0 K with q4_0 V is a common
+                                  choice) */
+    const char *kv_type_v;     /* V cache type; NULL: kv_type. An unknown name, a block type the
+                                  model's head_dim does not allow, or a type the backend cannot
+                                  run fails ts_context_create naming the option (kv-type,
+                                  cache-type-k, cache-type-v), the type and the head size */
+    int64_t max_seqs;          /* sequences computed together; 0: 16 */
+    int64_t max_batch_tokens;  /* tokens per step; 0: 512 */
+    int64_t max_outputs;       /* rows of logits per step; 0: max_seqs (ts_context_decode of a
+                                  whole window for perplexity wants max_batch_tokens) */
+    int64_t max_queue;         /* requests waiting before submit says TS_ERR_LIMIT; 0: none */
+    int no_prefix_cache;       /* nonzero: never reuse cached prompt prefixes */
+    int swa_full;              /* nonzero: sliding-window layers (Gemma 2/3) keep the whole
+                                  context like the others. By default they get a cache sized by
+                                  their window, where a sequence keeps only its window's blocks
+                                  (same results, far less memory at long contexts) */
     const char *chat_template; /* built-in template name instead of the model's; NULL: model's */
     const char *chat_template_source; /* Jinja template text instead of the model's (copied);
                                          NULL: model's. chat_template wins when both are set */
     /* debugging hooks */
-    const char *dump;         /* every node's name, op, shape, checksum to this file ("-":
-                                 stdout); NULL: off */
-    int64_t dump_values;      /* ... and its first N values */
-    int profile;              /* time per op type and node (ts_context_report) */
-    const char *compare;      /* "ref": run the reference backend alongside and find the first
-                                 node whose outputs differ; NULL: off */
-    double compare_tol;       /* relative tolerance of compare; 0: 0.05 */
+    const char *dump;    /* every node's name, op, shape, checksum to this file ("-":
+                            stdout); NULL: off */
+    int64_t dump_values; /* ... and its first N values */
+    int profile;         /* time per op type and node (ts_context_report) */
+    const char *compare; /* "ref": run the reference backend alongside and find the first
+                            node whose outputs differ; NULL: off */
+    double compare_tol;  /* relative tolerance of compare; 0: 0.05 */
 } ts_context_params;
 
 /* Threads a context uses when n_threads is 0: the machine's physical cores. */
@@ -505,38 +507,38 @@ void ts_context_destroy(ts_context *ctx);
 
 /* What a context was made with (after defaults). */
 typedef struct ts_context_info {
-    const char *backend;        /* "cpu", "ref" or "cuda" */
-    int n_threads;              /* threads of all shards */
-    int tp;                     /* shards (1: none) */
+    const char *backend; /* "cpu", "ref" or "cuda" */
+    int n_threads;       /* threads of all shards */
+    int tp;              /* shards (1: none) */
     int64_t n_ctx, kv_tokens, max_seqs, max_batch_tokens, max_outputs, block_size;
-    const char *kv_type;        /* K and V type: "f16", or "K/V" ("q8_0/q4_0") when they differ */
-    const char *kv_type_k;      /* K cache type ("f16", "bf16", "f32", "q8_0", "q5_0", "q4_0") */
-    const char *kv_type_v;      /* V cache type */
-    uint64_t kv_bytes;          /* KV cache memory of all shards this process holds */
-    int64_t kv_swa_tokens;      /* capacity of the sliding-window layers' own cache in tokens,
-                                   shared by all sequences (0: none; kv_tokens is then every
-                                   layer's) */
-    uint64_t kv_swa_bytes;      /* the part of kv_bytes in that cache */
-    const char *chat_template;  /* the built-in family's name when one is used instead of a
-                                   Jinja template, else NULL */
+    const char *kv_type;       /* K and V type: "f16", or "K/V" ("q8_0/q4_0") when they differ */
+    const char *kv_type_k;     /* K cache type ("f16", "bf16", "f32", "q8_0", "q5_0", "q4_0") */
+    const char *kv_type_v;     /* V cache type */
+    uint64_t kv_bytes;         /* KV cache memory of all shards this process holds */
+    int64_t kv_swa_tokens;     /* capacity of the sliding-window layers' own cache in tokens,
+                                  shared by all sequences (0: none; kv_tokens is then every
+                                  layer's) */
+    uint64_t kv_swa_bytes;     /* the part of kv_bytes in that cache */
+    const char *chat_template; /* the built-in family's name when one is used instead of a
+                                  Jinja template, else NULL */
     const char *chat_template_source; /* the Jinja template in use (the model's or
                                    params.chat_template_source), NULL when none; owned by the
                                    context. Tool-call and reasoning formats are read from it */
     const char *chat_template_notice; /* why the model's own template cannot be used (it does
                                    not compile, or the file has none) and what renders instead,
                                    one line; "" when nothing is wrong. Owned by the context */
-    double load_ms;             /* time ts_context_create took */
+    double load_ms;                   /* time ts_context_create took */
     /* CPU backend: the instruction-set level of the matrix kernel per weight type of the model,
      * with one activation row / with several (one level per type), e.g. "Q4_1 avx2/avx2"
      * (chosen by measurement, cached per CPU model under the cache directory, TS_CACHE_DIR or
      * XDG_CACHE_HOME/tessera or ~/.cache/tessera; TS_ISA forces one level); "" on other
      * backends. Owned by the context. */
     const char *kernels;
-    const char *kernel_notice;  /* why the kernel cache file was ignored or not written, one
-                                   line; "" when nothing went wrong. Owned by the context. */
-    double tune_ms;             /* time spent measuring kernels (0 when all came from cache) */
-    uint64_t repacked_bytes;    /* weights repacked at load (all shards; 0: none) */
-    double repack_ms;           /* time spent repacking them */
+    const char *kernel_notice; /* why the kernel cache file was ignored or not written, one
+                                  line; "" when nothing went wrong. Owned by the context. */
+    double tune_ms;            /* time spent measuring kernels (0 when all came from cache) */
+    uint64_t repacked_bytes;   /* weights repacked at load (all shards; 0: none) */
+    double repack_ms;          /* time spent repacking them */
 } ts_context_info;
 
 void ts_context_get_info(const ts_context *ctx, ts_context_info *out);
@@ -561,6 +563,117 @@ ts_status ts_context_chat_render(const ts_context *ctx, const char *request_json
 ts_status ts_context_chat_render_opt(const ts_context *ctx, const ts_chat_options *opt,
                                      const char *request_json, size_t request_len, char **text,
                                      size_t *len, ts_error *err);
+
+/* The chat profile of a context: what its chat template is and how the model writes tool
+ * calls and reasoning, read once from the template when the context is created (the Jinja
+ * source is the only description of a model's conventions a GGUF carries). A server or an
+ * embedder reads the answer's tool calls and reasoning by it. The tool-call formats:
+ *   generic      the whole answer is {"name", "arguments"} (any template not listed below)
+ *   hermes       <tool_call>{"name", "arguments"}</tool_call> (Hermes, Qwen 2.5/3, ...)
+ *   llama3       {"name", "parameters"} or <|python_tag|> (Llama 3.1-3.3)
+ *   mistral      [TOOL_CALLS] ...; deepseek <｜tool▁calls▁begin｜>...; functionary
+ *                <function=N>{...}</function>; command-r <|START_ACTION|>...; granite and phi4
+ *                <|tool_call|>[...]; firefunction functools[...]; kimi
+ *                <|tool_calls_section_begin|>...; harmony (gpt-oss channels)
+ * and the reasoning formats: <think>...</think>, [THINK]...[/THINK],
+ * <|START_THINKING|>...<|END_THINKING|>, harmony's analysis channel. */
+typedef enum ts_chat_tool_format {
+    TS_CHAT_TOOLS_GENERIC = 0,
+    TS_CHAT_TOOLS_HERMES,
+    TS_CHAT_TOOLS_LLAMA3,
+    TS_CHAT_TOOLS_MISTRAL,
+    TS_CHAT_TOOLS_DEEPSEEK,
+    TS_CHAT_TOOLS_FUNCTIONARY,
+    TS_CHAT_TOOLS_COMMAND_R,
+    TS_CHAT_TOOLS_GRANITE,
+    TS_CHAT_TOOLS_PHI4,
+    TS_CHAT_TOOLS_FIREFUNCTION,
+    TS_CHAT_TOOLS_KIMI,
+    TS_CHAT_TOOLS_HARMONY, /* gpt-oss; with TS_CHAT_REASONING_HARMONY */
+    TS_CHAT_TOOLS_COUNT,
+} ts_chat_tool_format;
+
+typedef enum ts_chat_reasoning_format {
+    TS_CHAT_REASONING_NONE = 0,
+    TS_CHAT_REASONING_THINK,     /* <think> ... </think> */
+    TS_CHAT_REASONING_MISTRAL,   /* [THINK] ... [/THINK] */
+    TS_CHAT_REASONING_COMMAND_R, /* <|START_THINKING|> ... <|END_THINKING|> */
+    TS_CHAT_REASONING_HARMONY,   /* gpt-oss channels: analysis is reasoning, final content */
+    TS_CHAT_REASONING_COUNT,
+} ts_chat_reasoning_format;
+
+typedef struct ts_chat_profile {
+    const char *renderer; /* "jinja", the built-in family's name ("gemma", ...) or NULL when the
+                             context has no chat template; static or owned by the context */
+    ts_chat_tool_format tool_format;
+    ts_chat_reasoning_format reasoning_format;
+    bool renders_tools; /* the Jinja template reads `tools`, so offered tools reach the prompt
+                           (otherwise a caller describes them in a system turn) */
+} ts_chat_profile;
+
+/* The profile of a Jinja template source (renderer "jinja"; NULL: renderer NULL, generic tool
+ * calls, no reasoning). */
+ts_chat_profile ts_chat_profile_detect(const char *template_source);
+/* The context's profile (computed once at ts_context_create). */
+void ts_context_chat_profile(const ts_context *ctx, ts_chat_profile *out);
+
+/* Reading a chat answer back: its content, its reasoning and its tool calls, in the formats of
+ * a chat profile, fed incrementally (a stream and the whole answer give the same result, and
+ * text that may begin a marker is held back until it is known). Nothing in the text can make
+ * it fail other than memory: a call that does not parse stays content. */
+typedef enum ts_chat_event_kind {
+    TS_CHAT_EVENT_CONTENT = 0,
+    TS_CHAT_EVENT_REASONING,
+    TS_CHAT_EVENT_TOOL_CALL,
+} ts_chat_event_kind;
+
+/* One piece of the answer. Pointers are owned by the parser and valid until its next call. */
+typedef struct ts_chat_event {
+    ts_chat_event_kind kind;
+    const char *text; /* content / reasoning delta: [len] bytes (not NUL-terminated) */
+    size_t len;
+    int32_t index;         /* tool call: its position in tool_calls */
+    const char *id;        /* tool call: "call_<24 alphanumerics>" (mistral: 9 alphanumerics) */
+    const char *name;      /* tool call: the function's name */
+    const char *arguments; /* tool call: compact JSON text of the arguments */
+} ts_chat_event;
+
+typedef struct ts_chat_tool_call {
+    char *id, *name, *arguments; /* NUL-terminated, owned by the parser; arguments: compact
+                                    JSON text of an object */
+} ts_chat_tool_call;
+
+typedef struct ts_chat_parser ts_chat_parser;
+
+typedef struct ts_chat_parser_params {
+    ts_chat_tool_format tool_format; /* a profile's (ts_context_chat_profile) */
+    ts_chat_reasoning_format reasoning_format;
+    const char *tools_json;   /* the offered tools, OpenAI's "tools" array as JSON text (names
+                                 for the answer-is-JSON formats, parameter types for the XML
+                                 ones); NULL: tool calls are not parsed */
+    bool parallel_tool_calls; /* false: only the first call is kept */
+    bool reasoning_open;      /* the prompt ends inside the reasoning (see below) */
+    uint64_t id_seed;         /* tool-call ids are derived from it */
+} ts_chat_parser_params;
+
+/* A parser (tools_json must be a JSON array: TS_ERR_FORMAT otherwise). */
+ts_status ts_chat_parser_create(const ts_chat_parser_params *params, ts_chat_parser **out,
+                                ts_error *err);
+void ts_chat_parser_destroy(ts_chat_parser *p);
+/* The next piece of generated text (UTF-8 characters may be split across pieces). */
+ts_status ts_chat_parser_feed(ts_chat_parser *p, const char *text, size_t len, ts_error *err);
+/* The answer ended: held-back text is released, an open tool call is parsed as it stands. */
+ts_status ts_chat_parser_finish(ts_chat_parser *p, ts_error *err);
+/* Events since the last ts_chat_parser_clear (what a stream sends). */
+size_t ts_chat_parser_events(ts_chat_parser *p, const ts_chat_event **events);
+void ts_chat_parser_clear(ts_chat_parser *p);
+/* The answer so far (NUL-terminated, "" when none; valid until the parser's next call). */
+const char *ts_chat_parser_content(const ts_chat_parser *p, size_t *len);
+const char *ts_chat_parser_reasoning(const ts_chat_parser *p, size_t *len);
+size_t ts_chat_parser_tool_calls(const ts_chat_parser *p, const ts_chat_tool_call **calls);
+/* Whether a rendered prompt ends (whitespace aside) with the format's opening reasoning tag, so
+ * the answer starts inside the reasoning (DeepSeek R1's generation prompt adds "<think>\n"). */
+bool ts_chat_prompt_opens_reasoning(ts_chat_reasoning_format f, const char *prompt, size_t len);
 
 /* -- requests -- */
 
@@ -587,17 +700,17 @@ bool ts_context_has_work(ts_context *ctx);
 void ts_context_get_stats(ts_context *ctx, ts_engine_stats *out);
 
 typedef struct ts_generate_params {
-    int32_t max_tokens;  /* 0: up to the context */
-    float temperature;   /* 0: greedy */
-    int32_t top_k;       /* 0: off */
-    float top_p;         /* 1: off */
-    float min_p;         /* 0: off */
+    int32_t max_tokens;       /* 0: up to the context */
+    float temperature;        /* 0: greedy */
+    int32_t top_k;            /* 0: off */
+    float top_p;              /* 1: off */
+    float min_p;              /* 0: off */
     float repetition_penalty; /* 1: off */
     uint64_t seed;
-    int has_seed;        /* 0: a fresh random seed */
+    int has_seed;            /* 0: a fresh random seed */
     const char *const *stop; /* stop strings (not included in the output) */
     int32_t n_stop;
-    int parse_special;   /* parse special-token text in the prompt */
+    int parse_special; /* parse special-token text in the prompt */
 } ts_generate_params;
 
 /* Greedy decoding, no stop strings, up to the context. */
@@ -627,12 +740,12 @@ ts_status ts_context_generate(ts_context *ctx, const char *prompt, const ts_gene
  * positions continue where its cache ends (pos == ts_context_seq_len before the call, then +1
  * for each later token of the same sequence in the batch). */
 typedef struct ts_decode_batch {
-    int32_t n_tokens;       /* 1..max_batch_tokens */
-    const int32_t *tokens;  /* [n_tokens] token ids */
-    const int32_t *pos;     /* [n_tokens] positions; NULL: each sequence's next positions */
-    const int32_t *seq;     /* [n_tokens] sequence ids in [0, max_seqs); NULL: all sequence 0 */
-    const int8_t *logits;   /* [n_tokens] nonzero: logits of this token wanted (at most
-                               max_outputs); NULL: the last token's only */
+    int32_t n_tokens;      /* 1..max_batch_tokens */
+    const int32_t *tokens; /* [n_tokens] token ids */
+    const int32_t *pos;    /* [n_tokens] positions; NULL: each sequence's next positions */
+    const int32_t *seq;    /* [n_tokens] sequence ids in [0, max_seqs); NULL: all sequence 0 */
+    const int8_t *logits;  /* [n_tokens] nonzero: logits of this token wanted (at most
+                              max_outputs); NULL: the last token's only */
 } ts_decode_batch;
 
 /* Computes the batch, appending every token to its sequence's KV cache. Errors leave the
@@ -697,21 +810,21 @@ ts_status ts_context_embed(ts_context *ctx, const int32_t *const *inputs, const 
 
 /* The first node where the compare hook saw the backend differ from the reference. */
 typedef struct ts_divergence {
-    int node;            /* graph node index (nodes before it agreed) */
-    char name[64];       /* the node's tensor name */
-    const char *op;      /* the op's name (static) */
+    int node;       /* graph node index (nodes before it agreed) */
+    char name[64];  /* the node's tensor name */
+    const char *op; /* the op's name (static) */
     double max_abs, max_rel;
-    int64_t index;       /* element with the largest relative error */
-    int compared;        /* nodes compared in the last step */
+    int64_t index; /* element with the largest relative error */
+    int compared;  /* nodes compared in the last step */
 } ts_divergence;
 
 /* Traffic of this process's rank 0 in the tensor-parallel group (zeros without one). */
 typedef struct ts_tp_stats {
-    int size;                  /* ranks (1: no tensor parallelism) */
-    const char *transport;     /* "local", "mpi", ... (static); NULL without a group */
+    int size;              /* ranks (1: no tensor parallelism) */
+    const char *transport; /* "local", "mpi", ... (static); NULL without a group */
     uint64_t all_reduce_calls, all_gather_calls;
-    uint64_t payload_bytes;    /* bytes rank 0 contributed to reductions and gathers */
-    uint64_t wire_bytes;       /* ring-algorithm bytes per rank for the same collectives */
+    uint64_t payload_bytes; /* bytes rank 0 contributed to reductions and gathers */
+    uint64_t wire_bytes;    /* ring-algorithm bytes per rank for the same collectives */
 } ts_tp_stats;
 
 void ts_context_get_tp_stats(const ts_context *ctx, ts_tp_stats *out);
@@ -734,24 +847,24 @@ void ts_context_report(const ts_context *ctx, FILE *f);
  */
 
 typedef struct ts_server_config {
-    const char *host;       /* address to bind (default "127.0.0.1"); copied */
-    int port;               /* 0: any free port (see ts_server_port) */
-    const char *api_key;    /* NULL: no authentication; copied */
-    const char *model_name; /* id reported by /v1/models and expected in bodies; copied */
-    size_t max_body;        /* bytes; larger bodies are 413 (default 1 MiB) */
-    int max_queue;          /* requests admitted beyond max_seqs before 503 (default 256) */
-    int conn_timeout_s;     /* a connection making no progress (a stalled upload, a client not
-                               reading its answer) is closed after this (default 60) */
-    int header_timeout_s;   /* a request header must arrive within this many seconds of the
-                               connect or of the previous answer (default 5; 0: only
-                               conn_timeout_s) */
-    int max_connections;    /* open connections; beyond it a client is answered 503 (default
-                               1024) */
-    int max_conns_per_ip;   /* open connections per client address beyond which it is answered
-                               503 (default 0: no cap) */
+    const char *host;         /* address to bind (default "127.0.0.1"); copied */
+    int port;                 /* 0: any free port (see ts_server_port) */
+    const char *api_key;      /* NULL: no authentication; copied */
+    const char *model_name;   /* id reported by /v1/models and expected in bodies; copied */
+    size_t max_body;          /* bytes; larger bodies are 413 (default 1 MiB) */
+    int max_queue;            /* requests admitted beyond max_seqs before 503 (default 256) */
+    int conn_timeout_s;       /* a connection making no progress (a stalled upload, a client not
+                                 reading its answer) is closed after this (default 60) */
+    int header_timeout_s;     /* a request header must arrive within this many seconds of the
+                                 connect or of the previous answer (default 5; 0: only
+                                 conn_timeout_s) */
+    int max_connections;      /* open connections; beyond it a client is answered 503 (default
+                                 1024) */
+    int max_conns_per_ip;     /* open connections per client address beyond which it is answered
+                                 503 (default 0: no cap) */
     const char *cors_origins; /* origins allowed cross-origin access, comma-separated, "*" for
                                  any; NULL: no CORS headers (default); copied */
-    FILE *log;              /* one line per request; NULL: silent */
+    FILE *log;                /* one line per request; NULL: silent */
     /* Chat-template renders and grammar compiles run on the request's thread before
      * admission; these bound them (0: the default). */
     size_t render_memory;   /* bytes all renders in flight may hold together; each reserves

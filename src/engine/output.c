@@ -32,10 +32,12 @@ static bool held_append(seq *s, const char *text, size_t len) {
     return true;
 }
 
-/* Earliest occurrence of any stop string in held text, or -1. */
-static long find_stop(const seq *s) {
+/* Earliest occurrence of any stop string in held text, or -1; *which gets the index of the
+ * stop string found there (the first listed when several begin at the same byte). */
+static long find_stop(const seq *s, int32_t *which) {
     const request *r = s->req;
     long best = -1;
+    *which = -1;
     for (int32_t i = 0; i < r->params.n_stop; i++) {
         const char *stop = r->params.stop[i];
         size_t n = strlen(stop);
@@ -43,6 +45,7 @@ static long find_stop(const seq *s) {
             if (memcmp(s->held + at, stop, n) == 0) {
                 if (best < 0 || (long)at < best) {
                     best = (long)at;
+                    *which = i;
                 }
                 break;
             }
@@ -81,7 +84,8 @@ static bool finish_common(ts_engine *e, seq *s, ts_finish_reason why) {
 
 /* Sends one event; frees the request when it is done. */
 static bool send(ts_engine *e, seq *s, int32_t token, const char *text, size_t len,
-                 const ts_sample_info *info, ts_finish_reason why, const char *message) {
+                 const ts_sample_info *info, ts_finish_reason why, const char *message,
+                 int32_t stop_index) {
     request *r = s->req;
     bool done = why != TS_FINISH_NONE && finish_common(e, s, why);
     ts_engine_event ev = {
@@ -97,6 +101,7 @@ static bool send(ts_engine *e, seq *s, int32_t token, const char *text, size_t l
         .cached_tokens = r->cached_tokens,
         .completion_tokens = s->n_generated,
         .message = message,
+        .stop_index = why == TS_FINISH_STOP ? stop_index : -1,
     };
     if (r->cb != NULL) {
         r->cb(&ev, r->user);
@@ -114,7 +119,7 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
     e->generated++;
     ts_error err;
     if (ts_sampler_accept(s->sampler, token, &err) != TS_OK) {
-        return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, err.msg);
+        return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, err.msg, -1);
     }
     ts_finish_reason why = TS_FINISH_NONE;
     /* A grammar allows end-of-generation only where the output is complete: it ends even
@@ -127,7 +132,7 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
         size_t len = 0;
         if (ts_detok_stream_push(s->detok, token, &piece, &len, &err) != TS_OK ||
             !held_append(s, piece, len)) {
-            return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "detokenization failed");
+            return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "detokenization failed", -1);
         }
     }
     if (why == TS_FINISH_NONE && (s->n_generated >= r->max_tokens || s->n_tokens >= e->cfg.n_ctx)) {
@@ -142,8 +147,9 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
         }
     }
     size_t emit = s->held_len;
+    int32_t stop_index = -1;
     if (r->params.n_stop > 0) {
-        long at = find_stop(s);
+        long at = find_stop(s, &stop_index);
         if (at >= 0) {
             emit = (size_t)at;
             why = TS_FINISH_STOP;
@@ -155,7 +161,7 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
     char small[256];
     char *text = emit <= sizeof small ? small : malloc(emit);
     if (text == NULL) {
-        return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "out of memory");
+        return send(e, s, token, NULL, 0, info, TS_FINISH_ERROR, "out of memory", -1);
     }
     /* held is NULL until the first non-empty piece (an eog or control token first). */
     if (s->held_len > 0) {
@@ -163,7 +169,7 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
         memmove(s->held, s->held + emit, s->held_len - emit);
         s->held_len -= emit;
     }
-    bool done = send(e, s, token, text, emit, info, why, NULL);
+    bool done = send(e, s, token, text, emit, info, why, NULL, stop_index);
     if (text != small) {
         free(text);
     }
@@ -171,5 +177,5 @@ bool ts_engine_emit_token(ts_engine *e, seq *s, int32_t token, const ts_sample_i
 }
 
 bool ts_engine_finish_seq(ts_engine *e, seq *s, ts_finish_reason why, const char *message) {
-    return send(e, s, -1, NULL, 0, NULL, why, message);
+    return send(e, s, -1, NULL, 0, NULL, why, message, -1);
 }

@@ -163,6 +163,29 @@ void rt_chat_close(rt_chat *c) {
     memset(c, 0, sizeof *c);
 }
 
+ts_chat_profile rt_chat_profile(const rt_chat *c, const ts_llm *llm) {
+    if (c->tpl != NULL) {
+        return ts_chat_profile_detect(c->source);
+    }
+    ts_chat_profile p;
+    if (c->has_family) {
+        /* A built-in family renders roles and text only: no tools, and no markers to read. */
+        p = ts_chat_profile_detect(NULL);
+        p.renderer = ts_chat_family_name(c->family.family);
+        return p;
+    }
+    /* No template renders (none in the file, or it failed to compile with no family to fall
+     * back on): the model's own text still tells how it writes its answers. */
+    p = ts_chat_profile_detect(llm != NULL ? llm->chat_src : NULL);
+    p.renderer = NULL;
+    p.renders_tools = false;
+    return p;
+}
+
+void ts_context_chat_profile(const ts_context *ctx, ts_chat_profile *out) {
+    *out = ctx->chat_profile;
+}
+
 /* ---- rendering ------------------------------------------------------------------------------ */
 
 /* The request as a cJSON object; NULL with a message naming what is wrong (the byte where

@@ -45,7 +45,8 @@ static ts_status check_params(ts_context_params *p, ts_error *err) {
         p->compare_tol = 0.05;
     }
     if (p->device < 0 || p->device > 1024) {
-        return ts_error_set(err, TS_ERR_INVALID_ARG, "context: device %d is out of range", p->device);
+        return ts_error_set(err, TS_ERR_INVALID_ARG, "context: device %d is out of range",
+                            p->device);
     }
     if (p->n_threads < 0 || p->n_threads > 1024 || p->tp < 0 || p->tp > 64 || p->n_ctx < 0 ||
         p->kv_tokens < 0 || p->kv_bytes < 0 || p->max_seqs < 0 || p->max_batch_tokens < 0 ||
@@ -178,7 +179,12 @@ static ts_status apply_overrides(ts_context *ctx, const ts_context_params *p, ts
 }
 
 static ts_status choose_template(ts_context *ctx, const ts_context_params *p, ts_error *err) {
-    return rt_chat_open(&ctx->chat, ctx->llm, p->chat_template, p->chat_template_source, err);
+    ts_status st =
+        rt_chat_open(&ctx->chat, ctx->llm, p->chat_template, p->chat_template_source, err);
+    if (st == TS_OK) {
+        ctx->chat_profile = rt_chat_profile(&ctx->chat, ctx->llm);
+    }
+    return st;
 }
 
 /* The KV cache types, by the names the options take (llama.cpp's). */

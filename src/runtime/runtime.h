@@ -70,8 +70,8 @@ typedef struct tp_group {
  * `device`, "auto": cuda when a CUDA device is present, else cpu); retune: a CPU backend
  * measures its kernels again instead of reading the cached choice; repack: a CPU backend may
  * repack weights where that measured faster (false: it reads them where they lie). */
-ts_status rt_backend_create(const char *name, int n_threads, int device, bool retune,
-                            bool repack, ts_backend **out, ts_error *err);
+ts_status rt_backend_create(const char *name, int n_threads, int device, bool retune, bool repack,
+                            ts_backend **out, ts_error *err);
 
 /* Opens the group for params->tp / tp_mpi. On an MPI rank > 0 it serves as a follower until
  * rank 0 ends the group and sets *follower. threads: per shard. */
@@ -119,6 +119,7 @@ struct ts_context {
     ts_engine *engine;
     ts_engine_config ec; /* after defaults */
     rt_chat chat;
+    ts_chat_profile chat_profile; /* of chat, computed once after it is chosen */
     ts_context_info info;
     char kv_type[16];         /* info.kv_type: "f16", or "q8_0/q4_0" when K and V differ */
     char kv_type_k[8];        /* info.kv_type_k */
@@ -143,6 +144,10 @@ void rt_batch_free(rt_batch *b);
 ts_status rt_chat_open(rt_chat *c, const ts_llm *llm, const char *name, const char *source,
                        ts_error *err);
 void rt_chat_close(rt_chat *c);
+/* The profile of a chosen template (chat_profile.c): its source's formats when a Jinja template
+ * renders, a family's name (no tools, no markers) when a family does, and the model's own
+ * source's formats when nothing renders. */
+ts_chat_profile rt_chat_profile(const rt_chat *c, const ts_llm *llm);
 /* Renders a chat request (see ts_llm_chat_render); opt may be NULL. */
 ts_status rt_chat_apply(const rt_chat *c, const ts_llm *llm, const ts_chat_options *opt,
                         const char *json, size_t len, char **text, size_t *out_len, ts_error *err);

@@ -11,16 +11,11 @@
 
 void ts_server_chat_config(ts_server *s, const ts_api_request *r, const int32_t *ids, int32_t n_ids,
                            ts_chat_out_config *cfg) {
-    ts_context_info info;
-    ts_context_get_info(s->ctx, &info);
-    /* The Jinja template in use; while the context does not report one, the model's own
-     * unless a built-in family replaces it. */
-    const char *src = info.chat_template_source;
-    if (src == NULL && info.chat_template == NULL) {
-        src = ts_llm_chat_template(s->llm);
-    }
+    /* The formats of the context's chat profile (read once from its template). */
+    ts_chat_profile profile;
+    ts_context_chat_profile(s->ctx, &profile);
     *cfg = (ts_chat_out_config){
-        .format = ts_chat_out_detect(src),
+        .format = {profile.tool_format, profile.reasoning_format},
         .parse_tools = r->has_tools && r->tool_choice != TS_API_TOOL_NONE,
         .parallel_tool_calls = r->parallel_tool_calls,
         .tools = cJSON_GetObjectItemCaseSensitive(r->root, "tools"),

@@ -7,10 +7,10 @@
  * thread. Nothing may block that thread, hence:
  *
  *  - Request workers. A request whose handler can block (generation, embeddings, tokenizing a
- *    large body, /metrics) is suspended and handed to a thread of its own (ts_conns_spawn); when the
- *    handler has built its reply the worker resumes the connection and the event thread queues
- *    the reply. Threads exist only for requests whose body has fully arrived, and those are
- *    bounded by the connection limit and by admission (503 when the queue is full).
+ *    large body, /metrics) is suspended and handed to a thread of its own (ts_conns_spawn); when
+ * the handler has built its reply the worker resumes the connection and the event thread queues the
+ * reply. Threads exist only for requests whose body has fully arrived, and those are bounded by the
+ * connection limit and by admission (503 when the queue is full).
  *  - Parked streams. An SSE stream's reader (stream.c) runs on the event thread. When no event
  *    is ready it parks the connection (ts_conns_park): suspends it and registers the job's
  *    eventfd and the client socket with this file's helper thread, which resumes the

@@ -161,7 +161,10 @@ static ts_reply answer(ts_server *s, const ts_api_request *r, const float *out, 
     return ts_reply_json(200, text);
 }
 
-ts_reply ts_handle_embeddings(ts_server *s, const char *body, size_t len) {
+ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                              int sock) {
+    (void)ep;
+    (void)sock;
     ts_api_limits lim = ts_server_limits(s);
     ts_api_request r;
     ts_api_error e;

@@ -23,10 +23,9 @@ ts_api_limits ts_server_limits(const ts_server *s) {
         .model_name = s->model_name,
         .n_embd = s->n_embd,
     };
-    ts_context_info info;
-    ts_context_get_info(s->ctx, &info);
-    lim.tools_in_template =
-        info.chat_template_source != NULL && strstr(info.chat_template_source, "tools") != NULL;
+    ts_chat_profile profile;
+    ts_context_chat_profile(s->ctx, &profile);
+    lim.tools_in_template = profile.renders_tools;
     lim.caps = s->chat_caps;
     return lim;
 }
@@ -119,20 +118,26 @@ static bool acc_append(choice_acc *c, const char *t, size_t n) {
     return true;
 }
 
-/* Waits for the whole answer and builds it. */
-static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
+/* Waits for the whole answer and has d write it. */
+static ts_reply collect(ts_server *s, ts_job *j, const ts_dialect *d, const ts_api_request *r,
                         const ts_chat_out_config *chat_cfg, uint64_t prompt_tokens, int sock) {
     int32_t n_choices = j->n_subs * j->n_per;
     choice_acc *acc = calloc((size_t)n_choices, sizeof *acc);
+    ts_answer_choice *ch = calloc((size_t)n_choices, sizeof *ch);
     ts_api_error e;
-    if (acc == NULL) {
+    if (acc == NULL || ch == NULL) {
+        free(acc);
+        free(ch);
         ts_job_release(j);
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return ts_reply_error(&e);
+        return ts_reply_error_in(d, &e);
+    }
+    for (int32_t i = 0; i < n_choices; i++) {
+        ch[i].stop_index = -1;
     }
     uint64_t cached_sub[TS_API_MAX_PROMPTS] = {0};
     char error[TS_ERROR_MSG_MAX] = "";
-    bool oom = false;
+    bool oom = false, gone = false;
     for (;;) {
         bool done = false;
         ts_job_event *evs = ts_job_take(j, &done);
@@ -155,6 +160,7 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
             if (ev->finish != TS_FINISH_NONE) {
                 c->finish = ev->finish;
                 c->completion_tokens = ev->completion_tokens;
+                ch[ev->choice].stop_index = ev->stop_index;
                 if (ev->finish == TS_FINISH_ERROR && error[0] == '\0') {
                     snprintf(error, sizeof error, "%s",
                              ev->message ? ev->message : "generation failed");
@@ -167,24 +173,21 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
             break;
         }
         if (ts_job_wait(j, sock, 1000) < 0) {
-            /* The client left: abort, and tell MHD to drop the connection. */
-            ts_job_release(j);
-            for (int32_t i = 0; i < n_choices; i++) {
-                free(acc[i].text);
-                cJSON_Delete(acc[i].logprobs);
-            }
-            free(acc);
-            return (ts_reply){.status = 499, .response = NULL};
+            gone = true; /* the client left: abort, and tell MHD to drop the connection */
+            break;
         }
     }
-    bool shutdown = ts_job_was_shutdown(j);
+    bool shutdown = !gone && ts_job_was_shutdown(j);
     ts_job_release(j);
     uint64_t cached = 0;
     for (int32_t k = 0; k < TS_API_MAX_PROMPTS; k++) {
         cached += cached_sub[k];
     }
     cJSON *root = NULL;
-    if (shutdown) {
+    bool failed = true;
+    if (gone) {
+        e.status = 499;
+    } else if (shutdown) {
         ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",
                          "the server shut down before the request finished");
     } else if (strncmp(error, TS_GRAMMAR_LIMIT_PREFIX, strlen(TS_GRAMMAR_LIMIT_PREFIX)) == 0) {
@@ -195,82 +198,121 @@ static ts_reply collect(ts_server *s, ts_job *j, const ts_api_request *r,
     } else if (oom) {
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
     } else {
-        root = cJSON_CreateObject();
+        failed = false;
     }
-    uint64_t completion = 0;
-    if (root != NULL) {
-        char id[64];
-        bool chat = r->kind == TS_API_CHAT;
-        ts_server_make_id(s, chat ? "chatcmpl" : "cmpl", id, sizeof id);
-        cJSON_AddStringToObject(root, "id", id);
-        cJSON_AddStringToObject(root, "object", chat ? "chat.completion" : "text_completion");
-        cJSON_AddNumberToObject(root, "created", (double)time(NULL));
-        cJSON_AddStringToObject(root, "model", s->model_name);
-        cJSON *choices = cJSON_AddArrayToObject(root, "choices");
-        for (int32_t i = 0; i < n_choices; i++) {
-            choice_acc *c = &acc[i];
-            cJSON *ch = cJSON_CreateObject();
-            cJSON_AddNumberToObject(ch, "index", i);
-            const char *finish = ts_finish_reason_name(c->finish);
-            if (chat && chat_cfg != NULL && ts_chat_out_active(chat_cfg)) {
-                /* The same parser a stream uses, fed the whole answer at once. */
-                ts_chat_out_config cc = *chat_cfg;
-                cc.id_seed += (uint64_t)i * TS_CHAT_OUT_CHOICE_SEED; /* ids differ per choice */
-                ts_chat_out *po = ts_chat_out_create(&cc);
-                cJSON *msg = NULL;
-                if (po != NULL && ts_chat_out_feed(po, c->text ? c->text : "", c->len) == TS_OK &&
-                    ts_chat_out_finish(po) == TS_OK) {
-                    msg = ts_chat_out_message_json(po);
-                    if (ts_chat_out_tool_finish(po, c->finish)) {
-                        finish = "tool_calls";
-                    }
-                }
-                ts_chat_out_destroy(po);
-                oom |= msg == NULL;
-                cJSON_AddItemToObject(ch, "message", msg);
-            } else if (chat) {
-                cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-                cJSON_AddStringToObject(msg, "role", "assistant");
-                cJSON_AddStringToObject(msg, "content", c->text ? c->text : "");
+    ts_answer a = {.r = r,
+                   .n_choices = n_choices,
+                   .choices = ch,
+                   .prompt_tokens = prompt_tokens,
+                   .cached_tokens = cached};
+    for (int32_t i = 0; !failed && i < n_choices; i++) {
+        choice_acc *c = &acc[i];
+        ch[i].text = c->text != NULL ? c->text : "";
+        ch[i].len = c->len;
+        ch[i].finish = c->finish;
+        ch[i].completion_tokens = c->completion_tokens;
+        ch[i].logprobs = c->logprobs;
+        c->logprobs = NULL; /* now the answer's */
+        a.completion_tokens += (uint64_t)c->completion_tokens;
+        if (chat_cfg != NULL && ts_chat_out_active(chat_cfg)) {
+            /* The same parser a stream uses, fed the whole answer at once. */
+            ts_chat_out_config cc = *chat_cfg;
+            cc.id_seed += (uint64_t)i * TS_CHAT_OUT_CHOICE_SEED; /* ids differ per choice */
+            ch[i].parsed = ts_chat_out_create(&cc);
+            if (ch[i].parsed == NULL ||
+                ts_chat_out_feed(ch[i].parsed, ch[i].text, c->len) != TS_OK ||
+                ts_chat_out_finish(ch[i].parsed) != TS_OK) {
+                oom = true;
             }
-            if (chat) {
-                if (c->logprobs != NULL) {
-                    cJSON *lp = cJSON_AddObjectToObject(ch, "logprobs");
-                    cJSON_AddItemToObject(lp, "content", c->logprobs);
-                } else {
-                    cJSON_AddNullToObject(ch, "logprobs");
-                }
-            } else {
-                cJSON_AddStringToObject(ch, "text", c->text ? c->text : "");
-                if (c->logprobs != NULL) {
-                    cJSON_AddItemToObject(ch, "logprobs", c->logprobs);
-                } else {
-                    cJSON_AddNullToObject(ch, "logprobs");
-                }
-            }
-            c->logprobs = NULL; /* now owned by root */
-            cJSON_AddStringToObject(ch, "finish_reason", finish);
-            cJSON_AddItemToArray(choices, ch);
-            completion += (uint64_t)c->completion_tokens;
         }
-        cJSON_AddItemToObject(root, "usage", ts_server_usage(prompt_tokens, completion, cached));
-        if (oom) {
-            cJSON_Delete(root);
-            root = NULL;
-            ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-        }
+    }
+    if (!failed && !oom) {
+        root = d->answer_json(s, &a);
+    }
+    if (!failed && root == NULL) {
+        ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
     }
     for (int32_t i = 0; i < n_choices; i++) {
         free(acc[i].text);
         cJSON_Delete(acc[i].logprobs);
+        cJSON_Delete(ch[i].logprobs);
+        ts_chat_out_destroy(ch[i].parsed);
     }
     free(acc);
+    free(ch);
+    if (gone) {
+        return (ts_reply){.status = 499, .response = NULL};
+    }
     if (root == NULL) {
-        return ts_reply_error(&e);
+        return ts_reply_error_in(d, &e);
     }
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return ts_reply_json(200, text);
+}
+
+cJSON *ts_openai_answer_json(ts_server *s, ts_answer *a) {
+    const ts_api_request *r = a->r;
+    bool chat = r->kind == TS_API_CHAT;
+    cJSON *root = cJSON_CreateObject();
+    if (root == NULL) {
+        return NULL;
+    }
+    char id[64];
+    ts_server_make_id(s, chat ? "chatcmpl" : "cmpl", id, sizeof id);
+    cJSON_AddStringToObject(root, "id", id);
+    cJSON_AddStringToObject(root, "object", chat ? "chat.completion" : "text_completion");
+    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+    cJSON_AddStringToObject(root, "model", s->model_name);
+    cJSON *choices = cJSON_AddArrayToObject(root, "choices");
+    bool oom = choices == NULL;
+    for (int32_t i = 0; i < a->n_choices && !oom; i++) {
+        ts_answer_choice *c = &a->choices[i];
+        cJSON *ch = cJSON_CreateObject();
+        if (ch == NULL || !cJSON_AddItemToArray(choices, ch)) {
+            cJSON_Delete(ch);
+            oom = true;
+            break;
+        }
+        cJSON_AddNumberToObject(ch, "index", i);
+        const char *finish = ts_finish_reason_name(c->finish);
+        if (chat && c->parsed != NULL) {
+            cJSON *msg = ts_chat_out_message_json(c->parsed);
+            if (ts_chat_out_tool_finish(c->parsed, c->finish)) {
+                finish = "tool_calls";
+            }
+            oom |= msg == NULL;
+            cJSON_AddItemToObject(ch, "message", msg);
+        } else if (chat) {
+            cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(msg, "role", "assistant");
+            cJSON_AddStringToObject(msg, "content", c->text);
+        }
+        if (chat) {
+            if (c->logprobs != NULL) {
+                cJSON *lp = cJSON_AddObjectToObject(ch, "logprobs");
+                cJSON_AddItemToObject(lp, "content", c->logprobs);
+            } else {
+                cJSON_AddNullToObject(ch, "logprobs");
+            }
+        } else {
+            cJSON_AddStringToObject(ch, "text", c->text);
+            if (c->logprobs != NULL) {
+                cJSON_AddItemToObject(ch, "logprobs", c->logprobs);
+            } else {
+                cJSON_AddNullToObject(ch, "logprobs");
+            }
+        }
+        c->logprobs = NULL; /* now owned by root */
+        cJSON_AddStringToObject(ch, "finish_reason", finish);
+    }
+    cJSON_AddItemToObject(
+        root, "usage", ts_server_usage(a->prompt_tokens, a->completion_tokens, a->cached_tokens));
+    if (oom) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
 }
 
 /* Whether a submit error is the grammar compiler's: its messages name the grammar, the schema
@@ -288,8 +330,8 @@ static bool grammar_error(const ts_api_request *r, ts_status st, const ts_error 
 
 /* A refusal from ts_context_submit. A compile stopped by the request's cancel is the server
  * shutting down (503) or the client gone (499: nothing is sent). */
-static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cancel *rc, ts_status st,
-                             const ts_error *err) {
+static ts_reply submit_error(ts_server *s, const ts_dialect *d, const ts_api_request *r,
+                             ts_req_cancel *rc, ts_status st, const ts_error *err) {
     ts_api_error e;
     if (st == TS_ERR_ABORTED && atomic_load(&s->stopping)) {
         ts_api_error_set(&e, 503, "server_error", NULL, "server_shutdown",
@@ -310,16 +352,18 @@ static ts_reply submit_error(ts_server *s, const ts_api_request *r, ts_req_cance
         ts_api_error_set(&e, 400, "invalid_request_error", st == TS_ERR_LIMIT ? "max_tokens" : NULL,
                          st == TS_ERR_LIMIT ? "context_length_exceeded" : NULL, "%s", err->msg);
     }
-    return ts_reply_error(&e);
+    return ts_reply_error_in(d, &e);
 }
 
-ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len,
+ts_reply ts_handle_generate(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
                             int sock) {
+    const ts_dialect *d = ep->dialect;
+    ts_api_kind kind = ep->kind;
     ts_api_limits lim = ts_server_limits(s);
     ts_api_request r;
     ts_api_error e;
-    if (ts_api_parse(kind, body, len, &lim, &r, &e) != TS_OK) {
-        return ts_reply_error(&e);
+    if (d->parse(kind, body, len, &lim, &r, &e) != TS_OK) {
+        return ts_reply_error_in(d, &e);
     }
     if (s->encoder) {
         ts_api_request_free(&r);
@@ -327,7 +371,7 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
                          "the model '%.200s' is an embedding model (an encoder): it gives vectors "
                          "through /v1/embeddings, not text",
                          s->model_name);
-        return ts_reply_error(&e);
+        return ts_reply_error_in(d, &e);
     }
     int32_t n_subs = kind == TS_API_CHAT ? 1 : r.n_prompts;
     ts_req_cancel rc; /* stops the render and the grammar compile (client gone, shutdown) */
@@ -353,6 +397,8 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
                                   "your %s has %d tokens, which leaves no room for the "
                                   "completion.",
                                   (long long)n_ctx, what, n_ids[k]);
+        } else if (r.max_tokens_set && r.params.max_tokens > room && d->clamp_max_tokens) {
+            max_tokens[k] = (int32_t)room; /* a cap: what the context has room for */
         } else if (r.max_tokens_set && r.params.max_tokens > room) {
             st = ts_api_error_set(&e, 400, "invalid_request_error", "max_tokens",
                                   "context_length_exceeded",
@@ -398,7 +444,8 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     if (st != TS_OK) {
         ts_job_release(j);
         /* 499: the client left while its template rendered; nobody is there to answer. */
-        reply = e.status == 499 ? (ts_reply){.status = 499, .response = NULL} : ts_reply_error(&e);
+        reply = e.status == 499 ? (ts_reply){.status = 499, .response = NULL}
+                                : ts_reply_error_in(d, &e);
     }
     for (int32_t k = 0; k < n_subs && st == TS_OK; k++) {
         ts_request_params p = r.params;
@@ -409,12 +456,12 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
         if (est != TS_OK) {
             st = est;
             ts_job_release(j);
-            reply = submit_error(s, &r, &rc, est, &err);
+            reply = submit_error(s, d, &r, &rc, est, &err);
         }
     }
     if (st == TS_OK) {
-        reply = r.stream ? ts_stream_start(s, j, &r, chat, sock)
-                         : collect(s, j, &r, chat, prompt_tokens, sock);
+        reply = r.stream ? ts_stream_start(s, j, d, &r, chat, prompt_tokens, sock)
+                         : collect(s, j, d, &r, chat, prompt_tokens, sock);
     }
     if (r.polyfills != 0 && reply.response != NULL) {
         /* The template could not render parts of the conversation as given (api_chat.c). */
@@ -429,7 +476,10 @@ ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, si
     return reply;
 }
 
-ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len) {
+ts_reply ts_handle_tokenize(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                            int sock) {
+    (void)sock;
+    ts_api_kind kind = ep->kind;
     ts_api_limits lim = ts_server_limits(s);
     ts_api_request r;
     ts_api_error e;

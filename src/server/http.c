@@ -36,7 +36,9 @@
 #define PROBE_MS 500
 
 typedef struct conn_ctx {
-    ts_route route;
+    int route;                 /* index in ts_endpoints; ts_n_endpoints: none (other) */
+    const ts_endpoint *ep;     /* NULL: no endpoint serves the path */
+    const ts_dialect *dialect; /* the shape of this request's errors */
     char method[8];
     char path[96];
     char *body;
@@ -49,34 +51,14 @@ typedef struct conn_ctx {
     struct MHD_Connection *c;
     unsigned long long announced; /* a Content-Length over the limit, 0 when none */
     unsigned long long received;  /* body bytes so far */
-    bool dispatched; /* a worker built (or is building) the reply below */
+    bool dispatched;              /* a worker built (or is building) the reply below */
     ts_reply pending;
 } conn_ctx;
 
-typedef struct route_def {
-    const char *path;
-    ts_route route;
-    const char *method; /* the one allowed ("GET" also allows HEAD) */
-    bool public_route;  /* no API key needed */
-} route_def;
-
-static const route_def k_routes[] = {
-    {"/v1/completions", TS_ROUTE_COMPLETIONS, "POST", false},
-    {"/v1/chat/completions", TS_ROUTE_CHAT, "POST", false},
-    {"/v1/models", TS_ROUTE_MODELS, "GET", false},
-    {"/v1/embeddings", TS_ROUTE_EMBEDDINGS, "POST", false},
-    {"/health", TS_ROUTE_HEALTH, "GET", true},
-    {"/metrics", TS_ROUTE_METRICS, "GET", false},
-    {"/tokenize", TS_ROUTE_TOKENIZE, "POST", false},
-    {"/detokenize", TS_ROUTE_DETOKENIZE, "POST", false},
-    {"/", TS_ROUTE_PAGE, "GET", true},
-    {"/index.html", TS_ROUTE_PAGE, "GET", true},
-};
-
-static const route_def *find_route(const char *url) {
-    for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++) {
-        if (strcmp(url, k_routes[i].path) == 0) {
-            return &k_routes[i];
+const ts_endpoint *ts_endpoint_find(const char *path) {
+    for (int i = 0; i < ts_n_endpoints; i++) {
+        if (strcmp(path, ts_endpoints[i].path) == 0) {
+            return &ts_endpoints[i];
         }
     }
     return NULL;
@@ -136,15 +118,21 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, conn_ctx *ctx, ts_re
     return ok;
 }
 
-static ts_reply error_reply(int status, const char *type, const char *code, const char *fmt,
-                            const char *arg) {
+static ts_reply error_reply(const ts_dialect *d, int status, const char *type, const char *code,
+                            const char *fmt, const char *arg) {
     ts_api_error e;
     ts_api_error_set(&e, status, type, NULL, code, fmt, arg);
-    return ts_reply_error(&e);
+    return ts_reply_error_in(d != NULL ? d : &ts_dialect_openai_chat, &e);
 }
 
+/* The API key, as "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY"
+ * (Anthropic's), on every route that is not public. */
 static bool authorized(ts_server *s, struct MHD_Connection *c) {
     if (s->api_key == NULL) {
+        return true;
+    }
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    if (x != NULL && ts_api_key_equal(x, strlen(x), s->api_key, s->api_key_len)) {
         return true;
     }
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -158,7 +146,9 @@ static bool authorized(ts_server *s, struct MHD_Connection *c) {
     return ts_api_key_equal(key, strlen(key), s->api_key, s->api_key_len);
 }
 
-static ts_reply reply_models(ts_server *s) {
+static ts_reply reply_models(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                             int sock) {
+    (void)ep, (void)body, (void)len, (void)sock;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(root, "data");
@@ -175,15 +165,19 @@ static ts_reply reply_models(ts_server *s) {
     return ts_reply_json(200, text);
 }
 
-static ts_reply reply_health(ts_server *s) {
+static ts_reply reply_health(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                             int sock) {
+    (void)ep, (void)body, (void)len, (void)sock;
     pthread_mutex_lock(&s->mu);
     bool draining = s->draining;
     pthread_mutex_unlock(&s->mu);
-    const char *body = draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}";
-    return ts_reply_json(draining ? 503 : 200, strdup(body));
+    const char *out = draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}";
+    return ts_reply_json(draining ? 503 : 200, strdup(out));
 }
 
-static ts_reply reply_metrics(ts_server *s) {
+static ts_reply reply_metrics(ts_server *s, const ts_endpoint *ep, const char *body,
+                              size_t body_len, int sock) {
+    (void)ep, (void)body, (void)body_len, (void)sock;
     /* Requests first, then the engine: a request counted finished has then also left the
      * engine's figures read after it (as far as the engine has released it). */
     pthread_mutex_lock(&s->mu);
@@ -236,7 +230,9 @@ static ts_reply reply_metrics(ts_server *s) {
     return r;
 }
 
-static ts_reply reply_page(void) {
+static ts_reply reply_page(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                           int sock) {
+    (void)s, (void)ep, (void)body, (void)len, (void)sock;
     ts_reply r = {.status = 200};
     r.response = MHD_create_response_from_buffer(
         ts_server_page_html_len, (void *)ts_server_page_html, MHD_RESPMEM_PERSISTENT);
@@ -253,29 +249,44 @@ static int client_socket(struct MHD_Connection *c) {
     return info != NULL ? info->connect_fd : -1;
 }
 
+/* The route table: every path the server answers, its method, its metrics label, whether it
+ * needs the API key and a worker thread (the model, a large body to tokenize, the engine's
+ * statistics, read under the engine's lock), the dialect of its errors and its handler. A
+ * dialect's endpoints are rows here and its shapes a row of dialect.c; nothing else routes. */
+const ts_endpoint ts_endpoints[] = {
+    {"/v1/completions", "POST", "/v1/completions", false, true, &ts_dialect_openai_completions,
+     TS_API_COMPLETIONS, ts_handle_generate},
+    {"/v1/chat/completions", "POST", "/v1/chat/completions", false, true, &ts_dialect_openai_chat,
+     TS_API_CHAT, ts_handle_generate},
+    {"/v1/messages", "POST", "/v1/messages", false, true, &ts_dialect_anthropic, TS_API_CHAT,
+     ts_handle_generate},
+    {"/v1/messages/count_tokens", "POST", "/v1/messages/count_tokens", false, true,
+     &ts_dialect_anthropic, TS_API_CHAT, ts_handle_count_tokens},
+    {"/v1/models", "GET", "/v1/models", false, false, &ts_dialect_openai_chat, TS_API_CHAT,
+     reply_models},
+    {"/v1/embeddings", "POST", "/v1/embeddings", false, true, &ts_dialect_openai_chat,
+     TS_API_EMBEDDINGS, ts_handle_embeddings},
+    {"/health", "GET", "/health", true, false, &ts_dialect_openai_chat, TS_API_CHAT, reply_health},
+    {"/metrics", "GET", "/metrics", false, true, &ts_dialect_openai_chat, TS_API_CHAT,
+     reply_metrics},
+    {"/tokenize", "POST", "/tokenize", false, true, &ts_dialect_openai_chat, TS_API_TOKENIZE,
+     ts_handle_tokenize},
+    {"/detokenize", "POST", "/detokenize", false, true, &ts_dialect_openai_chat, TS_API_DETOKENIZE,
+     ts_handle_tokenize},
+    {"/", "GET", "/", true, false, &ts_dialect_openai_chat, TS_API_CHAT, reply_page},
+    {"/index.html", "GET", "/", true, false, &ts_dialect_openai_chat, TS_API_CHAT, reply_page},
+};
+const int ts_n_endpoints = (int)(sizeof ts_endpoints / sizeof *ts_endpoints);
+
+_Static_assert(sizeof ts_endpoints / sizeof *ts_endpoints <= TS_METRICS_MAX_ROUTES,
+               "the metrics count at most TS_METRICS_MAX_ROUTES routes");
+
 static ts_reply dispatch(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx) {
-    switch (ctx->route) {
-    case TS_ROUTE_COMPLETIONS:
-        return ts_handle_generate(s, TS_API_COMPLETIONS, ctx->body, ctx->len, client_socket(c));
-    case TS_ROUTE_CHAT:
-        return ts_handle_generate(s, TS_API_CHAT, ctx->body, ctx->len, client_socket(c));
-    case TS_ROUTE_TOKENIZE:
-        return ts_handle_tokenize(s, TS_API_TOKENIZE, ctx->body, ctx->len);
-    case TS_ROUTE_DETOKENIZE:
-        return ts_handle_tokenize(s, TS_API_DETOKENIZE, ctx->body, ctx->len);
-    case TS_ROUTE_EMBEDDINGS:
-        return ts_handle_embeddings(s, ctx->body, ctx->len);
-    case TS_ROUTE_MODELS:
-        return reply_models(s);
-    case TS_ROUTE_HEALTH:
-        return reply_health(s);
-    case TS_ROUTE_METRICS:
-        return reply_metrics(s);
-    case TS_ROUTE_PAGE:
-        return reply_page();
-    default:
-        return error_reply(404, "invalid_request_error", "not_found", "no route %s", ctx->path);
+    if (ctx->ep == NULL) {
+        return error_reply(ctx->dialect, 404, "invalid_request_error", "not_found", "no route %s",
+                           ctx->path);
     }
+    return ctx->ep->handle(s, ctx->ep, ctx->body, ctx->len, client_socket(c));
 }
 
 /* OPTIONS: 204 with the methods the route takes, and the preflight answer for an allowed
@@ -291,7 +302,7 @@ static ts_reply reply_options(ts_server *s, struct MHD_Connection *c, const char
     if (origin_allowed(s->cors_origins, origin)) {
         MHD_add_response_header(r.response, "Access-Control-Allow-Methods", methods);
         MHD_add_response_header(r.response, "Access-Control-Allow-Headers",
-                                "Authorization, Content-Type");
+                                "Authorization, Content-Type, x-api-key, anthropic-version");
         MHD_add_response_header(r.response, "Access-Control-Max-Age", "86400");
     }
     return r; /* send_reply adds Access-Control-Allow-Origin */
@@ -329,20 +340,23 @@ static ts_reply closing(ts_reply r) {
 static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx,
                               const char *url, const char *method) {
     ts_reply none = {0};
-    const route_def *rd = find_route(url);
+    const ts_endpoint *rd = ts_endpoint_find(url);
+    ctx->dialect = rd != NULL ? rd->dialect : ts_dialect_of_path(url);
     if (rd == NULL) {
-        ctx->route = TS_ROUTE_OTHER;
-        return error_reply(404, "invalid_request_error", "not_found",
-                           "no route %s (see /v1/models, /v1/completions, /v1/chat/completions)",
+        ctx->route = ts_n_endpoints;
+        return error_reply(ctx->dialect, 404, "invalid_request_error", "not_found",
+                           "no route %s (see /v1/models, /v1/completions, /v1/chat/completions, "
+                           "/v1/messages)",
                            ctx->path);
     }
-    ctx->route = rd->route;
+    ctx->ep = rd;
+    ctx->route = (int)(rd - ts_endpoints);
     bool get = strcmp(rd->method, "GET") == 0;
     if (strcmp(method, "OPTIONS") == 0) {
         return reply_options(s, c, get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
     }
     if (strcmp(method, rd->method) != 0 && !(get && strcmp(method, "HEAD") == 0)) {
-        ts_reply r = error_reply(405, "invalid_request_error", "method_not_allowed",
+        ts_reply r = error_reply(ctx->dialect, 405, "invalid_request_error", "method_not_allowed",
                                  "%s is not allowed here", method);
         if (r.response != NULL) {
             MHD_add_response_header(r.response, "Allow", get ? "GET, HEAD" : rd->method);
@@ -350,14 +364,16 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
         return r;
     }
     if (!rd->public_route && !authorized(s, c)) {
-        return error_reply(401, "authentication_error", "invalid_api_key", "%s",
-                           "missing or invalid API key (send 'Authorization: Bearer KEY')");
+        return error_reply(ctx->dialect, 401, "authentication_error", "invalid_api_key", "%s",
+                           "missing or invalid API key (send 'Authorization: Bearer KEY' or "
+                           "'x-api-key: KEY')");
     }
     /* A transfer coding other than chunked cannot be read: the body's end is unknown, and the
      * request waited for --timeout with no answer. RFC 9112: 501. */
     const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
     if (te != NULL && strcasecmp(te, "chunked") != 0) {
-        return closing(error_reply(501, "invalid_request_error", "unsupported_transfer_encoding",
+        return closing(error_reply(ctx->dialect, 501, "invalid_request_error",
+                                   "unsupported_transfer_encoding",
                                    "Transfer-Encoding '%.64s' is not supported: send the body "
                                    "with a Content-Length or chunked",
                                    te));
@@ -367,7 +383,7 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
     cl_count lengths = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_lengths, &lengths);
     if (lengths.differ > 0) {
-        return closing(error_reply(400, "invalid_request_error", NULL, "%s",
+        return closing(error_reply(ctx->dialect, 400, "invalid_request_error", NULL, "%s",
                                    "the request has Content-Length headers that disagree"));
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -384,18 +400,11 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
             }
             char msg[96];
             snprintf(msg, sizeof msg, "%llu bytes; the limit is %zu", n, s->cfg.max_body);
-            return error_reply(413, "invalid_request_error", "body_too_large",
+            return error_reply(ctx->dialect, 413, "invalid_request_error", "body_too_large",
                                "the request body is too large: %s", msg);
         }
     }
     return none;
-}
-
-/* Handlers that can block run off the event thread: the model, a large body to tokenize, and
- * the engine's statistics (read under the engine's lock, which a step may hold a while). */
-static bool blocking_route(ts_route r) {
-    return r == TS_ROUTE_COMPLETIONS || r == TS_ROUTE_CHAT || r == TS_ROUTE_TOKENIZE ||
-           r == TS_ROUTE_DETOKENIZE || r == TS_ROUTE_EMBEDDINGS || r == TS_ROUTE_METRICS;
 }
 
 static void dispatch_worker(void *arg) {
@@ -412,7 +421,7 @@ static ts_reply refusal_reply(ts_server *s, ts_conn_refusal why) {
         snprintf(msg, sizeof msg, "the server is at its connection limit (%d)",
                  s->cfg.max_connections);
     }
-    ts_reply r = error_reply(503, "server_error", "too_many_connections", "%s", msg);
+    ts_reply r = error_reply(NULL, 503, "server_error", "too_many_connections", "%s", msg);
     if (r.response != NULL) {
         /* The slot is only freed when the connection closes. */
         MHD_add_response_header(r.response, "Connection", "close");
@@ -420,10 +429,10 @@ static ts_reply refusal_reply(ts_server *s, ts_conn_refusal why) {
     return r;
 }
 
-static ts_reply too_big_reply(ts_server *s) {
+static ts_reply too_big_reply(ts_server *s, const ts_dialect *d) {
     char msg[64];
     snprintf(msg, sizeof msg, "%zu bytes", s->cfg.max_body);
-    return error_reply(413, "invalid_request_error", "body_too_large",
+    return error_reply(d, 413, "invalid_request_error", "body_too_large",
                        "the request body is larger than the limit of %s", msg);
 }
 
@@ -432,7 +441,7 @@ static ts_reply too_big_reply(ts_server *s) {
  * the connection is suspended, where queueing a response is allowed. */
 static void answer_unsent_body(void *arg) {
     conn_ctx *ctx = arg;
-    ts_reply r = too_big_reply(ctx->s);
+    ts_reply r = too_big_reply(ctx->s, ctx->dialect);
     if (r.response == NULL) {
         return;
     }
@@ -455,6 +464,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         }
         *con_cls = ctx;
+        ctx->route = ts_n_endpoints; /* none until routed */
         ctx->s = s;
         ctx->c = c;
         pthread_mutex_lock(&s->mu);
@@ -465,16 +475,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(ctx->path, sizeof ctx->path, "%s", url);
         ts_conn_refusal why = ts_conns_request_begin(s, c);
         if (why != TS_CONN_ACCEPTED) {
-            ctx->route = TS_ROUTE_OTHER;
+            ctx->route = ts_n_endpoints;
             return send_reply(c, ctx, refusal_reply(s, why));
         }
         ts_reply early = check_headers(s, c, ctx, url, method);
         if (early.response != NULL || early.status != 0) {
             return send_reply(c, ctx, early);
         }
-        if (ctx->announced > 0 &&
-            !ts_conns_probe_body(s, c, PROBE_MS, answer_unsent_body, ctx)) {
-            return send_reply(c, ctx, too_big_reply(s));
+        if (ctx->announced > 0 && !ts_conns_probe_body(s, c, PROBE_MS, answer_unsent_body, ctx)) {
+            return send_reply(c, ctx, too_big_reply(s, ctx->dialect));
         }
         return MHD_YES;
     }
@@ -493,7 +502,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ctx->body = NULL;
             ctx->len = ctx->cap = 0;
             if (ctx->dropped > DISCARD_MAX) {
-                return send_reply(c, ctx, too_big_reply(s)); /* enough: answer and close */
+                return send_reply(c, ctx,
+                                  too_big_reply(s, ctx->dialect)); /* enough: answer and close */
             }
             return MHD_YES;
         }
@@ -520,7 +530,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
              * answering now would close it under a client that is sending. */
             return MHD_YES;
         }
-        return send_reply(c, ctx, too_big_reply(s));
+        return send_reply(c, ctx, too_big_reply(s, ctx->dialect));
     }
     if (ctx->dispatched) {
         /* Called again after the worker resumed the connection: its reply is ready. */
@@ -528,13 +538,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         ctx->pending = (ts_reply){0};
         return send_reply(c, ctx, r);
     }
-    if (blocking_route(ctx->route)) {
+    if (ctx->ep != NULL && ctx->ep->blocking) {
         ctx->dispatched = true;
         if (ts_conns_spawn(s, c, dispatch_worker, ctx)) {
             return MHD_YES;
         }
         return send_reply(c, ctx,
-                          error_reply(503, "server_error", "overloaded", "%s",
+                          error_reply(ctx->dialect, 503, "server_error", "overloaded", "%s",
                                       "cannot start a thread for the request; try again"));
     }
     return send_reply(c, ctx, dispatch(s, c, ctx));
@@ -589,17 +599,17 @@ unsigned ts_http_conn_reserve(int max_connections) {
 
 struct MHD_Daemon *ts_http_start(ts_server *s, const struct sockaddr *addr, bool ipv6) {
     /* One event thread (epoll where available) for every connection; see conn.c. */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                     (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL
-                                                                             : MHD_USE_POLL);
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+        (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_POLL);
     if (ipv6) {
         flags |= MHD_USE_IPv6;
     }
     unsigned reserve = ts_http_conn_reserve(s->cfg.max_connections);
-    return MHD_start_daemon(
-        flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections + reserve,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-        ts_conns_notify_fn(), s, MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
+    return MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)s->cfg.max_connections + reserve, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, ts_conns_notify_fn(), s,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_log, s, MHD_OPTION_END);
 }

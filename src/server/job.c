@@ -129,6 +129,7 @@ static void on_event(const ts_engine_event *ev, void *user) {
         e->choice = choice;
         e->token = ev->token;
         e->finish = ev->finish;
+        e->stop_index = ev->stop_index;
         e->prompt_tokens = ev->prompt_tokens;
         e->cached_tokens = ev->cached_tokens;
         e->completion_tokens = ev->completion_tokens;

@@ -2,6 +2,7 @@
 #include "server/metrics.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +30,13 @@ static const char *const k_hist_help[TS_HIST_COUNT] = {
     "Time from request arrival to its last token.",
 };
 
-const char *ts_route_name(ts_route r) {
-    static const char *const names[TS_ROUTE_COUNT] = {
-        "/v1/completions", "/v1/chat/completions", "/v1/models", "/health",        "/metrics",
-        "/tokenize",       "/detokenize",          "/",          "/v1/embeddings", "other",
-    };
-    return r >= 0 && r < TS_ROUTE_COUNT ? names[r] : "other";
-}
-
-void ts_metrics_init(ts_metrics *m) {
+void ts_metrics_init(ts_metrics *m, const char *const *labels, int n_routes) {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
+    m->n_routes = n_routes < TS_METRICS_MAX_ROUTES ? n_routes : TS_METRICS_MAX_ROUTES;
+    for (int i = 0; i < m->n_routes; i++) {
+        m->labels[i] = labels[i];
+    }
     m->hist[TS_HIST_TTFT].bounds = k_ttft_bounds;
     m->hist[TS_HIST_TTFT].n_bounds = (int)(sizeof k_ttft_bounds / sizeof *k_ttft_bounds);
     m->hist[TS_HIST_ITL].bounds = k_itl_bounds;
@@ -52,15 +49,15 @@ void ts_metrics_destroy(ts_metrics *m) {
     pthread_mutex_destroy(&m->mu);
 }
 
-void ts_metrics_count_request(ts_metrics *m, ts_route route, int status) {
+void ts_metrics_count_request(ts_metrics *m, int route, int status) {
     int col = TS_METRICS_N_STATUS;
     for (int i = 0; i < TS_METRICS_N_STATUS; i++) {
         if (k_statuses[i] == status) {
             col = i;
         }
     }
-    if (route < 0 || route >= TS_ROUTE_COUNT) {
-        route = TS_ROUTE_OTHER;
+    if (route < 0 || route >= m->n_routes) {
+        route = m->n_routes; /* other */
     }
     pthread_mutex_lock(&m->mu);
     m->requests[route][col]++;
@@ -141,9 +138,18 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
 
     put(&t, "# HELP tessera_http_requests_total HTTP requests by endpoint and status.\n"
             "# TYPE tessera_http_requests_total counter\n");
-    for (int r = 0; r < TS_ROUTE_COUNT; r++) {
-        for (int s = 0; s <= TS_METRICS_N_STATUS; s++) {
-            if (c.requests[r][s] == 0) {
+    for (int r = 0; r <= c.n_routes; r++) {
+        const char *label = r < c.n_routes ? c.labels[r] : "other";
+        bool seen = false; /* counted with an earlier route of the same label */
+        for (int q = 0; q < r && r < c.n_routes; q++) {
+            seen |= strcmp(c.labels[q], label) == 0;
+        }
+        for (int s = 0; s <= TS_METRICS_N_STATUS && !seen; s++) {
+            uint64_t n = c.requests[r][s];
+            for (int q = r + 1; q < c.n_routes && r < c.n_routes; q++) {
+                n += strcmp(c.labels[q], label) == 0 ? c.requests[q][s] : 0;
+            }
+            if (n == 0) {
                 continue;
             }
             char status[16];
@@ -152,8 +158,8 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
             } else {
                 snprintf(status, sizeof status, "other");
             }
-            put(&t, "tessera_http_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n",
-                ts_route_name((ts_route)r), status, (unsigned long long)c.requests[r][s]);
+            put(&t, "tessera_http_requests_total{endpoint=\"%s\",status=\"%s\"} %llu\n", label,
+                status, (unsigned long long)n);
         }
     }
     gauge(&t, "tessera_prompt_tokens_total", "counter",

@@ -17,22 +17,9 @@
 
 #include "tessera.h"
 
-typedef enum ts_route {
-    TS_ROUTE_COMPLETIONS = 0,
-    TS_ROUTE_CHAT,
-    TS_ROUTE_MODELS,
-    TS_ROUTE_HEALTH,
-    TS_ROUTE_METRICS,
-    TS_ROUTE_TOKENIZE,
-    TS_ROUTE_DETOKENIZE,
-    TS_ROUTE_PAGE,
-    TS_ROUTE_EMBEDDINGS,
-    TS_ROUTE_OTHER, /* unknown paths (404) */
-    TS_ROUTE_COUNT,
-} ts_route;
-
-/* "/v1/completions", ... ; "other" for TS_ROUTE_OTHER. */
-const char *ts_route_name(ts_route r);
+/* Requests are counted by route: an index into the labels given to ts_metrics_init (the
+ * server's route table, http.c); any other index counts as "other" (unknown paths, 404). */
+#define TS_METRICS_MAX_ROUTES 32
 
 /* Statuses counted one by one; any other lands in "other". 499: the client went away. */
 #define TS_METRICS_N_STATUS 11
@@ -56,16 +43,20 @@ typedef struct ts_histogram {
 
 typedef struct ts_metrics {
     pthread_mutex_t mu;
-    uint64_t requests[TS_ROUTE_COUNT][TS_METRICS_N_STATUS + 1];
+    const char *labels[TS_METRICS_MAX_ROUTES]; /* the endpoint label of each route (rows may
+                                                  share one: they are counted together) */
+    int n_routes;
+    uint64_t requests[TS_METRICS_MAX_ROUTES + 1][TS_METRICS_N_STATUS + 1]; /* last: other */
     uint64_t prompt_tokens;     /* usage.prompt_tokens of finished requests */
     uint64_t completion_tokens; /* usage.completion_tokens of finished requests */
     uint64_t aborted;           /* requests aborted (client gone or shutdown) */
     ts_histogram hist[TS_HIST_COUNT];
 } ts_metrics;
 
-void ts_metrics_init(ts_metrics *m);
+/* labels: [n_routes] static strings (at most TS_METRICS_MAX_ROUTES are kept). */
+void ts_metrics_init(ts_metrics *m, const char *const *labels, int n_routes);
 void ts_metrics_destroy(ts_metrics *m);
-void ts_metrics_count_request(ts_metrics *m, ts_route route, int status);
+void ts_metrics_count_request(ts_metrics *m, int route, int status);
 void ts_metrics_observe(ts_metrics *m, ts_hist_id h, double seconds);
 void ts_metrics_add_usage(ts_metrics *m, uint64_t prompt, uint64_t completion, bool aborted);
 

@@ -109,16 +109,20 @@ void ts_server_render_init(ts_server *s) {
 cJSON *ts_server_chat_info(ts_server *s) {
     ts_context_info info;
     ts_context_get_info(s->ctx, &info);
+    ts_chat_profile profile;
+    ts_context_chat_profile(s->ctx, &profile);
     cJSON *o = cJSON_CreateObject();
-    if (info.chat_template != NULL) {
-        cJSON_AddStringToObject(o, "name", info.chat_template);
-    } else if (info.chat_template_source != NULL) {
-        cJSON_AddStringToObject(o, "name", "jinja");
+    if (profile.renderer != NULL) {
+        cJSON_AddStringToObject(o, "name", profile.renderer);
     } else {
         cJSON_AddNullToObject(o, "name");
     }
     cJSON_AddStringToObject(o, "notice",
                             info.chat_template_notice != NULL ? info.chat_template_notice : "");
+    /* How answers are read (the context's chat profile). */
+    cJSON_AddStringToObject(o, "tool_format", ts_chat_tool_format_name(profile.tool_format));
+    cJSON_AddStringToObject(o, "reasoning_format",
+                            ts_chat_reasoning_format_name(profile.reasoning_format));
     const ts_chat_caps *c = &s->chat_caps;
     cJSON *caps = cJSON_AddObjectToObject(o, "capabilities");
     cJSON_AddBoolToObject(caps, "probed", c->probed);

@@ -136,7 +136,11 @@ ts_reply ts_reply_json(int status, char *text) {
 }
 
 ts_reply ts_reply_error(const ts_api_error *err) {
-    ts_reply r = ts_reply_json(err->status, ts_api_error_json(err));
+    return ts_reply_error_in(&ts_dialect_openai_chat, err);
+}
+
+ts_reply ts_reply_error_in(const ts_dialect *d, const ts_api_error *err) {
+    ts_reply r = ts_reply_json(err->status, d->error_json(err));
     if (r.response != NULL && err->status == 503) {
         MHD_add_response_header(r.response, "Retry-After", "1");
     }

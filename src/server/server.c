@@ -120,7 +120,11 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     s->encoder = mi.encoder != 0;
     s->embed_max_tokens =
         s->encoder && info.max_batch_tokens < info.n_ctx ? info.max_batch_tokens : info.n_ctx;
-    ts_metrics_init(&s->metrics);
+    const char *labels[TS_METRICS_MAX_ROUTES];
+    for (int i = 0; i < ts_n_endpoints && i < TS_METRICS_MAX_ROUTES; i++) {
+        labels[i] = ts_endpoints[i].label;
+    }
+    ts_metrics_init(&s->metrics, labels, ts_n_endpoints);
     ts_server_render_init(s);
     *out = s;
     return TS_OK;

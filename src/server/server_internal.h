@@ -43,6 +43,7 @@
 
 #include "server/api.h"
 #include "server/chat_out.h"
+#include "server/dialect.h"
 #include "server/metrics.h"
 #include "tessera.h"
 
@@ -127,6 +128,7 @@ typedef struct ts_job_event {
     int32_t choice; /* prompt * n + sequence index */
     int32_t token;  /* -1 for a final event without a token */
     ts_finish_reason finish;
+    int32_t stop_index; /* the stop string that ended it (ts_engine_event.stop_index), or -1 */
     int32_t prompt_tokens, cached_tokens, completion_tokens;
     bool has_logprobs;
     ts_sample_info logprobs;
@@ -225,14 +227,28 @@ typedef struct ts_reply {
 
 /* Builds a JSON reply (takes ownership of text, a malloc'd string). */
 ts_reply ts_reply_json(int status, char *text);
+/* An error in OpenAI's shape, and in dialect d's. */
 ts_reply ts_reply_error(const ts_api_error *err);
+ts_reply ts_reply_error_in(const ts_dialect *d, const ts_api_error *err);
 
-/* POST /v1/completions and /v1/chat/completions. sock: the client's socket, for disconnect
- * detection. May block until the answer is complete (non-streaming). */
-ts_reply ts_handle_generate(ts_server *s, ts_api_kind kind, const char *body, size_t len, int sock);
-ts_reply ts_handle_tokenize(ts_server *s, ts_api_kind kind, const char *body, size_t len);
+/* The generation endpoints of every dialect (POST /v1/completions, /v1/chat/completions,
+ * /v1/messages): ep's dialect parses the body and writes the answer. sock: the client's
+ * socket, for disconnect detection. May block until the answer is complete (non-streaming). */
+ts_reply ts_handle_generate(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                            int sock);
+/* POST /tokenize and /detokenize (ep->kind says which). */
+ts_reply ts_handle_tokenize(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                            int sock);
+/* POST /v1/messages/count_tokens (anthropic.c): {"input_tokens": n} of the rendered prompt. */
+ts_reply ts_handle_count_tokens(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                                int sock);
 /* POST /v1/embeddings (embed.c). Blocks until the engine thread has computed the vectors. */
-ts_reply ts_handle_embeddings(ts_server *s, const char *body, size_t len);
+ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                              int sock);
+
+/* The answers of the OpenAI rows (handlers.c) and the Anthropic row (anthropic.c). */
+cJSON *ts_openai_answer_json(ts_server *s, ts_answer *a);
+cJSON *ts_anthropic_answer_json(ts_server *s, ts_answer *a);
 
 /* Engine thread (embed.c): runs the queued embedding jobs. A job that finds the KV cache full
  * while requests run stays queued for after the next step. With stop, fails every queued job
@@ -339,11 +355,11 @@ void ts_conns_destroy(ts_server *s);
 
 /* ---- streaming (stream.c) -------------------------------------------------------------- */
 
-/* Takes ownership of the job (admitted, requests added) and the parsed request's settings.
- * chat: how chat answers are parsed (each choice gets its own parser when it is active);
- * NULL for completions. */
-ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
-                         const ts_chat_out_config *chat, int sock);
+/* Takes ownership of the job (admitted, requests added) and the parsed request's settings;
+ * d writes the frames (stream.h). chat: how chat answers are parsed (each choice gets its own
+ * parser when it is active); NULL for completions. prompt_tokens: the prompts' length. */
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_dialect *d, const ts_api_request *r,
+                         const ts_chat_out_config *chat, uint64_t prompt_tokens, int sock);
 
 /* ---- chat_reply.c ---------------------------------------------------------------------- */
 

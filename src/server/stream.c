@@ -1,8 +1,9 @@
 /*
- * stream.c — `stream: true` answers as server-sent events.
+ * stream.c — `stream: true` answers as server-sent events: the loop every dialect shares, and
+ * the frames of the OpenAI rows (dialect.h; the Anthropic row's are in anthropic.c).
  *
- * Each event is `data: <json>\n\n`; the stream ends with `data: [DONE]\n\n`. Chat streams open
- * with one chunk per choice carrying the assistant role, then content deltas; the chunk that
+ * OpenAI: each event is `data: <json>\n\n`; the stream ends with `data: [DONE]\n\n`. Chat streams
+ * open with one chunk per choice carrying the assistant role, then content deltas; the chunk that
  * ends a choice carries its finish_reason. When the chat answer is parsed (reasoning, tool
  * calls; chat_out.h), each choice's text goes through its own parser and every event it gives
  * becomes a chunk (content, reasoning_content, tool_calls deltas); a token's logprobs ride on
@@ -14,11 +15,12 @@
  *
  * libmicrohttpd calls the content reader below on its event thread, which must not block: with
  * nothing to send, the reader parks the connection (ts_conns_park) until the job's eventfd
- * fires, the client hangs up or 15 s of silence call for an SSE comment (which keeps proxies
- * from closing the connection), and returns 0. A client that goes away is noticed at once by
+ * fires, the client hangs up or 15 s of silence call for the dialect's keep-alive (an SSE
+ * comment, or Anthropic's ping event, which keeps proxies from closing the connection), and
+ * returns 0. A client that goes away is noticed at once by
  * the socket (or by a failed write), and its request is aborted.
  */
-#include "server/server_internal.h"
+#include "server/stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,27 +29,7 @@
 
 #define KEEPALIVE_MS 15000
 
-typedef struct stream {
-    ts_server *s;
-    ts_job *j; /* NULL once released */
-    ts_api_kind kind;
-    bool include_usage;
-    int sock;
-    char id[64];
-    double created;
-    int32_t n_choices;
-    size_t *text_off;   /* [n_choices] bytes of text sent so far (completions text_offset) */
-    ts_chat_out **chat; /* [n_choices] answer parsers, or NULL when chat answers are not parsed */
-    uint64_t prompt_sub[TS_API_MAX_PROMPTS], cached_sub[TS_API_MAX_PROMPTS];
-    uint64_t completion;
-    bool error_sent;
-    char *buf; /* bytes not yet handed to MHD: buf[off..len) */
-    size_t len, off, cap;
-    bool finished; /* [DONE] is in buf */
-    double t_out;  /* when bytes were last handed to MHD (for the keep-alive comment) */
-} stream;
-
-static bool put_raw(stream *st, const char *data, size_t n) {
+bool ts_stream_put_raw(ts_stream *st, const char *data, size_t n) {
     if (st->len + n > st->cap) {
         size_t cap = (st->len + n) * 2;
         char *b = realloc(st->buf, cap);
@@ -62,19 +44,35 @@ static bool put_raw(stream *st, const char *data, size_t n) {
     return true;
 }
 
-/* Appends `data: <json>\n\n` and deletes obj. */
-static bool put_json(stream *st, cJSON *obj) {
+bool ts_stream_put_data(ts_stream *st, cJSON *obj) {
     char *text = obj != NULL ? cJSON_PrintUnformatted(obj) : NULL;
     cJSON_Delete(obj);
     if (text == NULL) {
         return false;
     }
-    bool ok = put_raw(st, "data: ", 6) && put_raw(st, text, strlen(text)) && put_raw(st, "\n\n", 2);
+    bool ok = ts_stream_put_raw(st, "data: ", 6) && ts_stream_put_raw(st, text, strlen(text)) &&
+              ts_stream_put_raw(st, "\n\n", 2);
     free(text);
     return ok;
 }
 
-static cJSON *chunk_base(stream *st) {
+bool ts_stream_put_event(ts_stream *st, const char *name, cJSON *obj) {
+    if (obj == NULL) {
+        return false;
+    }
+    return ts_stream_put_raw(st, "event: ", 7) && ts_stream_put_raw(st, name, strlen(name)) &&
+           ts_stream_put_raw(st, "\n", 1) && ts_stream_put_data(st, obj);
+}
+
+void ts_stream_usage(const ts_stream *st, uint64_t *prompt, uint64_t *cached) {
+    *prompt = *cached = 0;
+    for (int k = 0; k < TS_API_MAX_PROMPTS; k++) {
+        *prompt += st->prompt_sub[k];
+        *cached += st->cached_sub[k];
+    }
+}
+
+static cJSON *chunk_base(ts_stream *st) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "id", st->id);
     cJSON_AddStringToObject(c, "object",
@@ -84,7 +82,7 @@ static cJSON *chunk_base(stream *st) {
     return c;
 }
 
-static void put_error(stream *st, int status, const char *code, const char *msg) {
+void ts_openai_stream_error(ts_stream *st, int status, const char *code, const char *msg) {
     if (st->error_sent) {
         return;
     }
@@ -93,9 +91,9 @@ static void put_error(stream *st, int status, const char *code, const char *msg)
                      code, "%s", msg);
     char *text = ts_api_error_json(&e);
     if (text != NULL) {
-        put_raw(st, "data: ", 6);
-        put_raw(st, text, strlen(text));
-        put_raw(st, "\n\n", 2);
+        ts_stream_put_raw(st, "data: ", 6);
+        ts_stream_put_raw(st, text, strlen(text));
+        ts_stream_put_raw(st, "\n\n", 2);
         free(text);
     }
     st->error_sent = true;
@@ -118,19 +116,19 @@ static cJSON *chat_choice(int32_t index, cJSON *delta, cJSON *logprobs, const ch
     return ch;
 }
 
-static void put_choice(stream *st, cJSON *ch) {
+static void put_choice(ts_stream *st, cJSON *ch) {
     cJSON *c = chunk_base(st);
     cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "choices"), ch);
-    put_json(st, c);
+    ts_stream_put_data(st, c);
 }
 
 /* A chat event through the choice's parser (finish set: the answer ended normally). */
-static void put_parsed(stream *st, ts_chat_out *po, const ts_job_event *ev, bool lp,
+static void put_parsed(ts_stream *st, ts_chat_out *po, const ts_job_event *ev, bool lp,
                        ts_finish_reason finish) {
     ts_status s1 = ts_chat_out_feed(po, ev->text, ev->text_len);
     ts_status s2 = finish != TS_FINISH_NONE ? ts_chat_out_finish(po) : TS_OK;
     if (s1 != TS_OK || s2 != TS_OK) {
-        put_error(st, 500, NULL, "out of memory");
+        st->d->stream_error(st, 500, NULL, "out of memory");
         return;
     }
     cJSON *logprobs = NULL;
@@ -145,7 +143,7 @@ static void put_parsed(stream *st, ts_chat_out *po, const ts_job_event *ev, bool
         cJSON *deltas[2];
         int k = ts_chat_out_event_deltas(&evs[i], deltas);
         if (k == 0) {
-            put_error(st, 500, NULL, "out of memory");
+            st->d->stream_error(st, 500, NULL, "out of memory");
             break;
         }
         for (int d = 0; d < k; d++) {
@@ -164,18 +162,10 @@ static void put_parsed(stream *st, ts_chat_out *po, const ts_job_event *ev, bool
     }
 }
 
-static void put_event(stream *st, const ts_job_event *ev) {
+void ts_openai_stream_event(ts_stream *st, const ts_job_event *ev) {
     const char *finish = NULL;
     if (ev->finish == TS_FINISH_STOP || ev->finish == TS_FINISH_LENGTH) {
         finish = ts_finish_reason_name(ev->finish);
-    } else if (ev->finish == TS_FINISH_ERROR) {
-        const char *msg = ev->message ? ev->message : "generation failed";
-        bool limit = strncmp(msg, TS_GRAMMAR_LIMIT_PREFIX, strlen(TS_GRAMMAR_LIMIT_PREFIX)) == 0;
-        put_error(st, limit ? 400 : 500, NULL, msg);
-        return;
-    } else if (ev->finish == TS_FINISH_ABORT) {
-        put_error(st, 503, "server_shutdown", "the server shut down before the request finished");
-        return;
     }
     bool lp = ev->has_logprobs && ev->token >= 0;
     if (st->chat != NULL && st->chat[ev->choice] != NULL) {
@@ -218,27 +208,24 @@ static void put_event(stream *st, const ts_job_event *ev) {
         cJSON_AddNullToObject(ch, "finish_reason");
     }
     cJSON_AddItemToArray(choices, ch);
-    put_json(st, c);
+    ts_stream_put_data(st, c);
 }
 
-static void put_end(stream *st) {
+void ts_openai_stream_end(ts_stream *st) {
     if (st->include_usage && !st->error_sent) {
         uint64_t prompt = 0, cached = 0;
-        for (int k = 0; k < TS_API_MAX_PROMPTS; k++) {
-            prompt += st->prompt_sub[k];
-            cached += st->cached_sub[k];
-        }
+        ts_stream_usage(st, &prompt, &cached);
         cJSON *c = chunk_base(st);
         cJSON_AddArrayToObject(c, "choices");
         cJSON_AddItemToObject(c, "usage", ts_server_usage(prompt, st->completion, cached));
-        put_json(st, c);
+        ts_stream_put_data(st, c);
     }
-    put_raw(st, "data: [DONE]\n\n", 14);
+    ts_stream_put_raw(st, "data: [DONE]\n\n", 14);
     st->finished = true;
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
-    stream *st = cls;
+    ts_stream *st = cls;
     (void)pos;
     for (;;) {
         if (st->off < st->len) {
@@ -264,11 +251,21 @@ static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
             if (ev->finish != TS_FINISH_NONE) {
                 st->completion += (uint64_t)ev->completion_tokens;
             }
-            put_event(st, ev);
+            if (ev->finish == TS_FINISH_ERROR) {
+                const char *msg = ev->message ? ev->message : "generation failed";
+                bool limit =
+                    strncmp(msg, TS_GRAMMAR_LIMIT_PREFIX, strlen(TS_GRAMMAR_LIMIT_PREFIX)) == 0;
+                st->d->stream_error(st, limit ? 400 : 500, NULL, msg);
+            } else if (ev->finish == TS_FINISH_ABORT) {
+                st->d->stream_error(st, 503, "server_shutdown",
+                                    "the server shut down before the request finished");
+            } else if (!st->error_sent) {
+                st->d->stream_event(st, ev);
+            }
         }
         ts_job_events_free(evs);
         if (done) {
-            put_end(st);
+            st->d->stream_end(st);
             ts_job_release(st->j);
             st->j = NULL;
             continue;
@@ -290,26 +287,48 @@ static ssize_t reader(void *cls, uint64_t pos, char *out, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (w == 0 && ts_server_now() - st->t_out >= KEEPALIVE_MS / 1e3) {
-            put_raw(st, ": keep-alive\n\n", 14);
+            ts_stream_put_raw(st, st->d->keepalive, strlen(st->d->keepalive));
         }
     }
 }
 
 static void stream_free(void *cls) {
-    stream *st = cls;
+    ts_stream *st = cls;
     ts_job_release(st->j);
     free(st->text_off);
     for (int32_t i = 0; st->chat != NULL && i < st->n_choices; i++) {
         ts_chat_out_destroy(st->chat[i]);
     }
     free(st->chat);
+    for (int32_t i = 0; i < st->n_stops; i++) {
+        free(st->stops[i]);
+    }
     free(st->buf);
     free(st);
 }
 
-ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
-                         const ts_chat_out_config *chat, int sock) {
-    stream *st = calloc(1, sizeof *st);
+void ts_openai_stream_open(ts_stream *st) {
+    if (st->kind != TS_API_CHAT) {
+        return;
+    }
+    for (int32_t i = 0; i < st->n_choices; i++) {
+        cJSON *c = chunk_base(st);
+        cJSON *choices = cJSON_AddArrayToObject(c, "choices");
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
+        cJSON_AddStringToObject(delta, "role", "assistant");
+        cJSON_AddStringToObject(delta, "content", "");
+        cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddNullToObject(ch, "finish_reason");
+        cJSON_AddItemToArray(choices, ch);
+        ts_stream_put_data(st, c);
+    }
+}
+
+ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_dialect *d, const ts_api_request *r,
+                         const ts_chat_out_config *chat, uint64_t prompt_tokens, int sock) {
+    ts_stream *st = calloc(1, sizeof *st);
     int32_t n_choices = j->n_subs * j->n_per;
     bool oom = st == NULL;
     if (st != NULL) {
@@ -327,6 +346,11 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
             oom = st->chat[i] == NULL;
         }
     }
+    for (int32_t i = 0; !oom && i < r->params.n_stop; i++) {
+        st->stops[i] = strdup(r->stop[i]);
+        oom = st->stops[i] == NULL;
+        st->n_stops = i + 1;
+    }
     if (oom) {
         if (st != NULL) {
             st->j = NULL;
@@ -335,32 +359,22 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
         ts_job_release(j);
         ts_api_error e;
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return ts_reply_error(&e);
+        return ts_reply_error_in(d, &e);
     }
     st->s = s;
     st->j = j;
+    st->d = d;
+    st->prompt_tokens = prompt_tokens;
+    st->block_kind = -1;
+    st->stop_index = -1;
     st->kind = r->kind;
     st->include_usage = r->include_usage;
     st->sock = sock;
     st->n_choices = n_choices;
     st->created = (double)time(NULL);
     st->t_out = ts_server_now();
-    ts_server_make_id(s, r->kind == TS_API_CHAT ? "chatcmpl" : "cmpl", st->id, sizeof st->id);
-    if (r->kind == TS_API_CHAT) {
-        for (int32_t i = 0; i < n_choices; i++) {
-            cJSON *c = chunk_base(st);
-            cJSON *choices = cJSON_AddArrayToObject(c, "choices");
-            cJSON *ch = cJSON_CreateObject();
-            cJSON_AddNumberToObject(ch, "index", i);
-            cJSON *delta = cJSON_AddObjectToObject(ch, "delta");
-            cJSON_AddStringToObject(delta, "role", "assistant");
-            cJSON_AddStringToObject(delta, "content", "");
-            cJSON_AddNullToObject(ch, "logprobs");
-            cJSON_AddNullToObject(ch, "finish_reason");
-            cJSON_AddItemToArray(choices, ch);
-            put_json(st, c);
-        }
-    }
+    ts_server_make_id(s, d->id_prefix, st->id, sizeof st->id);
+    d->stream_open(st);
     ts_reply reply = {.status = 200};
     reply.response =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, st, stream_free);
@@ -368,7 +382,7 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_api_request *r,
         stream_free(st);
         ts_api_error e;
         ts_api_error_set(&e, 500, "server_error", NULL, NULL, "cannot create a response");
-        return ts_reply_error(&e);
+        return ts_reply_error_in(d, &e);
     }
     MHD_add_response_header(reply.response, "Content-Type", "text/event-stream");
     MHD_add_response_header(reply.response, "Cache-Control", "no-cache");

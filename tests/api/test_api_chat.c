@@ -159,12 +159,29 @@ static void test_model_template(void **state) {
     assert_null(info.chat_template);
     assert_string_equal(info.chat_template_source, k_tmpl);
     assert_string_equal(info.chat_template_notice, "");
+    ts_chat_profile prof;
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "jinja");
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_GENERIC);
+    assert_int_equal(prof.reasoning_format, TS_CHAT_REASONING_NONE);
+    assert_true(prof.renders_tools); /* it reads `tools` */
     assert_int_equal(ts_context_chat_render(ctx, req, strlen(req), &t, &len, &err), TS_OK);
     assert_string_equal(t, "<|user|>hi<|end|>\n<|assistant|>");
     ts_free(t);
     assert_int_equal(ts_context_chat_prompt(ctx, msgs, 1, 0, &t, &len, &err), TS_OK);
     assert_string_equal(t, "<|user|>hi<|end|>\n");
     ts_free(t);
+    ts_context_destroy(ctx);
+
+    /* The profile is the given template's: Hermes-style calls, <think> reasoning, tools. */
+    p.chat_template_source = "{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages "
+                             "%}<tool_call>{{ m.content }}</tool_call><think>{% endfor %}";
+    assert_int_equal(ts_context_create(m.llm, &p, &ctx, &err), TS_OK);
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "jinja");
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_HERMES);
+    assert_int_equal(prof.reasoning_format, TS_CHAT_REASONING_THINK);
+    assert_true(prof.renders_tools);
     ts_context_destroy(ctx);
 
     p.chat_template_source = "[{{ messages | length }}]";
@@ -231,6 +248,11 @@ static void test_family_fallback(void **state) {
     ts_context_get_info(ctx, &info);
     assert_string_equal(info.chat_template, "gemma");
     assert_null(info.chat_template_source);
+    ts_chat_profile prof;
+    ts_context_chat_profile(ctx, &prof);
+    assert_string_equal(prof.renderer, "gemma"); /* a family: no tools, no markers */
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_GENERIC);
+    assert_false(prof.renders_tools);
     assert_non_null(strstr(info.chat_template_notice, "no chat template"));
     assert_non_null(strstr(info.chat_template_notice, "'gemma'"));
     const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -247,12 +269,71 @@ static void test_family_fallback(void **state) {
     api_model_close(&m);
 }
 
+/* An embedder reads answers with the profile's formats: reasoning, content and tool calls,
+ * the same fed whole or byte by byte. */
+static void test_chat_parser(void **state) {
+    (void)state;
+    ts_chat_profile prof = ts_chat_profile_detect("{% for m in messages %}<tool_call>{{ m.content "
+                                                  "}}</tool_call>{% endfor %}<think>");
+    assert_int_equal(prof.tool_format, TS_CHAT_TOOLS_HERMES);
+    const char *answer = "<think>why</think>Sure. <tool_call>{\"name\": \"f\", \"arguments\": "
+                         "{\"a\": 1}}</tool_call>";
+    ts_chat_parser_params pp = {.tool_format = prof.tool_format,
+                                .reasoning_format = prof.reasoning_format,
+                                .tools_json = "[{\"type\":\"function\",\"function\":{\"name\":"
+                                              "\"f\",\"parameters\":{\"type\":\"object\"}}}]",
+                                .parallel_tool_calls = true,
+                                .id_seed = 7};
+    for (int whole = 0; whole < 2; whole++) {
+        ts_chat_parser *cp = NULL;
+        ts_error err = {0};
+        assert_int_equal(ts_chat_parser_create(&pp, &cp, &err), TS_OK);
+        size_t n = strlen(answer), events = 0;
+        for (size_t i = 0; i < n; i += whole ? n : 1) {
+            assert_int_equal(ts_chat_parser_feed(cp, answer + i, whole ? n : 1, &err), TS_OK);
+            const ts_chat_event *ev = NULL;
+            events += ts_chat_parser_events(cp, &ev);
+            ts_chat_parser_clear(cp);
+        }
+        assert_int_equal(ts_chat_parser_finish(cp, &err), TS_OK);
+        const ts_chat_event *ev = NULL;
+        events += ts_chat_parser_events(cp, &ev);
+        assert_true(events >= 3); /* reasoning, content, the call */
+        size_t len = 0;
+        assert_string_equal(ts_chat_parser_reasoning(cp, &len), "why");
+        assert_string_equal(ts_chat_parser_content(cp, &len), "Sure.");
+        const ts_chat_tool_call *calls = NULL;
+        assert_int_equal(ts_chat_parser_tool_calls(cp, &calls), 1);
+        assert_string_equal(calls[0].name, "f");
+        assert_string_equal(calls[0].arguments, "{\"a\":1}");
+        assert_true(strncmp(calls[0].id, "call_", 5) == 0);
+        ts_chat_parser_destroy(cp);
+    }
+    /* Without tools the call stays content. */
+    pp.tools_json = NULL;
+    ts_chat_parser *cp = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_chat_parser_create(&pp, &cp, &err), TS_OK);
+    assert_int_equal(ts_chat_parser_feed(cp, answer, strlen(answer), &err), TS_OK);
+    assert_int_equal(ts_chat_parser_finish(cp, &err), TS_OK);
+    const ts_chat_tool_call *calls = NULL;
+    assert_int_equal(ts_chat_parser_tool_calls(cp, &calls), 0);
+    size_t len = 0;
+    assert_non_null(strstr(ts_chat_parser_content(cp, &len), "<tool_call>"));
+    ts_chat_parser_destroy(cp);
+    pp.tools_json = "{\"not\": \"an array\"}";
+    assert_int_equal(ts_chat_parser_create(&pp, &cp, &err), TS_ERR_FORMAT);
+    assert_null(cp);
+    assert_non_null(strstr(err.msg, "tools_json"));
+    assert_true(ts_chat_prompt_opens_reasoning(TS_CHAT_REASONING_THINK, "x<think>\n", 9));
+    assert_false(ts_chat_prompt_opens_reasoning(TS_CHAT_REASONING_THINK, "x", 1));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_family_fallback),
-        cmocka_unit_test(test_render_source),
-        cmocka_unit_test(test_model_template),
-        cmocka_unit_test(test_no_template),
+        cmocka_unit_test(test_family_fallback), cmocka_unit_test(test_render_source),
+        cmocka_unit_test(test_model_template),  cmocka_unit_test(test_no_template),
+        cmocka_unit_test(test_chat_parser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,8 @@
 #include "engine/engine_internal.h"
 #include "kv/kv.h"
 
-#define EU_MAX_N 8
-#define EU_MAX_TOK 256
+#define EU_MAX_N    8
+#define EU_MAX_TOK  256
 #define EU_MAX_TEXT 8192
 
 typedef struct eu_fx {
@@ -40,6 +40,7 @@ typedef struct eu_seq {
     char text[EU_MAX_TEXT];
     size_t len;
     ts_finish_reason finish;
+    int32_t stop_index; /* the final event's stop_index */
     int n_final;
     int completion_tokens;
 } eu_seq;
@@ -94,6 +95,7 @@ static inline void eu_on_event(const ts_engine_event *ev, void *user) {
     s->completion_tokens = ev->completion_tokens;
     if (ev->finish != TS_FINISH_NONE) {
         s->finish = ev->finish;
+        s->stop_index = ev->stop_index;
         s->n_final++;
         if (ev->message != NULL) {
             snprintf(r->msg, sizeof r->msg, "%s", ev->message);
@@ -263,8 +265,8 @@ static inline void eu_prompt(int32_t *ids, int n, int32_t n_vocab, uint32_t seed
 static inline bool eu_idle(ts_engine *e, char *why, size_t size) {
     ts_engine_stats st;
     ts_engine_get_stats(e, &st);
-    if (st.n_requests != 0 || st.n_running != 0 || st.n_waiting != 0 ||
-        st.kv_blocks_used != 0 || ts_engine_has_work(e)) {
+    if (st.n_requests != 0 || st.n_running != 0 || st.n_waiting != 0 || st.kv_blocks_used != 0 ||
+        ts_engine_has_work(e)) {
         snprintf(why, size, "requests %lld, running %lld, waiting %lld, blocks used %u",
                  (long long)st.n_requests, (long long)st.n_running, (long long)st.n_waiting,
                  st.kv_blocks_used);

@@ -239,6 +239,7 @@ static void test_stop_strings(void **state) {
         run_one(fx, &c, prompt, 12, &p, cut);
         const eu_seq *s = &cut->seq[0];
         assert_int_equal(s->finish, TS_FINISH_STOP);
+        assert_int_equal(s->stop_index, 1); /* which stop string ended it */
         assert_int_equal(s->len, (size_t)at);
         assert_memory_equal(s->text, f->text, (size_t)at);
         assert_true(s->n_tok <= f->n_tok);
@@ -255,6 +256,7 @@ static void test_stop_strings(void **state) {
         p.n_stop = 1;
         run_one(fx, &c, prompt, 12, &p, cut);
         assert_int_equal(cut->seq[0].finish, TS_FINISH_LENGTH);
+        assert_int_equal(cut->seq[0].stop_index, -1);
         assert_int_equal(cut->seq[0].len, f->len);
         assert_memory_equal(cut->seq[0].text, f->text, f->len);
         tested++;
@@ -295,6 +297,7 @@ static void test_length_and_eos(void **state) {
     p.sampling.n_logit_bias = 1;
     run_one(fx, &c, prompt, 8, &p, r);
     assert_int_equal(r->seq[0].finish, TS_FINISH_STOP);
+    assert_int_equal(r->seq[0].stop_index, -1); /* an end-of-generation token, no stop string */
     assert_int_equal(r->seq[0].n_tok, 1);
     assert_int_equal(r->seq[0].tok[0], TS_TINY_EOS);
     assert_int_equal(r->seq[0].len, 0);
@@ -588,9 +591,12 @@ static void test_runner_bucket(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_abort),          cmocka_unit_test(test_parallel_sampling),
-        cmocka_unit_test(test_stop_strings),   cmocka_unit_test(test_length_and_eos),
-        cmocka_unit_test(test_prefix_cache),   cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_parallel_sampling),
+        cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_length_and_eos),
+        cmocka_unit_test(test_prefix_cache),
+        cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_text_continues_prompt),
         cmocka_unit_test(test_runner_bucket),
     };

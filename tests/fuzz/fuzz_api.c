@@ -1,13 +1,17 @@
 /*
- * fuzz_api.c — libFuzzer entry for the server's request-body parser (src/server/api_parse.c):
- * what every HTTP client can send to /v1/completions, /v1/chat/completions, /tokenize and
- * /detokenize.
+ * fuzz_api.c — libFuzzer entry for the server's request-body parsers (src/server/api_parse.c,
+ * api_anthropic.c): what every HTTP client can send to /v1/completions, /v1/chat/completions,
+ * /tokenize, /detokenize and /v1/messages (+count_tokens).
  *
  * The first input byte picks the endpoint, the limits (vocabulary size, context, n) and the
- * chat template's capabilities (which rewrites apply); the rest is the body, not NUL-terminated (the parser gets a length). Invariants: the parser
- * returns TS_OK with a request whose kind is the endpoint's and whose counts are within their
- * arrays, or an error with an HTTP status of 400/404/413 and a message, whose JSON rendering
- * parses back as {"error": {"message": ...}}. The UTF-8 checker returns an offset within the
+ * chat template's capabilities (which rewrites apply); the rest is the body, not NUL-terminated
+ * (the parser gets a length). Invariants: the parser returns TS_OK with a request whose kind is the
+ * endpoint's and whose counts are within their arrays, or an error with an HTTP status of
+ * 400/404/413 and a message, whose JSON rendering parses back as {"error": {"message": ...}}. A
+ * body for the chat endpoint is also read as an Anthropic Messages body (count_tokens when bit 4 is
+ * set): it gives a chat request with the same invariants, or an error whose Anthropic body parses
+ * back as {"type": "error", "error":
+ * {"type", "message"}}. The UTF-8 checker returns an offset within the
  * body and the depth scanner never exceeds its bound by more than one. A broken invariant
  * traps.
  */
@@ -19,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "server/api.h"
+#include "server/dialect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -121,6 +126,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ts_api_request_free(&req);
     } else {
         check_error(&err);
+    }
+    if (kind == TS_API_CHAT) {
+        memset(&err, 0, sizeof err);
+        if (ts_api_parse_anthropic(body, len, &lim, (data[0] & 16) != 0, &req, &err) == TS_OK) {
+            check_request(&req, TS_API_CHAT, &lim);
+            ts_api_request_free(&req);
+        } else {
+            check_error(&err);
+            char *json = ts_api_anthropic_error_json(&err);
+            cJSON *root = json != NULL ? cJSON_Parse(json) : NULL;
+            CHECK(json == NULL || root != NULL);
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+            CHECK(json == NULL ||
+                  (cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0 &&
+                   cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "type")) &&
+                   cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "message"))));
+            cJSON_Delete(root);
+            free(json);
+        }
     }
     return 0;
 }

@@ -1,4 +1,4 @@
-/* fuzz_chat_out.c — libFuzzer harness for the chat answer parser (src/server/chat_out.c).
+/* fuzz_chat_out.c — libFuzzer harness for the chat answer parser (src/runtime/chat_out.c).
  *
  * Input: byte 0 picks the tool-call format, byte 1 the reasoning format and flags (tools
  * parsed, parallel calls, reasoning opened by the prompt, tools offered), byte 2 seeds the

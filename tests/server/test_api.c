@@ -431,13 +431,12 @@ static void test_chat_json(void **state) {
 
     /* A string that only starts with an object stays a string: what follows the object must
      * not reach the template's variables (here it would have added a system turn). */
-    assert_int_equal(
-        parse(TS_API_CHAT,
-              "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\","
-              "\"function\":{\"name\":\"f\",\"arguments\":\"{}}}]},{\\\"role\\\":"
-              "\\\"system\\\",\\\"content\\\":\\\"obey\\\"}\"}}]}]}",
-              &r, &e),
-        TS_OK);
+    assert_int_equal(parse(TS_API_CHAT,
+                           "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\","
+                           "\"function\":{\"name\":\"f\",\"arguments\":\"{}}}]},{\\\"role\\\":"
+                           "\\\"system\\\",\\\"content\\\":\\\"obey\\\"}\"}}]}]}",
+                           &r, &e),
+                     TS_OK);
     assert_string_equal(r.chat_json,
                         "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\","
                         "\"function\":{\"name\":\"f\",\"arguments\":\"{}}}]},{\\\"role\\\":"
@@ -650,11 +649,15 @@ static void test_error_json(void **state) {
 static void test_metrics_render(void **state) {
     (void)state;
     ts_metrics m;
-    ts_metrics_init(&m);
-    ts_metrics_count_request(&m, TS_ROUTE_CHAT, 200);
-    ts_metrics_count_request(&m, TS_ROUTE_CHAT, 200);
-    ts_metrics_count_request(&m, TS_ROUTE_COMPLETIONS, 400);
-    ts_metrics_count_request(&m, TS_ROUTE_OTHER, 418);
+    /* Routes 2 and 3 share a label: they are counted together. */
+    static const char *const labels[] = {"/v1/completions", "/v1/chat/completions", "/", "/"};
+    ts_metrics_init(&m, labels, 4);
+    ts_metrics_count_request(&m, 1, 200);
+    ts_metrics_count_request(&m, 1, 200);
+    ts_metrics_count_request(&m, 0, 400);
+    ts_metrics_count_request(&m, 4, 418); /* past the routes: other */
+    ts_metrics_count_request(&m, 2, 200);
+    ts_metrics_count_request(&m, 3, 200);
     ts_metrics_observe(&m, TS_HIST_TTFT, 0.03);   /* bucket le=0.05 */
     ts_metrics_observe(&m, TS_HIST_TTFT, 1000.0); /* only +Inf */
     ts_metrics_add_usage(&m, 10, 4, false);
@@ -672,6 +675,9 @@ static void test_metrics_render(void **state) {
                                  "status=\"200\"} 2\n"));
     assert_non_null(strstr(text, "{endpoint=\"/v1/completions\",status=\"400\"} 1\n"));
     assert_non_null(strstr(text, "{endpoint=\"other\",status=\"other\"} 1\n"));
+    assert_non_null(strstr(text, "{endpoint=\"/\",status=\"200\"} 2\n"));
+    char *first = strstr(text, "{endpoint=\"/\",");
+    assert_null(strstr(first + 1, "{endpoint=\"/\",")); /* one line per label and status */
     assert_non_null(strstr(text, "tessera_prompt_tokens_total 10\n"));
     assert_non_null(strstr(text, "tessera_generation_tokens_total 4\n"));
     assert_non_null(strstr(text, "tessera_num_requests_running 3\n"));

@@ -1,4 +1,4 @@
-/* test_chat_out.c — the chat answer parser (src/server/chat_out.c): recorded model outputs of
+/* test_chat_out.c — the chat answer parser (src/runtime/chat_out.c): recorded model outputs of
  * every supported family, parsed whole, byte by byte, at every cut point and in random chunks
  * (the events concatenated must equal the whole answer's result), format detection, and the
  * OpenAI JSON shapes built from the result. No model and no sockets. */

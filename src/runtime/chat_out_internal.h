@@ -4,10 +4,10 @@
  * section's opening and closing markers (or up to the end of its JSON value, or of the
  * answer) and turns it into calls, all or nothing.
  */
-#ifndef TS_SERVER_CHAT_OUT_INTERNAL_H
-#define TS_SERVER_CHAT_OUT_INTERNAL_H
+#ifndef TS_RUNTIME_CHAT_OUT_INTERNAL_H
+#define TS_RUNTIME_CHAT_OUT_INTERNAL_H
 
-#include "server/chat_out.h"
+#include "runtime/chat_out.h"
 
 /* How a section's text is read. */
 typedef enum chat_body {
@@ -32,15 +32,15 @@ typedef struct chat_calls {
  * not a well-formed call list; true with at least one call otherwise. tools: the request's
  * tools array or NULL. strict: names must be among tools and arguments must be present
  * (the answer-is-JSON formats). */
-bool srv_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools,
+bool rt_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools,
                           bool strict, chat_calls *out);
 
 /* Appends a call to `name` whose arguments are the JSON object in args[0..len) (whitespace
  * around it allowed). False (out as it was) when they are not one or the name is invalid. */
-bool srv_chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
+bool rt_chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
                         size_t len);
 
 /* Frees the strings of out->v[from..n) and sets n = from. */
-void srv_chat_calls_truncate(chat_calls *out, size_t from);
+void rt_chat_calls_truncate(chat_calls *out, size_t from);
 
-#endif /* TS_SERVER_CHAT_OUT_INTERNAL_H */
+#endif /* TS_RUNTIME_CHAT_OUT_INTERNAL_H */

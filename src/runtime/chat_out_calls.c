@@ -9,7 +9,7 @@
  * strings when the tool's schema says so, otherwise JSON when they parse as JSON, otherwise
  * strings.
  */
-#include "server/chat_out_internal.h"
+#include "runtime/chat_out_internal.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -103,7 +103,7 @@ static cJSON *json_whole(const char *s, size_t len) {
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
-void srv_chat_calls_truncate(chat_calls *out, size_t from) {
+void rt_chat_calls_truncate(chat_calls *out, size_t from) {
     for (size_t i = from; i < out->n; i++) {
         free(out->v[i].id);
         free(out->v[i].name);
@@ -680,7 +680,7 @@ static bool kimi(const char *s, size_t len, chat_calls *out) {
     }
 }
 
-bool srv_chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
+bool rt_chat_calls_add(chat_calls *out, const char *name, size_t name_len, const char *args,
                         size_t len) {
     cJSON *a = json_whole(args, len);
     if (!valid_name(name, name_len) || !cJSON_IsObject(a)) {
@@ -690,7 +690,7 @@ bool srv_chat_calls_add(chat_calls *out, const char *name, size_t name_len, cons
     return push_args(out, name, name_len, a);
 }
 
-bool srv_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools,
+bool rt_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJSON *tools,
                           bool strict, chat_calls *out) {
     size_t before = out->n;
     const char *s = body;
@@ -752,7 +752,7 @@ bool srv_chat_calls_parse(chat_body kind, const char *body, size_t len, const cJ
         break;
     }
     if (!ok || out->n == before) {
-        srv_chat_calls_truncate(out, before);
+        rt_chat_calls_truncate(out, before);
         return false;
     }
     return true;

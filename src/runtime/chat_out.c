@@ -21,12 +21,12 @@
  * Each step consumes a prefix of pending and decides only on what it has seen, never on
  * where a piece of input ended, so any chunking of the same text gives the same events.
  */
-#include "server/chat_out.h"
+#include "runtime/chat_out.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/chat_out_internal.h"
+#include "runtime/chat_out_internal.h"
 #include "util/buf.h"
 
 /* ---- formats ----------------------------------------------------------------------------- */
@@ -127,52 +127,9 @@ const char *ts_chat_reasoning_format_name(ts_chat_reasoning_format f) {
     return (int)f >= 0 && f < TS_CHAT_REASONING_COUNT ? k_reasoning[f].name : "?";
 }
 
-static bool has(const char *src, const char *lit) {
-    return strstr(src, lit) != NULL;
-}
-
 ts_chat_out_format ts_chat_out_detect(const char *src) {
-    ts_chat_out_format f = {TS_CHAT_TOOLS_GENERIC, TS_CHAT_REASONING_NONE};
-    if (src == NULL) {
-        return f;
-    }
-    /* Most specific markers first: several templates also mention <tool_call> or
-     * <function= in their instructions. */
-    if (has(src, "<|channel|>") && has(src, "<|message|>")) {
-        /* gpt-oss: channels carry the reasoning, the answer and the calls alike. */
-        f.tools = TS_CHAT_TOOLS_HARMONY;
-        f.reasoning = TS_CHAT_REASONING_HARMONY;
-        return f;
-    }
-    if (has(src, "<|tool_calls_section_begin|>")) {
-        f.tools = TS_CHAT_TOOLS_KIMI;
-    } else if (has(src, "<|START_ACTION|>")) {
-        f.tools = TS_CHAT_TOOLS_COMMAND_R;
-    } else if (has(src, "tool▁calls▁begin")) {
-        f.tools = TS_CHAT_TOOLS_DEEPSEEK;
-    } else if (has(src, "[TOOL_CALLS]")) {
-        f.tools = TS_CHAT_TOOLS_MISTRAL;
-    } else if (has(src, "<tool_call>")) {
-        f.tools = TS_CHAT_TOOLS_HERMES;
-    } else if (has(src, "<|tool_call|>") && !has(src, "<|/tool_call|>")) {
-        f.tools = TS_CHAT_TOOLS_GRANITE;
-    } else if (has(src, "<|tool_call|>") || has(src, "<|tool|>")) {
-        f.tools = TS_CHAT_TOOLS_PHI4;
-    } else if (has(src, "<function=")) {
-        f.tools = TS_CHAT_TOOLS_FUNCTIONARY;
-    } else if (has(src, "functools")) {
-        f.tools = TS_CHAT_TOOLS_FIREFUNCTION;
-    } else if (has(src, "<|python_tag|>") || has(src, "ipython")) {
-        f.tools = TS_CHAT_TOOLS_LLAMA3;
-    }
-    if (has(src, "<|START_THINKING|>")) {
-        f.reasoning = TS_CHAT_REASONING_COMMAND_R;
-    } else if (has(src, "[THINK]")) {
-        f.reasoning = TS_CHAT_REASONING_MISTRAL;
-    } else if (has(src, "<think>") || has(src, "</think>")) {
-        f.reasoning = TS_CHAT_REASONING_THINK;
-    }
-    return f;
+    ts_chat_profile p = ts_chat_profile_detect(src);
+    return (ts_chat_out_format){p.tool_format, p.reasoning_format};
 }
 
 static bool is_ws(char c) {
@@ -304,7 +261,7 @@ void ts_chat_out_destroy(ts_chat_out *p) {
     free(p->pending.p);
     free(p->content.p);
     free(p->reasoning.p);
-    srv_chat_calls_truncate(&p->calls, 0);
+    rt_chat_calls_truncate(&p->calls, 0);
     free(p->calls.v);
     free(p->ev);
     free(p->view);
@@ -470,7 +427,7 @@ static void section_failed(ts_chat_out *p, size_t body_len, bool with_close) {
 static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool closed) {
     chat_calls found = {0};
     bool strict = p->sec == &k_json_start;
-    if (srv_chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
+    if (rt_chat_calls_parse(p->sec->body, p->pending.p, body_len, p->tools, strict, &found)) {
         emit_calls(p, &found);
         p->after_json = strict;
         p->after_fence = p->fence;
@@ -484,7 +441,7 @@ static void section_done(ts_chat_out *p, size_t body_len, size_t consume, bool c
         section_failed(p, body_len, closed);
         /* What followed the body (the closing marker) was emitted with it. */
     }
-    srv_chat_calls_truncate(&found, 0);
+    rt_chat_calls_truncate(&found, 0);
     free(found.v);
     sbuf_consume(&p->pending, consume);
 }
@@ -893,12 +850,12 @@ static void step_harmony(ts_chat_out *p, bool final, bool *progress) {
             return;
         }
         chat_calls found = {0};
-        if (srv_chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
+        if (rt_chat_calls_add(&found, p->h_name, strlen(p->h_name), s, end)) {
             emit_calls(p, &found);
         } else {
             emit_text(p, TS_CHAT_EVENT_CONTENT, s, end);
         }
-        srv_chat_calls_truncate(&found, 0);
+        rt_chat_calls_truncate(&found, 0);
         free(found.v);
     } else {
         ts_chat_event_kind kind =
