@@ -48,8 +48,11 @@ set_target_properties(tessera_shared PROPERTIES OUTPUT_NAME tessera
                       LINK_DEPENDS ${CMAKE_BINARY_DIR}/generated/tessera.map)
 target_include_directories(tessera_shared PRIVATE ${CMAKE_SOURCE_DIR}/include)
 target_link_options(tessera_shared PRIVATE
-                    "-Wl,--version-script=${CMAKE_BINARY_DIR}/generated/tessera.map"
-                    "-Wl,--no-undefined")
+                    "-Wl,--version-script=${CMAKE_BINARY_DIR}/generated/tessera.map")
+if(NOT TS_SANITIZE)
+    # Every symbol resolved at link time (the sanitizers' runtime comes from the executable).
+    target_link_options(tessera_shared PRIVATE "-Wl,--no-undefined")
+endif()
 target_link_libraries(tessera_shared PRIVATE "-Wl,--whole-archive" ${TS_ALL_LAYERS}
                       "-Wl,--no-whole-archive" ${CJSON_LINK_LIBRARIES} m)
 

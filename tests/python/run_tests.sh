@@ -9,7 +9,8 @@
 # TS_MODEL        the real model (default ~/.cache/tessera/models/SmolLM2-135M-Instruct.Q4_1.gguf);
 #                 without it the tests that need it skip, and with CI=true the run fails
 # TS_PY_LIB       a libtessera.so of a TS_SHARED build of this checkout: packaged instead of
-#                 compiling the library again (empty: the wheel compiles it)
+#                 compiling the library again (empty: the wheel compiles it; unset:
+#                 build/libtessera.so when there is one)
 # TS_WORK_DIR     where the package is installed (pip --target) and the tiny models written
 #                 (default: a fresh mktemp -d, removed at exit)
 # TS_PY_VENV      virtual environment for pytest, cffi and scikit-build-core (default
@@ -24,6 +25,10 @@ root="$(cd "$here/../.." && pwd)"
 bin="${TS_BIN:-$root/build/tessera}"
 writer="${TS_TINY_WRITER:-$root/build/tests/python/tiny_py_models}"
 venv="${TS_PY_VENV:-$HOME/.cache/tessera/venv-py}"
+# Unset (run by hand): the library of build/ when it has one; set but empty: compile it.
+if [ -z "${TS_PY_LIB+set}" ] && [ -f "$root/build/libtessera.so" ]; then
+    TS_PY_LIB="$root/build/libtessera.so"
+fi
 ci=0
 [ "${CI:-}" = "true" ] && ci=1
 
