@@ -68,9 +68,18 @@ def test_closed_model(tiny_chat_path):
         m.tokenize("hi")
 
 
-def test_chat_template_error(tiny_chat_path):
-    with tessera.Model(tiny_chat_path, n_threads=THREADS,
-                       chat_template_source="{% for m in messages %}{{ m.content") as m:
-        with pytest.raises(tessera.TesseraError) as e:
-            m.chat([{"role": "user", "content": "hi"}], max_tokens=4)
-        assert str(e.value).startswith("chat template")
+def test_chat_template_errors(tiny_chat_path):
+    # A template that does not compile: the context is refused, naming the line.
+    with pytest.raises(tessera.FormatError, match="template:1"):
+        tessera.Model(tiny_chat_path, n_threads=THREADS,
+                      chat_template_source="{% for m in messages %}{{ m.content")
+    # One that raises while rendering: the chat call fails with the template's message.
+    src = "{% if messages[0].role == 'system' %}{{ raise_exception('no system role') }}" \
+          "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"
+    with tessera.Model(tiny_chat_path, n_threads=THREADS, chat_template_source=src) as m:
+        with pytest.raises(tessera.AbortedError) as e:
+            m.chat([{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
+                   max_tokens=4)
+        assert str(e.value).startswith("chat template") and "no system role" in str(e.value)
+        r = m.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+        assert r["object"] == "chat.completion"

@@ -79,10 +79,10 @@ exec 9>&-
 
 # pip install ./python, into a folder of its own: the package as users get it.
 args=(--no-build-isolation --no-deps --disable-pip-version-check -q --target "$work/site"
-      -C "build-dir=$work/wheel-build")
+      --config-settings "build-dir=$work/wheel-build")
 if [ -n "${TS_PY_LIB:-}" ]; then
     [ -f "$TS_PY_LIB" ] || { echo "FAIL: TS_PY_LIB=$TS_PY_LIB does not exist"; exit 1; }
-    args+=(-C "cmake.define.TS_PY_PREBUILT=$TS_PY_LIB")
+    args+=(--config-settings "cmake.define.TS_PY_PREBUILT=$TS_PY_LIB")
     echo "packaging the library of this build: $TS_PY_LIB"
 else
     echo "building the library inside the wheel (CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-default})"

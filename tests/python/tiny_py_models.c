@@ -6,9 +6,10 @@
  *
  *   DIR/tiny-chat.gguf  the shared test writer's llama (tests/common/tiny_model.h): random
  *                       weights, a SentencePiece vocabulary of letters, bytes and punctuation,
- *                       a context of 512, and a ChatML template that renders the offered tools
- *                       and names <tool_call>, so that its chat profile is Hermes's (tool calls
- *                       in <tool_call> tags, tool_choice forcing by a GBNF grammar).
+ *                       a context of 2048 (tools spelled letter by letter take room), and a
+ *                       ChatML template that renders the offered tools and names <tool_call>,
+ *                       so that its chat profile is Hermes's (tool calls in <tool_call> tags,
+ *                       tool_choice forcing by a GBNF grammar).
  *   DIR/tiny-bert.gguf  the writer's BERT encoder (mean pooling): embeddings only.
  *
  * Their answers are gibberish; the tests check what does not depend on the weights (shapes,
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
     chat.seed = 20261128;
     chat.wtype = TS_TYPE_Q8_0;
     chat.n_vocab = 512;
-    chat.n_ctx_train = 512;
+    chat.n_ctx_train = 2048;
     chat.chat_template = k_hermes;
     ts_tiny_spec bert = ts_tiny_spec_default("bert");
     bert.seed = 20261129;

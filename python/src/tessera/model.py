@@ -9,7 +9,8 @@ models on two threads compute at the same time.
 from __future__ import annotations
 
 import threading
-from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union, overload)
+from typing import (Any, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Union,
+                    overload)
 
 from . import chat as _chat
 from ._ffi import ffi, lib, string
@@ -215,36 +216,10 @@ class Model:
         if ev.request_done:
             req.done = True
 
-    def _run(self, ids: Sequence[int], rp) -> Iterator[Union[str, Completion]]:
-        """Submits a prompt and steps it: its text pieces, then one Completion."""
-        req = _Request()
-        rid = ffi.new("uint64_t *")
-        err = new_error()
-        arr = ffi.new("int32_t[]", list(ids))
-        with self._lock:
-            ctx = self._live()
-            check(lib.ts_context_submit(ctx, arr, len(ids), rp, self._on_event_c, ffi.NULL,
-                                        rid, err), err)
-            self._requests[int(rid[0])] = req
-        busy = ffi.new("bool *")
-        try:
-            while not req.done:
-                with self._lock:
-                    if not req.done:
-                        check(lib.ts_context_step(self._live(), busy, err), err)
-                while req.pieces:
-                    yield req.pieces.pop(0)
-            if req.error is not None:
-                raise _engine_error(req.error)
-            yield Completion(req.finish, req.prompt_tokens, req.completion_tokens)
-        finally:
-            with self._lock:
-                if not req.done and self._ctx != ffi.NULL:
-                    lib.ts_context_abort(self._ctx, rid[0])
-                    while not req.done:
-                        if lib.ts_context_step(self._ctx, busy, err) != 0:
-                            break
-                self._requests.pop(int(rid[0]), None)
+    def _run(self, ids: Sequence[int], rp) -> "_Stream":
+        """Submits a prompt now (so that a refused request raises here) and returns the
+        iterator that steps it: its text pieces, then one Completion."""
+        return _Stream(self, ids, rp)
 
     def _params(self, *, max_tokens: Optional[int], temperature: float, top_p: float,
                 top_k: int, min_p: float, repetition_penalty: float, presence_penalty: float,
@@ -288,10 +263,10 @@ class Model:
     # -- generation ---------------------------------------------------------------------------
 
     @overload
-    def generate(self, prompt: str, *, stream: "Literal[False]" = ..., **kw: Any) -> str: ...
+    def generate(self, prompt: str, *, stream: Literal[False] = ..., **kw: Any) -> str: ...
 
     @overload
-    def generate(self, prompt: str, *, stream: "Literal[True]", **kw: Any) -> Iterator[str]: ...
+    def generate(self, prompt: str, *, stream: Literal[True], **kw: Any) -> Iterator[str]: ...
 
     def generate(self, prompt: str, *, max_tokens: Optional[int] = 256,
                  temperature: float = 0.8, top_p: float = 0.95, top_k: int = 40,
@@ -317,15 +292,8 @@ class Model:
         it = self._run(ids, rp)
         self._last: Optional[Completion] = None
         if stream:
-            return self._texts(it, keep)
-        return "".join(self._texts(it, keep))
-
-    def _texts(self, it: Iterator[Union[str, Completion]], keep: list) -> Iterator[str]:
-        for x in it:
-            if isinstance(x, Completion):
-                self._last = x
-            else:
-                yield x
+            return _Texts(self, it)
+        return "".join(_Texts(self, it))
 
     @property
     def last_completion(self) -> Optional[Completion]:
@@ -379,7 +347,8 @@ class Model:
         if not items:
             return []
         info = ffi.new("ts_llm_info *")
-        lib.ts_llm_get_info(self._live() and self._llm, info)
+        self._live()
+        lib.ts_llm_get_info(self._llm, info)
         if not info.encoder and not self._embedding:
             raise UnsupportedError(
                 f"{self.path}: {string(info.arch)} is a text-generation model, not an "
@@ -407,13 +376,96 @@ class Model:
         return vecs[0] if single else vecs
 
 
+class _Texts:
+    """generate(stream=True): the text pieces of a _Stream; its Completion goes to
+    model.last_completion. close() aborts the request."""
+
+    def __init__(self, model: Model, it: "_Stream") -> None:
+        self._model = model
+        self._it = it
+
+    def __iter__(self) -> "_Texts":
+        return self
+
+    def __next__(self) -> str:
+        while True:
+            x = next(self._it)
+            if isinstance(x, Completion):
+                self._model._last = x
+            else:
+                return x
+
+    def close(self) -> None:
+        self._it.close()
+
+
+class _Stream:
+    """One submitted request: iterating steps the engine until it is done, yielding text
+    pieces and then a Completion. close() (or losing the last reference) aborts it."""
+
+    def __init__(self, model: Model, ids: Sequence[int], rp) -> None:
+        self._model = model
+        self._req = _Request()
+        self._rid: Optional[int] = None
+        self._busy = ffi.new("bool *")
+        self._err = new_error()
+        self._ended = False
+        arr = ffi.new("int32_t[]", list(ids))
+        rid = ffi.new("uint64_t *")
+        with model._lock:
+            ctx = model._live()
+            check(lib.ts_context_submit(ctx, arr, len(ids), rp, model._on_event_c, ffi.NULL,
+                                        rid, self._err), self._err)
+            self._rid = int(rid[0])
+            model._requests[self._rid] = self._req
+
+    def __iter__(self) -> "_Stream":
+        return self
+
+    def __next__(self) -> Union[str, Completion]:
+        req, m = self._req, self._model
+        while not req.pieces and not req.done:
+            with m._lock:
+                if not req.done:
+                    try:
+                        check(lib.ts_context_step(m._live(), self._busy, self._err),
+                              self._err)
+                    except BaseException:
+                        self.close()
+                        raise
+        if req.pieces:
+            return req.pieces.pop(0)
+        if self._ended:
+            raise StopIteration
+        self._ended = True
+        self.close()
+        if req.error is not None:
+            raise _engine_error(req.error)
+        return Completion(req.finish, req.prompt_tokens, req.completion_tokens)
+
+    def close(self) -> None:
+        """Aborts the request when it is still running and forgets it."""
+        m, rid = self._model, self._rid
+        if rid is None:
+            return
+        with m._lock:
+            if not self._req.done and m._ctx != ffi.NULL:
+                lib.ts_context_abort(m._ctx, rid)
+                while not self._req.done:
+                    if lib.ts_context_step(m._ctx, self._busy, self._err) != 0:
+                        break
+            m._requests.pop(rid, None)
+        self._rid = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 def _engine_error(message: str):
     """A request the engine finished with an error (TS_FINISH_ERROR)."""
     from .errors import TesseraError
     return TesseraError(message, -13)
 
-
-try:  # Literal for the overloads' annotations (typing has it from 3.8)
-    from typing import Literal  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
