@@ -1,5 +1,4 @@
 """Errors come back as TesseraError subclasses by status, carrying the library's message."""
-import os
 
 import pytest
 
