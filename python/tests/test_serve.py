@@ -54,9 +54,14 @@ def test_serve_on_an_open_model(tiny_chat_path):
         assert m.generate("Once", max_tokens=4, temperature=0) == body["choices"][0]["text"]
 
 
-def test_serve_bad_port(tiny_chat_path):
-    with tessera.Model(tiny_chat_path, n_threads=THREADS) as m:
-        with tessera.Server(m, port=0) as srv:
+def test_serve_port_taken(tiny_chat_path):
+    with tessera.Model(tiny_chat_path, n_threads=THREADS) as a, \
+            tessera.Model(tiny_chat_path, n_threads=THREADS) as b:
+        with tessera.Server(a, port=0) as srv:
+            with pytest.raises(tessera.StateError, match="served"):
+                tessera.Server(a, port=0)
             with pytest.raises(tessera.TesseraError) as e:
-                tessera.Server(m, port=srv.port)
-            assert str(srv.port) in str(e.value) or "served" in str(e.value)
+                tessera.Server(b, port=srv.port)
+            assert str(srv.port) in str(e.value)
+        # b was never served: it still generates.
+        assert isinstance(b.generate("hi", max_tokens=2, temperature=0), str)
