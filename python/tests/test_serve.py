@@ -65,3 +65,33 @@ def test_serve_port_taken(tiny_chat_path):
             assert str(srv.port) in str(e.value)
         # b was never served: it still generates.
         assert isinstance(b.generate("hi", max_tokens=2, temperature=0), str)
+
+
+def test_serve_blocks_until_interrupted(tiny_chat_path):
+    """serve(block=True) prints where it listens, serves, and shuts down on Ctrl-C (SIGINT)."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    code = ("import tessera, sys; tessera.serve(sys.argv[1], port=0, n_threads=1); "
+            "print('stopped', flush=True)")
+    p = subprocess.Popen([sys.executable, "-c", code, tiny_chat_path], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        m = None
+        while m is None and len(lines) < 5:
+            lines.append(p.stdout.readline())
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", lines[-1])
+            if not lines[-1]:
+                break
+        assert m, (lines, p.poll())
+        with urllib.request.urlopen(m.group(1) + "/health", timeout=30) as r:
+            assert r.status == 200
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert (p.returncode, out.strip()) == (0, "stopped"), err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -103,8 +103,8 @@ def serve(model_path: str, *, host: str = "127.0.0.1", port: int = 8080,
         raise
     if not block:
         return srv
-    print(f"tessera: listening on {srv.url} (Ctrl-C stops)", flush=True)
     try:
+        print(f"tessera: listening on {srv.url} (Ctrl-C stops)", flush=True)
         while not srv.wait(0.5):
             pass
     except KeyboardInterrupt:
