@@ -7,7 +7,9 @@ bash scripts/install-deps.sh --test
 build=${1:-build}
 shift || true
 jobs=${TS_JOBS:-$(nproc)}
-cmake -S . -B "$build" -DTS_WERROR=ON -DTS_BUILD_TESTS=ON -DTS_MPI=ON "$@" >/dev/null
+# TS_SHARED: libtessera.so too, which the Python package's test (python/package) packages
+# instead of compiling the library a second time.
+cmake -S . -B "$build" -DTS_WERROR=ON -DTS_BUILD_TESTS=ON -DTS_MPI=ON -DTS_SHARED=ON "$@" >/dev/null
 cmake --build "$build" -j "$jobs"
 rc=0
 ctest --test-dir "$build" --output-on-failure -j "$jobs" || rc=$?
