@@ -12,6 +12,8 @@
  *   openai_completions   POST /v1/completions              text_completion   data: <json>
  *   openai_chat          POST /v1/chat/completions         chat.completion   data: <json>
  *   anthropic            POST /v1/messages (+count_tokens) message           event: + data:
+ *   responses            POST /v1/responses, GET/DELETE    response          event: + data:
+ *                        /v1/responses/{id}
  *
  * Thread safety: the tables are constant; their functions share no state.
  */
@@ -75,11 +77,14 @@ typedef struct ts_dialect {
     bool clamp_max_tokens;
     /* The prefix of ids: "chatcmpl", "msg", ... */
     const char *id_prefix;
+    /* A member of the translated request a stream keeps (ts_stream.dialect_req), or NULL. */
+    const char *stream_keeps;
 } ts_dialect;
 
 extern const ts_dialect ts_dialect_openai_completions;
 extern const ts_dialect ts_dialect_openai_chat;
 extern const ts_dialect ts_dialect_anthropic;
+extern const ts_dialect ts_dialect_responses;
 
 /* ---- endpoints (the route table, http.c) -------------------------------------------------- */
 
@@ -91,7 +96,8 @@ typedef struct ts_reply (*ts_handler)(ts_server *s, const ts_endpoint *ep, const
                                       size_t len, int sock);
 
 struct ts_endpoint {
-    const char *path;
+    const char *path;          /* ending in '/' ("/v1/responses/"): a prefix taking one more path
+                                  segment (an id), which the handler gets as its body */
     const char *method;        /* the one allowed ("GET" also allows HEAD) */
     const char *label;         /* the metrics' endpoint label (rows may share one) */
     bool public_route;         /* no API key needed */
@@ -130,5 +136,16 @@ char *ts_api_anthropic_error_json(const ts_api_error *e);
 
 /* "end_turn", "max_tokens", "stop_sequence" or "tool_use" for an answer that ended normally. */
 const char *ts_anthropic_stop_reason(ts_finish_reason finish, int32_t stop_index, bool tool_calls);
+
+/* ---- OpenAI Responses (api_responses.c: no server state, fuzzed) -------------------------- */
+
+/* A /v1/responses body as the neutral chat request (kind TS_API_CHAT): instructions, input (a
+ * string or message / function_call / function_call_output / reasoning items), tools,
+ * tool_choice, text.format, max_output_tokens, temperature, top_p, stream, store. The chat
+ * request's root keeps "x_tessera_responses" (the input items and what the answer echoes).
+ * previous_response_id must have been resolved by the caller (a body still holding one is
+ * 400: no such response). Errors carry OpenAI's error types. */
+ts_status ts_api_parse_responses(const char *body, size_t len, const ts_api_limits *lim,
+                                 ts_api_request *r, ts_api_error *e);
 
 #endif /* TS_SERVER_DIALECT_H */
