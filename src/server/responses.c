@@ -24,6 +24,7 @@
  * items (those of its previous responses included) so that previous_response_id can continue
  * the conversation.
  */
+#define _GNU_SOURCE /* memmem */
 #include "server/stream.h"
 
 #include <pthread.h>
@@ -614,7 +615,10 @@ void ts_responses_stream_error(ts_stream *st, int status, const char *code, cons
  * the shared generation path. */
 ts_reply ts_handle_responses(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
                              int sock) {
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    /* Only a body naming a previous response is read twice. */
+    static const char key[] = "\"previous_response_id\"";
+    cJSON *root =
+        memmem(body, len, key, sizeof key - 1) != NULL ? cJSON_ParseWithLength(body, len) : NULL;
     const cJSON *prev = cJSON_GetObjectItemCaseSensitive(root, "previous_response_id");
     char *items_text = NULL;
     bool found = false;
