@@ -157,6 +157,19 @@ static char *store_get(ts_resp_store *st, const char *id, bool want_items, bool 
     return copy;
 }
 
+/* An id as OpenAI spells them: "resp_...", "msg_...", "fc_...", "rs_...". */
+static void underscore(char *id, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (strncmp(id, prefix, n) == 0 && id[n] == '-') {
+        id[n] = '_';
+    }
+}
+
+static void make_id(ts_server *s, const char *prefix, char *buf, size_t size) {
+    ts_server_make_id(s, prefix, buf, size);
+    underscore(buf, prefix);
+}
+
 /* ---- the response object -------------------------------------------------------------------- */
 
 static cJSON *typed(const char *type) {
@@ -318,31 +331,31 @@ static const cJSON *state_of(const ts_api_request *r) {
 cJSON *ts_responses_answer_json(ts_server *s, ts_answer *a) {
     ts_answer_choice *c = &a->choices[0];
     char id[64], item_id[64];
-    ts_server_make_id(s, "resp", id, sizeof id);
+    make_id(s, "resp", id, sizeof id);
     cJSON *output = cJSON_CreateArray();
     uint64_t reasoning_tokens = 0;
     if (c->parsed != NULL) {
         size_t n = 0;
         const char *reasoning = ts_chat_out_reasoning(c->parsed, &n);
         if (n > 0) {
-            ts_server_make_id(s, "rs", item_id, sizeof item_id);
+            make_id(s, "rs", item_id, sizeof item_id);
             cJSON_AddItemToArray(output, reasoning_item(item_id, reasoning, n));
             reasoning_tokens = count_tokens(s, reasoning, n);
         }
         const char *text = ts_chat_out_content(c->parsed, &n);
         if (n > 0) {
-            ts_server_make_id(s, "msg", item_id, sizeof item_id);
+            make_id(s, "msg", item_id, sizeof item_id);
             cJSON_AddItemToArray(output, message_item(item_id, "completed", text, n));
         }
         const ts_chat_tool_call *calls = NULL;
         size_t n_calls = ts_chat_out_tool_calls(c->parsed, &calls);
         for (size_t i = 0; i < n_calls; i++) {
-            ts_server_make_id(s, "fc", item_id, sizeof item_id);
+            make_id(s, "fc", item_id, sizeof item_id);
             cJSON_AddItemToArray(output, call_item(item_id, "completed", calls[i].id, calls[i].name,
                                                    calls[i].arguments));
         }
     } else if (c->len > 0) {
-        ts_server_make_id(s, "msg", item_id, sizeof item_id);
+        make_id(s, "msg", item_id, sizeof item_id);
         cJSON_AddItemToArray(output, message_item(item_id, "completed", c->text, c->len));
     }
     const char *status = c->finish == TS_FINISH_LENGTH ? "incomplete" : "completed";
@@ -454,7 +467,7 @@ static void text_delta(ts_stream *st, bool reasoning, const char *text, size_t l
     int want = reasoning ? OPEN_REASONING : OPEN_MESSAGE;
     if (rs->open != want) {
         close_item(st);
-        ts_server_make_id(st->s, reasoning ? "rs" : "msg", rs->item_id, sizeof rs->item_id);
+        make_id(st->s, reasoning ? "rs" : "msg", rs->item_id, sizeof rs->item_id);
         rs->open = want;
         if (reasoning) {
             added(st, reasoning_item(rs->item_id, NULL, 0));
@@ -494,7 +507,7 @@ static void text_delta(ts_stream *st, bool reasoning, const char *text, size_t l
 static void call(ts_stream *st, const ts_chat_event *ev) {
     resp_stream *rs = st->dialect_data;
     close_item(st);
-    ts_server_make_id(st->s, "fc", rs->item_id, sizeof rs->item_id);
+    make_id(st->s, "fc", rs->item_id, sizeof rs->item_id);
     added(st, call_item(rs->item_id, "in_progress", ev->id, ev->name, ""));
     cJSON *o = item_event("response.function_call_arguments.delta", rs);
     cJSON_AddStringToObject(o, "delta", ev->arguments);
@@ -523,6 +536,7 @@ void ts_responses_stream_open(ts_stream *st) {
     }
     st->dialect_data = rs;
     st->dialect_data_free = resp_stream_free;
+    underscore(st->id, "resp");
     cJSON *o = typed("response.created");
     cJSON_AddItemToObject(o, "response", whole(st, "in_progress", NULL, NULL));
     event(st, o);
