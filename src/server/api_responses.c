@@ -18,6 +18,8 @@
  *     {type: function, name}
  *   text.format json_schema / json_object   response_format
  *   max_output_tokens                       max_tokens
+ *   reasoning.effort                        chat_template_kwargs.enable_thinking (false for
+ *                                           "none", true for any other effort)
  *
  * temperature, top_p, parallel_tool_calls, user and stream keep their names. The chat body
  * also carries "x_tessera_responses": what the answer echoes and stores (the input items,
@@ -464,6 +466,37 @@ static ts_status translate_format(const cJSON *root, cJSON *out, ts_api_error *e
     return TS_OK;
 }
 
+/* reasoning.effort as the template's enable_thinking: "none" turns it off, any other effort
+ * on; no reasoning leaves the template's default. */
+static ts_status translate_reasoning(const cJSON *root, cJSON *out, ts_api_error *err) {
+    const cJSON *reasoning = get(root, "reasoning");
+    if (reasoning == NULL) {
+        return TS_OK;
+    }
+    if (!cJSON_IsObject(reasoning)) {
+        return BAD("reasoning", "reasoning must be an object, got %s", kind_of(reasoning));
+    }
+    const cJSON *effort = get(reasoning, "effort");
+    if (effort == NULL) {
+        return TS_OK;
+    }
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+    bool known = false;
+    for (size_t k = 0; cJSON_IsString(effort) && k < sizeof efforts / sizeof *efforts; k++) {
+        known |= strcmp(effort->valuestring, efforts[k]) == 0;
+    }
+    if (!known) {
+        return BAD("reasoning.effort",
+                   "reasoning.effort must be one of none, minimal, low, medium, high, xhigh");
+    }
+    cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
+    if (kw == NULL || cJSON_AddBoolToObject(kw, "enable_thinking",
+                                            strcmp(effort->valuestring, "none") != 0) == NULL) {
+        return OOM();
+    }
+    return TS_OK;
+}
+
 /* What the answer echoes and the store keeps. */
 static ts_status state(const cJSON *root, cJSON *items, cJSON *out, ts_api_error *err) {
     cJSON *x = cJSON_CreateObject();
@@ -491,7 +524,8 @@ static ts_status state(const cJSON *root, cJSON *items, cJSON *out, ts_api_error
                           "parallel_tool_calls",
                           "user",
                           "store",
-                          "x_previous_response_id"};
+                          "x_previous_response_id",
+                          "reasoning"};
     for (size_t k = 0; k < sizeof keep / sizeof *keep; k++) {
         if (!copy_as(x, root, keep[k], keep[k])) {
             return OOM();
@@ -535,6 +569,9 @@ static ts_status translate(const cJSON *root, cJSON *out, ts_api_error *err) {
     }
     if (st == TS_OK) {
         st = translate_format(root, out, err);
+    }
+    if (st == TS_OK) {
+        st = translate_reasoning(root, out, err);
     }
     const cJSON *mot = get(root, "max_output_tokens");
     if (st == TS_OK && mot != NULL &&

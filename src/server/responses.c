@@ -244,6 +244,7 @@ static cJSON *response_json(ts_server *s, const char *id, double created, const 
     echo(o, x, "tools", "tools", cJSON_CreateArray());
     echo(o, x, "top_p", "top_p", cJSON_CreateNumber(1.0));
     echo(o, x, "metadata", "metadata", cJSON_CreateObject());
+    echo(o, x, "reasoning", "reasoning", cJSON_CreateNull());
     echo(o, x, "user", "user", cJSON_CreateNull());
     cJSON_AddStringToObject(o, "truncation", "disabled");
     cJSON_AddItemToObject(o, "usage", usage != NULL ? usage : cJSON_CreateNull());

@@ -193,6 +193,9 @@ static void test_errors(void **unused) {
     expect_bad("{\"input\":\"x\",\"max_output_tokens\":1e300}", "max_output_tokens",
                "positive integer");
     expect_bad("{\"input\":\"x\",\"store\":1}", "store", "boolean");
+    expect_bad("{\"input\":\"x\",\"reasoning\":{\"effort\":\"max\"}}", "reasoning.effort",
+               "must be one of");
+    expect_bad("{\"input\":\"x\",\"reasoning\":true}", "reasoning", "must be an object");
     expect_bad("{\"input\":\"x\",\"instructions\":[]}", "instructions", "must be a string");
     expect_bad("{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id",
                "Previous response with id 'resp_1' not found.");

@@ -193,6 +193,30 @@ def test_tool_round_trip(tool_server, tclient):
     assert ei.value.body["param"] == "input[1].call_id"
 
 
+def test_reasoning_items(tool_server, tclient):
+    """reasoning.effort opens <think> in the hermes template's generation prompt: the answer
+    starts as a reasoning item (streamed as reasoning_text deltas), its tokens counted."""
+    args = dict(model=tclient.model_id, input="Why is the sky blue?", max_output_tokens=12,
+                temperature=0, reasoning={"effort": "high"})
+    r = tclient.responses.create(**args)
+    assert r.output[0].type == "reasoning" and r.output[0].id.startswith("rs_")
+    text = r.output[0].content[0].text
+    assert text and r.output[0].content[0].type == "reasoning_text"
+    assert 0 < r.usage.output_tokens_details.reasoning_tokens <= r.usage.output_tokens
+    assert r.reasoning.effort == "high"
+    events = sse(tool_server, dict(args, stream=True))
+    names = [n for n, _ in events]
+    assert names[2] == "response.output_item.added"
+    assert events[2][1]["item"]["type"] == "reasoning"
+    deltas = "".join(d["delta"] for n, d in events if n == "response.reasoning_text.delta")
+    assert deltas == text
+    assert [d["text"] for n, d in events if n == "response.reasoning_text.done"] == [text]
+    # effort none: no <think>, no reasoning item.
+    r = tclient.responses.create(**dict(args, reasoning={"effort": "none"}))
+    assert all(o.type != "reasoning" for o in r.output)
+    assert r.usage.output_tokens_details.reasoning_tokens == 0
+
+
 def test_json_schema(rclient, model_id):
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
               "additionalProperties": False}
