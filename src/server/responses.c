@@ -200,7 +200,10 @@ static void echo(cJSON *o, const cJSON *x, const char *from, const char *to, cJS
     }
 }
 
+/* reasoning: the reasoning text's tokens as the tokenizer counts them again, which can exceed
+ * the tokens the model sampled for it (text of odd tokens retokenizes longer): capped there. */
 static cJSON *usage_json(uint64_t prompt, uint64_t cached, uint64_t output, uint64_t reasoning) {
+    reasoning = reasoning < output ? reasoning : output;
     cJSON *u = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "input_tokens", (double)prompt);
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens",
