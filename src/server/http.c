@@ -378,17 +378,25 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
             rd = &ts_endpoints[i];
         }
     }
+    bool del = false; /* a DELETE row shares the path */
+    for (int i = 0; i < ts_n_endpoints; i++) {
+        del |= strcmp(ts_endpoints[i].path, rd->path) == 0 &&
+               strcmp(ts_endpoints[i].method, "DELETE") == 0;
+    }
     ctx->ep = rd;
     ctx->route = (int)(rd - ts_endpoints);
     bool get = strcmp(rd->method, "GET") == 0;
     if (strcmp(method, "OPTIONS") == 0) {
-        return reply_options(s, c, get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+        return reply_options(s, c,
+                             get ? (del ? "GET, HEAD, DELETE, OPTIONS" : "GET, HEAD, OPTIONS")
+                                 : "POST, OPTIONS");
     }
     if (strcmp(method, rd->method) != 0 && !(get && strcmp(method, "HEAD") == 0)) {
         ts_reply r = error_reply(ctx->dialect, 405, "invalid_request_error", "method_not_allowed",
                                  "%s is not allowed here", method);
         if (r.response != NULL) {
-            MHD_add_response_header(r.response, "Allow", get ? "GET, HEAD" : rd->method);
+            MHD_add_response_header(r.response, "Allow",
+                                    get ? (del ? "GET, HEAD, DELETE" : "GET, HEAD") : rd->method);
         }
         return r;
     }

@@ -330,8 +330,10 @@ def test_error_shapes(server, model_id):
     status, got = server.json("GET", "/v1/responses/resp_unknown")
     assert status == 404 and got["error"]["message"] == \
         "Response with id 'resp_unknown' not found."
-    status, got = server.json("PUT", "/v1/responses/resp_unknown")
-    assert status == 405
+    status, headers, _ = server.request("PUT", "/v1/responses/resp_unknown")
+    assert status == 405 and headers["Allow"] == "GET, HEAD, DELETE"
+    status, headers, _ = server.request("OPTIONS", "/v1/responses/resp_unknown")
+    assert status == 204 and headers["Allow"] == "GET, HEAD, DELETE, OPTIONS"
     status, got = server.json("GET", "/v1/responses/a/b")
     assert status == 404
     status, got = server.json("GET", "/v1/responses/x", auth=False)
