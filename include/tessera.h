@@ -873,6 +873,10 @@ typedef struct ts_server_config {
     int render_timeout_ms;  /* wall-clock limit of one render (default 10000) */
     int grammar_timeout_ms; /* wall-clock limit of one grammar / schema compile (default
                                5000) */
+    /* OpenAI Responses: responses kept for GET /v1/responses/{id} and previous_response_id,
+     * the oldest dropped first beyond either bound (0 count: none kept). */
+    int responses_max;          /* stored responses (default 1000) */
+    size_t responses_max_bytes; /* bytes they hold together (default 64 MiB) */
 } ts_server_config;
 
 ts_server_config ts_server_config_default(void);

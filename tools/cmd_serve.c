@@ -56,6 +56,10 @@ static void usage(FILE *f) {
             "decimals allowed)\n"
             "      --grammar-timeout S   time limit of one grammar / JSON-schema compile "
             "(default 5)\n"
+            "      --responses-max N     OpenAI Responses kept for previous_response_id and GET "
+            "(default 1000; 0: none)\n"
+            "      --responses-max-bytes MIB  memory those responses hold together, oldest "
+            "dropped first (default 64)\n"
             "      --quiet               no per-request log lines\n\n");
     ts_cli_print_common_help(f);
 }
@@ -282,6 +286,20 @@ int ts_cmd_serve(int argc, char **argv) {
                         val);
                 goto usage_error;
             }
+        } else if (strcmp(a, "--responses-max") == 0) {
+            if (!parse_int(val, 0, 1000000, &v)) {
+                fprintf(stderr, "error: --responses-max: '%s' is out of range (0..1000000)\n", val);
+                goto usage_error;
+            }
+            sc.responses_max = (int)v;
+        } else if (strcmp(a, "--responses-max-bytes") == 0) {
+            if (!parse_int(val, 1, 1 << 20, &v)) {
+                fprintf(stderr,
+                        "error: --responses-max-bytes: '%s' is out of range (1..1048576 MiB)\n",
+                        val);
+                goto usage_error;
+            }
+            sc.responses_max_bytes = (size_t)v << 20;
         } else if (strcmp(a, "--header-timeout") == 0) {
             if (!parse_int(val, 0, 86400, &v)) {
                 fprintf(stderr, "error: --header-timeout: '%s' is out of range (0..86400 s)\n",

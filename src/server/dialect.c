@@ -59,6 +59,27 @@ const ts_dialect ts_dialect_anthropic = {
     .id_prefix = "msg",
 };
 
+static ts_status parse_responses(ts_api_kind kind, const char *body, size_t len,
+                                 const ts_api_limits *lim, ts_api_request *r, ts_api_error *e) {
+    (void)kind;
+    return ts_api_parse_responses(body, len, lim, r, e);
+}
+
+const ts_dialect ts_dialect_responses = {
+    .name = "openai-responses",
+    .parse = parse_responses,
+    .answer_json = ts_responses_answer_json,
+    .stream_open = ts_responses_stream_open,
+    .stream_event = ts_responses_stream_event,
+    .stream_end = ts_responses_stream_end,
+    .stream_error = ts_responses_stream_error,
+    .keepalive = ": keep-alive\n\n",
+    .error_json = ts_api_error_json,
+    .clamp_max_tokens = false,
+    .id_prefix = "resp",
+    .stream_keeps = "x_tessera_responses",
+};
+
 const ts_dialect *ts_dialect_of_path(const char *path) {
     static const char prefix[] = "/v1/messages";
     if (strncmp(path, prefix, sizeof prefix - 1) == 0 &&

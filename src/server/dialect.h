@@ -14,6 +14,8 @@
  *   anthropic            POST /v1/messages (+count_tokens) message           event: + data:
  *   ollama_chat          POST /api/chat                    chat response     NDJSON lines
  *   ollama_generate      POST /api/generate                generate response NDJSON lines
+ *   responses            POST /v1/responses, GET/DELETE    response          event: + data:
+ *                        /v1/responses/{id}
  *
  * Thread safety: the tables are constant; their functions share no state.
  */
@@ -81,6 +83,8 @@ typedef struct ts_dialect {
     const char *id_prefix;
     /* A stream's Content-Type; NULL: text/event-stream. */
     const char *stream_content_type;
+    /* A member of the translated request a stream keeps (ts_stream.dialect_req), or NULL. */
+    const char *stream_keeps;
 } ts_dialect;
 
 extern const ts_dialect ts_dialect_openai_completions;
@@ -88,6 +92,7 @@ extern const ts_dialect ts_dialect_openai_chat;
 extern const ts_dialect ts_dialect_anthropic;
 extern const ts_dialect ts_dialect_ollama_chat;
 extern const ts_dialect ts_dialect_ollama_generate;
+extern const ts_dialect ts_dialect_responses;
 
 /* ---- endpoints (the route table, http.c) -------------------------------------------------- */
 
@@ -99,7 +104,8 @@ typedef struct ts_reply (*ts_handler)(ts_server *s, const ts_endpoint *ep, const
                                       size_t len, int sock);
 
 struct ts_endpoint {
-    const char *path;
+    const char *path;          /* ending in '/' ("/v1/responses/"): a prefix taking one more path
+                                  segment (an id), which the handler gets as its body */
     const char *method;        /* the one allowed ("GET" also allows HEAD) */
     const char *label;         /* the metrics' endpoint label (rows may share one) */
     bool public_route;         /* no API key needed */
@@ -162,5 +168,15 @@ char *ts_api_ollama_error_json(const ts_api_error *e);
 /* What a handler needs before parsing: raw: true; load: the body asks for nothing (no prompt,
  * no messages), which Ollama's clients send to load a model. Both false for a bad body. */
 void ts_api_ollama_peek(ts_ollama_kind which, const char *body, size_t len, bool *raw, bool *load);
+/* ---- OpenAI Responses (api_responses.c: no server state, fuzzed) -------------------------- */
+
+/* A /v1/responses body as the neutral chat request (kind TS_API_CHAT): instructions, input (a
+ * string or message / function_call / function_call_output / reasoning items), tools,
+ * tool_choice, text.format, max_output_tokens, temperature, top_p, stream, store. The chat
+ * request's root keeps "x_tessera_responses" (the input items and what the answer echoes).
+ * previous_response_id must have been resolved by the caller (a body still holding one is
+ * 400: no such response). Errors carry OpenAI's error types. */
+ts_status ts_api_parse_responses(const char *body, size_t len, const ts_api_limits *lim,
+                                 ts_api_request *r, ts_api_error *e);
 
 #endif /* TS_SERVER_DIALECT_H */

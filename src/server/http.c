@@ -55,9 +55,21 @@ typedef struct conn_ctx {
     ts_reply pending;
 } conn_ctx;
 
+static bool ts_endpoint_is_prefix(const ts_endpoint *ep) {
+    size_t n = strlen(ep->path);
+    return n > 1 && ep->path[n - 1] == '/';
+}
+
 const ts_endpoint *ts_endpoint_find(const char *path) {
     for (int i = 0; i < ts_n_endpoints; i++) {
         if (strcmp(path, ts_endpoints[i].path) == 0) {
+            return &ts_endpoints[i];
+        }
+        /* A prefix row takes one more path segment (an id). */
+        size_t n = strlen(ts_endpoints[i].path);
+        if (ts_endpoint_is_prefix(&ts_endpoints[i]) &&
+            strncmp(path, ts_endpoints[i].path, n) == 0 && path[n] != '\0' &&
+            strchr(path + n, '/') == NULL) {
             return &ts_endpoints[i];
         }
     }
@@ -302,6 +314,12 @@ const ts_endpoint ts_endpoints[] = {
      ts_handle_ollama_refuse},
     {"/api/delete", "DELETE", "/api/delete", false, false, &ts_dialect_ollama_chat, TS_API_CHAT,
      ts_handle_ollama_refuse},
+    {"/v1/responses", "POST", "/v1/responses", false, true, &ts_dialect_responses, TS_API_CHAT,
+     ts_handle_responses},
+    {"/v1/responses/", "GET", "/v1/responses/{id}", false, false, &ts_dialect_responses,
+     TS_API_CHAT, ts_handle_response_get},
+    {"/v1/responses/", "DELETE", "/v1/responses/{id}", false, false, &ts_dialect_responses,
+     TS_API_CHAT, ts_handle_response_delete},
 };
 const int ts_n_endpoints = (int)(sizeof ts_endpoints / sizeof *ts_endpoints);
 
@@ -312,6 +330,10 @@ static ts_reply dispatch(ts_server *s, struct MHD_Connection *c, conn_ctx *ctx) 
     if (ctx->ep == NULL) {
         return error_reply(ctx->dialect, 404, "invalid_request_error", "not_found", "no route %s",
                            ctx->path);
+    }
+    if (ts_endpoint_is_prefix(ctx->ep)) {
+        const char *rest = ctx->path + strlen(ctx->ep->path);
+        return ctx->ep->handle(s, ctx->ep, rest, strlen(rest), client_socket(c));
     }
     return ctx->ep->handle(s, ctx->ep, ctx->body, ctx->len, client_socket(c));
 }
@@ -376,17 +398,32 @@ static ts_reply check_headers(ts_server *s, struct MHD_Connection *c, conn_ctx *
                            "/v1/messages)",
                            ctx->path);
     }
+    /* Rows may share a path with another method (GET and DELETE /v1/responses/{id}). */
+    for (int i = 0; i < ts_n_endpoints && strcmp(method, rd->method) != 0; i++) {
+        if (strcmp(ts_endpoints[i].path, rd->path) == 0 &&
+            strcmp(ts_endpoints[i].method, method) == 0) {
+            rd = &ts_endpoints[i];
+        }
+    }
+    bool del = false; /* a DELETE row shares the path */
+    for (int i = 0; i < ts_n_endpoints; i++) {
+        del |= strcmp(ts_endpoints[i].path, rd->path) == 0 &&
+               strcmp(ts_endpoints[i].method, "DELETE") == 0;
+    }
     ctx->ep = rd;
     ctx->route = (int)(rd - ts_endpoints);
     bool get = strcmp(rd->method, "GET") == 0;
     if (strcmp(method, "OPTIONS") == 0) {
-        return reply_options(s, c, get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+        return reply_options(s, c,
+                             get ? (del ? "GET, HEAD, DELETE, OPTIONS" : "GET, HEAD, OPTIONS")
+                                 : "POST, OPTIONS");
     }
     if (strcmp(method, rd->method) != 0 && !(get && strcmp(method, "HEAD") == 0)) {
         ts_reply r = error_reply(ctx->dialect, 405, "invalid_request_error", "method_not_allowed",
                                  "%s is not allowed here", method);
         if (r.response != NULL) {
-            MHD_add_response_header(r.response, "Allow", get ? "GET, HEAD" : rd->method);
+            MHD_add_response_header(r.response, "Allow",
+                                    get ? (del ? "GET, HEAD, DELETE" : "GET, HEAD") : rd->method);
         }
         return r;
     }

@@ -26,6 +26,8 @@ ts_server_config ts_server_config_default(void) {
         .render_memory = (size_t)512 << 20,
         .render_timeout_ms = 10000,
         .grammar_timeout_ms = 5000,
+        .responses_max = 1000,
+        .responses_max_bytes = (size_t)64 << 20,
     };
     return c;
 }
@@ -110,6 +112,8 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     atomic_init(&s->engine_stop, false);
     s->listen_fd_after_quiesce = -1;
     pthread_mutex_init(&s->mu, NULL);
+    s->responses = ts_resp_store_create(cfg->responses_max > 0 ? (size_t)cfg->responses_max : 0,
+                                        cfg->responses_max_bytes);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->embed_cv, NULL);
     pthread_cond_init(&s->render_cv, NULL);
@@ -276,6 +280,7 @@ void ts_server_destroy(ts_server *s) {
         ts_server_shutdown(s, 0);
     }
     ts_metrics_destroy(&s->metrics);
+    ts_resp_store_destroy(s->responses);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->embed_cv);
     pthread_cond_destroy(&s->render_cv);

@@ -49,6 +49,7 @@
 
 typedef struct ts_job ts_job;
 typedef struct ts_embed_job ts_embed_job;
+typedef struct ts_resp_store ts_resp_store;
 typedef struct ts_conns ts_conns;
 typedef struct ts_req_cancel ts_req_cancel;
 
@@ -108,6 +109,8 @@ struct ts_server {
     int64_t embed_max_tokens; /* longest input: n_ctx, and for an encoder one step */
     pthread_cond_t embed_cv;  /* signalled when an embedding job is done */
     ts_embed_job *embed_head, *embed_tail;
+
+    ts_resp_store *responses; /* stored OpenAI Responses (responses.c); NULL: none kept */
 };
 
 /* One /v1/embeddings request's computation, handed to the engine thread. */
@@ -243,6 +246,16 @@ ts_reply ts_handle_tokenize(ts_server *s, const ts_endpoint *ep, const char *bod
 ts_reply ts_handle_count_tokens(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
                                 int sock);
 /* POST /v1/embeddings (embed.c). Blocks until the engine thread has computed the vectors. */
+/* OpenAI Responses (responses.c): the store, POST /v1/responses, GET and DELETE
+ * /v1/responses/{id} (id: the path's rest). */
+ts_resp_store *ts_resp_store_create(size_t max_count, size_t max_bytes);
+void ts_resp_store_destroy(ts_resp_store *st);
+ts_reply ts_handle_responses(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
+                             int sock);
+ts_reply ts_handle_response_get(ts_server *s, const ts_endpoint *ep, const char *id, size_t len,
+                                int sock);
+ts_reply ts_handle_response_delete(ts_server *s, const ts_endpoint *ep, const char *id, size_t len,
+                                   int sock);
 ts_reply ts_handle_embeddings(ts_server *s, const ts_endpoint *ep, const char *body, size_t len,
                               int sock);
 /* The vectors of r's inputs (r: an embeddings request), [n_inputs][n_embd] into *vectors
@@ -262,6 +275,7 @@ ts_reply ts_handle_ollama_refuse(ts_server *s, const ts_endpoint *ep, const char
 /* The answers of the OpenAI rows (handlers.c) and the Anthropic row (anthropic.c). */
 cJSON *ts_openai_answer_json(ts_server *s, ts_answer *a);
 cJSON *ts_anthropic_answer_json(ts_server *s, ts_answer *a);
+cJSON *ts_responses_answer_json(ts_server *s, ts_answer *a);
 
 /* Engine thread (embed.c): runs the queued embedding jobs. A job that finds the KV cache full
  * while requests run stays queued for after the next step. With stop, fails every queued job

@@ -303,6 +303,10 @@ static void stream_free(void *cls) {
     for (int32_t i = 0; i < st->n_stops; i++) {
         free(st->stops[i]);
     }
+    if (st->dialect_data_free != NULL) {
+        st->dialect_data_free(st->dialect_data);
+    }
+    cJSON_Delete(st->dialect_req);
     free(st->buf);
     free(st);
 }
@@ -350,6 +354,13 @@ ts_reply ts_stream_start(ts_server *s, ts_job *j, const ts_dialect *d, const ts_
         st->stops[i] = strdup(r->stop[i]);
         oom = st->stops[i] == NULL;
         st->n_stops = i + 1;
+    }
+    if (!oom && d->stream_keeps != NULL) {
+        const cJSON *keep = cJSON_GetObjectItemCaseSensitive(r->root, d->stream_keeps);
+        st->dialect_req = cJSON_CreateObject();
+        oom = st->dialect_req == NULL ||
+              (keep != NULL && !cJSON_AddItemToObject(st->dialect_req, d->stream_keeps,
+                                                      cJSON_Duplicate(keep, true)));
     }
     if (oom) {
         if (st != NULL) {

@@ -42,6 +42,12 @@ struct ts_stream {
     char *stops[TS_ENGINE_MAX_STOP];
     int32_t n_stops;
     double t_first; /* ts_server_now() of the first token (0: none yet) */
+
+    /* The dialect's own: a copy of its request's stream_keeps member (NULL when none) and its
+     * state between frames (freed with dialect_data_free). */
+    cJSON *dialect_req;
+    void *dialect_data;
+    void (*dialect_data_free)(void *);
 };
 
 /* Appends bytes; false when out of memory. */
@@ -71,5 +77,10 @@ void ts_ollama_stream_open(ts_stream *st);
 void ts_ollama_stream_event(ts_stream *st, const ts_job_event *ev);
 void ts_ollama_stream_end(ts_stream *st);
 void ts_ollama_stream_error(ts_stream *st, int status, const char *code, const char *message);
+/* The OpenAI Responses row's frames (responses.c). */
+void ts_responses_stream_open(ts_stream *st);
+void ts_responses_stream_event(ts_stream *st, const ts_job_event *ev);
+void ts_responses_stream_end(ts_stream *st);
+void ts_responses_stream_error(ts_stream *st, int status, const char *code, const char *message);
 
 #endif /* TS_SERVER_STREAM_H */

@@ -1,7 +1,7 @@
 /*
  * fuzz_api.c — libFuzzer entry for the server's request-body parsers (src/server/api_parse.c,
  * api_anthropic.c): what every HTTP client can send to /v1/completions, /v1/chat/completions,
- * /tokenize, /detokenize and /v1/messages (+count_tokens).
+ * /tokenize, /detokenize, /v1/messages (+count_tokens) and /v1/responses.
  *
  * The first input byte picks the endpoint, the limits (vocabulary size, context, n) and the
  * chat template's capabilities (which rewrites apply); the rest is the body, not NUL-terminated
@@ -147,6 +147,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "message"))));
             cJSON_Delete(root);
             free(json);
+        }
+        /* The same bytes as an OpenAI Responses body (/v1/responses). */
+        memset(&err, 0, sizeof err);
+        if (ts_api_parse_responses(body, len, &lim, &req, &err) == TS_OK) {
+            check_request(&req, TS_API_CHAT, &lim);
+            CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(req.root, "x_tessera_responses"), "input")));
+            ts_api_request_free(&req);
+        } else {
+            check_error(&err);
         }
     }
     if (kind == TS_API_CHAT || kind == TS_API_COMPLETIONS) {
