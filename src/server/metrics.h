@@ -19,7 +19,7 @@
 
 /* Requests are counted by route: an index into the labels given to ts_metrics_init (the
  * server's route table, http.c); any other index counts as "other" (unknown paths, 404). */
-#define TS_METRICS_MAX_ROUTES 32
+#define TS_METRICS_MAX_ROUTES 64
 
 /* Statuses counted one by one; any other lands in "other". 499: the client went away. */
 #define TS_METRICS_N_STATUS 11
