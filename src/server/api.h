@@ -199,6 +199,16 @@ int ts_api_json_depth(const char *s, size_t len, int max);
  * there is none. cJSON is lenient about both, the chat template's JSON reader is not. */
 size_t ts_api_json_control_check(const char *s, size_t len);
 
+/* "null", "a string", "a number", "a boolean", "an array" or "an object" (messages naming what
+ * a field holds). NULL is "null". */
+const char *ts_api_json_kind(const cJSON *v);
+
+/* A request body as a JSON object, after the checks every dialect's body gets: valid UTF-8, no
+ * raw control bytes, nesting at most TS_API_MAX_DEPTH, one JSON value (a lone UTF-16 surrogate
+ * named), nothing after it but whitespace, an object. NULL with a 400 in *err otherwise (a 500
+ * when out of memory); the caller deletes the object. */
+cJSON *ts_api_parse_body(const char *body, size_t len, ts_api_error *err);
+
 /* Compares a presented secret with the expected one in time that depends only on the
  * presented length, never on where they differ. */
 bool ts_api_key_equal(const char *given, size_t given_len, const char *expected,

@@ -39,25 +39,6 @@
 /* Tool uses one assistant turn may hold (each must be answered by id in the next turn). */
 #define MAX_CALLS 128
 
-static const char *kind_of(const cJSON *v) {
-    if (v == NULL || cJSON_IsNull(v)) {
-        return "null";
-    }
-    if (cJSON_IsString(v)) {
-        return "a string";
-    }
-    if (cJSON_IsNumber(v)) {
-        return "a number";
-    }
-    if (cJSON_IsBool(v)) {
-        return "a boolean";
-    }
-    if (cJSON_IsArray(v)) {
-        return "an array";
-    }
-    return "an object";
-}
-
 /* The field, or NULL when absent or null. */
 static const cJSON *get(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
@@ -112,7 +93,7 @@ static ts_status text_blocks(const cJSON *v, const char *what, strbuf *t, ts_api
     }
     if (!cJSON_IsArray(v)) {
         return BAD(what, "%s must be a string or an array of text blocks, got %s", what,
-                   kind_of(v));
+                   ts_api_json_kind(v));
     }
     int k = 0;
     const cJSON *b;
@@ -129,7 +110,7 @@ static ts_status text_blocks(const cJSON *v, const char *what, strbuf *t, ts_api
                        what, k, type->valuestring);
         }
         if (!cJSON_IsString(tx)) {
-            return BAD(what, "%s[%d].text must be a string, got %s", what, k, kind_of(tx));
+            return BAD(what, "%s[%d].text must be a string, got %s", what, k, ts_api_json_kind(tx));
         }
         if (k > 0) {
             text_add(t, "\n", 1);
@@ -170,7 +151,7 @@ static ts_status user_turn(const cJSON *content, int i, const calls *prev, cJSON
         text_add(&t, content->valuestring, strlen(content->valuestring));
     } else if (!cJSON_IsArray(content)) {
         return BAD(what, "%s must be a string or an array of content blocks, got %s", what,
-                   kind_of(content));
+                   ts_api_json_kind(content));
     }
     bool answered[MAX_CALLS] = {0};
     int k = -1, n_results = 0;
@@ -182,14 +163,14 @@ static ts_status user_turn(const cJSON *content, int i, const calls *prev, cJSON
         const cJSON *type = get(b, "type");
         if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
             st = BAD(name, "%s must be a content block object with a \"type\", got %s", name,
-                     kind_of(b));
+                     ts_api_json_kind(b));
             break;
         }
         const char *ty = type->valuestring;
         if (strcmp(ty, "text") == 0) {
             const cJSON *tx = get(b, "text");
             if (!cJSON_IsString(tx)) {
-                st = BAD(name, "%s.text must be a string, got %s", name, kind_of(tx));
+                st = BAD(name, "%s.text must be a string, got %s", name, ts_api_json_kind(tx));
                 break;
             }
             if (t.len > 0) {
@@ -199,7 +180,8 @@ static ts_status user_turn(const cJSON *content, int i, const calls *prev, cJSON
         } else if (strcmp(ty, "tool_result") == 0) {
             const cJSON *id = get(b, "tool_use_id");
             if (!cJSON_IsString(id)) {
-                st = BAD(name, "%s.tool_use_id must be a string, got %s", name, kind_of(id));
+                st = BAD(name, "%s.tool_use_id must be a string, got %s", name,
+                         ts_api_json_kind(id));
                 break;
             }
             int at = -1;
@@ -222,7 +204,8 @@ static ts_status user_turn(const cJSON *content, int i, const calls *prev, cJSON
             n_results++;
             const cJSON *is_error = get(b, "is_error");
             if (is_error != NULL && !cJSON_IsBool(is_error)) {
-                st = BAD(name, "%s.is_error must be a boolean, got %s", name, kind_of(is_error));
+                st = BAD(name, "%s.is_error must be a boolean, got %s", name,
+                         ts_api_json_kind(is_error));
                 break;
             }
             char cname[96];
@@ -291,7 +274,7 @@ static ts_status assistant_turn(const cJSON *content, int i, cJSON *msgs, calls 
         text_add(&t, content->valuestring, strlen(content->valuestring));
     } else if (st == TS_OK && !cJSON_IsArray(content)) {
         st = BAD(what, "%s must be a string or an array of content blocks, got %s", what,
-                 kind_of(content));
+                 ts_api_json_kind(content));
     }
     int k = -1;
     const cJSON *b;
@@ -302,21 +285,21 @@ static ts_status assistant_turn(const cJSON *content, int i, cJSON *msgs, calls 
         const cJSON *type = get(b, "type");
         if (!cJSON_IsObject(b) || !cJSON_IsString(type)) {
             st = BAD(name, "%s must be a content block object with a \"type\", got %s", name,
-                     kind_of(b));
+                     ts_api_json_kind(b));
             break;
         }
         const char *ty = type->valuestring;
         if (strcmp(ty, "text") == 0) {
             const cJSON *tx = get(b, "text");
             if (!cJSON_IsString(tx)) {
-                st = BAD(name, "%s.text must be a string, got %s", name, kind_of(tx));
+                st = BAD(name, "%s.text must be a string, got %s", name, ts_api_json_kind(tx));
                 break;
             }
             text_add(&t, tx->valuestring, strlen(tx->valuestring));
         } else if (strcmp(ty, "thinking") == 0) {
             const cJSON *tx = get(b, "thinking");
             if (!cJSON_IsString(tx)) {
-                st = BAD(name, "%s.thinking must be a string, got %s", name, kind_of(tx));
+                st = BAD(name, "%s.thinking must be a string, got %s", name, ts_api_json_kind(tx));
                 break;
             }
             text_add(&think, tx->valuestring, strlen(tx->valuestring));
@@ -325,15 +308,17 @@ static ts_status assistant_turn(const cJSON *content, int i, cJSON *msgs, calls 
         } else if (strcmp(ty, "tool_use") == 0) {
             const cJSON *id = get(b, "id"), *nm = get(b, "name"), *input = get(b, "input");
             if (!cJSON_IsString(id) || id->valuestring[0] == '\0') {
-                st = BAD(name, "%s.id must be a non-empty string, got %s", name, kind_of(id));
+                st = BAD(name, "%s.id must be a non-empty string, got %s", name,
+                         ts_api_json_kind(id));
                 break;
             }
             if (!cJSON_IsString(nm) || nm->valuestring[0] == '\0') {
-                st = BAD(name, "%s.name must be a non-empty string, got %s", name, kind_of(nm));
+                st = BAD(name, "%s.name must be a non-empty string, got %s", name,
+                         ts_api_json_kind(nm));
                 break;
             }
             if (!cJSON_IsObject(input)) {
-                st = BAD(name, "%s.input must be an object, got %s", name, kind_of(input));
+                st = BAD(name, "%s.input must be an object, got %s", name, ts_api_json_kind(input));
                 break;
             }
             if (out->n == MAX_CALLS) {
@@ -423,7 +408,7 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
         return BAD("messages", "messages: field required");
     }
     if (!cJSON_IsArray(m)) {
-        return BAD("messages", "messages must be an array, got %s", kind_of(m));
+        return BAD("messages", "messages must be an array, got %s", ts_api_json_kind(m));
     }
     int count = cJSON_GetArraySize(m);
     if (count == 0 || count > TS_API_MAX_MESSAGES) {
@@ -443,9 +428,9 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
         const cJSON *role = get(msg, "role");
         const cJSON *content = get(msg, "content");
         if (!cJSON_IsObject(msg)) {
-            st = BAD(name, "%s must be an object, got %s", name, kind_of(msg));
+            st = BAD(name, "%s must be an object, got %s", name, ts_api_json_kind(msg));
         } else if (!cJSON_IsString(role)) {
-            st = BAD(name, "%s.role must be a string, got %s", name, kind_of(role));
+            st = BAD(name, "%s.role must be a string, got %s", name, ts_api_json_kind(role));
         } else if (content == NULL) {
             st = BAD(name, "%s.content: field required", name);
         } else if (strcmp(role->valuestring, "user") == 0) {
@@ -471,7 +456,7 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
 static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *err) {
     const cJSON *tools = get(root, "tools");
     if (tools != NULL && !cJSON_IsArray(tools)) {
-        return BAD("tools", "tools must be an array, got %s", kind_of(tools));
+        return BAD("tools", "tools must be an array, got %s", ts_api_json_kind(tools));
     }
     int n_tools = tools != NULL ? cJSON_GetArraySize(tools) : 0;
     if (n_tools > 0) {
@@ -482,7 +467,7 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
             char name[48];
             snprintf(name, sizeof name, "tools[%d]", k++);
             if (!cJSON_IsObject(t)) {
-                return BAD(name, "%s must be an object, got %s", name, kind_of(t));
+                return BAD(name, "%s must be an object, got %s", name, ts_api_json_kind(t));
             }
             const cJSON *type = get(t, "type");
             if (type != NULL && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom"))) {
@@ -490,19 +475,21 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
                            "%s has type '%.64s': server tools (web search, code execution, "
                            "...) are not run by this server; give custom tools (name, "
                            "description, input_schema)",
-                           name, cJSON_IsString(type) ? type->valuestring : kind_of(type));
+                           name, cJSON_IsString(type) ? type->valuestring : ts_api_json_kind(type));
             }
             const cJSON *nm = get(t, "name"), *desc = get(t, "description");
             const cJSON *schema = get(t, "input_schema");
             if (!cJSON_IsString(nm) || nm->valuestring[0] == '\0') {
-                return BAD(name, "%s.name must be a non-empty string, got %s", name, kind_of(nm));
+                return BAD(name, "%s.name must be a non-empty string, got %s", name,
+                           ts_api_json_kind(nm));
             }
             if (desc != NULL && !cJSON_IsString(desc)) {
-                return BAD(name, "%s.description must be a string, got %s", name, kind_of(desc));
+                return BAD(name, "%s.description must be a string, got %s", name,
+                           ts_api_json_kind(desc));
             }
             if (!cJSON_IsObject(schema)) {
                 return BAD(name, "%s.input_schema must be a JSON Schema object, got %s", name,
-                           kind_of(schema));
+                           ts_api_json_kind(schema));
             }
             cJSON *f = cJSON_CreateObject();
             cJSON *fn = f != NULL ? cJSON_AddObjectToObject(f, "function") : NULL;
@@ -527,13 +514,13 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
         return BAD("tool_choice",
                    "tool_choice must be an object {\"type\": \"auto\" | \"any\" | \"tool\" | "
                    "\"none\"}, got %s",
-                   kind_of(c));
+                   ts_api_json_kind(c));
     }
     const char *ty = type->valuestring;
     const cJSON *dp = get(c, "disable_parallel_tool_use");
     if (dp != NULL && !cJSON_IsBool(dp)) {
         return BAD("tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean, got %s",
-                   kind_of(dp));
+                   ts_api_json_kind(dp));
     }
     if (cJSON_IsTrue(dp) && cJSON_AddFalseToObject(out, "parallel_tool_calls") == NULL) {
         return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -549,7 +536,8 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
     } else if (strcmp(ty, "tool") == 0) {
         const cJSON *nm = get(c, "name");
         if (!cJSON_IsString(nm)) {
-            return BAD("tool_choice", "tool_choice.name must be a string, got %s", kind_of(nm));
+            return BAD("tool_choice", "tool_choice.name must be a string, got %s",
+                       ts_api_json_kind(nm));
         }
         bool found = false;
         const cJSON *t;
@@ -586,7 +574,8 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
         if (!cJSON_IsNumber(mt) || !(mt->valuedouble >= 1 && mt->valuedouble <= 9.0e15) ||
             floor(mt->valuedouble) != mt->valuedouble) {
             return BAD("max_tokens", "max_tokens must be an integer >= 1, got %s",
-                       cJSON_IsNumber(mt) ? "a smaller or fractional number" : kind_of(mt));
+                       cJSON_IsNumber(mt) ? "a smaller or fractional number"
+                                          : ts_api_json_kind(mt));
         }
         /* A cap: more than the context holds is cut to it (and later to the prompt's room). */
         double v = mt->valuedouble;
@@ -601,7 +590,7 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
     if (stops != NULL) {
         if (!cJSON_IsArray(stops)) {
             return BAD("stop_sequences", "stop_sequences must be an array of strings, got %s",
-                       kind_of(stops));
+                       ts_api_json_kind(stops));
         }
         int n = cJSON_GetArraySize(stops);
         if (n > TS_ENGINE_MAX_STOP) {
@@ -615,7 +604,8 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
             if (!cJSON_IsString(s) || len == 0 || len > TS_API_MAX_STOP_LEN) {
                 return BAD("stop_sequences",
                            "stop_sequences[%d] must be a string of 1 to %d bytes, got %s", k,
-                           TS_API_MAX_STOP_LEN, cJSON_IsString(s) ? "another length" : kind_of(s));
+                           TS_API_MAX_STOP_LEN,
+                           cJSON_IsString(s) ? "another length" : ts_api_json_kind(s));
             }
             k++;
         }
@@ -629,11 +619,11 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
     }
     const cJSON *meta = get(root, "metadata");
     if (meta != NULL && !cJSON_IsObject(meta)) {
-        return BAD("metadata", "metadata must be an object, got %s", kind_of(meta));
+        return BAD("metadata", "metadata must be an object, got %s", ts_api_json_kind(meta));
     }
     const cJSON *user = get(meta, "user_id");
     if (user != NULL && !cJSON_IsString(user)) {
-        return BAD("metadata", "metadata.user_id must be a string, got %s", kind_of(user));
+        return BAD("metadata", "metadata.user_id must be a string, got %s", ts_api_json_kind(user));
     }
     if (user != NULL && cJSON_AddStringToObject(out, "user", user->valuestring) == NULL) {
         return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -663,7 +653,8 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
     const cJSON *oc = get(root, "output_config");
     const cJSON *fmt = get(oc, "format");
     if (oc != NULL && !cJSON_IsObject(oc)) {
-        return BAD("output_config", "output_config must be an object, got %s", kind_of(oc));
+        return BAD("output_config", "output_config must be an object, got %s",
+                   ts_api_json_kind(oc));
     }
     if (fmt != NULL) {
         const cJSON *type = get(fmt, "type"), *schema = get(fmt, "schema");
@@ -700,36 +691,14 @@ ts_status ts_api_parse_anthropic(const char *body, size_t len, const ts_api_limi
                                  bool count_only, ts_api_request *r, ts_api_error *err) {
     memset(r, 0, sizeof *r);
     /* The checks ts_api_parse makes of any body, on the body as the client sent it. */
-    size_t bad = ts_api_utf8_check(body, len);
-    if (bad < len) {
-        return BAD(NULL, "the body is not valid UTF-8 (byte offset %zu)", bad);
-    }
-    bad = ts_api_json_control_check(body, len);
-    if (bad < len) {
-        return BAD(NULL, "the body is not valid JSON: control byte at byte offset %zu", bad);
-    }
-    if (ts_api_json_depth(body, len, TS_API_MAX_DEPTH) > TS_API_MAX_DEPTH) {
-        return BAD(NULL, "the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    cJSON *root = ts_api_parse_body(body, len, err);
     if (root == NULL) {
-        size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
-        return BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
-    }
-    size_t used = (size_t)(end - body);
-    while (used < len &&
-           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
-        used++;
+        return TS_ERR_INVALID_ARG;
     }
     cJSON *out = cJSON_CreateObject();
     ts_status st = TS_OK;
     if (out == NULL) {
         st = ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-    } else if (used < len) {
-        st = BAD(NULL, "the body has data after the JSON value (byte %zu of %zu)", used, len);
-    } else if (!cJSON_IsObject(root)) {
-        st = BAD(NULL, "the body must be a JSON object, got %s", kind_of(root));
     }
     if (st == TS_OK) {
         st = translate_generation(root, lim, count_only, out, err);

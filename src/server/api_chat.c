@@ -429,16 +429,6 @@ void ts_api_polyfill_names(unsigned bits, char *buf, size_t size) {
 
 /* ---- validation ----------------------------------------------------------------------------- */
 
-static const char *kind_of(const cJSON *v) {
-    return cJSON_IsString(v)   ? "a string"
-           : cJSON_IsNumber(v) ? "a number"
-           : cJSON_IsBool(v)   ? "a boolean"
-           : cJSON_IsArray(v)  ? "an array"
-           : cJSON_IsObject(v) ? "an object"
-           : cJSON_IsNull(v)   ? "null"
-                               : "an invalid value";
-}
-
 static const cJSON *get(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
     return v == NULL || cJSON_IsNull(v) ? NULL : v;
@@ -446,7 +436,7 @@ static const cJSON *get(const cJSON *obj, const char *name) {
 
 static ts_status check_tools(const cJSON *tools, ts_api_error *err) {
     if (!cJSON_IsArray(tools)) {
-        return BAD("tools", "tools must be an array, got %s", kind_of(tools));
+        return BAD("tools", "tools must be an array, got %s", ts_api_json_kind(tools));
     }
     int count = cJSON_GetArraySize(tools);
     if (count > MAX_TOOLS) {
@@ -459,13 +449,13 @@ static ts_status check_tools(const cJSON *tools, ts_api_error *err) {
         const cJSON *type = get(t, "type");
         const cJSON *fn = get(t, "function");
         if (!cJSON_IsObject(t)) {
-            return BAD(name, "%s must be an object, got %s", name, kind_of(t));
+            return BAD(name, "%s must be an object, got %s", name, ts_api_json_kind(t));
         }
         if (type != NULL && (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))) {
             return BAD(name, "%s.type must be \"function\"", name);
         }
         if (!cJSON_IsObject(fn)) {
-            return BAD(name, "%s.function must be an object, got %s", name, kind_of(fn));
+            return BAD(name, "%s.function must be an object, got %s", name, ts_api_json_kind(fn));
         }
         const cJSON *fname = get(fn, "name");
         if (!cJSON_IsString(fname) || fname->valuestring[0] == '\0') {
@@ -475,12 +465,13 @@ static ts_status check_tools(const cJSON *tools, ts_api_error *err) {
         const cJSON *desc = get(fn, "description");
         if (desc != NULL && !cJSON_IsString(desc)) {
             snprintf(name, sizeof name, "tools[%d].function.description", i);
-            return BAD(name, "%s must be a string, got %s", name, kind_of(desc));
+            return BAD(name, "%s must be a string, got %s", name, ts_api_json_kind(desc));
         }
         const cJSON *params = get(fn, "parameters");
         if (params != NULL && !cJSON_IsObject(params)) {
             snprintf(name, sizeof name, "tools[%d].function.parameters", i);
-            return BAD(name, "%s must be a JSON Schema object, got %s", name, kind_of(params));
+            return BAD(name, "%s must be a JSON Schema object, got %s", name,
+                       ts_api_json_kind(params));
         }
     }
     return TS_OK;
@@ -532,7 +523,8 @@ static ts_status parse_tool_choice(const cJSON *root, const cJSON *tools, ts_api
         r->tool_choice = TS_API_TOOL_NAMED;
         r->tool_choice_name = name->valuestring;
     } else {
-        return BAD("tool_choice", "tool_choice must be a string or an object, got %s", kind_of(c));
+        return BAD("tool_choice", "tool_choice must be a string or an object, got %s",
+                   ts_api_json_kind(c));
     }
     if (r->tool_choice == TS_API_TOOL_REQUIRED && n_tools == 0) {
         return BAD("tool_choice", "tool_choice \"required\" needs tools");
@@ -551,7 +543,7 @@ static ts_status check_message_extras(const cJSON *msg, int i, const char *role,
             return BAD(name, "%s is only allowed in assistant messages", name);
         }
         if (!cJSON_IsArray(calls)) {
-            return BAD(name, "%s must be an array, got %s", name, kind_of(calls));
+            return BAD(name, "%s must be an array, got %s", name, ts_api_json_kind(calls));
         }
         int k = 0;
         const cJSON *call;
@@ -584,7 +576,7 @@ static ts_status check_message_extras(const cJSON *msg, int i, const char *role,
         const cJSON *v = get(msg, k_strings[s]);
         if (v != NULL && !cJSON_IsString(v)) {
             snprintf(name, sizeof name, "messages[%d].%s", i, k_strings[s]);
-            return BAD(name, "%s must be a string, got %s", name, kind_of(v));
+            return BAD(name, "%s must be a string, got %s", name, ts_api_json_kind(v));
         }
     }
     return TS_OK;
@@ -711,17 +703,17 @@ ts_status ts_api_parse_chat(const cJSON *root, const char *body, size_t len,
     const cJSON *ptc = get(root, "parallel_tool_calls");
     if (ptc != NULL && !cJSON_IsBool(ptc)) {
         return BAD("parallel_tool_calls", "parallel_tool_calls must be a boolean, got %s",
-                   kind_of(ptc));
+                   ts_api_json_kind(ptc));
     }
     r->parallel_tool_calls = ptc == NULL || cJSON_IsTrue(ptc);
     if (kwargs != NULL && !cJSON_IsObject(kwargs)) {
         return BAD("chat_template_kwargs", "chat_template_kwargs must be an object, got %s",
-                   kind_of(kwargs));
+                   ts_api_json_kind(kwargs));
     }
     const cJSON *agp = get(root, "add_generation_prompt");
     if (agp != NULL && !cJSON_IsBool(agp)) {
         return BAD("add_generation_prompt", "add_generation_prompt must be a boolean, got %s",
-                   kind_of(agp));
+                   ts_api_json_kind(agp));
     }
     if (agp != NULL) {
         r->add_generation_prompt = cJSON_IsTrue(agp);

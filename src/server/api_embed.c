@@ -17,15 +17,6 @@
 #define BAD(param, ...)                                                                            \
     ts_api_error_set(err, 400, "invalid_request_error", param, NULL, __VA_ARGS__)
 
-static const char *kind_of(const cJSON *v) {
-    return cJSON_IsString(v)   ? "a string"
-           : cJSON_IsNumber(v) ? "a number"
-           : cJSON_IsArray(v)  ? "an array"
-           : cJSON_IsObject(v) ? "an object"
-           : cJSON_IsBool(v)   ? "a boolean"
-                               : "null";
-}
-
 static bool is_id(const cJSON *v, int32_t n_vocab) {
     return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < n_vocab &&
            v->valuedouble == (double)(int32_t)v->valuedouble;
@@ -50,7 +41,7 @@ static ts_status take_ids(const cJSON *a, const char *where, int32_t n_vocab, ts
         }
         if (!is_id(v, n_vocab)) {
             return BAD("input", "%s[%d] must be a token id (an integer in [0, %d)), got %s", where,
-                       k, n_vocab, kind_of(v));
+                       k, n_vocab, ts_api_json_kind(v));
         }
         p->ids[k] = (int32_t)v->valuedouble;
     }
@@ -66,7 +57,7 @@ static ts_status parse_input(const cJSON *in, const ts_api_limits *lim, ts_api_r
     const char *shape = "input must be a string, an array of strings, an array of token ids or "
                         "an array of arrays of token ids, got %s";
     if (!cJSON_IsString(in) && !cJSON_IsArray(in)) {
-        return BAD("input", shape, kind_of(in));
+        return BAD("input", shape, ts_api_json_kind(in));
     }
     int n = cJSON_IsString(in) ? 1 : cJSON_GetArraySize(in);
     if (n == 0) {
@@ -108,7 +99,7 @@ static ts_status parse_input(const cJSON *in, const ts_api_limits *lim, ts_api_r
             }
         } else {
             return BAD("input", "%s must be a string or an array of token ids, got %s", where,
-                       kind_of(v));
+                       ts_api_json_kind(v));
         }
     }
     return TS_OK;
@@ -139,7 +130,7 @@ ts_status ts_api_parse_embeddings(const cJSON *root, const ts_api_limits *lim, t
     }
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "user");
     if (u != NULL && !cJSON_IsNull(u) && !cJSON_IsString(u)) {
-        return BAD("user", "user must be a string, got %s", kind_of(u));
+        return BAD("user", "user must be a string, got %s", ts_api_json_kind(u));
     }
     return TS_OK;
 }

@@ -39,17 +39,6 @@
     ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
 #define OOM() ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory")
 
-static const char *kind_of(const cJSON *v) {
-    if (v == NULL || cJSON_IsNull(v)) {
-        return "null";
-    }
-    return cJSON_IsString(v)   ? "a string"
-           : cJSON_IsNumber(v) ? "a number"
-           : cJSON_IsBool(v)   ? "a boolean"
-           : cJSON_IsArray(v)  ? "an array"
-                               : "an object";
-}
-
 /* The field, or NULL when absent or null. */
 static const cJSON *get(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
@@ -74,7 +63,7 @@ static ts_status refuse_string(const cJSON *root, const char *name, const char *
         return TS_OK;
     }
     if (!cJSON_IsString(v)) {
-        return BAD(name, "%s must be a string, got %s", name, kind_of(v));
+        return BAD(name, "%s must be a string, got %s", name, ts_api_json_kind(v));
     }
     return BAD(name, "%s is not supported: %s", name, why);
 }
@@ -83,7 +72,7 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
                                    cJSON *out, ts_api_error *err) {
     const cJSON *o = get(root, "options");
     if (o != NULL && !cJSON_IsObject(o)) {
-        return BAD("options", "options must be an object, got %s", kind_of(o));
+        return BAD("options", "options must be an object, got %s", ts_api_json_kind(o));
     }
     static const char *const k_num[][2] = {
         {"temperature", "temperature"},
@@ -104,7 +93,7 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
         }
         snprintf(field, sizeof field, "options.%s", k_num[i][0]);
         if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
-            return BAD(field, "%s must be a number, got %s", field, kind_of(v));
+            return BAD(field, "%s must be a number, got %s", field, ts_api_json_kind(v));
         }
         if (k_num[i][1] != NULL &&
             cJSON_AddNumberToObject(out, k_num[i][1], v->valuedouble) == NULL) {
@@ -121,7 +110,7 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
             return BAD("options.num_predict",
                        "options.num_predict must be an integer >= 1, or -1 (no limit) or -2 (fill "
                        "the context), got %s",
-                       cJSON_IsNumber(np) ? "another number" : kind_of(np));
+                       cJSON_IsNumber(np) ? "another number" : ts_api_json_kind(np));
         }
         max_tokens = np->valuedouble;
     }
@@ -144,7 +133,7 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
         }
         if (!ok) {
             return BAD("options.stop", "options.stop must be an array of strings, got %s",
-                       kind_of(stop));
+                       ts_api_json_kind(stop));
         }
         cJSON *c = cJSON_Duplicate(stop, true);
         if (c == NULL || !cJSON_AddItemToObject(out, "stop", c)) {
@@ -159,7 +148,7 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
 static ts_status translate_common(const cJSON *root, cJSON *out, ts_api_error *err) {
     const cJSON *st = get(root, "stream");
     if (st != NULL && !cJSON_IsBool(st)) {
-        return BAD("stream", "stream must be a boolean, got %s", kind_of(st));
+        return BAD("stream", "stream must be a boolean, got %s", ts_api_json_kind(st));
     }
     /* Ollama streams unless told not to. */
     if (cJSON_AddBoolToObject(out, "stream", st == NULL || cJSON_IsTrue(st)) == NULL) {
@@ -184,7 +173,7 @@ static ts_status translate_common(const cJSON *root, cJSON *out, ts_api_error *e
         }
     } else if (f != NULL && !(cJSON_IsString(f) && f->valuestring[0] == '\0')) {
         return BAD("format", "format must be \"json\" or a JSON schema (an object), got %s",
-                   cJSON_IsString(f) ? "another string" : kind_of(f));
+                   cJSON_IsString(f) ? "another string" : ts_api_json_kind(f));
     }
     const cJSON *th = get(root, "think");
     if (th != NULL) {
@@ -194,7 +183,7 @@ static ts_status translate_common(const cJSON *root, cJSON *out, ts_api_error *e
         if (!cJSON_IsBool(th) && !level) {
             return BAD("think",
                        "think must be true, false, \"high\", \"medium\" or \"low\", got %s",
-                       cJSON_IsString(th) ? "another string" : kind_of(th));
+                       cJSON_IsString(th) ? "another string" : ts_api_json_kind(th));
         }
         cJSON *kw = cJSON_AddObjectToObject(out, "chat_template_kwargs");
         if (kw == NULL ||
@@ -206,7 +195,7 @@ static ts_status translate_common(const cJSON *root, cJSON *out, ts_api_error *e
     const cJSON *ka = get(root, "keep_alive");
     if (ka != NULL && !cJSON_IsString(ka) && !cJSON_IsNumber(ka)) {
         return BAD("keep_alive", "keep_alive must be a duration (\"5m\") or a number, got %s",
-                   kind_of(ka));
+                   ts_api_json_kind(ka));
     }
     return TS_OK;
 }
@@ -217,7 +206,7 @@ static ts_status translate_calls(const cJSON *calls, int i, cJSON *msg, int *n_c
     char field[64];
     snprintf(field, sizeof field, "messages[%d].tool_calls", i);
     if (!cJSON_IsArray(calls)) {
-        return BAD(field, "%s must be an array, got %s", field, kind_of(calls));
+        return BAD(field, "%s must be an array, got %s", field, ts_api_json_kind(calls));
     }
     cJSON *arr = cJSON_AddArrayToObject(msg, "tool_calls");
     if (arr == NULL) {
@@ -259,7 +248,7 @@ static ts_status translate_calls(const cJSON *calls, int i, cJSON *msg, int *n_c
 static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error *err) {
     const cJSON *msgs = get(root, "messages");
     if (!cJSON_IsArray(msgs)) {
-        return BAD("messages", "messages must be an array, got %s", kind_of(msgs));
+        return BAD("messages", "messages must be an array, got %s", ts_api_json_kind(msgs));
     }
     cJSON *arr = cJSON_AddArrayToObject(out, "messages");
     if (arr == NULL) {
@@ -283,7 +272,8 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
                        field, r);
         }
         if (content != NULL && !cJSON_IsString(content)) {
-            return BAD(field, "%s.content must be a string, got %s", field, kind_of(content));
+            return BAD(field, "%s.content must be a string, got %s", field,
+                       ts_api_json_kind(content));
         }
         if (no_images(m, field, err) != TS_OK) {
             return TS_ERR_INVALID_ARG;
@@ -300,7 +290,8 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
         }
         const cJSON *thinking = get(m, "thinking");
         if (thinking != NULL && !cJSON_IsString(thinking)) {
-            return BAD(field, "%s.thinking must be a string, got %s", field, kind_of(thinking));
+            return BAD(field, "%s.thinking must be a string, got %s", field,
+                       ts_api_json_kind(thinking));
         }
         if (strcmp(r, "assistant") == 0) {
             if (thinking != NULL && thinking->valuestring[0] != '\0' &&
@@ -320,7 +311,8 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
                 name = get(m, "name");
             }
             if (name != NULL && !cJSON_IsString(name)) {
-                return BAD(field, "%s.tool_name must be a string, got %s", field, kind_of(name));
+                return BAD(field, "%s.tool_name must be a string, got %s", field,
+                           ts_api_json_kind(name));
             }
             if (answered >= n_calls) {
                 return BAD(field,
@@ -342,7 +334,7 @@ static ts_status translate_messages(const cJSON *root, cJSON *out, ts_api_error 
     const cJSON *tools = get(root, "tools");
     if (tools != NULL) {
         if (!cJSON_IsArray(tools)) {
-            return BAD("tools", "tools must be an array, got %s", kind_of(tools));
+            return BAD("tools", "tools must be an array, got %s", ts_api_json_kind(tools));
         }
         if (cJSON_GetArraySize(tools) > 0) {
             cJSON *c = cJSON_Duplicate(tools, true);
@@ -360,16 +352,16 @@ static ts_status translate_generate(const cJSON *root, bool raw, cJSON *out, ts_
     const cJSON *prompt = get(root, "prompt"), *system = get(root, "system");
     const cJSON *rw = get(root, "raw");
     if (rw != NULL && !cJSON_IsBool(rw)) {
-        return BAD("raw", "raw must be a boolean, got %s", kind_of(rw));
+        return BAD("raw", "raw must be a boolean, got %s", ts_api_json_kind(rw));
     }
     if (raw != cJSON_IsTrue(rw)) {
         return BAD("raw", "raw does not match the endpoint asked for");
     }
     if (prompt != NULL && !cJSON_IsString(prompt)) {
-        return BAD("prompt", "prompt must be a string, got %s", kind_of(prompt));
+        return BAD("prompt", "prompt must be a string, got %s", ts_api_json_kind(prompt));
     }
     if (system != NULL && !cJSON_IsString(system)) {
-        return BAD("system", "system must be a string, got %s", kind_of(system));
+        return BAD("system", "system must be a string, got %s", ts_api_json_kind(system));
     }
     if (refuse_string(root, "template",
                       "this server renders the model's own chat template; "
@@ -412,49 +404,10 @@ static ts_status translate_generate(const cJSON *root, bool raw, cJSON *out, ts_
     return TS_OK;
 }
 
-/* The checks any body gets, then the JSON object; NULL with *err set when it is not one. */
-static cJSON *parse_object(const char *body, size_t len, ts_api_error *err) {
-    size_t bad = ts_api_utf8_check(body, len);
-    if (bad < len) {
-        BAD(NULL, "the body is not valid UTF-8 (byte offset %zu)", bad);
-        return NULL;
-    }
-    bad = ts_api_json_control_check(body, len);
-    if (bad < len) {
-        BAD(NULL, "the body is not valid JSON: control byte at byte offset %zu", bad);
-        return NULL;
-    }
-    if (ts_api_json_depth(body, len, TS_API_MAX_DEPTH) > TS_API_MAX_DEPTH) {
-        BAD(NULL, "the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (root == NULL) {
-        size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
-        BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
-        return NULL;
-    }
-    size_t used = (size_t)(end - body);
-    while (used < len &&
-           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
-        used++;
-    }
-    if (used < len) {
-        BAD(NULL, "the body has data after the JSON value (byte %zu of %zu)", used, len);
-    } else if (!cJSON_IsObject(root)) {
-        BAD(NULL, "the body must be a JSON object, got %s", kind_of(root));
-    } else {
-        return root;
-    }
-    cJSON_Delete(root);
-    return NULL;
-}
-
 ts_status ts_api_parse_ollama(ts_ollama_kind which, const char *body, size_t len,
                               const ts_api_limits *lim, ts_api_request *r, ts_api_error *err) {
     memset(r, 0, sizeof *r);
-    cJSON *root = parse_object(body, len, err);
+    cJSON *root = ts_api_parse_body(body, len, err);
     if (root == NULL) {
         return TS_ERR_INVALID_ARG;
     }
@@ -468,7 +421,7 @@ ts_status ts_api_parse_ollama(ts_ollama_kind which, const char *body, size_t len
         if (in == NULL || (which == TS_OLLAMA_EMBEDDINGS && !cJSON_IsString(in))) {
             st = BAD(name, "%s must be %s, got %s", name,
                      which == TS_OLLAMA_EMBED ? "a string or an array of strings" : "a string",
-                     kind_of(in));
+                     ts_api_json_kind(in));
         } else {
             cJSON *c = cJSON_Duplicate(in, true);
             st = c != NULL && cJSON_AddItemToObject(out, "input", c) ? TS_OK : OOM();

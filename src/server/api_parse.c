@@ -15,25 +15,6 @@
 #define BAD(field, ...)                                                                            \
     ts_api_error_set(err, 400, "invalid_request_error", field, NULL, __VA_ARGS__)
 
-static const char *type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) {
-        return "a string";
-    }
-    if (cJSON_IsNumber(v)) {
-        return "a number";
-    }
-    if (cJSON_IsBool(v)) {
-        return "a boolean";
-    }
-    if (cJSON_IsArray(v)) {
-        return "an array";
-    }
-    if (cJSON_IsObject(v)) {
-        return "an object";
-    }
-    return "null";
-}
-
 /* The field, or NULL when absent or null. */
 static const cJSON *field(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
@@ -57,7 +38,7 @@ static ts_status get_int(const cJSON *obj, const char *name, int64_t lo, int64_t
         return TS_OK;
     }
     if (!cJSON_IsNumber(v)) {
-        return BAD(name, "%s must be an integer, got %s", name, type_name(v));
+        return BAD(name, "%s must be an integer, got %s", name, ts_api_json_kind(v));
     }
     if (!is_integer(v, (double)lo, (double)hi)) {
         return BAD(name, "%s must be an integer in [%lld, %lld], got %.17g", name, (long long)lo,
@@ -74,7 +55,7 @@ static ts_status get_float(const cJSON *obj, const char *name, double lo, double
         return TS_OK;
     }
     if (!cJSON_IsNumber(v)) {
-        return BAD(name, "%s must be a number, got %s", name, type_name(v));
+        return BAD(name, "%s must be a number, got %s", name, ts_api_json_kind(v));
     }
     double d = v->valuedouble;
     if (!isfinite(d) || d < lo || d > hi || (lo_open && d == lo)) {
@@ -91,7 +72,7 @@ static ts_status get_bool(const cJSON *obj, const char *name, bool *out, ts_api_
         return TS_OK;
     }
     if (!cJSON_IsBool(v)) {
-        return BAD(name, "%s must be a boolean, got %s", name, type_name(v));
+        return BAD(name, "%s must be a boolean, got %s", name, ts_api_json_kind(v));
     }
     *out = cJSON_IsTrue(v);
     return TS_OK;
@@ -104,7 +85,7 @@ static ts_status get_string(const cJSON *obj, const char *name, const char **out
         return TS_OK;
     }
     if (!cJSON_IsString(v)) {
-        return BAD(name, "%s must be a string, got %s", name, type_name(v));
+        return BAD(name, "%s must be a string, got %s", name, ts_api_json_kind(v));
     }
     *out = v->valuestring;
     return TS_OK;
@@ -130,7 +111,7 @@ static ts_status get_ids(const cJSON *arr, const char *name, int32_t n_vocab, in
             free(out);
             if (!cJSON_IsNumber(v)) {
                 return BAD(name, "%s[%d] must be a token id (integer), got %s", name, i,
-                           type_name(v));
+                           ts_api_json_kind(v));
             }
             return BAD(name, "%s[%d] = %.17g is not a token id in [0, %d)", name, i, v->valuedouble,
                        n_vocab);
@@ -169,7 +150,7 @@ static ts_status parse_prompt(const cJSON *root, const ts_api_limits *lim, ts_ap
         return BAD("prompt",
                    "prompt must be a string, an array of strings, an array of token "
                    "ids or an array of token-id arrays, got %s",
-                   type_name(p));
+                   ts_api_json_kind(p));
     }
     int count = cJSON_GetArraySize(p);
     if (count == 0) {
@@ -197,7 +178,7 @@ static ts_status parse_prompt(const cJSON *root, const ts_api_limits *lim, ts_ap
             }
         } else {
             return BAD("prompt", "prompt[%d] must be a string or an array of token ids, got %s",
-                       r->n_prompts, type_name(v));
+                       r->n_prompts, ts_api_json_kind(v));
         }
         r->n_prompts++;
     }
@@ -218,7 +199,7 @@ static ts_status message_content(const cJSON *c, int i, ts_api_request *r, ts_ap
     }
     if (!cJSON_IsArray(c)) {
         return BAD(name, "%s must be a string or an array of text parts, got %s", name,
-                   type_name(c));
+                   ts_api_json_kind(c));
     }
     size_t total = 1;
     int k = 0;
@@ -234,7 +215,8 @@ static ts_status message_content(const cJSON *c, int i, ts_api_request *r, ts_ap
                        type->valuestring);
         }
         if (!cJSON_IsString(text)) {
-            return BAD(name, "%s[%d].text must be a string, got %s", name, k, type_name(text));
+            return BAD(name, "%s[%d].text must be a string, got %s", name, k,
+                       ts_api_json_kind(text));
         }
         total += strlen(text->valuestring) + 1;
         k++;
@@ -266,7 +248,7 @@ static ts_status parse_messages(const cJSON *root, ts_api_request *r, ts_api_err
         return BAD("messages", "messages is required");
     }
     if (!cJSON_IsArray(m)) {
-        return BAD("messages", "messages must be an array, got %s", type_name(m));
+        return BAD("messages", "messages must be an array, got %s", ts_api_json_kind(m));
     }
     int count = cJSON_GetArraySize(m);
     if (count == 0 || count > TS_API_MAX_MESSAGES) {
@@ -284,12 +266,12 @@ static ts_status parse_messages(const cJSON *root, ts_api_request *r, ts_api_err
         char name[48];
         snprintf(name, sizeof name, "messages[%d]", i);
         if (!cJSON_IsObject(msg)) {
-            return BAD(name, "%s must be an object, got %s", name, type_name(msg));
+            return BAD(name, "%s must be an object, got %s", name, ts_api_json_kind(msg));
         }
         snprintf(name, sizeof name, "messages[%d].role", i);
         const cJSON *role = field(msg, "role");
         if (!cJSON_IsString(role)) {
-            return BAD(name, "%s must be a string, got %s", name, type_name(role));
+            return BAD(name, "%s must be a string, got %s", name, ts_api_json_kind(role));
         }
         const char *rs = role->valuestring;
         if (strcmp(rs, "system") == 0 || strcmp(rs, "developer") == 0) {
@@ -335,11 +317,12 @@ static ts_status parse_stop(const cJSON *root, ts_api_request *r, ts_api_error *
     } else if (cJSON_IsString(s)) {
         count = 1;
     } else {
-        return BAD("stop", "stop must be a string or an array of strings, got %s", type_name(s));
+        return BAD("stop", "stop must be a string or an array of strings, got %s",
+                   ts_api_json_kind(s));
     }
     for (int i = 0; i < count; i++, one = one->next) {
         if (!cJSON_IsString(one)) {
-            return BAD("stop", "stop[%d] must be a string, got %s", i, type_name(one));
+            return BAD("stop", "stop[%d] must be a string, got %s", i, ts_api_json_kind(one));
         }
         size_t n = strlen(one->valuestring);
         if (n == 0 || n > TS_API_MAX_STOP_LEN) {
@@ -361,7 +344,7 @@ static ts_status parse_logit_bias(const cJSON *root, const ts_api_limits *lim, t
     }
     if (!cJSON_IsObject(b)) {
         return BAD("logit_bias", "logit_bias must be an object of token id -> bias, got %s",
-                   type_name(b));
+                   ts_api_json_kind(b));
     }
     int count = cJSON_GetArraySize(b);
     if (count > TS_API_MAX_LOGIT_BIAS) {
@@ -503,7 +486,7 @@ static ts_status parse_constraint(const cJSON *root, ts_api_request *r, ts_api_e
                 return BAD("response_format",
                            "response_format.json_schema.schema must be a JSON Schema (an "
                            "object), got %s",
-                           type_name(sc));
+                           ts_api_json_kind(sc));
             }
             /* No schema: any JSON object, as OpenAI's json_object mode. */
             st = sc != NULL
@@ -519,7 +502,8 @@ static ts_status parse_constraint(const cJSON *root, ts_api_request *r, ts_api_e
     v = field(root, "grammar");
     if (st == TS_OK && v != NULL) {
         if (!cJSON_IsString(v)) {
-            return BAD("grammar", "grammar must be a string of GBNF rules, got %s", type_name(v));
+            return BAD("grammar", "grammar must be a string of GBNF rules, got %s",
+                       ts_api_json_kind(v));
         }
         st = set_constraint(r, "grammar", TS_GRAMMAR_GBNF, NULL, v->valuestring, err);
     }
@@ -527,7 +511,7 @@ static ts_status parse_constraint(const cJSON *root, ts_api_request *r, ts_api_e
     if (st == TS_OK && v != NULL) {
         if (!cJSON_IsObject(v) && !cJSON_IsBool(v)) {
             return BAD("json_schema", "json_schema must be a JSON Schema (an object), got %s",
-                       type_name(v));
+                       ts_api_json_kind(v));
         }
         st = set_constraint(r, "json_schema", TS_GRAMMAR_JSON_SCHEMA, v, NULL, err);
     }
@@ -596,7 +580,8 @@ static ts_status parse_generation(const cJSON *root, const ts_api_limits *lim, t
     const cJSON *so = field(root, "stream_options");
     if (st == TS_OK && so != NULL) {
         if (!cJSON_IsObject(so)) {
-            st = BAD("stream_options", "stream_options must be an object, got %s", type_name(so));
+            st = BAD("stream_options", "stream_options must be an object, got %s",
+                     ts_api_json_kind(so));
         } else if (!r->stream) {
             st = BAD("stream_options", "stream_options is only allowed with stream: true");
         } else {
@@ -663,7 +648,8 @@ static ts_status parse_body(ts_api_kind kind, const char *body, size_t len, cons
             return BAD("tokens", "tokens is required");
         }
         if (!cJSON_IsArray(t)) {
-            return BAD("tokens", "tokens must be an array of token ids, got %s", type_name(t));
+            return BAD("tokens", "tokens must be an array of token ids, got %s",
+                       ts_api_json_kind(t));
         }
         if (cJSON_GetArraySize(t) == 0) {
             return TS_OK;
@@ -681,56 +667,12 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_
     out->params = ts_request_params_default();
     out->add_generation_prompt = true;
     out->add_special_tokens = true;
-    size_t bad = ts_api_utf8_check(body, len);
-    if (bad < len) {
-        return BAD(NULL, "the body is not valid UTF-8 (byte offset %zu)", bad);
-    }
-    bad = ts_api_json_control_check(body, len);
-    if (bad < len) {
-        return BAD(NULL,
-                   "the body is not valid JSON: control byte 0x%02x at byte offset %zu "
-                   "(escape it inside strings)",
-                   (unsigned)(unsigned char)body[bad], bad);
-    }
-    int depth = ts_api_json_depth(body, len, TS_API_MAX_DEPTH);
-    if (depth > TS_API_MAX_DEPTH) {
-        return BAD(NULL, "the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    cJSON *root = ts_api_parse_body(body, len, err);
     if (root == NULL) {
-        size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
-        /* cJSON stops at the escape, or just past its "\\u": name a lone surrogate. */
-        size_t u = len;
-        if (at >= 2 && at - 2 < len && body[at - 2] == '\\' && body[at - 1] == 'u') {
-            u = at - 2;
-        } else if (at + 6 <= len && body[at] == '\\' && body[at + 1] == 'u') {
-            u = at;
-        }
-        if (u + 6 <= len && (body[u + 2] == 'd' || body[u + 2] == 'D') &&
-            strchr("89abcdefABCDEF", body[u + 3]) != NULL && body[u + 3] != '\0') {
-            return BAD(NULL,
-                       "the body is not valid JSON: a lone UTF-16 surrogate \\u%.4s near byte "
-                       "%zu (a high surrogate \\uD800-\\uDBFF must be followed by a low one "
-                       "\\uDC00-\\uDFFF)",
-                       body + u + 2, u);
-        }
-        return BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
+        return TS_ERR_INVALID_ARG;
     }
     out->root = root;
-    size_t used = (size_t)(end - body);
-    while (used < len &&
-           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
-        used++;
-    }
-    ts_status st;
-    if (used < len) {
-        st = BAD(NULL, "the body has data after the JSON value (byte %zu of %zu)", used, len);
-    } else if (!cJSON_IsObject(root)) {
-        st = BAD(NULL, "the body must be a JSON object, got %s", type_name(root));
-    } else {
-        st = parse_body(kind, body, len, root, limits, out, err);
-    }
+    ts_status st = parse_body(kind, body, len, root, limits, out, err);
     if (st != TS_OK) {
         ts_api_request_free(out);
     }

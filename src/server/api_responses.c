@@ -41,25 +41,6 @@
 /* function_call items one request may hold (each function_call_output must name one). */
 #define MAX_CALLS 1024
 
-static const char *kind_of(const cJSON *v) {
-    if (v == NULL || cJSON_IsNull(v)) {
-        return "null";
-    }
-    if (cJSON_IsString(v)) {
-        return "a string";
-    }
-    if (cJSON_IsNumber(v)) {
-        return "a number";
-    }
-    if (cJSON_IsBool(v)) {
-        return "a boolean";
-    }
-    if (cJSON_IsArray(v)) {
-        return "an array";
-    }
-    return "an object";
-}
-
 /* A member, NULL when absent or null. */
 static const cJSON *get(const cJSON *obj, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
@@ -86,7 +67,7 @@ static ts_status content_text(const cJSON *content, const char *where, char **te
     }
     if (!cJSON_IsArray(content)) {
         return BAD(where, "%s must be a string or an array of content parts, got %s", where,
-                   kind_of(content));
+                   ts_api_json_kind(content));
     }
     size_t len = 0, cap = 64;
     char *buf = malloc(cap);
@@ -111,11 +92,12 @@ static ts_status content_text(const cJSON *content, const char *where, char **te
             return BAD(where,
                        "%s[%d] must be a content part of type input_text or output_text, got %s "
                        "(this server reads text only: images, files and audio are not supported)",
-                       where, i, t != NULL ? t : kind_of(part));
+                       where, i, t != NULL ? t : ts_api_json_kind(part));
         }
         if (!cJSON_IsString(v)) {
             free(buf);
-            return BAD(where, "%s[%d].%s must be a string, got %s", where, i, field, kind_of(v));
+            return BAD(where, "%s[%d].%s must be a string, got %s", where, i, field,
+                       ts_api_json_kind(v));
         }
         size_t n = strlen(v->valuestring);
         if (len + n + 2 > cap) {
@@ -174,7 +156,7 @@ static ts_status message_item(const cJSON *item, const char *where, cJSON *msgs,
     char field[64];
     snprintf(field, sizeof field, "%s.role", where);
     if (!cJSON_IsString(role)) {
-        return BAD(field, "%s must be a string, got %s", field, kind_of(role));
+        return BAD(field, "%s must be a string, got %s", field, ts_api_json_kind(role));
     }
     const char *r = role->valuestring;
     if (strcmp(r, "developer") == 0) {
@@ -203,7 +185,7 @@ static ts_status call_item(const cJSON *item, const char *where, cJSON *msgs, ca
         v[k] = get(item, names[k]);
         if (!cJSON_IsString(v[k])) {
             snprintf(field, sizeof field, "%s.%s", where, names[k]);
-            return BAD(field, "%s must be a string, got %s", field, kind_of(v[k]));
+            return BAD(field, "%s must be a string, got %s", field, ts_api_json_kind(v[k]));
         }
     }
     if (known->n == MAX_CALLS) {
@@ -245,7 +227,7 @@ static ts_status output_item(const cJSON *item, const char *where, cJSON *msgs, 
     char field[80];
     snprintf(field, sizeof field, "%s.call_id", where);
     if (!cJSON_IsString(id)) {
-        return BAD(field, "%s must be a string, got %s", field, kind_of(id));
+        return BAD(field, "%s must be a string, got %s", field, ts_api_json_kind(id));
     }
     if (!call_known(known, id->valuestring)) {
         return BAD(field, "No tool call found for function call output with call_id %.64s.",
@@ -292,7 +274,7 @@ static ts_status translate_input(const cJSON *root, cJSON *msgs, cJSON *items, t
     }
     if (!cJSON_IsArray(input)) {
         return BAD("input", "input must be a string or an array of input items, got %s",
-                   kind_of(input));
+                   ts_api_json_kind(input));
     }
     if (cJSON_GetArraySize(input) > TS_API_MAX_MESSAGES) {
         return BAD("input", "input holds %d items; at most %d are allowed",
@@ -309,13 +291,13 @@ static ts_status translate_input(const cJSON *root, cJSON *msgs, cJSON *items, t
         char where[32];
         snprintf(where, sizeof where, "input[%d]", i++);
         if (!cJSON_IsObject(item)) {
-            st = BAD(where, "%s must be an object, got %s", where, kind_of(item));
+            st = BAD(where, "%s must be an object, got %s", where, ts_api_json_kind(item));
             break;
         }
         const cJSON *type = get(item, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
         if (type != NULL && t == NULL) {
-            st = BAD(where, "%s.type must be a string, got %s", where, kind_of(type));
+            st = BAD(where, "%s.type must be a string, got %s", where, ts_api_json_kind(type));
         } else if (t == NULL || strcmp(t, "message") == 0) {
             st = message_item(item, where, msgs, err);
         } else if (strcmp(t, "function_call") == 0) {
@@ -346,7 +328,7 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
     const cJSON *tools = get(root, "tools");
     if (tools != NULL) {
         if (!cJSON_IsArray(tools)) {
-            return BAD("tools", "tools must be an array, got %s", kind_of(tools));
+            return BAD("tools", "tools must be an array, got %s", ts_api_json_kind(tools));
         }
         cJSON *ct = cJSON_AddArrayToObject(out, "tools");
         if (ct == NULL) {
@@ -362,12 +344,13 @@ static ts_status translate_tools(const cJSON *root, cJSON *out, ts_api_error *er
                 return BAD(where,
                            "%s must be a function tool ({\"type\": \"function\", \"name\", "
                            "\"parameters\"}); got %s (built-in tools are not supported)",
-                           where, cJSON_IsString(type) ? type->valuestring : kind_of(tool));
+                           where,
+                           cJSON_IsString(type) ? type->valuestring : ts_api_json_kind(tool));
             }
             const cJSON *name = get(tool, "name");
             if (!cJSON_IsString(name) || name->valuestring[0] == '\0') {
                 return BAD(where, "%s.name must be a non-empty string, got %s", where,
-                           kind_of(name));
+                           ts_api_json_kind(name));
             }
             cJSON *t = cJSON_CreateObject();
             cJSON *fn = cJSON_CreateObject();
@@ -424,7 +407,7 @@ static ts_status translate_format(const cJSON *root, cJSON *out, ts_api_error *e
         return TS_OK;
     }
     if (!cJSON_IsObject(text)) {
-        return BAD("text", "text must be an object, got %s", kind_of(text));
+        return BAD("text", "text must be an object, got %s", ts_api_json_kind(text));
     }
     const cJSON *format = get(text, "format");
     if (format == NULL) {
@@ -433,7 +416,7 @@ static ts_status translate_format(const cJSON *root, cJSON *out, ts_api_error *e
     const cJSON *type = cJSON_IsObject(format) ? get(format, "type") : NULL;
     if (!cJSON_IsString(type)) {
         return BAD("text.format", "text.format must be an object with a type, got %s",
-                   kind_of(format));
+                   ts_api_json_kind(format));
     }
     const char *t = type->valuestring;
     if (strcmp(t, "text") == 0) {
@@ -452,7 +435,7 @@ static ts_status translate_format(const cJSON *root, cJSON *out, ts_api_error *e
     }
     if (!cJSON_IsObject(get(format, "schema"))) {
         return BAD("text.format.schema", "text.format.schema must be an object, got %s",
-                   kind_of(get(format, "schema")));
+                   ts_api_json_kind(get(format, "schema")));
     }
     cJSON *js = cJSON_AddObjectToObject(rf, "json_schema");
     if (js == NULL || cJSON_AddStringToObject(rf, "type", "json_schema") == NULL ||
@@ -474,7 +457,7 @@ static ts_status translate_reasoning(const cJSON *root, cJSON *out, ts_api_error
         return TS_OK;
     }
     if (!cJSON_IsObject(reasoning)) {
-        return BAD("reasoning", "reasoning must be an object, got %s", kind_of(reasoning));
+        return BAD("reasoning", "reasoning must be an object, got %s", ts_api_json_kind(reasoning));
     }
     const cJSON *effort = get(reasoning, "effort");
     if (effort == NULL) {
@@ -511,7 +494,7 @@ static ts_status state(const cJSON *root, cJSON *items, cJSON *out, ts_api_error
     }
     const cJSON *store = get(root, "store");
     if (store != NULL && !cJSON_IsBool(store)) {
-        return BAD("store", "store must be a boolean, got %s", kind_of(store));
+        return BAD("store", "store must be a boolean, got %s", ts_api_json_kind(store));
     }
     const char *keep[] = {"instructions",
                           "tools",
@@ -539,14 +522,15 @@ static ts_status translate(const cJSON *root, cJSON *out, ts_api_error *err) {
     if (prev != NULL) {
         if (!cJSON_IsString(prev)) {
             return BAD("previous_response_id", "previous_response_id must be a string, got %s",
-                       kind_of(prev));
+                       ts_api_json_kind(prev));
         }
         return BAD("previous_response_id", "Previous response with id '%.64s' not found.",
                    prev->valuestring);
     }
     const cJSON *instr = get(root, "instructions");
     if (instr != NULL && !cJSON_IsString(instr)) {
-        return BAD("instructions", "instructions must be a string, got %s", kind_of(instr));
+        return BAD("instructions", "instructions must be a string, got %s",
+                   ts_api_json_kind(instr));
     }
     cJSON *msgs = cJSON_AddArrayToObject(out, "messages");
     cJSON *items = cJSON_CreateArray();
@@ -578,7 +562,7 @@ static ts_status translate(const cJSON *root, cJSON *out, ts_api_error *err) {
         (!cJSON_IsNumber(mot) || !isfinite(mot->valuedouble) || mot->valuedouble < 1 ||
          mot->valuedouble > 1e9 || mot->valuedouble != floor(mot->valuedouble))) {
         st = BAD("max_output_tokens", "max_output_tokens must be a positive integer, got %s",
-                 cJSON_IsNumber(mot) ? "another number" : kind_of(mot));
+                 cJSON_IsNumber(mot) ? "another number" : ts_api_json_kind(mot));
     }
     const char *same[] = {"model", "temperature", "top_p", "stream", "user"};
     for (size_t k = 0; st == TS_OK && k < sizeof same / sizeof *same; k++) {
@@ -596,36 +580,14 @@ ts_status ts_api_parse_responses(const char *body, size_t len, const ts_api_limi
                                  ts_api_request *r, ts_api_error *err) {
     memset(r, 0, sizeof *r);
     /* The checks ts_api_parse makes of any body, on the body as the client sent it. */
-    size_t bad = ts_api_utf8_check(body, len);
-    if (bad < len) {
-        return BAD(NULL, "the body is not valid UTF-8 (byte offset %zu)", bad);
-    }
-    bad = ts_api_json_control_check(body, len);
-    if (bad < len) {
-        return BAD(NULL, "the body is not valid JSON: control byte at byte offset %zu", bad);
-    }
-    if (ts_api_json_depth(body, len, TS_API_MAX_DEPTH) > TS_API_MAX_DEPTH) {
-        return BAD(NULL, "the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    cJSON *root = ts_api_parse_body(body, len, err);
     if (root == NULL) {
-        size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
-        return BAD(NULL, "the body is not valid JSON (error near byte %zu of %zu)", at, len);
-    }
-    size_t used = (size_t)(end - body);
-    while (used < len &&
-           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
-        used++;
+        return TS_ERR_INVALID_ARG;
     }
     cJSON *out = cJSON_CreateObject();
     ts_status st = TS_OK;
     if (out == NULL) {
         st = OOM();
-    } else if (used < len) {
-        st = BAD(NULL, "the body has data after the JSON value (byte %zu of %zu)", used, len);
-    } else if (!cJSON_IsObject(root)) {
-        st = BAD(NULL, "the body must be a JSON object, got %s", kind_of(root));
     }
     if (st == TS_OK) {
         st = translate(root, out, err);

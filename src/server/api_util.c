@@ -140,3 +140,79 @@ bool ts_api_key_equal(const char *given, size_t given_len, const char *expected,
     }
     return diff == 0;
 }
+
+const char *ts_api_json_kind(const cJSON *v) {
+    if (v == NULL || cJSON_IsNull(v)) {
+        return "null";
+    }
+    if (cJSON_IsString(v)) {
+        return "a string";
+    }
+    if (cJSON_IsNumber(v)) {
+        return "a number";
+    }
+    if (cJSON_IsBool(v)) {
+        return "a boolean";
+    }
+    if (cJSON_IsArray(v)) {
+        return "an array";
+    }
+    return "an object";
+}
+
+#define BODY_BAD(...) ts_api_error_set(err, 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
+
+cJSON *ts_api_parse_body(const char *body, size_t len, ts_api_error *err) {
+    size_t bad = ts_api_utf8_check(body, len);
+    if (bad < len) {
+        BODY_BAD("the body is not valid UTF-8 (byte offset %zu)", bad);
+        return NULL;
+    }
+    bad = ts_api_json_control_check(body, len);
+    if (bad < len) {
+        BODY_BAD("the body is not valid JSON: control byte 0x%02x at byte offset %zu (escape it "
+                 "inside strings)",
+                 (unsigned)(unsigned char)body[bad], bad);
+        return NULL;
+    }
+    if (ts_api_json_depth(body, len, TS_API_MAX_DEPTH) > TS_API_MAX_DEPTH) {
+        BODY_BAD("the body nests arrays/objects deeper than %d levels", TS_API_MAX_DEPTH);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (root == NULL) {
+        size_t at = end != NULL && end >= body ? (size_t)(end - body) : 0;
+        /* cJSON stops at the escape, or just past its "\\u": name a lone surrogate. */
+        size_t u = len;
+        if (at >= 2 && at - 2 < len && body[at - 2] == '\\' && body[at - 1] == 'u') {
+            u = at - 2;
+        } else if (at + 6 <= len && body[at] == '\\' && body[at + 1] == 'u') {
+            u = at;
+        }
+        if (u + 6 <= len && (body[u + 2] == 'd' || body[u + 2] == 'D') &&
+            strchr("89abcdefABCDEF", body[u + 3]) != NULL && body[u + 3] != '\0') {
+            BODY_BAD("the body is not valid JSON: a lone UTF-16 surrogate \\u%.4s near byte %zu "
+                     "(a high surrogate \\uD800-\\uDBFF must be followed by a low one "
+                     "\\uDC00-\\uDFFF)",
+                     body + u + 2, u);
+            return NULL;
+        }
+        BODY_BAD("the body is not valid JSON (error near byte %zu of %zu)", at, len);
+        return NULL;
+    }
+    size_t used = (size_t)(end - body);
+    while (used < len &&
+           (body[used] == ' ' || body[used] == '\t' || body[used] == '\n' || body[used] == '\r')) {
+        used++;
+    }
+    if (used < len) {
+        BODY_BAD("the body has data after the JSON value (byte %zu of %zu)", used, len);
+    } else if (!cJSON_IsObject(root)) {
+        BODY_BAD("the body must be a JSON object, got %s", ts_api_json_kind(root));
+    } else {
+        return root;
+    }
+    cJSON_Delete(root);
+    return NULL;
+}
