@@ -1,7 +1,8 @@
 """The Ollama API (/api/chat, /api/generate, /api/embed, /api/embeddings, /api/tags, /api/show,
 /api/ps, /api/version) through the official `ollama` Python client, end to end: plain and
 streamed (NDJSON) answers, format "json" and schemas, options (num_predict, stop, seed), think,
-a tool round trip (tool_calls, then a tool message), embeddings, the model endpoints, and errors
+a tool round trip (tool_calls, then a tool message), a call really returned (a `format` schema
+holding the model to the generic call shape), embeddings, the model endpoints, and errors
 as the client's ResponseError carrying our message; the other dialects keep serving.
 """
 import http.client
@@ -234,3 +235,39 @@ def test_errors(oc, server, model_id):
     status, _, text = raw(server, "POST", "/v1/chat/completions",
                           {"model": model_id, "messages": HELLO, "max_tokens": 2})
     assert status == 200 and json.loads(text)["choices"]
+
+
+def test_tool_call_answer(oc, server, model_id):
+    """A call really comes back: with the generic tool format (a template that names no call
+    markers, as SmolLM2's and the tiny model's), an answer that is {"name", "arguments"} is a
+    call; `format` holds the model to that shape, so message.tool_calls is filled, arguments an
+    object, in the whole answer and in the stream's lines alike."""
+    status, _, text = raw(server, "GET", "/v1/models")
+    assert status == 200
+    assert json.loads(text)["data"][0]["chat_template"]["tool_format"] == "generic"
+    shape = {"type": "object", "properties": {
+        "name": {"const": "get_weather"},
+        "arguments": {"type": "object", "properties": {"city": {"type": "string",
+                                                                "maxLength": 12}},
+                      "required": ["city"], "additionalProperties": False}},
+        "required": ["name", "arguments"], "additionalProperties": False}
+    q = [{"role": "user", "content": "What is the weather in Paris?"}]
+    opts = {"num_predict": 400, "temperature": 0}  # room for the tiny model's whitespace
+    r = oc.chat(model=model_id, messages=q, tools=[WEATHER], format=shape, options=opts)
+    calls = r.message.tool_calls or []
+    assert len(calls) == 1, r.message
+    assert calls[0].function.name == "get_weather"
+    assert isinstance(calls[0].function.arguments, dict)
+    assert isinstance(calls[0].function.arguments["city"], str)
+    assert not (r.message.content or "").strip()
+    parts = list(oc.chat(model=model_id, messages=q, tools=[WEATHER], format=shape,
+                         options=opts, stream=True))
+    scalls = [t for p in parts for t in (p.message.tool_calls or [])]
+    assert [(t.function.name, t.function.arguments) for t in scalls] == \
+        [(calls[0].function.name, calls[0].function.arguments)]
+    # The call goes back with its result: the next answer is an ordinary one.
+    convo = q + [{"role": "assistant", "content": "", "tool_calls": [calls[0]]},
+                 {"role": "tool", "content": "21 C and sunny", "tool_name": "get_weather"}]
+    after = oc.chat(model=model_id, messages=convo, tools=[WEATHER],
+                    options={"num_predict": 4, "temperature": 0})
+    assert after.done
