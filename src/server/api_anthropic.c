@@ -675,7 +675,9 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
             return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
         }
     }
-    static const char *const k_same[] = {"model", "temperature", "top_p", "top_k"};
+    /* `model` is not carried: any name is served (answers carry ours). Anthropic's clients and
+     * coding agents send their own model names (claude-...), and a server has one model. */
+    static const char *const k_same[] = {"temperature", "top_p", "top_k"};
     for (size_t i = 0; i < sizeof k_same / sizeof *k_same; i++) {
         if (!copy_field(out, root, k_same[i])) {
             return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
