@@ -213,7 +213,7 @@ static void line(ts_stream *st, cJSON *o) {
     free(text);
 }
 
-static void piece(ts_stream *st, ts_chat_event_kind kind, const char *text, size_t len) {
+static void piece_line(ts_stream *st, ts_chat_event_kind kind, const char *text, size_t len) {
     if (len == 0) {
         return;
     }
@@ -229,6 +229,19 @@ void ts_ollama_stream_open(ts_stream *st) {
     (void)st; /* Ollama's streams start with the first piece */
 }
 
+static void ollama_piece(ts_stream *st, const ts_chat_event *piece) {
+    if (piece->kind != TS_CHAT_EVENT_TOOL_CALL) {
+        piece_line(st, piece->kind, piece->text, piece->len);
+        return;
+    }
+    cJSON *o = base(st->s);
+    cJSON *m = add_text(o, true, NULL, NULL);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(m, "tool_calls"),
+                         tool_call(piece->name, piece->arguments));
+    cJSON_AddBoolToObject(o, "done", false);
+    line(st, o);
+}
+
 void ts_ollama_stream_event(ts_stream *st, const ts_job_event *ev) {
     if (ev->choice != 0) {
         return; /* one answer per request */
@@ -236,31 +249,9 @@ void ts_ollama_stream_event(ts_stream *st, const ts_job_event *ev) {
     if (st->t_first == 0 && ev->token >= 0) {
         st->t_first = ts_server_now();
     }
-    ts_chat_out *po = st->chat != NULL ? st->chat[0] : NULL;
-    if (po == NULL) {
-        piece(st, TS_CHAT_EVENT_CONTENT, ev->text, ev->text_len);
-    } else {
-        ts_status s1 = ts_chat_out_feed(po, ev->text, ev->text_len);
-        ts_status s2 = ev->finish != TS_FINISH_NONE ? ts_chat_out_finish(po) : TS_OK;
-        if (s1 != TS_OK || s2 != TS_OK) {
-            ts_ollama_stream_error(st, 500, NULL, "out of memory");
-            return;
-        }
-        const ts_chat_event *evs = NULL;
-        size_t n = ts_chat_out_events(po, &evs);
-        for (size_t i = 0; i < n && !st->error_sent; i++) {
-            if (evs[i].kind == TS_CHAT_EVENT_TOOL_CALL) {
-                cJSON *o = base(st->s);
-                cJSON *m = add_text(o, true, NULL, NULL);
-                cJSON_AddItemToArray(cJSON_AddArrayToObject(m, "tool_calls"),
-                                     tool_call(evs[i].name, evs[i].arguments));
-                cJSON_AddBoolToObject(o, "done", false);
-                line(st, o);
-            } else {
-                piece(st, evs[i].kind, evs[i].text, evs[i].len);
-            }
-        }
-        ts_chat_out_clear(po);
+    if (!ts_stream_chat_pieces(st, ev, ollama_piece)) {
+        ts_ollama_stream_error(st, 500, NULL, "out of memory");
+        return;
     }
     if (ev->finish != TS_FINISH_NONE) {
         st->finish = ev->finish;

@@ -549,30 +549,21 @@ void ts_responses_stream_open(ts_stream *st) {
     event(st, o);
 }
 
+static void responses_piece(ts_stream *st, const ts_chat_event *piece) {
+    if (piece->kind == TS_CHAT_EVENT_TOOL_CALL) {
+        call(st, piece);
+    } else {
+        text_delta(st, piece->kind == TS_CHAT_EVENT_REASONING, piece->text, piece->len);
+    }
+}
+
 void ts_responses_stream_event(ts_stream *st, const ts_job_event *ev) {
     if (ev->choice != 0 || st->dialect_data == NULL) {
         return; /* one choice (n is 1) */
     }
-    ts_chat_out *po = st->chat != NULL ? st->chat[0] : NULL;
-    if (po == NULL) {
-        text_delta(st, false, ev->text, ev->text_len);
-    } else {
-        ts_status s1 = ts_chat_out_feed(po, ev->text, ev->text_len);
-        ts_status s2 = ev->finish != TS_FINISH_NONE ? ts_chat_out_finish(po) : TS_OK;
-        if (s1 != TS_OK || s2 != TS_OK) {
-            ts_responses_stream_error(st, 500, NULL, "out of memory");
-            return;
-        }
-        const ts_chat_event *evs = NULL;
-        size_t n = ts_chat_out_events(po, &evs);
-        for (size_t i = 0; i < n && !st->error_sent; i++) {
-            if (evs[i].kind == TS_CHAT_EVENT_TOOL_CALL) {
-                call(st, &evs[i]);
-            } else {
-                text_delta(st, evs[i].kind == TS_CHAT_EVENT_REASONING, evs[i].text, evs[i].len);
-            }
-        }
-        ts_chat_out_clear(po);
+    if (!ts_stream_chat_pieces(st, ev, responses_piece)) {
+        ts_responses_stream_error(st, 500, NULL, "out of memory");
+        return;
     }
     if (ev->finish != TS_FINISH_NONE) {
         st->finish = ev->finish;

@@ -72,6 +72,29 @@ void ts_stream_usage(const ts_stream *st, uint64_t *prompt, uint64_t *cached) {
     }
 }
 
+bool ts_stream_chat_pieces(ts_stream *st, const ts_job_event *ev,
+                           void (*on)(ts_stream *st, const ts_chat_event *piece)) {
+    ts_chat_out *po = st->chat != NULL ? st->chat[0] : NULL;
+    if (po == NULL) {
+        const ts_chat_event whole = {
+            .kind = TS_CHAT_EVENT_CONTENT, .text = ev->text, .len = ev->text_len};
+        on(st, &whole);
+        return true;
+    }
+    ts_status s1 = ts_chat_out_feed(po, ev->text, ev->text_len);
+    ts_status s2 = ev->finish != TS_FINISH_NONE ? ts_chat_out_finish(po) : TS_OK;
+    if (s1 != TS_OK || s2 != TS_OK) {
+        return false;
+    }
+    const ts_chat_event *evs = NULL;
+    size_t n = ts_chat_out_events(po, &evs);
+    for (size_t i = 0; i < n && !st->error_sent; i++) {
+        on(st, &evs[i]);
+    }
+    ts_chat_out_clear(po);
+    return true;
+}
+
 static cJSON *chunk_base(ts_stream *st) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "id", st->id);

@@ -60,6 +60,13 @@ bool ts_stream_put_event(ts_stream *st, const char *name, cJSON *obj);
 /* Sums of the prompts' usage so far. */
 void ts_stream_usage(const ts_stream *st, uint64_t *prompt, uint64_t *cached);
 
+/* Feeds an event's text to the stream's answer parser of choice 0 (finished with the event's
+ * finish) and hands each parsed piece to on, stopping once an error frame was sent; without a
+ * parser the text is one content piece. False when the parser ran out of memory (nothing was
+ * handed on; the caller sends its error). */
+bool ts_stream_chat_pieces(ts_stream *st, const ts_job_event *ev,
+                           void (*on)(ts_stream *st, const ts_chat_event *piece));
+
 /* The OpenAI rows' frames (stream.c). */
 void ts_openai_stream_open(ts_stream *st);
 void ts_openai_stream_event(ts_stream *st, const ts_job_event *ev);
