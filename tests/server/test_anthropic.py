@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from test_tools import TEMPLATE
 
 anthropic = pytest.importorskip("anthropic")
 
@@ -41,18 +40,6 @@ def make_client(server, **kw):
 @pytest.fixture(scope="module")
 def aclient(server):
     return make_client(server)
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory):
-    """A Hermes-style template (tools rendered, <tool_call> JSON, <think> on enable_thinking)."""
-    from conftest import Server
-    path = tmp_path_factory.mktemp("tpl") / "hermes.jinja"
-    path.write_text(TEMPLATE)
-    s = Server(["--ctx", "1024", "--quiet", "--chat-template-file", str(path)])
-    yield s
-    rc, log = s.stop()
-    assert rc == 0, log
 
 
 @pytest.fixture(scope="module")

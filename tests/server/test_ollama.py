@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from test_tools import TEMPLATE
 
 ollama = pytest.importorskip("ollama")
 
@@ -28,17 +27,6 @@ def make_client(server):
 @pytest.fixture(scope="module")
 def oc(server):
     return make_client(server)
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory):
-    from conftest import Server
-    path = tmp_path_factory.mktemp("tpl") / "hermes.jinja"
-    path.write_text(TEMPLATE)
-    s = Server(["--ctx", "1024", "--quiet", "--chat-template-file", str(path)])
-    yield s
-    rc, log = s.stop()
-    assert rc == 0, log
 
 
 def raw(server, method, path, body=None, headers=None):

@@ -10,36 +10,7 @@ import json
 
 import pytest
 
-# A Hermes-style template (tools in the system turn, <tool_call> JSON, <tool_response>), with
-# a <think> block opened by the generation prompt when enable_thinking is set.
-TEMPLATE = """\
-{%- if tools %}<|im_start|>system
-You may call functions. To call one, answer <tool_call>{"name": N, "arguments": {...}}</tool_call>.
-<tools>
-{%- for t in tools %}
-{{ t | tojson }}
-{%- endfor %}
-</tools><|im_end|>
-{% endif %}
-{%- for m in messages %}
-{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant
-{%- for tc in m.tool_calls %}
-<tool_call>
-{"name": "{{ tc.function.name }}", "arguments": \
-{{ tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson }}}
-</tool_call>
-{%- endfor %}<|im_end|>
-{% elif m.role == 'tool' %}<|im_start|>user
-<tool_response>
-{{ m.content }}
-</tool_response><|im_end|>
-{% else %}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
-{% endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}<|im_start|>assistant
-{% if enable_thinking %}<think>
-{% endif %}{% endif %}"""
+from conftest import HERMES_TEMPLATE as TEMPLATE  # noqa: F401 (other files import it)
 
 TOOLS = [{
     "type": "function",
@@ -50,17 +21,6 @@ TOOLS = [{
                        "required": ["city"]},
     },
 }]
-
-
-@pytest.fixture(scope="module")
-def tool_server(tmp_path_factory):
-    from conftest import Server
-    path = tmp_path_factory.mktemp("tpl") / "hermes.jinja"
-    path.write_text(TEMPLATE)
-    s = Server(["--ctx", "1024", "--quiet", "--chat-template-file", str(path)])
-    yield s
-    rc, log = s.stop()
-    assert rc == 0, log
 
 
 @pytest.fixture(scope="module")
