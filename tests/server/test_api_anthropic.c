@@ -12,13 +12,7 @@
 #include <cmocka.h>
 
 #include "server/dialect.h"
-
-static const ts_api_limits k_lim = {.n_vocab = 1000,
-                                    .n_ctx = 512,
-                                    .max_n = 4,
-                                    .model_name = "tiny",
-                                    .n_embd = 64,
-                                    .tools_in_template = true};
+#include "server/dialect_check.h"
 
 static ts_status parse(const char *body, bool count_only, ts_api_request *r, ts_api_error *e) {
     memset(e, 0, sizeof *e);
@@ -29,31 +23,7 @@ static void expect_bad(const char *body, int status, const char *needle) {
     ts_api_request r;
     ts_api_error e;
     ts_status st = parse(body, false, &r, &e);
-    if (st == TS_OK || e.status != status || strstr(e.message, needle) == NULL) {
-        print_error("body %s\n  got status %d message '%s'\n  want %d ~'%s'\n", body,
-                    st == TS_OK ? 200 : e.status, e.message, status, needle);
-        if (st == TS_OK) {
-            ts_api_request_free(&r);
-        }
-        fail();
-    }
-    assert_null(r.root);
-}
-
-/* The rendered conversation (chat_json) as parsed JSON. */
-static cJSON *vars_of(const ts_api_request *r) {
-    cJSON *v = cJSON_Parse(r->chat_json);
-    assert_non_null(v);
-    return v;
-}
-
-static const cJSON *msg(const cJSON *vars, int i) {
-    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(vars, "messages"), i);
-}
-
-static const char *str(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    dialect_expect_refused(st, &r, &e, body, status, NULL, needle);
 }
 
 static void test_plain_and_fields(void **state) {

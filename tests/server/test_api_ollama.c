@@ -12,13 +12,7 @@
 #include <cmocka.h>
 
 #include "server/dialect.h"
-
-static const ts_api_limits k_lim = {.n_vocab = 1000,
-                                    .n_ctx = 512,
-                                    .max_n = 4,
-                                    .model_name = "tiny",
-                                    .n_embd = 64,
-                                    .tools_in_template = true};
+#include "server/dialect_check.h"
 
 static ts_status parse(ts_ollama_kind which, const char *body, ts_api_request *r, ts_api_error *e) {
     memset(e, 0, sizeof *e);
@@ -29,24 +23,7 @@ static void expect_bad(ts_ollama_kind which, const char *body, int status, const
     ts_api_request r;
     ts_api_error e;
     ts_status st = parse(which, body, &r, &e);
-    if (st == TS_OK || e.status != status || strstr(e.message, needle) == NULL) {
-        print_error("body %s\n  got status %d message '%s'\n  want %d ~'%s'\n", body,
-                    st == TS_OK ? 200 : e.status, e.message, status, needle);
-        if (st == TS_OK) {
-            ts_api_request_free(&r);
-        }
-        fail();
-    }
-    assert_null(r.root);
-}
-
-static const cJSON *msg(const cJSON *vars, int i) {
-    return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(vars, "messages"), i);
-}
-
-static const char *str(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    dialect_expect_refused(st, &r, &e, body, status, NULL, needle);
 }
 
 static void test_chat_fields(void **state) {
