@@ -514,6 +514,16 @@ static void test_kl_divergence(void **state) {
     e = slurp(f.err);
     assert_non_null(strstr(e, "not a file written by"));
     free(e);
+    /* A base file cut short (a run that did not finish): refused, saying where it ends. */
+    assert_int_equal(truncate(base, 8 + 12 + 3 * CTX * 4 + 100), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s perplexity -m %s -f %s --ctx %d --chunks 3 --kl-divergence-base %s "
+             "--kl-divergence",
+             cli_bin(), f.model, f.text, CTX, base);
+    assert_int_equal(cli_run_to(cmd, f.out, f.err), 1);
+    e = slurp(f.err);
+    assert_non_null(strstr(e, "the file ends early (scored position 0)"));
+    free(e);
     snprintf(cmd, sizeof cmd, "%s perplexity -m %s -f %s --kl-divergence", cli_bin(), f.model,
              f.text);
     assert_int_equal(cli_run_to(cmd, f.out, f.err), 2);
