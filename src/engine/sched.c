@@ -257,13 +257,15 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from) {
     int32_t token = -1;
     ts_error err;
     if (s->gm != NULL && from->g_job >= 0 && ts_engine_mask_apply(e, from, row) == 0) {
-        if (ts_gmatch_is_accepting(s->gm)) {
+        if (ts_gmatch_is_accepting(s->gm) && !ts_gmatch_mask_gave_up(from->gm)) {
             /* Complete, and the model has no end-of-generation token to say so. */
             return ts_engine_finish_seq(e, s, TS_FINISH_STOP, NULL);
         }
         if (ts_gmatch_hit_limit(from->gm)) {
             /* Not the grammar's dead end: every way on opens more parser stacks than the
-             * matcher holds (a large anyOf / alternation open at one point). */
+             * matcher holds (a large anyOf / alternation open at one point), or the mask took
+             * more work than one token may (and was given up, even where the output could end
+             * here). */
             char msg[320];
             ts_gmatch_limit_message(msg, sizeof msg);
             return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, msg);

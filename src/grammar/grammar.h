@@ -95,6 +95,9 @@ bool ts_gmatch_is_accepting(const ts_gmatch *m);
 /* Some closure of this matcher passed TS_GRAMMAR_MAX_STACKS or TS_GRAMMAR_MAX_CLOSURE (its
  * bytes were refused): an empty mask may then be the limit's doing, not the grammar's. */
 bool ts_gmatch_hit_limit(const ts_gmatch *m);
+/* The last ts_gmatch_mask was given up (its mask is empty) because it needed more closure work
+ * than TS_GRAMMAR_MAX_MASK_WORK; ts_gmatch_hit_limit is then true too. */
+bool ts_gmatch_mask_gave_up(const ts_gmatch *m);
 /* The error text for an output stopped there (TS_GRAMMAR_LIMIT_PREFIX, then the limit named). */
 void ts_gmatch_limit_message(char *buf, size_t size);
 

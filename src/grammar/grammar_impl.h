@@ -46,9 +46,18 @@
 #define TS_GRAMMAR_MAX_REPEAT 10000u     /* m and n of {m,n} */
 #define TS_GRAMMAR_MAX_NEST   256u       /* nesting depth of parentheses */
 #define TS_GRAMMAR_MAX_STACKS 4096u      /* live parser stacks in one matcher state */
-#define TS_GRAMMAR_MAX_CLOSURE                                                                     \
-    65536u /* stack nodes one closure may visit (nested nullable                                   \
-              repetitions such as sp++++ explode it) */
+/* The matcher's work bounds, so that no grammar makes a step or a mask slow: a closure may
+ * visit TS_GRAMMAR_MAX_CLOSURE stack nodes and rule alternatives (nested nullable repetitions such
+ * as sp++++, or a rule of many alternatives referenced from many places, explode it), and one
+ * token mask may do TS_GRAMMAR_MAX_MASK_WORK of that work in all (about a quarter of a second),
+ * past which the mask is given up and the output stopped with the limit's message. The fuzz
+ * harness builds with smaller values (tests/fuzz/CMakeLists.txt) to reach the limits often. */
+#ifndef TS_GRAMMAR_MAX_CLOSURE
+#define TS_GRAMMAR_MAX_CLOSURE 262144u
+#endif
+#ifndef TS_GRAMMAR_MAX_MASK_WORK
+#define TS_GRAMMAR_MAX_MASK_WORK (1ull << 25)
+#endif
 
 typedef struct gclass {
     uint32_t ascii[4]; /* bit c set: code point c < 128 matches (negation applied) */

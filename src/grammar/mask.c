@@ -360,6 +360,8 @@ static int32_t mask_count(const uint32_t *bits, size_t words) {
     return n;
 }
 
+static int32_t mask_walk(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed);
+
 int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     if (!m || !v || !allowed) {
         return 0;
@@ -369,6 +371,22 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         return 0;
     }
     tg_maybe_compact(m);
+    m->mask_left = TS_GRAMMAR_MAX_MASK_WORK;
+    m->over = false;
+    int32_t count = mask_walk(m, v, allowed);
+    m->mask_left = UINT64_MAX;
+    m->gave_up = m->over;
+    if (m->over) { /* given up: nothing allowed, and the limit says why */
+        m->over = false;
+        m->limit = true;
+        memset(allowed, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof *allowed);
+        return 0;
+    }
+    return count;
+}
+
+/* ts_gmatch_mask's work under its budget: the cached masks first, then the trie walk. */
+static int32_t mask_walk(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
     size_t words = ((size_t)v->n_vocab + 31) / 32;
     if (m->mc_vocab != v || m->mc_words != words) { /* another vocabulary: start over */
         free(m->mc_bits);
@@ -502,7 +520,7 @@ int32_t ts_gmatch_mask(ts_gmatch *m, const ts_gvocab *v, uint32_t *allowed) {
         }
     }
     int32_t count = mask_count(allowed, words);
-    if (m->mc_words) { /* remember it in the least recently used slot */
+    if (m->mc_words && !m->over) { /* remember it in the least recently used slot */
         int lru = 0;
         for (int k = 1; k < MASK_CACHE; k++) {
             if (m->mc_used[k] < m->mc_used[lru]) {

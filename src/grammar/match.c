@@ -252,36 +252,47 @@ static bool enqueue(ts_gmatch *m, uint32_t id, uint32_t *nw) {
 }
 
 /* Runs the closure over the queued nodes; the stacks whose top is a class (and the empty stack)
- * go to m->out. Returns false when out of memory or past TS_GRAMMAR_MAX_CLOSURE nodes (the
- * input is then refused, as past TS_GRAMMAR_MAX_STACKS: never accepted wrongly). */
+ * go to m->out. Returns false when out of memory or past TS_GRAMMAR_MAX_CLOSURE steps (the
+ * input is then refused, as past TS_GRAMMAR_MAX_STACKS: never accepted wrongly), or past what
+ * is left of a token mask's budget (m->over: the mask is then given up). A step is a node
+ * visited or an alternative looked up, new node or not: a rule referenced from many places
+ * with the same return would otherwise cost all its alternatives at each place. */
 static bool close_over(ts_gmatch *m, uint32_t nw) {
     const ts_grammar *g = m->g;
-    uint32_t budget = TS_GRAMMAR_MAX_CLOSURE;
+    bool by_mask = m->mask_left < TS_GRAMMAR_MAX_CLOSURE;
+    uint64_t budget = by_mask ? m->mask_left : TS_GRAMMAR_MAX_CLOSURE, start = budget;
+    bool ok = false;
     while (nw) {
-        if (budget-- == 0) {
-            m->limit = true;
-            return false;
-        }
         uint32_t id = m->work[--nw];
         gnode n = m->nodes[id];
+        uint32_t e = id == SENTINEL ? 0 : g->elems[n.pos];
+        uint32_t cost = 1;
+        if (id != SENTINEL && GE_TYPE(e) != GE_CLASS && GE_TYPE(e) != GE_END) {
+            cost += g->rule_alt[GE_VAL(e) + 1] - g->rule_alt[GE_VAL(e)];
+        }
+        if (cost > budget) {
+            *(by_mask ? &m->over : &m->limit) = true;
+            budget = 0;
+            goto done;
+        }
+        budget -= cost;
         if (id == SENTINEL) {
             if (!tg_mgrow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
-                return false;
+                goto done;
             }
             m->out[m->n_out++] = SENTINEL;
             continue;
         }
-        uint32_t e = g->elems[n.pos];
         switch (GE_TYPE(e)) {
         case GE_CLASS:
             if (!tg_mgrow(m, (void **)&m->out, &m->cap_out, (size_t)m->n_out + 1, sizeof *m->out)) {
-                return false;
+                goto done;
             }
             m->out[m->n_out++] = id;
             break;
         case GE_END:
             if (!enqueue(m, n.parent, &nw)) {
-                return false;
+                goto done;
             }
             break;
         default: { /* GE_REF */
@@ -290,19 +301,24 @@ static bool close_over(ts_gmatch *m, uint32_t nw) {
             if (GE_TYPE(g->elems[n.pos + 1]) != GE_END) {
                 ret = node(m, n.pos + 1, n.parent);
                 if (ret == UINT32_MAX) {
-                    return false;
+                    goto done;
                 }
             }
             for (uint32_t a = g->rule_alt[r]; a < g->rule_alt[r + 1]; a++) {
                 if (!enqueue(m, node(m, g->alt_start[a], ret), &nw)) {
-                    return false;
+                    goto done;
                 }
             }
             break;
         }
         }
     }
-    return true;
+    ok = true;
+done:
+    if (m->mask_left != UINT64_MAX) { /* inside a token mask: the work adds up */
+        m->mask_left -= start - budget;
+    }
+    return ok;
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -551,7 +567,7 @@ int32_t tg_step_slow(ts_gmatch *m, uint32_t s, uint8_t b) {
         h = (h + 1) & m->tr_mask;
     }
     int32_t r = compute_step(m, s, b);
-    if (m->failed) {
+    if (m->failed || m->over) { /* not the step's answer: the mask's budget ran out */
         return REJECT;
     }
     if (row >= 0) {
@@ -596,7 +612,7 @@ static void tables_free(ts_gmatch *m) {
 
 /* Empty tables holding only the sentinel node. */
 static bool tables_init(ts_gmatch *m, const ts_grammar *g) {
-    *m = (ts_gmatch){.g = g};
+    *m = (ts_gmatch){.g = g, .mask_left = UINT64_MAX};
     for (int k = 0; k < MASK_CACHE; k++) {
         m->mc_state[k] = -1;
     }
@@ -703,11 +719,12 @@ ts_status tg_gmatch_check_start(const ts_grammar *g, const char *root, ts_error 
         return TS_OK;
     }
     if (limit) {
-        return ts_error_set(err, TS_ERR_LIMIT,
-                            "grammar: rule '%s' opens more than %u parser stacks at its start "
-                            "(or its closure visits more than %u); too many alternatives begin "
-                            "at one point: factor their common prefixes",
-                            root, TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
+        return ts_error_set(
+            err, TS_ERR_LIMIT,
+            "grammar: rule '%s' opens more than %u parser stacks at its start "
+            "(or its closure takes more than %u steps); too many alternatives begin "
+            "at one point: factor their common prefixes",
+            root, TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
     }
     return ts_error_set(err, TS_ERR_NOMEM, "grammar: out of memory for the start state");
 }
@@ -786,13 +803,19 @@ bool ts_gmatch_hit_limit(const ts_gmatch *m) {
     return m && !m->failed && m->limit;
 }
 
+bool ts_gmatch_mask_gave_up(const ts_gmatch *m) {
+    return m && !m->failed && m->gave_up;
+}
+
 void ts_gmatch_limit_message(char *buf, size_t size) {
     snprintf(buf, size,
              TS_GRAMMAR_LIMIT_PREFIX "the output reached a point where more than %u parser stacks "
-                                     "(or a closure over %u nodes) would be live at once, the "
-                                     "matcher's limit: too many alternatives are open together; "
-                                     "factor their common prefixes or use fewer alternatives",
-             TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE);
+                                     "(or a closure over %u steps, or a token mask over %llu) "
+                                     "would be live at once, the matcher's limit: too many "
+                                     "alternatives are open together; factor their common "
+                                     "prefixes or use fewer alternatives",
+             TS_GRAMMAR_MAX_STACKS, TS_GRAMMAR_MAX_CLOSURE,
+             (unsigned long long)TS_GRAMMAR_MAX_MASK_WORK);
 }
 
 bool ts_gmatch_accept_token(ts_gmatch *m, const ts_gvocab *v, int32_t token) {

@@ -97,6 +97,11 @@ struct ts_gmatch {
     uint32_t run_gen;
     bool failed; /* an allocation failed: refuse everything */
     bool limit;  /* the last closure passed TS_GRAMMAR_MAX_CLOSURE or TS_GRAMMAR_MAX_STACKS */
+    /* Closure work a token mask may still do (TS_GRAMMAR_MAX_MASK_WORK at its start);
+     * UINT64_MAX outside a mask. */
+    uint64_t mask_left;
+    bool over;    /* the mask's work ran out: its steps are not cached and it is given up */
+    bool gave_up; /* the last mask was given up so (ts_gmatch_mask_gave_up) */
 };
 
 /* tg_advance_cp's cp for "any non-ASCII character, through the classes that take them all". */

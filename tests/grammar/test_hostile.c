@@ -458,6 +458,98 @@ static void test_gbnf_many_alternatives(void **state) {
     ts_buf_free(&b);
 }
 
+/* "y ::= x | x | ... (k times)", "x ::= " j one-character alternatives (the printable ASCII
+ * characters, over and over): a closure through y looks up x's j alternatives k times although
+ * it makes only j + k nodes. */
+static void shared_alternatives(ts_buf *b, const char *root, int k, int j) {
+    ts_buf_printf(b, "root ::= %s\ny ::= ", root);
+    for (int i = 0; i < k; i++) {
+        ts_buf_puts(b, i ? " | x" : "x");
+    }
+    ts_buf_puts(b, "\nx ::= ");
+    for (int i = 0; i < j; i++) {
+        ts_buf_printf(b, "%s\"\\x%02X\"", i ? " | " : "", ' ' + i % 95);
+    }
+    ts_buf_putc(b, '\n');
+}
+
+/* The closure's work is bounded by what it looks up, not only by the nodes it makes: a rule of
+ * many alternatives referenced from many places used to cost seconds per step (64M lookups for
+ * 20k nodes) under a bound that counted nodes. */
+static void test_closure_work(void **state) {
+    (void)state;
+    ts_buf b = {0};
+    /* At the start: refused at compile, by the limit, fast. */
+    shared_alternatives(&b, "y+", 16000, 4000);
+    gbnf_refused(text_of(&b), TS_ERR_LIMIT, "steps");
+    ts_buf_free(&b);
+    /* Later: the step that opens it is refused (the limit is then reported), fast. */
+    shared_alternatives(&b, "\"q\" y+", 16000, 4000);
+    double took;
+    ts_grammar *g = gbnf_ok(text_of(&b), &took);
+    ts_gmatch *m = ts_gmatch_create(g);
+    assert_non_null(m);
+    double t0 = seconds();
+    assert_false(ts_gmatch_accept_bytes(m, "q", 1));
+    assert_true(seconds() - t0 < MAX_SECONDS / 4);
+    assert_true(ts_gmatch_hit_limit(m));
+    ts_gmatch_free(m);
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+}
+
+/* A mask whose steps are each within the closure bound but that takes many of them gives up
+ * past TS_GRAMMAR_MAX_MASK_WORK: empty, with the limit set, rather than taking seconds per token.
+ * The same matcher still follows bytes and computes the masks it can afford. */
+static void test_mask_work(void **state) {
+    (void)state;
+    ts_buf b = {0};
+    /* Every byte of a two-character token enters a y: a closure of 1 + 501 + 500 * 401 + 400
+     * steps (201k, within the closure bound), and the 95 first and 95 second bytes are 190 of
+     * them (38M), more than a mask's budget (33.5M). */
+    shared_alternatives(&b, "[ -~] y y", 500, 400);
+    double took;
+    ts_grammar *g = gbnf_ok(text_of(&b), &took);
+    static char pieces[95 * 95 + 1][3];
+    const char *ptr[95 * 95 + 1];
+    size_t lens[95 * 95 + 1];
+    int32_t n = 0;
+    for (int x = 0; x < 95; x++) {
+        for (int y = 0; y < 95; y++, n++) {
+            pieces[n][0] = (char)(' ' + x), pieces[n][1] = (char)(' ' + y);
+            ptr[n] = pieces[n], lens[n] = 2;
+        }
+    }
+    ptr[n] = "a", lens[n] = 1, n++; /* one token that can come first */
+    ts_gvocab *v = NULL;
+    ts_error err;
+    assert_int_equal(ts_gvocab_create(ptr, lens, n, NULL, 0, &v, &err), TS_OK);
+    uint32_t *mask = calloc(((size_t)n + 31) / 32, sizeof *mask);
+    assert_non_null(mask);
+    ts_gmatch *m = ts_gmatch_create(g);
+    assert_non_null(m);
+    assert_false(ts_gmatch_hit_limit(m));
+    double t0 = seconds();
+    assert_int_equal(ts_gmatch_mask(m, v, mask), 0);
+    assert_true(seconds() - t0 < MAX_SECONDS / 4);
+    assert_true(ts_gmatch_mask_gave_up(m));
+    assert_true(ts_gmatch_hit_limit(m));
+    for (int32_t w = 0; w < (n + 31) / 32; w++) {
+        assert_int_equal(mask[w], 0);
+    }
+    /* Not the grammar's answer: the bytes are still followed and a mask that costs less is
+     * computed. After "a", only the first byte of a token enters a y (the second ends the
+     * sentence): 95 big steps, and every two-character token is allowed, and "a". */
+    assert_true(ts_gmatch_accept_bytes(m, "a", 1));
+    assert_int_equal(ts_gmatch_mask(m, v, mask), 95 * 95 + 1);
+    assert_false(ts_gmatch_mask_gave_up(m));
+    ts_gmatch_free(m);
+    free(mask);
+    ts_gvocab_free(v);
+    ts_grammar_free(g);
+    ts_buf_free(&b);
+}
+
 /* ---- nesting -------------------------------------------------------------------------------- */
 
 static void test_deep_nesting(void **state) {
@@ -712,15 +804,25 @@ static void test_bounded_whitespace(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enum_100k),       cmocka_unit_test(test_anyof_consts),
-        cmocka_unit_test(test_anyof_objects),   cmocka_unit_test(test_optional_properties),
-        cmocka_unit_test(test_big_const),       cmocka_unit_test(test_merges),
-        cmocka_unit_test(test_many_properties), cmocka_unit_test(test_long_pattern),
-        cmocka_unit_test(test_gbnf_chain),      cmocka_unit_test(test_gbnf_many_alternatives),
-        cmocka_unit_test(test_deep_nesting),    cmocka_unit_test(test_many_refs),
-        cmocka_unit_test(test_oneof_limit),     cmocka_unit_test(test_huge_upper_bounds),
+        cmocka_unit_test(test_enum_100k),
+        cmocka_unit_test(test_anyof_consts),
+        cmocka_unit_test(test_anyof_objects),
+        cmocka_unit_test(test_optional_properties),
+        cmocka_unit_test(test_big_const),
+        cmocka_unit_test(test_merges),
+        cmocka_unit_test(test_many_properties),
+        cmocka_unit_test(test_long_pattern),
+        cmocka_unit_test(test_gbnf_chain),
+        cmocka_unit_test(test_gbnf_many_alternatives),
+        cmocka_unit_test(test_deep_nesting),
+        cmocka_unit_test(test_many_refs),
+        cmocka_unit_test(test_oneof_limit),
+        cmocka_unit_test(test_huge_upper_bounds),
         cmocka_unit_test(test_stop),
-        cmocka_unit_test(test_bounded_digits),  cmocka_unit_test(test_bounded_whitespace),
+        cmocka_unit_test(test_closure_work),
+        cmocka_unit_test(test_mask_work),
+        cmocka_unit_test(test_bounded_digits),
+        cmocka_unit_test(test_bounded_whitespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
