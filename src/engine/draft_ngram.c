@@ -12,7 +12,9 @@
  *     any slot whose hash is equal), so a lookup finds at most one slot for a content.
  */
 #include "engine/draft_ngram.h"
+#include "engine/draft_ngram_internal.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -38,19 +40,22 @@ struct ts_ngram {
     int32_t n_min;       /* shortest n-gram length looked up, >= 1 */
     int32_t n_max;       /* longest, n_min..TS_NGRAM_MAX_N */
     int32_t indexed;     /* the n-grams ending at e <= indexed are in the tables */
+    uint32_t hash_mask;  /* the hash bits kept: all, except in tests that force collisions */
     ngram_table *tables; /* [n_max - n_min + 1], tables[L - n_min] for length L; owned */
 };
 
 /* The hashes of the n-grams tokens[e-L..e) for L = 1..len (len <= e): h[L] for each L,
- * h[0] unused. One pass backwards from e-1, so all lengths cost O(len) together. */
-static void ngram_hashes(const int32_t *tokens, int32_t e, int32_t len, uint32_t *h) {
+ * h[0] unused, each reduced to the bits of mask. One pass backwards from e-1, so all lengths
+ * cost O(len) together. */
+static void ngram_hashes(const int32_t *tokens, int32_t e, int32_t len, uint32_t mask,
+                         uint32_t *h) {
     uint64_t acc = 0x9e3779b97f4a7c15u;
     for (int32_t l = 1; l <= len; l++) {
         acc = (acc ^ (uint32_t)tokens[e - l]) * 0x100000001b3u + (uint64_t)l;
         uint64_t z = acc;
         z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9u;
         z = (z ^ (z >> 29)) * 0x94d049bb133111ebu;
-        h[l] = (uint32_t)(z >> 32);
+        h[l] = (uint32_t)(z >> 32) & mask;
     }
 }
 
@@ -61,8 +66,7 @@ static bool same_ngram(const int32_t *tokens, int32_t a, int32_t b, int32_t len)
 
 /* Doubles t (or gives it its first slots), re-placing every occupied slot. On failure t is
  * unchanged and false is returned. */
-static bool table_grow(ngram_table *t) {
-    size_t cap = t->cap == 0 ? NGRAM_TABLE_MIN : t->cap * 2;
+static bool table_grow(ngram_table *t, size_t cap) {
     ngram_slot *slots = calloc(cap, sizeof *slots);
     if (slots == NULL) {
         return false;
@@ -86,12 +90,11 @@ static bool table_grow(ngram_table *t) {
 }
 
 /* Records that the n-gram tokens[e-len..e), of hash h, ends at e: overwrites the end of the
- * slot holding that content or takes a new one. False when the table could not grow. */
-static bool table_insert(ngram_table *t, const int32_t *tokens, int32_t len, int32_t e,
+ * slot holding that content or takes a new one. The caller has made room: after the
+ * insertion count <= cap / 2. */
+static void table_insert(ngram_table *t, const int32_t *tokens, int32_t len, int32_t e,
                          uint32_t h) {
-    if ((t->count + 1) * 2 > t->cap && !table_grow(t)) {
-        return false;
-    }
+    assert((t->count + 1) * 2 <= t->cap);
     size_t mask = t->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         ngram_slot *s = &t->slots[i];
@@ -99,11 +102,11 @@ static bool table_insert(ngram_table *t, const int32_t *tokens, int32_t len, int
             s->hash = h;
             s->end = e;
             t->count++;
-            return true;
+            return;
         }
         if (s->hash == h && same_ngram(tokens, s->end, e, len)) {
             s->end = e;
-            return true;
+            return;
         }
     }
 }
@@ -149,6 +152,7 @@ ts_status ts_ngram_create(int32_t n_min, int32_t n_max, ts_ngram **out, ts_error
     x->n_min = n_min;
     x->n_max = n_max;
     x->indexed = 0;
+    x->hash_mask = UINT32_MAX;
     x->tables = tables;
     *out = x;
     return TS_OK;
@@ -179,24 +183,54 @@ void ts_ngram_reset(ts_ngram *x) {
     x->indexed = 0;
 }
 
-/* Indexes the n-grams ending at x->indexed + 1 .. last. False when a table could not grow;
- * x->indexed then stops before the position that failed, and inserting that position's
- * n-grams again later is harmless (the same end is written twice). */
+/* The capacity t grows to when k more n-grams are coming: room for all of them even if every
+ * one is new, so that a long prompt costs one growth instead of a doubling cascade. */
+static size_t room(const ngram_table *t, size_t k) {
+    size_t cap = t->cap == 0 ? NGRAM_TABLE_MIN : t->cap * 2;
+    while (cap < (t->count + k) * 2) {
+        cap *= 2;
+    }
+    return cap;
+}
+
+/* Positions indexed together: their slots are prefetched one length at a time before any is
+ * written, so that the cache misses of a table larger than the cache overlap. */
+#define NGRAM_BLOCK 16
+
+/* Indexes the n-grams ending at x->indexed + 1 .. last, NGRAM_BLOCK positions at a time and,
+ * within a block, one length after the other (each table still sees its positions in
+ * increasing order). False when a table could not grow; x->indexed then stops before the
+ * block that failed. Inserting that block again later is harmless: each table receives its
+ * positions again in increasing order, so every slot ends with its latest end. */
 static bool index_to(ts_ngram *x, const int32_t *tokens, int32_t last) {
-    uint32_t h[TS_NGRAM_MAX_N + 1];
-    for (int32_t e = x->indexed + 1; e <= last; e++) {
-        int32_t top = e < x->n_max ? e : x->n_max;
-        if (top < x->n_min) {
-            x->indexed = e;
-            continue;
+    uint32_t h[NGRAM_BLOCK][TS_NGRAM_MAX_N + 1];
+    size_t todo = (size_t)(last - x->indexed);
+    while (x->indexed < last) {
+        int32_t first = x->indexed + 1;
+        int32_t nb = last - x->indexed < NGRAM_BLOCK ? last - x->indexed : NGRAM_BLOCK;
+        for (int32_t b = 0; b < nb; b++) {
+            int32_t e = first + b;
+            ngram_hashes(tokens, e, e < x->n_max ? e : x->n_max, x->hash_mask, h[b]);
         }
-        ngram_hashes(tokens, e, top, h);
-        for (int32_t l = x->n_min; l <= top; l++) {
-            if (!table_insert(&x->tables[l - x->n_min], tokens, l, e, h[l])) {
+        for (int32_t l = x->n_min; l <= x->n_max; l++) {
+            ngram_table *t = &x->tables[l - x->n_min];
+            /* Room for the whole block first, so that the prefetched slots stay in place. */
+            if ((t->count + (size_t)nb) * 2 > t->cap && !table_grow(t, room(t, todo))) {
                 return false;
             }
+            size_t mask = t->cap - 1;
+            for (int32_t b = 0; b < nb; b++) {
+                if (first + b >= l) {
+                    __builtin_prefetch(&t->slots[h[b][l] & mask], 1);
+                }
+            }
+            for (int32_t b = 0; b < nb; b++) {
+                if (first + b >= l) {
+                    table_insert(t, tokens, l, first + b, h[b][l]);
+                }
+            }
         }
-        x->indexed = e;
+        x->indexed += nb;
     }
     return true;
 }
@@ -222,7 +256,7 @@ int32_t ts_ngram_propose(ts_ngram *x, const int32_t *tokens, int32_t n, int32_t 
         return 0;
     }
     uint32_t h[TS_NGRAM_MAX_N + 1];
-    ngram_hashes(tokens, n, top, h);
+    ngram_hashes(tokens, n, top, x->hash_mask, h);
     for (int32_t l = top; l >= x->n_min; l--) {
         int32_t e = table_find(&x->tables[l - x->n_min], tokens, l, n, h[l]);
         if (e > 0) {
@@ -232,4 +266,9 @@ int32_t ts_ngram_propose(ts_ngram *x, const int32_t *tokens, int32_t n, int32_t 
         }
     }
     return 0;
+}
+
+void ts_ngram_weaken_hash(ts_ngram *x, int32_t bits) {
+    ts_ngram_reset(x);
+    x->hash_mask = bits >= 32 ? UINT32_MAX : bits <= 0 ? 0u : (1u << bits) - 1u;
 }

@@ -22,10 +22,12 @@
  * distinct L-grams seen so far, each slot holding the n-gram's 32-bit hash and its latest end
  * position. Slots are keyed by content: a probe that meets an equal hash compares the tokens
  * of the stored occurrence with the new ones, so two different n-grams with the same hash get
- * two slots and a proposal is never wrong because of a collision. Tables grow by doubling.
- * Memory: 8-byte slots at a load between 1/4 and 1/2, i.e. 16 to 32 bytes per distinct
- * n-gram per length, and there are at most n - 1 distinct n-grams per length; nothing else is
- * kept (the tokens are read from the caller's array).
+ * two slots and a proposal is never wrong because of a collision.
+ * Memory: 8-byte slots at a load of at most 1/2. A table that must grow for k new positions
+ * grows once, to room for k new n-grams (a long prompt costs one growth, not a cascade of
+ * doublings), so a table never exceeds 4 slots, 32 bytes, per indexed position; nothing else
+ * is kept (the tokens are read from the caller's array). For a 32k-token prompt and lengths
+ * 1..4 that is at most 4 MiB.
  *
  * Incremental use: the engine calls with the sequence's whole history, which only grows
  * between calls (the same n again is fine). Each call indexes the n-grams that end at the

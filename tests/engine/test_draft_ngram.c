@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "engine/draft_ngram.h"
+#include "engine/draft_ngram_internal.h"
 #include "engine/sampler_rng.h"
 #include "util/error.h"
 
@@ -304,6 +305,37 @@ static void test_long_history_vs_reference(void **state) {
     free(tokens);
 }
 
+/* Hashes cut to 0..3 bits: nearly every probe meets a slot of equal hash holding another
+ * n-gram, so only the comparison of tokens keeps the proposals equal to the reference. */
+static void test_hash_collisions(void **state) {
+    (void)state;
+    enum { LEN = 300 };
+    int32_t tokens[LEN];
+    ts_rng rng;
+    ts_rng_seed(&rng, 1729);
+    const setting settings[] = {{1, 3, 6}, {2, 6, 4}, {1, 16, 8}};
+    const int32_t alphabets[] = {3, 6, 40};
+    for (size_t si = 0; si < sizeof settings / sizeof settings[0]; si++) {
+        setting s = settings[si];
+        ts_ngram *x = make(s.n_min, s.n_max);
+        for (int32_t bits = 0; bits <= 3; bits++) {
+            for (size_t ai = 0; ai < sizeof alphabets / sizeof alphabets[0]; ai++) {
+                for (int32_t i = 0; i < LEN; i++) {
+                    tokens[i] = (int32_t)(ts_rng_next(&rng) % (uint64_t)alphabets[ai]);
+                }
+                ts_ngram_weaken_hash(x, bits);
+                for (int32_t n = 0; n <= LEN; n += (int32_t)(ts_rng_next(&rng) % 4)) {
+                    check_one(x, tokens, n, s.n_min, s.n_max, s.max, "weak hash");
+                    if (n == LEN) {
+                        break;
+                    }
+                }
+            }
+        }
+        ts_ngram_destroy(x);
+    }
+}
+
 /* ---- argument errors -------------------------------------------------------------------- */
 
 static void test_create_errors(void **state) {
@@ -403,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_shrinking_rebuilds),
         cmocka_unit_test(test_random_vs_reference),
         cmocka_unit_test(test_long_history_vs_reference),
+        cmocka_unit_test(test_hash_collisions),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_cost),
     };
