@@ -204,7 +204,6 @@ static size_t room(const ngram_table *t, size_t k) {
  * positions again in increasing order, so every slot ends with its latest end. */
 static bool index_to(ts_ngram *x, const int32_t *tokens, int32_t last) {
     uint32_t h[NGRAM_BLOCK][TS_NGRAM_MAX_N + 1];
-    size_t todo = (size_t)(last - x->indexed);
     while (x->indexed < last) {
         int32_t first = x->indexed + 1;
         int32_t nb = last - x->indexed < NGRAM_BLOCK ? last - x->indexed : NGRAM_BLOCK;
@@ -215,7 +214,8 @@ static bool index_to(ts_ngram *x, const int32_t *tokens, int32_t last) {
         for (int32_t l = x->n_min; l <= x->n_max; l++) {
             ngram_table *t = &x->tables[l - x->n_min];
             /* Room for the whole block first, so that the prefetched slots stay in place. */
-            if ((t->count + (size_t)nb) * 2 > t->cap && !table_grow(t, room(t, todo))) {
+            if ((t->count + (size_t)nb) * 2 > t->cap &&
+                !table_grow(t, room(t, (size_t)(last - x->indexed)))) {
                 return false;
             }
             size_t mask = t->cap - 1;
