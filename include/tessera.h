@@ -304,6 +304,8 @@ typedef struct ts_engine_event {
 typedef void (*ts_engine_callback)(const ts_engine_event *ev, void *user);
 
 #define TS_ENGINE_MAX_STOP 16
+/* The most tokens speculative decoding drafts for a sequence in one step. */
+#define TS_ENGINE_MAX_DRAFT 64
 
 /* What constrains a request's output (docs/grammar.md). The output is a sentence of the
  * grammar: before each token the tokens that would leave it are masked (also for greedy
@@ -344,6 +346,11 @@ typedef struct ts_request_params {
     int (*cancel)(void *cancel_user);
     void *cancel_user;
     int64_t compile_timeout_ms;
+    /* Speculative decoding for this request (docs/speculative.md): 0 = the context's setting,
+     * < 0 = none, > 0 = at most this many drafted tokens a step (never more than the context's
+     * draft_max; a context without speculation drafts nothing). The output is the same either
+     * way: only the speed changes. */
+    int32_t draft_max;
 } ts_request_params;
 
 /* Default sampling, n = 1, no limits beyond the context. */
@@ -405,6 +412,9 @@ typedef struct ts_engine_stats {
     double grammar_mask_ms; /* their computing time, summed over the mask threads */
     double grammar_wait_ms; /* time steps waited for masks after the forward pass (what
                                constraints added to step time) */
+    uint64_t spec_drafted;  /* speculative decoding: draft tokens verified */
+    uint64_t spec_accepted; /* of them, accepted (each one a token gained without its own step) */
+    uint64_t spec_steps;    /* verifications: one sequence's drafts checked in one step */
 } ts_engine_stats;
 
 /* ---- contexts --------------------------------------------------------------------------------
@@ -478,6 +488,16 @@ typedef struct ts_context_params {
     const char *chat_template; /* built-in template name instead of the model's; NULL: model's */
     const char *chat_template_source; /* Jinja template text instead of the model's (copied);
                                          NULL: model's. chat_template wins when both are set */
+    /* speculative decoding (docs/speculative.md): the same output, faster where it repeats */
+    const char *spec_type; /* "ngram" (drafts from the sequence's own tokens, no extra model) or
+                              "none"; NULL: "ngram" when draft_max > 0, else "none" */
+    int draft_max;         /* tokens drafted per sequence and step; 0: 16 with spec_type
+                              "ngram", else off (<= TS_ENGINE_MAX_DRAFT) */
+    int draft_min;         /* a shorter draft is not verified; 0: 1 */
+    int spec_ngram_min;    /* n-gram sizes looked up, longest first; 0: 2 and 4 (<= 16) */
+    int spec_ngram_max;
+    int64_t spec_step_tokens; /* drafts only while a step holds at most this many tokens,
+                                 drafts included (a full batch gains nothing from them); 0: 32 */
     /* debugging hooks */
     const char *dump;    /* every node's name, op, shape, checksum to this file ("-":
                             stdout); NULL: off */
@@ -539,6 +559,9 @@ typedef struct ts_context_info {
     double tune_ms;            /* time spent measuring kernels (0 when all came from cache) */
     uint64_t repacked_bytes;   /* weights repacked at load (all shards; 0: none) */
     double repack_ms;          /* time spent repacking them */
+    const char *spec_type;     /* "ngram" or "none" */
+    int draft_max, draft_min, spec_ngram_min, spec_ngram_max; /* 0s when spec_type is "none" */
+    int64_t spec_step_tokens;
 } ts_context_info;
 
 void ts_context_get_info(const ts_context *ctx, ts_context_info *out);

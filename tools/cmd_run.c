@@ -435,6 +435,17 @@ int ts_cmd_run(int argc, char **argv) {
         fprintf(stderr, "kernels (one row / several): %s (measured in %.0f ms this load)\n",
                 cli.info.kernels, cli.info.tune_ms);
     }
+    if (es.spec_steps > 0) {
+        fprintf(stderr,
+                "speculative (%s, draft-max %d): %llu drafted, %llu accepted (%.1f%%) in %llu "
+                "verifications, %llu steps for %lld tokens\n",
+                cli.info.spec_type, cli.info.draft_max, (unsigned long long)es.spec_drafted,
+                (unsigned long long)es.spec_accepted,
+                es.spec_drafted > 0 ? 100.0 * (double)es.spec_accepted / (double)es.spec_drafted
+                                    : 0.0,
+                (unsigned long long)es.spec_steps, (unsigned long long)es.n_steps,
+                (long long)rs.n_generated);
+    }
     if (es.grammar_masks > 0) {
         fprintf(stderr,
                 "grammar: %llu token masks, %.1f ms computing them (%.1f us each), %.1f ms of "

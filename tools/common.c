@@ -133,6 +133,42 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
             return -1;
         }
         o->overrides[o->ctx.n_overrides++] = val;
+    } else if (strcmp(a, "--spec-type") == 0) {
+        NEED_VALUE();
+        o->ctx.spec_type = val;
+    } else if (strcmp(a, "--draft-max") == 0 || strcmp(a, "--draft") == 0 ||
+               strcmp(a, "--draft-n") == 0 || strcmp(a, "--spec-draft-n-max") == 0) {
+        NEED_VALUE();
+        if (!ts_cli_parse_i64(val, 0, TS_ENGINE_MAX_DRAFT, &v)) {
+            fprintf(stderr, "error: %s: '%s' is out of range (0..%d)\n", a, val,
+                    TS_ENGINE_MAX_DRAFT);
+            return -1;
+        }
+        o->ctx.draft_max = (int)v;
+    } else if (strcmp(a, "--draft-min") == 0 || strcmp(a, "--draft-n-min") == 0 ||
+               strcmp(a, "--spec-draft-n-min") == 0) {
+        NEED_VALUE();
+        if (!ts_cli_parse_i64(val, 0, TS_ENGINE_MAX_DRAFT, &v)) {
+            fprintf(stderr, "error: %s: '%s' is out of range (0..%d)\n", a, val,
+                    TS_ENGINE_MAX_DRAFT);
+            return -1;
+        }
+        o->ctx.draft_min = (int)v;
+    } else if (strcmp(a, "--spec-ngram-min") == 0 || strcmp(a, "--spec-ngram-max") == 0) {
+        NEED_VALUE();
+        if (!ts_cli_parse_i64(val, 1, 16, &v)) {
+            fprintf(stderr, "error: %s: '%s' is not an n-gram size (1..16)\n", a, val);
+            return -1;
+        }
+        *(strcmp(a, "--spec-ngram-min") == 0 ? &o->ctx.spec_ngram_min : &o->ctx.spec_ngram_max) =
+            (int)v;
+    } else if (strcmp(a, "--spec-step-tokens") == 0) {
+        NEED_VALUE();
+        if (!ts_cli_parse_i64(val, 1, 4096, &v)) {
+            fprintf(stderr, "error: %s: '%s' is out of range (1..4096)\n", a, val);
+            return -1;
+        }
+        o->ctx.spec_step_tokens = v;
     } else if (strcmp(a, "--no-prefix-cache") == 0) {
         o->ctx.no_prefix_cache = 1;
     } else if (strcmp(a, "--swa-full") == 0) {
@@ -222,6 +258,16 @@ void ts_cli_print_common_help(FILE *f) {
             "      --max-seqs N          sequences decoded together (default 16)\n"
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"
+            "      --spec-type T         speculative decoding: ngram (drafts looked up in the\n"
+            "                            prompt and output so far) or none (default; on\n"
+            "                            with --draft-max). The output is the same, faster\n"
+            "                            where it repeats its input (docs/speculative.md)\n"
+            "      --draft-max N         tokens drafted per sequence and step (default 16)\n"
+            "      --draft-min N         fewest drafted tokens worth verifying (default 1)\n"
+            "      --spec-ngram-min N, --spec-ngram-max N\n"
+            "                            n-gram sizes looked up, longest first (default 2..4)\n"
+            "      --spec-step-tokens N  draft only while a step holds at most N tokens\n"
+            "                            (default 32: a full batch gains nothing from drafts)\n"
             "      --swa-full            sliding-window layers (Gemma 2/3) keep the whole\n"
             "                            context (default: a cache sized by their window)\n"
             "      --backend NAME        compute backend: cpu, ref (the scalar reference), cuda\n"

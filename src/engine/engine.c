@@ -34,6 +34,11 @@ ts_engine_config ts_engine_config_default(const ts_model *m) {
     c.kv_type_v = TS_TYPE_F16;
     c.prefix_cache = true;
     c.max_queue = 0;
+    c.draft_max = 0;
+    c.draft_min = 1;
+    c.ngram_min = 2;
+    c.ngram_max = 4;
+    c.spec_step_tokens = 32;
     return c;
 }
 
@@ -63,6 +68,27 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
     }
     if (c->max_seqs > c->max_batch_tokens) {
         c->max_seqs = c->max_batch_tokens;
+    }
+    if (c->spec_step_tokens <= 0) {
+        c->spec_step_tokens = 32;
+    }
+    if (c->draft_min <= 0) {
+        c->draft_min = 1;
+    }
+    if (c->ngram_min <= 0) {
+        c->ngram_min = 2;
+    }
+    if (c->ngram_max <= 0) {
+        c->ngram_max = c->ngram_min > 4 ? c->ngram_min : 4;
+    }
+    if (c->draft_max < 0 || c->draft_max > TS_ENGINE_MAX_DRAFT ||
+        c->draft_min > TS_ENGINE_MAX_DRAFT || c->ngram_min > c->ngram_max || c->ngram_max > 16 ||
+        c->spec_step_tokens > 4096) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "engine: invalid speculative decoding settings: draft-max %d (0..%d), "
+                            "draft-min %d, n-gram sizes %d..%d (1..16), step tokens %lld",
+                            c->draft_max, TS_ENGINE_MAX_DRAFT, c->draft_min, c->ngram_min,
+                            c->ngram_max, (long long)c->spec_step_tokens);
     }
     return TS_OK;
 }
@@ -98,7 +124,8 @@ static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, 
     *fc = (ts_forward_config){
         .max_tokens = c->max_batch_tokens,
         .max_seqs = c->max_seqs,
-        .max_outputs = c->max_seqs,
+        /* Speculation: a row per draft token too, at most spec_step_tokens a step. */
+        .max_outputs = c->draft_max > 0 ? c->max_seqs + c->spec_step_tokens : c->max_seqs,
         .n_blocks = n_blocks,
         .block_size = c->block_size,
         .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,
@@ -192,14 +219,16 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
         e->b_seq = malloc(T * sizeof(int32_t));
         e->b_slots = malloc(T * sizeof(int32_t));
         e->b_len = malloc(S * sizeof(int32_t));
-        e->b_out = malloc(S * sizeof(int32_t));
         e->b_table = malloc(S * (size_t)e->max_blk * sizeof(int32_t));
         e->b_slots_swa = malloc(T * sizeof(int32_t));
         e->b_table_swa = malloc(S * (size_t)e->max_blk * sizeof(int32_t));
-        e->logits = malloc(S * (size_t)e->n_vocab * sizeof(float));
+        e->max_out = fc.max_outputs < (int64_t)T ? fc.max_outputs : (int64_t)T;
+        e->b_out = malloc((size_t)e->max_out * sizeof(int32_t));
+        e->logits = malloc((size_t)e->max_out * (size_t)e->n_vocab * sizeof(float));
+        e->draft_buf = malloc(((size_t)c.draft_max + 1) * sizeof(int32_t));
         if (!e->running || !e->b_seqs || !e->b_tokens || !e->b_pos || !e->b_seq || !e->b_slots ||
             !e->b_len || !e->b_out || !e->b_table || !e->b_slots_swa || !e->b_table_swa ||
-            !e->logits) {
+            !e->logits || !e->draft_buf) {
             st = ts_error_set(err, TS_ERR_NOMEM, "engine: out of memory for batch buffers");
         }
     }
@@ -220,6 +249,7 @@ static void seq_free(seq *s) {
     ts_sampler_destroy(s->sampler);
     ts_detok_stream_destroy(s->detok);
     ts_gmatch_free(s->gm);
+    ts_ngram_destroy(s->ngram);
     free(s->tokens);
     free(s->held);
     free(s);
@@ -267,6 +297,7 @@ void ts_engine_destroy(ts_engine *e) {
     free(e->b_slots_swa);
     free(e->b_table_swa);
     free(e->logits);
+    free(e->draft_buf);
     free(e->aborts);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -364,6 +395,12 @@ seq *ts_engine_seq_new(ts_engine *e, request *r, int32_t index, const int32_t *p
     }
     if (st == TS_OK) {
         st = prime_detok(e, s, err);
+    }
+    if (st == TS_OK && e->cfg.draft_max > 0 && r->params.draft_max >= 0) {
+        st = ts_ngram_create(e->cfg.ngram_min, e->cfg.ngram_max, &s->ngram, err);
+        s->draft_len = r->params.draft_max > 0 && r->params.draft_max < e->cfg.draft_max
+                           ? r->params.draft_max
+                           : e->cfg.draft_max;
     }
     if (st == TS_OK && r->grammar != NULL) {
         s->gm = ts_gmatch_create(r->grammar);
@@ -695,6 +732,9 @@ static void publish_stats(ts_engine *e) {
     s->grammar_masks = e->g_n_masks;
     s->grammar_mask_ms = (double)e->g_mask_ns / 1e6;
     s->grammar_wait_ms = (double)e->g_wait_ns / 1e6;
+    s->spec_drafted = e->spec_drafted;
+    s->spec_accepted = e->spec_accepted;
+    s->spec_steps = e->spec_steps;
     pthread_mutex_unlock(&e->mu);
 }
 

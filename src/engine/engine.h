@@ -49,6 +49,16 @@ typedef struct ts_engine_config {
                                  sequence keeps only its window's blocks there) */
     int64_t max_queue;        /* requests waiting before add_request says TS_ERR_LIMIT (0: no
                                  limit) */
+    /* Speculative decoding (docs/speculative.md): each decoding sequence drafts up to draft_max
+     * tokens a step by n-gram lookup in its own tokens (0: off, the default), verified in the
+     * same step; a draft shorter than draft_min is not tried. N-grams of ngram_min..ngram_max
+     * tokens are looked up. Drafts are made only while the step has room: its tokens, drafts
+     * included, stay within spec_step_tokens (0: 32), so a full batch turns speculation off. */
+    int32_t draft_max;
+    int32_t draft_min;
+    int32_t ngram_min;
+    int32_t ngram_max;
+    int64_t spec_step_tokens;
 } ts_engine_config;
 
 /* Defaults for a model: n_ctx = min(n_ctx_train, 4096), the rest as documented above. */
@@ -83,8 +93,8 @@ void ts_engine_destroy(ts_engine *e);
  * KV cache could ever hold (TS_ERR_LIMIT, with the numbers), invalid sampling parameters,
  * queue full (TS_ERR_LIMIT). On success *id identifies the request. */
 ts_status ts_engine_add_request(ts_engine *e, const int32_t *prompt, int32_t n_prompt,
-                                const ts_request_params *params, ts_engine_callback cb,
-                                void *user, uint64_t *id, ts_error *err);
+                                const ts_request_params *params, ts_engine_callback cb, void *user,
+                                uint64_t *id, ts_error *err);
 
 /* Asks for a request to stop; its callback gets a final TS_FINISH_ABORT event during the next
  * step and its blocks are freed then. Unknown or finished ids are ignored. */
@@ -124,7 +134,7 @@ ts_status ts_engine_embed(ts_engine *e, const int32_t *const *inputs, const int3
  * builds one at its first constrained request; the runtime one per ts_llm for
  * ts_constraint_create. */
 struct ts_gvocab;
-ts_status ts_engine_gvocab_build(const ts_tokenizer *tok, int32_t n_vocab,
-                                 struct ts_gvocab **out, ts_error *err);
+ts_status ts_engine_gvocab_build(const ts_tokenizer *tok, int32_t n_vocab, struct ts_gvocab **out,
+                                 ts_error *err);
 
 #endif /* TS_ENGINE_ENGINE_H */

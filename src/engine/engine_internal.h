@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "engine/draft_ngram.h"
 #include "engine/engine.h"
 #include "grammar/grammar.h"
 #include "kv/kv.h"
@@ -32,6 +33,9 @@ typedef struct seq {
     int32_t batch_out;   /* output row in the current step, or -1 */
     ts_gmatch *gm;       /* where the output is in the request's grammar; NULL: unconstrained */
     int32_t g_job;       /* this step's mask job (gmask.c), or -1 */
+    ts_ngram *ngram;     /* its n-gram drafter; NULL: no speculation */
+    int32_t n_draft;     /* tokens drafted this step: tokens[n_tokens .. n_tokens + n_draft) */
+    int32_t draft_len;   /* how many to draft next (adapts to what was accepted) */
 } seq;
 
 struct request {
@@ -92,6 +96,12 @@ struct ts_engine {
     seq **b_seqs;  /* [max_seqs] sequences in the batch */
     float *logits; /* [max_seqs, n_vocab] */
     uint64_t n_steps, n_preemptions, prompt_computed, generated;
+    int64_t max_out;        /* rows of logits a step may ask for (the runner's bucket) */
+    int64_t spec_left;      /* draft tokens this step may still add */
+    int32_t *draft_buf;     /* [draft_max] the drafts being verified */
+    uint64_t spec_drafted;  /* draft tokens verified */
+    uint64_t spec_accepted; /* of them, accepted */
+    uint64_t spec_steps;    /* verifications (a sequence's drafts in one step) */
 
     /* The sliding-window pool's batch slots and tables (used with swa_pool). */
     int32_t *b_slots_swa, *b_table_swa;
@@ -133,6 +143,9 @@ ts_status ts_engine_grammar_compile(ts_engine *e, const ts_request_params *p, ts
 ts_status ts_engine_masks_begin(ts_engine *e, int64_t ns, ts_error *err);
 /* Waits for (and helps with) the masks begun. */
 void ts_engine_masks_wait(ts_engine *e);
+/* Computes s's mask again, in its job's slot, for where its grammar is now (the rows of a
+ * speculative verification after the first: the state has moved over the accepted drafts). */
+void ts_engine_mask_recompute(ts_engine *e, seq *s);
 /* Masks logits row [n_vocab] for s (-inf where its grammar forbids a token). Returns the
  * number of allowed tokens. */
 int32_t ts_engine_mask_apply(ts_engine *e, const seq *s, float *row);

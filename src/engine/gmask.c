@@ -277,6 +277,16 @@ void ts_engine_masks_wait(ts_engine *e) {
     e->g_n_masks += (uint64_t)e->n_g_jobs;
 }
 
+void ts_engine_mask_recompute(ts_engine *e, seq *s) {
+    uint64_t t0 = now_ns();
+    e->g_counts[s->g_job] =
+        ts_gmatch_mask(s->gm, e->gvocab, e->g_masks + (size_t)s->g_job * e->g_words);
+    uint64_t dt = now_ns() - t0;
+    e->g_mask_ns += dt;
+    e->g_wait_ns += dt;
+    e->g_n_masks++;
+}
+
 int32_t ts_engine_mask_apply(ts_engine *e, const seq *s, float *row) {
     const uint32_t *bits = e->g_masks + (size_t)s->g_job * e->g_words;
     for (size_t w = 0; w < e->g_words; w++) {

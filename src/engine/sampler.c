@@ -180,7 +180,7 @@ ts_status ts_sampler_create(const ts_sampler_params *params, int32_t n_vocab, ui
     s->params.n_logit_bias = 0;
     s->n_vocab = n_vocab;
     s->seed = seed;
-    ts_rng_seed(&s->rng, seed);
+    s->n_draws = 0;
     s->penalties_on = params->repetition_penalty != 1.0f || params->presence_penalty != 0.0f ||
                       params->frequency_penalty != 0.0f;
     s->window = params->penalty_last_n > 0 ? params->penalty_last_n : 0;
@@ -268,7 +268,7 @@ void ts_sampler_reset(ts_sampler *s) {
     if (s == NULL) {
         return;
     }
-    ts_rng_seed(&s->rng, s->seed);
+    s->n_draws = 0;
     if (s->penalties_on) {
         for (int32_t i = 0; i < s->n_listed; i++) {
             s->counts[s->listed[i]] = 0;

@@ -51,8 +51,10 @@
  * buckets that can hold the kept set; min-p is a threshold. The result is always the one a
  * full sort would give (tests/engine/test_sampler_ref.c checks this against a reference).
  *
- * Determinism: the RNG is xoshiro256** seeded through splitmix64; its stream depends only on
- * the seed, on every platform. One sample draws exactly one number (none when greedy).
+ * Determinism: one sample draws exactly one number (none when greedy), and the i-th draw since
+ * create (or reset) is the i-th output of splitmix64 from the seed (ts_rng_uniform_at): integer
+ * arithmetic, the same on every platform, and a function of the seed and the draw's place
+ * alone, so speculative decoding's verified positions draw what plain decoding draws.
  *
  * Thread safety: a ts_sampler is not thread-safe; use one per sequence from one thread at a
  * time. Different samplers share nothing.

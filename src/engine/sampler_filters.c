@@ -360,7 +360,7 @@ void ts_sampler_filter(ts_sampler *s, const ts_prep *prep, ts_cands *cs) {
 int32_t ts_sampler_draw(ts_sampler *s, const ts_prep *prep, const ts_cands *cs) {
     const float temp = s->params.temperature;
     const float *w = s->work;
-    const double u = ts_rng_uniform(&s->rng);
+    const double u = ts_rng_uniform_at(s->seed, s->n_draws++);
     if (cs->is_list) {
         /* Keys are no longer needed: hold the weights there. */
         float m = list_max(s, cs);

@@ -27,7 +27,7 @@ struct ts_sampler {
     ts_sampler_params params; /* params.logit_bias is NULL: the merged copy is bias[] */
     int32_t n_vocab;
     uint64_t seed;
-    ts_rng rng;
+    uint64_t n_draws; /* draws since create/reset: the next one is splitmix64(seed)'s n_draws-th */
 
     ts_logit_bias *bias; /* [n_bias], sorted by token, one entry per token (duplicates summed) */
     int32_t n_bias;

@@ -41,3 +41,8 @@ uint64_t ts_rng_next(ts_rng *rng) {
 double ts_rng_uniform(ts_rng *rng) {
     return (double)(ts_rng_next(rng) >> 11) * 0x1.0p-53;
 }
+
+double ts_rng_uniform_at(uint64_t seed, uint64_t index) {
+    uint64_t state = seed + index * 0x9e3779b97f4a7c15u; /* splitmix64's state before draw index */
+    return (double)(ts_splitmix64_next(&state) >> 11) * 0x1.0p-53;
+}

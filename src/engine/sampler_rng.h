@@ -28,4 +28,11 @@ uint64_t ts_rng_next(ts_rng *rng);
 /* Uniform double in [0, 1) with 53 random bits. */
 double ts_rng_uniform(ts_rng *rng);
 
+/* The index-th uniform double in [0, 1) of the splitmix64 stream seeded by seed (53 bits of its
+ * index-th output): a counter-based draw, a function of (seed, index) alone. The sampler draws
+ * this way, so a token's random number depends on the request's seed and the token's place in
+ * the output, not on how the steps that computed it were batched (speculative decoding relies
+ * on it: a verified draft position draws what plain decoding would). */
+double ts_rng_uniform_at(uint64_t seed, uint64_t index);
+
 #endif /* TS_ENGINE_SAMPLER_RNG_H */

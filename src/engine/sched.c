@@ -13,6 +13,13 @@
  *  3. One runner step over all scheduled tokens; commit their K/V; sequences that reached the
  *     end of their known tokens sample one token (a request with n > 1 forks its n - 1
  *     siblings at its first sample, sharing the prompt's blocks).
+ *
+ * Speculative decoding (docs/speculative.md): a decoding sequence may add drafted tokens after
+ * its one token (n-gram lookup in its own tokens), while the step has room (spec_step_tokens);
+ * they are rows of the same step, each with its logits. Sampling then walks the rows in order
+ * exactly as plain decoding would sample token after token, and stops at the first sampled
+ * token that differs from the draft: the drafts before it are accepted (their K/V committed),
+ * the rest are dropped from the cache (ts_kv_seq_drop) as if never appended.
  */
 #include "engine/engine_internal.h"
 
@@ -82,7 +89,7 @@ static void copy_table(const ts_engine *e, ts_kv_pool pool, uint32_t kv_id, int3
 }
 
 /* Adds s's next `chunk` tokens (just appended; their slots already in b_slots[nb..]) to the
- * batch. */
+ * batch; the last s->n_draft of them are drafts, each with an output row. */
 static void add_to_batch(ts_engine *e, step *b, seq *s, int32_t chunk) {
     int64_t si = b->ns++;
     e->b_seqs[si] = s;
@@ -105,12 +112,50 @@ static void add_to_batch(ts_engine *e, step *b, seq *s, int32_t chunk) {
         copy_table(e, TS_KV_POOL_SWA, s->kv_id, e->b_table_swa + si * e->max_blk);
     }
     e->b_len[si] = s->n_computed + chunk;
-    if (s->n_computed + chunk == s->n_tokens) {
+    if (s->n_computed + chunk - s->n_draft == s->n_tokens) {
         s->batch_out = (int32_t)b->no;
-        e->b_out[b->no++] = (int32_t)(b->nb - 1);
+        for (int32_t j = s->n_draft; j >= 0; j--) {
+            e->b_out[b->no++] = (int32_t)(b->nb - 1 - j);
+        }
     } else {
         s->batch_out = -1;
     }
+}
+
+/* Drafts for s, a decoding sequence, written after its tokens: at most `room` of them (and what
+ * the step's speculation budget, the request and the sequence's own limits allow); 0 when none
+ * is worth verifying. A draft stops before a token its grammar refuses. */
+static int32_t propose_drafts(ts_engine *e, seq *s, int64_t room) {
+    const request *r = s->req;
+    if (s->ngram == NULL || (s->index == 0 && r->n > 1 && !r->forked)) {
+        return 0;
+    }
+    int64_t want = s->draft_len;
+    int64_t left = (int64_t)r->max_tokens - s->n_generated - 1; /* the last token is sampled */
+    int64_t ctx_left = e->cfg.n_ctx - s->n_tokens;
+    want = want < room ? want : room;
+    want = want < e->spec_left ? want : e->spec_left;
+    want = want < left ? want : left;
+    want = want < ctx_left ? want : ctx_left;
+    if (want < e->cfg.draft_min) {
+        return 0;
+    }
+    int32_t *out = s->tokens + s->n_tokens;
+    int32_t n = ts_ngram_propose(s->ngram, s->tokens, s->n_tokens, out, (int32_t)want);
+    if (n > 0 && s->gm != NULL) {
+        ts_gmatch *g = ts_gmatch_clone(s->gm);
+        int32_t ok = 0;
+        while (g != NULL && ok < n && ts_gmatch_accept_token(g, e->gvocab, out[ok])) {
+            ok++;
+        }
+        ts_gmatch_free(g);
+        n = ok;
+    }
+    if (n < e->cfg.draft_min) {
+        return 0;
+    }
+    e->spec_left -= n;
+    return n;
 }
 
 static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
@@ -119,12 +164,18 @@ static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
         seq *s = e->running[i];
         int32_t remaining = s->n_tokens - s->n_computed;
         int32_t chunk = remaining < budget_left ? remaining : (int32_t)budget_left;
+        s->n_draft = remaining == 1 ? propose_drafts(e, s, budget_left - 1) : 0;
         for (;;) {
             ts_error kerr;
-            ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed, (uint32_t)chunk,
-                                        e->b_slots + b->nb, &kerr);
+            ts_status st = ts_kv_append(e->kv, s->kv_id, s->tokens + s->n_computed,
+                                        (uint32_t)(chunk + s->n_draft), e->b_slots + b->nb, &kerr);
             if (st == TS_OK) {
                 break;
+            }
+            if (st == TS_ERR_LIMIT && s->n_draft > 0) { /* drafts never preempt anyone */
+                e->spec_left += s->n_draft;
+                s->n_draft = 0;
+                continue;
             }
             if (st != TS_ERR_LIMIT) {
                 *err = kerr;
@@ -144,8 +195,8 @@ static ts_status schedule_running(ts_engine *e, step *b, ts_error *err) {
         if (st != TS_OK) {
             return st;
         }
-        add_to_batch(e, b, s, chunk);
-        budget_left -= chunk;
+        add_to_batch(e, b, s, chunk + s->n_draft);
+        budget_left -= chunk + s->n_draft;
         i++;
     }
     return TS_OK;
@@ -213,6 +264,7 @@ static ts_status admit_waiting(ts_engine *e, step *b, ts_error *err) {
             return st;
         }
         s->admit_order = ++e->admit_counter;
+        s->n_draft = 0;
         e->running[e->n_running++] = s;
         if (reserve) {
             e->n_pending_forks += r->n - 1;
@@ -251,10 +303,12 @@ static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
 
 /* Samples one token for s from logits row `row`, masked here with the mask computed for `from`
  * when s is constrained (s itself, or for the siblings of a fork their parent, whose grammar
- * state they share; masking twice changes nothing); true when s's request was freed. */
-static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from) {
+ * state they share; masking twice changes nothing); true when s's request was freed. The token
+ * goes to *picked (-1 when none was emitted). */
+static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_t *picked) {
     ts_sample_info info;
     int32_t token = -1;
+    *picked = -1;
     ts_error err;
     if (s->gm != NULL && from->g_job >= 0 && ts_engine_mask_apply(e, from, row) == 0) {
         if (ts_gmatch_is_accepting(s->gm) && !ts_gmatch_mask_gave_up(from->gm)) {
@@ -280,7 +334,52 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from) {
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
                                     "grammar: the sampled token leaves the grammar");
     }
+    *picked = token;
     return ts_engine_emit_token(e, s, token, &info);
+}
+
+/* Samples s's rows for its n_draft drafts as plain decoding would sample token after token,
+ * until a sampled token differs from the draft (or the sequence finishes); keeps the K/V of the
+ * accepted drafts and drops the rest. True when s's request was freed. */
+static bool verify_drafts(ts_engine *e, seq *s) {
+    int32_t k = s->n_draft;
+    s->n_draft = 0;
+    int32_t *draft = e->draft_buf;
+    memcpy(draft, s->tokens + s->n_tokens, (size_t)k * sizeof *draft); /* emitting overwrites */
+    int32_t accepted = 0;
+    e->spec_steps++;
+    e->spec_drafted += (uint64_t)k;
+    for (int32_t i = 0; i <= k; i++) {
+        float *row = e->logits + (size_t)(s->batch_out + i) * (size_t)e->n_vocab;
+        if (i > 0 && s->gm != NULL) {
+            ts_engine_mask_recompute(e, s);
+        }
+        int32_t token;
+        if (sample_one(e, s, row, s, &token)) {
+            e->spec_accepted += (uint64_t)accepted;
+            return true;
+        }
+        if (s->finish != TS_FINISH_NONE || i == k || token != draft[i]) {
+            break;
+        }
+        accepted++;
+    }
+    e->spec_accepted += (uint64_t)accepted;
+    if (s->finish != TS_FINISH_NONE) {
+        return false; /* its blocks are released already */
+    }
+    /* Appended this step, so committing and dropping them cannot fail. */
+    ts_error ignored;
+    ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)accepted, &ignored);
+    ts_kv_seq_drop(e->kv, s->kv_id, (uint32_t)(k - accepted), &ignored);
+    s->n_computed += accepted;
+    /* The next draft: longer after a fully accepted one, as long as was accepted otherwise. */
+    int32_t cap = s->req->params.draft_max > 0 && s->req->params.draft_max < e->cfg.draft_max
+                      ? s->req->params.draft_max
+                      : e->cfg.draft_max;
+    int32_t next = accepted == k ? 2 * k : accepted + 1;
+    s->draft_len = next < e->cfg.draft_min ? e->cfg.draft_min : next > cap ? cap : next;
+    return false;
 }
 
 static void sample_outputs(ts_engine *e, const step *b) {
@@ -315,19 +414,39 @@ static void sample_outputs(ts_engine *e, const step *b) {
                 continue;
             }
             int32_t n = r->n;
+            int32_t picked;
             for (int32_t i = 0; i < n; i++) {
-                if (sample_one(e, r->seqs[i], row, s)) {
+                if (sample_one(e, r->seqs[i], row, s, &picked)) {
                     break; /* request freed: it was the last live sequence */
                 }
             }
             continue;
         }
-        sample_one(e, s, row, s);
+        if (s->n_draft > 0) {
+            verify_drafts(e, s);
+            continue;
+        }
+        int32_t picked;
+        sample_one(e, s, row, s, &picked);
     }
+}
+
+/* Draft tokens the coming step may hold: what spec_step_tokens leaves after the running
+ * sequences' own tokens and the waiting ones' (a full batch leaves none). */
+static int64_t step_spec_room(const ts_engine *e) {
+    int64_t base = e->n_waiting > 0 ? e->cfg.max_batch_tokens : 0;
+    for (int64_t i = 0; i < e->n_running && base < e->cfg.spec_step_tokens; i++) {
+        base += e->running[i]->n_tokens - e->running[i]->n_computed;
+    }
+    int64_t room = e->cfg.spec_step_tokens - base;
+    int64_t out_room = e->max_out - e->n_running;
+    room = room < out_room ? room : out_room;
+    return room > 0 ? room : 0;
 }
 
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
     step b = {0, 0, 0};
+    e->spec_left = e->cfg.draft_max > 0 ? step_spec_room(e) : 0;
     ts_status st = schedule_running(e, &b, err);
     if (st == TS_OK) {
         st = admit_waiting(e, &b, err);
@@ -390,10 +509,11 @@ ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
         seq *s = e->b_seqs[si];
         /* The chunk was appended this step, so committing it cannot fail. */
         ts_error ignored;
-        ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)s->batch_chunk, &ignored);
-        s->n_computed += s->batch_chunk;
+        int32_t real = s->batch_chunk - s->n_draft; /* drafts are committed once verified */
+        ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)real, &ignored);
+        s->n_computed += real;
         if (s->n_generated == 0) {
-            e->prompt_computed += (uint64_t)s->batch_chunk;
+            e->prompt_computed += (uint64_t)real;
         }
     }
     sample_outputs(e, &b);

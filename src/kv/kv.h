@@ -243,6 +243,12 @@ const ts_kv_copy *ts_kv_copies(const ts_kv *kv, uint32_t *n_copies);
  * when fewer than n tokens are uncommitted. */
 ts_status ts_kv_seq_commit(ts_kv *kv, uint32_t seq, uint32_t n, ts_error *err);
 
+/* Forgets the last n appended, uncommitted tokens of seq (speculative decoding's rejected
+ * drafts): their slots are given up and the blocks holding only them go back to the pool, so
+ * seq is as if they had never been appended. Committed tokens, hashes and the prefix cache are
+ * untouched. TS_ERR_RANGE when fewer than n tokens are uncommitted. */
+ts_status ts_kv_seq_drop(ts_kv *kv, uint32_t seq, uint32_t n, ts_error *err);
+
 /* Opens *child sharing every block of parent (ref counts incremented), with the same
  * tokens, commit point and salt. The first of them to append into a shared, partly filled
  * last block gets a copy (copy-on-write). TS_ERR_LIMIT when max_seqs sequences are open. */

@@ -378,6 +378,39 @@ ts_status ts_kv_seq_commit(ts_kv *kv, uint32_t seq, uint32_t n, ts_error *err) {
     return TS_OK;
 }
 
+ts_status ts_kv_seq_drop(ts_kv *kv, uint32_t seq, uint32_t n, ts_error *err) {
+    ts_status st = get_seq(kv, seq, "drop", err);
+    if (st != TS_OK) {
+        return st;
+    }
+    kv_seq *s = &kv->seqs[seq];
+    if (n > s->n_tokens - s->n_committed) {
+        return ts_error_set(err, TS_ERR_RANGE,
+                            "kv: drop: sequence %" PRIu32 " has %" PRIu32
+                            " uncommitted tokens, cannot drop %" PRIu32,
+                            seq, s->n_tokens - s->n_committed, n);
+    }
+    const uint32_t bs = kv->block_size;
+    uint32_t new_len = s->n_tokens - n;
+    uint32_t blocks_after = div_up(new_len, bs);
+    for (uint32_t pi = 0; pi < kv->n_pools; pi++) {
+        kv_pool *p = &kv->pools[pi];
+        int32_t *tbl = kv_table(kv, p, seq);
+        /* Blocks past the new end hold only uncommitted tokens: appended by this sequence,
+         * never hashed nor shared. */
+        for (uint32_t bi = blocks_after; bi < s->n_blocks; bi++) {
+            kv_block_release(p, tbl[bi]);
+            tbl[bi] = KV_NONE;
+        }
+        if (new_len % bs != 0) { /* the last block was written by the append: private */
+            p->blocks[tbl[blocks_after - 1]].fill = new_len % bs;
+        }
+    }
+    s->n_blocks = blocks_after;
+    s->n_tokens = new_len;
+    return TS_OK;
+}
+
 ts_status ts_kv_seq_fork(ts_kv *kv, uint32_t parent, uint32_t *child, ts_error *err) {
     ts_status st = get_seq(kv, parent, "fork", err);
     if (st != TS_OK) {

@@ -267,6 +267,53 @@ static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
     return st;
 }
 
+/* Speculative decoding's settings into ec; errors name the option. */
+static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, ts_error *err) {
+    const char *type = p->spec_type;
+    if (type == NULL || *type == '\0') {
+        type = p->draft_max > 0 ? "ngram" : "none";
+    }
+    bool ngram = strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
+    if (!ngram && strcmp(type, "none") != 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "spec-type: unknown speculative decoding type '%s' (ngram, none; a "
+                            "draft model is not supported yet)",
+                            type);
+    }
+    if (p->draft_max < 0 || p->draft_max > TS_ENGINE_MAX_DRAFT || p->draft_min < 0 ||
+        p->draft_min > TS_ENGINE_MAX_DRAFT || p->spec_ngram_min < 0 || p->spec_ngram_max < 0 ||
+        p->spec_ngram_min > 16 || p->spec_ngram_max > 16 || p->spec_step_tokens < 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "speculative decoding: draft-max %d and draft-min %d must be in 0..%d, "
+                            "spec-ngram sizes %d..%d in 1..16, spec-step-tokens %lld >= 0",
+                            p->draft_max, p->draft_min, TS_ENGINE_MAX_DRAFT, p->spec_ngram_min,
+                            p->spec_ngram_max, (long long)p->spec_step_tokens);
+    }
+    if (!ngram) {
+        ec->draft_max = 0;
+        return TS_OK;
+    }
+    ec->draft_max = p->draft_max > 0 ? p->draft_max : 16;
+    ec->draft_min = p->draft_min > 0 ? p->draft_min : 1;
+    if (ec->draft_min > ec->draft_max) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "speculative decoding: draft-min %d is above draft-max %d",
+                            ec->draft_min, ec->draft_max);
+    }
+    ec->ngram_min = p->spec_ngram_min > 0 ? p->spec_ngram_min : 2;
+    ec->ngram_max =
+        p->spec_ngram_max > 0 ? p->spec_ngram_max : (ec->ngram_min > 4 ? ec->ngram_min : 4);
+    if (ec->ngram_min > ec->ngram_max) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "speculative decoding: spec-ngram-min %d is above spec-ngram-max %d",
+                            ec->ngram_min, ec->ngram_max);
+    }
+    if (p->spec_step_tokens > 0) {
+        ec->spec_step_tokens = p->spec_step_tokens;
+    }
+    return TS_OK;
+}
+
 /* The engine configuration: the engine's defaults for the model, then the parameters. */
 static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_error *err) {
     ts_engine_config *ec = &ctx->ec;
@@ -285,6 +332,10 @@ static ts_status engine_config(ts_context *ctx, const ts_context_params *p, ts_e
     }
     ec->max_queue = p->max_queue;
     ec->prefix_cache = !p->no_prefix_cache;
+    ts_status sst = spec_config(p, ec, err);
+    if (sst != TS_OK) {
+        return sst;
+    }
     ec->swa_full = p->swa_full != 0;
     /* K's type: kv_type_k, else kv_type (both caches); V's likewise. The option named in an
      * error is the one that chose the type. */
@@ -425,6 +476,14 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_bytes = ctx->runner->kv_bytes;
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
+    in->spec_type = ctx->ec.draft_max > 0 ? "ngram" : "none";
+    if (ctx->ec.draft_max > 0) {
+        in->draft_max = ctx->ec.draft_max;
+        in->draft_min = ctx->ec.draft_min;
+        in->spec_ngram_min = ctx->ec.ngram_min;
+        in->spec_ngram_max = ctx->ec.ngram_max;
+        in->spec_step_tokens = ctx->ec.spec_step_tokens;
+    }
     in->chat_template = ctx->chat.has_family ? ts_chat_family_name(ctx->chat.family.family) : NULL;
     in->chat_template_source = ctx->chat.tpl != NULL ? ctx->chat.source : NULL;
     in->chat_template_notice = ctx->chat.notice;

@@ -202,6 +202,75 @@ static void test_commit(void **state) {
     ts_kv_destroy(kv);
 }
 
+/* Dropping uncommitted tokens (rejected drafts) leaves the sequence as if they had never been
+ * appended: the same block count and fills, the blocks holding only them freed, no hash for
+ * them; and a forked sibling's shared block is never touched. */
+static void test_drop(void **state) {
+    (void)state;
+    const uint32_t bs = 4;
+    ts_kv *kv = kvt_create(16, bs, 4, 0, true);
+    uint32_t a = kvt_open(kv), b = kvt_open(kv);
+    kvt_append(kv, a, toks, 6, NULL);
+    ts_kv_seq_commit(kv, a, 6, &(ts_error){0});
+    kvt_append(kv, b, toks, 6, NULL);
+    ts_kv_seq_commit(kv, b, 6, &(ts_error){0});
+    uint32_t used = kvt_stats(kv).n_used;
+    /* a drafts 7 tokens (into a third and fourth block), keeps 1 of them. */
+    kvt_append(kv, a, toks + 6, 7, NULL);
+    assert_int_equal(kvt_stats(kv).n_used, used + 2);
+    ts_error err = {0};
+    assert_int_equal(ts_kv_seq_drop(kv, a, 8, &err), TS_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "7 uncommitted"));
+    assert_int_equal(ts_kv_seq_drop(kv, a, 6, &(ts_error){0}), TS_OK);
+    ts_kv_seq_info info;
+    ts_kv_seq_get_info(kv, a, &info, &(ts_error){0});
+    assert_int_equal(info.n_tokens, 7);
+    assert_int_equal(info.n_committed, 6);
+    assert_int_equal(kvt_stats(kv).n_used, used);
+    kvt_check(kv);
+    /* Committing the kept token and appending on gives what b got without drafts. */
+    ts_kv_seq_commit(kv, a, 1, &(ts_error){0});
+    kvt_append(kv, a, toks + 7, 2, NULL);
+    ts_kv_seq_commit(kv, a, 2, &(ts_error){0});
+    kvt_append(kv, b, toks + 6, 3, NULL);
+    ts_kv_seq_commit(kv, b, 3, &(ts_error){0});
+    kvt_check(kv);
+    uint32_t na, nb;
+    const int32_t *ta = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &na);
+    const int32_t *tb = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, b, &nb);
+    assert_int_equal(na, nb);
+    /* The prefix cache knows a's two full blocks by the tokens a kept: a new sequence with
+     * those tokens finds both; one whose 8th token is a dropped draft's finds only the first. */
+    uint32_t d = kvt_open(kv), hit = 0;
+    assert_int_equal(ts_kv_seq_match_prefix(kv, d, toks, 9, &hit, &(ts_error){0}), TS_OK);
+    assert_int_equal(hit, 8);
+    ts_kv_seq_close(kv, d, &(ts_error){0});
+    int32_t other[9];
+    memcpy(other, toks, sizeof other);
+    other[7] = toks[7 + 1];
+    d = kvt_open(kv);
+    assert_int_equal(ts_kv_seq_match_prefix(kv, d, other, 9, &hit, &(ts_error){0}), TS_OK);
+    assert_int_equal(hit, 4);
+    ts_kv_seq_close(kv, d, &(ts_error){0});
+    /* Dropping everything uncommitted from a block boundary frees the new block. */
+    kvt_append(kv, a, toks, 3, NULL); /* 9 + 3 = 12: the third block is full */
+    assert_int_equal(ts_kv_seq_drop(kv, a, 3, &(ts_error){0}), TS_OK);
+    kvt_check(kv);
+    /* A fork shares the partial block; the child's draft copies it, and the drop leaves the
+     * parent's block as it was. */
+    uint32_t c = UINT32_MAX;
+    assert_int_equal(ts_kv_seq_fork(kv, a, &c, &(ts_error){0}), TS_OK);
+    assert_int_equal(kvt_append(kv, c, toks + 50, 5, NULL), 1);
+    assert_int_equal(ts_kv_seq_drop(kv, c, 5, &(ts_error){0}), TS_OK);
+    kvt_check(kv);
+    const int32_t *tc = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, c, &nb);
+    ta = ts_kv_seq_block_table(kv, TS_KV_POOL_FULL, a, &na);
+    (void)tb;
+    assert_int_equal(nb, na);
+    assert_true(tc[2] != ta[2]); /* c's copy, not a's block */
+    ts_kv_destroy(kv);
+}
+
 /* Fork shares every block; the first writer into the shared partial block gets a copy, the
  * last one writes in place; full shared blocks are never copied. */
 static void test_fork_cow(void **state) {
@@ -349,15 +418,11 @@ static void test_can_append(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_errors),
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_append_slots),
-        cmocka_unit_test(test_alloc_free_cycles),
-        cmocka_unit_test(test_out_of_blocks),
-        cmocka_unit_test(test_max_seq_len),
-        cmocka_unit_test(test_commit),
-        cmocka_unit_test(test_fork_cow),
-        cmocka_unit_test(test_cow_out_of_blocks),
+        cmocka_unit_test(test_create_errors), cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_append_slots),  cmocka_unit_test(test_alloc_free_cycles),
+        cmocka_unit_test(test_out_of_blocks), cmocka_unit_test(test_max_seq_len),
+        cmocka_unit_test(test_commit),        cmocka_unit_test(test_drop),
+        cmocka_unit_test(test_fork_cow),      cmocka_unit_test(test_cow_out_of_blocks),
         cmocka_unit_test(test_can_append),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
