@@ -125,7 +125,10 @@ static ts_status resolve_config(const ts_model *m, const ts_engine_config *cfg, 
         .max_tokens = c->max_batch_tokens,
         .max_seqs = c->max_seqs,
         /* Speculation: a row per draft token too, at most spec_step_tokens a step. */
-        .max_outputs = c->draft_max > 0 ? c->max_seqs + c->spec_step_tokens : c->max_seqs,
+        .max_outputs = c->draft_max > 0 && c->max_seqs + c->spec_step_tokens < c->max_batch_tokens
+                           ? c->max_seqs + c->spec_step_tokens
+                       : c->draft_max > 0 ? c->max_batch_tokens
+                                          : c->max_seqs,
         .n_blocks = n_blocks,
         .block_size = c->block_size,
         .max_blocks_per_seq = (c->n_ctx + c->block_size - 1) / c->block_size,

@@ -362,17 +362,20 @@ static bool verify_drafts(ts_engine *e, seq *s) {
         if (s->finish != TS_FINISH_NONE || i == k || token != draft[i]) {
             break;
         }
+        /* Accepted: its K/V (computed this step, appended, so this cannot fail) joins the
+         * sequence now, before the next row may finish it, as plain decoding commits a token
+         * in the step that samples its successor. */
+        ts_error ignored;
+        ts_kv_seq_commit(e->kv, s->kv_id, 1, &ignored);
+        s->n_computed++;
         accepted++;
     }
     e->spec_accepted += (uint64_t)accepted;
     if (s->finish != TS_FINISH_NONE) {
         return false; /* its blocks are released already */
     }
-    /* Appended this step, so committing and dropping them cannot fail. */
     ts_error ignored;
-    ts_kv_seq_commit(e->kv, s->kv_id, (uint32_t)accepted, &ignored);
     ts_kv_seq_drop(e->kv, s->kv_id, (uint32_t)(k - accepted), &ignored);
-    s->n_computed += accepted;
     /* The next draft: longer after a fully accepted one, as long as was accepted otherwise. */
     int32_t cap = s->req->params.draft_max > 0 && s->req->params.draft_max < e->cfg.draft_max
                       ? s->req->params.draft_max
