@@ -498,6 +498,11 @@ typedef struct ts_context_params {
     int spec_ngram_max;
     int64_t spec_step_tokens; /* drafts only while a step holds at most this many tokens,
                                  drafts included (a full batch gains nothing from them); 0: 32 */
+    const char *spec_accept;  /* "exact" (default; NULL too): a draft is accepted when it is the
+                                 token plain decoding samples there, so outputs are identical
+                                 with and without speculation. "rejection": classic rejection
+                                 sampling, each token from the same distribution and more drafts
+                                 accepted, but sampled outputs differ from plain decoding's */
     /* debugging hooks */
     const char *dump;    /* every node's name, op, shape, checksum to this file ("-":
                             stdout); NULL: off */
@@ -560,6 +565,7 @@ typedef struct ts_context_info {
     uint64_t repacked_bytes;   /* weights repacked at load (all shards; 0: none) */
     double repack_ms;          /* time spent repacking them */
     const char *spec_type;     /* "ngram" or "none" */
+    const char *spec_accept;   /* "exact" or "rejection" */
     int draft_max, draft_min, spec_ngram_min, spec_ngram_max; /* 0s when spec_type is "none" */
     int64_t spec_step_tokens;
 } ts_context_info;

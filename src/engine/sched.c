@@ -305,7 +305,8 @@ static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
  * when s is constrained (s itself, or for the siblings of a fork their parent, whose grammar
  * state they share; masking twice changes nothing); true when s's request was freed. The token
  * goes to *picked (-1 when none was emitted). */
-static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_t *picked) {
+static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_t draft,
+                       int32_t *picked) {
     ts_sample_info info;
     int32_t token = -1;
     *picked = -1;
@@ -327,7 +328,7 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
                                     "grammar: no token of the vocabulary can continue the output");
     }
-    if (ts_sampler_sample(s->sampler, row, &token, &info, &err) != TS_OK) {
+    if (ts_sampler_sample_draft(s->sampler, row, draft, &token, &info, &err) != TS_OK) {
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, err.msg);
     }
     if (s->gm != NULL && !ts_gmatch_accept_token(s->gm, e->gvocab, token)) {
@@ -355,7 +356,10 @@ static bool verify_drafts(ts_engine *e, seq *s) {
             ts_engine_mask_recompute(e, s);
         }
         int32_t token;
-        if (sample_one(e, s, row, s, &token)) {
+        /* Rejection sampling (spec_rejection) takes the draft with its probability instead of
+         * drawing exactly what plain decoding draws. */
+        int32_t d = e->cfg.spec_rejection && i < k ? draft[i] : -1;
+        if (sample_one(e, s, row, s, d, &token)) {
             e->spec_accepted += (uint64_t)accepted;
             return true;
         }
@@ -419,7 +423,7 @@ static void sample_outputs(ts_engine *e, const step *b) {
             int32_t n = r->n;
             int32_t picked;
             for (int32_t i = 0; i < n; i++) {
-                if (sample_one(e, r->seqs[i], row, s, &picked)) {
+                if (sample_one(e, r->seqs[i], row, s, -1, &picked)) {
                     break; /* request freed: it was the last live sequence */
                 }
             }
@@ -430,7 +434,7 @@ static void sample_outputs(ts_engine *e, const step *b) {
             continue;
         }
         int32_t picked;
-        sample_one(e, s, row, s, &picked);
+        sample_one(e, s, row, s, -1, &picked);
     }
 }
 

@@ -289,6 +289,12 @@ static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, t
                             p->draft_max, p->draft_min, TS_ENGINE_MAX_DRAFT, p->spec_ngram_min,
                             p->spec_ngram_max, (long long)p->spec_step_tokens);
     }
+    const char *accept = p->spec_accept != NULL && *p->spec_accept ? p->spec_accept : "exact";
+    if (strcmp(accept, "exact") != 0 && strcmp(accept, "rejection") != 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "spec-accept: unknown acceptance '%s' (exact, rejection)", accept);
+    }
+    ec->spec_rejection = strcmp(accept, "rejection") == 0;
     if (!ngram) {
         ec->draft_max = 0;
         return TS_OK;
@@ -477,6 +483,7 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
     in->spec_type = ctx->ec.draft_max > 0 ? "ngram" : "none";
+    in->spec_accept = ctx->ec.spec_rejection ? "rejection" : "exact";
     if (ctx->ec.draft_max > 0) {
         in->draft_max = ctx->ec.draft_max;
         in->draft_min = ctx->ec.draft_min;
