@@ -266,7 +266,7 @@ void ts_cli_print_common_help(FILE *f) {
             "                            with --draft-max). The output is the same, faster\n"
             "                            where it repeats its input (docs/speculative.md)\n"
             "      --draft-max N         tokens drafted per sequence and step (default 16)\n"
-            "      --draft-min N         fewest drafted tokens worth verifying (default 1)\n"
+            "      --draft-min N         fewest drafted tokens worth verifying (default 3)\n"
             "      --spec-ngram-min N, --spec-ngram-max N\n"
             "                            n-gram sizes looked up, longest first (default 2..4)\n"
             "      --spec-step-tokens N  draft only while a step holds at most N tokens\n"

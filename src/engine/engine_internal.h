@@ -36,6 +36,8 @@ typedef struct seq {
     ts_ngram *ngram;     /* its n-gram drafter; NULL: no speculation */
     int32_t n_draft;     /* tokens drafted this step: tokens[n_tokens .. n_tokens + n_draft) */
     int32_t draft_len;   /* how many to draft next (adapts to what was accepted) */
+    int32_t spec_fails;  /* verifications in a row that accepted nothing */
+    int32_t spec_pause;  /* decoding steps to wait before drafting again (after failures) */
 } seq;
 
 struct request {

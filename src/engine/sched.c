@@ -130,6 +130,10 @@ static int32_t propose_drafts(ts_engine *e, seq *s, int64_t room) {
     if (s->ngram == NULL || (s->index == 0 && r->n > 1 && !r->forked)) {
         return 0;
     }
+    if (s->spec_pause > 0) { /* its last drafts failed: plain steps for a while */
+        s->spec_pause--;
+        return 0;
+    }
     int64_t want = s->draft_len;
     int64_t left = (int64_t)r->max_tokens - s->n_generated - 1; /* the last token is sampled */
     int64_t ctx_left = e->cfg.n_ctx - s->n_tokens;
@@ -386,6 +390,15 @@ static bool verify_drafts(ts_engine *e, seq *s) {
                       : e->cfg.draft_max;
     int32_t next = accepted == k ? 2 * k : accepted + 1;
     s->draft_len = next < e->cfg.draft_min ? e->cfg.draft_min : next > cap ? cap : next;
+    /* A draft that gained nothing cost a step several tokens wide: after failures in a row,
+     * wait 2, 4, ... 64 plain steps before drafting again (text that does not repeat its
+     * input stays within a few percent of plain decoding). */
+    if (accepted == 0) {
+        s->spec_fails = s->spec_fails < 6 ? s->spec_fails + 1 : 6;
+        s->spec_pause = 1 << s->spec_fails;
+    } else {
+        s->spec_fails = 0;
+    }
     return false;
 }
 

@@ -300,7 +300,9 @@ static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, t
         return TS_OK;
     }
     ec->draft_max = p->draft_max > 0 ? p->draft_max : 16;
-    ec->draft_min = p->draft_min > 0 ? p->draft_min : 1;
+    /* A draft of one or two tokens costs a CPU step about what four rows do (the gemm kernels
+     * take activation rows by fours) and gains little: three at least by default. */
+    ec->draft_min = p->draft_min > 0 ? p->draft_min : (ec->draft_max < 3 ? ec->draft_max : 3);
     if (ec->draft_min > ec->draft_max) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "speculative decoding: draft-min %d is above draft-max %d",
