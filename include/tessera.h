@@ -494,7 +494,7 @@ typedef struct ts_context_params {
     int draft_max;         /* tokens drafted per sequence and step; 0: 16 with spec_type
                               "ngram", else off (<= TS_ENGINE_MAX_DRAFT) */
     int draft_min;         /* a shorter draft is not verified; 0: 3 (or draft_max) */
-    int spec_ngram_min;    /* n-gram sizes looked up, longest first; 0: 2 and 4 (<= 16) */
+    int spec_ngram_min;    /* n-gram sizes looked up, longest first; 0: 3 and 4 (<= 16) */
     int spec_ngram_max;
     int64_t spec_step_tokens; /* drafts only while a step holds at most this many tokens,
                                  drafts included (a full batch gains nothing from them); 0: 32 */

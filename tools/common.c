@@ -268,7 +268,7 @@ void ts_cli_print_common_help(FILE *f) {
             "      --draft-max N         tokens drafted per sequence and step (default 16)\n"
             "      --draft-min N         fewest drafted tokens worth verifying (default 3)\n"
             "      --spec-ngram-min N, --spec-ngram-max N\n"
-            "                            n-gram sizes looked up, longest first (default 2..4)\n"
+            "                            n-gram sizes looked up, longest first (default 3..4)\n"
             "      --spec-step-tokens N  draft only while a step holds at most N tokens\n"
             "                            (default 32: a full batch gains nothing from drafts)\n"
             "      --spec-accept A       exact (default: outputs identical to plain decoding)\n"

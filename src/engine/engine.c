@@ -36,7 +36,7 @@ ts_engine_config ts_engine_config_default(const ts_model *m) {
     c.max_queue = 0;
     c.draft_max = 0;
     c.draft_min = 1;
-    c.ngram_min = 2;
+    c.ngram_min = 3;
     c.ngram_max = 4;
     c.spec_step_tokens = 32;
     return c;
@@ -76,7 +76,7 @@ static ts_status check_config(const ts_model *m, ts_engine_config *c, ts_error *
         c->draft_min = 1;
     }
     if (c->ngram_min <= 0) {
-        c->ngram_min = 2;
+        c->ngram_min = 3;
     }
     if (c->ngram_max <= 0) {
         c->ngram_max = c->ngram_min > 4 ? c->ngram_min : 4;

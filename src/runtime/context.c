@@ -308,7 +308,7 @@ static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, t
                             "speculative decoding: draft-min %d is above draft-max %d",
                             ec->draft_min, ec->draft_max);
     }
-    ec->ngram_min = p->spec_ngram_min > 0 ? p->spec_ngram_min : 2;
+    ec->ngram_min = p->spec_ngram_min > 0 ? p->spec_ngram_min : 3;
     ec->ngram_max =
         p->spec_ngram_max > 0 ? p->spec_ngram_max : (ec->ngram_min > 4 ? ec->ngram_min : 4);
     if (ec->ngram_min > ec->ngram_max) {
