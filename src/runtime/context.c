@@ -270,21 +270,23 @@ static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
 /* Speculative decoding's settings into ec; errors name the option. */
 static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, ts_error *err) {
     const char *type = p->spec_type;
-    if (type == NULL || *type == '\0') {
-        type = p->draft_model != NULL ? "draft" : p->draft_max > 0 ? "ngram" : "none";
-    }
-    bool ngram = strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
-    bool draft = strcmp(type, "draft") == 0;
-    if (!ngram && !draft && strcmp(type, "none") != 0) {
+    bool unset = type == NULL || *type == '\0';
+    bool draft = unset ? p->draft_model != NULL : strcmp(type, "draft") == 0;
+    bool ngram = unset ? p->draft_model == NULL && p->draft_max > 0
+                       : strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
+    if (!unset && !ngram && !draft && strcmp(type, "none") != 0) {
         return ts_error_set(
             err, TS_ERR_INVALID_ARG,
             "spec-type: unknown speculative decoding type '%s' (ngram, draft, none)", type);
     }
-    if (draft != (p->draft_model != NULL)) {
+    if (draft && p->draft_model == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            draft ? "spec-type draft needs a draft model (--model-draft FILE)"
-                                  : "spec-type: a draft model (%s) is given but the type is '%s' "
-                                    "(draft, or leave it unset)",
+                            "spec-type draft needs a draft model (--model-draft FILE)");
+    }
+    if (!draft && p->draft_model != NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "spec-type: a draft model (%s) is given but the type is '%s' (draft, "
+                            "or leave it unset)",
                             p->draft_model, type);
     }
     if (draft && (p->tp > 1 || p->tp_mpi)) {

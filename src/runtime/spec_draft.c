@@ -78,7 +78,8 @@ ts_status rt_draft_open(ts_context *ctx, const char *path, ts_error *err) {
     if (st != TS_OK) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
-        return ts_error_set(err, st, "draft model %s: %s", path, msg);
+        return strstr(msg, path) != NULL ? ts_error_set(err, st, "draft model: %s", msg)
+                                         : ts_error_set(err, st, "draft model %s: %s", path, msg);
     }
     if (ctx->draft_llm->model == NULL) {
         return ts_error_set(err, TS_ERR_FORMAT, "draft model %s: the file holds no weights", path);

@@ -434,11 +434,11 @@ static void test_refused(void **state) {
     ts_context_params p = api_params();
     /* Another vocabulary size. */
     ts_tiny_spec spec = f->target.spec;
-    spec.n_vocab += 16;
+    spec.n_vocab += 16; /* 336 */
     char bigger[512];
     write_spec(&spec, bigger, sizeof bigger, "spec_bigger");
     p.draft_model = bigger;
-    expect_refused(f->target.llm, &p, TS_ERR_INVALID_ARG, "tokens where the target");
+    expect_refused(f->target.llm, &p, TS_ERR_INVALID_ARG, "has 336 tokens");
     expect_refused(f->target.llm, &p, TS_ERR_INVALID_ARG, bigger);
     unlink(bigger);
     /* One token's text: "▁cat" (id 261) becomes "▁cot". */
@@ -449,7 +449,7 @@ static void test_refused(void **state) {
                   "\xe2\x96\x81"
                   "cot");
     p.draft_model = patched;
-    expect_refused(f->target.llm, &p, TS_ERR_INVALID_ARG, "token 261 is '\\xe2\\x96\\x81cot'");
+    expect_refused(f->target.llm, &p, TS_ERR_INVALID_ARG, "token 261 is ' cot'");
     unlink(patched);
     /* Types and files that do not go together. */
     p.draft_model = NULL;
