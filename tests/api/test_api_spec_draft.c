@@ -380,6 +380,77 @@ static void test_tight_cache(void **state) {
     assert_true(st.spec_accepted > 0);
 }
 
+/* Requests aborted while their drafts are in the draft cache: the others go on unchanged, and
+ * the draft cache's sequences and blocks are given back (the same requests run again after). */
+static void test_abort(void **state) {
+    files *f = *state;
+    int32_t n_vocab = (int32_t)f->target.spec.n_vocab;
+    pair pr = make_pair(f->target.llm, f->same, 8, 8, 10 * 1024);
+    static int32_t prompts[8][160];
+    static out_req want[8], got[8];
+    job jobs[8];
+    for (int i = 0; i < 8; i++) {
+        jobs[i].prompt = prompts[i];
+        jobs[i].n_prompt = repeating_prompt(prompts[i], n_vocab, (uint32_t)i);
+        jobs[i].params = greedy(64);
+    }
+    run_jobs(pr.plain, jobs, 8, want);
+    for (int round = 0; round < 3; round++) {
+        ts_error err = {0};
+        uint64_t ids[8];
+        ts_engine_stats before;
+        ts_context_get_stats(pr.spec, &before);
+        for (int i = 0; i < 8; i++) {
+            memset(&got[i], 0, sizeof got[i]);
+            assert_int_equal(ts_context_submit(pr.spec, jobs[i].prompt, jobs[i].n_prompt,
+                                               &jobs[i].params, on_event, &got[i], &ids[i], &err),
+                             TS_OK);
+        }
+        for (int s = 0; s < 4; s++) {
+            assert_int_equal(ts_context_step(pr.spec, NULL, &err), TS_OK);
+        }
+        bool early[8];
+        for (int i = 0; i < 8; i++) {
+            early[i] = got[i].done; /* finished before the abort: nothing to abort */
+            if (i % 2 == 0) {
+                ts_context_abort(pr.spec, ids[i]);
+            }
+        }
+        for (int guard = 0; guard < 10000; guard++) {
+            bool all = true;
+            for (int i = 0; i < 8; i++) {
+                all = all && got[i].done;
+            }
+            if (all) {
+                break;
+            }
+            assert_int_equal(ts_context_step(pr.spec, NULL, &err), TS_OK);
+        }
+        int n_aborted = 0;
+        for (int i = 0; i < 8; i++) {
+            assert_true(got[i].done);
+            n_aborted += got[i].seqs[0].finish == TS_FINISH_ABORT;
+            if (i % 2 == 0 && !early[i]) {
+                assert_int_equal(got[i].seqs[0].finish, TS_FINISH_ABORT);
+                /* what it had is what plain decoding made */
+                assert_true(got[i].seqs[0].n <= want[i].seqs[0].n);
+                assert_memory_equal(got[i].seqs[0].tokens, want[i].seqs[0].tokens,
+                                    (size_t)got[i].seqs[0].n * sizeof(int32_t));
+            } else {
+                assert_same(&want[i], &got[i], 1, i);
+            }
+        }
+        /* A leaked draft sequence would leave later rounds without drafts. */
+        ts_engine_stats st;
+        ts_context_get_stats(pr.spec, &st);
+        printf("  round %d: %d aborted, %llu accepted\n", round, n_aborted,
+               (unsigned long long)(st.spec_accepted - before.spec_accepted));
+        assert_true(n_aborted > 0);
+        assert_true(st.spec_accepted - before.spec_accepted > 20);
+    }
+    free_pair(&pr);
+}
+
 /* Copies src to a fresh file with the bytes of one token's text changed. */
 static void write_patched(const char *src, char *dst, size_t size, const char *from,
                           const char *to) {
@@ -533,10 +604,10 @@ static void test_default_model(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_alone),    cmocka_unit_test(test_same_batch),
-        cmocka_unit_test(test_other),         cmocka_unit_test(test_tight_cache),
-        cmocka_unit_test(test_refused),       cmocka_unit_test(test_p_min),
-        cmocka_unit_test(test_default_model),
+        cmocka_unit_test(test_same_alone), cmocka_unit_test(test_same_batch),
+        cmocka_unit_test(test_other),      cmocka_unit_test(test_tight_cache),
+        cmocka_unit_test(test_abort),      cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_p_min),      cmocka_unit_test(test_default_model),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
