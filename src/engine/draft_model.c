@@ -454,3 +454,53 @@ void ts_engine_draft_run(ts_engine *e) {
     catch_up(e, n_cand);
     extend(e, n_cand);
 }
+
+ts_status ts_engine_draft_check(const ts_engine *e, ts_error *err) {
+    const struct ts_draft *d = e->draft;
+    if (d == NULL) {
+        return TS_OK;
+    }
+    ts_status st = ts_kv_check(d->kv, err);
+    if (st != TS_OK) {
+        return st;
+    }
+    uint32_t n_open = 0;
+    for (int64_t i = 0; i < e->n_running; i++) {
+        const seq *s = e->running[i];
+        if (!s->has_dkv) {
+            continue;
+        }
+        n_open++;
+        ts_kv_seq_info info;
+        st = ts_kv_seq_get_info(d->kv, s->dkv_id, &info, err);
+        if (st != TS_OK) {
+            return st;
+        }
+        if (info.n_committed != (uint32_t)s->d_n_computed ||
+            info.n_tokens != (uint32_t)(s->d_n_computed + s->d_n_pending) ||
+            s->d_n_computed > s->n_tokens || s->d_n_ready > e->cfg.draft_max) {
+            return ts_error_set(err, TS_ERR_STATE,
+                                "draft cache of sequence %d of request %llu: %u tokens, %u "
+                                "committed, where the sequence says %d computed + %d pending "
+                                "(of its %d tokens)",
+                                s->index, (unsigned long long)s->req->id, info.n_tokens,
+                                info.n_committed, s->d_n_computed, s->d_n_pending, s->n_tokens);
+        }
+    }
+    for (const seq *s = e->wait_head; s != NULL; s = s->next) {
+        if (s->has_dkv) {
+            return ts_error_set(err, TS_ERR_STATE,
+                                "a waiting sequence of request %llu holds a draft cache",
+                                (unsigned long long)s->req->id);
+        }
+    }
+    ts_kv_stats ks;
+    ts_kv_get_stats(d->kv, &ks);
+    if (ks.n_seqs != n_open || (n_open == 0 && ks.n_used != 0)) {
+        return ts_error_set(err, TS_ERR_STATE,
+                            "the draft cache has %u sequences open and %u blocks used where %u "
+                            "running sequences hold one",
+                            ks.n_seqs, ks.n_used, n_open);
+    }
+    return TS_OK;
+}

@@ -174,6 +174,10 @@ int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want);
 /* Closes s's draft KV sequence (with its target KV: preemption, finish). */
 void ts_engine_draft_release(ts_engine *e, seq *s);
 void ts_engine_draft_destroy(struct ts_draft *d);
+/* Tests: the draft cache agrees with the sequences (each running sequence's draft KV sequence
+ * holds d_n_computed committed + d_n_pending tokens; no other sequence is open; no waiting
+ * sequence holds one) and the block manager's own invariants hold. */
+ts_status ts_engine_draft_check(const ts_engine *e, ts_error *err);
 
 /* sched.c */
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);
