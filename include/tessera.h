@@ -494,7 +494,7 @@ typedef struct ts_context_params {
                               draft_model is set, else "ngram" when draft_max > 0, else "none" */
     int draft_max;         /* tokens drafted per sequence and step; 0: 16 with spec_type
                               "ngram" or "draft", else off (<= TS_ENGINE_MAX_DRAFT) */
-    int draft_min;         /* a shorter draft is not verified; 0: 1 */
+    int draft_min;         /* a shorter draft is not verified; 0: 3 (or draft_max) */
     int spec_ngram_min;    /* n-gram sizes looked up, longest first; 0: 2 and 4 (<= 16) */
     int spec_ngram_max;
     int64_t spec_step_tokens; /* drafts only while a step holds at most this many tokens,
@@ -505,6 +505,11 @@ typedef struct ts_context_params {
                                  with its own KV cache; NULL: none. Not with tp > 1 */
     float draft_p_min;        /* a model draft ends before a token the draft model gives a
                                  probability below this (0: off, the default) */
+    const char *spec_accept;  /* "exact" (default; NULL too): a draft is accepted when it is the
+                                 token plain decoding samples there, so outputs are identical
+                                 with and without speculation. "rejection": classic rejection
+                                 sampling, each token from the same distribution and more drafts
+                                 accepted, but sampled outputs differ from plain decoding's */
     /* debugging hooks */
     const char *dump;    /* every node's name, op, shape, checksum to this file ("-":
                             stdout); NULL: off */
@@ -567,6 +572,7 @@ typedef struct ts_context_info {
     uint64_t repacked_bytes;   /* weights repacked at load (all shards; 0: none) */
     double repack_ms;          /* time spent repacking them */
     const char *spec_type;     /* "ngram", "draft" or "none" */
+    const char *spec_accept;   /* "exact" or "rejection" */
     const char *draft_model;   /* spec_type "draft": the draft model's file; else NULL */
     int draft_max, draft_min, spec_ngram_min, spec_ngram_max; /* 0s when spec_type is "none" */
     int64_t spec_step_tokens;

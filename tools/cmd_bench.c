@@ -26,6 +26,12 @@
  * collectives' payload per token and rank (KiB a rank contributed to all-reduces and
  * all-gathers, warm-up included, divided by the tokens computed). One process per rank
  * (--tp-mpi) is not offered here: measure it with `mpirun ... tessera run --tp-mpi`.
+ *
+ * Speculative decoding (--draft N, or --draft-max N): instead of the pp/tg tests, the same
+ * greedy generation of a real prompt without and with n-gram drafts of up to N tokens,
+ * tokens/s of both, the speed-up, drafted / accepted tokens, and a check that both outputs are
+ * the same tokens (bench_spec.c). -p TEXT / -f FILE give the prompt (default: a code text to
+ * repeat with one change), -n N the tokens generated (default 256).
  */
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_spec.h"
 #include "commands.h"
 #include "common.h"
 
@@ -94,7 +101,12 @@ static void usage(FILE *f) {
                "               prompt shared), adding prefix-cache hit rate and KV blocks used\n"
                "  --tp N       tensor parallelism: N shards in this process, each with 1/N of\n"
                "               the -t threads; adds collective KiB per token per rank\n"
-               "               (in-process only: for MPI use mpirun ... tessera run --tp-mpi)\n");
+               "               (in-process only: for MPI use mpirun ... tessera run --tp-mpi)\n"
+               "  --draft N    speculative decoding instead of pp/tg: greedy generation of a\n"
+               "               prompt that repeats its input, without and with n-gram drafts of\n"
+               "               up to N tokens; t/s of both, speed-up, acceptance, and a check\n"
+               "               that the outputs are identical. Here -p TEXT / -f FILE is the\n"
+               "               prompt (default: a built-in code rewrite), -n N tokens (256)\n");
 }
 
 static int parse_list(const char *s, int64_t *out, int max) {
@@ -629,6 +641,33 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
     fflush(stdout);
 }
 
+/* --draft N: the speculative decoding comparison (bench_spec.c) on -p TEXT, -f FILE or the
+ * built-in prompt. Returns the exit code. */
+static int run_spec(ts_llm *llm, const bench_opts *o, const char *name, const char *text,
+                    const char *file) {
+    char *owned = NULL;
+    if (file != NULL) {
+        size_t len = 0;
+        owned = ts_cli_read_file(file, &len);
+        if (owned == NULL) {
+            fprintf(stderr, "error: -f %s: cannot read it\n", file);
+            return 1;
+        }
+        text = owned;
+    }
+    ts_bench_spec_opts so = {.co = &o->co,
+                             .name = name,
+                             .threads = o->threads,
+                             .n_threads = o->n_threads,
+                             .reps = o->reps,
+                             .n_gen = o->tg[0],
+                             .prompt = text,
+                             .format = o->format};
+    int rc = ts_bench_spec(llm, &so);
+    free(owned);
+    return rc;
+}
+
 int ts_cmd_bench(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
@@ -640,6 +679,7 @@ int ts_cmd_bench(int argc, char **argv) {
     o.reps = 5;
     o.format = "md";
     int64_t bpp = 128, btg = 128;
+    const char *p_arg = NULL, *f_arg = NULL, *n_arg = NULL; /* read once the mode is known */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -659,9 +699,9 @@ int ts_cmd_bench(int argc, char **argv) {
             return 2;
         }
         bool own = strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--batch") == 0 ||
-                   strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0 || strcmp(a, "--pp") == 0 ||
-                   strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 || strcmp(a, "-t") == 0 ||
-                   strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
+                   strcmp(a, "-f") == 0 || strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0 ||
+                   strcmp(a, "--pp") == 0 || strcmp(a, "--tg") == 0 || strcmp(a, "-r") == 0 ||
+                   strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0 || strcmp(a, "-o") == 0;
         if (!own) {
             int r = ts_cli_parse_common(&o.co, argc, argv, &i);
             if (r < 0) {
@@ -679,9 +719,11 @@ int ts_cmd_bench(int argc, char **argv) {
         }
         i++;
         if (strcmp(a, "-p") == 0) {
-            n = o.n_pp = parse_list(v, o.pp, MAX_LIST);
+            p_arg = v; /* prompt lengths, or with --draft the prompt's text */
+        } else if (strcmp(a, "-f") == 0) {
+            f_arg = v;
         } else if (strcmp(a, "-n") == 0) {
-            n = o.n_tg = parse_list(v, o.tg, MAX_LIST);
+            n_arg = v;
         } else if (strcmp(a, "--batch") == 0) {
             n = o.n_batch = parse_list(v, o.batch, MAX_LIST);
         } else if (strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0) {
@@ -719,6 +761,36 @@ int ts_cmd_bench(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    bool spec = o.co.ctx.draft_max > 0;
+    if (!spec && f_arg != NULL) {
+        fprintf(stderr, "error: -f FILE (a prompt) applies to --draft N only\n");
+        return 2;
+    }
+    if (spec && (o.n_batch > 0 || o.n_depth > 0 || o.engine || o.co.ctx.tp > 1)) {
+        fprintf(stderr, "error: --draft N runs one sequence: not with --batch, -d, --engine "
+                        "or --tp\n");
+        return 2;
+    }
+    if (spec && p_arg != NULL && f_arg != NULL) {
+        fprintf(stderr, "error: give the prompt with -p TEXT or -f FILE, not both\n");
+        return 2;
+    }
+    if (!spec && p_arg != NULL && (o.n_pp = parse_list(p_arg, o.pp, MAX_LIST)) <= 0) {
+        fprintf(stderr, "error: -p: bad value '%s' (prompt lengths, e.g. 512,1024)\n", p_arg);
+        return 2;
+    }
+    if (n_arg != NULL && (o.n_tg = parse_list(n_arg, o.tg, spec ? 1 : MAX_LIST)) <= 0) {
+        fprintf(stderr, "error: -n: bad value '%s'\n", n_arg);
+        return 2;
+    }
+    if (spec && (n_arg == NULL || o.tg[0] < 1)) {
+        o.tg[0] = n_arg == NULL ? 256 : 0;
+        if (o.tg[0] < 1) {
+            fprintf(stderr, "error: -n: --draft needs at least 1 generated token\n");
+            return 2;
+        }
+    }
+
     if (o.n_depth > 0 && o.n_batch > 0) {
         fprintf(stderr, "error: -d/--n-depth applies to the pp/tg tests, not to --batch\n");
         return 2;
@@ -743,7 +815,7 @@ int ts_cmd_bench(int argc, char **argv) {
     }
     const char *name = strrchr(o.co.model, '/') ? strrchr(o.co.model, '/') + 1 : o.co.model;
     bool batch = o.n_batch > 0;
-    if (!batch && strcmp(o.format, "md") == 0) {
+    if (!batch && !spec && strcmp(o.format, "md") == 0) {
         int max_t = 1;
         for (int k = 0; k < o.n_threads; k++) {
             max_t = o.threads[k] > max_t ? o.threads[k] : max_t;
@@ -778,10 +850,14 @@ int ts_cmd_bench(int argc, char **argv) {
         printf("KV cache: K %s, V %s\n", o.kv_k, o.kv_v);
         printf("\n");
     }
-    print_header(&o, batch);
     bool first_json = true;
     int rc = 0;
-    for (int k = 0; k < o.n_threads && rc == 0; k++) {
+    if (spec) {
+        rc = run_spec(llm, &o, name, p_arg, f_arg);
+    } else {
+        print_header(&o, batch);
+    }
+    for (int k = 0; !spec && k < o.n_threads && rc == 0; k++) {
         result r;
         ts_status st = TS_OK;
         /* Depth outer, test inner: each depth's pp and tg tests together. */
@@ -813,7 +889,7 @@ int ts_cmd_bench(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (strcmp(o.format, "json") == 0) {
+    if (!spec && strcmp(o.format, "json") == 0) {
         printf("\n]\n");
     } else if (strcmp(o.format, "md") == 0 && rc == 0) {
         /* Mapped weights become resident as the runs read them, so the load line's figure can

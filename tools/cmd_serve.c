@@ -406,6 +406,14 @@ int ts_cmd_serve(int argc, char **argv) {
     char kv[256];
     ts_cli_format_kv(&cli.info, kv, sizeof kv);
     printf("tessera serve: %s\n", kv);
+    if (cli.info.draft_max > 0) {
+        printf("tessera serve: speculative decoding %s: draft-max %d, draft-min %d, n-grams "
+               "%d..%d, while a step holds <= %lld tokens (per request: speculative.n_max)\n",
+               cli.info.spec_type, cli.info.draft_max, cli.info.draft_min, cli.info.spec_ngram_min,
+               cli.info.spec_ngram_max, (long long)cli.info.spec_step_tokens);
+    } else {
+        printf("tessera serve: speculative decoding off (--draft-max N turns it on)\n");
+    }
     fflush(stdout);
 
     int sig = 0;

@@ -175,6 +175,9 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
             return -1;
         }
         o->ctx.draft_p_min = (float)pm;
+    } else if (strcmp(a, "--spec-accept") == 0) {
+        NEED_VALUE();
+        o->ctx.spec_accept = val;
     } else if (strcmp(a, "--spec-step-tokens") == 0) {
         NEED_VALUE();
         if (!ts_cli_parse_i64(val, 1, 4096, &v)) {
@@ -281,11 +284,14 @@ void ts_cli_print_common_help(FILE *f) {
             "      --draft-p-min P       a model draft stops before a token the draft model\n"
             "                            gives less than P (default 0: off)\n"
             "      --draft-max N         tokens drafted per sequence and step (default 16)\n"
-            "      --draft-min N         fewest drafted tokens worth verifying (default 1)\n"
+            "      --draft-min N         fewest drafted tokens worth verifying (default 3)\n"
             "      --spec-ngram-min N, --spec-ngram-max N\n"
             "                            n-gram sizes looked up, longest first (default 2..4)\n"
             "      --spec-step-tokens N  draft only while a step holds at most N tokens\n"
             "                            (default 32: a full batch gains nothing from drafts)\n"
+            "      --spec-accept A       exact (default: outputs identical to plain decoding)\n"
+            "                            or rejection (classic rejection sampling: the same\n"
+            "                            distribution, more drafts accepted, other tokens)\n"
             "      --swa-full            sliding-window layers (Gemma 2/3) keep the whole\n"
             "                            context (default: a cache sized by their window)\n"
             "      --backend NAME        compute backend: cpu, ref (the scalar reference), cuda\n"

@@ -222,11 +222,12 @@ static int32_t pick(const struct ts_draft *d, const float *row, bool *confident)
     return best;
 }
 
-/* Whether s may draft this step: as propose_drafts decides, before the step's room. */
+/* Whether s may draft this step: as propose_drafts decides (not while its drafts are paused
+ * after failures), before the step's room. */
 static bool may_draft(const seq *s) {
     const request *r = s->req;
     return s->ngram != NULL && s->finish == TS_FINISH_NONE && s->n_tokens - s->n_computed == 1 &&
-           !(s->index == 0 && r->n > 1 && !r->forked);
+           !(s->index == 0 && r->n > 1 && !r->forked) && s->spec_pause == 0;
 }
 
 /* Appends n tokens of s at tokens (the sequence's or its drafts) to the draft batch. */

@@ -73,8 +73,9 @@ static bool scratch_alloc(embed_scratch *s, const ts_forward_config *fc, int32_t
     s->row0 = malloc(N * sizeof(int64_t));
     s->acc = mean ? calloc(N * E, sizeof(double)) : NULL;
     s->embd = malloc(O * E * sizeof(float));
-    return s->tok && s->pos && s->seq && s->slots && s->slots_swa && s->table_swa && s->outs && s->row_in && s->table && s->len &&
-           s->users && s->chunk && s->done && s->kv_id && s->row0 && (s->acc || !mean) && s->embd;
+    return s->tok && s->pos && s->seq && s->slots && s->slots_swa && s->table_swa && s->outs &&
+           s->row_in && s->table && s->len && s->users && s->chunk && s->done && s->kv_id &&
+           s->row0 && (s->acc || !mean) && s->embd;
 }
 
 static ts_status check_inputs(ts_engine *e, const int32_t *const *inputs, const int32_t *n_tokens,

@@ -59,6 +59,8 @@ typedef struct ts_engine_config {
     int32_t ngram_min;
     int32_t ngram_max;
     int64_t spec_step_tokens;
+    bool spec_rejection; /* accept drafts by rejection sampling: the same distribution, more
+                            drafts accepted, but not plain decoding's tokens (default off) */
 } ts_engine_config;
 
 /* Defaults for a model: n_ctx = min(n_ctx_train, 4096), the rest as documented above. */

@@ -44,7 +44,9 @@ typedef struct seq {
     int32_t d_n_computed;
     int32_t d_n_pending;
     int32_t d_n_ready;
-    int32_t *d_tokens; /* [draft_max], allocated by the first draft */
+    int32_t *d_tokens;  /* [draft_max], allocated by the first draft */
+    int32_t spec_fails; /* verifications in a row that accepted nothing */
+    int32_t spec_pause; /* decoding steps to wait before drafting again (after failures) */
 } seq;
 
 struct request {

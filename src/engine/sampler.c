@@ -441,6 +441,11 @@ static void fill_info(ts_sampler *s, const float *src, int32_t token, ts_sample_
 
 ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
                             ts_sample_info *info, ts_error *err) {
+    return ts_sampler_sample_draft(s, logits, -1, token, info, err);
+}
+
+ts_status ts_sampler_sample_draft(ts_sampler *s, const float *logits, int32_t draft, int32_t *token,
+                                  ts_sample_info *info, ts_error *err) {
     if (s == NULL || logits == NULL || token == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "sampler: sample needs a sampler, logits "
@@ -458,7 +463,8 @@ ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
     } else {
         ts_cands cs;
         ts_sampler_filter(s, &prep, &cs);
-        t = ts_sampler_draw(s, &prep, &cs);
+        t = draft >= 0 && draft < s->n_vocab ? ts_sampler_draw_draft(s, &prep, &cs, draft)
+                                             : ts_sampler_draw(s, &prep, &cs);
     }
     if (info != NULL) {
         const float *src = s->params.logprobs_mode == TS_LOGPROBS_RAW ? logits : s->work;

@@ -109,6 +109,16 @@ void ts_sampler_reset(ts_sampler *s);
 ts_status ts_sampler_sample(ts_sampler *s, const float *logits, int32_t *token,
                             ts_sample_info *info, ts_error *err);
 
+/* ts_sampler_sample for a position where speculative decoding drafted `draft` (-1: none, the
+ * same as ts_sampler_sample), with rejection-sampling acceptance (Leviathan et al. 2023, Chen
+ * et al. 2023, for a deterministic draft): the draft is taken with its probability p(draft)
+ * under the filtered distribution, otherwise a token is drawn from that distribution with the
+ * draft removed. Each token's distribution is exactly ts_sampler_sample's, but the tokens are
+ * not the ones plain decoding draws with the same seed (it accepts more drafts). Greedy is the
+ * argmax either way. */
+ts_status ts_sampler_sample_draft(ts_sampler *s, const float *logits, int32_t draft, int32_t *token,
+                                  ts_sample_info *info, ts_error *err);
+
 /* Runs steps 1-5 without drawing and reports the final distribution: the surviving tokens
  * (masked ones excluded) in ids[] and their sampling probabilities in probs[], by processed
  * logit descending (hence probability descending) then id, *n_out entries. Greedy reports its one

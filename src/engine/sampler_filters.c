@@ -407,6 +407,50 @@ int32_t ts_sampler_draw(ts_sampler *s, const ts_prep *prep, const ts_cands *cs) 
     return last;
 }
 
+int32_t ts_sampler_draw_draft(ts_sampler *s, const ts_prep *prep, const ts_cands *cs,
+                              int32_t draft) {
+    const float temp = s->params.temperature;
+    const float *w = s->work;
+    const uint64_t at = s->n_draws++;
+    /* The weights of the survivors (as ts_sampler_draw computes them) and the draft's. */
+    int32_t n = cs->is_list ? cs->n : s->n_vocab;
+    float *e = (float *)(void *)s->cand; /* whole vocabulary: weights by id */
+    const float m = cs->is_list ? list_max(s, cs) : prep->max_logit;
+    double sum = 0.0, wd = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = cs->is_list ? s->cand[i].id : i;
+        float x = expf(scaled(w[id], m, temp));
+        if (cs->is_list) {
+            s->cand[i].key = x;
+        } else {
+            e[i] = x;
+        }
+        sum += (double)x;
+        wd += id == draft ? (double)x : 0.0;
+    }
+    /* Accept with probability p(draft) (the draft is deterministic: q is one-hot). */
+    if (ts_rng_uniform_at(s->seed, at) * sum < wd || sum - wd <= 0.0) {
+        return draft;
+    }
+    /* Rejected: the residual distribution, p without the draft, from a second stream. */
+    const double target = ts_rng_uniform_at(s->seed ^ 0xd1b54a32d192ed03u, at) * (sum - wd);
+    double cum = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = cs->is_list ? s->cand[i].id : i;
+        float x = cs->is_list ? s->cand[i].key : e[i];
+        if (id == draft || x <= 0.0f) {
+            continue;
+        }
+        cum += (double)x;
+        last = id;
+        if (cum > target) {
+            return id;
+        }
+    }
+    return last >= 0 ? last : draft;
+}
+
 ts_status ts_sampler_materialize(ts_sampler *s, ts_cands *cs, int32_t *ids, float *probs,
                                  int32_t cap, int32_t *n_out, ts_error *err) {
     if (!cs->is_list) {

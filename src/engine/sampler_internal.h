@@ -77,6 +77,12 @@ void ts_sampler_filter(ts_sampler *s, const ts_prep *prep, ts_cands *cs);
 /* Step 6: draws one token from the filtered set with one RNG number. */
 int32_t ts_sampler_draw(ts_sampler *s, const ts_prep *prep, const ts_cands *cs);
 
+/* Step 6 for a drafted token (speculative decoding's rejection sampling): accepts draft with
+ * its probability under the filtered distribution, else draws from that distribution without
+ * it (a second number of the same place); one place of the draw sequence either way. */
+int32_t ts_sampler_draw_draft(ts_sampler *s, const ts_prep *prep, const ts_cands *cs,
+                              int32_t draft);
+
 /* Turns cs into an explicit list sorted by logit and writes the sampling probabilities. */
 ts_status ts_sampler_materialize(ts_sampler *s, ts_cands *cs, int32_t *ids, float *probs,
                                  int32_t cap, int32_t *n_out, ts_error *err);

@@ -130,6 +130,10 @@ static int32_t propose_drafts(ts_engine *e, seq *s, int64_t room) {
     if (s->ngram == NULL || (s->index == 0 && r->n > 1 && !r->forked)) {
         return 0;
     }
+    if (s->spec_pause > 0) { /* its last drafts failed: plain steps for a while */
+        s->spec_pause--;
+        return 0;
+    }
     int64_t want = s->draft_len;
     int64_t left = (int64_t)r->max_tokens - s->n_generated - 1; /* the last token is sampled */
     int64_t ctx_left = e->cfg.n_ctx - s->n_tokens;
@@ -307,7 +311,8 @@ static ts_status fork_siblings(ts_engine *e, seq *parent, ts_error *err) {
  * when s is constrained (s itself, or for the siblings of a fork their parent, whose grammar
  * state they share; masking twice changes nothing); true when s's request was freed. The token
  * goes to *picked (-1 when none was emitted). */
-static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_t *picked) {
+static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_t draft,
+                       int32_t *picked) {
     ts_sample_info info;
     int32_t token = -1;
     *picked = -1;
@@ -329,7 +334,7 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
                                     "grammar: no token of the vocabulary can continue the output");
     }
-    if (ts_sampler_sample(s->sampler, row, &token, &info, &err) != TS_OK) {
+    if (ts_sampler_sample_draft(s->sampler, row, draft, &token, &info, &err) != TS_OK) {
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, err.msg);
     }
     if (s->gm != NULL && !ts_gmatch_accept_token(s->gm, e->gvocab, token)) {
@@ -357,7 +362,10 @@ static bool verify_drafts(ts_engine *e, seq *s) {
             ts_engine_mask_recompute(e, s);
         }
         int32_t token;
-        if (sample_one(e, s, row, s, &token)) {
+        /* Rejection sampling (spec_rejection) takes the draft with its probability instead of
+         * drawing exactly what plain decoding draws. */
+        int32_t d = e->cfg.spec_rejection && i < k ? draft[i] : -1;
+        if (sample_one(e, s, row, s, d, &token)) {
             e->spec_accepted += (uint64_t)accepted;
             return true;
         }
@@ -384,6 +392,15 @@ static bool verify_drafts(ts_engine *e, seq *s) {
                       : e->cfg.draft_max;
     int32_t next = accepted == k ? 2 * k : accepted + 1;
     s->draft_len = next < e->cfg.draft_min ? e->cfg.draft_min : next > cap ? cap : next;
+    /* A draft that gained nothing cost a step several tokens wide: after failures in a row,
+     * wait 2, 4, ... 64 plain steps before drafting again (text that does not repeat its
+     * input stays within a few percent of plain decoding). */
+    if (accepted == 0) {
+        s->spec_fails = s->spec_fails < 6 ? s->spec_fails + 1 : 6;
+        s->spec_pause = 1 << s->spec_fails;
+    } else {
+        s->spec_fails = 0;
+    }
     return false;
 }
 
@@ -421,7 +438,7 @@ static void sample_outputs(ts_engine *e, const step *b) {
             int32_t n = r->n;
             int32_t picked;
             for (int32_t i = 0; i < n; i++) {
-                if (sample_one(e, r->seqs[i], row, s, &picked)) {
+                if (sample_one(e, r->seqs[i], row, s, -1, &picked)) {
                     break; /* request freed: it was the last live sequence */
                 }
             }
@@ -432,7 +449,7 @@ static void sample_outputs(ts_engine *e, const step *b) {
             continue;
         }
         int32_t picked;
-        sample_one(e, s, row, s, &picked);
+        sample_one(e, s, row, s, -1, &picked);
     }
 }
 

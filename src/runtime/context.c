@@ -307,12 +307,20 @@ static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, t
                             p->spec_ngram_max, (long long)p->spec_step_tokens,
                             (double)p->draft_p_min);
     }
+    const char *accept = p->spec_accept != NULL && *p->spec_accept ? p->spec_accept : "exact";
+    if (strcmp(accept, "exact") != 0 && strcmp(accept, "rejection") != 0) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "spec-accept: unknown acceptance '%s' (exact, rejection)", accept);
+    }
+    ec->spec_rejection = strcmp(accept, "rejection") == 0;
     if (!ngram && !draft) {
         ec->draft_max = 0;
         return TS_OK;
     }
     ec->draft_max = p->draft_max > 0 ? p->draft_max : 16;
-    ec->draft_min = p->draft_min > 0 ? p->draft_min : 1;
+    /* A draft of one or two tokens costs a CPU step about what four rows do (the gemm kernels
+     * take activation rows by fours) and gains little: three at least by default. */
+    ec->draft_min = p->draft_min > 0 ? p->draft_min : (ec->draft_max < 3 ? ec->draft_max : 3);
     if (ec->draft_min > ec->draft_max) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "speculative decoding: draft-min %d is above draft-max %d",
@@ -498,6 +506,7 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
     in->spec_type = ctx->ec.draft_max == 0 ? "none" : ctx->draft_llm != NULL ? "draft" : "ngram";
+    in->spec_accept = ctx->ec.spec_rejection ? "rejection" : "exact";
     in->draft_model = ctx->draft_llm != NULL ? ctx->draft_path : NULL;
     if (ctx->ec.draft_max > 0) {
         in->draft_max = ctx->ec.draft_max;

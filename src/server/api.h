@@ -148,6 +148,10 @@ typedef struct ts_api_request {
     bool logprobs;      /* report logprobs (chat: logprobs=true; completions: logprobs set) */
     int32_t top_logprobs;
     const char *user; /* may be NULL */
+    /* speculative.n_min (llama-server's name) as given, -1 when not: validated and kept, not
+     * applied (the engine's minimum is the context's draft_min). speculative.n_max is
+     * params.draft_max. */
+    int32_t spec_n_min;
     /* the output's constraint: response_format json_object / json_schema, grammar (GBNF) or
      * json_schema; params.grammar points at grammar_text */
     char *grammar_text;        /* owned: the compact schema or the GBNF text */

@@ -22,7 +22,8 @@
  *   output_config.format json_schema      response_format json_schema (the text follows it)
  *   max_tokens (required)                 max_tokens, cut to the context (a cap, not a demand)
  *
- * temperature, top_p, top_k and stream keep their names. A tool_result must answer a tool_use
+ * temperature, top_p, top_k, stream and llama-server's speculative fields ("speculative",
+ * "speculative.n_max", ...) keep their names. A tool_result must answer a tool_use
  * of the assistant turn just before it, as Anthropic requires. Blocks this server cannot use
  * (image, document, server tools) are refused by name rather than dropped.
  */
@@ -677,7 +678,14 @@ static ts_status translate_generation(const cJSON *root, const ts_api_limits *li
     }
     /* `model` is not carried: any name is served (answers carry ours). Anthropic's clients and
      * coding agents send their own model names (claude-...), and a server has one model. */
-    static const char *const k_same[] = {"temperature", "top_p", "top_k"};
+    /* speculative*: llama-server's per-request speculative decoding fields (api_parse.c). */
+    static const char *const k_same[] = {"temperature",
+                                         "top_p",
+                                         "top_k",
+                                         "speculative",
+                                         "speculative.n_max",
+                                         "speculative.n_min",
+                                         "speculative.p_min"};
     for (size_t i = 0; i < sizeof k_same / sizeof *k_same; i++) {
         if (!copy_field(out, root, k_same[i])) {
             return ts_api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");

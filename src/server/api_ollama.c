@@ -18,7 +18,9 @@
  *   options.repeat_penalty               repetition_penalty
  *   options.temperature, top_p, top_k,   the same names
  *     min_p, seed, presence_penalty,
- *     frequency_penalty, stop
+ *     frequency_penalty, stop,
+ *     speculative, speculative.n_max,
+ *     speculative.n_min, speculative.p_min
  *   generate: system + prompt            a system turn and a user turn, through the template
  *   generate raw: prompt                 the prompt as it is (a completions request)
  *
@@ -122,6 +124,18 @@ static ts_status translate_options(const cJSON *root, const ts_api_limits *lim, 
             max_tokens = (double)lim->n_ctx;
         }
         if (cJSON_AddNumberToObject(out, "max_tokens", max_tokens) == NULL) {
+            return OOM();
+        }
+    }
+    /* llama-server's speculative decoding fields, given in options: carried as they are and
+     * checked by ts_api_parse (errors name them without "options."). */
+    static const char *const k_spec[] = {"speculative", "speculative.n_max", "speculative.n_min",
+                                         "speculative.p_min"};
+    for (size_t i = 0; i < sizeof k_spec / sizeof *k_spec; i++) {
+        const cJSON *v = get(o, k_spec[i]);
+        cJSON *c = v != NULL ? cJSON_Duplicate(v, true) : NULL;
+        if (v != NULL && (c == NULL || !cJSON_AddItemToObject(out, k_spec[i], c))) {
+            cJSON_Delete(c);
             return OOM();
         }
     }

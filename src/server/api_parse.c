@@ -421,6 +421,90 @@ static ts_status reject_unsupported(const cJSON *root, ts_api_request *r, ts_api
     return TS_OK;
 }
 
+/* One integer of the speculative fields, v given: in [0, TS_ENGINE_MAX_DRAFT]; `false` also
+ * where allow_false (n_max: off), read as 0. */
+static ts_status spec_int(const cJSON *v, const char *param, bool allow_false, int32_t *out,
+                          ts_api_error *err) {
+    if (allow_false && cJSON_IsFalse(v)) {
+        *out = 0;
+        return TS_OK;
+    }
+    const char *alt = allow_false ? " or false (no speculation)" : "";
+    if (!cJSON_IsNumber(v)) {
+        return BAD(param, "%s must be an integer in [0, %d]%s, got %s", param, TS_ENGINE_MAX_DRAFT,
+                   alt, ts_api_json_kind(v));
+    }
+    if (!is_integer(v, 0, TS_ENGINE_MAX_DRAFT)) {
+        return BAD(param, "%s must be an integer in [0, %d]%s, got %.17g", param,
+                   TS_ENGINE_MAX_DRAFT, alt, v->valuedouble);
+    }
+    *out = (int32_t)v->valuedouble;
+    return TS_OK;
+}
+
+/* Speculative decoding for this request, in llama-server's names: the flat fields
+ * "speculative.n_max", "speculative.n_min" and "speculative.p_min", or the object
+ * "speculative": {"n_max", "n_min", "p_min"}; "speculative": false is off and true the
+ * server's setting. n_max 0 (or false) is off (params.draft_max -1), N > 0 drafts at most N
+ * tokens a step (never more than the server's --draft-max). n_min is checked (0..n_max) and
+ * kept, but the engine has no per-request minimum: the server's --draft-min applies. p_min (a
+ * draft model's confidence threshold) is checked and ignored: n-gram drafts have no
+ * probabilities. The output is the same with or without speculation; only the speed changes. */
+static ts_status parse_speculative(const cJSON *root, ts_api_request *r, ts_api_error *err) {
+    static const char *const keys[3] = {"n_max", "n_min", "p_min"};
+    static const char *const flat[3] = {"speculative.n_max", "speculative.n_min",
+                                        "speculative.p_min"};
+    const cJSON *obj = field(root, "speculative");
+    const cJSON *v[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < 3; k++) {
+        v[k] = field(root, flat[k]);
+        if (v[k] != NULL && obj != NULL) {
+            return BAD("speculative",
+                       "give either \"speculative\" (an object) or the flat \"%s\", not both",
+                       flat[k]);
+        }
+    }
+    if (obj != NULL && cJSON_IsBool(obj)) {
+        r->params.draft_max = cJSON_IsFalse(obj) ? -1 : 0;
+        return TS_OK;
+    }
+    if (obj != NULL && !cJSON_IsObject(obj)) {
+        return BAD("speculative",
+                   "speculative must be an object {\"n_max\": N, \"n_min\": M} or a boolean, "
+                   "got %s",
+                   ts_api_json_kind(obj));
+    }
+    for (int k = 0; obj != NULL && k < 3; k++) {
+        v[k] = field(obj, keys[k]);
+    }
+    int32_t n_max = -1, n_min = -1;
+    ts_status st = TS_OK;
+    if (v[0] != NULL) {
+        st = spec_int(v[0], flat[0], true, &n_max, err);
+    }
+    if (st == TS_OK && v[1] != NULL) {
+        st = spec_int(v[1], flat[1], false, &n_min, err);
+    }
+    if (st == TS_OK && v[2] != NULL &&
+        (!cJSON_IsNumber(v[2]) || !isfinite(v[2]->valuedouble) || v[2]->valuedouble < 0 ||
+         v[2]->valuedouble > 1)) {
+        st = cJSON_IsNumber(v[2]) ? BAD(flat[2], "%s must be a number in [0, 1], got %.17g",
+                                        flat[2], v[2]->valuedouble)
+                                  : BAD(flat[2], "%s must be a number in [0, 1], got %s", flat[2],
+                                        ts_api_json_kind(v[2]));
+    }
+    if (st == TS_OK && n_max > 0 && n_min > n_max) {
+        st = BAD(flat[1], "%s = %d is more than %s = %d", flat[1], (int)n_min, flat[0], (int)n_max);
+    }
+    if (st == TS_OK && n_max >= 0) {
+        r->params.draft_max = n_max == 0 ? -1 : n_max;
+    }
+    if (st == TS_OK && n_min >= 0) {
+        r->spec_n_min = n_min;
+    }
+    return st;
+}
+
 /* Keeps a schema (serialized compactly) or grammar text as the request's constraint. */
 static ts_status set_constraint(ts_api_request *r, const char *param, ts_grammar_kind kind,
                                 const cJSON *schema, const char *text, ts_api_error *err) {
@@ -607,6 +691,9 @@ static ts_status parse_generation(const cJSON *root, const ts_api_limits *lim, t
         st = reject_unsupported(root, r, err);
     }
     if (st == TS_OK) {
+        st = parse_speculative(root, r, err);
+    }
+    if (st == TS_OK) {
         st = parse_constraint(root, r, err);
     }
     return st;
@@ -667,6 +754,7 @@ ts_status ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_
     out->params = ts_request_params_default();
     out->add_generation_prompt = true;
     out->add_special_tokens = true;
+    out->spec_n_min = -1;
     cJSON *root = ts_api_parse_body(body, len, err);
     if (root == NULL) {
         return TS_ERR_INVALID_ARG;

@@ -21,7 +21,8 @@
  *   reasoning.effort                        chat_template_kwargs.enable_thinking (false for
  *                                           "none", true for any other effort)
  *
- * temperature, top_p, parallel_tool_calls, user and stream keep their names. The chat body
+ * temperature, top_p, parallel_tool_calls, user, stream and llama-server's speculative fields
+ * ("speculative", "speculative.n_max", ...) keep their names. The chat body
  * also carries "x_tessera_responses": what the answer echoes and stores (the input items,
  * store, instructions, tools, ...), read back by responses.c. previous_response_id is resolved
  * by the server before this parse (it splices the stored items into input); one still present
@@ -564,7 +565,16 @@ static ts_status translate(const cJSON *root, cJSON *out, ts_api_error *err) {
         st = BAD("max_output_tokens", "max_output_tokens must be a positive integer, got %s",
                  cJSON_IsNumber(mot) ? "another number" : ts_api_json_kind(mot));
     }
-    const char *same[] = {"model", "temperature", "top_p", "stream", "user"};
+    /* speculative*: llama-server's per-request speculative decoding fields (api_parse.c). */
+    const char *same[] = {"model",
+                          "temperature",
+                          "top_p",
+                          "stream",
+                          "user",
+                          "speculative",
+                          "speculative.n_max",
+                          "speculative.n_min",
+                          "speculative.p_min"};
     for (size_t k = 0; st == TS_OK && k < sizeof same / sizeof *same; k++) {
         if (!copy_as(out, root, same[k], same[k])) {
             st = OOM();

@@ -171,6 +171,15 @@ static ts_reply reply_models(ts_server *s, const ts_endpoint *ep, const char *bo
     cJSON_AddStringToObject(m, "owned_by", "tessera");
     cJSON_AddNumberToObject(m, "max_model_len", (double)s->n_ctx);
     cJSON_AddItemToObject(m, "chat_template", ts_server_chat_info(s));
+    /* The server's speculative decoding (docs/speculative.md): a request's "speculative.n_max"
+     * can lower n_max or turn it off, never raise it. */
+    cJSON *spec = cJSON_AddObjectToObject(m, "speculative");
+    cJSON_AddStringToObject(spec, "type", s->spec_type);
+    cJSON_AddNumberToObject(spec, "n_max", s->draft_max);
+    cJSON_AddNumberToObject(spec, "n_min", s->draft_min);
+    cJSON_AddNumberToObject(spec, "ngram_min", s->spec_ngram_min);
+    cJSON_AddNumberToObject(spec, "ngram_max", s->spec_ngram_max);
+    cJSON_AddNumberToObject(spec, "step_tokens", (double)s->spec_step_tokens);
     cJSON_AddItemToArray(data, m);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

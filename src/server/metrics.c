@@ -212,6 +212,14 @@ char *ts_metrics_render(ts_metrics *m, const ts_engine_stats *es, int64_t in_fli
     gauge(&t, "tessera_grammar_wait_seconds_total", "counter",
           "Time engine steps waited for token masks after their forward pass.",
           es->grammar_wait_ms / 1e3);
+    gauge(&t, "tessera_spec_drafted_tokens_total", "counter",
+          "Speculative decoding: drafted tokens verified by the model.", (double)es->spec_drafted);
+    gauge(&t, "tessera_spec_accepted_tokens_total", "counter",
+          "Speculative decoding: drafted tokens accepted (each a token without its own step).",
+          (double)es->spec_accepted);
+    gauge(&t, "tessera_spec_verifications_total", "counter",
+          "Speculative decoding: drafts verified (one sequence's draft checked in one step).",
+          (double)es->spec_steps);
     for (int h = 0; h < TS_HIST_COUNT; h++) {
         const ts_histogram *hg = &c.hist[h];
         const char *name = k_hist_names[h];

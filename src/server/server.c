@@ -2,6 +2,7 @@
 #include "server/server_internal.h"
 
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -102,6 +103,13 @@ ts_status ts_server_create(const ts_server_config *cfg, ts_context *ctx, ts_serv
     s->llm = ts_context_llm(ctx);
     s->n_ctx = info.n_ctx;
     s->max_seqs = info.max_seqs;
+    snprintf(s->spec_type, sizeof s->spec_type, "%s",
+             info.spec_type != NULL ? info.spec_type : "none");
+    s->draft_max = info.draft_max;
+    s->draft_min = info.draft_min;
+    s->spec_ngram_min = info.spec_ngram_min;
+    s->spec_ngram_max = info.spec_ngram_max;
+    s->spec_step_tokens = info.spec_step_tokens;
     s->n_vocab = ts_llm_n_vocab(s->llm);
     s->created = (int64_t)time(NULL);
     struct timespec ts;

@@ -69,6 +69,10 @@ struct ts_server {
     int64_t n_ctx;    /* tokens per sequence (the context's n_ctx) */
     int64_t max_seqs; /* sequences the context computes together (admission, n's limit) */
     int64_t created;  /* unix time at create, for /v1/models */
+    /* The context's speculative decoding settings (ts_context_info), for /v1/models. */
+    char spec_type[16]; /* "ngram" or "none" */
+    int draft_max, draft_min, spec_ngram_min, spec_ngram_max;
+    int64_t spec_step_tokens;
     uint64_t id_salt;
     atomic_uint_fast64_t id_counter;
 

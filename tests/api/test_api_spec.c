@@ -293,6 +293,38 @@ static void test_tiny_batch(void **state) {
     mixed_case(m->llm, (int32_t)m->spec.n_vocab, 32, 32);
 }
 
+/* Rejection-sampling acceptance: greedy is still plain decoding's argmax; seeded sampling runs
+ * (its tokens may differ from plain decoding's, by design: docs/speculative.md). */
+static void test_rejection(void **state) {
+    api_model *m = *state;
+    pair pr = make_pair(m->llm, 4, 6);
+    ts_context_destroy(pr.spec);
+    ts_context_params p = api_params();
+    p.max_seqs = 4;
+    p.n_ctx = 1024;
+    p.kv_tokens = 6 * 1024;
+    p.draft_max = 6;
+    p.spec_accept = "rejection";
+    pr.spec = api_context(m->llm, &p);
+    ts_context_info in;
+    ts_context_get_info(pr.spec, &in);
+    assert_string_equal(in.spec_accept, "rejection");
+    int32_t prompt[160];
+    job j = {prompt, repeating_prompt(prompt, (int32_t)m->spec.n_vocab, 3), greedy(64)};
+    ts_engine_stats st = run_both(&pr, &j, 1);
+    assert_true(st.spec_accepted > 0);
+    j.params = seeded(64, 5);
+    out_req o;
+    run_jobs(pr.spec, &j, 1, &o);
+    assert_int_equal(o.seqs[0].n, 64);
+    free_pair(&pr);
+    p.spec_accept = "maybe";
+    ts_context *bad = NULL;
+    ts_error err = {0};
+    assert_int_equal(ts_context_create(m->llm, &p, &bad, &err), TS_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "spec-accept"));
+}
+
 /* The context setting off, a request asking for drafts: none are made. */
 static void test_off(void **state) {
     api_model *m = *state;
@@ -389,9 +421,8 @@ static void test_default_model(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_alone),
-        cmocka_unit_test(test_tiny_batch),
-        cmocka_unit_test(test_off),
+        cmocka_unit_test(test_tiny_alone),    cmocka_unit_test(test_tiny_batch),
+        cmocka_unit_test(test_off),           cmocka_unit_test(test_rejection),
         cmocka_unit_test(test_default_model),
     };
     return cmocka_run_group_tests(tests, api_group_setup, api_group_teardown);

@@ -418,6 +418,67 @@ static void test_chi_square(void **state) {
     ts_sampler_destroy(s);
 }
 
+/* Rejection sampling of a drafted token (ts_sampler_sample_draft): whatever the draft, each
+ * token comes from the same distribution as plain sampling; a likely draft is taken often. */
+static double draft_chi(ts_sampler *s, const float *l, int32_t n, int32_t draft, const double *want,
+                        int total, int *taken) {
+    int counts[64] = {0};
+    *taken = 0;
+    for (int i = 0; i < total; i++) {
+        int32_t t = -1;
+        ts_error err = {0};
+        assert_int_equal(ts_sampler_sample_draft(s, l, draft, &t, NULL, &err), TS_OK);
+        assert_true(t >= 0 && t < n);
+        counts[t]++;
+        *taken += t == draft;
+    }
+    return chi_square(counts, want, n, total);
+}
+
+static void test_draft_rejection(void **state) {
+    (void)state;
+    enum { V = 8, TOTAL = 20000 };
+    const float l[V] = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 1.5f, -0.5f, 0.25f};
+    double want[V];
+    ts_sampler_params p = ts_sampler_params_default();
+    softmax_ref(l, NULL, V, 1.0, want);
+    for (int32_t d = 0; d < V; d += 3) { /* a likely, an unlikely and a middling draft */
+        ts_sampler *s = make(&p, V, 77 + (uint64_t)d);
+        int taken = 0;
+        double chi = draft_chi(s, l, V, d, want, TOTAL, &taken);
+        printf("draft %d: chi-square %.2f (limit 24.32), taken %.3f (p %.3f)\n", d, chi,
+               (double)taken / TOTAL, want[d]);
+        assert_true(chi < 24.32);
+        ts_sampler_destroy(s);
+    }
+    /* The list path (top-k 5 at T = 0.8), with a draft that survives and one that does not
+     * (token 3 is cut: never returned, the distribution unchanged). */
+    p.temperature = 0.8f;
+    p.top_k = 5;
+    int keep[V] = {1, 0, 1, 0, 1, 1, 0, 1};
+    softmax_ref(l, keep, V, 0.8, want);
+    for (int32_t d = 4; d >= 3; d--) {
+        ts_sampler *s = make(&p, V, 5);
+        int taken = 0;
+        double chi = draft_chi(s, l, V, d, want, TOTAL, &taken);
+        printf("top-k draft %d: chi-square %.2f (limit 18.47), taken %d\n", d, chi, taken);
+        assert_true(chi < 18.47);
+        if (d == 3) {
+            assert_int_equal(taken, 0);
+        }
+        ts_sampler_destroy(s);
+    }
+    /* Greedy: the argmax whatever the draft, drawing nothing. */
+    p = ts_sampler_params_default();
+    p.temperature = 0.0f;
+    ts_sampler *g = make(&p, V, 1);
+    int32_t t = -1;
+    assert_int_equal(ts_sampler_sample_draft(g, l, 3, &t, NULL, &(ts_error){0}), TS_OK);
+    assert_int_equal(t, 2);
+    assert_true(g->n_draws == 0);
+    ts_sampler_destroy(g);
+}
+
 /* ---- penalties and bias ----------------------------------------------------------------- */
 
 /* Reads the processed logits back through processed logprobs: differences of logprobs are
@@ -753,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_distribution_api),
+        cmocka_unit_test(test_draft_rejection),
         cmocka_unit_test(test_large_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
