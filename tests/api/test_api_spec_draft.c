@@ -589,6 +589,34 @@ static void test_p_min(void **state) {
     assert_true(drafted[1] < drafted[0]);
 }
 
+/* Rejection-sampling acceptance (an option whose sampled outputs differ from plain decoding's
+ * by design) takes a draft model's greedy drafts too: point-mass proposals like n-grams'. */
+static void test_rejection(void **state) {
+    files *f = *state;
+    ts_context_params p = api_params();
+    p.n_ctx = 1024;
+    p.draft_model = f->same;
+    p.draft_max = 6;
+    p.spec_accept = "rejection";
+    ts_context *ctx = api_context(f->target.llm, &p);
+    ts_context_info in;
+    ts_context_get_info(ctx, &in);
+    assert_string_equal(in.spec_type, "draft");
+    assert_string_equal(in.spec_accept, "rejection");
+    int32_t prompt[160];
+    job j[2] = {
+        {prompt, repeating_prompt(prompt, (int32_t)f->target.spec.n_vocab, 4), greedy(64)},
+        {prompt, repeating_prompt(prompt, (int32_t)f->target.spec.n_vocab, 4), seeded(64, 3)}};
+    static out_req o[2];
+    run_jobs(ctx, j, 2, o);
+    assert_int_equal(o[0].seqs[0].n + o[1].seqs[0].n > 0, 1);
+    ts_engine_stats st;
+    ts_context_get_stats(ctx, &st);
+    print_stats("rejection acceptance", &st);
+    assert_true(st.spec_accepted > 0);
+    ts_context_destroy(ctx);
+}
+
 /* ---- the default model ----------------------------------------------------------------------- */
 
 static const char CODE[] = "Write a short story about a cat who learns to play the piano.";
@@ -631,10 +659,11 @@ static void test_default_model(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_same_alone), cmocka_unit_test(test_same_batch),
-        cmocka_unit_test(test_other),      cmocka_unit_test(test_tight_cache),
-        cmocka_unit_test(test_abort),      cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_p_min),      cmocka_unit_test(test_default_model),
+        cmocka_unit_test(test_same_alone),    cmocka_unit_test(test_same_batch),
+        cmocka_unit_test(test_other),         cmocka_unit_test(test_tight_cache),
+        cmocka_unit_test(test_abort),         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_p_min),         cmocka_unit_test(test_rejection),
+        cmocka_unit_test(test_default_model),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
