@@ -489,15 +489,22 @@ typedef struct ts_context_params {
     const char *chat_template_source; /* Jinja template text instead of the model's (copied);
                                          NULL: model's. chat_template wins when both are set */
     /* speculative decoding (docs/speculative.md): the same output, faster where it repeats */
-    const char *spec_type; /* "ngram" (drafts from the sequence's own tokens, no extra model) or
-                              "none"; NULL: "ngram" when draft_max > 0, else "none" */
+    const char *spec_type; /* "ngram" (drafts from the sequence's own tokens, no extra model),
+                              "draft" (drafts from draft_model) or "none"; NULL: "draft" when
+                              draft_model is set, else "ngram" when draft_max > 0, else "none" */
     int draft_max;         /* tokens drafted per sequence and step; 0: 16 with spec_type
-                              "ngram", else off (<= TS_ENGINE_MAX_DRAFT) */
+                              "ngram" or "draft", else off (<= TS_ENGINE_MAX_DRAFT) */
     int draft_min;         /* a shorter draft is not verified; 0: 3 (or draft_max) */
     int spec_ngram_min;    /* n-gram sizes looked up, longest first; 0: 3 and 4 (<= 16) */
     int spec_ngram_max;
     int64_t spec_step_tokens; /* drafts only while a step holds at most this many tokens,
                                  drafts included (a full batch gains nothing from them); 0: 32 */
+    const char *draft_model;  /* GGUF file of a smaller model with the target's vocabulary (the
+                                 same tokens, texts and BOS/EOS, else TS_ERR_INVALID_ARG naming
+                                 the first difference) that drafts greedily on the same backend,
+                                 with its own KV cache; NULL: none. Not with tp > 1 */
+    float draft_p_min;        /* a model draft ends before a token the draft model gives a
+                                 probability below this (0: off, the default) */
     const char *spec_accept;  /* "exact" (default; NULL too): a draft is accepted when it is the
                                  token plain decoding samples there, so outputs are identical
                                  with and without speculation. "rejection": classic rejection
@@ -564,8 +571,9 @@ typedef struct ts_context_info {
     double tune_ms;            /* time spent measuring kernels (0 when all came from cache) */
     uint64_t repacked_bytes;   /* weights repacked at load (all shards; 0: none) */
     double repack_ms;          /* time spent repacking them */
-    const char *spec_type;     /* "ngram" or "none" */
+    const char *spec_type;     /* "ngram", "draft" or "none" */
     const char *spec_accept;   /* "exact" or "rejection" */
+    const char *draft_model;   /* spec_type "draft": the draft model's file; else NULL */
     int draft_max, draft_min, spec_ngram_min, spec_ngram_max; /* 0s when spec_type is "none" */
     int64_t spec_step_tokens;
 } ts_context_info;

@@ -436,11 +436,13 @@ int ts_cmd_run(int argc, char **argv) {
                 cli.info.kernels, cli.info.tune_ms);
     }
     if (es.spec_steps > 0) {
+        const char *dm = cli.info.draft_model != NULL ? cli.info.draft_model : "";
+        const char *base = strrchr(dm, '/') != NULL ? strrchr(dm, '/') + 1 : dm;
         fprintf(stderr,
-                "speculative (%s, draft-max %d): %llu drafted, %llu accepted (%.1f%%) in %llu "
+                "speculative (%s%s%s, draft-max %d): %llu drafted, %llu accepted (%.1f%%) in %llu "
                 "verifications, %llu steps for %lld tokens\n",
-                cli.info.spec_type, cli.info.draft_max, (unsigned long long)es.spec_drafted,
-                (unsigned long long)es.spec_accepted,
+                cli.info.spec_type, base[0] != '\0' ? " " : "", base, cli.info.draft_max,
+                (unsigned long long)es.spec_drafted, (unsigned long long)es.spec_accepted,
                 es.spec_drafted > 0 ? 100.0 * (double)es.spec_accepted / (double)es.spec_drafted
                                     : 0.0,
                 (unsigned long long)es.spec_steps, (unsigned long long)es.n_steps,

@@ -162,6 +162,19 @@ int ts_cli_parse_common(ts_cli_opts *o, int argc, char **argv, int *i) {
         }
         *(strcmp(a, "--spec-ngram-min") == 0 ? &o->ctx.spec_ngram_min : &o->ctx.spec_ngram_max) =
             (int)v;
+    } else if (strcmp(a, "-md") == 0 || strcmp(a, "--model-draft") == 0 ||
+               strcmp(a, "--draft-model") == 0 || strcmp(a, "--spec-draft-model") == 0) {
+        NEED_VALUE();
+        o->ctx.draft_model = val;
+    } else if (strcmp(a, "--draft-p-min") == 0 || strcmp(a, "--spec-draft-p-min") == 0) {
+        NEED_VALUE();
+        char *end = NULL;
+        double pm = strtod(val, &end);
+        if (end == val || *end != '\0' || !(pm >= 0.0 && pm <= 1.0)) {
+            fprintf(stderr, "error: %s: '%s' is not a probability (0..1)\n", a, val);
+            return -1;
+        }
+        o->ctx.draft_p_min = (float)pm;
     } else if (strcmp(a, "--spec-accept") == 0) {
         NEED_VALUE();
         o->ctx.spec_accept = val;
@@ -262,9 +275,14 @@ void ts_cli_print_common_help(FILE *f) {
             "      --max-batch-tokens N  tokens per forward step (default 512)\n"
             "      --no-prefix-cache     do not reuse cached prompt prefixes\n"
             "      --spec-type T         speculative decoding: ngram (drafts looked up in the\n"
-            "                            prompt and output so far) or none (default; on\n"
-            "                            with --draft-max). The output is the same, faster\n"
-            "                            where it repeats its input (docs/speculative.md)\n"
+            "                            prompt and output so far), draft (a draft model) or\n"
+            "                            none (default; ngram with --draft-max, draft with\n"
+            "                            --model-draft). The output is the same, faster\n"
+            "                            where the drafts are right (docs/speculative.md)\n"
+            "  -md, --model-draft FILE   a smaller model of the same vocabulary drafts\n"
+            "                            (greedily, on the same backend, its own KV cache)\n"
+            "      --draft-p-min P       a model draft stops before a token the draft model\n"
+            "                            gives less than P (default 0: off)\n"
             "      --draft-max N         tokens drafted per sequence and step (default 16)\n"
             "      --draft-min N         fewest drafted tokens worth verifying (default 3)\n"
             "      --spec-ngram-min N, --spec-ngram-max N\n"

@@ -148,7 +148,7 @@ ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cf
 
 /* The runner must hold the engine's KV pool exactly (the block manager hands out its block
  * ids) and take every batch the scheduler can make. */
-static ts_status check_runner(const ts_runner *r, const ts_forward_config *want, ts_error *err) {
+ts_status ts_engine_check_runner(const ts_runner *r, const ts_forward_config *want, ts_error *err) {
     const ts_forward_config *h = &r->cfg;
     if (h->n_blocks != want->n_blocks || h->block_size != want->block_size ||
         h->max_blocks_per_seq != want->max_blocks_per_seq || h->max_tokens < want->max_tokens ||
@@ -176,7 +176,7 @@ ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner
     ts_forward_config fc;
     ts_status st = resolve_config(m, cfg, &c, &fc, err);
     if (st == TS_OK) {
-        st = check_runner(runner, &fc, err);
+        st = ts_engine_check_runner(runner, &fc, err);
     }
     if (st != TS_OK) {
         return st;
@@ -253,6 +253,7 @@ static void seq_free(seq *s) {
     ts_detok_stream_destroy(s->detok);
     ts_gmatch_free(s->gm);
     ts_ngram_destroy(s->ngram);
+    free(s->d_tokens);
     free(s->tokens);
     free(s->held);
     free(s);
@@ -287,6 +288,7 @@ void ts_engine_destroy(ts_engine *e) {
         request_free(r);
     }
     ts_engine_grammar_destroy(e);
+    ts_engine_draft_destroy(e->draft);
     ts_kv_destroy(e->kv);
     free(e->running);
     free(e->b_seqs);
@@ -597,6 +599,9 @@ void ts_engine_release_kv(ts_engine *e, seq *s) {
         s->has_kv = false;
     }
     s->n_computed = 0;
+    if (e->draft != NULL) {
+        ts_engine_draft_release(e, s);
+    }
 }
 
 /* Removes a sequence from the running set or the waiting queue, wherever it is. */

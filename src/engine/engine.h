@@ -87,6 +87,18 @@ ts_status ts_engine_forward_config(const ts_model *m, const ts_engine_config *cf
  * TS_ERR_INVALID_ARG). The engine computes every step and block copy through the runner. */
 ts_status ts_engine_create(const ts_model *m, const ts_tokenizer *tok, ts_runner *runner,
                            const ts_engine_config *cfg, ts_engine **out, ts_error *err);
+/* Speculative decoding with a draft model (draft_model.c): dm (borrowed, must outlive the
+ * engine) shares the engine's vocabulary (the same n_vocab is checked here; the caller checks
+ * the tokens themselves) and proposes each decoding sequence's drafts greedily, up to its
+ * draft length, instead of the n-gram lookup; cfg.draft_max > 0 turns speculation on as for
+ * n-grams. runner (borrowed) runs dm on the bucket ts_engine_draft_forward_config gives (its
+ * own KV pool of the engine's kv_tokens, F16, no prefix cache). When p_min > 0 a draft stops
+ * before a token whose probability under the draft is below p_min. Call once, before the
+ * first request. */
+ts_status ts_engine_draft_forward_config(const ts_model *dm, const ts_engine_config *cfg,
+                                         ts_forward_config *out, ts_error *err);
+ts_status ts_engine_set_draft(ts_engine *e, const ts_model *dm, ts_runner *runner, float p_min,
+                              ts_error *err);
 /* Finishes nothing: pending callbacks are not called. Call after the step thread stopped. */
 void ts_engine_destroy(ts_engine *e);
 

@@ -36,8 +36,17 @@ typedef struct seq {
     ts_ngram *ngram;     /* its n-gram drafter; NULL: no speculation */
     int32_t n_draft;     /* tokens drafted this step: tokens[n_tokens .. n_tokens + n_draft) */
     int32_t draft_len;   /* how many to draft next (adapts to what was accepted) */
-    int32_t spec_fails;  /* verifications in a row that accepted nothing */
-    int32_t spec_pause;  /* decoding steps to wait before drafting again (after failures) */
+    /* With a draft model (draft_model.c): its KV sequence, whose first d_n_computed tokens are
+     * committed (a prefix of tokens), then d_n_pending draft tokens appended last step
+     * (d_tokens[0..d_n_pending)); d_tokens[0..d_n_ready) are this step's drafts. */
+    bool has_dkv;
+    uint32_t dkv_id;
+    int32_t d_n_computed;
+    int32_t d_n_pending;
+    int32_t d_n_ready;
+    int32_t *d_tokens;  /* [draft_max], allocated by the first draft */
+    int32_t spec_fails; /* verifications in a row that accepted nothing */
+    int32_t spec_pause; /* decoding steps to wait before drafting again (after failures) */
 } seq;
 
 struct request {
@@ -104,6 +113,7 @@ struct ts_engine {
     uint64_t spec_drafted;  /* draft tokens verified */
     uint64_t spec_accepted; /* of them, accepted */
     uint64_t spec_steps;    /* verifications (a sequence's drafts in one step) */
+    struct ts_draft *draft; /* the draft model (draft_model.c); NULL: n-gram drafts */
 
     /* The sliding-window pool's batch slots and tables (used with swa_pool). */
     int32_t *b_slots_swa, *b_table_swa;
@@ -152,6 +162,24 @@ void ts_engine_mask_recompute(ts_engine *e, seq *s);
  * number of allowed tokens. */
 int32_t ts_engine_mask_apply(ts_engine *e, const seq *s, float *row);
 void ts_engine_grammar_destroy(ts_engine *e);
+
+/* Checks that a runner covers the bucket want (the same KV pool, at least its batch). */
+ts_status ts_engine_check_runner(const ts_runner *r, const ts_forward_config *want, ts_error *err);
+
+/* draft_model.c */
+/* Computes this step's drafts of the running sequences that may draft (within e->spec_left
+ * tokens), after bringing their draft caches in step with their tokens. Never fails: a
+ * sequence whose draft cannot be made drafts nothing this step. */
+void ts_engine_draft_run(ts_engine *e);
+/* Copies at most want of s's drafts of this step to out; how many. */
+int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want);
+/* Closes s's draft KV sequence (with its target KV: preemption, finish). */
+void ts_engine_draft_release(ts_engine *e, seq *s);
+void ts_engine_draft_destroy(struct ts_draft *d);
+/* Tests: the draft cache agrees with the sequences (each running sequence's draft KV sequence
+ * holds d_n_computed committed + d_n_pending tokens; no other sequence is open; no waiting
+ * sequence holds one) and the block manager's own invariants hold. */
+ts_status ts_engine_draft_check(const ts_engine *e, ts_error *err);
 
 /* sched.c */
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err);

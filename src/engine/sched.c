@@ -145,7 +145,9 @@ static int32_t propose_drafts(ts_engine *e, seq *s, int64_t room) {
         return 0;
     }
     int32_t *out = s->tokens + s->n_tokens;
-    int32_t n = ts_ngram_propose(s->ngram, s->tokens, s->n_tokens, out, (int32_t)want);
+    int32_t n = e->draft != NULL
+                    ? ts_engine_draft_take(e, s, out, (int32_t)want)
+                    : ts_ngram_propose(s->ngram, s->tokens, s->n_tokens, out, (int32_t)want);
     if (n > 0 && s->gm != NULL) {
         ts_gmatch *g = ts_gmatch_clone(s->gm);
         int32_t ok = 0;
@@ -467,6 +469,9 @@ static int64_t step_spec_room(const ts_engine *e) {
 ts_status ts_engine_schedule_and_run(ts_engine *e, bool *busy, ts_error *err) {
     step b = {0, 0, 0};
     e->spec_left = e->cfg.draft_max > 0 ? step_spec_room(e) : 0;
+    if (e->draft != NULL) {
+        ts_engine_draft_run(e); /* the draft model's proposals, before the step takes them */
+    }
     ts_status st = schedule_running(e, &b, err);
     if (st == TS_OK) {
         st = admit_waiting(e, &b, err);

@@ -270,24 +270,42 @@ static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
 /* Speculative decoding's settings into ec; errors name the option. */
 static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, ts_error *err) {
     const char *type = p->spec_type;
-    if (type == NULL || *type == '\0') {
-        type = p->draft_max > 0 ? "ngram" : "none";
+    bool unset = type == NULL || *type == '\0';
+    bool draft = unset ? p->draft_model != NULL : strcmp(type, "draft") == 0;
+    bool ngram = unset ? p->draft_model == NULL && p->draft_max > 0
+                       : strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
+    if (!unset && !ngram && !draft && strcmp(type, "none") != 0) {
+        return ts_error_set(
+            err, TS_ERR_INVALID_ARG,
+            "spec-type: unknown speculative decoding type '%s' (ngram, draft, none)", type);
     }
-    bool ngram = strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
-    if (!ngram && strcmp(type, "none") != 0) {
+    if (draft && p->draft_model == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
-                            "spec-type: unknown speculative decoding type '%s' (ngram, none; a "
-                            "draft model is not supported yet)",
-                            type);
+                            "spec-type draft needs a draft model (--model-draft FILE)");
+    }
+    if (!draft && p->draft_model != NULL) {
+        return ts_error_set(err, TS_ERR_INVALID_ARG,
+                            "spec-type: a draft model (%s) is given but the type is '%s' (draft, "
+                            "or leave it unset)",
+                            p->draft_model, type);
+    }
+    if (draft && (p->tp > 1 || p->tp_mpi)) {
+        return ts_error_set(err, TS_ERR_UNSUPPORTED,
+                            "draft model %s: speculative decoding with a draft model runs on one "
+                            "device, not under tensor parallelism",
+                            p->draft_model);
     }
     if (p->draft_max < 0 || p->draft_max > TS_ENGINE_MAX_DRAFT || p->draft_min < 0 ||
         p->draft_min > TS_ENGINE_MAX_DRAFT || p->spec_ngram_min < 0 || p->spec_ngram_max < 0 ||
-        p->spec_ngram_min > 16 || p->spec_ngram_max > 16 || p->spec_step_tokens < 0) {
+        p->spec_ngram_min > 16 || p->spec_ngram_max > 16 || p->spec_step_tokens < 0 ||
+        !(p->draft_p_min >= 0.0f && p->draft_p_min <= 1.0f)) {
         return ts_error_set(err, TS_ERR_INVALID_ARG,
                             "speculative decoding: draft-max %d and draft-min %d must be in 0..%d, "
-                            "spec-ngram sizes %d..%d in 1..16, spec-step-tokens %lld >= 0",
+                            "spec-ngram sizes %d..%d in 1..16, spec-step-tokens %lld >= 0, "
+                            "draft-p-min %g in 0..1",
                             p->draft_max, p->draft_min, TS_ENGINE_MAX_DRAFT, p->spec_ngram_min,
-                            p->spec_ngram_max, (long long)p->spec_step_tokens);
+                            p->spec_ngram_max, (long long)p->spec_step_tokens,
+                            (double)p->draft_p_min);
     }
     const char *accept = p->spec_accept != NULL && *p->spec_accept ? p->spec_accept : "exact";
     if (strcmp(accept, "exact") != 0 && strcmp(accept, "rejection") != 0) {
@@ -295,7 +313,7 @@ static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, t
                             "spec-accept: unknown acceptance '%s' (exact, rejection)", accept);
     }
     ec->spec_rejection = strcmp(accept, "rejection") == 0;
-    if (!ngram) {
+    if (!ngram && !draft) {
         ec->draft_max = 0;
         return TS_OK;
     }
@@ -463,6 +481,9 @@ static ts_status make_runner_and_engine(ts_context *ctx, const ts_context_params
     if (st == TS_OK) {
         st = ts_engine_create(m, ctx->llm->tok, ctx->runner, &ctx->ec, &ctx->engine, err);
     }
+    if (st == TS_OK && ctx->draft_llm != NULL) {
+        st = rt_draft_attach(ctx, p, err);
+    }
     return st;
 }
 
@@ -484,8 +505,9 @@ static void fill_info(ts_context *ctx, const ts_context_params *p, int threads) 
     in->kv_bytes = ctx->runner->kv_bytes;
     in->kv_swa_tokens = fc->n_blocks_swa * fc->block_size;
     in->kv_swa_bytes = ctx->runner->kv_swa_bytes;
-    in->spec_type = ctx->ec.draft_max > 0 ? "ngram" : "none";
+    in->spec_type = ctx->ec.draft_max == 0 ? "none" : ctx->draft_llm != NULL ? "draft" : "ngram";
     in->spec_accept = ctx->ec.spec_rejection ? "rejection" : "exact";
+    in->draft_model = ctx->draft_llm != NULL ? ctx->draft_path : NULL;
     if (ctx->ec.draft_max > 0) {
         in->draft_max = ctx->ec.draft_max;
         in->draft_min = ctx->ec.draft_min;
@@ -566,6 +588,9 @@ static ts_status context_create(ts_llm *llm, const ts_context_params *params, ts
     if (st == TS_OK && p.kv_bytes > 0) {
         st = kv_tokens_for_bytes(ctx, p.kv_bytes, err);
     }
+    if (st == TS_OK && p.draft_model != NULL) {
+        st = rt_draft_open(ctx, p.draft_model, err);
+    }
     if (st == TS_OK) {
         st = make_runner_and_engine(ctx, &p, err);
     }
@@ -593,7 +618,10 @@ void ts_context_destroy(ts_context *ctx) {
     rt_batch_free(&ctx->b);
     rt_chat_close(&ctx->chat);
     ts_engine_destroy(ctx->engine);
+    ts_runner_destroy(ctx->draft_runner);
     ts_runner_destroy(ctx->runner); /* ends the group's forward: followers stop */
+    ts_llm_close(ctx->draft_llm);
+    free(ctx->draft_path);
     rt_tp_group_close(&ctx->tp);
     ts_registry_destroy(ctx->reg);
     ts_backend_destroy(ctx->hook_dump);

@@ -132,7 +132,17 @@ struct ts_context {
     bool diverged;            /* compare: a step has diverged; divergence holds the first */
     ts_divergence divergence;
     rt_batch b;
+    /* Speculative decoding with a draft model (spec_draft.c); NULL: none. */
+    ts_llm *draft_llm;
+    ts_runner *draft_runner;
+    char *draft_path; /* info.draft_model */
 };
+
+/* Opens the draft model's file (whole model) and checks that its vocabulary is the target's
+ * (spec_draft.c): TS_ERR_INVALID_ARG naming both models and the first difference. */
+ts_status rt_draft_open(ts_context *ctx, const char *path, ts_error *err);
+/* Makes the draft model's runner on the context's backend and hands it to the engine. */
+ts_status rt_draft_attach(ts_context *ctx, const ts_context_params *p, ts_error *err);
 
 /* Sets up / frees the batch API's state (decode.c); called by context.c. */
 ts_status rt_batch_init(ts_context *ctx, ts_error *err);
