@@ -111,9 +111,12 @@ static ts_status make_ctx(ts_llm *llm, const ts_bench_spec_opts *o, int threads,
     p.kv_tokens = p.n_ctx;
     p.max_batch_tokens = n_prompt > draft + 1 ? n_prompt : draft + 1;
     if (spec) {
-        p.spec_type = o->co->ctx.spec_type != NULL ? o->co->ctx.spec_type : "ngram";
+        p.spec_type = o->co->ctx.spec_type != NULL     ? o->co->ctx.spec_type
+                      : o->co->ctx.draft_model != NULL ? "draft"
+                                                       : "ngram";
     } else {
         p.spec_type = "none";
+        p.draft_model = NULL;
         p.draft_max = 0;
         p.draft_min = 0;
         p.spec_ngram_min = 0;
@@ -256,11 +259,12 @@ static ts_status bench_threads(ts_llm *llm, const ts_bench_spec_opts *o, int thr
 
 static void print_header(const ts_bench_spec_opts *o) {
     if (strcmp(o->format, "md") == 0) {
-        printf("| model | backend | threads | prompt | generated | draft-max | plain t/s | "
-               "speculative t/s | speed-up | drafted | accepted | acceptance |\n"
-               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        printf(
+            "| model | drafter | backend | threads | prompt | generated | draft-max | plain t/s | "
+            "speculative t/s | speed-up | drafted | accepted | acceptance |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     } else if (strcmp(o->format, "csv") == 0) {
-        printf("model,backend,threads,prompt_tokens,gen_tokens,draft_max,plain_ts,plain_sd,"
+        printf("model,drafter,backend,threads,prompt_tokens,gen_tokens,draft_max,plain_ts,plain_sd,"
                "spec_ts,spec_sd,speedup,drafted,accepted,acceptance,verifications,identical\n");
     } else {
         printf("[\n");
@@ -272,24 +276,31 @@ static void print_row(const ts_bench_spec_opts *o, const spec_row *r, bool first
     double acc = r->drafted > 0 ? (double)r->accepted / (double)r->drafted : 0;
     const char *backend = o->co->ctx.backend != NULL ? o->co->ctx.backend : "auto";
     int draft = o->co->ctx.draft_max;
+    /* the drafter: the draft model's file name, or the n-gram lookup */
+    const char *dm = o->co->ctx.draft_model;
+    const char *slash = dm != NULL ? strrchr(dm, '/') : NULL;
+    const char *drafter = dm == NULL ? "ngram" : slash != NULL ? slash + 1 : dm;
     if (strcmp(o->format, "md") == 0) {
-        printf("| %s | %s | %d | %lld | %lld | %d | %.2f ± %.2f | %.2f ± %.2f | %.2fx | %llu | "
-               "%llu | %.1f%% |\n",
-               o->name, backend, r->threads, (long long)r->n_prompt, (long long)r->n_gen, draft,
-               r->plain, r->plain_sd, r->spec, r->spec_sd, speedup, (unsigned long long)r->drafted,
-               (unsigned long long)r->accepted, 100 * acc);
+        printf(
+            "| %s | %s | %s | %d | %lld | %lld | %d | %.2f ± %.2f | %.2f ± %.2f | %.2fx | %llu | "
+            "%llu | %.1f%% |\n",
+            o->name, drafter, backend, r->threads, (long long)r->n_prompt, (long long)r->n_gen,
+            draft, r->plain, r->plain_sd, r->spec, r->spec_sd, speedup,
+            (unsigned long long)r->drafted, (unsigned long long)r->accepted, 100 * acc);
     } else if (strcmp(o->format, "csv") == 0) {
-        printf("%s,%s,%d,%lld,%lld,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%llu,%llu,%.4f,%llu,true\n", o->name,
-               backend, r->threads, (long long)r->n_prompt, (long long)r->n_gen, draft, r->plain,
-               r->plain_sd, r->spec, r->spec_sd, speedup, (unsigned long long)r->drafted,
-               (unsigned long long)r->accepted, acc, (unsigned long long)r->steps);
+        printf("%s,%s,%s,%d,%lld,%lld,%d,%.3f,%.3f,%.3f,%.3f,%.4f,%llu,%llu,%.4f,%llu,true\n",
+               o->name, drafter, backend, r->threads, (long long)r->n_prompt, (long long)r->n_gen,
+               draft, r->plain, r->plain_sd, r->spec, r->spec_sd, speedup,
+               (unsigned long long)r->drafted, (unsigned long long)r->accepted, acc,
+               (unsigned long long)r->steps);
     } else {
-        printf("%s  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"test\": "
+        printf("%s  {\"model\": \"%s\", \"drafter\": \"%s\", \"backend\": \"%s\", "
+               "\"threads\": %d, \"test\": "
                "\"spec\", \"prompt_tokens\": %lld, \"gen_tokens\": %lld, \"draft_max\": %d, "
                "\"plain_ts\": %.3f, \"plain_sd\": %.3f, \"spec_ts\": %.3f, \"spec_sd\": %.3f, "
                "\"speedup\": %.4f, \"drafted\": %llu, \"accepted\": %llu, \"acceptance\": %.4f, "
                "\"verifications\": %llu, \"identical\": true}",
-               first ? "" : ",\n", o->name, backend, r->threads, (long long)r->n_prompt,
+               first ? "" : ",\n", o->name, drafter, backend, r->threads, (long long)r->n_prompt,
                (long long)r->n_gen, draft, r->plain, r->plain_sd, r->spec, r->spec_sd, speedup,
                (unsigned long long)r->drafted, (unsigned long long)r->accepted, acc,
                (unsigned long long)r->steps);

@@ -52,7 +52,8 @@ static void test_prompts_file_skips_rejected(void **state) {
     fputs("\nsecond good prompt\n", f);
     fclose(f);
 
-    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s -n 4 --temp 0 --ctx 64", cli_bin(), model, prompts);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s -n 4 --temp 0 --ctx 64", cli_bin(), model,
+             prompts);
     assert_int_equal(cli_run_to(cmd, out, err), 1);
     char *o = strdup(slurp(out));
     const char *r = slurp(err);
@@ -114,6 +115,55 @@ static void test_retune_profile(void **state) {
     unlink(model);
 }
 
+/* Speculative decoding from the command line: `run` prints its summary line; `bench --draft`
+ * compares plain and speculative decoding (n-gram and a draft model: the same tiny model),
+ * checks their outputs are identical and reports the acceptance. */
+static void test_speculative(void **state) {
+    (void)state;
+    if (cli_bin() == NULL) {
+        skip();
+    }
+    char model[400], out[512], err[512], cmd[2000];
+    assert_non_null(ts_tiny_temp_path(model, sizeof model, "spec"));
+    ts_tiny_spec spec = ts_tiny_spec_default("llama");
+    ts_error e = {0};
+    assert_int_equal(ts_tiny_write(&spec, model, &e), TS_OK);
+    snprintf(out, sizeof out, "%s.out", model);
+    snprintf(err, sizeof err, "%s.err", model);
+    /* The tiny model's greedy output loops: n-gram drafts are accepted. */
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'a b c a b c a b c' -n 64 --temp 0 --ctx 256 "
+             "--draft-max 8 -t 2",
+             cli_bin(), model);
+    assert_int_equal(cli_run_to(cmd, out, err), 0);
+    const char *r = slurp(err);
+    assert_non_null(strstr(r, "speculative (ngram, draft-max 8): "));
+    assert_non_null(strstr(r, " accepted ("));
+    for (int with_model = 0; with_model < 2; with_model++) {
+        char md[600] = "";
+        if (with_model) {
+            snprintf(md, sizeof md, "-md %s", model);
+        }
+        snprintf(cmd, sizeof cmd,
+                 "%s bench -m %s %s --draft 6 -r 1 -n 48 -t 2 -p 'x y z x y z' "
+                 "-o json",
+                 cli_bin(), model, md);
+        assert_int_equal(cli_run_to(cmd, out, err), 0);
+        const char *j = slurp(out);
+        assert_non_null(strstr(j, "\"test\": \"spec\""));
+        assert_non_null(strstr(j, "\"identical\": true"));
+        assert_non_null(strstr(j, with_model ? "\"drafter\": \"" : "\"drafter\": \"ngram\""));
+        assert_null(strstr(j, "\"accepted\": 0,"));
+    }
+    /* A bad setting is refused naming it. */
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 --spec-type medusa", cli_bin(), model);
+    assert_int_equal(cli_run_to(cmd, out, err), 1);
+    assert_non_null(strstr(slurp(err), "spec-type"));
+    unlink(out);
+    unlink(err);
+    unlink(model);
+}
+
 /* A tensor the architecture does not use: `run` warns on stderr naming it and still runs;
  * `inspect` lists it under "model:". */
 static void test_unused_tensor_reported(void **state) {
@@ -150,6 +200,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompts_file_skips_rejected),
         cmocka_unit_test(test_retune_profile),
+        cmocka_unit_test(test_speculative),
         cmocka_unit_test(test_unused_tensor_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
