@@ -271,7 +271,8 @@ static ts_status check_kv_backend(ts_context *ctx, const ts_type types[2],
 static ts_status spec_config(const ts_context_params *p, ts_engine_config *ec, ts_error *err) {
     const char *type = p->spec_type;
     bool unset = type == NULL || *type == '\0';
-    bool draft = unset ? p->draft_model != NULL : strcmp(type, "draft") == 0;
+    bool draft = unset ? p->draft_model != NULL
+                       : strcmp(type, "draft") == 0 || strcmp(type, "draft-simple") == 0;
     bool ngram = unset ? p->draft_model == NULL && p->draft_max > 0
                        : strcmp(type, "ngram") == 0 || strncmp(type, "ngram-", 6) == 0;
     if (!unset && !ngram && !draft && strcmp(type, "none") != 0) {
