@@ -14,7 +14,7 @@
 #
 # usage:
 #   bench/real_shapes.sh --tessera PATH --synth PATH [--llama-bench PATH] [--ik-bench PATH]
-#                        [--shapes llama-1b,llama-8b] [--types Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,BF16]
+#                        [--shapes llama-1b,llama-8b] [--types Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,IQ4_XS,BF16]
 #                        [--dir DIR] [-p 512] [-n 128] [-r 3] [-t 2] [--rounds 2] [--drop-bf16]
 # (--synth: the synth_model program of a tessera build, e.g. build/synth_model; --drop-bf16:
 # remove each shape's BF16 source once its types are measured.)
@@ -24,7 +24,7 @@ die() { echo "real_shapes: $*" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 
 TESSERA="" SYNTH="" LBENCH="" IKBENCH="" DIR="$HOME/.cache/tessera/synth"
-SHAPES=llama-1b,llama-8b TYPES=Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,BF16
+SHAPES=llama-1b,llama-8b TYPES=Q4_0,Q4_K_M,Q5_K_M,Q6_K,Q8_0,IQ4_XS,BF16
 PP=512 TG=128 REPS=3 THREADS=2 ROUNDS=2 KEEP_BF16=1
 while [ $# -gt 0 ]; do
     case "$1" in

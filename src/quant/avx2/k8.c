@@ -40,13 +40,13 @@
  * Drivers. With several activation rows, a call takes up to K8_GROUPS groups of eight weight
  * rows and K8_COLS activation rows; per pass of K8_KB super-blocks the activation terms are
  * converted once, each group's super-blocks are unpacked once into an aligned buffer, and tiles
- * of four activation rows run over it while the next eight rows' part is prefetched. With one
- * activation row (decoding) on packed rows, each super-block of eight rows is unpacked a quarter
- * at a time in registers and used at once, and the next eight rows are prefetched (so too for
- * Q4_K on the rows as they lie); Q5_K and Q6_K rows as they lie go to avx2/k1.c (elements in
- * lanes: less work per byte there, same integers and folds, so the same bits). The drivers are
- * written once over a constant table of the type's inline functions and inlined into the named gemm
- * of each type, so no call through the table remains.
+ * of up to four activation rows (exactly as many as there are) run over it while the next eight
+ * rows' part is prefetched. With one activation row (decoding) on packed rows, each super-block of
+ * eight rows is unpacked a quarter at a time in registers and used at once, and the next eight rows
+ * are prefetched (so too for Q4_K on the rows as they lie); Q5_K and Q6_K rows as they lie go to
+ * avx2/k1.c (elements in lanes: less work per byte there, same integers and folds, so the same
+ * bits). The drivers are written once over a constant table of the type's inline functions and
+ * inlined into the named gemm of each type, so no call through the table remains.
  */
 #include <string.h>
 
@@ -89,9 +89,10 @@ typedef struct k8_type {
     size_t wbs; /* bytes per weight super-block */
     /* Super-block i of the eight rows of s into *b. */
     void (*unpack)(const k8src *s, bool packed, int64_t i, k8blk *b);
-    /* One unpacked super-block against four activation rows (quants y[j], terms e[j]),
-     * folded into *acc[j]. */
-    void (*tile4)(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *const *acc);
+    /* One unpacked super-block against n <= 4 activation rows (quants y[j], terms e[j]),
+     * folded into *acc[j]; n is a constant after inlining (k8_tile). */
+    void (*tile)(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *const *acc,
+                 int n);
     /* Super-block i of the eight rows of s against one activation row, unpacked in registers,
      * folded into acc. */
     __m256 (*col1)(const k8src *s, bool packed, int64_t i, const int8_t *y, const k8ys *e,
@@ -249,13 +250,13 @@ K8_INLINE void q4_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-/* Q4_K and Q5_K: one unpacked super-block against four activation rows; a sub-block's groups
+/* Q4_K and Q5_K: one unpacked super-block against n <= 4 activation rows; a sub-block's groups
  * sum in int16 `span` at a time (8 for levels <= 15, 4 for levels <= 31), each run scaled by
  * one vpmaddwd. */
-K8_INLINE void k4_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                        __m256 *const *acc, int span) {
+K8_INLINE void k4_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                       __m256 *const *acc, int n, int span) {
     __m256i s[4];
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
     }
     for (int sb = 0; sb < 8; sb++) {
@@ -264,26 +265,27 @@ K8_INLINE void k4_tile4(const k8blk *b, const int8_t *const *y, const k8ys *cons
             __m256i h[4];
             for (int g = g0; g < g0 + span; g++) {
                 const __m256i qg = _mm256_load_si256(&b->q[8 * sb + g]);
-                for (int j = 0; j < 4; j++) {
+                for (int j = 0; j < n; j++) {
                     const __m256i p = _mm256_maddubs_epi16(qg, y4(y[j] + 32 * sb + 4 * g));
                     h[j] = g == g0 ? p : _mm256_add_epi16(h[j], p);
+                    /* Keep the sums as running chains (left alone, GCC rebalances and spills
+                     * them). */
+                    __asm__("" : "+x"(h[j]));
                 }
-                /* Keep the sums as running chains (left alone, GCC rebalances and spills them). */
-                __asm__("" : "+x"(h[0]), "+x"(h[1]), "+x"(h[2]), "+x"(h[3]));
             }
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < n; j++) {
                 s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(h[j], sc));
             }
         }
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         *acc[j] = q4_k_fold(*acc[j], s[j], q4_k_mins(b->m, e[j]), b->d, b->dmin, e[j]->d);
     }
 }
 
-K8_INLINE void q4_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                          __m256 *const *acc) {
-    k4_tile4(b, y, e, acc, 8);
+K8_INLINE void q4_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                         __m256 *const *acc, int n) {
+    k4_tile(b, y, e, acc, n, 8);
 }
 
 /* One row: each quad of quant words is used as it arrives (its low nibbles for sub-block 2c,
@@ -370,9 +372,9 @@ K8_INLINE void q5_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-K8_INLINE void q5_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                          __m256 *const *acc) {
-    k4_tile4(b, y, e, acc, 4);
+K8_INLINE void q5_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                         __m256 *const *acc, int n) {
+    k4_tile(b, y, e, acc, n, 4);
 }
 
 /* One row: per half of every sub-block, four groups in int16, scaled as they complete. */
@@ -511,10 +513,10 @@ K8_INLINE void q6_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-K8_INLINE void q6_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                          __m256 *const *acc) {
+K8_INLINE void q6_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
+                         __m256 *const *acc, int n) {
     __m256i s[4];
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
     }
     for (int sb = 0; sb < 16; sb++) {
@@ -523,17 +525,17 @@ K8_INLINE void q6_k_tile4(const k8blk *b, const int8_t *const *y, const k8ys *co
             const int g = 4 * sb + 2 * pr;
             const __m256i q0 = _mm256_load_si256(&b->q[g]), q1 = _mm256_load_si256(&b->q[g + 1]);
             __m256i h[4];
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < n; j++) {
                 h[j] = _mm256_add_epi16(_mm256_maddubs_epi16(q0, y4(y[j] + 4 * g)),
                                         _mm256_maddubs_epi16(q1, y4(y[j] + 4 * g + 4)));
             }
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < n; j++) {
                 s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(h[j], sc));
+                __asm__("" : "+x"(s[j]));
             }
-            __asm__("" : "+x"(s[0]), "+x"(s[1]), "+x"(s[2]), "+x"(s[3]));
         }
     }
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         *acc[j] = q6_k_fold(*acc[j], _mm256_sub_epi32(s[j], q6_k_bias(b->m, e[j])), b->d, e[j]->d);
     }
 }
@@ -595,6 +597,27 @@ K8_INLINE void k8_src_init(k8src *s, bool packed, const char *w, size_t ldw, int
     }
 }
 
+/* The type's tile with exactly n (1..4) columns, n a constant in each branch, so that a tile
+ * of fewer than four activation rows computes only those (a decoding step of two or three
+ * sequences, the last tile of a batch). */
+K8_INLINE void k8_tile(const k8_type *t, const k8blk *b, const int8_t *const *y,
+                       const k8ys *const *e, __m256 *const *acc, int n) {
+    switch (n) {
+    case 4:
+        t->tile(b, y, e, acc, 4);
+        break;
+    case 3:
+        t->tile(b, y, e, acc, 3);
+        break;
+    case 2:
+        t->tile(b, y, e, acc, 2);
+        break;
+    default:
+        t->tile(b, y, e, acc, 1);
+        break;
+    }
+}
+
 /* Several activation rows (nc <= K8_COLS) against up to K8_GROUPS groups of eight weight rows. */
 K8_INLINE void k8_gemm_cols(const void *callp, int64_t nb, const char *w, size_t ldw, int64_t nr,
                             const char *a, size_t lda, int64_t nc, float *c, size_t ldc) {
@@ -603,7 +626,7 @@ K8_INLINE void k8_gemm_cols(const void *callp, int64_t nb, const char *w, size_t
     const bool packed = call->packed;
     k8blk buf[K8_KB];
     k8ys ys[K8_KB][K8_COLS];
-    __m256 accs[K8_GROUPS][K8_COLS], spare;
+    __m256 accs[K8_GROUPS][K8_COLS];
     const int groups = (int)((nr + 7) / 8);
     for (int rg = 0; rg < groups; rg++) {
         for (int64_t j = 0; j < nc; j++) {
@@ -640,22 +663,21 @@ K8_INLINE void k8_gemm_cols(const void *callp, int64_t nb, const char *w, size_t
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
                 const char *yb[4];
-                int64_t jj[4];
                 __m256 *acc[4];
-                for (int j = 0; j < 4; j++) {
-                    jj[j] = j0 + (j < cols ? j : cols - 1);
-                    yb[j] = a + (size_t)jj[j] * lda + (size_t)i0 * ab + offsetof(ts_block_q8_k, qs);
-                    acc[j] = j < cols ? &accs[rg][j0 + j] : &spare;
+                for (int j = 0; j < cols; j++) {
+                    yb[j] =
+                        a + (size_t)(j0 + j) * lda + (size_t)i0 * ab + offsetof(ts_block_q8_k, qs);
+                    acc[j] = &accs[rg][j0 + j];
                 }
                 for (int64_t i = 0; i < kb; i++) {
                     const int8_t *yq[4];
                     const k8ys *e[4];
-                    for (int j = 0; j < 4; j++) {
+                    for (int j = 0; j < cols; j++) {
                         yq[j] = (const int8_t *)(yb[j] + (size_t)i * ab);
-                        e[j] = &ys[i][jj[j]];
+                        e[j] = &ys[i][j0 + j];
                     }
                     prefetch_rows_step(&pf);
-                    t->tile4(&buf[i], yq, e, acc);
+                    k8_tile(t, &buf[i], yq, e, acc, cols);
                 }
             }
         }
@@ -709,19 +731,19 @@ K8_INLINE void k8_gemv(const k8_call *call, int64_t k, int64_t nr, float *c, con
 static const k8_type k_q4_k = {
     .wbs = sizeof(ts_block_q4_k),
     .unpack = q4_k_unpack,
-    .tile4 = q4_k_tile4,
+    .tile = q4_k_tile,
     .col1 = q4_k_col1,
 };
 static const k8_type k_q5_k = {
     .wbs = sizeof(ts_block_q5_k),
     .unpack = q5_k_unpack,
-    .tile4 = q5_k_tile4,
+    .tile = q5_k_tile,
     .col1 = q5_k_col1,
 };
 static const k8_type k_q6_k = {
     .wbs = sizeof(ts_block_q6_k),
     .unpack = q6_k_unpack,
-    .tile4 = q6_k_tile4,
+    .tile = q6_k_tile,
     .col1 = q6_k_col1,
 };
 

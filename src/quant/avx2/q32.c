@@ -18,9 +18,9 @@
  * one-row pass reads eight rows side by side, too short a stream per row for the hardware
  * prefetcher). With several, a call takes up to 32 weight rows: per pass of GATHER_KB blocks
  * the activation scales are converted once (x8ys), each group of eight rows is unpacked once
- * into a buffer, and block kernels run tiles of four activation rows against one group (8 x 4)
- * or, for levels <= 15, two groups (16 x 4: every broadcast feeds two multiplies), while the
- * next sixteen rows are prefetched. Q8_0 moves each weight's sign onto the activation
+ * into a buffer, and block kernels run tiles of up to four activation rows against one group
+ * (8 x 4) or, for levels <= 15, two groups (16 x 4: every broadcast feeds two multiplies),
+ * while the next sixteen rows are prefetched. Q8_0 moves each weight's sign onto the activation
  * (vpsignb) so that vpmaddubsw sees |w|; its pair sums reach 2 * 127 * 127, so every group
  * widens to int32 at once.
  *
@@ -125,11 +125,11 @@ struct x8_type {
     x8ys (*yscale)(const void *ab);
     /* acc with one block's exact isums (per lane) folded in. */
     __m256 (*fold)(__m256 acc, __m256i isum, __m256 d, __m256 m, const x8ys *e);
-    /* The type's own kernel of one unpacked block against four activation rows (quants at
+    /* The type's own kernel of one unpacked block against n <= 4 activation rows (quants at
      * y[j] + off, terms e[j]), folding into acc[j][0 .. nacc - 1]; NULL: block4_sum, the
      * exact isums of `span` groups at a time, then fold. */
     void (*block4)(const x8blk *b, const int8_t *const *y, int64_t off, const x8ys *const *e,
-                   __m256 *const *acc);
+                   __m256 *const *acc, int n);
 };
 
 /* ---- shared pieces ---- */
@@ -409,71 +409,76 @@ ALWAYS_INLINE __m256 fold_offset(__m256 acc, __m256i isum, __m256 d, __m256 m, c
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), dd, acc);
 }
 
-/* ---- block kernels: one unpacked block (or two, sixteen rows) against four activation rows,
- * folded into acc[j][0 .. nacc - 1] with column j's scales e[j] ---- */
+/* ---- block kernels: one unpacked block (or two, sixteen rows) against n <= 4 activation
+ * rows (n a constant after inlining: x8_tile), folded into acc[j][0 .. nacc - 1] with column
+ * j's scales e[j] ---- */
 
-/* One block against four activation rows: each level register is loaded once and multiplied
- * with the four rows' broadcasts; a run of dot steps takes `span` groups (AVX2: summed in
- * int16 before vpmaddwd; 8 for levels <= 15, 4 for levels <= 31). */
-ALWAYS_INLINE void isum_x4(const __m256i *q, const int8_t *const *y, int64_t off, int span,
+/* One block against n activation rows: each level register is loaded once and multiplied
+ * with the rows' broadcasts; a run of dot steps takes `span` groups (AVX2: summed in int16
+ * before vpmaddwd; 8 for levels <= 15, 4 for levels <= 31). */
+ALWAYS_INLINE void isum_xn(const __m256i *q, const int8_t *const *y, int64_t off, int span, int n,
                            __m256i out[4]) {
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         out[j] = _mm256_setzero_si256();
     }
     for (int g0 = 0; g0 < 8; g0 += span) {
-        __m256i s0 = dot4_begin(out[0]), s1 = dot4_begin(out[1]), s2 = dot4_begin(out[2]),
-                s3 = dot4_begin(out[3]);
+        __m256i s[4];
+        for (int j = 0; j < n; j++) {
+            s[j] = dot4_begin(out[j]);
+        }
         for (int g = g0; g < g0 + span; g++) {
             const __m256i qg = _mm256_load_si256(&q[g]);
-            s0 = dot4_step(s0, qg, y4(y[0], (int)off + 4 * g));
-            s1 = dot4_step(s1, qg, y4(y[1], (int)off + 4 * g));
-            s2 = dot4_step(s2, qg, y4(y[2], (int)off + 4 * g));
-            s3 = dot4_step(s3, qg, y4(y[3], (int)off + 4 * g));
+            for (int j = 0; j < n; j++) {
+                s[j] = dot4_step(s[j], qg, y4(y[j], (int)off + 4 * g));
+            }
             /* Keep the sums as running chains: left alone, GCC rebalances them into trees
              * over all 32 products and spills them. */
-            __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+            for (int j = 0; j < n; j++) {
+                __asm__("" : "+x"(s[j]));
+            }
         }
-        out[0] = dot4_end(out[0], s0);
-        out[1] = dot4_end(out[1], s1);
-        out[2] = dot4_end(out[2], s2);
-        out[3] = dot4_end(out[3], s3);
+        for (int j = 0; j < n; j++) {
+            out[j] = dot4_end(out[j], s[j]);
+        }
     }
 }
 
-/* One block of sixteen weight rows (two unpacked eight-row blocks) against four activation
- * rows: each broadcast feeds two multiplies. For levels <= 15 only (span 8): the sixteen
- * running sums of a span of four would not fit in the registers. */
-ALWAYS_INLINE void isum_x4x2(const __m256i *q0, const __m256i *q1, const int8_t *const *y,
-                             int64_t off, __m256i out[8]) {
+/* One block of sixteen weight rows (two unpacked eight-row blocks) against n activation rows:
+ * each broadcast feeds two multiplies. For levels <= 15 only (span 8): the sixteen running
+ * sums of a span of four would not fit in the registers. */
+ALWAYS_INLINE void isum_xnx2(const __m256i *q0, const __m256i *q1, const int8_t *const *y,
+                             int64_t off, int n, __m256i out[8]) {
     const __m256i zero = _mm256_setzero_si256();
     __m256i s[8];
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < n; j++) {
         s[j] = dot4_begin(zero);
+        s[4 + j] = dot4_begin(zero);
     }
     for (int g = 0; g < 8; g++) {
         const __m256i a = _mm256_load_si256(&q0[g]), b = _mm256_load_si256(&q1[g]);
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < n; j++) {
             const __m256i yb = y4(y[j], (int)off + 4 * g);
             s[j] = dot4_step(s[j], a, yb);
             s[4 + j] = dot4_step(s[4 + j], b, yb);
         }
-        __asm__(""
-                : "+x"(s[0]), "+x"(s[1]), "+x"(s[2]), "+x"(s[3]), "+x"(s[4]), "+x"(s[5]),
-                  "+x"(s[6]), "+x"(s[7]));
+        for (int j = 0; j < n; j++) {
+            __asm__("" : "+x"(s[j]), "+x"(s[4 + j]));
+        }
     }
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < n; j++) {
         out[j] = dot4_end(zero, s[j]);
+        out[4 + j] = dot4_end(zero, s[4 + j]);
     }
 }
 
 /* Unsigned levels (Q4_0, Q4_1, Q5_0): exact isums, then the type's fold; one accumulator per
  * column. */
 ALWAYS_INLINE void block4_sum(const x8_type *t, const x8blk *b, const int8_t *const *y, int64_t off,
-                              const x8ys *const *e, __m256 *const *acc) {
+                              const x8ys *const *e, __m256 *const *acc, int n) {
     __m256i is[4];
-    isum_x4(b->q, y, off, t->span, is);
+    isum_xn(b->q, y, off, t->span, n, is);
     const __m256 d = _mm256_load_ps(b->d), m = _mm256_load_ps(b->m);
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         acc[j][0] = t->fold(acc[j][0], is[j], d, m, e[j]);
     }
 }
@@ -481,12 +486,12 @@ ALWAYS_INLINE void block4_sum(const x8_type *t, const x8blk *b, const int8_t *co
 /* Sixteen rows, levels <= 15. */
 ALWAYS_INLINE void block4x2_sum(const x8_type *t, const x8blk *b0, const x8blk *b1,
                                 const int8_t *const *y, int64_t off, const x8ys *const *e,
-                                __m256 *const *acc0, __m256 *const *acc1) {
+                                __m256 *const *acc0, __m256 *const *acc1, int n) {
     __m256i is[8];
-    isum_x4x2(b0->q, b1->q, y, off, is);
+    isum_xnx2(b0->q, b1->q, y, off, n, is);
     const __m256 d0 = _mm256_load_ps(b0->d), m0 = _mm256_load_ps(b0->m);
     const __m256 d1 = _mm256_load_ps(b1->d), m1 = _mm256_load_ps(b1->m);
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         acc0[j][0] = t->fold(acc0[j][0], is[j], d0, m0, e[j]);
         acc1[j][0] = t->fold(acc1[j][0], is[4 + j], d1, m1, e[j]);
     }
@@ -500,34 +505,34 @@ ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t 
     return dot4(s, aw, _mm256_sign_epi8(y4(y, at), wg));
 }
 
-ALWAYS_INLINE void q8_0_half4(const __m256i *q, const int8_t *const *y, int off, __m256i out[4]) {
-    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+ALWAYS_INLINE void q8_0_halfn(const __m256i *q, const int8_t *const *y, int off, int n,
+                              __m256i out[4]) {
+    for (int j = 0; j < n; j++) {
+        out[j] = _mm256_setzero_si256();
+    }
     for (int g = 0; g < 4; g++) {
         const __m256i wg = _mm256_load_si256(&q[g]);
         const __m256i aw = _mm256_sign_epi8(wg, wg);
-        s0 = q8_0_step(s0, aw, wg, y[0], off + 4 * g);
-        s1 = q8_0_step(s1, aw, wg, y[1], off + 4 * g);
-        s2 = q8_0_step(s2, aw, wg, y[2], off + 4 * g);
-        s3 = q8_0_step(s3, aw, wg, y[3], off + 4 * g);
-        __asm__("" : "+x"(s0), "+x"(s1), "+x"(s2), "+x"(s3));
+        for (int j = 0; j < n; j++) {
+            out[j] = q8_0_step(out[j], aw, wg, y[j], off + 4 * g);
+        }
+        for (int j = 0; j < n; j++) {
+            __asm__("" : "+x"(out[j]));
+        }
     }
-    out[0] = s0;
-    out[1] = s1;
-    out[2] = s2;
-    out[3] = s3;
 }
 
 ALWAYS_INLINE void q8_0_block4(const x8blk *b, const int8_t *const *y, int64_t off,
-                               const x8ys *const *e, __m256 *const *acc) {
+                               const x8ys *const *e, __m256 *const *acc, int n) {
     const __m256 d = _mm256_load_ps(b->d);
     __m256 dd[4];
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < n; j++) {
         dd[j] = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
     }
     for (int h = 0; h < 2; h++) {
         __m256i s[4];
-        q8_0_half4(b->q + 4 * h, y, (int)off + 16 * h, s);
-        for (int j = 0; j < 4; j++) {
+        q8_0_halfn(b->q + 4 * h, y, (int)off + 16 * h, n, s);
+        for (int j = 0; j < n; j++) {
             acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd[j], acc[j][h]);
         }
     }
@@ -668,9 +673,43 @@ ALWAYS_INLINE void x8_gemv(const x8_type *t, bool packed, int64_t k, int64_t nr,
 /* Several activation rows (nc <= MAX_COLS) against up to ROW_GROUPS groups of eight weight
  * rows. Per pass of GATHER_KB blocks the activation scales are converted once; then each
  * group's blocks are unpacked once (two groups at a time where the type has a sixteen-row
- * kernel) and every four activation rows run over them. A last tile of fewer than four
- * columns repeats its final column into spare accumulators. t->nacc accumulators per column:
+ * kernel) and every four activation rows run over them. A tile of fewer than four columns (a
+ * decoding step of two or three sequences, a batch's last tile) computes only those: with four
+ * always, a step of two sequences cost what four do. t->nacc accumulators per column:
  * column j of group rg at accs[(rg * MAX_COLS + j) * nacc]. */
+/* One unpacked block (two with pair: sixteen rows) against n (1..4) activation rows, n a
+ * constant in each branch, so that a tile of fewer than four columns computes only those. */
+ALWAYS_INLINE void x8_tile_n(const x8_type *t, bool pair, const x8blk *b0, const x8blk *b1,
+                             const int8_t *const *y, int64_t off, const x8ys *const *e,
+                             __m256 *const *acc0, __m256 *const *acc1, int n) {
+    if (t->block4 != NULL) {
+        t->block4(b0, y, off, e, acc0, n);
+    } else if (pair) {
+        block4x2_sum(t, b0, b1, y, off, e, acc0, acc1, n);
+    } else {
+        block4_sum(t, b0, y, off, e, acc0, n);
+    }
+}
+
+ALWAYS_INLINE void x8_tile(const x8_type *t, bool pair, const x8blk *b0, const x8blk *b1,
+                           const int8_t *const *y, int64_t off, const x8ys *const *e,
+                           __m256 *const *acc0, __m256 *const *acc1, int n) {
+    switch (n) {
+    case 4:
+        x8_tile_n(t, pair, b0, b1, y, off, e, acc0, acc1, 4);
+        break;
+    case 3:
+        x8_tile_n(t, pair, b0, b1, y, off, e, acc0, acc1, 3);
+        break;
+    case 2:
+        x8_tile_n(t, pair, b0, b1, y, off, e, acc0, acc1, 2);
+        break;
+    default:
+        x8_tile_n(t, pair, b0, b1, y, off, e, acc0, acc1, 1);
+        break;
+    }
+}
+
 /* What a gemm call runs: the type, and whether its weights are packed. */
 typedef struct x8_call {
     const x8_type *t;
@@ -683,7 +722,7 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
     const bool packed = ((const x8_call *)call)->packed;
     x8blk buf[2][GATHER_KB];
     x8ys ys[GATHER_KB][MAX_COLS];
-    __m256 accs[ROW_GROUPS * MAX_COLS * MAX_NACC], spare[2][MAX_NACC];
+    __m256 accs[ROW_GROUPS * MAX_COLS * MAX_NACC];
     const int nacc = t->nacc;
     const int groups = (int)((nr + 7) / 8);
     for (int rg = 0; rg < groups; rg++) {
@@ -729,27 +768,21 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
                 const int8_t *yq[4];
-                int64_t jj[4];
                 __m256 *acc0[4], *acc1[4];
-                for (int j = 0; j < 4; j++) {
-                    jj[j] = j0 + (j < cols ? j : cols - 1);
-                    yq[j] =
-                        (const int8_t *)(a + (size_t)jj[j] * lda + (size_t)i0 * t->abytes + t->aqs);
-                    acc0[j] = j < cols ? &accs[(rg * MAX_COLS + j0 + j) * nacc] : spare[0];
-                    acc1[j] =
-                        j < cols && pair ? &accs[((rg + 1) * MAX_COLS + j0 + j) * nacc] : spare[1];
+                for (int j = 0; j < cols; j++) {
+                    yq[j] = (const int8_t *)(a + (size_t)(j0 + j) * lda + (size_t)i0 * t->abytes +
+                                             t->aqs);
+                    acc0[j] = &accs[(rg * MAX_COLS + j0 + j) * nacc];
+                    acc1[j] = pair ? &accs[((rg + 1) * MAX_COLS + j0 + j) * nacc] : NULL;
                 }
                 for (int64_t i = 0; i < kb; i++) {
-                    const x8ys *e[4] = {&ys[i][jj[0]], &ys[i][jj[1]], &ys[i][jj[2]], &ys[i][jj[3]]};
-                    const int64_t off = i * (int64_t)t->abytes;
-                    prefetch_rows_step(&pf);
-                    if (t->block4 != NULL) {
-                        t->block4(&buf[0][i], yq, off, e, acc0);
-                    } else if (pair) {
-                        block4x2_sum(t, &buf[0][i], &buf[1][i], yq, off, e, acc0, acc1);
-                    } else {
-                        block4_sum(t, &buf[0][i], yq, off, e, acc0);
+                    const x8ys *e[4];
+                    for (int j = 0; j < cols; j++) {
+                        e[j] = &ys[i][j0 + j];
                     }
+                    prefetch_rows_step(&pf);
+                    x8_tile(t, pair, &buf[0][i], &buf[1][i], yq, i * (int64_t)t->abytes, e, acc0,
+                            acc1, cols);
                 }
             }
             rg += 1 + pair;
@@ -851,7 +884,7 @@ NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
 }
 
 /* One activation row on packed weights: eight rows in the lanes, per block the two half sums
- * (q8_0_half4's steps for one column) folded into a half's accumulator, as q8_0_block4 does;
+ * (q8_0_halfn's steps for one column) folded into a half's accumulator, as q8_0_block4 does;
  * the next eight rows (the same half of the next group) prefetched meanwhile. */
 NOINLINE void q8_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                            const void *a) {
