@@ -48,6 +48,7 @@ static const layout k_layouts[] = {
     {TS_TYPE_Q4_K, 1, {{144, 4}}},
     {TS_TYPE_Q5_K, 1, {{176, 4}}},
     {TS_TYPE_Q6_K, 4, {{128, 4}, {64, 4}, {16, 4}, {2, 2}}},
+    {TS_TYPE_IQ4_XS, 1, {{136, 4}}},
     {TS_TYPE_MXFP4, 2, {{1, 1}, {16, 4}}},
 };
 #define N_LAYOUTS (sizeof k_layouts / sizeof k_layouts[0])
