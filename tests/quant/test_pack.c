@@ -184,10 +184,10 @@ static void test_kernels(void **state) {
                 assert_non_null(got);
                 assert_true(ts_quant_pack(type, pk, w, k, NR));
                 const size_t ldc = sizeof(float) * NR;
-                const int ncs[] = {1, 2, 5, 32, 64, NC};
+                const int ncs[] = {1, 2, 3, 5, 17, 32, 64, NC};
                 for (int r0 = 0; r0 < NR; r0 += 16) {
                     for (int nr = 16; r0 + nr <= NR; nr += 16) {
-                        for (int ci = 0; ci < 6; ci++) {
+                        for (int ci = 0; ci < (int)(sizeof ncs / sizeof ncs[0]); ci++) {
                             const int nc = ncs[ci];
                             memset(want, 0, sizeof(float) * NR * NC);
                             memset(got, 0, sizeof(float) * NR * NC);
