@@ -266,8 +266,9 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
                  ts_q_dot_q5_k_avx2, ts_q_gemm_q5_k_avx2, ts_q_gemm_q5_k_packed_avx2, TS_ISA_AVX2),
     ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
                  ts_q_dot_q6_k_avx2, ts_q_gemm_q6_k_avx2, ts_q_gemm_q6_k_packed_avx2, TS_ISA_AVX2),
-    ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2, ts_q_from_float_iq4_xs_scalar,
-          ts_q_dot_iq4_xs_avx2, ts_q_gemm_iq4_xs_avx2, TS_ISA_AVX2),
+    ENTRY_PACKED(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2,
+                 ts_q_from_float_iq4_xs_scalar, ts_q_dot_iq4_xs_avx2, ts_q_gemm_iq4_xs_avx2,
+                 ts_q_gemm_iq4_xs_packed_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVX2),
 };
@@ -314,8 +315,9 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
     ENTRY_PACKED(TS_TYPE_Q6_K, TS_TYPE_Q8_K, ts_q_to_float_q6_k_avx2, ts_q_from_float_q6_k_scalar,
                  ts_q_dot_q6_k_avxvnni, ts_q_gemm_q6_k_avxvnni, ts_q_gemm_q6_k_packed_avxvnni,
                  TS_ISA_AVXVNNI),
-    ENTRY(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2, ts_q_from_float_iq4_xs_scalar,
-          ts_q_dot_iq4_xs_avxvnni, ts_q_gemm_iq4_xs_avxvnni, TS_ISA_AVXVNNI),
+    ENTRY_PACKED(TS_TYPE_IQ4_XS, TS_TYPE_Q8_K, ts_q_to_float_iq4_xs_avx2,
+                 ts_q_from_float_iq4_xs_scalar, ts_q_dot_iq4_xs_avxvnni, ts_q_gemm_iq4_xs_avxvnni,
+                 ts_q_gemm_iq4_xs_packed_avxvnni, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_Q8_K, TS_TYPE_Q8_K, ts_q_to_float_q8_k_scalar, ts_q_from_float_q8_k_avx2,
           ts_q_dot_q8_k_scalar, gemm_q8_k_scalar, TS_ISA_AVXVNNI),
 };

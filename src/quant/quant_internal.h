@@ -374,6 +374,7 @@ void ts_q_gemv_q6_k_avx2(int64_t k, int64_t nr, float *c, const void *w, size_t 
 void ts_q_to_float_iq4_xs_avx2(const void *src, float *dst, int64_t n);
 void ts_q_dot_iq4_xs_avx2(int64_t n, float *result, const void *x, const void *y);
 TS_Q_DECLARE_GEMM(iq4_xs, avx2);
+TS_Q_DECLARE_GEMM(iq4_xs_packed, avx2);
 
 /* avxvnni/: the AVX2 kernels whose integer dot steps AVX-VNNI shortens, built again. */
 void ts_q_dot_q4_0_avxvnni(int64_t n, float *result, const void *x, const void *y);
@@ -403,6 +404,7 @@ TS_Q_DECLARE_GEMM(q6_k, avxvnni);
 TS_Q_DECLARE_GEMM(q6_k_packed, avxvnni);
 void ts_q_dot_iq4_xs_avxvnni(int64_t n, float *result, const void *x, const void *y);
 TS_Q_DECLARE_GEMM(iq4_xs, avxvnni);
+TS_Q_DECLARE_GEMM(iq4_xs_packed, avxvnni);
 
 void ts_q_to_float_f16_avx512(const void *src, float *dst, int64_t n);
 void ts_q_dot_f16_avx512(int64_t n, float *result, const void *x, const void *y);

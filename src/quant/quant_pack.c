@@ -1,12 +1,12 @@
 /*
  * quant_pack.c — the interleaved ("packed") weight layout the rows-in-lanes kernels read.
  *
- * The rows-in-lanes kernels (avx512/q32.c, avx512/k.c, avx2/q32.c, avx2/k8.c) want, for each
- * 32-bit word of a block, sixteen rows' copies of that word side by side: one register load then
- * holds row r's word in lane r. From the file's layout (row after row) they build that with a
- * transpose per block and gathers for the scales, which dominates decoding, where each weight block
- * is used once. A packed matrix holds the same bytes already in that order, so the kernels load
- * instead.
+ * The rows-in-lanes kernels (avx512/q32.c, avx512/k.c, avx2/q32.c, avx2/k8.c, avx2/iq4xs.c) want,
+ * for each 32-bit word of a block, sixteen rows' copies of that word side by side: one register
+ * load then holds row r's word in lane r. From the file's layout (row after row) they build that
+ * with a transpose per block and gathers for the scales, which dominates decoding, where each
+ * weight block is used once. A packed matrix holds the same bytes already in that order, so the
+ * kernels load instead.
  *
  * Layout. Rows are taken in groups of TS_PACK_ROWS (16). A group is its blocks in order, and
  * a packed block of the group is the sixteen rows' blocks i, field after field, each field
@@ -24,7 +24,8 @@
  * words: Q4_0's f16 scale (2) and quants (4); Q4_1's scale and minimum together (4) and quants;
  * Q5_0's scale, fifth bits and quants; Q8_0's and IQ4_NL's scale and quants; Q4_K and Q5_K whole
  * (4: d and dmin together, scales, (Q5_K: high bits,) quants); Q6_K's quants, high bits and scales
- * (4) and its scale (2); MXFP4's exponent (1) and quants (4).
+ * (4) and its scale (2); IQ4_XS whole (4: d and the high scale bits together, the low scale
+ * nibbles, the quants); MXFP4's exponent (1) and quants (4).
  *
  * The layout does not depend on the instruction set: eight-lane (AVX2) kernels read the first
  * or second half of each run. Only matrices whose row count is a multiple of 16 are packed.
@@ -53,6 +54,7 @@ static const pack_type *pack_of(ts_type t) {
     static const pack_type q4_k = {sizeof(ts_block_q4_k), TS_QK_K, 1, {{144, 4}}};
     static const pack_type q5_k = {sizeof(ts_block_q5_k), TS_QK_K, 1, {{176, 4}}};
     static const pack_type q6_k = {sizeof(ts_block_q6_k), TS_QK_K, 2, {{208, 4}, {2, 2}}};
+    static const pack_type iq4_xs = {sizeof(ts_block_iq4_xs), TS_QK_K, 1, {{136, 4}}};
     static const pack_type mxfp4 = {sizeof(ts_block_mxfp4), TS_QK, 2, {{1, 1}, {16, 4}}};
     switch (t) {
     case TS_TYPE_Q4_0:
@@ -70,6 +72,8 @@ static const pack_type *pack_of(ts_type t) {
         return &q5_k;
     case TS_TYPE_Q6_K:
         return &q6_k;
+    case TS_TYPE_IQ4_XS:
+        return &iq4_xs;
     case TS_TYPE_MXFP4:
         return &mxfp4;
     default:

@@ -16,26 +16,27 @@
 #define TS_TESTS_QUANT_AVXVNNI_EMU_RENAME_H
 
 /* avxvnni/q32.c */
-#define ts_q_gemm_q4_0_avxvnni  ts_q_gemm_q4_0_avxvnni_emu
-#define ts_q_gemm_q4_1_avxvnni  ts_q_gemm_q4_1_avxvnni_emu
-#define ts_q_gemm_q5_0_avxvnni  ts_q_gemm_q5_0_avxvnni_emu
-#define ts_q_gemm_q8_0_avxvnni  ts_q_gemm_q8_0_avxvnni_emu
-#define ts_q_dot_q4_0_avxvnni   ts_q_dot_q4_0_avxvnni_emu
-#define ts_q_dot_q4_1_avxvnni   ts_q_dot_q4_1_avxvnni_emu
-#define ts_q_dot_q5_0_avxvnni   ts_q_dot_q5_0_avxvnni_emu
-#define ts_q_dot_q8_0_avxvnni   ts_q_dot_q8_0_avxvnni_emu
-#define ts_q_dot_iq4_nl_avxvnni ts_q_dot_iq4_nl_avxvnni_emu
-#define ts_q_gemm_q4_0_packed_avxvnni ts_q_gemm_q4_0_packed_avxvnni_emu
-#define ts_q_gemm_q4_1_packed_avxvnni ts_q_gemm_q4_1_packed_avxvnni_emu
-#define ts_q_gemm_q5_0_packed_avxvnni ts_q_gemm_q5_0_packed_avxvnni_emu
-#define ts_q_gemm_q8_0_packed_avxvnni ts_q_gemm_q8_0_packed_avxvnni_emu
-#define ts_q_gemm_mxfp4_avxvnni ts_q_gemm_mxfp4_avxvnni_emu
+#define ts_q_gemm_q4_0_avxvnni         ts_q_gemm_q4_0_avxvnni_emu
+#define ts_q_gemm_q4_1_avxvnni         ts_q_gemm_q4_1_avxvnni_emu
+#define ts_q_gemm_q5_0_avxvnni         ts_q_gemm_q5_0_avxvnni_emu
+#define ts_q_gemm_q8_0_avxvnni         ts_q_gemm_q8_0_avxvnni_emu
+#define ts_q_dot_q4_0_avxvnni          ts_q_dot_q4_0_avxvnni_emu
+#define ts_q_dot_q4_1_avxvnni          ts_q_dot_q4_1_avxvnni_emu
+#define ts_q_dot_q5_0_avxvnni          ts_q_dot_q5_0_avxvnni_emu
+#define ts_q_dot_q8_0_avxvnni          ts_q_dot_q8_0_avxvnni_emu
+#define ts_q_dot_iq4_nl_avxvnni        ts_q_dot_iq4_nl_avxvnni_emu
+#define ts_q_gemm_q4_0_packed_avxvnni  ts_q_gemm_q4_0_packed_avxvnni_emu
+#define ts_q_gemm_q4_1_packed_avxvnni  ts_q_gemm_q4_1_packed_avxvnni_emu
+#define ts_q_gemm_q5_0_packed_avxvnni  ts_q_gemm_q5_0_packed_avxvnni_emu
+#define ts_q_gemm_q8_0_packed_avxvnni  ts_q_gemm_q8_0_packed_avxvnni_emu
+#define ts_q_gemm_mxfp4_avxvnni        ts_q_gemm_mxfp4_avxvnni_emu
 #define ts_q_gemm_mxfp4_packed_avxvnni ts_q_gemm_mxfp4_packed_avxvnni_emu
-#define ts_q_dot_mxfp4_avxvnni ts_q_dot_mxfp4_avxvnni_emu
+#define ts_q_dot_mxfp4_avxvnni         ts_q_dot_mxfp4_avxvnni_emu
 
 /* avxvnni/iq4xs.c */
-#define ts_q_dot_iq4_xs_avxvnni  ts_q_dot_iq4_xs_avxvnni_emu
-#define ts_q_gemm_iq4_xs_avxvnni ts_q_gemm_iq4_xs_avxvnni_emu
+#define ts_q_dot_iq4_xs_avxvnni         ts_q_dot_iq4_xs_avxvnni_emu
+#define ts_q_gemm_iq4_xs_avxvnni        ts_q_gemm_iq4_xs_avxvnni_emu
+#define ts_q_gemm_iq4_xs_packed_avxvnni ts_q_gemm_iq4_xs_packed_avxvnni_emu
 
 /* avxvnni/k8.c */
 #define ts_q_gemm_q4_k_avxvnni        ts_q_gemm_q4_k_avxvnni_emu

@@ -48,6 +48,7 @@ static const layout k_layouts[] = {
     {TS_TYPE_Q4_K, 1, {{144, 4}}},
     {TS_TYPE_Q5_K, 1, {{176, 4}}},
     {TS_TYPE_Q6_K, 4, {{128, 4}, {64, 4}, {16, 4}, {2, 2}}},
+    {TS_TYPE_IQ4_XS, 1, {{136, 4}}},
     {TS_TYPE_MXFP4, 2, {{1, 1}, {16, 4}}},
 };
 #define N_LAYOUTS (sizeof k_layouts / sizeof k_layouts[0])
@@ -183,7 +184,7 @@ static void test_kernels(void **state) {
                 assert_non_null(got);
                 assert_true(ts_quant_pack(type, pk, w, k, NR));
                 const size_t ldc = sizeof(float) * NR;
-                const int ncs[] = {1, 2, 3, 4, 5, 32, 64, NC};
+                const int ncs[] = {1, 2, 3, 4, 5, 17, 32, 64, NC};
                 for (int r0 = 0; r0 < NR; r0 += 16) {
                     for (int nr = 16; r0 + nr <= NR; nr += 16) {
                         for (int ci = 0; ci < (int)(sizeof ncs / sizeof ncs[0]); ci++) {
