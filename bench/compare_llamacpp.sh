@@ -14,17 +14,20 @@
 # usage:
 #   bench/compare_llamacpp.sh --tessera PATH --llama-bench PATH [--ik-bench PATH] -m MODEL
 #                             [-p 512] [-n 128] [-r 3] [-t 2] [--rounds 2]
+#                             [-d DEPTH] [-ctk TYPE] [-ctv TYPE]
 #   bench/compare_llamacpp.sh --tessera PATH --batched-bench PATH [--ik-batched-bench PATH]
 #                             -m MODEL --batch
 #                             [--npp 128] [--ntg 128] [--npl 1,4,16,32] [-t 2] [--rounds 2]
 # (--ik-bench / --ik-batched-bench: ik_llama.cpp's llama-bench / llama-batched-bench.)
+# -d DEPTH runs the tests after DEPTH cached tokens (llama-bench -d; ik_llama.cpp, which has no
+# -d, measures tg at that depth with -gp DEPTH,N); -ctk / -ctv set the KV cache types of all.
 # Needs jq. Output: a markdown table on stdout; raw per-round numbers on stderr.
 set -euo pipefail
 
 die() { echo "compare_llamacpp: $*" >&2; exit 2; }
 
 TESSERA="" LBENCH="" BBENCH="" IKBENCH="" IKBBENCH="" MODEL=""
-PP=512 TG=128 REPS=3 THREADS=2 ROUNDS=2 BATCH=0
+PP=512 TG=128 REPS=3 THREADS=2 ROUNDS=2 BATCH=0 DEPTH=0 CTK=f16 CTV=f16
 NPP=128 NTG=128 NPL=1,4,16,32
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -39,6 +42,9 @@ while [ $# -gt 0 ]; do
     -r) REPS=$2; shift 2 ;;
     -t) THREADS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    -d) DEPTH=$2; shift 2 ;;
+    -ctk) CTK=$2; shift 2 ;;
+    -ctv) CTV=$2; shift 2 ;;
     --batch) BATCH=1; shift ;;
     --npp) NPP=$2; shift 2 ;;
     --ntg) NTG=$2; shift 2 ;;
@@ -60,21 +66,27 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 # Each runner appends "test value" lines to a file (value = t/s).
+# Test names: pp512, tg128, and with a depth tg128@d16384.
 run_tessera() { # out
-    "$TESSERA" bench -m "$MODEL" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -o csv 2>/dev/null |
-        awk -F, 'NR > 1 && ($6 ~ /^(pp|tg)/) { print $6, $7 }' >>"$1"
+    "$TESSERA" bench -m "$MODEL" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -d "$DEPTH" \
+        -ctk "$CTK" -ctv "$CTV" -o csv 2>/dev/null |
+        awk -F, 'NR > 1 && ($6 ~ /^(pp|tg)/) { gsub(/ @ /, "@", $6); print $6, $7 }' >>"$1"
 }
 run_llama() { # out
-    "$LBENCH" -m "$MODEL" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -o json 2>/dev/null |
+    "$LBENCH" -m "$MODEL" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -d "$DEPTH" -ctk "$CTK" \
+        -ctv "$CTV" -o json 2>/dev/null |
         jq -r '.[] | (if .n_prompt > 0 then "pp\(.n_prompt)" else "tg\(.n_gen)" end)
+                     + (if (.n_depth // 0) > 0 then "@d\(.n_depth)" else "" end)
                      + " " + (.avg_ts | tostring)' >>"$1"
 }
 run_ik() { # out: the better of -rtr 0 and -rtr 1 per test
-    local rtr
+    local rtr tests=(-p "$PP" -n "$TG")
+    [ "$DEPTH" -gt 0 ] && tests=(-p 0 -n 0 -gp "$DEPTH,$TG")
     for rtr in 0 1; do
-        "$IKBENCH" -m "$MODEL" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" -rtr "$rtr" -o json \
-            2>/dev/null |
-            jq -r '.[] | (if .n_prompt > 0 then "pp\(.n_prompt)" else "tg\(.n_gen)" end)
+        "$IKBENCH" -m "$MODEL" "${tests[@]}" -r "$REPS" -t "$THREADS" -ctk "$CTK" -ctv "$CTV" \
+            -rtr "$rtr" -o json 2>/dev/null |
+            jq -r '.[] | (if .n_gen > 0 and .n_prompt > 0 then "tg\(.n_gen)@d\(.n_prompt)"
+                          elif .n_prompt > 0 then "pp\(.n_prompt)" else "tg\(.n_gen)" end)
                          + " " + (.avg_ts | tostring)'
     done | awk '{ if (!($1 in b) || $2 + 0 > b[$1]) b[$1] = $2 + 0 }
                 END { for (t in b) print t, b[t] }' >>"$1"
@@ -120,7 +132,7 @@ else
         [ -x "$IKBENCH" ] || die "--ik-bench '$IKBENCH' is not an executable"
         IK=1
     fi
-    WHAT="llama-bench rules (-p $PP -n $TG -r $REPS), $THREADS threads"
+    WHAT="llama-bench rules (-p $PP -n $TG -r $REPS -d $DEPTH -ctk $CTK -ctv $CTV), $THREADS threads"
 fi
 
 for i in $(seq 1 "$ROUNDS"); do
