@@ -9,8 +9,8 @@
  * not of the memory), in calls of weight rows as MUL_MAT makes them (32 against 1 activation row,
  * 128 against 32). A first timed call of one block drops candidates more than three times slower
  * than the best (the scalar ones, which would otherwise dominate the cost); the rest alternate for
- * five rounds of about 0.2 ms each, and the smallest time per pass decides, so a burst of
- * load from another process during one round does not. About 5 ms per type and class.
+ * seven rounds of about 0.5 ms each, and the smallest time per pass decides, so a burst of
+ * load from another process during one round does not. About 10-20 ms per type and class.
  *
  * The weights are real blocks (a few rows quantized by the type's own quantizer and repeated)
  * and the activations real converted rows, so no kernel meets NaN or subnormal scales it
@@ -29,11 +29,9 @@
 #define TUNE_W_BYTES  (256 * 1024)        /* weight matrix budget: fits in L2 */
 #define TUNE_MAX_ROWS 256
 #define TUNE_DISTINCT 8 /* distinct weight rows, repeated over the matrix */
-#define TUNE_ROUNDS   5
-#define TUNE_SLICE_NS 200000.0 /* time per candidate per round */
+#define TUNE_ROUNDS   7
+#define TUNE_SLICE_NS 500000.0 /* time per candidate per round */
 #define TUNE_DROP     3.0      /* a first call this many times slower than the best: out */
-/* A packed candidate's score is counted at this fraction: see pick_level. */
-#define TUNE_PACKED_EDGE 0.92
 
 /* Working memory of one tune call, sized for the largest row type (F32). */
 typedef struct tune_mem {
@@ -127,16 +125,8 @@ static void measure(const tune_cand *cand, int n, const tune_case *tc, double *b
 /* One level for both shape classes: the candidate whose times, each relative to the fastest
  * of its class, add up to the least. A type never runs two levels at once because the levels'
  * kernels agree only within rounding: a token's logits would depend on whether it was batched
- * (the batch-invariance contract, docs/quant.md).
- *
- * A packed candidate counts at TUNE_PACKED_EDGE of its score. Its advantage is on the memory
- * side, which a matrix in L2 does not show: a model's matrix streams from DRAM, and packed rows
- * are one sequential stream where rows as they lie are eight (or sixteen) interleaved ones. In
- * L2 the two forms of the K-quant kernels time within a few percent of each other, so without
- * the edge the choice flipped between runs on noise (Q4_K and Q6_K on this 2-core AVX2 host,
- * 2026-11-28), and a 1B Q4_K_M model decoded 3-15% slower when it fell on the rows. */
-static int pick_level(const tune_cand *cand, const double best[CPU_SHAPE_COUNT][TUNE_MAX_CAND],
-                      int n) {
+ * (the batch-invariance contract, docs/quant.md). */
+static int pick_level(const double best[CPU_SHAPE_COUNT][TUNE_MAX_CAND], int n) {
     double fastest[CPU_SHAPE_COUNT] = {0};
     for (int s = 0; s < CPU_SHAPE_COUNT; s++) {
         for (int i = 0; i < n; i++) {
@@ -151,9 +141,6 @@ static int pick_level(const tune_cand *cand, const double best[CPU_SHAPE_COUNT][
         double score = 0;
         for (int s = 0; s < CPU_SHAPE_COUNT && score >= 0; s++) {
             score = best[s][i] > 0 && fastest[s] > 0 ? score + best[s][i] / fastest[s] : -1;
-        }
-        if (score >= 0 && cand[i].packed) {
-            score *= TUNE_PACKED_EDGE;
         }
         if (score >= 0 && (pick < 0 || score < pick_score)) {
             pick = i;
@@ -216,7 +203,7 @@ static bool tune_type(cpu_kernels *k, ts_type t, const tune_mem *m) {
                         m};
         measure(cand, n, &tc, best[s]);
     }
-    int pick = n > 1 ? pick_level(cand, best, n) : 0;
+    int pick = n > 1 ? pick_level(best, n) : 0;
     for (int s = 0; s < CPU_SHAPE_COUNT; s++) {
         k->isa[t][s] = (int8_t)cand[pick].level;
     }
