@@ -100,7 +100,7 @@ K8_INLINE void iq4_xs_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
 
 /* One unpacked super-block against n <= 4 activation rows. */
 K8_INLINE void iq4_xs_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                           __m256 *const *acc, int n) {
+                           __m256 *acc, int n) {
     __m256i s[4];
     for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
@@ -116,7 +116,7 @@ K8_INLINE void iq4_xs_tile(const k8blk *b, const int8_t *const *y, const k8ys *c
         }
     }
     for (int j = 0; j < n; j++) {
-        *acc[j] = iq4xs_fold(*acc[j], s[j], b->d, e[j]->d);
+        acc[j] = iq4xs_fold(acc[j], s[j], b->d, e[j]->d);
     }
 }
 

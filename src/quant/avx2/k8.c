@@ -137,8 +137,8 @@ K8_INLINE void q4_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
 /* Q4_K and Q5_K: one unpacked super-block against n <= 4 activation rows; a sub-block's groups
  * sum in int16 `span` at a time (8 for levels <= 15, 4 for levels <= 31), each run scaled by
  * one vpmaddwd. */
-K8_INLINE void k4_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                       __m256 *const *acc, int n, int span) {
+K8_INLINE void k4_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *acc,
+                       int n, int span) {
     __m256i s[4];
     for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
@@ -163,12 +163,12 @@ K8_INLINE void k4_tile(const k8blk *b, const int8_t *const *y, const k8ys *const
         }
     }
     for (int j = 0; j < n; j++) {
-        *acc[j] = q4_k_fold(*acc[j], s[j], q4_k_mins(b->m, e[j]), b->d, b->dmin, e[j]->d);
+        acc[j] = q4_k_fold(acc[j], s[j], q4_k_mins(b->m, e[j]), b->d, b->dmin, e[j]->d);
     }
 }
 
-K8_INLINE void q4_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                         __m256 *const *acc, int n) {
+K8_INLINE void q4_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *acc,
+                         int n) {
     k4_tile(b, y, e, acc, n, 8);
 }
 
@@ -256,8 +256,8 @@ K8_INLINE void q5_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-K8_INLINE void q5_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                         __m256 *const *acc, int n) {
+K8_INLINE void q5_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *acc,
+                         int n) {
     k4_tile(b, y, e, acc, n, 4);
 }
 
@@ -397,8 +397,8 @@ K8_INLINE void q6_k_unpack(const k8src *s, bool packed, int64_t i, k8blk *b) {
     }
 }
 
-K8_INLINE void q6_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e,
-                         __m256 *const *acc, int n) {
+K8_INLINE void q6_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *acc,
+                         int n) {
     __m256i s[4];
     for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
@@ -420,7 +420,7 @@ K8_INLINE void q6_k_tile(const k8blk *b, const int8_t *const *y, const k8ys *con
         }
     }
     for (int j = 0; j < n; j++) {
-        *acc[j] = q6_k_fold(*acc[j], _mm256_sub_epi32(s[j], q6_k_bias(b->m, e[j])), b->d, e[j]->d);
+        acc[j] = q6_k_fold(acc[j], _mm256_sub_epi32(s[j], q6_k_bias(b->m, e[j])), b->d, e[j]->d);
     }
 }
 

@@ -54,9 +54,8 @@ typedef struct k8_type {
     /* Super-block i of the eight rows of s into *b. */
     void (*unpack)(const k8src *s, bool packed, int64_t i, k8blk *b);
     /* One unpacked super-block against n <= 4 activation rows (quants y[j], terms e[j]),
-     * folded into *acc[j]; n is a constant after inlining (k8_tile). */
-    void (*tile)(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *const *acc,
-                 int n);
+     * folded into acc[j]; n is a constant after inlining (k8_tile). */
+    void (*tile)(const k8blk *b, const int8_t *const *y, const k8ys *const *e, __m256 *acc, int n);
     /* Super-block i of the eight rows of s against one activation row, unpacked in registers,
      * folded into acc. */
     __m256 (*col1)(const k8src *s, bool packed, int64_t i, const int8_t *y, const k8ys *e,
@@ -154,23 +153,50 @@ K8_INLINE void k8_src_init(k8src *s, bool packed, const char *w, size_t ldw, int
     }
 }
 
-/* The type's tile with exactly n (1..4) columns, n a constant in each branch, so that a tile
- * of fewer than four activation rows computes only those (a decoding step of two or three
+/* A tile of n activation rows (n a constant: k8_tile) over the pass's kb unpacked super-blocks,
+ * column j's accumulator at m[j]: loaded into locals before the pass and stored after it, so
+ * that a super-block's fold does not reload what the one before has just stored. */
+K8_INLINE void k8_tile_pass(const k8_type *t, const k8blk *buf, const char *const *yb,
+                            const k8ys (*ys)[K8_COLS], int64_t j0, __m256 *m, int64_t kb,
+                            prefetch_rows *pf, int n) {
+    const size_t ab = sizeof(ts_block_q8_k);
+    __m256 acc[4];
+    for (int j = 0; j < n; j++) {
+        acc[j] = m[j];
+    }
+    for (int64_t i = 0; i < kb; i++) {
+        const int8_t *yq[4];
+        const k8ys *e[4];
+        for (int j = 0; j < n; j++) {
+            yq[j] = (const int8_t *)(yb[j] + (size_t)i * ab);
+            e[j] = &ys[i][j0 + j];
+        }
+        prefetch_rows_step(pf);
+        t->tile(&buf[i], yq, e, acc, n);
+    }
+    for (int j = 0; j < n; j++) {
+        m[j] = acc[j];
+    }
+}
+
+/* The type's tile pass with exactly n (1..4) columns, n a constant in each branch, so that a
+ * tile of fewer than four activation rows computes only those (a decoding step of two or three
  * sequences, the last tile of a batch): with four always, two sequences cost what four do. */
-K8_INLINE void k8_tile(const k8_type *t, const k8blk *b, const int8_t *const *y,
-                       const k8ys *const *e, __m256 *const *acc, int n) {
+K8_INLINE void k8_tile(const k8_type *t, const k8blk *buf, const char *const *yb,
+                       const k8ys (*ys)[K8_COLS], int64_t j0, __m256 *m, int64_t kb,
+                       prefetch_rows *pf, int n) {
     switch (n) {
     case 4:
-        t->tile(b, y, e, acc, 4);
+        k8_tile_pass(t, buf, yb, ys, j0, m, kb, pf, 4);
         break;
     case 3:
-        t->tile(b, y, e, acc, 3);
+        k8_tile_pass(t, buf, yb, ys, j0, m, kb, pf, 3);
         break;
     case 2:
-        t->tile(b, y, e, acc, 2);
+        k8_tile_pass(t, buf, yb, ys, j0, m, kb, pf, 2);
         break;
     default:
-        t->tile(b, y, e, acc, 1);
+        k8_tile_pass(t, buf, yb, ys, j0, m, kb, pf, 1);
         break;
     }
 }
@@ -220,22 +246,11 @@ K8_INLINE void k8_gemm_cols(const void *callp, int64_t nb, const char *w, size_t
             for (int64_t j0 = 0; j0 < nc; j0 += 4) {
                 const int cols = nc - j0 < 4 ? (int)(nc - j0) : 4;
                 const char *yb[4];
-                __m256 *acc[4];
                 for (int j = 0; j < cols; j++) {
                     yb[j] =
                         a + (size_t)(j0 + j) * lda + (size_t)i0 * ab + offsetof(ts_block_q8_k, qs);
-                    acc[j] = &accs[rg][j0 + j];
                 }
-                for (int64_t i = 0; i < kb; i++) {
-                    const int8_t *yq[4];
-                    const k8ys *e[4];
-                    for (int j = 0; j < cols; j++) {
-                        yq[j] = (const int8_t *)(yb[j] + (size_t)i * ab);
-                        e[j] = &ys[i][j0 + j];
-                    }
-                    prefetch_rows_step(&pf);
-                    k8_tile(t, &buf[i], yq, e, acc, cols);
-                }
+                k8_tile(t, buf, yb, (const k8ys(*)[K8_COLS])ys, j0, &accs[rg][j0], kb, &pf, cols);
             }
         }
     }
