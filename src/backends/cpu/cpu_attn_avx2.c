@@ -11,7 +11,8 @@
  * read as one contiguous run, and the next chunk's rows are prefetched while this one
  * computes (paged keys are scattered over the cache; waiting on them dominated batched
  * decoding). K and V may be of different types, each with its own row size and strides. The
- * query heads of a group share each pass over a key row (ATT_GH at a time). Per query row an
+ * query heads of a group share each pass over a key row (ATT_GH at a time: a 4-head group, as
+ * Llama's 32 / 8, reads each key and value row once). Per query row an
  * online softmax keeps the running max and sum; a chunk whose max exceeds the running max
  * rescales the accumulator once. Scores are computed 4 keys at a time (one transposing
  * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
@@ -199,19 +200,21 @@ static const kv_src k_src_q8_0 = {.row = row_ptr, .load = load_q8_0, .step = 32}
 static const kv_src k_src_q5_0 = {.row = row_ptr, .load = load_q5_0, .step = 32};
 static const kv_src k_src_q4_0 = {.row = row_ptr, .load = load_q4_0, .step = 32};
 
-/* z[h][a + i] = dot(q[h], key a + i) * scale for 4 consecutive keys. hd % 8 == 0. */
-ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
-                           int64_t hd, float scale, float *const *z) {
+/* z[h][a + i] = dot(q[h], key a + i) * scale for nk (4, or 2 for gh > 2: gh * nk accumulators
+ * fit the registers) consecutive keys. hd % 8 == 0. Both widths reduce a key's 8 lanes the same
+ * way, ((0+1)+(2+3))+((4+5)+(6+7)), so a score does not depend on gh. */
+ALWAYS_INLINE void scores_nk(const kv_src *t, int gh, int nk, const float *const *q, const void *k,
+                             int64_t a, int64_t hd, float scale, float *const *z) {
     __m256 acc[ATT_GH][4];
     for (int h = 0; h < gh; h++) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < nk; i++) {
             acc[h][i] = _mm256_setzero_ps();
         }
     }
     /* A key's quarters of one block in a row (its scale read once); each (row, key) sum
      * still runs over d in ascending order, whatever the step. */
     for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < nk; i++) {
             const void *row = t->row(k, a + i, hd);
             for (int u = 0; u < t->step / 8; u++) {
                 const __m256 kv = t->load(row, d0, u);
@@ -222,10 +225,17 @@ ALWAYS_INLINE void scores4(const kv_src *t, int gh, const float *const *q, const
         }
     }
     for (int h = 0; h < gh; h++) {
-        const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),
-                                        _mm256_hadd_ps(acc[h][2], acc[h][3]));
-        const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-        _mm_storeu_ps(z[h] + a, _mm_mul_ps(r, _mm_set1_ps(scale)));
+        if (nk == 4) {
+            const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),
+                                            _mm256_hadd_ps(acc[h][2], acc[h][3]));
+            const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            _mm_storeu_ps(z[h] + a, _mm_mul_ps(r, _mm_set1_ps(scale)));
+        } else {
+            const __m256 p = _mm256_hadd_ps(acc[h][0], acc[h][1]);
+            const __m256 s = _mm256_hadd_ps(p, p);
+            const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            _mm_storel_pi((__m64 *)(z[h] + a), _mm_mul_ps(r, _mm_set1_ps(scale)));
+        }
     }
 }
 
@@ -244,8 +254,9 @@ ALWAYS_INLINE float dot1(const kv_src *t, const float *q, const void *k, int64_t
 ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const void *kc, int64_t a,
                           int64_t b, int64_t hd, float scale, float *const *z) {
     const int64_t n8 = a + (b - a + 1) / 8 * 8;
-    for (int64_t i = a; i < n8; i += 4) {
-        scores4(t, gh, q, kc, i, hd, scale, z);
+    const int nk = gh > 2 ? 2 : 4;
+    for (int64_t i = a; i < n8; i += nk) {
+        scores_nk(t, gh, nk, q, kc, i, hd, scale, z);
     }
     for (int64_t i = n8; i <= b; i++) {
         for (int h = 0; h < gh; h++) {
@@ -258,12 +269,17 @@ ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const 
 ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const float *const *p,
                               const void *v, int64_t a, int64_t nk, int64_t hd) {
     int64_t d = 0;
-    /* Four vectors of each row per pass (twelve chains for three rows: enough to keep the
-     * FMA units busy through their latency), one value vector live at a time. */
-    for (; d + 32 <= hd; d += 32) {
+    /* nu vectors of each row per pass (four; two for four rows: eight to twelve chains, enough
+     * to keep the FMA units busy through their latency, within the registers), one value
+     * vector live at a time. The load takes a pass's block (d0, a multiple of 32) and the
+     * pass's quarters in it. */
+    const int nu = gh > 3 ? 2 : 4;
+    for (; d + 8 * nu <= hd; d += 8 * nu) {
+        const int64_t d0 = d - d % 32;
+        const int u0 = (int)(d % 32) / 8;
         __m256 s[ATT_GH][4];
         for (int h = 0; h < gh; h++) {
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < nu; u++) {
                 s[h][u] = _mm256_loadu_ps(acc[h] + d + 8 * u);
             }
         }
@@ -272,15 +288,15 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
             for (int h = 0; h < gh; h++) {
                 w[h] = _mm256_broadcast_ss(p[h] + i);
             }
-            for (int u = 0; u < 4; u++) {
-                const __m256 vu = t->load(t->row(v, a + i, hd), d, u);
+            for (int u = 0; u < nu; u++) {
+                const __m256 vu = t->load(t->row(v, a + i, hd), d0, u0 + u);
                 for (int h = 0; h < gh; h++) {
                     s[h][u] = _mm256_fmadd_ps(w[h], vu, s[h][u]);
                 }
             }
         }
         for (int h = 0; h < gh; h++) {
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u < nu; u++) {
                 _mm256_storeu_ps(acc[h] + d + 8 * u, s[h][u]);
             }
         }
@@ -309,7 +325,9 @@ typedef void (*accum_fn)(int gh, float *const *acc, const float *const *p, const
 #define KV_KERNELS(NAME)                                                                           \
     static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a, int64_t b, \
                               int64_t hd, float scale, float *const *z) {                          \
-        if (gh == 3) {                                                                             \
+        if (gh == 4) {                                                                             \
+            scores(&k_src_##NAME, 4, q, kc, a, b, hd, scale, z);                                   \
+        } else if (gh == 3) {                                                                      \
             scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, z);                                   \
         } else if (gh == 2) {                                                                      \
             scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, z);                                   \
@@ -319,7 +337,9 @@ typedef void (*accum_fn)(int gh, float *const *acc, const float *const *p, const
     }                                                                                              \
     static void accum_##NAME(int gh, float *const *acc, const float *const *p, const void *vc,     \
                              int64_t a, int64_t nk, int64_t hd) {                                  \
-        if (gh == 3) {                                                                             \
+        if (gh == 4) {                                                                             \
+            accumulate(&k_src_##NAME, 4, acc, p, vc, a, nk, hd);                                   \
+        } else if (gh == 3) {                                                                      \
             accumulate(&k_src_##NAME, 3, acc, p, vc, a, nk, hd);                                   \
         } else if (gh == 2) {                                                                      \
             accumulate(&k_src_##NAME, 2, acc, p, vc, a, nk, hd);                                   \

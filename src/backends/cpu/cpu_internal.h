@@ -78,7 +78,7 @@ static inline int64_t cpu_attn_read_block(const ts_tensor *tab, int64_t b, int32
  * scratch: cpu_attn_tiled_scratch floats. */
 #define ATT_QT          16 /* tokens per tile */
 #define ATT_KC          32 /* keys per chunk */
-#define ATT_GH          3  /* query rows of one token served by one pass over a key chunk */
+#define ATT_GH          4  /* query rows of one token served by one pass over a key chunk */
 #define ATT_DIRECT_ROWS 8  /* query rows per item up to which K/V are read in place */
 static inline size_t cpu_attn_tiled_scratch(int64_t hd, int64_t group) {
     return (size_t)(2 * ATT_KC * hd + 2 * ATT_QT * group * hd + ATT_GH * ATT_KC +
