@@ -234,7 +234,9 @@ ALWAYS_INLINE void scores_nk(const kv_src *t, int gh, int nk, const float *const
             const __m256 p = _mm256_hadd_ps(acc[h][0], acc[h][1]);
             const __m256 s = _mm256_hadd_ps(p, p);
             const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            _mm_storel_pi((__m64 *)(z[h] + a), _mm_mul_ps(r, _mm_set1_ps(scale)));
+            float two[4];
+            _mm_storeu_ps(two, _mm_mul_ps(r, _mm_set1_ps(scale)));
+            memcpy(z[h] + a, two, 2 * sizeof(float));
         }
     }
 }
