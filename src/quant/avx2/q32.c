@@ -69,8 +69,8 @@
 
 #include "quant/simd_avx2.h"
 
-#define GATHER_KB  64 /* blocks unpacked per pass (64 * 320 bytes = 20 KiB) */
-#define MAX_COLS   64 /* activation rows whose accumulators one pass keeps */
+#define GATHER_KB 64 /* blocks unpacked per pass (64 * 320 bytes = 20 KiB) */
+#define MAX_COLS  64 /* activation rows whose accumulators one pass keeps */
 /* Eight-row groups sharing one pass's activation scales: a call of the CPU backend (128 rows)
  * converts them once (with 4 groups, four times: 2-10% slower gemm). */
 #define ROW_GROUPS 16
