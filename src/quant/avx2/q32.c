@@ -25,9 +25,9 @@
  * widens to int32 at once. A tile's accumulators are locals for a whole pass.
  *
  * Q8_0 with one activation row (q8_0_gemv) takes four weight rows per tile instead: the four
- * 8-lane int32 block products are folded by a hadd tree and one add of the halves into one
- * vector [r0 r1 r2 r3], so converting to float, scaling by d_w * d_a and accumulating cost one
- * instruction each per block for four rows. The next tile's rows are
+ * 8-lane int32 block products are folded by a hadd tree into one vector [r0 r1 r2 r3 | r0 r1
+ * r2 r3] (two half sums per row), so converting to float, scaling by d_w * d_a and
+ * accumulating cost one instruction each per block for four rows. The next tile's rows are
  * prefetched meanwhile. The products use the sign trick (Q8_0 quants are in -127..127, as
  * every quantizer here and in llama.cpp writes them).
  *
@@ -46,7 +46,10 @@
  *   Q4_0, Q5_0, MXFP4:
  *                 acc = fma((float)(isum_i - o * sum_j y_j), d_w * d_a, acc),  o = 8, 16, 12
  *                 (MXFP4: d_w = 2^(e - 128), the levels the doubled E2M1 values + 12)
- *   Q8_0:         acc = fma((float)isum_i, d_w * d_a, acc)
+ *   Q8_0:         per half h of the block (elements 0..15, 16..31) with exact sum isum_ih,
+ *                 acc_h = fma((float)isum_ih, d_w * d_a, acc_h); the result is acc_0 + acc_1
+ *                 (one sum per block, tried, moved Gemma 3's KL divergence from f32 on the
+ *                 short text of tests/tools/faithfulness_cli.c from 0.0064 to 0.0074)
  * The Q4_1 block value is formed before it meets the running sum: its two terms are large
  * and of opposite sign for centred weights (m ~ -8 d), and adding them to the sum one at a
  * time measurably hurt accuracy (tests/model/test_smollm.c: logit nrmse vs the reference
@@ -117,6 +120,7 @@ struct x8_type {
     size_t aqs;    /* offset of the activation block's quants */
     int span;      /* level groups summed in int16 before vpmaddwd: 8 (levels <= 15), 4 (<= 31) */
     bool pairs;    /* sixteen-row tiles (block4x2_sum): levels <= 15 only */
+    bool halves;   /* Q8_0: two accumulators per column, one per block half, added at the end */
     /* Block i of the eight rows of s (packed: from the packed group): levels q, scales d and
      * (Q4_1) offsets m. */
     void (*gather)(const x8src *s, bool packed, int64_t i, __m256 *d, __m256 *m, __m256i q[8]);
@@ -128,7 +132,7 @@ struct x8_type {
      * y[j] + off, terms e[j]), folding into acc[j]; NULL: block4_sum, the
      * exact isums of `span` groups at a time, then fold. */
     void (*block4)(const x8blk *b, const int8_t *const *y, int64_t off, const x8ys *const *e,
-                   __m256 *acc, int n);
+                   __m256 *acc0, __m256 *acc1, int n);
 };
 
 /* ---- shared pieces ---- */
@@ -496,34 +500,40 @@ ALWAYS_INLINE void block4x2_sum(const x8_type *t, const x8blk *b0, const x8blk *
     }
 }
 
-/* Q8_0: per block the exact sum of |w| * (y with w's sign) per lane over all 32 elements, then
- * acc[j] = fma(sum, d_w * d_a, acc[j]). The int16 pair sums reach 2 * 127 * 127, so each
- * group is a run of its own (AVX2: widened to int32 at once); the block's sum is at most
- * 32 * 127 * 128 in magnitude, exact in int32 and in float. */
+/* Q8_0: per half (elements 0..15, 16..31) the exact sum of |w| * (y with w's sign) per lane,
+ * then acc_h[j] = fma(sum, d_w * d_a, acc_h[j]) (acc0: half 0, acc1: half 1); the result is
+ * acc0 + acc1. The int16 pair sums reach 2 * 127 * 127, so each group is a run of its own
+ * (AVX2: widened to int32 at once). */
 ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t *y, int at) {
     return dot4(s, aw, _mm256_sign_epi8(y4(y, at), wg));
 }
 
 ALWAYS_INLINE void q8_0_block4(const x8blk *b, const int8_t *const *y, int64_t off,
-                               const x8ys *const *e, __m256 *acc, int n) {
-    __m256i s[4];
-    for (int j = 0; j < n; j++) {
-        s[j] = _mm256_setzero_si256();
-    }
-    for (int g = 0; g < 8; g++) {
-        const __m256i wg = _mm256_load_si256(&b->q[g]);
-        const __m256i aw = _mm256_sign_epi8(wg, wg);
-        for (int j = 0; j < n; j++) {
-            s[j] = q8_0_step(s[j], aw, wg, y[j], (int)off + 4 * g);
-        }
-        for (int j = 0; j < n; j++) {
-            __asm__("" : "+x"(s[j]));
-        }
-    }
+                               const x8ys *const *e, __m256 *acc0, __m256 *acc1, int n) {
     const __m256 d = _mm256_load_ps(b->d);
+    __m256 dd[4];
     for (int j = 0; j < n; j++) {
-        const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
-        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd, acc[j]);
+        dd[j] = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256i s[4];
+        for (int j = 0; j < n; j++) {
+            s[j] = _mm256_setzero_si256();
+        }
+        for (int g = 4 * h; g < 4 * h + 4; g++) {
+            const __m256i wg = _mm256_load_si256(&b->q[g]);
+            const __m256i aw = _mm256_sign_epi8(wg, wg);
+            for (int j = 0; j < n; j++) {
+                s[j] = q8_0_step(s[j], aw, wg, y[j], (int)off + 4 * g);
+            }
+            for (int j = 0; j < n; j++) {
+                __asm__("" : "+x"(s[j]));
+            }
+        }
+        __m256 *acc = h == 0 ? acc0 : acc1;
+        for (int j = 0; j < n; j++) {
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd[j], acc[j]);
+        }
     }
 }
 
@@ -576,6 +586,7 @@ static const x8_type k_q8_0 = {
     .pairs = false,
     .gather = q8_0_gather,
     .yscale = q8_0_yscale,
+    .halves = true,
     .block4 = q8_0_block4,
 };
 
@@ -653,7 +664,7 @@ ALWAYS_INLINE void x8_tile_n(const x8_type *t, bool pair, const x8blk *b0, const
                              const int8_t *const *y, int64_t off, const x8ys *const *e,
                              __m256 *acc0, __m256 *acc1, int n) {
     if (t->block4 != NULL) {
-        t->block4(b0, y, off, e, acc0, n);
+        t->block4(b0, y, off, e, acc0, acc1, n);
     } else if (pair) {
         block4x2_sum(t, b0, b1, y, off, e, acc0, acc1, n);
     } else {
@@ -662,7 +673,8 @@ ALWAYS_INLINE void x8_tile_n(const x8_type *t, bool pair, const x8blk *b0, const
 }
 
 /* A tile of n activation rows (n a constant: x8_tile) over the pass's kb unpacked blocks,
- * column j0 + j's accumulators at m0[j] (and m1[j] for the second group of a pair). They are
+ * column j0 + j's accumulators at m0[j] (and m1[j]: the second group of a pair, or Q8_0's
+ * second half). They are
  * locals for the whole pass, loaded before and stored after it: kept in memory, every block's
  * fold reloaded what the block before had just stored, and Q8_0's gemm ran 17% slower (Q5_0
  * 12%, Q4_0 7%; one thread, 2048 x 2048, 64 columns). */
@@ -672,7 +684,7 @@ ALWAYS_INLINE void x8_tile_pass(const x8_type *t, bool pair, const x8blk *b0, co
     __m256 a0[4], a1[4];
     for (int j = 0; j < n; j++) {
         a0[j] = m0[j];
-        a1[j] = pair ? m1[j] : _mm256_setzero_ps();
+        a1[j] = pair || t->halves ? m1[j] : _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < kb; i++) {
         const x8ys *e[4];
@@ -684,7 +696,7 @@ ALWAYS_INLINE void x8_tile_pass(const x8_type *t, bool pair, const x8blk *b0, co
     }
     for (int j = 0; j < n; j++) {
         m0[j] = a0[j];
-        if (pair) {
+        if (pair || t->halves) {
             m1[j] = a1[j];
         }
     }
@@ -730,10 +742,13 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
     const bool packed = ((const x8_call *)call)->packed;
     x8blk buf[2][GATHER_KB];
     x8ys ys[GATHER_KB][MAX_COLS];
-    __m256 accs[ROW_GROUPS * MAX_COLS];
+    /* Q8_0's second-half accumulators: column j of group rg at accs[H + rg * MAX_COLS + j]. */
+    enum { H = ROW_GROUPS * MAX_COLS };
+    __m256 accs[2 * H];
     const int groups = (int)((nr + 7) / 8);
     for (int rg = 0; rg < groups; rg++) {
         memset(&accs[rg * MAX_COLS], 0, (size_t)nc * sizeof(__m256));
+        memset(&accs[H + rg * MAX_COLS], 0, (size_t)nc * sizeof(__m256));
     }
     for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {
         const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;
@@ -780,8 +795,9 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
                                              t->aqs);
                 }
                 x8_tile(t, pair, buf[0], buf[1], yq, (const x8ys(*)[MAX_COLS])ys, j0,
-                        &accs[rg * MAX_COLS + j0], pair ? &accs[(rg + 1) * MAX_COLS + j0] : NULL,
-                        kb, &pf, cols);
+                        &accs[rg * MAX_COLS + j0],
+                        pair ? &accs[(rg + 1) * MAX_COLS + j0] : &accs[H + rg * MAX_COLS + j0], kb,
+                        &pf, cols);
             }
             rg += 1 + pair;
         }
@@ -789,7 +805,10 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
     for (int rg = 0; rg < groups; rg++) {
         const int rows = nr - 8 * rg < 8 ? (int)(nr - 8 * rg) : 8;
         for (int64_t j = 0; j < nc; j++) {
-            store8(accs[rg * MAX_COLS + j], (float *)((char *)c + (size_t)j * ldc) + 8 * rg, rows);
+            const __m256 v =
+                t->halves ? _mm256_add_ps(accs[rg * MAX_COLS + j], accs[H + rg * MAX_COLS + j])
+                          : accs[rg * MAX_COLS + j];
+            store8(v, (float *)((char *)c + (size_t)j * ldc) + 8 * rg, rows);
         }
     }
 }
@@ -805,22 +824,37 @@ ALWAYS_INLINE void x8_gemm(const x8_call *call, int64_t k, int64_t nr, int64_t n
 
 /* ---- Q8_0 with one activation row: four weight rows per tile ---- */
 
-/* [s0 s1 s2 s3]: lane c the sum of all eight lanes of p_c (a hadd tree, then the halves). */
-static inline __m128i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+/* [c0..c3 | c0..c3]: lane c of each half is a half-sum of p_c. */
+static inline __m256i fold4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
 }
 
-/* Single-column output: c[r0 + r] = lane r of acc (rows in lanes). */
-static inline void store_rows(__m128 acc, float *c, int64_t r0, int rows) {
+/* Single-column output: c[r0 + r] = low half + high half of acc lane r (rows in lanes). */
+static inline void store_rows(__m256 acc, float *c, int64_t r0, int rows) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     float v[4];
-    _mm_storeu_ps(v, acc);
-    memcpy(c + r0, v, (size_t)rows * sizeof(float));
+    _mm_storeu_ps(v, s);
+    for (int r = 0; r < rows; r++) {
+        c[r0 + r] = v[r];
+    }
 }
 
-/* Weight scales of 4 rows (the block's first field). */
-static inline __m128 w_d4(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
-    return _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0));
+/* Weight scales of 4 rows as [d0..d3 | d0..d3] (the block's first field). */
+static inline __m256 w_d4(uint16_t d0, uint16_t d1, uint16_t d2, uint16_t d3) {
+    const __m128 d =
+        _mm_cvtph_ps(_mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0));
+    return _mm256_set_m128(d, d);
+}
+
+/* [h_lo x4 | h_hi x4]: the two half sums of one product vector in every lane of its half. */
+static inline __m256i halves1(__m256i p) {
+    const __m256i h = _mm256_hadd_epi32(p, p);
+    return _mm256_hadd_epi32(h, h);
+}
+
+/* Result of a one-row, one-column accumulator laid out as halves1: lane 0 + lane 4. */
+static inline float finish1(__m256 acc) {
+    return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
 }
 
 static inline __m256i sdot(__m256i aw, __m256i w, __m256i yv) {
@@ -833,16 +867,16 @@ static inline __m256i sdot_row(const ts_block_q8_0 *b, __m256i yv) {
 }
 
 ALWAYS_INLINE void q8_0_tile1(int64_t nb, const ts_block_q8_0 *const *w, const ts_block_q8_0 *y,
-                              __m128 *acc, prefetch_rows *pf) {
-    *acc = _mm_setzero_ps();
+                              __m256 *acc, prefetch_rows *pf) {
+    *acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         prefetch_rows_step(pf);
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m128 dy = _mm_set1_ps(fp16_hw(y[i].d));
-        const __m128 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
-        const __m128i t = fold4(sdot_row(&w[0][i], yv), sdot_row(&w[1][i], yv),
+        const __m256 dy = _mm256_set1_ps(fp16_hw(y[i].d));
+        const __m256 dx = w_d4(w[0][i].d, w[1][i].d, w[2][i].d, w[3][i].d);
+        const __m256i t = fold4(sdot_row(&w[0][i], yv), sdot_row(&w[1][i], yv),
                                 sdot_row(&w[2][i], yv), sdot_row(&w[3][i], yv));
-        *acc = _mm_fmadd_ps(_mm_cvtepi32_ps(t), _mm_mul_ps(dx, dy), *acc);
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(dx, dy), *acc);
     }
 }
 
@@ -859,15 +893,15 @@ NOINLINE void q8_0_gemv(int64_t k, int64_t nr, float *c, const void *w, size_t l
                                             (size_t)(r0 + (r < rows ? r : rows - 1)) * ldw);
         }
         prefetch_rows_begin(&pf, (const char *)w + (size_t)(r0 + 4) * ldw, 4 * ldw, 4 * ldw, 1, nb);
-        __m128 acc;
+        __m256 acc;
         q8_0_tile1(nb, w1, a, &acc, &pf);
         store_rows(acc, c, r0, rows);
     }
 }
 
-/* One activation row on packed weights: eight rows in the lanes, per block the sum of
- * q8_0_block4's steps for one column folded as it folds; the next eight rows (the same half of
- * the next group) prefetched meanwhile. */
+/* One activation row on packed weights: eight rows in the lanes, per block the two half sums
+ * (q8_0_halfn's steps for one column) folded into a half's accumulator, as q8_0_block4 does;
+ * the next eight rows (the same half of the next group) prefetched meanwhile. */
 NOINLINE void q8_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_t ldw,
                            const void *a) {
     const int64_t nb = k / TS_QK;
@@ -878,20 +912,23 @@ NOINLINE void q8_0_gemv_pk(int64_t k, int64_t nr, float *c, const void *w, size_
         prefetch_rows pf;
         prefetch_rows_begin(&pf, (const char *)src.pk + 16 * ldw + (size_t)src.half * 8 * ldw,
                             8 * ldw, 8 * ldw, 1, nb);
-        __m256 acc = _mm256_setzero_ps();
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t i = 0; i < nb; i++) {
             prefetch_rows_step(&pf);
             __m256 d, m;
             __m256i q[8];
             q8_0_gather(&src, true, i, &d, &m, q);
             const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(fp16_hw(y[i].d)));
-            __m256i sum = _mm256_setzero_si256();
-            for (int g = 0; g < 8; g++) {
-                sum = q8_0_step(sum, _mm256_sign_epi8(q[g], q[g]), q[g], y[i].qs, 4 * g);
+            for (int h = 0; h < 2; h++) {
+                __m256i sum = _mm256_setzero_si256();
+                for (int g = 0; g < 4; g++) {
+                    const __m256i wg = q[4 * h + g];
+                    sum = q8_0_step(sum, _mm256_sign_epi8(wg, wg), wg, y[i].qs, 16 * h + 4 * g);
+                }
+                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[h]);
             }
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc);
         }
-        store8(acc, c + r0, nr - r0 < 8 ? (int)(nr - r0) : 8);
+        store8(_mm256_add_ps(acc[0], acc[1]), c + r0, nr - r0 < 8 ? (int)(nr - r0) : 8);
     }
 }
 
@@ -1086,17 +1123,18 @@ void ts_q_dot_q5_0_avx2(int64_t n, float *result, const void *x, const void *y) 
     *result = acc;
 }
 
-/* Q8_0: per block fma(isum, d_w * d_a, acc), as the gemm and gemv fold. */
+/* Q8_0: the two half sums of each block in the lanes of halves1, as q8_0_gemv keeps them. */
 void ts_q_dot_q8_0_avx2(int64_t n, float *result, const void *x, const void *y) {
     const ts_block_q8_0 *w = x;
     const ts_block_q8_0 *a = y;
-    float acc = 0.0f;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / TS_QK; i++) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)a[i].qs);
-        const int32_t t = hsum_epi32_256(sdot_row(&w[i], yv));
-        acc = __builtin_fmaf((float)t, fp16_hw(w[i].d) * fp16_hw(a[i].d), acc);
+        const __m256 s =
+            _mm256_mul_ps(_mm256_set1_ps(fp16_hw(w[i].d)), _mm256_set1_ps(fp16_hw(a[i].d)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(halves1(sdot_row(&w[i], yv))), s, acc);
     }
-    *result = acc;
+    *result = finish1(acc);
 }
 
 void ts_q_dot_iq4_nl_avx2(int64_t n, float *result, const void *x, const void *y) {
