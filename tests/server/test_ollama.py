@@ -104,7 +104,7 @@ def test_format_json_and_schema(oc, model_id):
     assert r.done_reason == "stop"
     assert isinstance(json.loads(r.message.content)["ok"], bool)
     g = oc.generate(model=model_id, prompt="Is it ok?", format=schema,
-                    options={"num_predict": 40})
+                    options={"num_predict": 40, "temperature": 0})
     assert g.done_reason == "stop"
     assert isinstance(json.loads(g.response)["ok"], bool)
 
