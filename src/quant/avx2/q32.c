@@ -674,10 +674,10 @@ ALWAYS_INLINE void x8_tile_n(const x8_type *t, bool pair, const x8blk *b0, const
 
 /* A tile of n activation rows (n a constant: x8_tile) over the pass's kb unpacked blocks,
  * column j0 + j's accumulators at m0[j] (and m1[j]: the second group of a pair, or Q8_0's
- * second half). They are
- * locals for the whole pass, loaded before and stored after it: kept in memory, every block's
- * fold reloaded what the block before had just stored, and Q8_0's gemm ran 17% slower (Q5_0
- * 12%, Q4_0 7%; one thread, 2048 x 2048, 64 columns). */
+ * second half). They are locals for the whole pass, loaded before and stored after it: kept
+ * in memory, every block's fold reloaded what the block before had just stored (Q8_0's gemm
+ * 63 against 86 GFLOP/s, Q5_0 128 against 143, Q4_0 166 against 178; one thread, 2048 x 2048,
+ * 64 columns, bench/gemm_bench). */
 ALWAYS_INLINE void x8_tile_pass(const x8_type *t, bool pair, const x8blk *b0, const x8blk *b1,
                                 const int8_t *const *y, const x8ys (*ys)[MAX_COLS], int64_t j0,
                                 __m256 *m0, __m256 *m1, int64_t kb, prefetch_rows *pf, int n) {
@@ -748,7 +748,9 @@ ALWAYS_INLINE void x8_gemm_cols(const void *call, int64_t nb, const char *w, siz
     const int groups = (int)((nr + 7) / 8);
     for (int rg = 0; rg < groups; rg++) {
         memset(&accs[rg * MAX_COLS], 0, (size_t)nc * sizeof(__m256));
-        memset(&accs[H + rg * MAX_COLS], 0, (size_t)nc * sizeof(__m256));
+        if (t->halves) {
+            memset(&accs[H + rg * MAX_COLS], 0, (size_t)nc * sizeof(__m256));
+        }
     }
     for (int64_t i0 = 0; i0 < nb; i0 += GATHER_KB) {
         const int64_t kb = nb - i0 < GATHER_KB ? nb - i0 : GATHER_KB;
