@@ -508,32 +508,40 @@ ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t 
     return dot4(s, aw, _mm256_sign_epi8(y4(y, at), wg));
 }
 
+/* The exact sums of half h (groups 4h..4h+3) of block b against n activation rows, in s. */
+ALWAYS_INLINE void q8_0_half(const x8blk *b, const int8_t *const *y, int64_t off, int h,
+                             __m256i *s, int n) {
+    for (int j = 0; j < n; j++) {
+        s[j] = _mm256_setzero_si256();
+    }
+#pragma GCC unroll 4
+    for (int g = 4 * h; g < 4 * h + 4; g++) {
+        const __m256i wg = _mm256_load_si256(&b->q[g]);
+        const __m256i aw = _mm256_sign_epi8(wg, wg);
+        for (int j = 0; j < n; j++) {
+            s[j] = q8_0_step(s[j], aw, wg, y[j], (int)off + 4 * g);
+        }
+        for (int j = 0; j < n; j++) {
+            __asm__("" : "+x"(s[j]));
+        }
+    }
+}
+
+/* The halves are written out, not a loop over h: with the accumulator chosen by h, the
+ * compiler kept both sets in memory. */
 ALWAYS_INLINE void q8_0_block4(const x8blk *b, const int8_t *const *y, int64_t off,
                                const x8ys *const *e, __m256 *acc0, __m256 *acc1, int n) {
     const __m256 d = _mm256_load_ps(b->d);
-    __m256 dd[4];
+    __m256i s[4];
+    q8_0_half(b, y, off, 0, s, n);
     for (int j = 0; j < n; j++) {
-        dd[j] = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+        const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+        acc0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd, acc0[j]);
     }
-    for (int h = 0; h < 2; h++) {
-        __m256i s[4];
-        for (int j = 0; j < n; j++) {
-            s[j] = _mm256_setzero_si256();
-        }
-        for (int g = 4 * h; g < 4 * h + 4; g++) {
-            const __m256i wg = _mm256_load_si256(&b->q[g]);
-            const __m256i aw = _mm256_sign_epi8(wg, wg);
-            for (int j = 0; j < n; j++) {
-                s[j] = q8_0_step(s[j], aw, wg, y[j], (int)off + 4 * g);
-            }
-            for (int j = 0; j < n; j++) {
-                __asm__("" : "+x"(s[j]));
-            }
-        }
-        __m256 *acc = h == 0 ? acc0 : acc1;
-        for (int j = 0; j < n; j++) {
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd[j], acc[j]);
-        }
+    q8_0_half(b, y, off, 1, s, n);
+    for (int j = 0; j < n; j++) {
+        const __m256 dd = _mm256_mul_ps(d, _mm256_broadcast_ss(&e[j]->d));
+        acc1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), dd, acc1[j]);
     }
 }
 
