@@ -509,8 +509,8 @@ ALWAYS_INLINE __m256i q8_0_step(__m256i s, __m256i aw, __m256i wg, const int8_t 
 }
 
 /* The exact sums of half h (groups 4h..4h+3) of block b against n activation rows, in s. */
-ALWAYS_INLINE void q8_0_half(const x8blk *b, const int8_t *const *y, int64_t off, int h,
-                             __m256i *s, int n) {
+ALWAYS_INLINE void q8_0_half(const x8blk *b, const int8_t *const *y, int64_t off, int h, __m256i *s,
+                             int n) {
     for (int j = 0; j < n; j++) {
         s[j] = _mm256_setzero_si256();
     }
