@@ -227,7 +227,6 @@ static const ts_quant_ops k_scalar[TS_TYPE_COUNT] = {
 
 #if defined(__x86_64__)
 /* Types without a SIMD dot at a level run the scalar dot in a loop. */
-GEMM_LOOP(gemm_bf16_avx2, ts_q_dot_bf16_avx2)
 GEMM_LOOP(gemm_iq4_nl_avx2, ts_q_dot_iq4_nl_avx2)
 GEMM_LOOP(gemm_iq4_nl_avxvnni, ts_q_dot_iq4_nl_avxvnni)
 GEMM_LOOP(gemm_q5_k_avx512, ts_q_dot_q5_k_avx512)
@@ -238,7 +237,7 @@ static const ts_quant_ops k_avx2[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F16, TS_TYPE_F32, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx2, ts_q_gemm_f16_avx2, TS_ISA_AVX2),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx2, ts_q_from_float_bf16_avx2,
-          ts_q_dot_bf16_avx2, gemm_bf16_avx2, TS_ISA_AVX2),
+          ts_q_dot_bf16_avx2, ts_q_gemm_bf16_avx2, TS_ISA_AVX2),
     ENTRY_PACKED(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx2, ts_q_from_float_q4_0_scalar,
                  ts_q_dot_q4_0_avx2, ts_q_gemm_q4_0_avx2, ts_q_gemm_q4_0_packed_avx2, TS_ISA_AVX2),
     ENTRY_PACKED(TS_TYPE_Q4_1, TS_TYPE_Q8_1, ts_q_to_float_q4_1_avx2, ts_q_from_float_q4_1_scalar,
@@ -280,7 +279,7 @@ static const ts_quant_ops k_avxvnni[TS_TYPE_COUNT] = {
     ENTRY(TS_TYPE_F16, TS_TYPE_F32, ts_q_to_float_f16_avx2, ts_q_from_float_f16_avx2,
           ts_q_dot_f16_avx2, ts_q_gemm_f16_avx2, TS_ISA_AVXVNNI),
     ENTRY(TS_TYPE_BF16, TS_TYPE_BF16, ts_q_to_float_bf16_avx2, ts_q_from_float_bf16_avx2,
-          ts_q_dot_bf16_avx2, gemm_bf16_avx2, TS_ISA_AVXVNNI),
+          ts_q_dot_bf16_avx2, ts_q_gemm_bf16_avx2, TS_ISA_AVXVNNI),
     ENTRY_PACKED(TS_TYPE_Q4_0, TS_TYPE_Q8_0, ts_q_to_float_q4_0_avx2, ts_q_from_float_q4_0_scalar,
                  ts_q_dot_q4_0_avxvnni, ts_q_gemm_q4_0_avxvnni, ts_q_gemm_q4_0_packed_avxvnni,
                  TS_ISA_AVXVNNI),

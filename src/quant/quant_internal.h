@@ -352,6 +352,7 @@ void ts_q_dot_q5_k_avx2(int64_t n, float *result, const void *x, const void *y);
 void ts_q_dot_q6_k_avx2(int64_t n, float *result, const void *x, const void *y);
 TS_Q_DECLARE_GEMM(f32, avx2);
 TS_Q_DECLARE_GEMM(f16, avx2);
+TS_Q_DECLARE_GEMM(bf16, avx2);
 TS_Q_DECLARE_GEMM(q4_0, avx2);
 TS_Q_DECLARE_GEMM(q4_1, avx2);
 TS_Q_DECLARE_GEMM(q5_0, avx2);

@@ -3,6 +3,8 @@
  * scalar ones for all non-NaN inputs), dot products and gemm tiles (f32 accumulation with FMA;
  * equal to the double-accumulating reference within rounding).
  */
+#include <stdlib.h>
+
 #include "quant/simd_avx2.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -157,8 +159,18 @@ ALWAYS_INLINE float load1_f16(const void *p) {
     return ts_f16_to_f32(*(const uint16_t *)p);
 }
 
+ALWAYS_INLINE __m256 load8_bf16(const void *p) {
+    return load_bf16x8(p);
+}
+
+ALWAYS_INLINE float load1_bf16(const void *p) {
+    return ts_bf16_to_f32(*(const uint16_t *)p);
+}
+
 static const float_type k_f32 = {.esize = sizeof(float), .load8 = load8_f32, .load1 = load1_f32};
 static const float_type k_f16 = {.esize = sizeof(uint16_t), .load8 = load8_f16, .load1 = load1_f16};
+static const float_type k_bf16 = {
+    .esize = sizeof(uint16_t), .load8 = load8_bf16, .load1 = load1_bf16};
 
 /* out[j] = dot(w, a[j]) over k elements for j < nc <= 4. */
 ALWAYS_INLINE void float_tile(const float_type *t, int64_t k, const void *w, const void *const *a,
@@ -197,8 +209,13 @@ ALWAYS_INLINE void f16_tile(int64_t k, const void *w, const void *const *a, int 
     float_tile(&k_f16, k, w, a, nc, out);
 }
 
+ALWAYS_INLINE void bf16_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
+    float_tile(&k_bf16, k, w, a, nc, out);
+}
+
 static const ts_q_row_tile k_f32_rows = {.kdiv = 1, .tile = f32_tile};
 static const ts_q_row_tile k_f16_rows = {.kdiv = 1, .tile = f16_tile};
+static const ts_q_row_tile k_bf16_rows = {.kdiv = 1, .tile = bf16_tile};
 
 void ts_q_gemm_f32_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                         size_t ldw, const void *a, size_t lda) {
@@ -208,4 +225,45 @@ void ts_q_gemm_f32_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
 void ts_q_gemm_f16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                         size_t ldw, const void *a, size_t lda) {
     ts_q_row_tile_gemm(&k_f16_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+}
+
+/* BF16 weights against BF16 activations (the type's vec_dot_type). The activation rows are
+ * widened to f32 (exactly) once per group of columns, then the F32-activation tiles run on them:
+ * each element gets ts_q_dot_bf16_avx2's operations in its order, and each weight vector is
+ * widened once per four columns instead of every product paying for both conversions (a
+ * verification step of 5 rows on Gemma 3's BF16 form spent half its time in the dot). Groups
+ * of columns whose widened rows fit BF16_STACK floats share a pass over the weights; rows longer
+ * than a four-column group allows are widened into the heap, and without memory the dot loop
+ * runs (the same bits). */
+enum { BF16_STACK = 16384 };
+
+void ts_q_gemm_bf16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
+                         size_t ldw, const void *a, size_t lda) {
+    float stack[BF16_STACK] __attribute__((aligned(32)));
+    int64_t group = k > 0 && k <= BF16_STACK / 4 ? (BF16_STACK / k) / 4 * 4 : 4;
+    float *af = stack;
+    if (group * k > BF16_STACK) {
+        af = malloc((size_t)group * (size_t)k * sizeof(float));
+    }
+    if (af == NULL) {
+        for (int64_t r = 0; r < nr; r++) {
+            for (int64_t j = 0; j < nc; j++) {
+                ts_q_dot_bf16_avx2(k, (float *)((char *)c + (size_t)j * ldc) + r,
+                                   (const char *)w + (size_t)r * ldw,
+                                   (const char *)a + (size_t)j * lda);
+            }
+        }
+        return;
+    }
+    for (int64_t j0 = 0; j0 < nc; j0 += group) {
+        const int64_t n = nc - j0 < group ? nc - j0 : group;
+        for (int64_t j = 0; j < n; j++) {
+            ts_q_to_float_bf16_avx2((const char *)a + (size_t)(j0 + j) * lda, af + j * k, k);
+        }
+        ts_q_row_tile_gemm(&k_bf16_rows, k, nr, n, (float *)((char *)c + (size_t)j0 * ldc), ldc, w,
+                           ldw, af, (size_t)k * sizeof(float));
+    }
+    if (af != stack) {
+        free(af);
+    }
 }
