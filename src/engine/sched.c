@@ -334,7 +334,10 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR,
                                     "grammar: no token of the vocabulary can continue the output");
     }
-    if (ts_sampler_sample_draft(s->sampler, row, draft, &token, &info, &err) != TS_OK) {
+    /* The log-softmax facts cost a pass of exp over the vocabulary (about 1 ms per token at
+     * 262k tokens): only for requests that report them. */
+    ts_sample_info *want = s->req->params.logprobs ? &info : NULL;
+    if (ts_sampler_sample_draft(s->sampler, row, draft, &token, want, &err) != TS_OK) {
         return ts_engine_finish_seq(e, s, TS_FINISH_ERROR, err.msg);
     }
     if (s->gm != NULL && !ts_gmatch_accept_token(s->gm, e->gvocab, token)) {
@@ -342,7 +345,7 @@ static bool sample_one(ts_engine *e, seq *s, float *row, const seq *from, int32_
                                     "grammar: the sampled token leaves the grammar");
     }
     *picked = token;
-    return ts_engine_emit_token(e, s, token, &info);
+    return ts_engine_emit_token(e, s, token, want);
 }
 
 /* Samples s's rows for its n_draft drafts as plain decoding would sample token after token,
