@@ -193,8 +193,8 @@ typedef struct ts_chat_options {
  * family opt->name, the Jinja opt->source, or the model's own template run by the Jinja engine
  * (sandboxed; docs/templates.md). Unless keep_special, the result holds no BOS/EOS text the
  * tokenizer adds itself: tokenize it with add_special and parse_special. opt may be NULL;
- * llm may be NULL when opt->source is given (bos_token and eos_token are then "" unless the
- * request gives them).
+ * llm may be NULL when opt->name or opt->source is given (a Jinja template's bos_token and
+ * eos_token are then "" unless the request gives them).
  * A model whose file has no template renders with the built-in family its architecture or
  * turn-marker tokens name (gemma, llama3, chatml, phi3, deepseek3, mistral).
  * Errors: TS_ERR_NOT_FOUND (no template), TS_ERR_FORMAT (malformed request or template,

@@ -445,8 +445,8 @@ ts_status ts_llm_chat_render(const ts_llm *llm, const ts_chat_options *opt,
                              ts_error *err) {
     ts_error local = {0};
     err = err != NULL ? err : &local;
-    if ((llm == NULL && (opt == NULL || opt->source == NULL)) || request_json == NULL ||
-        text == NULL) {
+    if ((llm == NULL && (opt == NULL || (opt->source == NULL && opt->name == NULL))) ||
+        request_json == NULL || text == NULL) {
         return ts_error_set(err, TS_ERR_INVALID_ARG, "ts_llm_chat_render: NULL argument");
     }
     rt_chat c;

@@ -58,6 +58,11 @@ static void test_render_source(void **state) {
                TS_OK);
     assert_string_equal(t, "<|user|>a<|end|>\n");
     ts_free(t);
+    /* A built-in family by name needs no model (tessera template --chat-template NAME). */
+    ts_chat_options named = {.name = "gemma"};
+    t = render(NULL, &named, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", TS_OK);
+    assert_string_equal(t, "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+    ts_free(t);
     /* tools and documents are none when absent, as transformers passes them. */
     ts_chat_options none_opt = {.source = "{{ tools is none }} {{ documents is none }} "
                                           "{{ tools is defined }}"};
