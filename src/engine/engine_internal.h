@@ -46,6 +46,9 @@ typedef struct seq {
     int32_t d_n_ready;
     int32_t *d_tokens;  /* [draft_max], allocated by the first draft */
     int32_t spec_fails; /* verifications in a row that accepted nothing */
+    /* With a draft model: drafts accepted and refused, decayed per verification (the
+     * acceptance estimate that chooses the draft length). */
+    float spec_acc, spec_rej;
     int32_t spec_pause; /* decoding steps to wait before drafting again (after failures) */
 } seq;
 
@@ -173,6 +176,10 @@ ts_status ts_engine_check_runner(const ts_runner *r, const ts_forward_config *wa
 void ts_engine_draft_run(ts_engine *e);
 /* Copies at most want of s's drafts of this step to out; how many. */
 int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want);
+/* The draft length (<= cap) with the most tokens per unit of time for s's acceptance so far,
+ * and the record of one verification that feeds it (draft_model.c). */
+int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap);
+void ts_engine_draft_note(seq *s, int32_t drafted, int32_t accepted);
 /* Closes s's draft KV sequence (with its target KV: preemption, finish). */
 void ts_engine_draft_release(ts_engine *e, seq *s);
 void ts_engine_draft_destroy(struct ts_draft *d);

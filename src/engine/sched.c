@@ -370,7 +370,7 @@ static bool verify_drafts(ts_engine *e, seq *s) {
         int32_t d = e->cfg.spec_rejection && i < k ? draft[i] : -1;
         if (sample_one(e, s, row, s, d, &token)) {
             e->spec_accepted += (uint64_t)accepted;
-            return true;
+            return true; /* s is freed */
         }
         if (s->finish != TS_FINISH_NONE || i == k || token != draft[i]) {
             break;
@@ -384,6 +384,9 @@ static bool verify_drafts(ts_engine *e, seq *s) {
         accepted++;
     }
     e->spec_accepted += (uint64_t)accepted;
+    if (e->draft != NULL) {
+        ts_engine_draft_note(s, k, accepted);
+    }
     if (s->finish != TS_FINISH_NONE) {
         return false; /* its blocks are released already */
     }
