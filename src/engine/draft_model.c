@@ -193,22 +193,25 @@ int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want) {
  * 86% accepted): 1.57x at k 4, 1.41x at k 6, 1.46x at 8 — the doubling rule alone went to 8. */
 #define VERIFY_ROW 0.05
 
-int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap) {
-    const double c = e->draft->cost;
-    const double n = (double)s->spec_acc + (double)s->spec_rej;
-    const double a = n > 0.0 ? (double)s->spec_acc / n : 0.5;
-    int32_t best = cap;             /* below draft_min: not drafted (the caller checks) */
+int32_t ts_draft_len_best(double cost, double accepted, double refused, int32_t min, int32_t cap) {
+    const double n = accepted + refused;
+    const double a = n > 0.0 ? accepted / n : 0.5;
+    int32_t best = cap;             /* below min: not drafted (the caller checks) */
     double best_rate = 0.0, ak = a; /* ak = a^(k+1) */
     for (int32_t k = 1; k <= cap; k++) {
         ak *= a;
         double gain = a < 1.0 ? (1.0 - ak) / (1.0 - a) : (double)(k + 1);
-        double rate = gain / ((double)k * c + 1.0 + VERIFY_ROW * (double)k);
-        if (k >= e->cfg.draft_min && rate > best_rate) {
+        double rate = gain / ((double)k * cost + 1.0 + VERIFY_ROW * (double)k);
+        if (k >= min && rate > best_rate) {
             best_rate = rate;
             best = k;
         }
     }
     return best;
+}
+
+int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap) {
+    return ts_draft_len_best(e->draft->cost, s->spec_acc, s->spec_rej, e->cfg.draft_min, cap);
 }
 
 void ts_engine_draft_note(seq *s, int32_t drafted, int32_t accepted) {

@@ -180,6 +180,9 @@ int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want);
  * and the record of one verification that feeds it (draft_model.c). */
 int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap);
 void ts_engine_draft_note(seq *s, int32_t drafted, int32_t accepted);
+/* The rule itself: a draft token costing cost target steps, accepted / refused the decayed
+ * counts (0.5 acceptance when both are 0); k in min..cap, or cap when cap < min. */
+int32_t ts_draft_len_best(double cost, double accepted, double refused, int32_t min, int32_t cap);
 /* Closes s's draft KV sequence (with its target KV: preemption, finish). */
 void ts_engine_draft_release(ts_engine *e, seq *s);
 void ts_engine_draft_destroy(struct ts_draft *d);

@@ -170,11 +170,58 @@ static void test_vocab(void **state) {
     eu_close(fx);
 }
 
+/* The draft-length rule (ts_draft_len_best) against a reference that sums the expected tokens
+ * of a draft of k term by term (1 + a + ... + a^k) and takes the best ratio to its cost, over a
+ * grid of costs and acceptances; and cases worked by hand. */
+static int32_t ref_len(double c, double a, int32_t min, int32_t cap) {
+    int32_t best = cap;
+    double best_rate = -1.0;
+    for (int32_t k = min; k <= cap; k++) {
+        double tokens = 0.0, p = 1.0;
+        for (int32_t i = 0; i <= k; i++) {
+            tokens += p;
+            p *= a;
+        }
+        double rate = tokens / (1.0 + (double)k * (c + 0.05));
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = k;
+        }
+    }
+    return best;
+}
+
+static void test_draft_len(void **state) {
+    (void)state;
+    for (int ci = 1; ci <= 20; ci++) {
+        double c = 0.05 * ci;
+        for (int ai = 0; ai <= 20; ai++) {
+            double acc = ai, rej = 20 - ai;
+            for (int32_t cap = 1; cap <= 16; cap += 3) {
+                assert_int_equal(ts_draft_len_best(c, acc, rej, 1, cap),
+                                 ref_len(c, acc / 20.0, 1, cap));
+                if (cap >= 3) {
+                    assert_int_equal(ts_draft_len_best(c, acc, rej, 3, cap),
+                                     ref_len(c, acc / 20.0, 3, cap));
+                }
+            }
+        }
+    }
+    /* Gemma 3 270M BF16 with its pure Q4_0: c 0.29, 86% accepted -> 4 (the measured best). */
+    assert_int_equal(ts_draft_len_best(0.29, 86.0, 14.0, 1, 16), 4);
+    assert_int_equal(ts_draft_len_best(0.29, 95.0, 5.0, 1, 16), 7);
+    assert_int_equal(ts_draft_len_best(0.05, 5.0, 0.0, 1, 16), 16); /* never refused: the cap */
+    assert_int_equal(ts_draft_len_best(1.0, 9.0, 1.0, 3, 16), 3);   /* dear drafts: the least */
+    assert_int_equal(ts_draft_len_best(0.29, 0.0, 0.0, 1, 16), 1);  /* prior 0.5 */
+    assert_int_equal(ts_draft_len_best(0.29, 9.0, 1.0, 3, 2), 2);   /* cap below min: the cap */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roomy),
         cmocka_unit_test(test_tight),
         cmocka_unit_test(test_vocab),
+        cmocka_unit_test(test_draft_len),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
