@@ -5,14 +5,16 @@
  * Q5_1 Q8_0 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4) or a mix (Q4_K_M, Q5_K_M). The per-tensor
  * rules (llama-quantize's; tensor data byte-identical to its output without an importance matrix)
  * and what --pure changes are ts_quantize_file's, documented in include/tessera.h. This file
- * parses the arguments and reports: notes about type fallbacks and a progress bar go to
- * stderr, then a summary of the tensors written per type. Exit: 0 ok, 1 failure, 2 usage.
+ * parses the arguments and reports: notes about type fallbacks and a progress bar (only when
+ * stderr is a terminal: in a log it was one long line of redraws) go to stderr, then a summary of
+ * the tensors written per type. Exit: 0 ok, 1 failure, 2 usage.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "tessera.h"
@@ -96,7 +98,7 @@ int ts_cmd_quantize(int argc, char **argv) {
         .type = type,
         .pure = pure,
         .n_threads = threads,
-        .progress = progress,
+        .progress = isatty(STDERR_FILENO) ? progress : NULL,
         .note = note,
         .user = &bar_open,
         .n_by_type = counts,
