@@ -35,7 +35,7 @@ struct ts_draft {
     int64_t max_seqs;
     int32_t n_vocab;
     float p_min;
-    double cost; /* a draft token's cost in target decoding steps (ts_engine_draft_len) */
+    double cost; /* a draft token's cost in target decoding steps (draft_len) */
     int32_t *b_tokens, *b_pos, *b_seq, *b_slots, *b_table, *b_len, *b_out;
     int32_t *row_of; /* [max_seqs] candidate -> output row this call, or -1 */
     int32_t *chunk;  /* [max_seqs] candidate -> tokens it has in this call */
@@ -210,7 +210,8 @@ int32_t ts_draft_len_best(double cost, double accepted, double refused, int32_t 
     return best;
 }
 
-int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap) {
+/* The draft length (<= cap) with the most tokens per unit of time for s's acceptance so far. */
+static int32_t draft_len(const ts_engine *e, const seq *s, int32_t cap) {
     return ts_draft_len_best(e->draft->cost, s->spec_acc, s->spec_rej, e->cfg.draft_min, cap);
 }
 
@@ -457,7 +458,7 @@ void ts_engine_draft_run(ts_engine *e) {
         if (!may_draft(s)) {
             continue;
         }
-        int64_t want = ts_engine_draft_len(e, s, s->draft_len);
+        int64_t want = draft_len(e, s, s->draft_len);
         int64_t left = (int64_t)s->req->max_tokens - s->n_generated - 1;
         int64_t ctx_left = e->cfg.n_ctx - s->n_tokens;
         want = want < budget ? want : budget;

@@ -176,9 +176,8 @@ ts_status ts_engine_check_runner(const ts_runner *r, const ts_forward_config *wa
 void ts_engine_draft_run(ts_engine *e);
 /* Copies at most want of s's drafts of this step to out; how many. */
 int32_t ts_engine_draft_take(ts_engine *e, seq *s, int32_t *out, int32_t want);
-/* The draft length (<= cap) with the most tokens per unit of time for s's acceptance so far,
- * and the record of one verification that feeds it (draft_model.c). */
-int32_t ts_engine_draft_len(const ts_engine *e, const seq *s, int32_t cap);
+/* Records one verification of s's draft: the acceptance that chooses its draft length
+ * (draft_model.c). */
 void ts_engine_draft_note(seq *s, int32_t drafted, int32_t accepted);
 /* The rule itself: a draft token costing cost target steps, accepted / refused the decayed
  * counts (0.5 acceptance when both are 0); k in min..cap, or cap when cap < min. */
