@@ -57,6 +57,9 @@ static void test_pure_q8_0(void **state) {
     snprintf(out, sizeof out, "%s.q8.gguf", in);
     snprintf(cmd, sizeof cmd, "%s quantize %s %s Q8_0 --pure", cli_bin(), in, out);
     assert_int_equal(run(cmd, log, sizeof log), 0);
+    /* stderr is a pipe here: the summary, no progress-bar redraws. */
+    assert_non_null(strstr(log, "quantize: wrote"));
+    assert_null(strchr(log, '\r'));
 
     ts_gguf *a = NULL, *b = NULL;
     ts_error err = {0};
