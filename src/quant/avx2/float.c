@@ -126,8 +126,10 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
 }
 
 /*
- * gemm tiles: one weight row against up to 4 activation rows; each 8-wide weight vector is
- * loaded (and for F16 converted) once per 4 activations. Each (row, column) element is
+ * gemm tiles: two weight rows against three activation rows (float_gemm's main tile), or one
+ * weight row against up to 4 (an odd last row, the last one or two columns); each 8-wide weight
+ * vector is loaded (and for F16 / BF16 converted) once per three or four activations. Each
+ * (row, column) element is
  * computed with the operations of the dot product above, in its order (two accumulators
  * over alternating 8-element chunks, one hsum, a scalar tail), so gemm equals vec_dot bit for
  * bit however rows and columns are batched (tests/quant/test_gemm_invariance.c).
@@ -201,46 +203,150 @@ ALWAYS_INLINE void float_tile(const float_type *t, int64_t k, const void *w, con
     }
 }
 
-ALWAYS_INLINE void f32_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
-    float_tile(&k_f32, k, w, a, nc, out);
+/* The 2 x 3 tile: weight rows w[0..1] against activation rows a[0..2] over elements i0 .. i1 - 1
+ * (multiples of 16), continuing the sums in acc: acc[3 r + j] and acc[6 + 3 r + j] are element
+ * (r, j)'s accumulators of the first and second eight of each sixteen elements, as the dot
+ * product keeps them (acc0, acc1). Each weight vector is used three times and each activation
+ * vector twice; the two halves go in turn, so twelve accumulators, two weight vectors and one
+ * activation vector fill fifteen of the sixteen registers. */
+ALWAYS_INLINE void float_tile2x3(const float_type *t, int64_t i0, int64_t i1, const char *const *w,
+                                 const float *const *a, __m256 *acc) {
+    __m256 lo[6], hi[6];
+    for (int e = 0; e < 6; e++) {
+        lo[e] = acc[e];
+        hi[e] = acc[6 + e];
+    }
+    for (int64_t i = i0; i < i1; i += 16) {
+        const __m256 wl0 = t->load8(w[0] + (size_t)i * t->esize);
+        const __m256 wl1 = t->load8(w[1] + (size_t)i * t->esize);
+        for (int j = 0; j < 3; j++) {
+            __m256 av = _mm256_loadu_ps(a[j] + i);
+            /* One load per activation vector: folded into both FMAs, it would be two, and the
+             * loads, not the FMAs, would set the pace. */
+            __asm__("" : "+x"(av));
+            lo[j] = _mm256_fmadd_ps(wl0, av, lo[j]);
+            lo[3 + j] = _mm256_fmadd_ps(wl1, av, lo[3 + j]);
+        }
+        const __m256 wh0 = t->load8(w[0] + (size_t)(i + 8) * t->esize);
+        const __m256 wh1 = t->load8(w[1] + (size_t)(i + 8) * t->esize);
+        for (int j = 0; j < 3; j++) {
+            __m256 av = _mm256_loadu_ps(a[j] + i + 8);
+            __asm__("" : "+x"(av));
+            hi[j] = _mm256_fmadd_ps(wh0, av, hi[j]);
+            hi[3 + j] = _mm256_fmadd_ps(wh1, av, hi[3 + j]);
+        }
+    }
+    for (int e = 0; e < 6; e++) {
+        acc[e] = lo[e];
+        acc[6 + e] = hi[e];
+    }
 }
 
-ALWAYS_INLINE void f16_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
-    float_tile(&k_f16, k, w, a, nc, out);
-}
+enum {
+    FLOAT_RB = 16,  /* weight rows per block */
+    FLOAT_KC = 512, /* elements per pass: a block's part of the weights (16 KiB as F32) and
+                       three activation rows' part (6 KiB) stay in L1 */
+};
 
-ALWAYS_INLINE void bf16_tile(int64_t k, const void *w, const void *const *a, int nc, float *out) {
-    float_tile(&k_bf16, k, w, a, nc, out);
+/* c = w a^T for F32 activation rows. Per block of FLOAT_RB weight rows and group of three
+ * activation rows, the k dimension goes in passes of FLOAT_KC elements, each pass running
+ * every pair of the block's rows over the group while both sit in L1; the tiles' sums wait in
+ * `acc` (3 KiB) between passes, so each element's operations are the dot product's in its
+ * order. The rows and columns the 2 x 3 tile leaves (an odd last row, one or two last columns)
+ * take the 1 x 4 tile, which computes the same. */
+ALWAYS_INLINE void float_gemm(const float_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
+                              size_t ldc, const void *w, size_t ldw, const float *a, size_t lda) {
+    const int64_t nr2 = nr / 2 * 2, nc3 = nc / 3 * 3, k16 = k / 16 * 16;
+    __m256 acc[FLOAT_RB / 2][12];
+#define C_AT(r, j) (*((float *)((char *)c + (size_t)(j)*ldc) + (r)))
+#define A_ROW(j)   ((const float *)((const char *)a + (size_t)(j)*lda))
+#define W_ROW(r)   ((const char *)w + (size_t)(r)*ldw)
+    for (int64_t r0 = 0; r0 < nr2; r0 += FLOAT_RB) {
+        const int64_t r1 = r0 + FLOAT_RB < nr2 ? r0 + FLOAT_RB : nr2;
+        for (int64_t j = 0; j < nc3; j += 3) {
+            const float *ap[3] = {A_ROW(j), A_ROW(j + 1), A_ROW(j + 2)};
+            for (int64_t r = r0; r < r1; r += 2) {
+                for (int e = 0; e < 12; e++) {
+                    acc[(r - r0) / 2][e] = _mm256_setzero_ps();
+                }
+            }
+            for (int64_t i0 = 0; i0 < k16; i0 += FLOAT_KC) {
+                const int64_t i1 = i0 + FLOAT_KC < k16 ? i0 + FLOAT_KC : k16;
+                for (int64_t r = r0; r < r1; r += 2) {
+                    const char *wp[2] = {W_ROW(r), W_ROW(r + 1)};
+                    float_tile2x3(t, i0, i1, wp, ap, acc[(r - r0) / 2]);
+                }
+            }
+            for (int64_t r = r0; r < r1; r += 2) {
+                const __m256 *ac = acc[(r - r0) / 2];
+                for (int e = 0; e < 6; e++) {
+                    const int64_t rr = r + e / 3;
+                    const float *aj = ap[e % 3];
+                    float s = hsum_ps256(_mm256_add_ps(ac[e], ac[6 + e]));
+                    for (int64_t i = k16; i < k; i++) {
+                        s += t->load1(W_ROW(rr) + (size_t)i * t->esize) * aj[i];
+                    }
+                    C_AT(rr, j + e % 3) = s;
+                }
+            }
+        }
+    }
+    /* What is left: the last row against the tiled columns, then every row against the last
+     * one or two columns. */
+    for (int64_t r = nr2; r < nr; r++) {
+        for (int64_t j0 = 0; j0 < nc3; j0 += 4) {
+            const int cols = nc3 - j0 < 4 ? (int)(nc3 - j0) : 4;
+            const void *ap[4];
+            float out[4];
+            for (int jj = 0; jj < cols; jj++) {
+                ap[jj] = A_ROW(j0 + jj);
+            }
+            float_tile(t, k, W_ROW(r), ap, cols, out);
+            for (int jj = 0; jj < cols; jj++) {
+                C_AT(r, j0 + jj) = out[jj];
+            }
+        }
+    }
+    if (nc3 < nc) {
+        const int cols = (int)(nc - nc3);
+        const void *ap[2] = {A_ROW(nc3), A_ROW(nc - 1)};
+        for (int64_t r = 0; r < nr; r++) {
+            float out[2];
+            float_tile(t, k, W_ROW(r), ap, cols, out);
+            for (int jj = 0; jj < cols; jj++) {
+                C_AT(r, nc3 + jj) = out[jj];
+            }
+        }
+    }
+#undef C_AT
+#undef A_ROW
+#undef W_ROW
 }
-
-static const ts_q_row_tile k_f32_rows = {.kdiv = 1, .tile = f32_tile};
-static const ts_q_row_tile k_f16_rows = {.kdiv = 1, .tile = f16_tile};
-static const ts_q_row_tile k_bf16_rows = {.kdiv = 1, .tile = bf16_tile};
 
 void ts_q_gemm_f32_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                         size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_f32_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    float_gemm(&k_f32, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 void ts_q_gemm_f16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                         size_t ldw, const void *a, size_t lda) {
-    ts_q_row_tile_gemm(&k_f16_rows, k, nr, nc, c, ldc, w, ldw, a, lda);
+    float_gemm(&k_f16, k, nr, nc, c, ldc, w, ldw, a, lda);
 }
 
 /* BF16 weights against BF16 activations (the type's vec_dot_type). The activation rows are
  * widened to f32 (exactly) once per group of columns, then the F32-activation tiles run on them:
  * each element gets ts_q_dot_bf16_avx2's operations in its order, and each weight vector is
- * widened once per four columns instead of every product paying for both conversions (a
+ * widened once per three columns instead of every product paying for both conversions (a
  * verification step of 5 rows on Gemma 3's BF16 form spent half its time in the dot). Groups
  * of columns whose widened rows fit BF16_STACK floats share a pass over the weights; rows longer
- * than a four-column group allows are widened into the heap, and without memory the dot loop
+ * than a six-column group allows are widened into the heap, and without memory the dot loop
  * runs (the same bits). */
 enum { BF16_STACK = 16384 };
 
 void ts_q_gemm_bf16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     float stack[BF16_STACK] __attribute__((aligned(32)));
-    int64_t group = k > 0 && k <= BF16_STACK / 4 ? (BF16_STACK / k) / 4 * 4 : 4;
+    int64_t group = k > 0 && k <= BF16_STACK / 6 ? (BF16_STACK / k) / 6 * 6 : 6;
     float *af = stack;
     if (group * k > BF16_STACK) {
         af = malloc((size_t)group * (size_t)k * sizeof(float));
@@ -260,8 +366,8 @@ void ts_q_gemm_bf16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc
         for (int64_t j = 0; j < n; j++) {
             ts_q_to_float_bf16_avx2((const char *)a + (size_t)(j0 + j) * lda, af + j * k, k);
         }
-        ts_q_row_tile_gemm(&k_bf16_rows, k, nr, n, (float *)((char *)c + (size_t)j0 * ldc), ldc, w,
-                           ldw, af, (size_t)k * sizeof(float));
+        float_gemm(&k_bf16, k, nr, n, (float *)((char *)c + (size_t)j0 * ldc), ldc, w, ldw, af,
+                   (size_t)k * sizeof(float));
     }
     if (af != stack) {
         free(af);
