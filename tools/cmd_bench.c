@@ -17,9 +17,11 @@
  * decode TG tokens together (B tokens per pass); it reports prompt, generation and total t/s.
  *
  * Generation is memory-bound: each token reads every weight once, so GB/s = weight bytes x
- * t/s, shown next to the machine's measured read bandwidth. A mixture of experts reads only
- * its tokens' experts: the bytes are the model's active bytes (n_expert_used of n_expert of
- * the expert tensors), a lower bound for one sequence.
+ * t/s, shown as a share of the machine's read bandwidth measured right after the test with the
+ * test's threads (a shared host's bandwidth drifts from minute to minute, so a figure taken once
+ * at the start can make a test look faster or slower than the memory allowed). A mixture of experts
+ * reads only its tokens' experts: the bytes are the model's active bytes (n_expert_used of n_expert
+ * of the expert tensors), a lower bound for one sequence.
  *
  * Tensor parallelism (--tp N): the forward is a group of N in-process shards set up as for
  * `tessera run --tp` (tp_setup.h), each with threads / N CPU threads; the tables add the
@@ -79,6 +81,7 @@ typedef struct result {
     uint32_t kv_peak, kv_total; /* engine: peak KV blocks used, blocks allocated */
     int tp;                     /* shards */
     double coll_kib;            /* tp > 1: collective payload KiB per token per rank */
+    double bandwidth;           /* tg, md output: read GB/s measured right after (0: none) */
 } result;
 
 static double now_s(void) {
@@ -598,8 +601,9 @@ static void print_result(const bench_opts *o, const ts_llm_info *m, const char *
                    (long long)r->b, r->mean, r->sd, r->mean2, r->sd2, r->total);
         } else {
             char gb[32] = "-";
-            if (gbs > 0 && o->bandwidth > 0) {
-                snprintf(gb, sizeof gb, "%.1f (%.0f%%)", gbs, 100 * gbs / o->bandwidth);
+            if (gbs > 0 && r->bandwidth > 0) {
+                snprintf(gb, sizeof gb, "%.1f (%.0f%% of %.1f)", gbs, 100 * gbs / r->bandwidth,
+                         r->bandwidth);
             } else if (gbs > 0) {
                 snprintf(gb, sizeof gb, "%.1f", gbs);
             }
@@ -826,7 +830,7 @@ int ts_cmd_bench(int argc, char **argv) {
         }
         o.bandwidth = measure_bandwidth(max_t);
         printf("memory read bandwidth: %.1f GB/s (%d threads; the GB/s column's percentages "
-               "are of it); weights: %.1f MB\n",
+               "are of a measurement right after each test); weights: %.1f MB\n",
                o.bandwidth, max_t, (double)mi.weight_bytes / 1e6);
         if (mi.n_expert > 0) {
             printf("mixture of experts: %lld of %lld experts per token; a token reads %.1f MB\n",
@@ -884,6 +888,9 @@ int ts_cmd_bench(int argc, char **argv) {
             }
             r.threads = t;
             r.tp = o.co.ctx.tp > 1 ? o.co.ctx.tp : 1;
+            if (st == TS_OK && !batch && !is_pp && o.bandwidth > 0) {
+                r.bandwidth = measure_bandwidth(t);
+            }
             if (st == TS_OK) {
                 print_result(&o, &mi, name, &r, &first_json);
             }
