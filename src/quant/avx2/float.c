@@ -78,15 +78,22 @@ void ts_q_from_float_bf16_avx2(const float *src, void *dst, int64_t n) {
     }
 }
 
+/*
+ * Dot products: one 8-lane accumulator over the 8-element chunks in order, its horizontal
+ * sum, then the scalar tail. The gemm below computes every (row, column) element with these
+ * operations in this order, so gemm equals vec_dot bit for bit however rows and columns are
+ * batched (tests/quant/test_gemm_invariance.c). One chain suits the gemm, whose tiles run
+ * up to twelve of them side by side; a lone dot waits on each FMA's latency, but the backend
+ * runs every product, a single activation row included, through the gemm.
+ */
 void ts_q_dot_f32_avx2(int64_t n, float *result, const void *x, const void *y) {
     const float *a = x, *b = y;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    for (; i + 8 <= n; i += 8) {
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
     }
-    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    float sum = hsum_ps256(acc);
     for (; i < n; i++) {
         sum += a[i] * b[i];
     }
@@ -97,13 +104,12 @@ void ts_q_dot_f32_avx2(int64_t n, float *result, const void *x, const void *y) {
 void ts_q_dot_f16_avx2(int64_t n, float *result, const void *x, const void *y) {
     const uint16_t *a = x;
     const float *b = y;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(load_f16x8(a + i), _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(load_f16x8(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    for (; i + 8 <= n; i += 8) {
+        acc = _mm256_fmadd_ps(load_f16x8(a + i), _mm256_loadu_ps(b + i), acc);
     }
-    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    float sum = hsum_ps256(acc);
     for (; i < n; i++) {
         sum += ts_f16_to_f32(a[i]) * b[i];
     }
@@ -112,13 +118,12 @@ void ts_q_dot_f16_avx2(int64_t n, float *result, const void *x, const void *y) {
 
 void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) {
     const uint16_t *a = x, *b = y;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(load_bf16x8(a + i), load_bf16x8(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(load_bf16x8(a + i + 8), load_bf16x8(b + i + 8), acc1);
+    for (; i + 8 <= n; i += 8) {
+        acc = _mm256_fmadd_ps(load_bf16x8(a + i), load_bf16x8(b + i), acc);
     }
-    float sum = hsum_ps256(_mm256_add_ps(acc0, acc1));
+    float sum = hsum_ps256(acc);
     for (; i < n; i++) {
         sum += ts_bf16_to_f32(a[i]) * ts_bf16_to_f32(b[i]);
     }
@@ -126,17 +131,16 @@ void ts_q_dot_bf16_avx2(int64_t n, float *result, const void *x, const void *y) 
 }
 
 /*
- * gemm tiles: two weight rows against three activation rows (float_gemm's main tile), or one
- * weight row against up to 4 (an odd last row, the last one or two columns); each 8-wide weight
- * vector is loaded (and for F16 / BF16 converted) once per three or four activations. Each
- * (row, column) element is
- * computed with the operations of the dot product above, in its order (two accumulators
- * over alternating 8-element chunks, one hsum, a scalar tail), so gemm equals vec_dot bit for
- * bit however rows and columns are batched (tests/quant/test_gemm_invariance.c).
+ * gemm tiles: R weight rows against C activation rows over the whole k, each element one
+ * accumulator as in the dot products above. Two rows by six columns is the main tile: per
+ * eight elements two weight vectors are loaded (and for F16 / BF16 converted) and six
+ * activation vectors, for twelve FMAs; twelve accumulators, two weight vectors and one
+ * activation vector fill fifteen of the sixteen registers. The last one or two columns take
+ * four rows at a time (decoding's single column among them), so that four or eight chains run.
  *
  * The tile is written once over a table of the element type (float_type: its size and how to
- * load eight elements or one as floats); each type's tile and gemm are the named functions at
- * the end, with the table a constant there.
+ * load eight elements or one as floats); each type's gemm is a named function at the end, with
+ * the table a constant there.
  */
 typedef struct float_type {
     size_t esize;                   /* bytes per weight element */
@@ -174,153 +178,126 @@ static const float_type k_f16 = {.esize = sizeof(uint16_t), .load8 = load8_f16, 
 static const float_type k_bf16 = {
     .esize = sizeof(uint16_t), .load8 = load8_bf16, .load1 = load1_bf16};
 
-/* out[j] = dot(w, a[j]) over k elements for j < nc <= 4. */
-ALWAYS_INLINE void float_tile(const float_type *t, int64_t k, const void *w, const void *const *a,
-                              int nc, float *out) {
-    const char *wb = w;
-    __m256 acc0[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps()};
-    __m256 acc1[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps()};
-    int64_t i = 0;
-    for (; i + 16 <= k; i += 16) {
-        const __m256 w0 = t->load8(wb + (size_t)i * t->esize);
-        const __m256 w1 = t->load8(wb + (size_t)(i + 8) * t->esize);
-        for (int j = 0; j < nc; j++) {
-            const char *aj = a[j];
-            const float *af = (const float *)aj;
-            acc0[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(af + i), acc0[j]);
-            acc1[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(af + i + 8), acc1[j]);
+enum { TILE_R = 4, TILE_C = 6 }; /* the most rows and columns a tile takes */
+
+/* c[j][r] = dot(weight row r, activation row j) for r < R, j < C (R <= TILE_R, C <= TILE_C,
+ * R * C <= 12); R and C are constants where the tile is inlined. */
+ALWAYS_INLINE void float_tile(const float_type *t, int R, int C, int64_t k, const char *w,
+                              size_t ldw, const float *a, size_t lda, float *c, size_t ldc) {
+    __m256 acc[TILE_R][TILE_C];
+    for (int r = 0; r < R; r++) {
+        for (int j = 0; j < C; j++) {
+            acc[r][j] = _mm256_setzero_ps();
         }
     }
-    for (int j = 0; j < nc; j++) {
-        const char *aj = a[j];
-        float s = hsum_ps256(_mm256_add_ps(acc0[j], acc1[j]));
-        for (int64_t e = i; e < k; e++) {
-            s += t->load1(wb + (size_t)e * t->esize) * ((const float *)aj)[e];
+    const int64_t k8 = k / 8 * 8;
+    for (int64_t i = 0; i < k8; i += 8) {
+        __m256 wv[TILE_R];
+        for (int r = 0; r < R; r++) {
+            wv[r] = t->load8(w + (size_t)r * ldw + (size_t)i * t->esize);
         }
-        out[j] = s;
+        for (int j = 0; j < C; j++) {
+            __m256 av = _mm256_loadu_ps((const float *)((const char *)a + (size_t)j * lda) + i);
+            /* One load per activation vector: folded into each row's FMA, it would be R
+             * loads, and the loads, not the FMAs, would set the pace. */
+            __asm__("" : "+x"(av));
+            for (int r = 0; r < R; r++) {
+                acc[r][j] = _mm256_fmadd_ps(wv[r], av, acc[r][j]);
+            }
+        }
+    }
+    for (int j = 0; j < C; j++) {
+        const float *aj = (const float *)((const char *)a + (size_t)j * lda);
+        float *cj = (float *)((char *)c + (size_t)j * ldc);
+        for (int r = 0; r < R; r++) {
+            float s = hsum_ps256(acc[r][j]);
+            for (int64_t i = k8; i < k; i++) {
+                s += t->load1(w + (size_t)r * ldw + (size_t)i * t->esize) * aj[i];
+            }
+            cj[r] = s;
+        }
     }
 }
 
-/* The 2 x 3 tile: weight rows w[0..1] against activation rows a[0..2] over elements i0 .. i1 - 1
- * (multiples of 16), continuing the sums in acc: acc[3 r + j] and acc[6 + 3 r + j] are element
- * (r, j)'s accumulators of the first and second eight of each sixteen elements, as the dot
- * product keeps them (acc0, acc1). Each weight vector is used three times and each activation
- * vector twice; the two halves go in turn, so twelve accumulators, two weight vectors and one
- * activation vector fill fifteen of the sixteen registers. */
-ALWAYS_INLINE void float_tile2x3(const float_type *t, int64_t i0, int64_t i1, const char *const *w,
-                                 const float *const *a, __m256 *acc) {
-    __m256 lo[6], hi[6];
-    for (int e = 0; e < 6; e++) {
-        lo[e] = acc[e];
-        hi[e] = acc[6 + e];
+/* float_tile with R and C made constants: R <= 4 for C <= 2, R <= 2 for C <= 6. */
+ALWAYS_INLINE void float_tile_rc(const float_type *t, int R, int C, int64_t k, const char *w,
+                                 size_t ldw, const float *a, size_t lda, float *c, size_t ldc) {
+#define TILE(r, cc) float_tile(t, r, cc, k, w, ldw, a, lda, c, ldc)
+    switch (C * 8 + R) {
+    case 1 * 8 + 1:
+        TILE(1, 1);
+        break;
+    case 1 * 8 + 2:
+        TILE(2, 1);
+        break;
+    case 1 * 8 + 3:
+        TILE(3, 1);
+        break;
+    case 1 * 8 + 4:
+        TILE(4, 1);
+        break;
+    case 2 * 8 + 1:
+        TILE(1, 2);
+        break;
+    case 2 * 8 + 2:
+        TILE(2, 2);
+        break;
+    case 2 * 8 + 3:
+        TILE(3, 2);
+        break;
+    case 2 * 8 + 4:
+        TILE(4, 2);
+        break;
+    case 3 * 8 + 1:
+        TILE(1, 3);
+        break;
+    case 3 * 8 + 2:
+        TILE(2, 3);
+        break;
+    case 4 * 8 + 1:
+        TILE(1, 4);
+        break;
+    case 4 * 8 + 2:
+        TILE(2, 4);
+        break;
+    case 5 * 8 + 1:
+        TILE(1, 5);
+        break;
+    case 5 * 8 + 2:
+        TILE(2, 5);
+        break;
+    case 6 * 8 + 1:
+        TILE(1, 6);
+        break;
+    default:
+        TILE(2, 6);
+        break;
     }
-    for (int64_t i = i0; i < i1; i += 16) {
-        const __m256 wl0 = t->load8(w[0] + (size_t)i * t->esize);
-        const __m256 wl1 = t->load8(w[1] + (size_t)i * t->esize);
-        for (int j = 0; j < 3; j++) {
-            __m256 av = _mm256_loadu_ps(a[j] + i);
-            /* One load per activation vector: folded into both FMAs, it would be two, and the
-             * loads, not the FMAs, would set the pace. */
-            __asm__("" : "+x"(av));
-            lo[j] = _mm256_fmadd_ps(wl0, av, lo[j]);
-            lo[3 + j] = _mm256_fmadd_ps(wl1, av, lo[3 + j]);
-        }
-        const __m256 wh0 = t->load8(w[0] + (size_t)(i + 8) * t->esize);
-        const __m256 wh1 = t->load8(w[1] + (size_t)(i + 8) * t->esize);
-        for (int j = 0; j < 3; j++) {
-            __m256 av = _mm256_loadu_ps(a[j] + i + 8);
-            __asm__("" : "+x"(av));
-            hi[j] = _mm256_fmadd_ps(wh0, av, hi[j]);
-            hi[3 + j] = _mm256_fmadd_ps(wh1, av, hi[3 + j]);
-        }
-    }
-    for (int e = 0; e < 6; e++) {
-        acc[e] = lo[e];
-        acc[6 + e] = hi[e];
-    }
+#undef TILE
 }
 
 enum {
-    FLOAT_RB = 16,  /* weight rows per block */
-    FLOAT_KC = 512, /* elements per pass: a block's part of the weights (16 KiB as F32) and
-                       three activation rows' part (6 KiB) stay in L1 */
-};
+    FLOAT_RB = 16
+}; /* weight rows per block: a block's rows stay in L2 while every group
+      of columns passes over them */
 
-/* c = w a^T for F32 activation rows. Per block of FLOAT_RB weight rows and group of three
- * activation rows, the k dimension goes in passes of FLOAT_KC elements, each pass running
- * every pair of the block's rows over the group while both sit in L1; the tiles' sums wait in
- * `acc` (3 KiB) between passes, so each element's operations are the dot product's in its
- * order. The rows and columns the 2 x 3 tile leaves (an odd last row, one or two last columns)
- * take the 1 x 4 tile, which computes the same. */
+/* c = w a^T for F32 activation rows: per block of FLOAT_RB weight rows, per group of six
+ * activation rows, the block's rows in twos (fours for the last one or two columns). */
 ALWAYS_INLINE void float_gemm(const float_type *t, int64_t k, int64_t nr, int64_t nc, float *c,
                               size_t ldc, const void *w, size_t ldw, const float *a, size_t lda) {
-    const int64_t nr2 = nr / 2 * 2, nc3 = nc / 3 * 3, k16 = k / 16 * 16;
-    __m256 acc[FLOAT_RB / 2][12];
-#define C_AT(r, j) (*((float *)((char *)c + (size_t)(j)*ldc) + (r)))
-#define A_ROW(j)   ((const float *)((const char *)a + (size_t)(j)*lda))
-#define W_ROW(r)   ((const char *)w + (size_t)(r)*ldw)
-    for (int64_t r0 = 0; r0 < nr2; r0 += FLOAT_RB) {
-        const int64_t r1 = r0 + FLOAT_RB < nr2 ? r0 + FLOAT_RB : nr2;
-        for (int64_t j = 0; j < nc3; j += 3) {
-            const float *ap[3] = {A_ROW(j), A_ROW(j + 1), A_ROW(j + 2)};
-            for (int64_t r = r0; r < r1; r += 2) {
-                for (int e = 0; e < 12; e++) {
-                    acc[(r - r0) / 2][e] = _mm256_setzero_ps();
-                }
-            }
-            for (int64_t i0 = 0; i0 < k16; i0 += FLOAT_KC) {
-                const int64_t i1 = i0 + FLOAT_KC < k16 ? i0 + FLOAT_KC : k16;
-                for (int64_t r = r0; r < r1; r += 2) {
-                    const char *wp[2] = {W_ROW(r), W_ROW(r + 1)};
-                    float_tile2x3(t, i0, i1, wp, ap, acc[(r - r0) / 2]);
-                }
-            }
-            for (int64_t r = r0; r < r1; r += 2) {
-                const __m256 *ac = acc[(r - r0) / 2];
-                for (int e = 0; e < 6; e++) {
-                    const int64_t rr = r + e / 3;
-                    const float *aj = ap[e % 3];
-                    float s = hsum_ps256(_mm256_add_ps(ac[e], ac[6 + e]));
-                    for (int64_t i = k16; i < k; i++) {
-                        s += t->load1(W_ROW(rr) + (size_t)i * t->esize) * aj[i];
-                    }
-                    C_AT(rr, j + e % 3) = s;
-                }
+    for (int64_t r0 = 0; r0 < nr; r0 += FLOAT_RB) {
+        const int64_t r1 = r0 + FLOAT_RB < nr ? r0 + FLOAT_RB : nr;
+        for (int64_t j = 0; j < nc; j += TILE_C) {
+            const int cols = nc - j < TILE_C ? (int)(nc - j) : TILE_C;
+            const int step = cols <= 2 ? 4 : 2;
+            for (int64_t r = r0; r < r1; r += step) {
+                const int rows = r1 - r < step ? (int)(r1 - r) : step;
+                float_tile_rc(t, rows, cols, k, (const char *)w + (size_t)r * ldw, ldw,
+                              (const float *)((const char *)a + (size_t)j * lda), lda,
+                              (float *)((char *)c + (size_t)j * ldc) + r, ldc);
             }
         }
     }
-    /* What is left: the last row against the tiled columns, then every row against the last
-     * one or two columns. */
-    for (int64_t r = nr2; r < nr; r++) {
-        for (int64_t j0 = 0; j0 < nc3; j0 += 4) {
-            const int cols = nc3 - j0 < 4 ? (int)(nc3 - j0) : 4;
-            const void *ap[4];
-            float out[4];
-            for (int jj = 0; jj < cols; jj++) {
-                ap[jj] = A_ROW(j0 + jj);
-            }
-            float_tile(t, k, W_ROW(r), ap, cols, out);
-            for (int jj = 0; jj < cols; jj++) {
-                C_AT(r, j0 + jj) = out[jj];
-            }
-        }
-    }
-    if (nc3 < nc) {
-        const int cols = (int)(nc - nc3);
-        const void *ap[2] = {A_ROW(nc3), A_ROW(nc - 1)};
-        for (int64_t r = 0; r < nr; r++) {
-            float out[2];
-            float_tile(t, k, W_ROW(r), ap, cols, out);
-            for (int jj = 0; jj < cols; jj++) {
-                C_AT(r, nc3 + jj) = out[jj];
-            }
-        }
-    }
-#undef C_AT
-#undef A_ROW
-#undef W_ROW
 }
 
 void ts_q_gemm_f32_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
@@ -334,23 +311,18 @@ void ts_q_gemm_f16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc,
 }
 
 /* BF16 weights against BF16 activations (the type's vec_dot_type). The activation rows are
- * widened to f32 (exactly) once per group of columns, then the F32-activation tiles run on them:
- * each element gets ts_q_dot_bf16_avx2's operations in its order, and each weight vector is
- * widened once per three columns instead of every product paying for both conversions (a
- * verification step of 5 rows on Gemma 3's BF16 form spent half its time in the dot). Groups
- * of columns whose widened rows fit BF16_STACK floats share a pass over the weights; rows longer
- * than a six-column group allows are widened into the heap, and without memory the dot loop
- * runs (the same bits). */
-enum { BF16_STACK = 16384 };
+ * widened to f32 (exactly) once per call, up to BF16_COLS of them at a time, then the
+ * F32-activation tiles run on them: each element gets ts_q_dot_bf16_avx2's operations in its
+ * order, and each weight vector is widened once per six columns instead of every product
+ * paying for both conversions. Widened rows that fit BF16_STACK floats stay on the stack, more
+ * go to the heap, and without memory the dot loop runs (the same bits). */
+enum { BF16_STACK = 16384, BF16_COLS = 64 };
 
 void ts_q_gemm_bf16_avx2(int64_t k, int64_t nr, int64_t nc, float *c, size_t ldc, const void *w,
                          size_t ldw, const void *a, size_t lda) {
     float stack[BF16_STACK] __attribute__((aligned(32)));
-    int64_t group = k > 0 && k <= BF16_STACK / 6 ? (BF16_STACK / k) / 6 * 6 : 6;
-    float *af = stack;
-    if (group * k > BF16_STACK) {
-        af = malloc((size_t)group * (size_t)k * sizeof(float));
-    }
+    const int64_t group = nc < BF16_COLS ? nc : BF16_COLS;
+    float *af = group * k <= BF16_STACK ? stack : malloc((size_t)group * (size_t)k * sizeof(float));
     if (af == NULL) {
         for (int64_t r = 0; r < nr; r++) {
             for (int64_t j = 0; j < nc; j++) {
