@@ -116,11 +116,12 @@ static void *alloc_copy(size_t bytes) {
     if (bytes < huge) {
         return aligned_alloc(64, size);
     }
-    void *p = aligned_alloc(huge, size);
-#ifdef MADV_HUGEPAGE
-    if (p != NULL) {
-        (void)madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
+    void *p = NULL; /* posix_memalign: aligned_alloc wants a size that is a multiple of 2 MiB */
+    if (posix_memalign(&p, huge, size) != 0) {
+        return NULL;
     }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
 #endif
     return p;
 }
