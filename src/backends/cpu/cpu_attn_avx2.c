@@ -8,18 +8,20 @@
  * prefill cheap. Decoding items read the cache's rows in place, whatever the K and V types
  * (f32, f16, bf16, or the q8_0 / q5_0 / q4_0 blocks, dequantized in registers); with many
  * sequences one item covers all kv heads of its token, so each key's rows of all heads are
- * read as one contiguous run, and the next chunk's rows are prefetched while this one
- * computes (paged keys are scattered over the cache; waiting on them dominated batched
+ * read as one contiguous run, and each head's rows of the next chunk are prefetched while
+ * that head computes (paged keys are scattered over the cache; waiting on them dominated
  * decoding). K and V may be of different types, each with its own row size and strides. The
  * query heads of a group share each pass over a key row (ATT_GH at a time: a 4-head group, as
- * Llama's 32 / 8, reads each key and value row once). Per query row an
- * online softmax keeps the running max and sum; a chunk whose max exceeds the running max
- * rescales the accumulator once. Scores are computed 4 keys at a time (one transposing
- * reduction); exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
+ * Llama's 32 / 8, reads each key and value row once). A pass's scores lie key-major with the
+ * rows side by side (8 / P keys of all rows per vector), so the scores of a step's keys come
+ * from one transposing reduction and the online softmax (running max and sum per row; a chunk
+ * whose max exceeds the running max rescales the accumulator once) runs on whole vectors;
+ * exp is cpu_exp256 (cpu_avx2.h), arguments below its range giving 0.
  *
  * Numerics: all in f32 like the reference; only the summation order and exp's last bits
- * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations do
- * not depend on the item it is in, so prefill and decoding give the same bits.
+ * differ (tests/backends/test_attention.c: 1e-5 normalized RMS error). A row's operations,
+ * and their order, do not depend on the item it is in or on how many rows share its pass, so
+ * prefill and decoding give the same bits.
  *
  * cpu_attn.c deals the items (round-robin, so that causal prefill, where later tiles see more
  * keys, spreads evenly over threads) for this kernel and the AVX-512 one alike.
@@ -40,19 +42,6 @@ static inline __m256 exp256_neg(__m256 x) {
     return _mm256_andnot_ps(under, cpu_exp256(x));
 }
 
-static inline float exp_neg1(float x) {
-    float in[8] = {x}, out[8];
-    _mm256_storeu_ps(out, exp256_neg(_mm256_loadu_ps(in)));
-    return out[0];
-}
-
-static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static void scale_row(float *a, int64_t hd, float f) {
     const __m256 fv = _mm256_set1_ps(f);
     for (int64_t d = 0; d < hd; d += 8) {
@@ -60,35 +49,116 @@ static void scale_row(float *a, int64_t hd, float f) {
     }
 }
 
-/* Online-softmax step of one query row over chunk keys [a, b] whose scaled scores are z[a..b]:
- * a new running max rescales the accumulator and the sum once; then z <- exp(z - max) and
- * the sum grows by sum(z). */
-static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a, int64_t b,
-                          int64_t hd) {
-    float cmax = z[a];
-    for (int64_t i = a + 1; i <= b; i++) {
-        cmax = z[i] > cmax ? z[i] : cmax;
+/* A chunk's scores, zq: key a + i of the chunk's keys [a, b] and query row h < gh at
+ * zq[i * P + h], P = ZP(gh) lanes a key (gh, or 4 for three rows): a vector holds 8 / P
+ * consecutive keys of every row, so that the softmax runs on whole vectors and a key's scores
+ * of all rows come from one reduction. */
+#define ZP(gh) ((gh) == 3 ? 4 : (gh))
+
+/* Lanes of a vector of zq that hold scores: row (lane % P) < gh, key slot (lane / P) < nkeys. */
+ALWAYS_INLINE __m256 z_valid(int gh, int64_t nkeys) {
+    const int P = ZP(gh);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i row = _mm256_and_si256(lane, _mm256_set1_epi32(P - 1));
+    const __m256i slot = _mm256_srli_epi32(lane, P == 4 ? 2 : P == 2 ? 1 : 0);
+    const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(gh), row),
+                                        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nkeys), slot));
+    return _mm256_castsi256_ps(ok);
+}
+
+/* Every lane gets the max of the lanes of its row, over the key slots. */
+ALWAYS_INLINE __m256 z_max(int gh, __m256 v) {
+    const int P = ZP(gh);
+    if (P == 1) {
+        v = _mm256_max_ps(v, _mm256_permute_ps(v, 0xB1));
     }
-    if (cmax > *mx) {
-        float f = *mx == -INFINITY ? 0.0f : exp_neg1(*mx - cmax);
-        *sum *= f;
-        scale_row(acc, hd, f);
-        *mx = cmax;
+    if (P <= 2) {
+        v = _mm256_max_ps(v, _mm256_permute_ps(v, 0x4E));
     }
-    const __m256 m = _mm256_set1_ps(*mx);
-    __m256 s = _mm256_setzero_ps();
-    int64_t i = a;
-    for (; i + 8 <= b + 1; i += 8) {
-        const __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(z + i), m));
-        _mm256_storeu_ps(z + i, e);
-        s = _mm256_add_ps(s, e);
+    return _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
+}
+
+/* Lane h (h < gh) = row h's sum ((S0+S1)+(S2+S3))+((S4+S5)+(S6+S7)), S_l the row's scores of
+ * keys a + l, a + l + 8, ... added in key order, from the vectors' sums by residue: s[r] sums
+ * the vectors v = r mod P, so it holds S_l for the P * (8 / P) = 8 key residues l (keys of
+ * vector v sit at a + v * 8 / P + slot). The order is the same for every P, so a row's sum
+ * does not depend on how many rows share its pass. */
+ALWAYS_INLINE __m256 z_sum(int gh, const __m256 s[4]) {
+    const int P = ZP(gh);
+    if (P == 4) {
+        /* s[r]: slot 0 holds S_2r, slot 1 S_2r+1. */
+        __m256 t[4];
+        for (int r = 0; r < 4; r++) {
+            t[r] = _mm256_add_ps(s[r], _mm256_permute2f128_ps(s[r], s[r], 1));
+        }
+        return _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3]));
     }
-    float tail = 0.0f;
-    for (; i <= b; i++) {
-        z[i] = exp_neg1(z[i] - *mx);
-        tail += z[i];
+    if (P == 2) {
+        /* s[r]: slot k holds S_4r+k. */
+        __m256 t[2];
+        for (int r = 0; r < 2; r++) {
+            const __m256 u = _mm256_add_ps(s[r], _mm256_permute_ps(s[r], 0x4E));
+            t[r] = _mm256_add_ps(u, _mm256_permute2f128_ps(u, u, 1));
+        }
+        return _mm256_add_ps(t[0], t[1]);
     }
-    *sum += hsum8(s) + tail;
+    __m256 u = _mm256_add_ps(s[0], _mm256_permute_ps(s[0], 0xB1));
+    u = _mm256_add_ps(u, _mm256_permute_ps(u, 0x4E));
+    return _mm256_add_ps(u, _mm256_permute2f128_ps(u, u, 1));
+}
+
+/* Online-softmax step of rows h < gh (accumulators acc[h], running max mx[h] and sum sum[h])
+ * over the chunk's keys [a, b], scores in zq: a row whose chunk max exceeds its running max
+ * rescales its accumulator and sum once, by exp(old - new); then zq <- exp(zq - max), zero in
+ * the lanes that hold no score, and each row's sum grows by its chunk's sum. */
+ALWAYS_INLINE void softmax_chunk(int gh, float *const *acc, float *mx, float *sum, float *zq,
+                                 int64_t a, int64_t b, int64_t hd) {
+    const int P = ZP(gh), nk = 8 / P;
+    const int64_t nv = (b - a + nk) / nk, last = b - a + 1 - (nv - 1) * nk;
+    const __m256 full = z_valid(gh, nk), tail = z_valid(gh, last);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m = ninf;
+    for (int64_t v = 0; v < nv; v++) {
+        const __m256 z = _mm256_loadu_ps(zq + 8 * v);
+        m = _mm256_max_ps(m, _mm256_blendv_ps(ninf, z, v == nv - 1 ? tail : full));
+    }
+    m = z_max(gh, m);
+    float old[8] = {0}, cm[8], f[8];
+    for (int l = 0; l < 8; l++) {
+        old[l] = l % P < gh ? mx[l % P] : 0.0f;
+    }
+    const __m256 mo = _mm256_loadu_ps(old);
+    const __m256 grow = _mm256_cmp_ps(m, mo, _CMP_GT_OQ);
+    const __m256 mn = _mm256_blendv_ps(mo, m, grow);
+    if (_mm256_movemask_ps(grow) != 0) {
+        /* exp(-inf) is 0: the first keys of a row find nothing to rescale. */
+        _mm256_storeu_ps(f, exp256_neg(_mm256_sub_ps(mo, m)));
+        _mm256_storeu_ps(cm, m);
+        const int g = _mm256_movemask_ps(grow);
+        for (int h = 0; h < gh; h++) {
+            if (g & (1 << h)) {
+                sum[h] *= f[h];
+                scale_row(acc[h], hd, f[h]);
+                mx[h] = cm[h];
+            }
+        }
+    }
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int64_t v0 = 0; v0 < nv; v0 += P) {
+        for (int r = 0; r < P && v0 + r < nv; r++) {
+            const int64_t v = v0 + r;
+            __m256 e = exp256_neg(_mm256_sub_ps(_mm256_loadu_ps(zq + 8 * v), mn));
+            e = _mm256_and_ps(e, v == nv - 1 ? tail : full);
+            _mm256_storeu_ps(zq + 8 * v, e);
+            s[r] = _mm256_add_ps(s[r], e);
+        }
+    }
+    float t[8];
+    _mm256_storeu_ps(t, z_sum(gh, s));
+    for (int h = 0; h < gh; h++) {
+        sum[h] += t[h];
+    }
 }
 
 /*
@@ -105,9 +175,9 @@ static void softmax_chunk(float *acc, float *mx, float *sum, float *z, int64_t a
  * of KV_KERNELS, where the table is a constant. K and V pick their sources separately (their
  * types may differ): scores read K, the accumulation reads V.
  * Each key row is loaded (and converted) once for all gh rows. Per row the float operations
- * and their order do not depend on gh or on the source, so neither changes a result: a key
- * in a group of 8 from the range start sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)), a key
- * past the last such group as hsum8 does; values accumulate key by key per element. A loaded
+ * and their order do not depend on gh or on the source, so neither changes a result: every
+ * score sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)); values accumulate key by key per
+ * element. A loaded
  * element equals what the type's to_float gives (one product of the integer and the scale),
  * so converted and in-place rows give the same bits.
  */
@@ -200,76 +270,53 @@ static const kv_src k_src_q8_0 = {.row = row_ptr, .load = load_q8_0, .step = 32}
 static const kv_src k_src_q5_0 = {.row = row_ptr, .load = load_q5_0, .step = 32};
 static const kv_src k_src_q4_0 = {.row = row_ptr, .load = load_q4_0, .step = 32};
 
-/* z[h][a + i] = dot(q[h], key a + i) * scale for nk (4, or 2 for gh > 2: gh * nk accumulators
- * fit the registers) consecutive keys. hd % 8 == 0. Both widths reduce a key's 8 lanes the same
- * way, ((0+1)+(2+3))+((4+5)+(6+7)), so a score does not depend on gh. */
-ALWAYS_INLINE void scores_nk(const kv_src *t, int gh, int nk, const float *const *q, const void *k,
-                             int64_t a, int64_t hd, float scale, float *const *z) {
-    __m256 acc[ATT_GH][4];
-    for (int h = 0; h < gh; h++) {
-        for (int i = 0; i < nk; i++) {
-            acc[h][i] = _mm256_setzero_ps();
+/* Lane r = the sum of v[r]'s eight lanes, as ((0+1)+(2+3))+((4+5)+(6+7)). */
+ALWAYS_INLINE __m256 reduce8(const __m256 v[8]) {
+    const __m256 a01 = _mm256_hadd_ps(v[0], v[1]), a23 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 a45 = _mm256_hadd_ps(v[4], v[5]), a67 = _mm256_hadd_ps(v[6], v[7]);
+    const __m256 b0 = _mm256_hadd_ps(a01, a23), b1 = _mm256_hadd_ps(a45, a67);
+    return _mm256_add_ps(_mm256_permute2f128_ps(b0, b1, 0x20),
+                         _mm256_permute2f128_ps(b0, b1, 0x31));
+}
+
+/* zq[(i - a) * P + h] = dot(q[h], key i) * scale for keys [a, b] (layout above), 8 / P keys a
+ * step: one accumulator per (key, row), each summing over d in ascending order, the query
+ * vectors loaded once for the step's keys, and one reduction for all of them. A step that runs
+ * past b reads key b's row again for the lanes no one reads. */
+ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
+                          int64_t b, int64_t hd, float scale, float *zq) {
+    const int P = ZP(gh), nk = 8 / P;
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int64_t i = a; i <= b; i += nk) {
+        const void *row[8];
+        __m256 acc[8];
+        for (int kk = 0; kk < nk; kk++) {
+            row[kk] = t->row(k, i + kk <= b ? i + kk : b, hd);
         }
-    }
-    /* A key's quarters of one block in a row (its scale read once); each (row, key) sum
-     * still runs over d in ascending order, whatever the step. */
-    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
-        for (int i = 0; i < nk; i++) {
-            const void *row = t->row(k, a + i, hd);
+        for (int l = 0; l < 8; l++) {
+            acc[l] = _mm256_setzero_ps();
+        }
+        for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
             for (int u = 0; u < t->step / 8; u++) {
-                const __m256 kv = t->load(row, d0, u);
+                __m256 qv[ATT_GH];
                 for (int h = 0; h < gh; h++) {
-                    acc[h][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d0 + 8 * u), kv, acc[h][i]);
+                    qv[h] = _mm256_loadu_ps(q[h] + d0 + 8 * u);
+                }
+                for (int kk = 0; kk < nk; kk++) {
+                    const __m256 kv = t->load(row[kk], d0, u);
+                    for (int h = 0; h < gh; h++) {
+                        acc[kk * P + h] = _mm256_fmadd_ps(qv[h], kv, acc[kk * P + h]);
+                    }
                 }
             }
         }
-    }
-    for (int h = 0; h < gh; h++) {
-        if (nk == 4) {
-            const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(acc[h][0], acc[h][1]),
-                                            _mm256_hadd_ps(acc[h][2], acc[h][3]));
-            const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            _mm_storeu_ps(z[h] + a, _mm_mul_ps(r, _mm_set1_ps(scale)));
-        } else {
-            const __m256 p = _mm256_hadd_ps(acc[h][0], acc[h][1]);
-            const __m256 s = _mm256_hadd_ps(p, p);
-            const __m128 r = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            float two[4];
-            _mm_storeu_ps(two, _mm_mul_ps(r, _mm_set1_ps(scale)));
-            memcpy(z[h] + a, two, 2 * sizeof(float));
-        }
+        _mm256_storeu_ps(zq + (i - a) * P, _mm256_mul_ps(reduce8(acc), sv));
     }
 }
-
-ALWAYS_INLINE float dot1(const kv_src *t, const float *q, const void *k, int64_t i, int64_t hd) {
-    __m256 acc = _mm256_setzero_ps();
-    const void *row = t->row(k, i, hd);
-    for (int64_t d0 = 0; d0 < hd; d0 += t->step) {
-        for (int u = 0; u < t->step / 8; u++) {
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8 * u), t->load(row, d0, u), acc);
-        }
-    }
-    return hsum8(acc);
-}
-
-/* z[h][i] = dot(q[h], key i) * scale for keys [a, b] of the chunk. */
-ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const void *kc, int64_t a,
-                          int64_t b, int64_t hd, float scale, float *const *z) {
-    const int64_t n8 = a + (b - a + 1) / 8 * 8;
-    const int nk = gh > 2 ? 2 : 4;
-    for (int64_t i = a; i < n8; i += nk) {
-        scores_nk(t, gh, nk, q, kc, i, hd, scale, z);
-    }
-    for (int64_t i = n8; i <= b; i++) {
-        for (int h = 0; h < gh; h++) {
-            z[h][i] = dot1(t, q[h], kc, i, hd) * scale;
-        }
-    }
-}
-
-/* acc[h][d] += sum_i p[h][i] * v(a + i)[d] for i < nk, h < gh. */
-ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const float *const *p,
+/* acc[h][d] += sum_i p(i, h) * v(a + i)[d] for i < nk, h < gh, p(i, h) = zq[i * P + h]. */
+ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const float *zq,
                               const void *v, int64_t a, int64_t nk, int64_t hd) {
+    const int P = ZP(gh);
     int64_t d = 0;
     /* nu vectors of each row per pass (four; two for four rows: eight to twelve chains, enough
      * to keep the FMA units busy through their latency, within the registers), one value
@@ -288,7 +335,7 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
         for (int64_t i = 0; i < nk; i++) {
             __m256 w[ATT_GH];
             for (int h = 0; h < gh; h++) {
-                w[h] = _mm256_broadcast_ss(p[h] + i);
+                w[h] = _mm256_broadcast_ss(zq + i * P + h);
             }
             for (int u = 0; u < nu; u++) {
                 const __m256 vu = t->load(t->row(v, a + i, hd), d0, u0 + u);
@@ -309,44 +356,43 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
         for (int h = 0; h < gh; h++) {
             __m256 s0 = _mm256_loadu_ps(acc[h] + d);
             for (int64_t i = 0; i < nk; i++) {
-                s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p[h] + i),
+                s0 = _mm256_fmadd_ps(_mm256_broadcast_ss(zq + i * P + h),
                                      t->load(t->row(v, a + i, hd), d, 0), s0);
             }
             _mm256_storeu_ps(acc[h] + d, s0);
         }
     }
 }
-
 /* The named kernels of one source: a constant gh per call so that the loops over rows
  * unroll. */
 typedef void (*scores_fn)(int gh, const float *const *q, const void *kc, int64_t a, int64_t b,
-                          int64_t hd, float scale, float *const *z);
-typedef void (*accum_fn)(int gh, float *const *acc, const float *const *p, const void *vc,
-                         int64_t a, int64_t nk, int64_t hd);
+                          int64_t hd, float scale, float *zq);
+typedef void (*accum_fn)(int gh, float *const *acc, const float *zq, const void *vc, int64_t a,
+                         int64_t nk, int64_t hd);
 
 #define KV_KERNELS(NAME)                                                                           \
     static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a, int64_t b, \
-                              int64_t hd, float scale, float *const *z) {                          \
+                              int64_t hd, float scale, float *zq) {                                \
         if (gh == 4) {                                                                             \
-            scores(&k_src_##NAME, 4, q, kc, a, b, hd, scale, z);                                   \
+            scores(&k_src_##NAME, 4, q, kc, a, b, hd, scale, zq);                                  \
         } else if (gh == 3) {                                                                      \
-            scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, z);                                   \
+            scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, zq);                                  \
         } else if (gh == 2) {                                                                      \
-            scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, z);                                   \
+            scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, zq);                                  \
         } else {                                                                                   \
-            scores(&k_src_##NAME, 1, q, kc, a, b, hd, scale, z);                                   \
+            scores(&k_src_##NAME, 1, q, kc, a, b, hd, scale, zq);                                  \
         }                                                                                          \
     }                                                                                              \
-    static void accum_##NAME(int gh, float *const *acc, const float *const *p, const void *vc,     \
+    static void accum_##NAME(int gh, float *const *acc, const float *zq, const void *vc,           \
                              int64_t a, int64_t nk, int64_t hd) {                                  \
         if (gh == 4) {                                                                             \
-            accumulate(&k_src_##NAME, 4, acc, p, vc, a, nk, hd);                                   \
+            accumulate(&k_src_##NAME, 4, acc, zq, vc, a, nk, hd);                                  \
         } else if (gh == 3) {                                                                      \
-            accumulate(&k_src_##NAME, 3, acc, p, vc, a, nk, hd);                                   \
+            accumulate(&k_src_##NAME, 3, acc, zq, vc, a, nk, hd);                                  \
         } else if (gh == 2) {                                                                      \
-            accumulate(&k_src_##NAME, 2, acc, p, vc, a, nk, hd);                                   \
+            accumulate(&k_src_##NAME, 2, acc, zq, vc, a, nk, hd);                                  \
         } else {                                                                                   \
-            accumulate(&k_src_##NAME, 1, acc, p, vc, a, nk, hd);                                   \
+            accumulate(&k_src_##NAME, 1, acc, zq, vc, a, nk, hd);                                  \
         }                                                                                          \
     }
 
@@ -389,29 +435,38 @@ static const kv_kernels *direct_kernels(ts_type t) {
     }
 }
 
-/* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time, against keys
- * [a, b] of the chunk: K rows through kk, V rows through vk. */
-static void token_chunk(const kv_kernels *kk, const kv_kernels *vk, int64_t ng, float *acc,
-                        float *mx, float *sum, const float *q, const void *kc, const void *vc,
-                        int64_t a, int64_t b, int64_t hd, float scale, float *z) {
-    for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {
-        const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;
-        float *ar[ATT_GH], *zr[ATT_GH];
-        const float *qr[ATT_GH], *p[ATT_GH];
-        for (int h = 0; h < gh; h++) {
-            ar[h] = acc + (g0 + h) * hd;
-            qr[h] = q + (g0 + h) * hd;
-            zr[h] = z + h * ATT_KC;
-        }
-        kk->scores(gh, qr, kc, a, b, hd, scale, zr);
-        for (int h = 0; h < gh; h++) {
-            softmax_chunk(ar[h], &mx[g0 + h], &sum[g0 + h], zr[h], a, b, hd);
-            p[h] = zr[h] + a;
-        }
-        vk->accum(gh, ar, p, vc, a, b - a + 1, hd);
+/* The online-softmax step at a constant row count. */
+static void softmax_rows(int gh, float *const *acc, float *mx, float *sum, float *zq, int64_t a,
+                         int64_t b, int64_t hd) {
+    if (gh == 4) {
+        softmax_chunk(4, acc, mx, sum, zq, a, b, hd);
+    } else if (gh == 3) {
+        softmax_chunk(3, acc, mx, sum, zq, a, b, hd);
+    } else if (gh == 2) {
+        softmax_chunk(2, acc, mx, sum, zq, a, b, hd);
+    } else {
+        softmax_chunk(1, acc, mx, sum, zq, a, b, hd);
     }
 }
 
+/* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time, against keys
+ * [a, b] of the chunk: K rows through kk, V rows through vk; zq holds ATT_GH * ATT_KC floats. */
+static void token_chunk(const kv_kernels *kk, const kv_kernels *vk, int64_t ng, float *acc,
+                        float *mx, float *sum, const float *q, const void *kc, const void *vc,
+                        int64_t a, int64_t b, int64_t hd, float scale, float *zq) {
+    for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {
+        const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;
+        float *ar[ATT_GH];
+        const float *qr[ATT_GH];
+        for (int h = 0; h < gh; h++) {
+            ar[h] = acc + (g0 + h) * hd;
+            qr[h] = q + (g0 + h) * hd;
+        }
+        kk->scores(gh, qr, kc, a, b, hd, scale, zq);
+        softmax_rows(gh, ar, &mx[g0], &sum[g0], zq, a, b, hd);
+        vk->accum(gh, ar, zq, vc, a, b - a + 1, hd);
+    }
+}
 /* Byte offset of key j's row of kv head 0 in cache c (K or V) of sequence s. */
 static inline size_t kv_offset(const ts_tensor *c, const ts_tensor *tab, int32_t s, int64_t j) {
     int64_t bs = c->ne[2];
@@ -441,7 +496,7 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
     const kv_kernels *kk = direct ? direct_kernels(k->type) : &k_conv;
     const kv_kernels *vk = direct ? direct_kernels(v->type) : &k_conv;
     const void *kp[ATT_KC], *vp[ATT_KC];
-    size_t koff[ATT_KC], voff[ATT_KC];
+    size_t koff[ATT_KC], voff[ATT_KC], nkoff[ATT_KC], nvoff[ATT_KC];
     /* Rows r = (ti * nkh + khi) * ng + g; nt * nkh <= ATT_QT. */
     float *acc = qb + ATT_QT * group * hd, *z = acc + ATT_QT * group * hd;
     float *mx = z + ATT_GH * ATT_KC, *sum = mx + ATT_QT * group;
@@ -452,12 +507,10 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
         cpu_attn_item_sink(n, it, r, &mx[r], &sum[r]);
     }
     memset(acc, 0, (size_t)(nt * nkh * ng * hd) * sizeof *acc);
-    /* The row bytes of all the item's kv heads at one key (contiguous in each cache). */
+    /* The bytes of one kv head's row at one key. */
     size_t k_row = 0, v_row = 0;
     ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &k_row);
     ts_type_row_bytes((uint32_t)v->type, (uint64_t)hd, &v_row);
-    const size_t k_span = (size_t)(nkh - 1) * k->nb[1] + k_row;
-    const size_t v_span = (size_t)(nkh - 1) * v->nb[1] + v_row;
     /* Chunks on the grid of multiples of ATT_KC, whatever keys the item's other rows see: a
      * row's chunks, and so its bits, then depend on its own key range only (with a sliding
      * window the items' first keys differ). */
@@ -467,16 +520,24 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
             koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
             voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
         }
+        /* The next chunk's keys (their offsets; prefetched head by head below). */
+        int64_t nn = 0;
         if (direct) {
-            /* The next chunk's rows are read from memory while this one computes: its keys sit
-             * in blocks spread over the cache, and waiting on them dominated decoding. */
             const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
-            for (int64_t j = j0 + ATT_KC; j <= e; j++) {
-                prefetch_rows(k, kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1], k_span);
-                prefetch_rows(v, kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1], v_span);
+            for (int64_t j = j0 + ATT_KC; j <= e; j++, nn++) {
+                nkoff[nn] = kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1];
+                nvoff[nn] = kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1];
             }
         }
         for (int64_t khi = 0; khi < nkh; khi++) {
+            /* This head's rows of the next chunk are read from memory while it computes: the
+             * keys sit in blocks spread over the cache, and waiting on them dominated decoding.
+             * A head at a time, so that few lines are in flight at once and the next chunk
+             * does not push this one's other heads out of L1. */
+            for (int64_t i = 0; i < nn; i++) {
+                prefetch_rows(k, nkoff[i] + (size_t)khi * k->nb[1], k_row);
+                prefetch_rows(v, nvoff[i] + (size_t)khi * v->nb[1], v_row);
+            }
             for (int64_t i = 0; i < nk; i++) {
                 const char *kr = (const char *)k->data + koff[i] + (size_t)khi * k->nb[1];
                 const char *vr = (const char *)v->data + voff[i] + (size_t)khi * v->nb[1];
