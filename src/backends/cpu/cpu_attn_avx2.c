@@ -279,17 +279,40 @@ ALWAYS_INLINE __m256 reduce8(const __m256 v[8]) {
                          _mm256_permute2f128_ps(b0, b1, 0x31));
 }
 
+/* One kv head's rows at the next chunk's keys (decoding), prefetched a step at a time by the
+ * scores kernel while it computes this chunk's: issued all at once before the chunk, they
+ * stalled on the core's few outstanding misses. */
+typedef struct kv_pf {
+    const char *k[ATT_KC], *v[ATT_KC];
+    size_t k_bytes, v_bytes; /* bytes of a row */
+    int64_t n;               /* keys in the next chunk */
+} kv_pf;
+
+ALWAYS_INLINE void pf_row(const char *p, size_t n) {
+    for (size_t l = 0; l < n; l += 64) {
+        _mm_prefetch(p + l, _MM_HINT_T0);
+    }
+    _mm_prefetch(p + n - 1, _MM_HINT_T0);
+}
+
 /* zq[(i - a) * P + h] = dot(q[h], key i) * scale for keys [a, b] (layout above), 8 / P keys a
  * step: one accumulator per (key, row), each summing over d in ascending order, the query
  * vectors loaded once for the step's keys, and one reduction for all of them. A step that runs
- * past b reads key b's row again for the lanes no one reads. */
+ * past b reads key b's row again for the lanes no one reads. pf (or NULL): rows to prefetch,
+ * those of the next chunk's keys with the step's indices. */
 ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const void *k, int64_t a,
-                          int64_t b, int64_t hd, float scale, float *zq) {
+                          int64_t b, int64_t hd, float scale, float *zq, const kv_pf *pf) {
     const int P = ZP(gh), nk = 8 / P;
     const __m256 sv = _mm256_set1_ps(scale);
     for (int64_t i = a; i <= b; i += nk) {
         const void *row[8];
         __m256 acc[8];
+        if (pf != NULL) {
+            for (int kk = 0; kk < nk && i + kk < pf->n; kk++) {
+                pf_row(pf->k[i + kk], pf->k_bytes);
+                pf_row(pf->v[i + kk], pf->v_bytes);
+            }
+        }
         for (int kk = 0; kk < nk; kk++) {
             row[kk] = t->row(k, i + kk <= b ? i + kk : b, hd);
         }
@@ -313,6 +336,7 @@ ALWAYS_INLINE void scores(const kv_src *t, int gh, const float *const *q, const 
         _mm256_storeu_ps(zq + (i - a) * P, _mm256_mul_ps(reduce8(acc), sv));
     }
 }
+
 /* acc[h][d] += sum_i p(i, h) * v(a + i)[d] for i < nk, h < gh, p(i, h) = zq[i * P + h]. */
 ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const float *zq,
                               const void *v, int64_t a, int64_t nk, int64_t hd) {
@@ -366,21 +390,21 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
 /* The named kernels of one source: a constant gh per call so that the loops over rows
  * unroll. */
 typedef void (*scores_fn)(int gh, const float *const *q, const void *kc, int64_t a, int64_t b,
-                          int64_t hd, float scale, float *zq);
+                          int64_t hd, float scale, float *zq, const kv_pf *pf);
 typedef void (*accum_fn)(int gh, float *const *acc, const float *zq, const void *vc, int64_t a,
                          int64_t nk, int64_t hd);
 
 #define KV_KERNELS(NAME)                                                                           \
     static void scores_##NAME(int gh, const float *const *q, const void *kc, int64_t a, int64_t b, \
-                              int64_t hd, float scale, float *zq) {                                \
+                              int64_t hd, float scale, float *zq, const kv_pf *pf) {               \
         if (gh == 4) {                                                                             \
-            scores(&k_src_##NAME, 4, q, kc, a, b, hd, scale, zq);                                  \
+            scores(&k_src_##NAME, 4, q, kc, a, b, hd, scale, zq, pf);                              \
         } else if (gh == 3) {                                                                      \
-            scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, zq);                                  \
+            scores(&k_src_##NAME, 3, q, kc, a, b, hd, scale, zq, pf);                              \
         } else if (gh == 2) {                                                                      \
-            scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, zq);                                  \
+            scores(&k_src_##NAME, 2, q, kc, a, b, hd, scale, zq, pf);                              \
         } else {                                                                                   \
-            scores(&k_src_##NAME, 1, q, kc, a, b, hd, scale, zq);                                  \
+            scores(&k_src_##NAME, 1, q, kc, a, b, hd, scale, zq, pf);                              \
         }                                                                                          \
     }                                                                                              \
     static void accum_##NAME(int gh, float *const *acc, const float *zq, const void *vc,           \
@@ -450,10 +474,11 @@ static void softmax_rows(int gh, float *const *acc, float *mx, float *sum, float
 }
 
 /* Rows [0, ng) of one token (consecutive in acc, q, mx, sum), ATT_GH at a time, against keys
- * [a, b] of the chunk: K rows through kk, V rows through vk; zq holds ATT_GH * ATT_KC floats. */
+ * [a, b] of the chunk: K rows through kk, V rows through vk; zq holds ATT_GH * ATT_KC floats;
+ * pf (or NULL): the next chunk's rows to prefetch meanwhile. */
 static void token_chunk(const kv_kernels *kk, const kv_kernels *vk, int64_t ng, float *acc,
                         float *mx, float *sum, const float *q, const void *kc, const void *vc,
-                        int64_t a, int64_t b, int64_t hd, float scale, float *zq) {
+                        int64_t a, int64_t b, int64_t hd, float scale, float *zq, const kv_pf *pf) {
     for (int64_t g0 = 0; g0 < ng; g0 += ATT_GH) {
         const int gh = ng - g0 < ATT_GH ? (int)(ng - g0) : ATT_GH;
         float *ar[ATT_GH];
@@ -462,23 +487,17 @@ static void token_chunk(const kv_kernels *kk, const kv_kernels *vk, int64_t ng, 
             ar[h] = acc + (g0 + h) * hd;
             qr[h] = q + (g0 + h) * hd;
         }
-        kk->scores(gh, qr, kc, a, b, hd, scale, zq);
+        kk->scores(gh, qr, kc, a, b, hd, scale, zq, g0 == 0 ? pf : NULL);
         softmax_rows(gh, ar, &mx[g0], &sum[g0], zq, a, b, hd);
         vk->accum(gh, ar, zq, vc, a, b - a + 1, hd);
     }
 }
+
 /* Byte offset of key j's row of kv head 0 in cache c (K or V) of sequence s. */
 static inline size_t kv_offset(const ts_tensor *c, const ts_tensor *tab, int32_t s, int64_t j) {
     int64_t bs = c->ne[2];
     int64_t blk = cpu_attn_read_block(tab, j / bs, s, c->ne[3]);
     return (size_t)(j % bs) * c->nb[2] + (size_t)blk * c->nb[3];
-}
-
-/* Prefetches the rows of all the item's kv heads at key j (span bytes from off). */
-static inline void prefetch_rows(const ts_tensor *c, size_t off, size_t span) {
-    for (size_t l = 0; l < span; l += 64) {
-        _mm_prefetch((const char *)c->data + off + l, _MM_HINT_T0);
-    }
 }
 
 void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *it) {
@@ -511,6 +530,7 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
     size_t k_row = 0, v_row = 0;
     ts_type_row_bytes((uint32_t)k->type, (uint64_t)hd, &k_row);
     ts_type_row_bytes((uint32_t)v->type, (uint64_t)hd, &v_row);
+    kv_pf pf = {.k_bytes = k_row, .v_bytes = v_row};
     /* Chunks on the grid of multiples of ATT_KC, whatever keys the item's other rows see: a
      * row's chunks, and so its bits, then depend on its own key range only (with a sliding
      * window the items' first keys differ). */
@@ -520,7 +540,8 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
             koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
             voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
         }
-        /* The next chunk's keys (their offsets; prefetched head by head below). */
+        /* The next chunk's keys (their offsets; each head's rows are prefetched while it
+         * computes this chunk, kv_pf). */
         int64_t nn = 0;
         if (direct) {
             const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
@@ -529,14 +550,11 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
                 nvoff[nn] = kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1];
             }
         }
+        pf.n = nn;
         for (int64_t khi = 0; khi < nkh; khi++) {
-            /* This head's rows of the next chunk are read from memory while it computes: the
-             * keys sit in blocks spread over the cache, and waiting on them dominated decoding.
-             * A head at a time, so that few lines are in flight at once and the next chunk
-             * does not push this one's other heads out of L1. */
             for (int64_t i = 0; i < nn; i++) {
-                prefetch_rows(k, nkoff[i] + (size_t)khi * k->nb[1], k_row);
-                prefetch_rows(v, nvoff[i] + (size_t)khi * v->nb[1], v_row);
+                pf.k[i] = (const char *)k->data + nkoff[i] + (size_t)khi * k->nb[1];
+                pf.v[i] = (const char *)v->data + nvoff[i] + (size_t)khi * v->nb[1];
             }
             for (int64_t i = 0; i < nk; i++) {
                 const char *kr = (const char *)k->data + koff[i] + (size_t)khi * k->nb[1];
@@ -559,7 +577,7 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
                 }
                 int64_t r = (ti * nkh + khi) * ng;
                 token_chunk(kk, vk, ng, acc + r * hd, mx + r, sum + r, qb + r * hd, ks, vs, a, b,
-                            hd, scale, z);
+                            hd, scale, z, nn > 0 ? &pf : NULL);
             }
         }
     }
