@@ -540,15 +540,13 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
             koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
             voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
         }
-        /* The next chunk's keys (their offsets; each head's rows are prefetched while it
-         * computes this chunk, kv_pf). */
+        /* The next chunk's keys (their offsets; each head's rows are prefetched while this
+         * chunk's are converted or computed, kv_pf). */
         int64_t nn = 0;
-        if (direct) {
-            const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
-            for (int64_t j = j0 + ATT_KC; j <= e; j++, nn++) {
-                nkoff[nn] = kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1];
-                nvoff[nn] = kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1];
-            }
+        const int64_t e = j0 + 2 * ATT_KC - 1 < J1 ? j0 + 2 * ATT_KC - 1 : J1;
+        for (int64_t j = j0 + ATT_KC; j <= e; j++, nn++) {
+            nkoff[nn] = kv_offset(k, tab, it->s, j) + (size_t)it->kh0 * k->nb[1];
+            nvoff[nn] = kv_offset(v, tab, it->s, j) + (size_t)it->kh0 * v->nb[1];
         }
         pf.n = nn;
         for (int64_t khi = 0; khi < nkh; khi++) {
@@ -563,6 +561,12 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
                     kp[i] = kr;
                     vp[i] = vr;
                 } else {
+                    /* Prefill converts the chunk right before computing with it: the next
+                     * chunk's rows are fetched meanwhile, as decoding's are (kv_pf). */
+                    if (i < nn) {
+                        pf_row(pf.k[i], pf.k_bytes);
+                        pf_row(pf.v[i], pf.v_bytes);
+                    }
                     kops->to_float(kr, kc + i * hd, hd);
                     vops->to_float(vr, vc + i * hd, hd);
                 }
@@ -577,7 +581,7 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
                 }
                 int64_t r = (ti * nkh + khi) * ng;
                 token_chunk(kk, vk, ng, acc + r * hd, mx + r, sum + r, qb + r * hd, ks, vs, a, b,
-                            hd, scale, z, nn > 0 ? &pf : NULL);
+                            hd, scale, z, direct && nn > 0 ? &pf : NULL);
             }
         }
     }
