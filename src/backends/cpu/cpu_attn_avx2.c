@@ -78,11 +78,11 @@ ALWAYS_INLINE __m256 z_max(int gh, __m256 v) {
     return _mm256_max_ps(v, _mm256_permute2f128_ps(v, v, 1));
 }
 
-/* Lane h (h < gh) = row h's sum ((S0+S1)+(S2+S3))+((S4+S5)+(S6+S7)), S_l the row's scores of
- * keys a + l, a + l + 8, ... added in key order, from the vectors' sums by residue: s[r] sums
- * the vectors v = r mod P, so it holds S_l for the P * (8 / P) = 8 key residues l (keys of
- * vector v sit at a + v * 8 / P + slot). The order is the same for every P, so a row's sum
- * does not depend on how many rows share its pass. */
+/* Lane h (h < gh) = row h's sum ((S0+S1)+(S2+S3))+((S4+S5)+(S6+S7)), S_l the row's weights
+ * exp(z - max) of keys a + l, a + l + 8, ... added in key order, from the vectors' sums by
+ * residue: s[r] sums the vectors v = r mod P, so it holds S_l for the P * (8 / P) = 8 key
+ * residues l (keys of vector v sit at a + v * 8 / P + slot). The order is the same for every P,
+ * so a row's sum does not depend on how many rows share its pass. */
 ALWAYS_INLINE __m256 z_sum(int gh, const __m256 s[4]) {
     const int P = ZP(gh);
     if (P == 4) {
@@ -177,9 +177,8 @@ ALWAYS_INLINE void softmax_chunk(int gh, float *const *acc, float *mx, float *su
  * Each key row is loaded (and converted) once for all gh rows. Per row the float operations
  * and their order do not depend on gh or on the source, so neither changes a result: every
  * score sums its 8 lanes as ((0+1)+(2+3))+((4+5)+(6+7)); values accumulate key by key per
- * element. A loaded
- * element equals what the type's to_float gives (one product of the integer and the scale),
- * so converted and in-place rows give the same bits.
+ * element. A loaded element equals what the type's to_float gives (one product of the integer
+ * and the scale), so converted and in-place rows give the same bits.
  */
 typedef struct kv_src {
     /* Row i of the chunk's rows at src (hd elements per row). */
@@ -387,6 +386,7 @@ ALWAYS_INLINE void accumulate(const kv_src *t, int gh, float *const *acc, const 
         }
     }
 }
+
 /* The named kernels of one source: a constant gh per call so that the loops over rows
  * unroll. */
 typedef void (*scores_fn)(int gh, const float *const *q, const void *kc, int64_t a, int64_t b,
