@@ -536,9 +536,15 @@ void cpu_attn_item_avx2(const cpu_op_ctx *c, ts_tensor *n, const cpu_attn_item *
      * window the items' first keys differ). */
     for (int64_t j0 = J0 - J0 % ATT_KC; j0 <= J1; j0 += ATT_KC) {
         int64_t nk = J1 - j0 + 1 < ATT_KC ? J1 - j0 + 1 : ATT_KC;
-        for (int64_t i = 0; i < nk; i++) {
-            koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
-            voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
+        if (j0 == J0 - J0 % ATT_KC) {
+            for (int64_t i = 0; i < nk; i++) {
+                koff[i] = kv_offset(k, tab, it->s, j0 + i) + (size_t)it->kh0 * k->nb[1];
+                voff[i] = kv_offset(v, tab, it->s, j0 + i) + (size_t)it->kh0 * v->nb[1];
+            }
+        } else {
+            /* Found by the chunk before, for its prefetches (nk of them). */
+            memcpy(koff, nkoff, (size_t)nk * sizeof *koff);
+            memcpy(voff, nvoff, (size_t)nk * sizeof *voff);
         }
         /* The next chunk's keys (their offsets; each head's rows are prefetched while this
          * chunk's are converted or computed, kv_pf). */
